@@ -1,0 +1,474 @@
+"""GPU offerings and their prices: the embedded snapshot or a user's own catalog CSV.
+
+One row of the CSV (format: ``spec/catalog-format.md``, version 1) is one *offering*: a node type in a
+region of a cloud, with its GPUs, its multi-node fabric and a price per node-hour for each purchase tier.
+The planner only ever sees :class:`Catalog` and :class:`Offering`; where the numbers came from is
+documented next to the data in ``models/data/CATALOG-SOURCES.md``.
+
+Loading is strict because a silently mis-read price turns into a wrong plan: every problem raises
+:class:`models.errors.InputError` naming the file, the spreadsheet row and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from models.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "CLOUDS",
+    "DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR",
+    "EMBEDDED_CATALOG_PATH",
+    "FABRICS",
+    "GPU_MODELS",
+    "TIERS",
+    "Catalog",
+    "Offering",
+]
+
+GPU_MODELS: tuple[str, ...] = (
+    "A10G",
+    "L4",
+    "L40S",
+    "A100-40GB",
+    "A100-80GB",
+    "H100",
+    "H100-NVL",
+    "H200",
+    "B200",
+)
+FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
+CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+TIERS: tuple[str, ...] = ("reserved_1y", "reserved_3y", "on_demand", "spot")
+
+# Expected spot interruptions per node-hour when a catalog row leaves the column empty.
+# ASSUMPTION, not a measurement. FACTS.md section 2 has no GPU interruption figures:
+# - AWS Spot Instance Advisor buckets "frequency of interruption" over the trailing month
+#   (<5%, 5-10%, 10-15%, 15-20%, >20%). Read literally, the worst bucket (>20% of instances reclaimed in a
+#   730 h month) is only -ln(0.8)/730 ~ 3e-4 per hour, but that is a floor averaged over a whole pool;
+#   large GPU nodes sit in small pools and are reclaimed together (Spot-and-Scoot: >92% of co-interruptions
+#   of a type+AZ land within 3 minutes), so we plan with 0.01/h, i.e. an MTBF of 100 node-hours (~4 days).
+# - GCP publishes no interruption data, gives 30 s notice and no SLA for Spot VMs: 0.015/h (MTBF ~67 h).
+# - Azure shows AWS-like eviction-rate buckets (0-5% ... 20+%) with 30 s notice [unverified]: 0.012/h
+#   (MTBF ~83 h), between the two.
+# A row's spot_interruptions_per_hour overrides these, e.g. after ingesting spot-advisor-data.json.
+DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR: dict[str, float] = {"aws": 0.01, "gcp": 0.015, "azure": 0.012}
+
+# Resolved from this file, not the working directory, so the snapshot is found wherever the package is
+# installed (pyproject ships models/data/*.csv as package data). Nothing is read at import time.
+EMBEDDED_CATALOG_PATH: Path = Path(__file__).parent / "data" / "catalog.csv"
+
+# The CSV columns in the order of catalog-format.md; the embedded file uses exactly this order.
+_COLUMNS: tuple[str, ...] = (
+    "cloud",
+    "region",
+    "instance_type",
+    "gpu_model",
+    "gpus_per_node",
+    "gpu_memory_gb",
+    "fabric",
+    "fabric_gbps",
+    "on_demand_usd_h",
+    "spot_usd_h",
+    "reserved_1y_usd_h",
+    "reserved_3y_usd_h",
+    "spot_interruptions_per_hour",
+    "max_nodes",
+    "source",
+)
+_REQUIRED: frozenset[str] = frozenset(
+    {
+        "cloud",
+        "region",
+        "instance_type",
+        "gpu_model",
+        "gpus_per_node",
+        "gpu_memory_gb",
+        "fabric",
+        "on_demand_usd_h",
+        "source",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """A node type in a region of a cloud, priced per node-hour for each purchase tier.
+
+    Prices are USD per node-hour; ``None`` means the tier is not offered. ``spot_interruptions_per_hour``
+    is already resolved (the row's value or the cloud default), so consumers never deal with a missing rate.
+    """
+
+    cloud: str
+    region: str
+    instance_type: str
+    gpu_model: str
+    gpus_per_node: int
+    gpu_memory_gb: float
+    fabric: str
+    fabric_gbps: float | None
+    on_demand_usd_h: float
+    spot_usd_h: float | None
+    reserved_1y_usd_h: float | None
+    reserved_3y_usd_h: float | None
+    spot_interruptions_per_hour: float
+    max_nodes: int | None
+    source: str
+
+    def __post_init__(self) -> None:
+        # The CSV loader reports these with row and column; this guards offerings built in code.
+        if self.gpus_per_node < 1:
+            raise ValueError(f"{self.id}: gpus_per_node must be >= 1, got {self.gpus_per_node}")
+        if self.fabric not in FABRICS:
+            raise ValueError(f"{self.id}: unknown fabric {self.fabric!r}; valid: {', '.join(FABRICS)}")
+        if self.gpu_model not in GPU_MODELS:
+            raise ValueError(
+                f"{self.id}: unknown gpu_model {self.gpu_model!r}; valid: {', '.join(GPU_MODELS)}"
+            )
+        prices = (self.on_demand_usd_h, self.spot_usd_h, self.reserved_1y_usd_h, self.reserved_3y_usd_h)
+        if any(p is not None and not (p >= 0 and math.isfinite(p)) for p in prices):
+            raise ValueError(f"{self.id}: prices must be finite and >= 0")
+        rate = self.spot_interruptions_per_hour
+        if not (rate >= 0 and math.isfinite(rate)):
+            raise ValueError(f"{self.id}: spot_interruptions_per_hour must be finite and >= 0, got {rate}")
+        if self.max_nodes is not None and self.max_nodes < 0:
+            raise ValueError(f"{self.id}: max_nodes must be >= 0 or None, got {self.max_nodes}")
+
+    @property
+    def id(self) -> str:
+        """``cloud:region:instance_type``, the key plans and reports use (plan-contract.md)."""
+        return f"{self.cloud}:{self.region}:{self.instance_type}"
+
+    @property
+    def has_fabric(self) -> bool:
+        """True when multi-node jobs get a GPU network (EFA, GPUDirect-TCPX/O, InfiniBand)."""
+        return self.fabric != "none"
+
+    def price(self, tier: str) -> float | None:
+        """USD per node-hour on ``tier`` (one of :data:`TIERS`); ``None`` when the tier is not offered."""
+        if tier == "on_demand":
+            return self.on_demand_usd_h
+        if tier == "spot":
+            return self.spot_usd_h
+        if tier == "reserved_1y":
+            return self.reserved_1y_usd_h
+        if tier == "reserved_3y":
+            return self.reserved_3y_usd_h
+        raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+
+    def matches_gpu(self, patterns: Iterable[str] | None) -> bool:
+        """Prefix match of the canonical model name, case-insensitive (catalog-format.md).
+
+        ``"A100"`` matches A100-40GB and A100-80GB, ``"H100"`` matches H100 and H100-NVL. ``None`` or an
+        empty list matches every offering, so "no GPU preference" needs no special case in callers.
+        """
+        wanted = _as_list(patterns)
+        if not wanted:
+            return True
+        model = self.gpu_model.upper()
+        return any(model.startswith(p.strip().upper()) for p in wanted)
+
+
+class Catalog:
+    """An immutable collection of offerings with unique ids, in file order."""
+
+    offerings: tuple[Offering, ...]
+    source: str
+
+    def __init__(self, offerings: Iterable[Offering], source: str = "embedded") -> None:
+        self.offerings = tuple(offerings)
+        self.source = source
+        self._by_id: dict[str, Offering] = {}
+        for offering in self.offerings:
+            if offering.id in self._by_id:
+                raise ValueError(f"duplicate offering id {offering.id!r} in catalog {source!r}")
+            self._by_id[offering.id] = offering
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Catalog:
+        """Read a catalog CSV; ``None`` or ``"embedded"`` reads the snapshot shipped with gpuplan.
+
+        Errors name rows as a spreadsheet shows them: the header is row 1, so the first data row is
+        row 2. Required columns must be present; optional ones may be absent altogether, and an empty
+        optional cell means "not offered" (prices), "cloud default" (spot_interruptions_per_hour) or
+        "unlimited" (max_nodes). Spot or reserved prices above on-demand are accepted as given.
+
+        Raises:
+            InputError: missing file, empty file, unknown or missing column, or a bad value.
+        """
+        if path is None or (isinstance(path, str) and path == "embedded"):
+            return cls(_read_csv(EMBEDDED_CATALOG_PATH), source="embedded")
+        return cls(_read_csv(Path(path)), source=str(path))
+
+    def __len__(self) -> int:
+        return len(self.offerings)
+
+    def __iter__(self) -> Iterator[Offering]:
+        return iter(self.offerings)
+
+    def __repr__(self) -> str:
+        return f"Catalog({len(self.offerings)} offerings from {self.source!r})"
+
+    def get(self, offering_id: str) -> Offering:
+        """The offering with this ``cloud:region:instance_type`` id.
+
+        Raises:
+            KeyError: no such id; the message lists the closest ids to make typos easy to fix.
+        """
+        try:
+            return self._by_id[offering_id]
+        except KeyError:
+            close = difflib.get_close_matches(offering_id, list(self._by_id), n=5, cutoff=0.5)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise KeyError(f"no offering {offering_id!r} in catalog {self.source!r}{hint}") from None
+
+    def filter(
+        self,
+        *,
+        gpu: Iterable[str] | str | None = None,
+        cloud: Iterable[str] | str | None = None,
+        regions: Mapping[str, Iterable[str]] | None = None,
+        fabric_required: bool = False,
+    ) -> Catalog:
+        """The offerings a scenario may use.
+
+        Args:
+            gpu: GPU model prefixes (see :meth:`Offering.matches_gpu`); ``None`` or empty = any model.
+            cloud: cloud names, case-insensitive; ``None`` or empty = any cloud.
+            regions: allowed regions per cloud. A cloud missing from the mapping, or mapped to an empty
+                list, is not restricted by region (use ``cloud`` to exclude clouds).
+            fabric_required: keep only offerings with a multi-node GPU fabric.
+        """
+        clouds = {c.strip().lower() for c in _as_list(cloud)}
+        allowed: dict[str, set[str]] = {}
+        for name, names in (regions or {}).items():
+            listed = set(_as_list(names))  # materialise once: the value may be a generator
+            if listed:
+                allowed[name.strip().lower()] = listed
+        gpu_patterns = _as_list(gpu)
+
+        def keep(o: Offering) -> bool:
+            if clouds and o.cloud not in clouds:
+                return False
+            if o.cloud in allowed and o.region not in allowed[o.cloud]:
+                return False
+            if fabric_required and not o.has_fabric:
+                return False
+            return o.matches_gpu(gpu_patterns)
+
+        return Catalog((o for o in self.offerings if keep(o)), source=self.source)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per offering: the catalog columns, ``id`` and ``on_demand_usd_gpu_h`` (per GPU-hour).
+
+        ``spot_interruptions_per_hour`` holds the resolved rate; absent prices are NaN and an unlimited
+        ``max_nodes`` is <NA> (nullable integer), so the frame round-trips through CSV.
+        """
+        import pandas as pd  # deferred: importing the module must stay cheap
+
+        records = [
+            {
+                **{name: getattr(o, name) for name in _COLUMNS},
+                "id": o.id,
+                "on_demand_usd_gpu_h": o.on_demand_usd_h / o.gpus_per_node,
+            }
+            for o in self.offerings
+        ]
+        frame = pd.DataFrame.from_records(records, columns=[*_COLUMNS, "id", "on_demand_usd_gpu_h"])
+        float_columns = [
+            "gpu_memory_gb",
+            "fabric_gbps",
+            "on_demand_usd_h",
+            "spot_usd_h",
+            "reserved_1y_usd_h",
+            "reserved_3y_usd_h",
+            "spot_interruptions_per_hour",
+            "on_demand_usd_gpu_h",
+        ]
+        dtypes = {**dict.fromkeys(float_columns, "float64"), "gpus_per_node": "int64", "max_nodes": "Int64"}
+        return frame.astype(dtypes)
+
+
+# ---- reading ------------------------------------------------------------------------------------------
+
+
+def _as_list(value: Iterable[str] | str | None) -> list[str]:
+    """Accept one string or many, so ``gpu="H100"`` does not iterate over characters."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _read_csv(path: Path) -> list[Offering]:
+    """Parse and validate every row; the first problem found raises InputError."""
+    if not path.exists():
+        raise InputError(path, None, "file not found")
+    if path.is_dir():
+        raise InputError(path, None, "is a directory, expected a catalog CSV file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    # csv.reader yields blank lines as records ([]), keeping our row numbers equal to a spreadsheet's.
+    records = list(csv.reader(io.StringIO(text, newline="")))
+    while records and not any(cell.strip() for cell in records[-1]):
+        records.pop()  # trailing blank lines are not rows anyone meant to write
+    if not records:
+        raise InputError(
+            path, "row 1", f"empty file; expected a header row with the columns {', '.join(_COLUMNS)}"
+        )
+    header = _check_header(path, records[0])
+    offerings: list[Offering] = []
+    first_row_of: dict[str, int] = {}
+    for index, record in enumerate(records[1:]):
+        row = index + 2  # the header is spreadsheet row 1
+        if not any(cell.strip() for cell in record):
+            continue
+        offering = _parse_row(path, row, header, record)
+        if offering.id in first_row_of:
+            raise InputError(
+                path,
+                f"row {row}, column instance_type",
+                f"duplicate offering {offering.id!r}, already defined in row {first_row_of[offering.id]}",
+            )
+        first_row_of[offering.id] = row
+        offerings.append(offering)
+    if not offerings:
+        raise InputError(path, "row 2", "no data rows: the catalog needs at least one offering")
+    return offerings
+
+
+def _check_header(path: Path, raw: list[str]) -> list[str]:
+    header = [name.strip() for name in raw]
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise InputError(path, f"row 1, column {name}", "column appears twice in the header")
+        seen.add(name)
+        if name not in _COLUMNS:
+            close = difflib.get_close_matches(name, _COLUMNS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(
+                path,
+                f"row 1, column {name or '<empty>'}",
+                f"unknown column{hint}; catalog format v1 columns: {', '.join(_COLUMNS)}",
+            )
+    for name in _COLUMNS:
+        if name in _REQUIRED and name not in seen:
+            raise InputError(path, f"row 1, column {name}", "required column is missing from the header")
+    return header
+
+
+def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Offering:
+    if any(cell.strip() for cell in record[len(header) :]):  # trailing empty cells are harmless
+        raise InputError(
+            path,
+            f"row {row}, column {len(header) + 1}",
+            f"{len(record)} cells but the header has {len(header)}",
+        )
+    cells = {name: (record[i].strip() if i < len(record) else "") for i, name in enumerate(header)}
+
+    def where(column: str) -> str:
+        return f"row {row}, column {column}"
+
+    def text(column: str) -> str:
+        value = cells.get(column, "")
+        if not value and column in _REQUIRED:
+            raise InputError(path, where(column), "required value is empty")
+        return value
+
+    def number(column: str, *, positive: bool = False) -> float | None:
+        raw = text(column)
+        if not raw:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InputError(path, where(column), f"{raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise InputError(path, where(column), f"{raw!r} is not a finite number")
+        if value < 0 or (positive and value == 0):
+            raise InputError(path, where(column), f"must be {'> 0' if positive else '>= 0'}, got {raw}")
+        return value
+
+    def integer(column: str, *, minimum: int) -> int | None:
+        raw = text(column)
+        if not raw:
+            return None
+        try:
+            value = float(raw)  # spreadsheets export 8 as "8.0"
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value.is_integer() and value >= minimum):
+            kind = "a positive integer" if minimum > 0 else "an integer >= 0"
+            raise InputError(path, where(column), f"must be {kind}, got {raw!r}")
+        return int(value)
+
+    cloud = text("cloud").lower()
+    if cloud not in CLOUDS:
+        raise InputError(path, where("cloud"), f"unknown cloud {text('cloud')!r}; valid: {', '.join(CLOUDS)}")
+    gpu_model = _canonical(text("gpu_model"), GPU_MODELS)
+    if gpu_model is None:
+        raise InputError(
+            path,
+            where("gpu_model"),
+            f"unknown GPU model {text('gpu_model')!r}; valid: {', '.join(GPU_MODELS)}"
+            f"{_did_you_mean(text('gpu_model'), GPU_MODELS)}",
+        )
+    fabric = text("fabric").lower()
+    if fabric not in FABRICS:
+        raise InputError(
+            path,
+            where("fabric"),
+            f"unknown fabric {text('fabric')!r}; valid: {', '.join(FABRICS)}"
+            " (plain ethernet, ENA and gVNIC are none)",
+        )
+    gpus = integer("gpus_per_node", minimum=1)
+    memory = number("gpu_memory_gb", positive=True)
+    on_demand = number("on_demand_usd_h")
+    # Unreachable (text() rejects empty required cells); narrows the types without an assert.
+    if gpus is None or memory is None or on_demand is None:
+        raise InputError(path, f"row {row}", "a required value is empty")
+    rate = number("spot_interruptions_per_hour")
+    return Offering(
+        cloud=cloud,
+        region=text("region"),
+        instance_type=text("instance_type"),
+        gpu_model=gpu_model,
+        gpus_per_node=gpus,
+        gpu_memory_gb=memory,
+        fabric=fabric,
+        fabric_gbps=number("fabric_gbps"),
+        on_demand_usd_h=on_demand,
+        spot_usd_h=number("spot_usd_h"),
+        reserved_1y_usd_h=number("reserved_1y_usd_h"),
+        reserved_3y_usd_h=number("reserved_3y_usd_h"),
+        spot_interruptions_per_hour=DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR[cloud] if rate is None else rate,
+        max_nodes=integer("max_nodes", minimum=0),
+        source=text("source"),
+    )
+
+
+def _canonical(value: str, names: tuple[str, ...]) -> str | None:
+    """The canonical spelling of ``value`` (case-insensitive), or None."""
+    lowered = value.lower()
+    return next((name for name in names if name.lower() == lowered), None)
+
+
+def _did_you_mean(value: str, names: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(value.upper(), [n.upper() for n in names], n=1, cutoff=0.5)
+    if not close:
+        return ""
+    return f" (did you mean {_canonical(close[0], names)!r}?)"

@@ -1,0 +1,332 @@
+"""The scenario: the validated YAML input, one place for units and defaults.
+
+Units: money in USD, time in hours (timestamps are UTC), counts in nodes unless a name says GPUs.
+Unknown fields are errors (a typo must never be silently ignored). Every error names the file, the
+field path (``inference[0].replicas.peak``) and the problem; see :class:`models.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from models.catalog import CLOUDS, GPU_MODELS
+from models.errors import InputError
+
+TERMS = ("1y", "3y")
+PRIORITIES = ("production", "standard", "batch")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive timestamps are read as UTC: capacity plans are written in UTC by convention."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Horizon(_Strict):
+    """The planning window: ``hours`` from ``start``, in periods of ``period_hours``."""
+
+    start: datetime
+    hours: int = Field(gt=0, le=5 * 8760, description="length of the horizon in hours")
+    period_hours: int = Field(1, gt=0, description="planning granularity in hours")
+
+    @field_validator("start")
+    @classmethod
+    def _to_utc(cls, value: datetime) -> datetime:
+        return _utc(value)
+
+    @model_validator(mode="after")
+    def _whole_periods(self) -> Horizon:
+        if self.hours % self.period_hours:
+            raise ValueError(f"hours ({self.hours}) must be a multiple of period_hours ({self.period_hours})")
+        return self
+
+    @property
+    def periods(self) -> int:
+        return self.hours // self.period_hours
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(hours=self.hours)
+
+    def hour_of(self, when: datetime) -> float:
+        """Hours from the horizon start to ``when``."""
+        return (_utc(when) - self.start).total_seconds() / 3600.0
+
+
+class CloudScope(_Strict):
+    regions: list[str] | None = Field(None, description="allowed regions; absent = every catalog region")
+
+
+class Purchase(_Strict):
+    terms: list[Literal["1y", "3y"]] = Field(default_factory=lambda: list(TERMS))
+    max_spot_share: float = Field(1.0, ge=0.0, le=1.0, description="most training GPU-hours on spot")
+
+
+class Team(_Strict):
+    name: str = Field(min_length=1)
+    guaranteed_gpus: int = Field(0, ge=0, description="GPUs always provisioned (committed) for the team")
+    burst_gpus: int | None = Field(
+        None, ge=0, description="most GPUs the team may use at once; None = no cap"
+    )
+    priority: Literal["production", "standard", "batch"] = "standard"
+
+    @model_validator(mode="after")
+    def _burst_covers_guarantee(self) -> Team:
+        if self.burst_gpus is not None and self.burst_gpus < self.guaranteed_gpus:
+            raise ValueError(
+                f"burst_gpus ({self.burst_gpus}) is below guaranteed_gpus ({self.guaranteed_gpus})"
+            )
+        return self
+
+
+# ---- demand series ----------------------------------------------------------------------------------
+
+
+class FlatProfile(_Strict):
+    profile: Literal["flat"]
+    base: float = Field(ge=0, description="replicas in every hour")
+    monthly_growth: float = Field(0.0, gt=-1.0, description="compound growth per 730 h")
+
+
+class DiurnalProfile(_Strict):
+    """A daily cosine between ``base`` (trough) and ``peak`` at ``peak_hour_utc``."""
+
+    profile: Literal["diurnal"]
+    base: float = Field(ge=0)
+    peak: float = Field(ge=0)
+    peak_hour_utc: float = Field(12.0, ge=0, lt=24)
+    weekend_factor: float = Field(1.0, ge=0, description="multiplier on Saturdays and Sundays (UTC)")
+    monthly_growth: float = Field(0.0, gt=-1.0, description="compound growth per 730 h")
+
+    @model_validator(mode="after")
+    def _peak_above_base(self) -> DiurnalProfile:
+        if self.peak < self.base:
+            raise ValueError(f"peak ({self.peak}) is below base ({self.base})")
+        return self
+
+
+class CsvSeries(_Strict):
+    """A demand series from a CSV file (format: end of catalog-format.md); path relative to the scenario."""
+
+    csv: str = Field(min_length=1)
+
+
+def _demand_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if "csv" in value:
+            return "csv"
+        return value.get("profile")
+    return getattr(value, "profile", "csv" if isinstance(value, CsvSeries) else None)
+
+
+DemandSpec = Annotated[
+    Annotated[FlatProfile, Tag("flat")]
+    | Annotated[DiurnalProfile, Tag("diurnal")]
+    | Annotated[CsvSeries, Tag("csv")],
+    Discriminator(
+        _demand_kind,
+        custom_error_type="demand_kind",
+        custom_error_message="expected a profile (flat or diurnal) or {csv: FILE}",
+    ),
+]
+_DEMAND_TAGS = {"flat", "diurnal", "csv"}
+
+
+# ---- workloads -------------------------------------------------------------------------------------
+
+
+def _check_gpu_patterns(patterns: list[str]) -> list[str]:
+    """Each entry must prefix-match a canonical model (catalog-format.md), so typos are caught early."""
+    for pattern in patterns:
+        if not any(model.lower().startswith(pattern.lower()) for model in GPU_MODELS):
+            raise ValueError(f"unknown GPU model {pattern!r}; known: {', '.join(GPU_MODELS)}")
+    return patterns
+
+
+class InferenceService(_Strict):
+    """A service whose replicas must be up in every period (demand in replicas)."""
+
+    name: str = Field(min_length=1)
+    team: str
+    gpus_per_replica: int | None = Field(None, gt=0, description="whole GPUs per replica")
+    gpu_memory_gb: float | None = Field(None, gt=0, description="memory per replica (may fit a MIG slice)")
+    gpu_models: list[str] = Field(min_length=1)
+    latency_critical: bool = Field(True, description="never on spot")
+    replicas: DemandSpec
+
+    _gpu_models = field_validator("gpu_models")(_check_gpu_patterns)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> InferenceService:
+        if (self.gpus_per_replica is None) == (self.gpu_memory_gb is None):
+            raise ValueError("give exactly one of gpus_per_replica or gpu_memory_gb")
+        return self
+
+
+class Checkpoint(_Strict):
+    write_minutes: float = Field(ge=0, description="time to write one checkpoint")
+    restart_minutes: float = Field(ge=0, description="time from an interruption until training resumes")
+
+
+class TrainingJob(_Strict):
+    """A gang of ``nodes`` nodes that runs ``hours`` once (or once per day/week with ``repeat``)."""
+
+    name: str = Field(min_length=1)
+    team: str
+    nodes: int = Field(gt=0)
+    gpus_per_node: int = Field(8, gt=0)
+    gpu_models: list[str] = Field(min_length=1)
+    hours: float = Field(gt=0, description="run time of an uninterrupted gang")
+    earliest_start: datetime | None = None
+    deadline: datetime | None = None
+    fabric: Literal["required", "preferred", "none"] | None = Field(
+        None, description="multi-node GPU network; default: required when nodes > 1"
+    )
+    preemptible: bool = False
+    checkpoint: Checkpoint | None = None
+    repeat: Literal["none", "daily", "weekly"] = "none"
+
+    _gpu_models = field_validator("gpu_models")(_check_gpu_patterns)
+
+    @field_validator("earliest_start", "deadline")
+    @classmethod
+    def _to_utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _utc(value)
+
+    @model_validator(mode="after")
+    def _window_order(self) -> TrainingJob:
+        if self.earliest_start and self.deadline and self.deadline <= self.earliest_start:
+            raise ValueError("deadline must be after earliest_start")
+        return self
+
+    @property
+    def needs_fabric(self) -> bool:
+        return (self.fabric or ("required" if self.nodes > 1 else "none")) == "required"
+
+
+class Scenario(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    horizon: Horizon
+    catalog: str = Field("embedded", description="'embedded' or a path to a catalog CSV")
+    clouds: dict[Literal["aws", "gcp", "azure"], CloudScope] = Field(
+        default_factory=lambda: {c: CloudScope() for c in CLOUDS}
+    )
+    purchase: Purchase = Field(default_factory=Purchase)
+    teams: list[Team] = Field(default_factory=list)
+    inference: list[InferenceService] = Field(default_factory=list)
+    training: list[TrainingJob] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        team_names = [t.name for t in self.teams]
+        _no_duplicates(team_names, "teams")
+        _no_duplicates([w.name for w in [*self.inference, *self.training]], "workload")
+        for section, workloads in (("inference", self.inference), ("training", self.training)):
+            for index, workload in enumerate(workloads):
+                if workload.team not in team_names:
+                    raise _FieldError(
+                        f"{section}[{index}].team",
+                        f"unknown team {workload.team!r}; teams: {', '.join(team_names) or '(none)'}",
+                    )
+        for index, job in enumerate(self.training):
+            for field in ("earliest_start", "deadline"):
+                when = getattr(job, field)
+                if when is not None and not self.horizon.start <= when <= self.horizon.end:
+                    raise _FieldError(
+                        f"training[{index}].{field}",
+                        f"{when.isoformat()} is outside the horizon "
+                        f"({self.horizon.start.isoformat()} to {self.horizon.end.isoformat()})",
+                    )
+        return self
+
+    @property
+    def team(self) -> dict[str, Team]:
+        return {t.name: t for t in self.teams}
+
+
+class _FieldError(ValueError):
+    """A cross-field error that knows its own path (pydantic would report it at the root)."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{where}: {problem}")
+
+
+def _no_duplicates(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"duplicate {what} name {name!r}")
+        seen.add(name)
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in _DEMAND_TAGS or part.startswith("function-"):
+            continue  # union tags are pydantic's internals, not the user's field names
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def parse(data: Any, file: str | Path | None = None) -> Scenario:
+    """Validate an already-parsed YAML document; raise InputError on the first problem."""
+    if not isinstance(data, dict):
+        raise InputError(file, None, "a scenario must be a YAML mapping (name:, horizon:, ...)")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        ctx_error = (error.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, _FieldError):
+            raise InputError(file, ctx_error.where, ctx_error.problem) from None
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see scenarios/README.md for the fields)"
+        if error["type"] == "missing":
+            message = "required field is missing"
+        extra = len(exc.errors()) - 1
+        if extra:
+            message += f" (and {extra} more problem{'s' if extra > 1 else ''})"
+        raise InputError(file, _format_loc(error["loc"]) or None, message) from None
+
+
+def load(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, None, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise InputError(path, where, f"YAML syntax error: {problem}") from None
+    return parse(data, path)

@@ -1,0 +1,1 @@
+"""Decisions and their outputs: the optimizer, baselines, reports and the CLI."""

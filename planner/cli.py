@@ -1,0 +1,254 @@
+"""`gpuplan`: the command line.
+
+Exit codes scripts can trust: 0 success; 2 bad input (scenario, catalog, series, arguments); 3 the
+solver produced no plan; 4 a plan was written but demand is unserved and ``--fail-on-unserved`` was
+given; 1 anything unexpected. Input errors print one line naming the file, the field and the problem,
+never a traceback, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from models.errors import GpuplanError, InputError, SolverError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Plan GPU capacity on AWS, GCP and Azure: reserved (1y/3y), on-demand and spot, at minimum cost.",
+)
+err = Console(stderr=True)
+out = Console()
+
+EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
+
+
+def _fail(error: GpuplanError) -> typer.Exit:
+    code = EXIT_INPUT if isinstance(error, InputError) else EXIT_SOLVER
+    kind = "error" if isinstance(error, InputError) else "solver error"
+    err.print(f"[bold red]{kind}:[/] {error}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def _atomic_directory(target: Path) -> Iterator[Path]:
+    """Write into a temporary sibling and swap it in at the end: a failed run leaves no half-written plan."""
+    if target.exists() and not target.is_dir():
+        raise InputError(target, None, "exists and is not a directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    backup = None
+    if target.exists():
+        backup = target.with_name(f".{target.name}.old-{os.getpid()}")
+        target.rename(backup)
+    staging.rename(target)
+    if backup is not None:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        if not quiet:
+            err.print(f"[dim]·[/] {message}", highlight=False)
+
+    return say
+
+
+@app.command()
+def plan(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML (see scenarios/ for examples)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="plan directory to write")] = Path("plan"),
+    solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc")] = "highs",
+    time_limit: Annotated[float, typer.Option(help="solver time limit, seconds")] = 120.0,
+    gap: Annotated[float, typer.Option(help="relative optimality gap at which to stop")] = 0.005,
+    threads: Annotated[int | None, typer.Option(help="solver threads (default: the solver's choice)")] = None,
+    block_hours: Annotated[
+        int | None, typer.Option(help="hours per block in which equal-demand periods merge (default 24)")
+    ] = None,
+    start_grid_hours: Annotated[
+        int | None, typer.Option(help="training start grid, hours (default: the block length)")
+    ] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
+    fail_on_unserved: Annotated[
+        bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the solver log")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
+) -> None:
+    """Plan a scenario: commitments, on-demand, spot and training placements at minimum cost.
+
+    Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html.
+    """
+    from models import scenario as scenario_io
+    from planner.optimize import SolveSettings, optimize
+
+    say = _progress(quiet)
+    try:
+        if gap < 0 or gap >= 1:
+            raise InputError(None, "--gap", f"must be in [0, 1), got {gap}")
+        if time_limit <= 0:
+            raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        loaded = scenario_io.load(scenario)
+        catalog = _load_catalog(loaded.catalog, scenario)
+        settings = SolveSettings(
+            solver=solver.lower(),
+            time_limit=time_limit,
+            gap=gap,
+            threads=threads,
+            verbose=verbose,
+            block_hours=block_hours,
+            start_grid_hours=start_grid_hours,
+        )
+        if settings.solver not in ("highs", "cbc"):
+            raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
+        result = optimize(loaded, catalog, scenario.parent, settings, progress=say)
+        with _atomic_directory(output) as staging:
+            result.write(staging)
+            if not no_report:
+                from planner.report import write_reports
+
+                write_reports(staging)
+    except GpuplanError as error:
+        raise _fail(error) from None
+    data = result.data
+    baselines = data["baselines"]
+    total = data["costs"]["total_usd"]
+    out.print(
+        f"[bold]{data['scenario']}[/]: total ${total:,.0f} over {data['horizon']['hours']} h", highlight=False
+    )
+    for label, key in (("all on-demand", "all_on_demand_usd"), ("greedy", "greedy_usd")):
+        base = baselines[key]
+        if base > 0:
+            out.print(f"  vs {label}: ${base:,.0f} -> saves {(base - total) / base:.1%}", highlight=False)
+    solver_info = data["solver"]
+    out.print(
+        f"  solver {solver_info['name']} {solver_info['status']}, gap {solver_info['gap']:.3%}, "
+        f"{solver_info['seconds']:.1f} s; written to {output}/",
+        highlight=False,
+    )
+    if data["unserved"]:
+        err.print(f"[yellow]warning:[/] {len(data['unserved'])} unserved demand item(s):", highlight=False)
+        for item in data["unserved"]:
+            err.print(f"  {item['kind']} {item['workload']}: {item['reason']}", highlight=False)
+        if fail_on_unserved:
+            raise typer.Exit(EXIT_UNSERVED)
+
+
+def _load_catalog(reference: str, scenario_path: Path):  # type: ignore[no-untyped-def]
+    from models.catalog import Catalog
+
+    if reference == "embedded":
+        return Catalog.load(None)
+    path = Path(reference)
+    if not path.is_absolute():
+        path = scenario_path.parent / path
+    return Catalog.load(path)
+
+
+@app.command()
+def catalog(
+    gpu: Annotated[list[str] | None, typer.Option(help="GPU model prefix, e.g. H100 (repeatable)")] = None,
+    cloud: Annotated[list[str] | None, typer.Option(help="aws, gcp or azure (repeatable)")] = None,
+    region: Annotated[list[str] | None, typer.Option(help="region name (repeatable)")] = None,
+    fabric: Annotated[bool, typer.Option("--fabric", help="only offerings with a multi-node fabric")] = False,
+    file: Annotated[
+        Path | None, typer.Option("--catalog", help="a catalog CSV instead of the embedded one")
+    ] = None,
+    csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False,
+) -> None:
+    """List GPU offerings and their prices per tier ($ per node-hour)."""
+    from models.catalog import Catalog
+
+    try:
+        loaded = Catalog.load(file)
+        selected = loaded.filter(gpu=gpu or None, cloud=cloud or None, fabric_required=fabric)
+    except GpuplanError as error:
+        raise _fail(error) from None
+    rows = [o for o in selected if not region or o.region in region]
+    if csv:
+        frame = Catalog(rows).to_dataframe()
+        sys.stdout.write(frame.to_csv(index=False))
+        return
+    table = Table(title=f"{len(rows)} offerings ({'embedded' if file is None else file})")
+    for column, justify in (
+        ("cloud", "left"), ("region", "left"), ("instance type", "left"), ("GPUs", "right"),
+        ("fabric", "left"), ("on-demand", "right"), ("spot", "right"), ("1y", "right"), ("3y", "right"),
+        ("$/GPU-h OD", "right"),
+    ):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+
+    def money(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.2f}"
+
+    for o in sorted(rows, key=lambda o: (o.gpu_model, o.cloud, o.region, o.instance_type)):
+        table.add_row(
+            o.cloud, o.region, o.instance_type, f"{o.gpus_per_node}x {o.gpu_model}", o.fabric,
+            money(o.on_demand_usd_h), money(o.spot_usd_h), money(o.reserved_1y_usd_h),
+            money(o.reserved_3y_usd_h), money(o.on_demand_usd_h / o.gpus_per_node),
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) -> None:
+    """Check a scenario (fields, references, catalog, demand series) without solving."""
+    from models import scenario as scenario_io
+    from models.workloads import service_demand, training_runs
+
+    try:
+        loaded = scenario_io.load(scenario)
+        catalog = _load_catalog(loaded.catalog, scenario)
+        for service in loaded.inference:
+            service_demand(loaded, service, scenario.parent)
+        runs = training_runs(loaded)
+    except GpuplanError as error:
+        raise _fail(error) from None
+    out.print(
+        f"{scenario}: ok ({len(loaded.inference)} services, {len(loaded.training)} training jobs / "
+        f"{len(runs)} runs, {len(loaded.teams)} teams, {len(catalog)} catalog offerings)",
+        highlight=False,
+    )
+
+
+@app.command()
+def report(
+    plan_dir: Annotated[Path, typer.Argument(help="a plan directory written by `gpuplan plan`")],
+) -> None:
+    """(Re)write report.md and report.html from a plan directory."""
+    from models.plan import Plan
+    from planner.report import write_reports
+
+    try:
+        Plan.read(plan_dir)
+        md, html = write_reports(plan_dir)
+    except GpuplanError as error:
+        raise _fail(error) from None
+    out.print(f"wrote {md} and {html}", highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except SolverError as error:  # pragma: no cover - commands map their own errors
+        err.print(f"[bold red]solver error:[/] {error}")
+        sys.exit(EXIT_SOLVER)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The planning MILP: sets -> model -> solve -> plan, each step in its own module.
+
+``optimize`` is the one entry point; build, solve and extraction stay separate so each can be tested
+and timed on its own (``bench/plan_bench.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from models.catalog import Catalog
+from models.errors import SolverError
+from models.plan import Plan
+from models.scenario import Scenario
+from planner.baselines import compute_baselines
+from planner.optimize.build import PlanningModel, create_model
+from planner.optimize.sets import ModelOptions, build_sets, fix_training
+from planner.optimize.solution import build_plan
+from planner.optimize.solve import SolveResult, Termination, solve
+
+__all__ = ["SolveSettings", "optimize"]
+
+
+@dataclass(frozen=True, slots=True)
+class SolveSettings:
+    solver: str = "highs"
+    time_limit: float | None = 120.0
+    gap: float = 0.005
+    threads: int | None = None
+    verbose: bool = False
+    block_hours: int | None = None
+    start_grid_hours: int | None = None
+
+
+def optimize(
+    scenario: Scenario,
+    catalog: Catalog,
+    base_dir: Path | None = None,
+    settings: SolveSettings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Plan:
+    """Plan ``scenario`` at minimum cost; raise SolverError if no feasible plan comes back.
+
+    Two stages, one bound:
+      1. The MILP with on-demand/spot node counts relaxed to fractions (commitments and training
+         placements stay integer): it decides commitments and placements, and HiGHS proves a lower
+         bound. Relaxing integrality only lowers the optimum, so this bound holds for stage 2's model.
+      2. Training fixed as decided, periods re-merge much further and every node count is whole; the
+         commitments are re-optimized with them. Its cost is the plan's cost.
+    The reported gap is stage 2's cost against stage 1's bound: a true optimality certificate for the
+    model (training on its start grid, capacity held for each block a run touches).
+    """
+    settings = settings or SolveSettings()
+    say = progress or (lambda _message: None)
+    began = time.perf_counter()
+    sets = build_sets(
+        scenario,
+        catalog,
+        base_dir,
+        ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours),
+    )
+    say(
+        f"{len(sets.offerings)} offerings, {len(sets.services)} services, {len(sets.runs)} training runs, "
+        f"{len(sets.slots)} model slots, {len(sets.options)} placement options"
+    )
+    first = create_model(sets)
+    build_seconds = time.perf_counter() - began
+    say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
+    relaxed = _solve(first, settings, settings.time_limit)
+    say(f"stage 1: {relaxed.termination.value}, bound ${relaxed.bound:,.0f}, {relaxed.seconds:.1f} s")
+
+    chosen = [a for a, var in enumerate(first.place) if (var.varValue or 0.0) > 0.5]
+    fixed_sets = fix_training(sets, chosen)
+    second = create_model(fixed_sets)
+    remaining = None
+    if settings.time_limit is not None:
+        remaining = max(10.0, settings.time_limit - relaxed.seconds)
+    say(f"stage 2: {len(fixed_sets.slots)} model slots, whole nodes")
+    final = _solve(second, settings, remaining)
+    bound = relaxed.bound
+    used = relaxed.seconds + final.seconds
+    plan_model, stage3 = second, None
+    if _distance(final.objective, bound) > settings.gap and (
+        settings.time_limit is None or settings.time_limit - used > 5
+    ):
+        # 3. tighten the bound: the full model with whole nodes, warm-started from stage 2's plan
+        say(f"stage 3: gap {_distance(final.objective, bound):.3%} > {settings.gap:.2%}; whole-node model")
+        full_sets = replace(sets, integral_held=True)
+        full = create_model(full_sets)
+        limit = None if settings.time_limit is None else settings.time_limit - used
+        stage3 = _solve(full, settings, limit, start=warm_start(full, second, chosen))
+        bound = max(bound, stage3.bound)
+        if stage3.objective < final.objective - 1e-6:
+            plan_model = full
+        used += stage3.seconds
+    best = final if plan_model is second else stage3
+    assert best is not None
+    bound = min(bound, best.objective)
+    result = SolveResult(best.solver, _termination(best, bound, settings.gap), best.objective, bound, used)
+    say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
+    baselines = compute_baselines(sets)
+    plan = build_plan(plan_model, result, baselines, method="staged-milp", elapsed={"build": build_seconds})
+    plan.data["solver"]["model_periods"] = len(sets.slots)
+    plan.data["solver"]["stage2_model_periods"] = len(fixed_sets.slots)
+    plan.data["solver"]["stages"] = [
+        {"stage": 1, "what": "node counts relaxed; commitments and training decided; lower bound",
+         "status": relaxed.termination.value, "objective_usd": relaxed.objective,
+         "bound_usd": relaxed.bound, "seconds": round(relaxed.seconds, 3)},
+        {"stage": 2, "what": "training fixed; whole nodes; commitments re-optimized",
+         "status": final.termination.value, "objective_usd": final.objective,
+         "bound_usd": final.bound, "seconds": round(final.seconds, 3)},
+    ]  # fmt: skip
+    if stage3 is not None:
+        plan.data["solver"]["stages"].append(
+            {"stage": 3, "what": "whole nodes everywhere, warm-started from stage 2; tighter bound",
+             "status": stage3.termination.value, "objective_usd": stage3.objective,
+             "bound_usd": stage3.bound, "seconds": round(stage3.seconds, 3)}
+        )  # fmt: skip
+    return plan
+
+
+def _distance(objective: float, bound: float) -> float:
+    return max(0.0, objective - bound) / max(abs(objective), 1e-9)
+
+
+def warm_start(full: PlanningModel, fixed: PlanningModel, chosen: list[int]) -> dict[str, float]:
+    """Stage 2's solution written in the variables of the full model (slot by slot, via periods)."""
+    values: dict[str, float] = {}
+    to_fixed_slot = {
+        s: int(fixed.sets.slot_of_period[slot.periods[0]]) for s, slot in enumerate(full.sets.slots)
+    }
+    for key, var in full.commit.items():
+        values[var.name] = fixed.commit[key].varValue or 0.0
+    for (tier, i, o, s), var in full.serve.items():
+        twin = fixed.serve.get((tier, i, o, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for (tier, o, s), var in full.held.items():
+        twin = fixed.held.get((tier, o, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for (i, s), var in full.unserved_replicas.items():
+        twin = fixed.unserved_replicas.get((i, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for a in chosen:
+        values[full.place[a].name] = 1.0
+    for r, var in full.unserved_run.items():
+        values[var.name] = fixed.unserved_run[r].varValue or 0.0
+    for key, var in full.guarantee.items():
+        values[var.name] = fixed.guarantee[key].varValue or 0.0
+    for team, var in full.guarantee_short.items():
+        values[var.name] = fixed.guarantee_short[team].varValue or 0.0
+    return values
+
+
+def _solve(
+    model: PlanningModel,
+    settings: SolveSettings,
+    time_limit: float | None,
+    start: dict[str, float] | None = None,
+) -> SolveResult:
+    result = solve(
+        model.problem,
+        solver=settings.solver,
+        time_limit=time_limit,
+        gap=settings.gap,
+        threads=settings.threads,
+        verbose=settings.verbose,
+        start=start,
+    )
+    if not result.ok:
+        raise SolverError(
+            f"{result.solver} stopped with status '{result.termination.value}' after {result.seconds:.1f} s "
+            "without a feasible plan"
+            + (" (try a longer --time-limit)" if result.termination == Termination.NO_SOLUTION else "")
+        )
+    return result
+
+
+def _termination(final: SolveResult, bound: float, gap: float) -> Termination:
+    """Optimal when the plan is within the requested gap of the stage-1 bound."""
+    return Termination.OPTIMAL if _distance(final.objective, bound) <= gap + 1e-9 else Termination.TIME_LIMIT

@@ -1,0 +1,294 @@
+"""The planning MILP, one family of variables or constraints per function.
+
+Notation (indices are positions in :class:`~planner.optimize.sets.PlanningSets`):
+  o offering (a node of g_o GPUs), k term in {1y, 3y}, s model slot of w_s hours,
+  i inference service with demand D[i,s] replicas and q[i,o] replicas per node,
+  r training run of n_r nodes, a placement option of a run (offering, tier, start), m team.
+
+Variables
+  R[o,k]    integer   nodes committed on term k for the whole horizon
+  XP[i,o,s] >= 0      committed nodes serving service i          (the pool is shared by both terms)
+  XO[i,o,s] >= 0      on-demand nodes serving i;  NO[o,s]: on-demand nodes held
+  XS[i,o,s] >= 0      spot nodes serving i (not latency-critical); NS[o,s]: spot nodes held
+            NO and NS are integer on offerings with a capacity limit; elsewhere continuous and
+            rounded up per slot when the plan is written (its cost, and so its gap, include that).
+  Y[a]      binary    run r(a) is placed on option a;  UT[r] binary: run r unserved
+  UI[i,s]   >= 0      replicas of i unserved in slot s
+  H[m,o]    >= 0      committed GPUs of o backing team m's guarantee;  UG[m] >= 0: guarantee shortfall
+
+Constraints (numbered as in the code)
+  1. demand[i,s]:    sum_o q[i,o] (XP + XO + XS)[i,o,s] + UI[i,s] >= D[i,s]
+  2. pool[o,s]:      sum_i XP[i,o,s] + sum_{a on the pool of o, active in s} n_a Y[a] <= sum_k R[o,k]
+  3. held[o,s]:      sum_i XO[i,o,s] <= NO[o,s];  sum_i XS[i,o,s] <= NS[o,s]
+  4. capacity[o,s]:  sum_k R[o,k] + NO + NS + sum_{a on-demand/spot on o, active in s} n_a Y[a] <= max_n[o]
+  5. place[r]:       sum_{a of r} Y[a] + UT[r] = 1
+  6. spot_share:     sum_{a spot} G_a Y[a] <= share * sum_a G_a Y[a]   (G_a: the run's GPU-hours)
+  7. burst[m,s]:     sum_{i of m} g_o (XP + XO + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
+  8. guarantee[m]:   sum_o H[m,o] + UG[m] >= guaranteed_m;  sum_m H[m,o] <= g_o sum_k R[o,k]
+
+Objective
+  sum_{o,k} c_k[o] * hours * R[o,k] + sum_s w_s (c_od[o] NO[o,s] + c_spot[o] NS[o,s]) + sum_a cost_a Y[a]
+  + penalties on UI, UT, UG (large, so slack is used only where demand cannot be met).
+
+Spot training cost_a already includes the expected preemption overhead (``models.preemption``).
+Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle
+guaranteed GPUs may serve anyone (the pool is shared).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pulp
+from pulp.v4_migration import set_v4_migration_warnings
+
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets
+
+set_v4_migration_warnings(False)
+
+LpExpr = pulp.LpAffineExpression
+LpCon = pulp.LpConstraint
+GE, LE, EQ = pulp.LpConstraintGE, pulp.LpConstraintLE, pulp.LpConstraintEQ
+
+PENALTY_FACTOR = 10.0  # unserved demand costs this many times its dearest way to be served
+FALLBACK_PENALTY_USD_PER_GPU_HOUR = 100.0
+
+
+@dataclass
+class PlanningModel:
+    """The PuLP problem plus handles to its variables, for extraction."""
+
+    sets: PlanningSets
+    problem: pulp.LpProblem
+    commit: dict[tuple[int, str], pulp.LpVariable] = field(default_factory=dict)
+    serve: dict[tuple[str, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (tier,i,o,s)
+    held: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # (tier, o, s)
+    place: list[pulp.LpVariable] = field(default_factory=list)
+    unserved_run: dict[int, pulp.LpVariable] = field(default_factory=dict)
+    unserved_replicas: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
+    guarantee: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)
+    guarantee_short: dict[str, pulp.LpVariable] = field(default_factory=dict)
+    objective_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
+    penalty_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)  # slack only
+    constraints: dict[str, pulp.LpConstraint] = field(default_factory=dict)
+
+    def add(self, name: str, terms: list[tuple[pulp.LpVariable, float]], sense: int, rhs: float) -> None:
+        self.constraints[name] = LpCon(LpExpr(terms), sense, name, rhs)
+
+    def penalize(self, var: pulp.LpVariable, coef: float) -> None:
+        self.objective_terms.append((var, coef))
+        self.penalty_terms.append((var, coef))
+
+    def var(self, name: str, cat: str = pulp.LpContinuous, up: float | None = None) -> pulp.LpVariable:
+        return self.problem.add_variable(name, 0, up, cat)
+
+
+def create_model(sets: PlanningSets) -> PlanningModel:
+    """Build the MILP in bulk: variables only over feasible tuples, expressions as (var, coef) lists."""
+    model = PlanningModel(
+        sets, pulp.LpProblem(sets.scenario.name.replace(" ", "_") or "plan", pulp.LpMinimize)
+    )
+    enabled = gc.isenabled()
+    gc.disable()  # millions of small objects: GC pauses dominate the build otherwise
+    try:
+        define_commitments(model)
+        define_inference(model)
+        define_training(model)
+        define_pool_and_capacity(model)
+        define_spot_share(model)
+        define_team_burst(model)
+        define_guarantees(model)
+        model.problem.extend(model.constraints)
+        model.problem.setObjective(LpExpr(model.objective_terms))
+    finally:
+        if enabled:
+            gc.enable()
+    return model
+
+
+def define_commitments(model: PlanningModel) -> None:
+    """R[o,k]: whole nodes committed for the horizon, priced at the term's hourly rate."""
+    sets = model.sets
+    for o, terms in sets.terms.items():
+        offering = sets.offerings[o]
+        for term in terms:
+            var = model.var(f"R_{o}_{term}", pulp.LpInteger, offering.max_nodes)
+            model.commit[(o, term)] = var
+            price = offering.price(TERM_TIER[term])
+            assert price is not None
+            model.objective_terms.append((var, price * sets.horizon_hours))
+
+
+def _penalty_per_replica_hour(sets: PlanningSets, i: int) -> float:
+    costs = [
+        sets.offerings[o].on_demand_usd_h / q for (ii, o), q in sets.replicas_per_node.items() if ii == i
+    ]
+    return PENALTY_FACTOR * max(costs) if costs else FALLBACK_PENALTY_USD_PER_GPU_HOUR * 8
+
+
+def define_inference(model: PlanningModel) -> None:
+    """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering)."""
+    sets = model.sets
+    held_users: dict[tuple[str, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    by_service: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for (i, o), q in sets.replicas_per_node.items():
+        by_service[i].append((o, q))
+    for i in range(len(sets.services)):
+        penalty = _penalty_per_replica_hour(sets, i)
+        for s, slot in enumerate(sets.slots):
+            need = slot.demand[i]
+            if need <= 0:
+                continue
+            terms: list[tuple[pulp.LpVariable, float]] = []
+            for o, q in by_service[i]:
+                for tier in sets.serve_tiers.get((i, o), ()):
+                    var = model.var(f"X{tier[0]}_{i}_{o}_{s}")
+                    model.serve[(tier, i, o, s)] = var
+                    terms.append((var, q))
+                    if tier != POOL:
+                        held_users[(tier, o, s)].append((var, 1.0))
+            short = model.var(f"UI_{i}_{s}", up=need)
+            model.unserved_replicas[(i, s)] = short
+            model.penalize(short, penalty * slot.hours)
+            terms.append((short, 1.0))
+            model.add(f"demand_{i}_{s}", terms, GE, need)
+    for (tier, o, s), users in held_users.items():
+        offering = sets.offerings[o]
+        # whole nodes where a capacity limit could be crossed by rounding; elsewhere the relaxation is
+        # rounded up at extraction and the plan's gap is measured on the rounded cost (solution.py)
+        whole = sets.integral_held or offering.max_nodes is not None
+        category = pulp.LpInteger if whole else pulp.LpContinuous
+        held = model.var(f"N{tier[0]}_{o}_{s}", category, offering.max_nodes)
+        model.held[(tier, o, s)] = held
+        price = offering.on_demand_usd_h if tier == ON_DEMAND else offering.spot_usd_h
+        assert price is not None
+        model.objective_terms.append((held, price * sets.slots[s].hours))
+        model.add(f"held_{tier[0]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
+
+
+def define_training(model: PlanningModel) -> None:
+    """5 place: each run exactly once (or unserved at a penalty)."""
+    sets = model.sets
+    by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    dearest: dict[int, float] = defaultdict(float)
+    for a, option in enumerate(sets.options):
+        if sets.training_fixed:  # a decided placement: the variable stays for uniform extraction
+            var = model.problem.add_variable(f"Y_{a}", 1, 1, pulp.LpInteger)
+        else:
+            var = model.var(f"Y_{a}", pulp.LpBinary)
+        model.place.append(var)
+        by_run[option.run].append((var, 1.0))
+        model.objective_terms.append((var, option.cost_usd))
+        off = sets.offerings[option.offering]
+        run = sets.runs[option.run]
+        dearest[option.run] = max(dearest[option.run], run.job.nodes * off.on_demand_usd_h * run.job.hours)
+    for r, run in enumerate(sets.runs):
+        short = model.var(f"UT_{r}", pulp.LpBinary)
+        model.unserved_run[r] = short
+        fallback = run.gpus * run.job.hours * FALLBACK_PENALTY_USD_PER_GPU_HOUR
+        model.penalize(short, PENALTY_FACTOR * (dearest.get(r) or fallback))
+        model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
+
+
+def _active_by_block(model: PlanningModel, tiers: set[str]) -> dict[tuple[int, int], list]:
+    """(offering, block) -> [(Y[a], nodes)] for options of the given tiers that occupy the block."""
+    sets = model.sets
+    active: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    for a, option in enumerate(sets.options):
+        if option.tier in tiers:
+            nodes = float(sets.runs[option.run].job.nodes)
+            for block in option.blocks:
+                active[(option.offering, block)].append((model.place[a], nodes))
+    return active
+
+
+def define_pool_and_capacity(model: PlanningModel) -> None:
+    """2 pool: committed use <= commitments; 4 capacity: everything held <= max_nodes."""
+    sets = model.sets
+    pool_train = _active_by_block(model, {POOL})
+    other_train = _active_by_block(model, {ON_DEMAND, SPOT})
+    pool_users: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    for (tier, _i, o, s), var in model.serve.items():
+        if tier == POOL:
+            pool_users[(o, s)].append((var, 1.0))
+    for o, terms in sets.terms.items():
+        if not terms:
+            continue
+        commit = [(model.commit[(o, k)], -1.0) for k in terms]
+        for s, slot in enumerate(sets.slots):
+            users = pool_users.get((o, s), []) + pool_train.get((o, slot.block), [])
+            if users:
+                model.add(f"pool_{o}_{s}", [*users, *commit], LE, 0.0)
+    for o, offering in enumerate(sets.offerings):
+        if offering.max_nodes is None:
+            continue
+        commit = [(model.commit[(o, k)], 1.0) for k in sets.terms[o]]
+        for s, slot in enumerate(sets.slots):
+            held = [(model.held[(t, o, s)], 1.0) for t in (ON_DEMAND, SPOT) if (t, o, s) in model.held]
+            train = other_train.get((o, slot.block), [])  # pool runs are inside the commitment
+            if held or train:
+                model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, float(offering.max_nodes))
+
+
+def define_spot_share(model: PlanningModel) -> None:
+    """6 spot_share: at most ``max_spot_share`` of served training GPU-hours run on spot."""
+    sets = model.sets
+    share = sets.scenario.purchase.max_spot_share
+    if share >= 1.0 or not any(option.tier == SPOT for option in sets.options):
+        return
+    terms = []
+    for a, option in enumerate(sets.options):
+        run = sets.runs[option.run]
+        gpu_hours = run.gpus * run.job.hours
+        terms.append((model.place[a], gpu_hours * ((1.0 if option.tier == SPOT else 0.0) - share)))
+    model.add("spot_share", terms, LE, 0.0)
+
+
+def define_team_burst(model: PlanningModel) -> None:
+    """7 burst: a team's GPUs in use, in every slot, stay within its burst limit."""
+    sets = model.sets
+    team_of_service = [service.team for service in sets.services]
+    for team in sets.scenario.teams:
+        if team.burst_gpus is None:
+            continue
+        inference: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+        for (_tier, i, o, s), var in model.serve.items():
+            if team_of_service[i] == team.name:
+                inference[s].append((var, float(sets.offerings[o].gpus_per_node)))
+        training: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+        for a, option in enumerate(sets.options):
+            run = sets.runs[option.run]
+            if run.job.team == team.name:
+                for block in option.blocks:
+                    training[block].append((model.place[a], float(run.gpus)))
+        for s, slot in enumerate(sets.slots):
+            terms = inference.get(s, []) + training.get(slot.block, [])
+            if terms:
+                model.add(f"burst_{team.name}_{s}", terms, LE, float(team.burst_gpus))
+
+
+def define_guarantees(model: PlanningModel) -> None:
+    """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use."""
+    sets = model.sets
+    backing: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    dearest = max((o.on_demand_usd_h / o.gpus_per_node for o in sets.offerings), default=10.0)
+    for team in sets.scenario.teams:
+        if team.guaranteed_gpus <= 0:
+            continue
+        terms = []
+        for o in sets.team_offerings.get(team.name, []):
+            if sets.terms[o]:
+                var = model.var(f"H_{team.name}_{o}")
+                model.guarantee[(team.name, o)] = var
+                terms.append((var, 1.0))
+                backing[o].append((var, 1.0))
+        short = model.var(f"UG_{team.name}", up=float(team.guaranteed_gpus))
+        model.guarantee_short[team.name] = short
+        model.penalize(short, PENALTY_FACTOR * dearest * sets.horizon_hours)
+        model.add(f"guarantee_{team.name}", [*terms, (short, 1.0)], GE, float(team.guaranteed_gpus))
+    for o, users in backing.items():
+        gpus = float(sets.offerings[o].gpus_per_node)
+        commit = [(model.commit[(o, k)], -gpus) for k in sets.terms[o]]
+        model.add(f"backing_{o}", [*users, *commit], LE, 0.0)

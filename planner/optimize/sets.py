@@ -1,0 +1,538 @@
+"""Index sets of the planning model: only feasible tuples, computed once, before any variable exists.
+
+What is built here (the model in ``build.py`` only reads it):
+- the offerings the scenario may buy (clouds/regions allowed), with the commitment terms each offers;
+- per inference service, the eligible offerings and how many replicas one node holds (MIG-aware for
+  ``gpu_memory_gb`` replicas);
+- model *slots*: the horizon's periods merged where merging cannot change the optimum. Inference is
+  coupled across periods only by commitments (and, through shared pools, by training). Inside a block
+  of ``block_hours`` where training occupancy is held constant, periods with the same demand vector are
+  interchangeable, so they merge into one slot weighted by its hours (load-duration aggregation).
+  Periods that no training run can touch merge across the whole horizon.
+- per training run, its placement options: (offering, tier, start period) with duration and cost.
+  Starts lie on a grid of ``start_grid_hours`` (plus the window's first and last feasible start); a run
+  *occupies* every block it touches, which is conservative: the hourly plan written out is feasible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from models.catalog import Catalog, Offering
+from models.mig import replicas_per_gpu
+from models.preemption import (
+    DEFAULT_RESTART_MINUTES,
+    DEFAULT_WRITE_MINUTES,
+    SpotOverhead,
+    spot_overhead,
+)
+from models.scenario import InferenceService, Scenario
+from models.workloads import TrainingRun, service_demand, training_runs
+
+POOL = "reserved"  # a training option that runs on committed nodes (1y or 3y: the pool is shared)
+ON_DEMAND = "on_demand"
+SPOT = "spot"
+TERM_TIER = {"1y": "reserved_1y", "3y": "reserved_3y"}
+MAX_STARTS_PER_RUN = 48
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """How finely the model is resolved in time (coarser = faster, see the module docstring)."""
+
+    block_hours: int | None = None  # None = automatic
+    start_grid_hours: int | None = None  # None = block_hours
+    max_starts_per_run: int = MAX_STARTS_PER_RUN
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A set of periods that the model treats as one: same block, same demand vector."""
+
+    block: int  # -1: outside every training window
+    periods: np.ndarray
+    hours: float
+    demand: tuple[int, ...]  # replicas per service
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingOption:
+    run: int  # index into PlanningSets.runs
+    offering: int  # index into PlanningSets.offerings
+    tier: str  # POOL, ON_DEMAND or SPOT
+    start: int  # period
+    periods: int  # periods held, including expected spot overhead
+    cost_usd: float  # marginal cost (0 on the committed pool)
+    blocks: tuple[int, ...]  # blocks the run touches (occupied in the model)
+    overhead: SpotOverhead | None = None
+
+
+@dataclass
+class PlanningSets:
+    scenario: Scenario
+    offerings: list[Offering]
+    terms: dict[int, list[str]]  # offering index -> commitment terms it can be bought on
+    services: list[InferenceService]
+    demand: np.ndarray  # (services, periods) replicas
+    replicas_per_node: dict[tuple[int, int], float]  # (service, offering) -> replicas
+    serve_tiers: dict[tuple[int, int], tuple[str, ...]]  # (service, offering) -> tiers worth modelling
+    slots: list[Slot]
+    slot_of_period: np.ndarray
+    block_periods: int
+    start_grid_periods: int
+    runs: list[TrainingRun]
+    options: list[TrainingOption]
+    team_offerings: dict[str, list[int]]  # offerings any workload of the team could use
+    no_option_reason: dict[int, str] = field(default_factory=dict)
+    no_offering_reason: dict[int, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    integral_held: bool = False  # whole on-demand/spot nodes everywhere (else only under max_nodes)
+    training_fixed: bool = False  # every option is a decided placement
+
+    @property
+    def period_hours(self) -> int:
+        return self.scenario.horizon.period_hours
+
+    @property
+    def horizon_hours(self) -> int:
+        return self.scenario.horizon.hours
+
+    def eligible(self, service: int) -> list[int]:
+        return [o for (i, o) in self.replicas_per_node if i == service]
+
+
+def allowed_offerings(scenario: Scenario, catalog: Catalog) -> list[Offering]:
+    """Offerings in the clouds and regions the scenario allows."""
+    result = []
+    for offering in catalog:
+        scope = scenario.clouds.get(offering.cloud)  # type: ignore[call-overload]
+        if scope is None:
+            continue
+        if scope.regions is not None and offering.region not in scope.regions:
+            continue
+        result.append(offering)
+    return result
+
+
+def replicas_per_node(service: InferenceService, offering: Offering) -> float:
+    """Replicas of ``service`` one node of ``offering`` holds (0 = not eligible)."""
+    if not offering.matches_gpu(service.gpu_models):
+        return 0.0
+    if service.gpus_per_replica is not None:
+        return float(offering.gpus_per_node // service.gpus_per_replica)
+    assert service.gpu_memory_gb is not None  # guaranteed by the scenario validator
+    per_gpu = replicas_per_gpu(offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb)
+    if per_gpu >= 1:
+        return float(offering.gpus_per_node * per_gpu)
+    gpus_needed = round(1 / per_gpu)
+    return float(offering.gpus_per_node // gpus_needed)
+
+
+def build_sets(
+    scenario: Scenario, catalog: Catalog, base_dir: Path | None, options: ModelOptions | None = None
+) -> PlanningSets:
+    options = options or ModelOptions()
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    offerings = allowed_offerings(scenario, catalog)
+    spot_only = spot_only_offerings(offerings)
+    terms = {
+        o: [t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only]
+        for o, off in enumerate(offerings)
+    }
+    services = list(scenario.inference)
+    demand = (
+        np.vstack([service_demand(scenario, s, base_dir) for s in services])
+        if services
+        else np.zeros((0, horizon.periods), dtype=np.int64)
+    )
+    rpn: dict[tuple[int, int], float] = {}
+    no_offering: dict[int, str] = {}
+    for i, service in enumerate(services):
+        for o, offering in enumerate(offerings):
+            value = replicas_per_node(service, offering)
+            if value > 0:
+                rpn[(i, o)] = value
+        if not any(key[0] == i for key in rpn):
+            size = (
+                f"{service.gpus_per_replica} GPUs per replica"
+                if service.gpus_per_replica
+                else f"{service.gpu_memory_gb} GB per replica"
+            )
+            no_offering[i] = (
+                f"no offering in the allowed clouds/regions has {'/'.join(service.gpu_models)} GPUs "
+                f"for {size}"
+            )
+
+    serve_tiers = _serve_tiers(services, offerings, rpn, terms, spot_only)
+    runs = training_runs(scenario)
+    loose = _loose_teams(scenario, services, offerings, rpn, demand, runs)
+    block_periods = _block_periods(options, p, horizon.hours, bool(runs))
+    grid = max(1, round((options.start_grid_hours or min(24, block_periods * p)) / p))
+    train_options, no_option = _training_options(
+        scenario, offerings, terms, runs, block_periods, grid, options, spot_only, loose
+    )
+
+    in_window = np.zeros(horizon.periods, dtype=bool)
+    for run in runs:
+        in_window[run.first_period : run.end_period] = True
+    block_of = np.where(in_window, np.arange(horizon.periods) // block_periods, -1)
+    slots, slot_of_period = _merge_periods(block_of, demand, p)
+
+    team_offerings: dict[str, list[int]] = defaultdict(list)
+    for team in scenario.teams:
+        patterns = [
+            m for w in [*scenario.inference, *scenario.training] if w.team == team.name for m in w.gpu_models
+        ]
+        team_offerings[team.name] = [
+            o for o, off in enumerate(offerings) if patterns and off.matches_gpu(patterns)
+        ]
+    notes = []
+    if len(slots) < horizon.periods:
+        notes.append(
+            f"{horizon.periods} periods merged into {len(slots)} model slots "
+            f"(equal demand inside {block_periods * p} h blocks; exact for inference)"
+        )
+    if runs:
+        notes.append(
+            f"training starts on a {grid * p} h grid (plus each window's first and last start); "
+            f"a run holds committed capacity for every {block_periods * p} h block it touches"
+        )
+    return PlanningSets(
+        scenario=scenario,
+        offerings=offerings,
+        terms=terms,
+        services=services,
+        demand=demand,
+        replicas_per_node=rpn,
+        serve_tiers=serve_tiers,
+        slots=slots,
+        slot_of_period=slot_of_period,
+        block_periods=block_periods,
+        start_grid_periods=grid,
+        runs=runs,
+        options=train_options,
+        team_offerings=dict(team_offerings),
+        no_option_reason=no_option,
+        no_offering_reason=no_offering,
+        notes=notes,
+    )
+
+
+def _block_periods(options: ModelOptions, p: int, hours: int, has_training: bool) -> int:
+    """Weekly blocks by default (daily on horizons under eight weeks), so demand merges within a week.
+
+    Measured on the example scenario (bench/plan_bench.py): daily blocks give 3,970 slots and a 14-48 s
+    first stage, weekly blocks 932 slots and 4 s, at the same optimum.
+    """
+    if options.block_hours is not None:
+        return max(1, round(options.block_hours / p))
+    if not has_training:
+        return max(1, hours // p)
+    return max(1, round((168 if hours >= 8 * 168 else 24) / p))
+
+
+def _merge_periods(block_of: np.ndarray, demand: np.ndarray, p: int) -> tuple[list[Slot], np.ndarray]:
+    keys = np.vstack([block_of[None, :], demand]).T
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(unique) + 1))
+    slots = []
+    for k, row in enumerate(unique):
+        periods = order[bounds[k] : bounds[k + 1]]
+        slots.append(Slot(int(row[0]), periods, float(len(periods) * p), tuple(int(x) for x in row[1:])))
+    return slots, inverse
+
+
+def _training_options(
+    scenario: Scenario,
+    offerings: list[Offering],
+    terms: dict[int, list[str]],
+    runs: list[TrainingRun],
+    block_periods: int,
+    grid: int,
+    options: ModelOptions,
+    spot_only: set[int],
+    loose_teams: set[str],
+) -> tuple[list[TrainingOption], dict[int, str]]:
+    """Placement options per run, without the ones another option beats whatever else happens.
+
+    Off the committed pool, an option's start matters only through capacity limits and the team's
+    burst limit; where neither can bind (unlimited offering, a team whose burst limit its whole demand
+    cannot reach), one start per offering and tier is enough. Among unlimited offerings, only the
+    cheapest on-demand and the cheapest spot option (effective cost) can be in an optimal plan.
+    """
+    p = scenario.horizon.period_hours
+    result: list[TrainingOption] = []
+    reasons: dict[int, str] = {}
+    overhead_cache: dict[tuple[str, int, float], SpotOverhead] = {}
+    for r, run in enumerate(runs):
+        job = run.job
+        eligible = [
+            o
+            for o, off in enumerate(offerings)
+            if off.matches_gpu(job.gpu_models)
+            and off.gpus_per_node == job.gpus_per_node
+            and (off.has_fabric or not job.needs_fabric)
+            and (off.max_nodes is None or off.max_nodes >= job.nodes)
+        ]
+        if not eligible:
+            reasons[r] = _why_no_offering(job, offerings)
+            continue
+        before = len(result)
+        candidates: list[tuple[int, str, float, int, SpotOverhead | None]] = []
+        for o in eligible:
+            off = offerings[o]
+            tiers: list[tuple[str, float, SpotOverhead | None]] = []
+            if terms[o]:
+                tiers.append((POOL, 0.0, None))
+            if o not in spot_only:
+                tiers.append((ON_DEMAND, off.on_demand_usd_h, None))
+            if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
+                key = (job.name, o, job.hours)
+                if key not in overhead_cache:
+                    ckpt = job.checkpoint
+                    overhead_cache[key] = spot_overhead(
+                        work_hours=job.hours,
+                        nodes=job.nodes,
+                        per_node_rate_per_hour=off.spot_interruptions_per_hour,
+                        write_minutes=ckpt.write_minutes if ckpt else DEFAULT_WRITE_MINUTES,
+                        restart_minutes=ckpt.restart_minutes if ckpt else DEFAULT_RESTART_MINUTES,
+                    )
+                tiers.append((SPOT, off.spot_usd_h, overhead_cache[key]))
+            for tier, price, overhead in tiers:
+                hours = overhead.expected_wall_hours if overhead else job.hours
+                periods = math.ceil(hours / p - 1e-9)
+                if run.end_period - periods >= run.first_period:
+                    candidates.append((o, tier, job.nodes * price * periods * p, periods, overhead))
+        keep: set[tuple[int, str]] = {(o, POOL) for o, tier, *_ in candidates if tier == POOL}
+        for tier in (ON_DEMAND, SPOT):
+            pool = [
+                (o, cost, 1.0, 1.0, offerings[o].max_nodes) for o, t, cost, _, _ in candidates if t == tier
+            ]
+            keep |= {(o, tier) for o in cheapest_per_tier(pool)}
+        for o, tier, cost, periods, overhead in candidates:
+            if (o, tier) not in keep:
+                continue
+            last_start = run.end_period - periods
+            fixed = tier != POOL and offerings[o].max_nodes is None and job.team in loose_teams
+            starts = (
+                [run.first_period]
+                if fixed
+                else _starts(run.first_period, last_start, grid, options.max_starts_per_run)
+            )
+            seen: set[tuple[int, ...]] = set()
+            for start in starts:
+                blocks = tuple(range(start // block_periods, (start + periods - 1) // block_periods + 1))
+                if blocks in seen:
+                    continue  # same blocks, same cost: the earliest such start stands for all
+                seen.add(blocks)
+                result.append(TrainingOption(r, o, tier, start, periods, cost, blocks, overhead))
+        if len(result) == before:
+            window = run.window_end_hour - run.window_start_hour
+            reasons[r] = (
+                f"its window ({window:g} h) is shorter than the run ({job.hours:g} h, in whole {p} h periods)"
+            )
+    return result, reasons
+
+
+def _serve_tiers(
+    services: list[InferenceService],
+    offerings: list[Offering],
+    rpn: dict[tuple[int, int], float],
+    terms: dict[int, list[str]],
+    spot_only: set[int],
+) -> dict[tuple[int, int], tuple[str, ...]]:
+    """Per (service, offering), the tiers on which serving it can be part of an optimal plan."""
+    result: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for i, service in enumerate(services):
+        eligible = [o for (ii, o) in rpn if ii == i]
+        for o in eligible:
+            if terms[o]:
+                result[(i, o)].append(POOL)  # the pool is shared: any committed node may serve
+        tier_prices: list[tuple[str, list[int]]] = [(ON_DEMAND, [o for o in eligible if o not in spot_only])]
+        if not service.latency_critical:
+            tier_prices.append((SPOT, [o for o in eligible if offerings[o].spot_usd_h is not None]))
+        for tier, members in tier_prices:
+            candidates = []
+            for o in members:
+                off = offerings[o]
+                price = off.on_demand_usd_h if tier == ON_DEMAND else off.spot_usd_h
+                assert price is not None
+                candidates.append((o, price, rpn[(i, o)], float(off.gpus_per_node), off.max_nodes))
+            for o in cheapest_per_tier(candidates):
+                result[(i, o)].append(tier)
+    return {key: tuple(tiers) for key, tiers in result.items()}
+
+
+def _loose_teams(
+    scenario: Scenario,
+    services: list[InferenceService],
+    offerings: list[Offering],
+    rpn: dict[tuple[int, int], float],
+    demand: np.ndarray,
+    runs: list[TrainingRun],
+) -> set[str]:
+    """Teams whose burst limit no plan that covers demand minimally can reach."""
+    loose = set()
+    for team in scenario.teams:
+        if team.burst_gpus is None:
+            loose.add(team.name)
+            continue
+        most = float(sum(run.gpus for run in runs if run.job.team == team.name))
+        for i, service in enumerate(services):
+            if service.team == team.name and demand.shape[1]:
+                per_replica = max(
+                    (offerings[o].gpus_per_node / q for (ii, o), q in rpn.items() if ii == i), default=0.0
+                )
+                most += float(demand[i].max()) * per_replica + max(
+                    (offerings[o].gpus_per_node for (ii, o) in rpn if ii == i), default=0
+                )
+        if most <= team.burst_gpus:
+            loose.add(team.name)
+    return loose
+
+
+def _starts(first: int, last: int, grid: int, most: int) -> list[int]:
+    """Grid-aligned starts between ``first`` and ``last`` (both included), thinned to at most ``most``."""
+    aligned = list(range(-(-first // grid) * grid, last + 1, grid))
+    starts = sorted({first, last, *aligned})
+    if len(starts) > most:
+        picks = np.unique(np.round(np.linspace(0, len(starts) - 1, most)).astype(int))
+        starts = [starts[k] for k in picks]
+    return starts
+
+
+def _why_no_offering(job, offerings: list[Offering]) -> str:  # type: ignore[no-untyped-def]
+    models = [o for o in offerings if o.matches_gpu(job.gpu_models)]
+    if not models:
+        return f"no offering in the allowed clouds/regions has {'/'.join(job.gpu_models)} GPUs"
+    sized = [o for o in models if o.gpus_per_node == job.gpus_per_node]
+    if not sized:
+        return f"no {'/'.join(job.gpu_models)} offering has {job.gpus_per_node} GPUs per node"
+    if job.needs_fabric and not any(o.has_fabric for o in sized):
+        return "no offering with a multi-node fabric (EFA, TCPX/TCPXO, InfiniBand) matches"
+    return f"no matching offering allows {job.nodes} nodes (max_nodes)"
+
+
+def _no_worse(a: float | None, b: float | None) -> bool:
+    """Price ``a`` is offered whenever ``b`` is, and not dearer."""
+    return b is None or (a is not None and a <= b)
+
+
+def spot_only_offerings(offerings: list[Offering]) -> set[int]:
+    """Offerings whose committed and on-demand use is dominated by another offering.
+
+    ``o`` is dominated by an offering ``d`` with no capacity limit, the same node (GPU model, count and
+    memory), a fabric wherever ``o`` has one, and on-demand and commitment prices no dearer. Anything
+    the plan does with ``o`` off spot, it can do with ``d`` at no higher cost, so ``o`` is kept for spot
+    only (where its own price may be the best). Ties keep the first offering, so one of a set of
+    identical regions survives.
+    """
+    dominated = set()
+    for o, off in enumerate(offerings):
+        for d, dom in enumerate(offerings):
+            if d == o or d in dominated or dom.max_nodes is not None:
+                continue
+            if (dom.gpu_model, dom.gpus_per_node, dom.gpu_memory_gb) != (
+                off.gpu_model,
+                off.gpus_per_node,
+                off.gpu_memory_gb,
+            ):
+                continue
+            if off.has_fabric and not dom.has_fabric:
+                continue
+            prices = [(dom.on_demand_usd_h, off.on_demand_usd_h)] + [
+                (dom.price(t), off.price(t)) for t in ("reserved_1y", "reserved_3y")
+            ]
+            if not all(_no_worse(a, b) for a, b in prices):
+                continue
+            strictly = any(a is not None and b is not None and a < b for a, b in prices) or (
+                dom.has_fabric and not off.has_fabric
+            )
+            if strictly or d < o:
+                dominated.add(o)
+                break
+    return dominated
+
+
+def cheapest_per_tier(candidates: list[tuple[int, float, float, float, int | None]]) -> set[int]:
+    """Candidates (key, price, capacity per node, GPUs per node, max_nodes) worth keeping for one use.
+
+    A candidate is dropped when an unlimited one gives at least its capacity per node at no higher
+    price per node and no more GPUs per unit of capacity (so covering the same need costs no more, in
+    whole nodes too, and counts no more GPUs against a team's burst limit).
+    """
+    keep = set()
+    for key, price, capacity, gpus, _limit in candidates:
+        beaten = any(
+            other != key
+            and other_limit is None
+            and other_capacity >= capacity
+            and other_price <= price
+            and other_gpus / other_capacity <= gpus / capacity
+            and (other_price < price or other_capacity > capacity or other < key)
+            for other, other_price, other_capacity, other_gpus, other_limit in candidates
+        )
+        if not beaten:
+            keep.add(key)
+    return keep
+
+
+def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
+    """The same problem with the training placements decided: slots re-merge much further.
+
+    Periods are merged when they have the same demand vector and the same training footprint in their
+    block, so the integer node counts of the second stage stay few. Each run still pays its own cost;
+    capacity is counted once per distinct footprint through the runs of its first block.
+    """
+    options = [sets.options[a] for a in chosen]
+    periods = len(sets.slot_of_period)
+    block = np.arange(periods) // sets.block_periods
+    in_window = np.zeros(periods, dtype=bool)
+    for run in sets.runs:
+        in_window[run.first_period : run.end_period] = True
+    active: dict[int, list[int]] = defaultdict(list)
+    for k, option in enumerate(options):
+        for b in option.blocks:
+            active[b].append(k)
+    # a block's footprint: what the runs placed in it hold (offering, tier, nodes, team). Blocks with the
+    # same footprint and demand merge; the runs of the first such block stand for the footprint.
+    signature_id: dict[tuple, int] = {(): -1}
+    signature = np.full(periods, -1, dtype=np.int64)
+    holders: dict[int, list[int]] = defaultdict(list)
+    for b in np.unique(block[in_window]):
+        members = active.get(int(b), [])
+        key = tuple(
+            sorted(
+                (options[k].offering, options[k].tier, sets.runs[options[k].run].job.nodes,
+                 sets.runs[options[k].run].job.team)
+                for k in members
+            )
+        )  # fmt: skip
+        if key not in signature_id:
+            signature_id[key] = len(signature_id) - 1
+            for k in members:
+                holders[k].append(signature_id[key])
+        signature[(block == b) & in_window] = signature_id[key]
+    fixed = [
+        TrainingOption(
+            o.run, o.offering, o.tier, o.start, o.periods, o.cost_usd, tuple(holders[k]), o.overhead
+        )
+        for k, o in enumerate(options)
+    ]
+    slots, slot_of_period = _merge_periods(signature, sets.demand, sets.period_hours)
+    return replace(
+        sets,
+        options=fixed,
+        slots=slots,
+        slot_of_period=slot_of_period,
+        integral_held=True,
+        training_fixed=True,
+    )

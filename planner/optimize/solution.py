@@ -1,0 +1,421 @@
+"""Solved variable values -> the Plan (plan.json data + per-period allocations).
+
+Merged slots are written back out per original period, so every period of the horizon can be checked.
+On-demand and spot nodes are held in whole nodes; a workload's row carries its share of them (the
+idle part of a partly used node is charged to the workloads on it), so allocation rows add up to
+exactly what is paid. Committed capacity used by a workload is split between the 1y and 3y terms in
+proportion to the nodes committed on each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
+from models.workloads import period_start
+from planner.optimize.build import PlanningModel
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets
+from planner.optimize.solve import SolveResult
+
+EPS = 1e-6
+
+
+def _value(var: Any) -> float:
+    return float(var.varValue or 0.0)
+
+
+def whole_nodes(used: float) -> int:
+    """Whole nodes to hold for ``used`` node-equivalents (the model may hold fractions)."""
+    return math.ceil(used - EPS)
+
+
+def committed_nodes(model: PlanningModel) -> dict[int, dict[str, int]]:
+    """offering -> {term: nodes} for every commitment bought."""
+    result: dict[int, dict[str, int]] = defaultdict(dict)
+    for (o, term), var in model.commit.items():
+        nodes = round(_value(var))
+        if nodes > 0:
+            result[o][term] = nodes
+    return dict(result)
+
+
+def _pool_split(commits: dict[str, int]) -> list[tuple[str, float]]:
+    total = sum(commits.values())
+    return [(f"reserved_{term}", nodes / total) for term, nodes in sorted(commits.items()) if nodes]
+
+
+def extract_allocations(model: PlanningModel) -> pd.DataFrame:
+    sets = model.sets
+    p = sets.period_hours
+    commits = committed_nodes(model)
+    ids = [o.id for o in sets.offerings]
+
+    # inference: per slot values, then written out per period of the slot
+    held_total: dict[tuple[str, int, int], float] = defaultdict(float)
+    for (tier, _i, o, s), var in model.serve.items():
+        if tier != POOL:
+            held_total[(tier, o, s)] += _value(var)
+    records: list[tuple[int, int, str, int, float]] = []  # slot, offering, tier, service, nodes
+    for (tier, i, o, s), var in model.serve.items():
+        nodes = _value(var)
+        if nodes <= EPS:
+            continue
+        if tier == POOL:
+            for label, share in _pool_split(commits.get(o, {})):
+                records.append((s, o, label, i, nodes * share))
+        else:
+            used = held_total[(tier, o, s)]
+            held = whole_nodes(used)
+            records.append((s, o, tier, i, nodes * held / used if used > EPS else 0.0))
+    frames = []
+    if records:
+        slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes"])
+        period_slot = pd.DataFrame(
+            {"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period}
+        )
+        rows = period_slot.merge(slot_rows, on="slot")
+        rows["workload"] = [sets.services[i].name for i in rows["i"]]
+        rows["team"] = [sets.services[i].team for i in rows["i"]]
+        rows["kind"] = "inference"
+        frames.append(rows.drop(columns=["slot", "i"]))
+
+    # training: the run's real periods (the model held whole blocks; the plan uses what it needs)
+    train_rows = []
+    for a, option in enumerate(sets.options):
+        if _value(model.place[a]) < 0.5:
+            continue
+        run = sets.runs[option.run]
+        tiers = _pool_split(commits.get(option.offering, {})) if option.tier == POOL else [(option.tier, 1.0)]
+        for label, share in tiers:
+            for period in range(option.start, option.start + option.periods):
+                train_rows.append(
+                    (period, option.offering, label, run.job.nodes * share, run.job.name, run.job.team)
+                )
+    if train_rows:
+        rows = pd.DataFrame(train_rows, columns=["period", "o", "tier", "nodes", "workload", "team"])
+        rows["kind"] = "training"
+        frames.append(rows)
+
+    if not frames:
+        return pd.DataFrame(columns=ALLOCATION_COLUMNS)
+    table = pd.concat(frames, ignore_index=True)
+    table = table[table["nodes"] > EPS]
+    gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
+    price = {
+        ON_DEMAND: np.array([o.on_demand_usd_h for o in sets.offerings]),
+        SPOT: np.array([o.spot_usd_h or 0.0 for o in sets.offerings]),
+    }
+    o_idx = table["o"].to_numpy()
+    table["gpus"] = table["nodes"].to_numpy() * gpus_per_node[o_idx]
+    cost = np.zeros(len(table))
+    for tier, prices in price.items():
+        mask = (table["tier"] == tier).to_numpy()
+        cost[mask] = table["nodes"].to_numpy()[mask] * prices[o_idx[mask]] * p
+    table["cost_usd"] = cost
+    table["offering"] = [ids[o] for o in o_idx]
+    table = table.sort_values(["period", "kind", "workload", "offering", "tier"], kind="stable")
+    return table[ALLOCATION_COLUMNS].reset_index(drop=True)
+
+
+def build_plan(
+    model: PlanningModel,
+    result: SolveResult,
+    baselines: dict[str, Any],
+    method: str,
+    elapsed: dict[str, float],
+) -> Plan:
+    sets = model.sets
+    scenario = sets.scenario
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    allocations = extract_allocations(model)
+    commits = committed_nodes(model)
+
+    commitments = []
+    for o, terms in sorted(commits.items()):
+        offering = sets.offerings[o]
+        for term, nodes in sorted(terms.items()):
+            rate = offering.price(f"reserved_{term}") or 0.0
+            years = int(term[0])
+            commitments.append(
+                {
+                    "offering": offering.id,
+                    "term": term,
+                    "nodes": nodes,
+                    "usd_per_node_hour": rate,
+                    "cost_in_horizon_usd": nodes * rate * horizon.hours,
+                    "obligation_beyond_horizon_usd": nodes * rate * max(0, years * 8760 - horizon.hours),
+                }
+            )
+
+    training = _training_records(model, commits)
+    unserved = _unserved(model)
+    costs = _costs(sets, allocations, commitments)
+    total = costs["total_usd"]
+    pools = _pools(sets, allocations, commits)
+    committed_hours = sum(pool["committed_node_hours"] for pool in pools.values())
+    used_hours = sum(pool["used_node_hours"] for pool in pools.values())
+    penalty = sum(_value(var) * coef for var, coef in model.penalty_terms)
+    paid = total + penalty
+    gap = max(0.0, paid - result.bound) / paid if paid > 0 else 0.0
+
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "scenario": scenario.name,
+        "description": scenario.description,
+        "created": datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        "horizon": {
+            "start": horizon.start.isoformat().replace("+00:00", "Z"),
+            "hours": horizon.hours,
+            "period_hours": p,
+            "periods": horizon.periods,
+        },
+        "solver": {
+            "name": result.solver,
+            "status": result.termination.value,
+            "objective_usd": result.objective,
+            "bound_usd": result.bound,
+            "gap": gap,
+            "seconds": round(result.seconds, 3),
+            "aggregated_periods": len(sets.slots) if len(sets.slots) < horizon.periods else 0,
+            "model_periods": len(sets.slots),
+            "training_start_grid_hours": sets.start_grid_periods * p,
+            "block_hours": sets.block_periods * p,
+            "method": method,
+            "build_seconds": round(elapsed.get("build", 0.0), 3),
+            "penalty_usd": penalty,
+            "notes": [*sets.notes, "bound_usd is the solver's proven lower bound for this model"],
+        },
+        "offerings": {
+            o.id: {
+                "cloud": o.cloud,
+                "region": o.region,
+                "instance_type": o.instance_type,
+                "gpu_model": o.gpu_model,
+                "gpus_per_node": o.gpus_per_node,
+                "fabric": o.fabric,
+                "on_demand_usd_h": o.on_demand_usd_h,
+                "spot_usd_h": o.spot_usd_h,
+                "reserved_1y_usd_h": o.reserved_1y_usd_h,
+                "reserved_3y_usd_h": o.reserved_3y_usd_h,
+            }
+            for o in sets.offerings
+            if o.id in set(allocations["offering"]) | {c["offering"] for c in commitments}
+        },
+        "commitments": commitments,
+        "training": training,
+        "unserved": unserved,
+        "costs": costs,
+        "baselines": baselines,
+        "utilization": {
+            "reserved_used_fraction": used_hours / committed_hours if committed_hours else 0.0,
+            "pools": pools,
+        },
+        "teams": _teams(scenario, allocations, costs, p),
+        "inputs": scenario.model_dump(mode="json"),
+    }
+    data["inputs"]["max_spot_share"] = scenario.purchase.max_spot_share
+    return Plan(data, allocations)
+
+
+def _training_records(model: PlanningModel, commits: dict[int, dict[str, int]]) -> list[dict[str, Any]]:
+    sets = model.sets
+    horizon = sets.scenario.horizon
+    p = horizon.period_hours
+    records = []
+    for a, option in enumerate(sets.options):
+        if _value(model.place[a]) < 0.5:
+            continue
+        run = sets.runs[option.run]
+        offering = sets.offerings[option.offering]
+        if option.tier == POOL:
+            terms = commits.get(option.offering, {})
+            tier = f"reserved_{max(terms, key=lambda t: terms[t])}" if terms else "reserved_1y"
+        else:
+            tier = option.tier
+        overhead = option.overhead
+        start = period_start(horizon, option.start)
+        end = period_start(horizon, option.start + option.periods)
+        records.append(
+            {
+                "job": run.job.name,
+                "run": run.run,
+                "team": run.job.team,
+                "offering": offering.id,
+                "tier": tier,
+                "nodes": run.job.nodes,
+                "start_period": option.start,
+                "periods": option.periods,
+                "placement_group": f"pg-{run.job.name}-{run.run}",
+                "fabric": offering.fabric,
+                "checkpoint_interval_minutes": overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
+                "expected_overhead": overhead.expected_overhead if overhead else 0.0,
+                "cost_usd": option.cost_usd,
+                "start": start.isoformat().replace("+00:00", "Z"),
+                "end": end.isoformat().replace("+00:00", "Z"),
+                "hours": run.job.hours,
+                "held_hours": option.periods * p,
+                "gang_interruptions_per_hour": overhead.gang_interruptions_per_hour if overhead else 0.0,
+                "expected_interruptions": overhead.expected_interruptions if overhead else 0.0,
+            }
+        )
+    records.sort(key=lambda r: (r["job"], r["run"]))
+    return records
+
+
+def _unserved(model: PlanningModel) -> list[dict[str, Any]]:
+    sets = model.sets
+    p = sets.period_hours
+    result = []
+    for i, service in enumerate(sets.services):
+        hours = 0.0
+        replica_hours = 0.0
+        for s, slot in enumerate(sets.slots):
+            var = model.unserved_replicas.get((i, s))
+            value = _value(var) if var is not None else 0.0
+            if value > EPS:
+                hours += slot.hours
+                replica_hours += value * slot.hours
+        if replica_hours > EPS:
+            reason = sets.no_offering_reason.get(i) or _inference_reason(model, i)
+            result.append(
+                {
+                    "workload": service.name,
+                    "kind": "inference",
+                    "team": service.team,
+                    "replica_hours": replica_hours,
+                    "periods": round(hours / p),
+                    "reason": reason,
+                }
+            )
+    for r, run in enumerate(sets.runs):
+        if _value(model.unserved_run[r]) > 0.5:
+            reason = sets.no_option_reason.get(r) or (
+                "no room in its window: capacity (max_nodes), the team's burst limit or max_spot_share "
+                "leave no placement"
+            )
+            result.append(
+                {
+                    "workload": run.job.name,
+                    "kind": "training",
+                    "team": run.job.team,
+                    "run": run.run,
+                    "gpu_hours": run.gpus * run.job.hours,
+                    "reason": reason,
+                }
+            )
+    for team, var in model.guarantee_short.items():
+        short = _value(var)
+        if short > EPS:
+            result.append(
+                {
+                    "workload": f"guarantee:{team}",
+                    "kind": "guarantee",
+                    "team": team,
+                    "gpus": short,
+                    "reason": "no committable offering matches the team's GPU models (or capacity limits)",
+                }
+            )
+    return result
+
+
+def _inference_reason(model: PlanningModel, i: int) -> str:
+    sets = model.sets
+    service = sets.services[i]
+    team = sets.scenario.team[service.team]
+    limited = [sets.offerings[o].id for o in sets.eligible(i) if sets.offerings[o].max_nodes is not None]
+    parts = []
+    if team.burst_gpus is not None:
+        parts.append(f"team {team.name}'s burst limit of {team.burst_gpus} GPUs")
+    if limited:
+        parts.append("max_nodes of " + ", ".join(limited[:4]))
+    return "demand above what " + (" or ".join(parts) if parts else "the eligible offerings") + " allows"
+
+
+def _costs(
+    sets: PlanningSets, allocations: pd.DataFrame, commitments: list[dict[str, Any]]
+) -> dict[str, Any]:
+    by_tier = {tier: 0.0 for tier in TIERS}
+    for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
+        by_tier[str(tier)] += float(value)
+    cloud_of = {o.id: o.cloud for o in sets.offerings}
+    by_cloud: dict[str, float] = defaultdict(float)
+    by_workload: dict[str, float] = defaultdict(float)
+    by_team: dict[str, float] = {team.name: 0.0 for team in sets.scenario.teams}
+    if len(allocations):
+        for cloud, value in (
+            allocations.groupby(allocations["offering"].map(cloud_of))["cost_usd"].sum().items()
+        ):
+            by_cloud[str(cloud)] += float(value)
+        for (team, workload), value in allocations.groupby(["team", "workload"])["cost_usd"].sum().items():
+            by_team[str(team)] += float(value)
+            by_workload[str(workload)] += float(value)
+    # chargeback of commitments: by committed node-hours each workload used on that offering
+    reserved = allocations[allocations["tier"].str.startswith("reserved")]
+    use = reserved.groupby(["offering", "team", "workload"])["nodes"].sum()
+    for commitment in commitments:
+        cost = commitment["cost_in_horizon_usd"]
+        by_tier[f"reserved_{commitment['term']}"] += cost
+        by_cloud[cloud_of[commitment["offering"]]] += cost
+        if commitment["offering"] in use.index.get_level_values(0):
+            shares = use.loc[commitment["offering"]]
+            for (team, workload), nodes in shares.items():
+                by_team[str(team)] += cost * float(nodes) / float(shares.sum())
+                by_workload[str(workload)] += cost * float(nodes) / float(shares.sum())
+        else:  # held only for guarantees: charged to the teams that hold guarantees, else shared
+            holders = [t for t in sets.scenario.teams if t.guaranteed_gpus > 0] or sets.scenario.teams
+            weight = sum(t.guaranteed_gpus for t in holders) or len(holders)
+            for team in holders:
+                by_team[team.name] += cost * (team.guaranteed_gpus or 1) / weight
+            by_workload["(unused commitments)"] += cost
+    total = sum(by_tier.values())
+    return {
+        "total_usd": total,
+        "by_tier": by_tier,
+        "by_team": by_team,
+        "by_cloud": dict(by_cloud),
+        "by_workload": dict(by_workload),
+    }
+
+
+def _pools(
+    sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, dict[str, int]]
+) -> dict[str, dict[str, float]]:
+    p = sets.period_hours
+    reserved = allocations[allocations["tier"].str.startswith("reserved")]
+    used = reserved.groupby("offering")["nodes"].sum() * p
+    pools = {}
+    for o, terms in commits.items():
+        offering_id = sets.offerings[o].id
+        nodes = sum(terms.values())
+        committed = nodes * sets.horizon_hours
+        used_hours = float(used.get(offering_id, 0.0))
+        pools[offering_id] = {
+            "committed_nodes": nodes,
+            "committed_node_hours": float(committed),
+            "used_node_hours": used_hours,
+            "used_fraction": used_hours / committed if committed else 0.0,
+        }
+    return pools
+
+
+def _teams(scenario, allocations: pd.DataFrame, costs: dict[str, Any], p: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    per_period = allocations.groupby(["team", "period"])["gpus"].sum()
+    result = {}
+    for team in scenario.teams:
+        series = per_period.loc[team.name] if team.name in per_period.index.get_level_values(0) else None
+        result[team.name] = {
+            "guaranteed_gpus": team.guaranteed_gpus,
+            "burst_gpus": team.burst_gpus,
+            "priority": team.priority,
+            "peak_gpus": float(series.max()) if series is not None else 0.0,
+            "gpu_hours": float(series.sum() * p) if series is not None else 0.0,
+            "cost_usd": costs["by_team"].get(team.name, 0.0),
+        }
+    return result
