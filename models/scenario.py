@@ -298,7 +298,9 @@ def parse(data: Any, file: str | Path | None = None) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        errors = exc.errors()
+        # an unknown field usually explains the rest (a misspelt key also reads as a missing one)
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         ctx_error = (error.get("ctx") or {}).get("error")
         if isinstance(ctx_error, _FieldError):
             raise InputError(file, ctx_error.where, ctx_error.problem) from None
@@ -307,7 +309,7 @@ def parse(data: Any, file: str | Path | None = None) -> Scenario:
             message = "unknown field (check the spelling; see scenarios/README.md for the fields)"
         if error["type"] == "missing":
             message = "required field is missing"
-        extra = len(exc.errors()) - 1
+        extra = len(errors) - 1
         if extra:
             message += f" (and {extra} more problem{'s' if extra > 1 else ''})"
         raise InputError(file, _format_loc(error["loc"]) or None, message) from None

@@ -13,9 +13,13 @@ incumbent exists), ``termination`` says why the solver stopped. Nothing here ass
 from __future__ import annotations
 
 import math
+import os
 import re
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -83,6 +87,23 @@ def solve(
     return _solve_cbc(problem, time_limit, gap, threads, verbose)
 
 
+@contextmanager
+def _quiet_stdout(active: bool) -> Iterator[None]:
+    """Silence the C library's stdout (file descriptor 1) for a moment."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], dict[str, np.ndarray]]:
     variables = problem.variables()
     index = {id(v): k for k, v in enumerate(variables)}
@@ -144,7 +165,8 @@ def _solve_highs(
             highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
             for flag in data["integral"]
         ]
-    highs = highspy.Highs()
+    with _quiet_stdout(not verbose):  # HiGHS prints a banner on stdout when created
+        highs = highspy.Highs()
     highs.setOptionValue("output_flag", bool(verbose))
     highs.setOptionValue("mip_rel_gap", float(gap))
     if time_limit is not None:
