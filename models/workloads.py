@@ -86,8 +86,9 @@ def _csv_series(spec: CsvSeries, horizon: Horizon, base_dir: Path | None, where:
         if mask.any():
             row = int(np.flatnonzero(mask.to_numpy())[0]) + 2  # spreadsheet row: header is row 1
             raise InputError(path, f"row {row}, column {col}", problem)
-    if not times.is_monotonic_increasing:
-        row = int(np.flatnonzero(np.diff(times.to_numpy()) <= 0)[0]) + 3
+    steps = np.diff(times.to_numpy())
+    if (steps <= 0).any():
+        row = int(np.flatnonzero(steps <= 0)[0]) + 3
         raise InputError(path, f"row {row}, column {column}", "times must increase from row to row")
     if len(frame) == 0:
         raise InputError(path, None, "the series has no rows")
