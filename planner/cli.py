@@ -202,6 +202,8 @@ def catalog(
             money(o.on_demand_usd_h), money(o.spot_usd_h), money(o.reserved_1y_usd_h),
             money(o.reserved_3y_usd_h), money(o.on_demand_usd_h / o.gpus_per_node),
         )  # fmt: skip
+    if not out.is_terminal:
+        out.width = max(out.width, 140)  # piped or captured: do not squeeze the table to 80 columns
     out.print(table)
 
 
