@@ -104,7 +104,8 @@ def optimize(
     baselines = compute_baselines(sets)
     plan = build_plan(plan_model, result, baselines, method="staged-milp", elapsed={"build": build_seconds})
     plan.data["solver"]["model_periods"] = len(sets.slots)
-    plan.data["solver"]["aggregated_periods"] = len(sets.slots) if len(sets.slots) < scenario.horizon.periods else 0
+    merged = len(sets.slots) < scenario.horizon.periods
+    plan.data["solver"]["aggregated_periods"] = len(sets.slots) if merged else 0
     plan.data["solver"]["stage2_model_periods"] = len(fixed_sets.slots)
     plan.data["solver"]["stages"] = [
         {"stage": 1, "what": "node counts relaxed; commitments and training decided; lower bound",
