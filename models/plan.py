@@ -36,7 +36,7 @@ class Plan:
         directory = Path(directory)
         (directory / "plan.json").write_text(json.dumps(self.data, indent=2, default=_json_default) + "\n")
         frame = self.allocations[ALLOCATION_COLUMNS]
-        frame.to_csv(directory / "allocations.csv", index=False, float_format="%.6g")
+        frame.to_csv(directory / "allocations.csv", index=False)  # full precision: rows must add up
 
     @classmethod
     def read(cls, directory: str | Path) -> Plan:

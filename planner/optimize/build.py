@@ -225,6 +225,8 @@ def define_pool_and_capacity(model: PlanningModel) -> None:
         if offering.max_nodes is None:
             continue
         commit = [(model.commit[(o, k)], 1.0) for k in sets.terms[o]]
+        if commit:  # both terms together, even in slots where nothing else holds this offering
+            model.add(f"cap_commit_{o}", commit, LE, float(offering.max_nodes))
         for s, slot in enumerate(sets.slots):
             held = [(model.held[(t, o, s)], 1.0) for t in (ON_DEMAND, SPOT) if (t, o, s) in model.held]
             train = other_train.get((o, slot.block), [])  # pool runs are inside the commitment

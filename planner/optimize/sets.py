@@ -349,26 +349,53 @@ def _serve_tiers(
     terms: dict[int, list[str]],
     spot_only: set[int],
 ) -> dict[tuple[int, int], tuple[str, ...]]:
-    """Per (service, offering), the tiers on which serving it can be part of an optimal plan."""
+    """Per (service, offering), the tiers on which serving it can be part of an optimal plan.
+
+    Nodes held on demand or on spot are shared by the services on them, so an offering is left out of
+    a tier only when ONE unlimited offering beats it for every service that could use it (at least the
+    replicas per node, no higher price, no more GPUs per replica): then any mix of services on its
+    nodes fits on as many nodes of the other, for less. Committed pools are never pruned here.
+    """
+    eligible_services: dict[int, list[int]] = defaultdict(list)
+    for i, o in rpn:
+        eligible_services[o].append(i)
     result: dict[tuple[int, int], list[str]] = defaultdict(list)
-    for i, service in enumerate(services):
-        eligible = [o for (ii, o) in rpn if ii == i]
-        for o in eligible:
-            if terms[o]:
-                result[(i, o)].append(POOL)  # the pool is shared: any committed node may serve
-        tier_prices: list[tuple[str, list[int]]] = [(ON_DEMAND, [o for o in eligible if o not in spot_only])]
-        if not service.latency_critical:
-            tier_prices.append((SPOT, [o for o in eligible if offerings[o].spot_usd_h is not None]))
-        for tier, members in tier_prices:
-            candidates = []
-            for o in members:
-                off = offerings[o]
-                price = off.on_demand_usd_h if tier == ON_DEMAND else off.spot_usd_h
-                assert price is not None
-                candidates.append((o, price, rpn[(i, o)], float(off.gpus_per_node), off.max_nodes))
-            for o in cheapest_per_tier(candidates):
-                result[(i, o)].append(tier)
+    for (i, o), _q in sorted(rpn.items()):
+        if terms[o]:
+            result[(i, o)].append(POOL)
+    for tier in (ON_DEMAND, SPOT):
+        for o, users in sorted(eligible_services.items()):
+            if tier == SPOT:
+                users = [i for i in users if not services[i].latency_critical]
+            if not users or (tier == ON_DEMAND and o in spot_only):
+                continue
+            if tier == SPOT and offerings[o].spot_usd_h is None:
+                continue
+            if not any(_beats(offerings, rpn, tier, d, o, users) for d in range(len(offerings)) if d != o):
+                for i in users:
+                    result[(i, o)].append(tier)
     return {key: tuple(tiers) for key, tiers in result.items()}
+
+
+def _tier_price(offering: Offering, tier: str) -> float | None:
+    return offering.on_demand_usd_h if tier == ON_DEMAND else offering.spot_usd_h
+
+
+def _beats(
+    offerings: list[Offering], rpn: dict[tuple[int, int], float], tier: str, d: int, o: int, users: list[int]
+) -> bool:
+    """``d`` serves each of ``users`` at least as well as ``o`` on ``tier`` (ties: lower index)."""
+    dom, off = offerings[d], offerings[o]
+    price_d, price_o = _tier_price(dom, tier), _tier_price(off, tier)
+    if dom.max_nodes is not None or price_d is None or price_o is None or price_d > price_o:
+        return False
+    strictly = price_d < price_o
+    for i in users:
+        q_d, q_o = rpn.get((i, d), 0.0), rpn[(i, o)]
+        if q_d < q_o or dom.gpus_per_node / q_d > off.gpus_per_node / q_o:
+            return False
+        strictly = strictly or q_d > q_o
+    return strictly or d < o
 
 
 def _loose_teams(

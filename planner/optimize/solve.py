@@ -146,6 +146,8 @@ def _solve_highs(
 
     began = time.perf_counter()
     variables, data = _csr(problem)
+    if not variables:  # nothing to decide (no demand, nothing to buy): HiGHS calls that an empty model
+        return SolveResult("HiGHS", Termination.OPTIMAL, 0.0, 0.0, time.perf_counter() - began)
     lp = highspy.HighsLp()
     lp.num_col_ = len(variables)
     lp.num_row_ = len(data["row_lower"])

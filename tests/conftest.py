@@ -1,0 +1,146 @@
+"""Shared helpers for the optimizer and CLI tests: small user catalogs and scenarios written to disk.
+
+Catalogs are written with only the required columns of ``catalog-format.md`` plus the optional ones a
+test actually gives, so each test states every number its expected value depends on.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+# Required columns of catalog format v1 (spec/catalog-format.md), in the spec's order.
+REQUIRED_COLUMNS = (
+    "cloud",
+    "region",
+    "instance_type",
+    "gpu_model",
+    "gpus_per_node",
+    "gpu_memory_gb",
+    "fabric",
+    "on_demand_usd_h",
+    "source",
+)
+OPTIONAL_COLUMNS = (
+    "fabric_gbps",
+    "spot_usd_h",
+    "reserved_1y_usd_h",
+    "reserved_3y_usd_h",
+    "spot_interruptions_per_hour",
+    "max_nodes",
+)
+
+
+def offering_row(
+    cloud: str = "aws",
+    region: str = "us-east-1",
+    instance_type: str = "p5.48xlarge",
+    *,
+    gpu_model: str = "H100",
+    gpus_per_node: int = 8,
+    gpu_memory_gb: float = 80,
+    fabric: str = "efa",
+    on_demand_usd_h: float = 10.0,
+    source: str = "test fixture 2027-01-01",
+    **optional: Any,
+) -> dict[str, Any]:
+    """One catalog row; ``optional`` takes the optional columns (None = empty cell)."""
+    unknown = set(optional) - set(OPTIONAL_COLUMNS)
+    if unknown:
+        raise ValueError(f"not catalog columns: {sorted(unknown)}")
+    return {
+        "cloud": cloud,
+        "region": region,
+        "instance_type": instance_type,
+        "gpu_model": gpu_model,
+        "gpus_per_node": gpus_per_node,
+        "gpu_memory_gb": gpu_memory_gb,
+        "fabric": fabric,
+        "on_demand_usd_h": on_demand_usd_h,
+        "source": source,
+        **optional,
+    }
+
+
+def write_catalog_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write ``rows`` as a catalog CSV: required columns plus every optional column any row uses."""
+    rows = list(rows)
+    used = {key for row in rows for key in row}
+    columns = [*REQUIRED_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in used)]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(["" if row.get(c) is None else row[c] for c in columns])
+    return path
+
+
+def write_demand_csv(path: Path, replicas: Iterable[float]) -> Path:
+    """An hourly demand series (columns hour,replicas), one row per hour from hour 0."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["hour", "replicas"])
+        for hour, value in enumerate(replicas):
+            writer.writerow([hour, value])
+    return path
+
+
+def scenario_dict(
+    *,
+    hours: int,
+    catalog: str = "catalog.csv",
+    name: str = "test-scenario",
+    start: str = "2027-01-04T00:00:00Z",
+    period_hours: int = 1,
+    terms: list[str] | None = None,
+    max_spot_share: float = 1.0,
+    teams: list[dict[str, Any]] | None = None,
+    inference: list[dict[str, Any]] | None = None,
+    training: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A scenario mapping as the YAML would hold it (clouds: all allowed)."""
+    return {
+        "name": name,
+        "horizon": {"start": start, "hours": hours, "period_hours": period_hours},
+        "catalog": catalog,
+        "purchase": {"terms": [] if terms is None else terms, "max_spot_share": max_spot_share},
+        "teams": teams if teams is not None else [{"name": "t"}],
+        "inference": inference or [],
+        "training": training or [],
+    }
+
+
+def exact_settings(**overrides: Any) -> Any:
+    """Solver settings under which the model is exact (hourly blocks and starts) and solved to optimality."""
+    from planner.optimize import SolveSettings
+
+    values: dict[str, Any] = {"block_hours": 1, "start_grid_hours": 1, "gap": 1e-6, "time_limit": 60}
+    values.update(overrides)
+    return SolveSettings(**values)
+
+
+def write_scenario_yaml(path: Path, data: Mapping[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(dict(data), sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def kit() -> SimpleNamespace:
+    """The helpers above, as a fixture (test modules cannot import conftest reliably).
+
+    Session-scoped and stateless, so hypothesis tests may use it too.
+    """
+    return SimpleNamespace(
+        offering_row=offering_row,
+        write_catalog_csv=write_catalog_csv,
+        write_demand_csv=write_demand_csv,
+        scenario_dict=scenario_dict,
+        write_scenario_yaml=write_scenario_yaml,
+        exact_settings=exact_settings,
+    )

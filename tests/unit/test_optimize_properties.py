@@ -1,0 +1,392 @@
+"""Properties every plan must have, on small random scenarios (hypothesis).
+
+Each example writes a random user catalog (2-4 offerings) and plans a 48 h scenario (periods of 1-4 h)
+with 1-2 inference services, 0-2 training jobs (some repeated daily) and 1-2 teams. The checks read only
+what the planner hands to its users: ``plan.json`` and ``allocations.csv`` as written to disk and read
+back, never solver internals. Expected quantities (demand, replicas per node, eligibility) are computed
+here from the generated inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models.catalog import Catalog
+from models.plan import ALLOCATION_COLUMNS, Plan
+from models.scenario import parse
+from models.workloads import service_demand
+from planner.optimize import optimize
+
+HOURS = 48
+START = "2027-01-08T00:00:00Z"  # a Friday: the horizon holds a weekday and a Saturday
+GPU_MODELS = ("H100", "A100-80GB")
+ALL_PATTERNS = (["H100"], ["A100"], ["H100", "A100"])
+TOL = 1e-6
+
+
+def _money(draw, low: float, high: float) -> float:
+    return draw(st.integers(int(low * 100), int(high * 100))) / 100
+
+
+def _fraction_of(draw, price: float, fractions: list[float]) -> float | None:
+    """None (tier not offered) or a fraction of ``price``."""
+    fraction = draw(st.none() | st.sampled_from(fractions))
+    return None if fraction is None else round(fraction * price, 4)
+
+
+@st.composite
+def offerings(draw) -> list[dict[str, Any]]:
+    rows = []
+    for k in range(draw(st.integers(2, 4))):
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        od = _money(draw, 1.0, 40.0)
+        row: dict[str, Any] = {
+            "cloud": draw(st.sampled_from(["aws", "gcp", "azure"])),
+            "region": "r1",
+            "instance_type": f"i{k}.{gpus}x",
+            "gpu_model": draw(st.sampled_from(GPU_MODELS)),
+            "gpus_per_node": gpus,
+            "gpu_memory_gb": 80,
+            "fabric": draw(st.sampled_from(["efa", "infiniband", "none"])),
+            "on_demand_usd_h": od,
+            "source": "hypothesis",
+            "spot_usd_h": _fraction_of(draw, od, [0.3, 0.5, 0.8]),
+            "reserved_1y_usd_h": _fraction_of(draw, od, [0.6, 0.75]),
+            "reserved_3y_usd_h": _fraction_of(draw, od, [0.4, 0.5]),
+            "spot_interruptions_per_hour": draw(st.none() | st.sampled_from([0.0, 0.01, 0.05])),
+            "max_nodes": draw(st.none() | st.integers(1, 8)),
+        }  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+@st.composite
+def scenarios(draw) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    rows = draw(offerings())
+    terms = draw(st.sampled_from([[], ["1y"], ["3y"], ["1y", "3y"]]))
+    n_teams = draw(st.integers(1, 2))
+    teams = []
+    for k in range(n_teams):
+        guaranteed = draw(st.sampled_from([0, 0, 0, 4, 8]) if terms else st.just(0))
+        burst = draw(st.sampled_from([None, None, None, None, 24, 64]))
+        if burst is not None:
+            burst = max(burst, guaranteed)
+        teams.append({"name": f"team{k}", "guaranteed_gpus": guaranteed, "burst_gpus": burst})
+    team_names = [t["name"] for t in teams]
+
+    # GPU patterns mostly among the models the catalog has, sometimes not (unserved demand)
+    present = sorted({row["gpu_model"].split("-")[0] for row in rows})
+    model_choice = st.sampled_from([*([p] for p in present), present, present, *ALL_PATTERNS])
+    inference = []
+    for k in range(draw(st.integers(1, 2))):
+        if draw(st.booleans()):
+            replicas: dict[str, Any] = {"profile": "flat", "base": _money(draw, 0.0, 12.0)}
+        else:
+            base = _money(draw, 0.0, 8.0)
+            replicas = {
+                "profile": "diurnal",
+                "base": base,
+                "peak": base + _money(draw, 0.0, 10.0),
+                "peak_hour_utc": draw(st.integers(0, 23)),
+                "weekend_factor": draw(st.sampled_from([1.0, 0.5])),
+            }
+        inference.append(
+            {
+                "name": f"svc{k}",
+                "team": draw(st.sampled_from(team_names)),
+                "gpus_per_replica": draw(st.integers(1, 2)),
+                "gpu_models": draw(model_choice),
+                "latency_critical": draw(st.booleans()),
+                "replicas": replicas,
+            }
+        )
+
+    training = []
+    for k in range(draw(st.integers(0, 2))):
+        hours = draw(st.integers(2, 20)) + draw(st.sampled_from([0.0, 0.5]))
+        # mostly shaped after one of the offerings (so it can run), sometimes after none
+        like = draw(st.sampled_from(rows))
+        fits = draw(st.sampled_from([True, True, True, False]))
+        job: dict[str, Any] = {
+            "name": f"job{k}",
+            "team": draw(st.sampled_from(team_names)),
+            "nodes": draw(st.integers(1, 2)) if like["fabric"] != "none" or not fits else 1,
+            "gpus_per_node": like["gpus_per_node"] if fits else draw(st.sampled_from([1, 2, 4, 8])),
+            "gpu_models": [like["gpu_model"].split("-")[0]] if fits else draw(st.sampled_from(ALL_PATTERNS)),
+            "hours": hours,
+            "preemptible": draw(st.booleans()),
+            "checkpoint": {"write_minutes": draw(st.sampled_from([1.0, 5.0])), "restart_minutes": 10.0},
+            "repeat": draw(st.sampled_from(["none", "none", "daily"])),
+        }
+        if draw(st.booleans()):
+            earliest = draw(st.integers(0, 20))
+            job["earliest_start"] = _stamp(earliest)
+            job["deadline"] = _stamp(min(HOURS, earliest + math.ceil(hours) + draw(st.integers(0, 24))))
+        training.append(job)
+
+    data = {
+        "name": "prop",
+        "horizon": {
+            "start": START,
+            "hours": HOURS,
+            "period_hours": draw(st.sampled_from([1, 1, 1, 2, 3, 4])),
+        },
+        "catalog": "catalog.csv",
+        "purchase": {
+            "terms": terms,
+            "max_spot_share": draw(st.sampled_from([1.0, 0.5, 0.0])),
+        },
+        "teams": teams,
+        "inference": inference,
+        "training": training,
+    }
+    return data, rows
+
+
+def _stamp(hour: int) -> str:
+    day, rest = divmod(hour, 24)
+    return f"2027-01-{8 + day:02d}T{rest:02d}:00:00Z"
+
+
+def _oid(row: dict[str, Any]) -> str:
+    return f"{row['cloud']}:{row['region']}:{row['instance_type']}"
+
+
+def _matches(patterns: list[str], model: str) -> bool:
+    return any(model.upper().startswith(p.upper()) for p in patterns)
+
+
+def _plan_and_read(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
+    kit.write_catalog_csv(directory / "catalog.csv", rows)
+    scenario = parse(data, directory / "scenario.yaml")
+    plan = optimize(scenario, Catalog.load(directory / "catalog.csv"), directory, kit.exact_settings())
+    out = directory / "plan"
+    out.mkdir()
+    plan.write(out)
+    return scenario, plan, Plan.read(out)
+
+
+def check_properties(
+    scenario, data: dict[str, Any], rows: list[dict[str, Any]], written: Plan, base_dir: Path
+):
+    plan = written.data
+    alloc = written.allocations
+    assert plan["solver"]["status"] in ("optimal", "time_limit")  # a plan came back
+    p = scenario.horizon.period_hours
+    periods = range(HOURS // p)
+    unserved = {item["workload"] for item in plan["unserved"]}
+    by_id = {_oid(row): row for row in rows}
+    assert set(alloc["offering"]) <= set(by_id)
+    assert set(alloc["period"]) <= set(periods)
+    assert (alloc["nodes"] > 0).all()
+
+    # (a) inference demand covered in every period; (b) latency-critical never on spot
+    for service in scenario.inference:
+        rows_of = alloc[(alloc["workload"] == service.name) & (alloc["kind"] == "inference")]
+        spec = next(s for s in data["inference"] if s["name"] == service.name)
+        rpn = {
+            oid: (row["gpus_per_node"] // spec["gpus_per_replica"])
+            * _matches(spec["gpu_models"], row["gpu_model"])
+            for oid, row in by_id.items()
+        }
+        for oid in set(rows_of["offering"]):
+            assert rpn[oid] > 0, f"{service.name} placed on ineligible {oid}"
+        if service.latency_critical:
+            assert not (rows_of["tier"] == "spot").any(), f"latency-critical {service.name} on spot"
+        if service.name in unserved:
+            continue
+        demand = service_demand(scenario, service, base_dir)
+        served = (rows_of["nodes"] * rows_of["offering"].map(rpn)).groupby(rows_of["period"]).sum()
+        for t in periods:
+            have = float(served.get(t, 0.0))
+            assert have >= demand[t] - TOL * max(1, demand[t]), (
+                f"{service.name} period {t}: {have} < {demand[t]}"
+            )
+
+    # (c) capacity per period and offering; (d) reserved use within the commitments
+    per_offering = alloc.groupby(["period", "offering"])["nodes"].sum()
+    for (t, oid), nodes in per_offering.items():
+        cap = by_id[oid]["max_nodes"]
+        assert cap is None or nodes <= cap + TOL, f"{oid} period {t}: {nodes} nodes > max_nodes {cap}"
+    committed: dict[str, int] = defaultdict(int)
+    for commitment in plan["commitments"]:
+        committed[commitment["offering"]] += commitment["nodes"]
+        row = by_id[commitment["offering"]]
+        assert commitment["term"] in data["purchase"]["terms"]
+        assert row[f"reserved_{commitment['term']}_usd_h"] is not None
+        assert row["max_nodes"] is None or commitment["nodes"] <= row["max_nodes"]
+    reserved = alloc[alloc["tier"].str.startswith("reserved")]
+    for (t, oid), nodes in reserved.groupby(["period", "offering"])["nodes"].sum().items():
+        assert nodes <= committed[oid] + TOL, (
+            f"{oid} period {t}: {nodes} reserved > {committed[oid]} committed"
+        )
+    # commitments are held for the whole horizon: with max_nodes, they take capacity in every period
+    for oid, nodes in committed.items():
+        cap = by_id[oid]["max_nodes"]
+        if cap is not None:
+            others = alloc[(alloc["offering"] == oid) & ~alloc["tier"].str.startswith("reserved")]
+            peak = others.groupby("period")["nodes"].sum().max() if len(others) else 0.0
+            assert nodes + peak <= cap + TOL, f"{oid}: {nodes} committed + {peak} other nodes > {cap}"
+
+    # (e) the total reconciles with the rows and commitments; (f) every breakdown sums to it
+    total = plan["costs"]["total_usd"]
+    parts = alloc["cost_usd"].sum() + sum(c["cost_in_horizon_usd"] for c in plan["commitments"])
+    assert parts == pytest.approx(total, rel=TOL, abs=TOL)
+    for key in ("by_tier", "by_team", "by_cloud"):
+        assert sum(plan["costs"][key].values()) == pytest.approx(total, rel=TOL, abs=TOL), key
+    assert set(plan["costs"]["by_team"]) <= {t.name for t in scenario.teams}
+
+    # (g) each served run: `nodes` nodes on one offering in every period of its placement, nowhere else
+    unserved_runs = {(u["workload"], u["run"]) for u in plan["unserved"] if u["kind"] == "training"}
+    placed = {(run["job"], run["run"]): run for run in plan["training"]}
+    assert not unserved_runs & set(placed)
+    for job in scenario.training:
+        runs = [run for (name, _), run in placed.items() if name == job.name]
+        expected_runs = 1 if job.repeat == "none" else None
+        if expected_runs is not None:
+            assert len(runs) + sum(name == job.name for name, _ in unserved_runs) == expected_runs
+        rows_of = alloc[(alloc["workload"] == job.name) & (alloc["kind"] == "training")]
+        expected_periods: list[int] = []
+        for run in runs:
+            span = range(run["start_period"], run["start_period"] + run["periods"])
+            expected_periods += span
+            in_span = rows_of[rows_of["period"].isin(span)]
+            assert set(in_span["offering"]) == {run["offering"]}, "one run, one offering (placement group)"
+            assert run["placement_group"] and run["nodes"] == job.nodes
+            assert run["periods"] >= math.ceil(job.hours / p - 1e-9)
+            row = by_id[run["offering"]]
+            assert row["gpus_per_node"] == job.gpus_per_node and _matches(job.gpu_models, row["gpu_model"])
+            if job.nodes > 1:
+                assert run["fabric"] != "none" and row["fabric"] != "none"
+            if run["tier"] == "spot":
+                assert job.preemptible and row["spot_usd_h"] is not None
+            lo = scenario.horizon.hour_of(job.earliest_start) if job.earliest_start else 0
+            hi = scenario.horizon.hour_of(job.deadline) if job.deadline else HOURS
+            assert lo <= run["start_period"] * p and (run["start_period"] + run["periods"]) * p <= hi
+        held = rows_of.groupby("period")["nodes"].sum()
+        assert sorted(held.index) == sorted(expected_periods), "rows exactly in the runs' periods"
+        assert all(math.isclose(n, job.nodes, abs_tol=TOL) for n in held), held.to_dict()
+    if scenario.training:
+        share = scenario.purchase.max_spot_share
+        gpu_hours = {j.name: j.nodes * j.gpus_per_node * j.hours for j in scenario.training}
+        spot = sum(gpu_hours[r["job"]] for r in plan["training"] if r["tier"] == "spot")
+        assert spot <= share * sum(gpu_hours[r["job"]] for r in plan["training"]) + TOL
+
+    # (i) guaranteed GPUs are backed by committed GPUs the team's workloads could use
+    committed_gpus = {oid: n * by_id[oid]["gpus_per_node"] for oid, n in committed.items()}
+    guaranteed = 0
+    for team in scenario.teams:
+        if team.guaranteed_gpus <= 0 or f"guarantee:{team.name}" in unserved:
+            continue
+        guaranteed += team.guaranteed_gpus
+        patterns = [
+            m for w in [*scenario.inference, *scenario.training] if w.team == team.name for m in w.gpu_models
+        ]
+        usable = sum(g for oid, g in committed_gpus.items() if _matches(patterns, by_id[oid]["gpu_model"]))
+        assert usable >= team.guaranteed_gpus, (
+            f"{team.name}: {usable} committed GPUs < {team.guaranteed_gpus}"
+        )
+    assert sum(committed_gpus.values()) >= guaranteed
+    assert 0.0 <= plan["utilization"]["reserved_used_fraction"] <= 1.0 + TOL
+
+    # (h) the bound is below the objective; the plan beats all-on-demand when that baseline is a plan
+    solver = plan["solver"]
+    assert solver["bound_usd"] <= solver["objective_usd"] * (1 + TOL) + TOL
+    comparable = (
+        not plan["unserved"]
+        and all(t.guaranteed_gpus == 0 for t in scenario.teams)
+        and all(t.burst_gpus is None for t in scenario.teams)  # the baselines ignore burst caps too
+        and all(row["max_nodes"] is None for row in rows)
+    )
+    if comparable:
+        baseline = plan["baselines"]["all_on_demand_usd"]
+        assert total <= baseline * (1 + TOL) + TOL, f"plan ${total} above all-on-demand ${baseline}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=scenarios())
+def test_plan_properties(kit, case) -> None:
+    data, rows = case
+    with tempfile.TemporaryDirectory(prefix="gpuplan-prop-") as tmp:
+        directory = Path(tmp)
+        scenario, plan, written = _plan_and_read(kit, data, rows, directory)
+        # plan.json round-trips exactly and allocations.csv holds the same rows at full precision
+        assert written.data == json.loads(json.dumps(plan.data, default=_plain))
+        assert list(written.allocations.columns) == ALLOCATION_COLUMNS
+        assert len(written.allocations) == len(plan.allocations)
+        for column in ("period", "offering", "tier", "workload", "kind", "team"):
+            assert written.allocations[column].tolist() == plan.allocations[column].tolist(), column
+        for column in ("nodes", "gpus", "cost_usd"):
+            left, right = (
+                np.asarray(f[column], dtype=float) for f in (written.allocations, plan.allocations)
+            )
+            assert np.allclose(left, right, rtol=1e-5, atol=1e-9), column
+        check_properties(scenario, data, rows, Plan(written.data, plan.allocations), directory)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and datetimes as plan.json holds them."""
+    return value.item() if hasattr(value, "item") else value.isoformat()
+
+
+# ---- regressions, pinned by minimal examples ---------------------------------------------------------
+
+
+def _flat_service(name: str, gpus_per_replica: int, base: float) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": "t",
+        "gpus_per_replica": gpus_per_replica,
+        "gpu_models": ["H100"],
+        "replicas": {"profile": "flat", "base": base},
+    }
+
+
+def test_zero_demand_scenario_plans_at_zero_cost(tmp_path: Path, kit) -> None:
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0)])
+    data = kit.scenario_dict(hours=24, inference=[_flat_service("idle", 1, 0)])
+    scenario = parse(data, tmp_path / "scenario.yaml")
+    plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
+    assert plan.data["costs"]["total_usd"] == 0.0
+    assert plan.data["unserved"] == []
+    assert len(plan.allocations) == 0
+
+
+def test_zero_demand_scenario_plans_at_zero_cost_with_cbc(tmp_path: Path, kit) -> None:
+    """The same scenario through CBC: what the HiGHS path should also return."""
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0)])
+    data = kit.scenario_dict(hours=24, inference=[_flat_service("idle", 1, 0)])
+    scenario = parse(data, tmp_path / "scenario.yaml")
+    settings_ = kit.exact_settings(solver="cbc")
+    plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, settings_)
+    assert plan.data["costs"]["total_usd"] == 0.0
+    assert len(plan.allocations) == 0
+
+
+def test_written_allocations_keep_whole_nodes(tmp_path: Path, kit) -> None:
+    """Two services share 2 on-demand nodes (0.25 + 1.5 used): the written rows must still add up to 2."""
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=3.0)])
+    data = kit.scenario_dict(hours=24, inference=[_flat_service("a", 1, 2), _flat_service("b", 2, 6)])
+    scenario = parse(data, tmp_path / "scenario.yaml")
+    plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
+    assert plan.data["costs"]["total_usd"] == pytest.approx(2 * 3.0 * 24, rel=1e-9)
+    in_memory = plan.allocations.groupby(["period", "offering", "tier"])["nodes"].sum()
+    assert np.allclose(in_memory, 2.0, rtol=0, atol=1e-9)  # the planner itself is exact
+    out = tmp_path / "plan"
+    out.mkdir()
+    plan.write(out)
+    written = Plan.read(out).allocations
+    held = written[written["tier"] == "on_demand"].groupby(["period", "offering"])["nodes"].sum()
+    assert np.allclose(held, held.round(), rtol=0, atol=1e-9), f"written node sums {sorted(set(held))}"
+    total = written["cost_usd"].sum()
+    assert total == pytest.approx(plan.data["costs"]["total_usd"], rel=1e-9)
