@@ -48,6 +48,8 @@ class ModelOptions:
     block_hours: int | None = None  # None = automatic
     start_grid_hours: int | None = None  # None = block_hours
     max_starts_per_run: int = MAX_STARTS_PER_RUN
+    prune: bool = True  # drop dominated offering/tier choices (exact; off only to check that it is)
+    merge: bool = True  # merge equal-demand periods into slots (exact; off only to check that it is)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +142,7 @@ def build_sets(
     horizon = scenario.horizon
     p = horizon.period_hours
     offerings = allowed_offerings(scenario, catalog)
-    spot_only = spot_only_offerings(offerings)
+    spot_only = spot_only_offerings(offerings) if options.prune else set()
     terms = {
         o: [t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only]
         for o, off in enumerate(offerings)
@@ -169,10 +171,10 @@ def build_sets(
                 f"for {size}"
             )
 
-    serve_tiers = _serve_tiers(services, offerings, rpn, terms, spot_only)
+    serve_tiers = _serve_tiers(services, offerings, rpn, terms, spot_only, options.prune)
     runs = training_runs(scenario)
-    loose = _loose_teams(scenario, services, offerings, rpn, demand, runs)
-    block_periods = _block_periods(options, p, horizon.hours, bool(runs))
+    loose = _loose_teams(scenario, services, offerings, rpn, demand, runs) if options.prune else set()
+    block_periods = _block_periods(options, p, horizon.hours, bool(runs)) if options.merge else 1
     grid = max(1, round((options.start_grid_hours or min(24, block_periods * p)) / p))
     train_options, no_option = _training_options(
         scenario, offerings, terms, runs, block_periods, grid, options, spot_only, loose
@@ -182,6 +184,8 @@ def build_sets(
     for run in runs:
         in_window[run.first_period : run.end_period] = True
     block_of = np.where(in_window, np.arange(horizon.periods) // block_periods, -1)
+    if not options.merge:
+        block_of = np.arange(horizon.periods)  # every period its own slot
     slots, slot_of_period = _merge_periods(block_of, demand, p)
 
     team_offerings: dict[str, list[int]] = defaultdict(list)
@@ -316,7 +320,7 @@ def _training_options(
             pool = [
                 (o, cost, 1.0, 1.0, offerings[o].max_nodes) for o, t, cost, _, _ in candidates if t == tier
             ]
-            keep |= {(o, tier) for o in cheapest_per_tier(pool)}
+            keep |= {(o, tier) for o in (cheapest_per_tier(pool) if options.prune else [c[0] for c in pool])}
         for o, tier, cost, periods, overhead in candidates:
             if (o, tier) not in keep:
                 continue
@@ -348,6 +352,7 @@ def _serve_tiers(
     rpn: dict[tuple[int, int], float],
     terms: dict[int, list[str]],
     spot_only: set[int],
+    prune: bool = True,
 ) -> dict[tuple[int, int], tuple[str, ...]]:
     """Per (service, offering), the tiers on which serving it can be part of an optimal plan.
 
@@ -371,7 +376,10 @@ def _serve_tiers(
                 continue
             if tier == SPOT and offerings[o].spot_usd_h is None:
                 continue
-            if not any(_beats(offerings, rpn, tier, d, o, users) for d in range(len(offerings)) if d != o):
+            beaten = prune and any(
+                _beats(offerings, rpn, tier, d, o, users) for d in range(len(offerings)) if d != o
+            )
+            if not beaten:
                 for i in users:
                     result[(i, o)].append(tier)
     return {key: tuple(tiers) for key, tiers in result.items()}

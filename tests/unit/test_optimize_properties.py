@@ -13,12 +13,13 @@ import json
 import math
 import tempfile
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from models.catalog import Catalog
@@ -26,6 +27,9 @@ from models.plan import ALLOCATION_COLUMNS, Plan
 from models.scenario import parse
 from models.workloads import service_demand
 from planner.optimize import optimize
+from planner.optimize.build import create_model
+from planner.optimize.sets import ModelOptions, build_sets
+from planner.optimize.solve import Termination, solve
 
 HOURS = 48
 START = "2027-01-08T00:00:00Z"  # a Friday: the horizon holds a weekday and a Saturday
@@ -390,3 +394,48 @@ def test_written_allocations_keep_whole_nodes(tmp_path: Path, kit) -> None:
     assert np.allclose(held, held.round(), rtol=0, atol=1e-9), f"written node sums {sorted(set(held))}"
     total = written["cost_usd"].sum()
     assert total == pytest.approx(plan.data["costs"]["total_usd"], rel=1e-9)
+
+
+def _pinned_pruning_case() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """An 8-GPU node at $10 and a 1-GPU node at $5: the cheaper node holds fewer replicas, so it must
+    not prune the bigger one (a pruning rule that compared node prices alone would pay $40/h)."""
+    row = {"cloud": "aws", "region": "r1", "gpu_model": "H100", "gpu_memory_gb": 80, "fabric": "none",
+           "source": "test", "spot_usd_h": None, "reserved_1y_usd_h": None, "reserved_3y_usd_h": None,
+           "max_nodes": None}  # fmt: skip
+    rows = [
+        {**row, "instance_type": "big", "gpus_per_node": 8, "on_demand_usd_h": 10.0},
+        {**row, "instance_type": "small", "gpus_per_node": 1, "on_demand_usd_h": 5.0},
+    ]
+    service = {"name": "svc", "team": "t", "gpus_per_replica": 1, "gpu_models": ["H100"],
+               "latency_critical": True, "replicas": {"profile": "flat", "base": 8}}  # fmt: skip
+    data = {
+        "name": "pinned",
+        "horizon": {"start": START, "hours": 24, "period_hours": 1},
+        "catalog": "catalog.csv",
+        "purchase": {"terms": [], "max_spot_share": 1.0},
+        "teams": [{"name": "t"}],
+        "inference": [service],
+        "training": [],
+    }
+    return data, rows
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=scenarios())
+@example(case=_pinned_pruning_case())
+def test_pruning_and_merging_keep_the_optimum(kit, case) -> None:
+    """Dominance pruning and equal-demand merging are exact: the whole-node optimum is unchanged."""
+    data, rows = case
+    with tempfile.TemporaryDirectory(prefix="gpuplan-red-") as tmp:
+        directory = Path(tmp)
+        kit.write_catalog_csv(directory / "catalog.csv", rows)
+        scenario = parse(data, directory / "scenario.yaml")
+        catalog = Catalog.load(directory / "catalog.csv")
+        optima = []
+        for reduce in (True, False):
+            options = ModelOptions(block_hours=1, start_grid_hours=1, prune=reduce, merge=reduce)
+            sets = replace(build_sets(scenario, catalog, directory, options), integral_held=True)
+            result = solve(create_model(sets).problem, gap=1e-9, time_limit=60)
+            assert result.termination == Termination.OPTIMAL
+            optima.append(result.objective)
+        assert optima[0] == pytest.approx(optima[1], rel=1e-7, abs=1e-6)
