@@ -165,6 +165,7 @@ def build_plan(
     paid = total + penalty
     gap = max(0.0, paid - result.bound) / paid if paid > 0 else 0.0
 
+    used_offerings = set(allocations["offering"]) | {c["offering"] for c in commitments}
     data: dict[str, Any] = {
         "schema": SCHEMA,
         "scenario": scenario.name,
@@ -206,7 +207,7 @@ def build_plan(
                 "reserved_3y_usd_h": o.reserved_3y_usd_h,
             }
             for o in sets.offerings
-            if o.id in set(allocations["offering"]) | {c["offering"] for c in commitments}
+            if o.id in used_offerings
         },
         "commitments": commitments,
         "training": training,

@@ -1,0 +1,353 @@
+"""The stage-1 planning model built the textbook PuLP way, to measure what the "fast" build saves.
+
+``planner.optimize.build.create_model`` builds the MILP as (variable, coefficient) lists and inserts all
+rows with one ``problem.extend``; SOLVER-NOTES.md measured that style at 3.5-4x faster than the usual
+one on a synthetic model. This module builds THE SAME model from the same
+:class:`~planner.optimize.sets.PlanningSets` in the usual style -- one ``pulp.LpVariable`` per tuple,
+``prob += lpSum(coef * var for ...) >= rhs`` inside nested loops over slots, services and offerings, the
+objective as one ``lpSum`` -- so the bench can compare build time and memory on the planner's real
+model rather than on a look-alike. Variables and rows get the fast build's names, so
+:func:`compare` can check the two models term by term, not only by their optimum.
+
+What is deliberately *not* naive: the index sets. Sums over "the options of offering o active in
+block b" use index lists grouped once up front (as a modeller writes ``A[o, b]`` in the data section),
+not a scan of every option inside every (offering, slot) row: a quadratic scan would measure the
+scan, not PuLP, and makes the unmerged hourly model unbuildable. The Python loop structure is the
+formulation's; only the PuLP idiom differs.
+
+:func:`unreduced_sets` builds the planning sets without the two size reductions of ``sets.py``
+(dominance pruning and period merging): the textbook model a planner without those proofs would
+solve, with the same optimum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pulp
+
+import planner.optimize.build  # noqa: F401  (switches PuLP's per-variable v4 warnings off, as in the product)
+from models.catalog import Catalog
+from models.scenario import Scenario
+from planner.optimize import sets as sets_module
+from planner.optimize.build import FALLBACK_PENALTY_USD_PER_GPU_HOUR, PENALTY_FACTOR
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, ModelOptions, PlanningSets, Slot
+
+__all__ = ["NaiveModel", "compare", "create_model_naive", "unreduced_sets"]
+
+
+@dataclass
+class NaiveModel:
+    """The textbook-built problem and its variable dicts (keys as in ``PlanningModel``)."""
+
+    problem: pulp.LpProblem
+    commit: dict[tuple[int, str], pulp.LpVariable] = field(default_factory=dict)
+    serve: dict[tuple[str, int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    held: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)
+    place: dict[int, pulp.LpVariable] = field(default_factory=dict)
+
+
+def create_model_naive(sets: PlanningSets) -> NaiveModel:
+    """Build the formulation of ``build.py`` (same variables, rows and costs) in textbook PuLP style."""
+    S = range(len(sets.slots))  # the formulation's index-set names
+    I = range(len(sets.services))  # noqa: E741
+    O = range(len(sets.offerings))  # noqa: E741
+    A = range(len(sets.options))
+    teams = sets.scenario.teams
+    prob = pulp.LpProblem(sets.scenario.name.replace(" ", "_") or "plan", pulp.LpMinimize)
+    model = NaiveModel(prob)
+
+    # ---- index sets (data section) -----------------------------------------------------------------
+    eligible = {i: [o for o in O if (i, o) in sets.replicas_per_node] for i in I}
+    options_of_run: dict[int, list[int]] = defaultdict(list)
+    pool_options: dict[tuple[int, int], list[int]] = defaultdict(list)  # (o, block) -> a on the pool
+    other_options: dict[tuple[int, int], list[int]] = defaultdict(list)  # (o, block) -> a on OD/spot
+    team_options: dict[tuple[str, int], list[int]] = defaultdict(list)  # (team, block) -> a
+    for a in A:
+        option = sets.options[a]
+        options_of_run[option.run].append(a)
+        for block in option.blocks:
+            target = pool_options if option.tier == POOL else other_options
+            target[(option.offering, block)].append(a)
+            team_options[(sets.runs[option.run].job.team, block)].append(a)
+    nodes = {a: sets.runs[sets.options[a].run].job.nodes for a in A}
+
+    # ---- variables ---------------------------------------------------------------------------------
+    R = model.commit
+    for o in O:
+        for k in sets.terms[o]:
+            R[o, k] = pulp.LpVariable(f"R_{o}_{k}", 0, sets.offerings[o].max_nodes, pulp.LpInteger)
+    X = model.serve
+    UI = {}
+    for i in I:
+        for s in S:
+            if sets.slots[s].demand[i] <= 0:
+                continue
+            for o in eligible[i]:
+                for tier in sets.serve_tiers.get((i, o), ()):
+                    X[tier, i, o, s] = pulp.LpVariable(f"X{tier[0]}_{i}_{o}_{s}", 0)
+            UI[i, s] = pulp.LpVariable(f"UI_{i}_{s}", 0, sets.slots[s].demand[i])
+    N = model.held
+    for tier in (ON_DEMAND, SPOT):
+        for o in O:
+            whole = sets.integral_held or sets.offerings[o].max_nodes is not None
+            for s in S:
+                if any((tier, i, o, s) in X for i in I):
+                    N[tier, o, s] = pulp.LpVariable(
+                        f"N{tier[0]}_{o}_{s}",
+                        0,
+                        sets.offerings[o].max_nodes,
+                        pulp.LpInteger if whole else pulp.LpContinuous,
+                    )
+    Y = model.place
+    for a in A:
+        if sets.training_fixed:
+            Y[a] = pulp.LpVariable(f"Y_{a}", 1, 1, pulp.LpInteger)
+        else:
+            Y[a] = pulp.LpVariable(f"Y_{a}", cat=pulp.LpBinary)
+    UT = {r: pulp.LpVariable(f"UT_{r}", cat=pulp.LpBinary) for r in range(len(sets.runs))}
+    H, UG = {}, {}
+    for team in teams:
+        if team.guaranteed_gpus <= 0:
+            continue
+        for o in sets.team_offerings.get(team.name, []):
+            if sets.terms[o]:
+                H[team.name, o] = pulp.LpVariable(f"H_{team.name}_{o}", 0)
+        UG[team.name] = pulp.LpVariable(f"UG_{team.name}", 0, float(team.guaranteed_gpus))
+
+    # ---- objective ---------------------------------------------------------------------------------
+    def commit_price(o: int, k: str) -> float:
+        price = sets.offerings[o].price(TERM_TIER[k])
+        assert price is not None
+        return price
+
+    def held_price(tier: str, o: int) -> float:
+        off = sets.offerings[o]
+        price = off.on_demand_usd_h if tier == ON_DEMAND else off.spot_usd_h
+        assert price is not None
+        return price
+
+    def replica_penalty(i: int) -> float:
+        costs = [sets.offerings[o].on_demand_usd_h / sets.replicas_per_node[i, o] for o in eligible[i]]
+        return PENALTY_FACTOR * max(costs) if costs else FALLBACK_PENALTY_USD_PER_GPU_HOUR * 8
+
+    def run_penalty(r: int) -> float:
+        run = sets.runs[r]
+        prices = [sets.offerings[sets.options[a].offering].on_demand_usd_h for a in options_of_run[r]]
+        dearest = max((run.job.nodes * price * run.job.hours for price in prices), default=0.0)
+        return PENALTY_FACTOR * (dearest or run.gpus * run.job.hours * FALLBACK_PENALTY_USD_PER_GPU_HOUR)
+
+    dearest_gpu = max((off.on_demand_usd_h / off.gpus_per_node for off in sets.offerings), default=10.0)
+    prob += (
+        lpSum(commit_price(o, k) * sets.horizon_hours * R[o, k] for (o, k) in R)
+        + lpSum(held_price(t, o) * sets.slots[s].hours * N[t, o, s] for (t, o, s) in N)
+        + lpSum(sets.options[a].cost_usd * Y[a] for a in A)
+        + lpSum(replica_penalty(i) * sets.slots[s].hours * UI[i, s] for (i, s) in UI)
+        + lpSum(run_penalty(r) * UT[r] for r in UT)
+        + lpSum(PENALTY_FACTOR * dearest_gpu * sets.horizon_hours * UG[m] for m in UG)
+    )
+
+    # ---- 1 demand and 3 held nodes -----------------------------------------------------------------
+    for i in I:
+        for s in S:
+            if (i, s) in UI:
+                prob += (
+                    lpSum(
+                        sets.replicas_per_node[i, o] * X[t, i, o, s]
+                        for o in eligible[i]
+                        for t in sets.serve_tiers.get((i, o), ())
+                    )
+                    + UI[i, s]
+                    >= sets.slots[s].demand[i],
+                    f"demand_{i}_{s}",
+                )
+    for tier in (ON_DEMAND, SPOT):
+        for o in O:
+            for s in S:
+                if (tier, o, s) in N:
+                    prob += (
+                        lpSum(X[tier, i, o, s] for i in I if (tier, i, o, s) in X) <= N[tier, o, s],
+                        f"held_{tier[0]}_{o}_{s}",
+                    )
+    # ---- 5 place -----------------------------------------------------------------------------------
+    for r in UT:
+        prob += lpSum(Y[a] for a in options_of_run[r]) + UT[r] == 1, f"place_{r}"
+    # ---- 2 pool and 4 capacity ---------------------------------------------------------------------
+    for o in O:
+        if not sets.terms[o]:
+            continue
+        for s in S:
+            block = sets.slots[s].block
+            users = [X[POOL, i, o, s] for i in I if (POOL, i, o, s) in X]
+            if users or pool_options.get((o, block)):
+                prob += (
+                    lpSum(users) + lpSum(nodes[a] * Y[a] for a in pool_options.get((o, block), []))
+                    <= lpSum(R[o, k] for k in sets.terms[o]),
+                    f"pool_{o}_{s}",
+                )
+    for o in O:
+        limit = sets.offerings[o].max_nodes
+        if limit is None:
+            continue
+        if sets.terms[o]:
+            prob += lpSum(R[o, k] for k in sets.terms[o]) <= limit, f"cap_commit_{o}"
+        for s in S:
+            block = sets.slots[s].block
+            held = [N[t, o, s] for t in (ON_DEMAND, SPOT) if (t, o, s) in N]
+            if held or other_options.get((o, block)):
+                prob += (
+                    lpSum(R[o, k] for k in sets.terms[o])
+                    + lpSum(held)
+                    + lpSum(nodes[a] * Y[a] for a in other_options.get((o, block), []))
+                    <= limit,
+                    f"cap_{o}_{s}",
+                )
+    # ---- 6 spot share ------------------------------------------------------------------------------
+    share = sets.scenario.purchase.max_spot_share
+    if share < 1.0 and any(sets.options[a].tier == SPOT for a in A):
+        gpu_hours = {
+            a: sets.runs[sets.options[a].run].gpus * sets.runs[sets.options[a].run].job.hours for a in A
+        }
+        prob += (
+            lpSum(gpu_hours[a] * Y[a] for a in A if sets.options[a].tier == SPOT)
+            <= share * lpSum(gpu_hours[a] * Y[a] for a in A),
+            "spot_share",
+        )
+    # ---- 7 team burst ------------------------------------------------------------------------------
+    for team in teams:
+        if team.burst_gpus is None:
+            continue
+        mine = [i for i in I if sets.services[i].team == team.name]
+        for s in S:
+            inference = [
+                sets.offerings[o].gpus_per_node * X[t, i, o, s]
+                for i in mine
+                for o in eligible[i]
+                for t in sets.serve_tiers.get((i, o), ())
+                if (t, i, o, s) in X
+            ]
+            training = team_options.get((team.name, sets.slots[s].block), [])
+            if inference or training:
+                prob += (
+                    lpSum(inference) + lpSum(sets.runs[sets.options[a].run].gpus * Y[a] for a in training)
+                    <= team.burst_gpus,
+                    f"burst_{team.name}_{s}",
+                )
+    # ---- 8 guarantees ------------------------------------------------------------------------------
+    for team in teams:
+        if team.name in UG:
+            prob += (
+                lpSum(H[m, o] for (m, o) in H if m == team.name) + UG[team.name] >= team.guaranteed_gpus,
+                f"guarantee_{team.name}",
+            )
+    for o in O:
+        backers = [H[team.name, o] for team in teams if (team.name, o) in H]
+        if backers:
+            prob += (
+                lpSum(backers) <= sets.offerings[o].gpus_per_node * lpSum(R[o, k] for k in sets.terms[o]),
+                f"backing_{o}",
+            )
+    return model
+
+
+lpSum = pulp.lpSum
+
+
+# ---- equivalence ------------------------------------------------------------------------------------
+
+
+def compare(fast: pulp.LpProblem, naive: pulp.LpProblem, tolerance: float = 1e-9) -> list[str]:
+    """Differences between two problems, by variable and row name (empty list: the same model).
+
+    Checks every variable's bounds and category, every objective coefficient and every row's sense,
+    right-hand side and coefficients, with ``tolerance`` relative (``a - s*a`` and ``a*(1-s)`` may
+    differ in the last bit).
+    """
+    problems: list[str] = []
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= tolerance * max(1.0, abs(a), abs(b))
+
+    def columns(problem: pulp.LpProblem) -> dict[str, tuple]:
+        return {v.name: (v.lowBound, v.upBound, v.cat) for v in problem.variables()}
+
+    fast_cols, naive_cols = columns(fast), columns(naive)
+    if fast_cols.keys() != naive_cols.keys():
+        only_fast = sorted(fast_cols.keys() - naive_cols.keys())[:5]
+        only_naive = sorted(naive_cols.keys() - fast_cols.keys())[:5]
+        problems.append(f"variables differ: only fast {only_fast}, only naive {only_naive}")
+    for name in fast_cols.keys() & naive_cols.keys():
+        (flo, fup, fcat), (nlo, nup, ncat) = fast_cols[name], naive_cols[name]
+        if fcat != ncat or (flo is None) != (nlo is None) or (fup is None) != (nup is None):
+            problems.append(f"variable {name}: {fast_cols[name]} vs {naive_cols[name]}")
+        elif (flo is not None and not close(flo, nlo)) or (fup is not None and not close(fup, nup)):
+            problems.append(f"variable {name}: bounds {fast_cols[name]} vs {naive_cols[name]}")
+
+    def terms(expression: pulp.LpAffineExpression) -> dict[str, float]:
+        return {v.name: c for v, c in expression.items() if c}
+
+    def differ(what: str, f: dict[str, float], n: dict[str, float]) -> None:
+        if f.keys() != n.keys():
+            problems.append(f"{what}: terms {sorted(f.keys() ^ n.keys())[:5]} in one model only")
+        else:
+            bad = [k for k in f if not close(f[k], n[k])]
+            if bad:
+                problems.append(f"{what}: {bad[0]} {f[bad[0]]!r} vs {n[bad[0]]!r} (+{len(bad) - 1} more)")
+
+    differ("objective", terms(fast.objective), terms(naive.objective))
+    if not close(fast.objective.constant, naive.objective.constant):
+        problems.append("objective constants differ")
+    fast_rows, naive_rows = fast._constraints, naive._constraints
+    if fast_rows.keys() != naive_rows.keys():
+        problems.append(f"rows differ: {sorted(fast_rows.keys() ^ naive_rows.keys())[:5]}")
+    for name in fast_rows.keys() & naive_rows.keys():
+        f, n = fast_rows[name], naive_rows[name]
+        if f.sense != n.sense or not close(f.constant, n.constant):
+            problems.append(f"row {name}: sense/rhs {f.sense} {-f.constant} vs {n.sense} {-n.constant}")
+        differ(f"row {name}", terms(f), terms(n))
+    return problems
+
+
+# ---- planning sets without the size reductions ------------------------------------------------------
+
+
+def _one_slot_per_period(block_of: np.ndarray, demand: np.ndarray, p: int) -> tuple[list[Slot], np.ndarray]:
+    """``_merge_periods`` without the merge: every period is its own slot."""
+    slots = [
+        Slot(int(block_of[t]), np.array([t]), float(p), tuple(int(x) for x in demand[:, t]))
+        for t in range(len(block_of))
+    ]
+    return slots, np.arange(len(block_of))
+
+
+@contextlib.contextmanager
+def _one_slot_per_period_patched() -> Iterator[None]:
+    """Swap ``sets._merge_periods`` for :func:`_one_slot_per_period` (this process, this block only)."""
+    saved = sets_module._merge_periods
+    sets_module._merge_periods = _one_slot_per_period
+    try:
+        yield
+    finally:
+        sets_module._merge_periods = saved
+
+
+def unreduced_sets(
+    scenario: Scenario, catalog: Catalog, base_dir: Path | None, options: ModelOptions | None = None
+) -> PlanningSets:
+    """Planning sets with neither dominance pruning nor period merging (one slot per period).
+
+    Pruning is switched off with the product's own ``ModelOptions(prune=False)``. Merging is not:
+    ``merge=False`` also shrinks the training blocks to one period (a finer, different training model
+    with its own optimum), while this bench wants the SAME model, only unmerged -- so the weekly
+    blocks stay and only ``_merge_periods`` is replaced. Kept as well: the start grid, its thinning
+    (``max_starts_per_run``) and the rule that starts touching the same blocks collapse to the
+    earliest; they define the model's training decisions rather than reduce an equivalent model.
+    """
+    options = replace(options or ModelOptions(), prune=False, merge=True)
+    with _one_slot_per_period_patched():
+        return sets_module.build_sets(scenario, catalog, base_dir, options)
