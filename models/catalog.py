@@ -86,19 +86,16 @@ _COLUMNS: tuple[str, ...] = (
     "max_nodes",
     "source",
 )
-_REQUIRED: frozenset[str] = frozenset(
-    {
-        "cloud",
-        "region",
-        "instance_type",
-        "gpu_model",
-        "gpus_per_node",
-        "gpu_memory_gb",
-        "fabric",
-        "on_demand_usd_h",
-        "source",
-    }
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "fabric_gbps",
+    "spot_usd_h",
+    "reserved_1y_usd_h",
+    "reserved_3y_usd_h",
+    "spot_interruptions_per_hour",
+    "max_nodes",
 )
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(c for c in _COLUMNS if c not in OPTIONAL_COLUMNS)
+_REQUIRED: frozenset[str] = frozenset(REQUIRED_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,26 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-# Required columns of catalog format v1 (spec/catalog-format.md), in the spec's order.
-REQUIRED_COLUMNS = (
-    "cloud",
-    "region",
-    "instance_type",
-    "gpu_model",
-    "gpus_per_node",
-    "gpu_memory_gb",
-    "fabric",
-    "on_demand_usd_h",
-    "source",
-)
-OPTIONAL_COLUMNS = (
-    "fabric_gbps",
-    "spot_usd_h",
-    "reserved_1y_usd_h",
-    "reserved_3y_usd_h",
-    "spot_interruptions_per_hour",
-    "max_nodes",
-)
+from models.catalog import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 
 
 def offering_row(
