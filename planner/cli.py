@@ -65,7 +65,7 @@ def _atomic_directory(target: Path) -> Iterator[Path]:
 def _progress(quiet: bool) -> Callable[[str], None]:
     def say(message: str) -> None:
         if not quiet:
-            err.print(f"[dim]·[/] {message}", highlight=False)
+            err.print(f"[dim]·[/] {message}", highlight=False, soft_wrap=True)
 
     return say
 
