@@ -1,24 +1,38 @@
 """Synthetic, seeded scenarios for benchmarking the planner at sizes the example does not reach.
 
 The example (``scenarios/mixed-fleet.yaml``) has 2 services and 2 training jobs: it exercises every
-constraint family but says little about how build time, solve time and memory grow. ``medium_scenario``
-returns a scenario dict in the normal scenario format (validated by ``models.scenario.parse``) with the
-shape of the "medium" row of ``SOLVER-NOTES.md``: a quarter at 4 h periods, ~30 offerings, 20
-inference services, ~30 training jobs, 4 teams.
+constraint family but says little about how build time, solve time and memory grow. ``generate``
+returns a scenario dict in the normal scenario format (validated by ``models.scenario.parse``):
 
-Sizes are data (:class:`Size`), not code paths, so the later "large" size is one more ``SIZES`` entry
-(hours, period_hours, regions, counts); the generator itself is the same. Everything random comes from
-one ``numpy`` generator seeded by ``seed``: the same seed gives the same scenario, byte for byte.
+- ``medium`` (the "medium" row of ``SOLVER-NOTES.md``): a quarter at 4 h periods, 30 offerings,
+  20 inference services, 30 training jobs (42 runs), 4 teams, the embedded catalog;
+- ``large`` (issue 3): a year at 1 h periods, the whole embedded catalog in scope (61 offerings across
+  AWS/GCP/Azure, 10 regions), 50 services, 100 training runs (gangs of 1 to 64 nodes, windows of a
+  day to a quarter), 6 teams, and capacity limits.
 
-Run ``python bench/gen.py [--seed N] [-o FILE]`` to print the model-size summary (offerings in scope,
-services, runs) and optionally write the YAML.
+Capacity limits need a user catalog: the embedded one has no ``max_nodes``. With ``capacity_limits``
+the scenario's ``catalog:`` names ``catalog.csv`` (relative, next to the scenario), a copy of the
+embedded catalog with ``max_nodes`` on the scarce 8-GPU H100/H200/B200 offerings (:func:`catalog_rows`);
+:func:`write` writes both files. Limits are drawn from their own generator (seeded from ``seed`` too),
+so switching them on changes no other byte of a scenario.
+
+Sizes are data (:class:`Size`), not code paths; the generator itself is the same for every size.
+Everything random comes from ``numpy`` generators seeded by ``seed``: the same seed gives the same
+files, byte for byte.
+
+Run ``python bench/gen.py [--size medium|large] [--seed N] [-o DIR]`` to print the model-size summary
+(offerings in scope, services, jobs, runs, slots) and optionally write ``DIR/scenario.yaml`` (plus
+``DIR/catalog.csv`` when the scenario has capacity limits).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import math
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +45,25 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the repo's packages, not an installed copy
     sys.path.insert(0, str(ROOT))
 
-__all__ = ["SIZES", "Size", "generate", "medium_scenario", "write_scenario"]
+__all__ = [
+    "CATALOG_FILE",
+    "SCENARIO_FILE",
+    "SIZES",
+    "Size",
+    "catalog_rows",
+    "generate",
+    "load",
+    "medium_scenario",
+    "summary",
+    "write",
+    "write_scenario",
+]
+
+SCENARIO_FILE = "scenario.yaml"
+CATALOG_FILE = "catalog.csv"  # the capped catalog, next to the scenario (the scenario names it relatively)
+
+
+_GANGS = (1, 1, 2, 2, 4, 4, 8, 16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +75,13 @@ class Size:
     period_hours: int
     clouds: dict[str, list[str]]  # cloud -> allowed regions (chosen for the offering count in scope)
     services: int
-    training_jobs: int  # entries in ``training``; one of them repeats weekly (so runs > jobs)
-    teams: tuple[str, ...] = ("assistant", "search", "platform", "research")
+    training_jobs: int  # entries in ``training``; the last ``weekly_jobs`` of them repeat weekly
+    teams: tuple[str, ...] = ("assistant", "search", "platform", "research")  # the last one trains
     start: datetime = field(default_factory=lambda: datetime(2027, 1, 4, tzinfo=UTC))  # a Monday
+    gangs: tuple[int, ...] = _GANGS  # nodes per gang, drawn uniformly (repeats weight a size)
+    max_window_days: int = 30  # training windows are 1 to this many days (capped by the horizon)
+    weekly_jobs: int = 1  # a weekly job over a year is 52 runs: the large size wants runs == jobs
+    capacity_limits: bool = False  # default for ``generate``: max_nodes on scarce offerings
 
 
 SIZES: dict[str, Size] = {
@@ -60,7 +96,35 @@ SIZES: dict[str, Size] = {
         services=20,
         training_jobs=30,
     ),
+    # 365 days at 1 h periods = 8760 periods. Every region of the embedded catalog: 61 offerings (the
+    # issue asks for 60; no region holds a single row, so 59 or 61 are the choices). 100 one-off jobs
+    # = 100 runs; gangs up to 64 nodes; windows up to a quarter; H100/H200/B200 capped by max_nodes.
+    "large": Size(
+        name="large",
+        hours=8760,
+        period_hours=1,
+        clouds={
+            "aws": ["us-east-1", "us-east-2", "us-west-2"],
+            "gcp": ["us-central1", "us-east1", "us-east4"],
+            "azure": ["eastus", "eastus2", "southcentralus"],
+        },
+        services=50,
+        training_jobs=100,
+        teams=("assistant", "search", "ads", "vision", "platform", "research"),
+        gangs=(1, 1, 2, 2, 4, 4, 8, 8, 16, 16, 32, 64),
+        max_window_days=91,
+        weekly_jobs=0,
+        capacity_limits=True,
+    ),
 }
+
+# Capacity limits of the capped catalog: scarce GPU models on 8-GPU nodes get max_nodes drawn from
+# _LIMITS; the first fabric offering of each such model keeps _WIDEST_LIMIT, so the widest gang of any
+# size has somewhere to run (a limit below a gang's size makes the offering ineligible for it).
+_SCARCE_MODELS = ("H100", "H200", "B200")
+_LIMITS = (8, 16, 24, 32, 48)  # the widest (64) only where guaranteed below
+_WIDEST_LIMIT = 64
+_CATALOG_STREAM = 1  # second seed word of the limits' generator: independent of the scenario's stream
 
 # Service archetypes: (gpu_models, size) pairs that some offering of each cloud mix can hold. Whole-GPU
 # replicas of 2/4/8 need 8-GPU (or 2/4-GPU) nodes; L4/L40S/A10G nodes have 1 or 4 GPUs, so those
@@ -69,7 +133,6 @@ _BIG_MODELS = (["H100", "H200"], ["H100"], ["H200"], ["A100"], ["A100", "H100"])
 _SMALL_MODELS = (["L4"], ["L4", "A10G"], ["A10G"], ["L40S"], ["L40S", "L4"])
 _MIG_MODELS = (["A100"], ["A100", "H100"], ["H100"])
 _TRAIN_MODELS = (["H100", "H200"], ["H100"], ["H200"], ["A100"], ["A100", "H100"])
-_GANGS = (1, 1, 2, 2, 4, 4, 8, 16)
 
 
 def _iso(when: datetime) -> str:
@@ -122,8 +185,8 @@ def _service(rng: np.random.Generator, index: int, team: str) -> tuple[dict[str,
 def _training_job(
     rng: np.random.Generator, index: int, team: str, size: Size, weekly: bool
 ) -> tuple[dict[str, Any], float]:
-    """One training job (window a day to a month) and its gang's GPUs."""
-    nodes = int(rng.choice(_GANGS))
+    """One training job (window a day to ``size.max_window_days``) and its gang's GPUs."""
+    nodes = int(rng.choice(size.gangs))
     spec: dict[str, Any] = {
         "name": f"train-{index:02d}",
         "team": team,
@@ -135,7 +198,7 @@ def _training_job(
         spec["hours"] = float(rng.integers(8, 40))
         spec["repeat"] = "weekly"
     else:
-        window_days = int(rng.integers(1, 31))
+        window_days = int(rng.integers(1, size.max_window_days + 1))
         window_days = min(window_days, size.hours // 24 - 1)
         first_day = int(rng.integers(0, size.hours // 24 - window_days))
         start = size.start + timedelta(days=first_day)
@@ -155,9 +218,16 @@ def _training_job(
     return spec, float(nodes * 8)
 
 
-def generate(size: Size | str = "medium", seed: int = 0) -> dict[str, Any]:
-    """A scenario dict of ``size`` (a :class:`Size` or a key of ``SIZES``), reproducible from ``seed``."""
+def generate(
+    size: Size | str = "medium", seed: int = 0, capacity_limits: bool | None = None
+) -> dict[str, Any]:
+    """A scenario dict of ``size`` (a :class:`Size` or a key of ``SIZES``), reproducible from ``seed``.
+
+    ``capacity_limits`` (default: the size's) makes ``catalog:`` name :data:`CATALOG_FILE`, to be
+    written next to the scenario from :func:`catalog_rows` (:func:`write` does both).
+    """
     size = SIZES[size] if isinstance(size, str) else size
+    limits = size.capacity_limits if capacity_limits is None else capacity_limits
     rng = np.random.default_rng(seed)
     serving_teams = size.teams[:-1]  # the last team (research) trains; the others serve and fine-tune
     peak_gpus = dict.fromkeys(size.teams, 0.0)
@@ -173,7 +243,8 @@ def generate(size: Size | str = "medium", seed: int = 0) -> dict[str, Any]:
     gang_gpus = dict.fromkeys(size.teams, 0.0)
     for index in range(size.training_jobs):
         team = size.teams[-1] if rng.random() < 0.7 else serving_teams[int(rng.integers(len(serving_teams)))]
-        spec, gpus = _training_job(rng, index, team, size, weekly=index == size.training_jobs - 1)
+        weekly = index >= size.training_jobs - size.weekly_jobs
+        spec, gpus = _training_job(rng, index, team, size, weekly=weekly)
         gang_gpus[team] += gpus
         training.append(spec)
     teams = []
@@ -189,7 +260,7 @@ def generate(size: Size | str = "medium", seed: int = 0) -> dict[str, Any]:
         "name": f"bench-{size.name}-seed{seed}",
         "description": f"Synthetic {size.name} benchmark scenario (bench/gen.py, seed {seed}).",
         "horizon": {"start": _iso(size.start), "hours": size.hours, "period_hours": size.period_hours},
-        "catalog": "embedded",
+        "catalog": CATALOG_FILE if limits else "embedded",
         "clouds": {cloud: {"regions": list(regions)} for cloud, regions in size.clouds.items()},
         "purchase": {"terms": ["1y", "3y"], "max_spot_share": 0.6},
         "teams": teams,
@@ -203,26 +274,90 @@ def medium_scenario(seed: int = 0) -> dict[str, Any]:
     return generate("medium", seed)
 
 
-def write_scenario(scenario: dict[str, Any], path: str | Path) -> Path:
-    """Write ``scenario`` as YAML (keys in their natural order), so a plan can be re-run with the CLI."""
+def catalog_rows(seed: int = 0) -> tuple[list[str], list[dict[str, str]]]:
+    """The embedded catalog (header, rows as read) with ``max_nodes`` on scarce 8-GPU offerings.
+
+    Only H100/H200/B200 nodes of 8 GPUs are capped: they are the ones clouds ration, and capping the
+    small inference sizes or A100s would only make services unservable rather than shape the plan.
+    Every other cell is copied verbatim, so prices and sources stay the embedded catalog's.
+    """
+    from models.catalog import EMBEDDED_CATALOG_PATH
+
+    with EMBEDDED_CATALOG_PATH.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = list(reader.fieldnames or [])
+        rows = [dict(row) for row in reader]
+    rng = np.random.default_rng([seed, _CATALOG_STREAM])
+    widest_given: set[str] = set()
+    for row in rows:
+        model = row["gpu_model"]
+        if row["gpus_per_node"] != "8" or model not in _SCARCE_MODELS:
+            continue
+        limit = int(rng.choice(_LIMITS))
+        if row["fabric"] and model not in widest_given:
+            widest_given.add(model)
+            limit = _WIDEST_LIMIT
+        row["max_nodes"] = str(limit)
+    return header, rows
+
+
+def _catalog_text(seed: int) -> str:
+    header, rows = catalog_rows(seed)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def write_scenario(scenario: dict[str, Any], path: str | Path, catalog_seed: int = 0) -> Path:
+    """Write ``scenario`` as YAML (keys in their natural order), so a plan can be re-run with the CLI.
+
+    If the scenario names a catalog file, the capped catalog (limits drawn from ``catalog_seed``: pass
+    the scenario's seed) is written next to the YAML, so the directory is self-contained.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(scenario, sort_keys=False, default_flow_style=None), encoding="utf-8")
+    if scenario.get("catalog", "embedded") != "embedded":
+        text = _catalog_text(catalog_seed)
+        (path.parent / scenario["catalog"]).write_text(text, encoding="utf-8")
     return path
 
 
-def summary(scenario: dict[str, Any]) -> str:
-    """Validate ``scenario`` and say how big its planning sets are (offerings in scope, runs, slots)."""
+def write(
+    size: Size | str, directory: str | Path, seed: int = 0, capacity_limits: bool | None = None
+) -> Path:
+    """Generate ``size`` into ``directory`` (scenario.yaml, plus catalog.csv if capped); the YAML's path."""
+    scenario = generate(size, seed, capacity_limits)
+    return write_scenario(scenario, Path(directory) / SCENARIO_FILE, catalog_seed=seed)
+
+
+def load(path: str | Path) -> tuple[Any, Any]:
+    """The parsed scenario at ``path`` and its catalog, resolved as ``gpuplan plan`` resolves it."""
     from models.catalog import Catalog
-    from models.scenario import parse
+    from models.scenario import load as load_scenario
+
+    path = Path(path)
+    scenario = load_scenario(path)
+    if scenario.catalog == "embedded":
+        return scenario, Catalog.load(None)
+    reference = Path(scenario.catalog)
+    return scenario, Catalog.load(reference if reference.is_absolute() else path.parent / reference)
+
+
+def summary(path: str | Path) -> str:
+    """Validate the scenario at ``path`` and say how big its planning sets are (default model options)."""
     from planner.optimize.sets import build_sets
 
-    parsed = parse(scenario)
-    sets = build_sets(parsed, Catalog.load(None), None)
+    scenario, catalog = load(path)
+    sets = build_sets(scenario, catalog, Path(path).parent)
+    capped = sum(1 for o in sets.offerings if o.max_nodes is not None)
     return (
-        f"{parsed.name}: {len(sets.offerings)} offerings in scope, {len(sets.services)} services, "
-        f"{len(parsed.training)} training jobs -> {len(sets.runs)} runs, {len(sets.options)} placement "
-        f"options, {parsed.horizon.periods} periods -> {len(sets.slots)} model slots"
+        f"{scenario.name}: {len(sets.offerings)} offerings in scope ({capped} with max_nodes), "
+        f"{len(sets.services)} services, {len(scenario.training)} training jobs -> {len(sets.runs)} runs, "
+        f"{len(scenario.teams)} teams, {len(sets.options)} placement options, "
+        f"{scenario.horizon.periods} periods -> {len(sets.slots)} model slots"
     )
 
 
@@ -230,12 +365,29 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="medium", choices=sorted(SIZES))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-o", "--output", type=Path, help="write the scenario YAML here")
+    parser.add_argument(
+        "--capacity-limits",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="max_nodes on scarce offerings via a written catalog.csv (default: large yes, medium no)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help=f"a directory for {SCENARIO_FILE} (+ {CATALOG_FILE}); a *.yaml path names the scenario file",
+    )
     args = parser.parse_args(argv)
-    scenario = generate(args.size, args.seed)
-    print(summary(scenario))
-    if args.output:
-        print(f"wrote {write_scenario(scenario, args.output)}")
+    scenario = generate(args.size, args.seed, args.capacity_limits)
+    if args.output is None:  # summarize only; the catalog must still exist as a file for the scenario to load
+        with tempfile.TemporaryDirectory(prefix="gpuplan-gen-") as scratch:
+            print(summary(write_scenario(scenario, Path(scratch) / SCENARIO_FILE, args.seed)))
+        return
+    is_file = args.output.suffix in (".yaml", ".yml")
+    target = write_scenario(scenario, args.output if is_file else args.output / SCENARIO_FILE, args.seed)
+    print(summary(target))
+    extra = f" and {target.parent / scenario['catalog']}" if scenario["catalog"] != "embedded" else ""
+    print(f"wrote {target}{extra}")
 
 
 if __name__ == "__main__":

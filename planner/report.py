@@ -354,6 +354,10 @@ def _header(plan: Mapping[str, Any], hz: _Horizon) -> dict[str, Any]:
     grid = _num(solver.get("training_start_grid_hours"))
     if grid is not None:
         solver_items.append(("training start grid", f"every {fmt_num(grid, 2)} h"))
+    certified = _num(solver.get("certified_bound_usd"))
+    if certified is not None:
+        solver_items.append(("certified bound (full hourly problem)", fmt_usd(certified)))
+        solver_items.append(("certified gap", fmt_pct(_num(solver.get("certified_gap")), 2)))
 
     if gap is not None and bound is not None:
         gap_sentence = (
@@ -381,6 +385,11 @@ def _header(plan: Mapping[str, Any], hz: _Horizon) -> dict[str, Any]:
             "The bound holds for the solver's model (merged periods and/or a coarser grid of "
             "training start times), which is a simplification of the full horizon."
         )
+        if certified is not None:
+            model_sentence += (
+                f" The certified bound ({fmt_usd(certified)}) holds for the full problem: every hour, "
+                "every hourly training start, whole nodes; no plan at all can cost less."
+            )
     return {
         "scenario": _str(plan.get("scenario") or inputs.get("name")),
         "description": plan.get("description") or inputs.get("description") or "",

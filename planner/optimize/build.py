@@ -168,11 +168,29 @@ def define_inference(model: PlanningModel) -> None:
         model.add(f"held_{tier[0]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
 
 
+def run_penalty(sets: PlanningSets, r: int) -> float:
+    """Cost of leaving run ``r`` unserved: a multiple of its dearest on-demand price on a matching node.
+
+    It depends on the catalog only (not on which placements a stage offers), so every stage and the
+    bound price unserved work the same way.
+    """
+    job = sets.runs[r].job
+    prices = [o.on_demand_usd_h for o in sets.offerings if o.matches_gpu(job.gpu_models)]
+    if prices:
+        return PENALTY_FACTOR * job.nodes * max(prices) * job.hours
+    return PENALTY_FACTOR * sets.runs[r].gpus * job.hours * FALLBACK_PENALTY_USD_PER_GPU_HOUR
+
+
+def guarantee_penalty_per_gpu(sets: PlanningSets) -> float:
+    """Cost of one guaranteed GPU that no commitment backs, for the whole horizon."""
+    dearest = max((o.on_demand_usd_h / o.gpus_per_node for o in sets.offerings), default=10.0)
+    return PENALTY_FACTOR * dearest * sets.horizon_hours
+
+
 def define_training(model: PlanningModel) -> None:
     """5 place: each run exactly once (or unserved at a penalty)."""
     sets = model.sets
     by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
-    dearest: dict[int, float] = defaultdict(float)
     for a, option in enumerate(sets.options):
         if sets.training_fixed:  # a decided placement: the variable stays for uniform extraction
             var = model.problem.add_variable(f"Y_{a}", 1, 1, pulp.LpInteger)
@@ -181,14 +199,10 @@ def define_training(model: PlanningModel) -> None:
         model.place.append(var)
         by_run[option.run].append((var, 1.0))
         model.objective_terms.append((var, option.cost_usd))
-        off = sets.offerings[option.offering]
-        run = sets.runs[option.run]
-        dearest[option.run] = max(dearest[option.run], run.job.nodes * off.on_demand_usd_h * run.job.hours)
-    for r, run in enumerate(sets.runs):
+    for r in range(len(sets.runs)):
         short = model.var(f"UT_{r}", pulp.LpBinary)
         model.unserved_run[r] = short
-        fallback = run.gpus * run.job.hours * FALLBACK_PENALTY_USD_PER_GPU_HOUR
-        model.penalize(short, PENALTY_FACTOR * (dearest.get(r) or fallback))
+        model.penalize(short, run_penalty(sets, r))
         model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
 
 
@@ -275,7 +289,6 @@ def define_guarantees(model: PlanningModel) -> None:
     """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use."""
     sets = model.sets
     backing: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
-    dearest = max((o.on_demand_usd_h / o.gpus_per_node for o in sets.offerings), default=10.0)
     for team in sets.scenario.teams:
         if team.guaranteed_gpus <= 0:
             continue
@@ -288,7 +301,7 @@ def define_guarantees(model: PlanningModel) -> None:
                 backing[o].append((var, 1.0))
         short = model.var(f"UG_{team.name}", up=float(team.guaranteed_gpus))
         model.guarantee_short[team.name] = short
-        model.penalize(short, PENALTY_FACTOR * dearest * sets.horizon_hours)
+        model.penalize(short, guarantee_penalty_per_gpu(sets))
         model.add(f"guarantee_{team.name}", [*terms, (short, 1.0)], GE, float(team.guaranteed_gpus))
     for o, users in backing.items():
         gpus = float(sets.offerings[o].gpus_per_node)

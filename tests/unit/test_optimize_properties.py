@@ -27,6 +27,7 @@ from models.plan import ALLOCATION_COLUMNS, Plan
 from models.scenario import parse
 from models.workloads import service_demand
 from planner.optimize import optimize
+from planner.optimize.bound import certified_bound
 from planner.optimize.build import create_model
 from planner.optimize.sets import ModelOptions, build_sets
 from planner.optimize.solve import Termination, solve
@@ -439,3 +440,44 @@ def test_pruning_and_merging_keep_the_optimum(kit, case) -> None:
             assert result.termination == Termination.OPTIMAL
             optima.append(result.objective)
         assert optima[0] == pytest.approx(optima[1], rel=1e-7, abs=1e-6)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=scenarios(), per_block=st.sampled_from([None, 1, 2, 3]))
+def test_certified_bound_is_below_the_full_hourly_optimum(kit, case, per_block) -> None:
+    """The cluster bound never exceeds the optimum of the full problem: every hourly start, hourly
+    occupancy, whole nodes, no pruning and no merging (solved exactly here)."""
+    data, rows = case
+    with tempfile.TemporaryDirectory(prefix="gpuplan-bound-") as tmp:
+        directory = Path(tmp)
+        kit.write_catalog_csv(directory / "catalog.csv", rows)
+        scenario = parse(data, directory / "scenario.yaml")
+        catalog = Catalog.load(directory / "catalog.csv")
+        p = scenario.horizon.period_hours
+        full_options = ModelOptions(block_hours=p, start_grid_hours=p, prune=False, merge=False)
+        full = replace(build_sets(scenario, catalog, directory, full_options), integral_held=True)
+        optimum = solve(create_model(full).problem, gap=1e-9, time_limit=60)
+        assert optimum.termination == Termination.OPTIMAL
+        bound = certified_bound(build_sets(scenario, catalog, directory, ModelOptions()), per_block)
+        assert bound.bound_usd <= optimum.objective * (1 + 1e-7) + 1e-6
+
+
+@pytest.mark.parametrize("per_block", [None, 1, 3])
+def test_certified_bound_is_exact_when_nodes_match_replicas(kit, per_block) -> None:
+    """One replica per node, on-demand only: the cost is linear in demand, so averaging loses nothing
+    and the bound equals the closed form sum_t D_t * price (a bound built on peaks would exceed it)."""
+    data, rows = _pinned_pruning_case()
+    rows = [{**rows[0], "on_demand_usd_h": 7.0}]
+    service = {**data["inference"][0], "gpus_per_replica": 8}
+    service["replicas"] = {"profile": "diurnal", "base": 1, "peak": 9, "peak_hour_utc": 15}
+    data = {**data, "inference": [service]}
+    with tempfile.TemporaryDirectory(prefix="gpuplan-bound-") as tmp:
+        directory = Path(tmp)
+        kit.write_catalog_csv(directory / "catalog.csv", rows)
+        scenario = parse(data, directory / "scenario.yaml")
+        sets = build_sets(scenario, Catalog.load(directory / "catalog.csv"), directory, ModelOptions())
+        demand = service_demand(scenario, scenario.inference[0], directory)
+        bound = certified_bound(sets, per_block)
+        assert bound.bound_usd == pytest.approx(float(demand.sum()) * 7.0, rel=1e-7)
+        if per_block is not None:
+            assert bound.clusters < len(set(demand.tolist()))  # clusters did merge different demands

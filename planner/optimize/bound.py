@@ -1,0 +1,285 @@
+"""A lower bound on the full hourly planning problem, from a small aggregated LP.
+
+Why it is valid (a proof sketch; the tests check it against full solves on small cases):
+
+1. *Relax.* Let on-demand and spot node counts be fractions (commitments stay whole, and each run
+   still picks one offering and tier). Replace each training run's gang schedule by its *energy*:
+   on (offering o, tier k) it needs ``n * d(o,k)`` node-hours inside its window, at most ``n`` nodes
+   at a time, and on a committed pool at least ``n`` nodes committed (the gang holds them together).
+   Any real schedule, at any hourly start, satisfies this, so the relaxed optimum is no higher than
+   the true optimum.
+   Dominated (offering, tier) choices are left out; they never make the optimum cheaper
+   (``sets.py`` prunes only where a dominating choice exists).
+2. *Separate.* Fix the commitments R, each run's (offering, tier) and its energy spread. What is
+   left splits into
+   one LP per hour t: cover demand D_t with the commitment pool minus the training nodes held at t,
+   plus on-demand and spot nodes, within capacity and burst limits. Its optimal cost f(D_t, u_t) is
+   the value function of an LP in its right-hand side, hence *convex* in (D_t, u_t), and it is the
+   same function for every hour (prices, capacities and limits do not change with t).
+3. *Average.* For a cluster C of hours, Jensen's inequality gives
+   ``sum_{t in C} f(D_t, u_t) >= |C| * f(mean D, mean u)``. So the LP that covers each cluster's
+   *mean* demand with the cluster's *mean* training occupancy costs no more than the relaxed full
+   problem, for every R and training choice; minimizing both over R and training keeps the
+   inequality. The cluster model's optimum, and so the solver's proven bound on it, is a lower
+   bound on the full hourly MILP.
+
+Keeping R and the run choices whole matters: with fractional runs, a gang could sit 70% on spot and
+30% on demand to meet ``max_spot_share``, and the bound on the example falls 30% below the plan.
+
+The cluster model has one copy of the per-hour variables per cluster, so its size is set by the number
+of clusters, not by the 8,760 hours. Clusters are built from the model's slots (equal-demand periods),
+chronologically within blocks (so training windows stay sharp), by weighted k-means on demand.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import pulp
+
+from planner.optimize.build import _penalty_per_replica_hour, guarantee_penalty_per_gpu, run_penalty
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets
+from planner.optimize.solve import SolveResult, solve
+
+LpExpr = pulp.LpAffineExpression
+LpCon = pulp.LpConstraint
+
+
+@dataclass(frozen=True, slots=True)
+class BoundResult:
+    bound_usd: float
+    clusters: int
+    seconds: float
+    solve: SolveResult
+    method: str = "cluster-averaged relaxation, fractional node counts, energy-relaxed training (Jensen)"
+
+
+def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 0) -> np.ndarray:
+    """Cluster id per slot: slots of the same block grouped by weighted k-means on their demand.
+
+    ``per_block`` None keeps every slot its own cluster (the bound is then the LP relaxation of the
+    energy-relaxed problem, as tight as this method gets).
+    """
+    cluster = np.arange(len(sets.slots))
+    if per_block is None:
+        return cluster
+    scale = np.maximum(sets.demand.max(axis=1), 1).astype(float) if len(sets.services) else np.ones(0)
+    by_block: dict[int, list[int]] = defaultdict(list)
+    for s, slot in enumerate(sets.slots):
+        by_block[slot.block].append(s)
+    next_id = 0
+    for _block, members in sorted(by_block.items()):
+        points = np.array([sets.slots[s].demand for s in members], dtype=float).reshape(len(members), -1)
+        weights = np.array([sets.slots[s].hours for s in members])
+        labels = _weighted_kmeans(points / scale if scale.size else points, weights, per_block, seed)
+        for s, label in zip(members, labels, strict=True):
+            cluster[s] = next_id + label
+        next_id += int(labels.max()) + 1
+    _, dense = np.unique(cluster, return_inverse=True)
+    return dense.reshape(-1)
+
+
+def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Lloyd's algorithm, started from equal-weight slices of the points sorted by total demand."""
+    n = len(points)
+    if n <= k:
+        return np.arange(n)
+    order = np.argsort(points.sum(axis=1), kind="stable")
+    cumulative = np.cumsum(weights[order]) / weights.sum()
+    labels = np.empty(n, dtype=np.int64)
+    labels[order] = np.minimum((cumulative * k).astype(np.int64), k - 1)
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        centers = np.zeros((k, points.shape[1]))
+        for j in range(k):
+            mask = labels == j
+            centers[j] = (
+                np.average(points[mask], axis=0, weights=weights[mask])
+                if mask.any()
+                else points[rng.integers(n)]
+            )
+        distance = ((points[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+        updated = distance.argmin(axis=1)
+        if (updated == labels).all():
+            break
+        labels = updated
+    _, dense = np.unique(labels, return_inverse=True)
+    return dense.reshape(-1)
+
+
+def certified_bound(
+    sets: PlanningSets, per_block: int | None = None, time_limit: float | None = None, gap: float = 1e-4
+) -> BoundResult:
+    """Solve the cluster model of the module docstring; its proven bound bounds the full hourly problem."""
+    began = time.perf_counter()
+    cluster = cluster_slots(sets, per_block)
+    clusters = int(cluster.max()) + 1 if len(cluster) else 0
+    hours = np.zeros(clusters)
+    mean_demand = np.zeros((len(sets.services), clusters))
+    for s, slot in enumerate(sets.slots):
+        hours[cluster[s]] += slot.hours
+        mean_demand[:, cluster[s]] += np.array(slot.demand, dtype=float) * slot.hours
+    mean_demand /= np.maximum(hours, 1e-12)
+    # hours of each cluster inside each run's window (for the at-most-n-nodes-at-a-time rule)
+    p = sets.period_hours
+    slot_period_cluster = cluster[sets.slot_of_period]
+
+    problem = pulp.LpProblem("bound", pulp.LpMinimize)
+
+    def var(name: str, up: float | None = None, cat: str = pulp.LpContinuous) -> pulp.LpVariable:
+        return problem.add_variable(name, 0, up, cat)
+
+    objective: list[tuple[pulp.LpVariable, float]] = []
+    constraints: dict[str, pulp.LpConstraint] = {}
+    commit: dict[tuple[int, str], pulp.LpVariable] = {}
+    for o, terms in sets.terms.items():
+        offering = sets.offerings[o]
+        for term in terms:
+            commit[(o, term)] = var(f"R_{o}_{term}", offering.max_nodes, pulp.LpInteger)
+            objective.append(
+                (commit[(o, term)], (offering.price(TERM_TIER[term]) or 0.0) * sets.horizon_hours)
+            )
+
+    pool_use: dict[tuple[int, int], list] = defaultdict(list)
+    held_use: dict[tuple[int, int], list] = defaultdict(list)  # on-demand/spot nodes (capacity)
+    burst_use: dict[tuple[str, int], list] = defaultdict(list)
+    held: dict[tuple[str, int, int], pulp.LpVariable] = {}
+    held_links: dict[tuple[str, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    for i, service in enumerate(sets.services):
+        penalty = _penalty_per_replica_hour(sets, i)
+        for c in range(clusters):
+            need = mean_demand[i, c]
+            if need <= 0:
+                continue
+            terms_: list[tuple[pulp.LpVariable, float]] = []
+            for (ii, o), q in sets.replicas_per_node.items():
+                if ii != i:
+                    continue
+                gpus = float(sets.offerings[o].gpus_per_node)
+                for tier in sets.serve_tiers.get((i, o), ()):
+                    x = var(f"X{tier[0]}_{i}_{o}_{c}")
+                    terms_.append((x, q))
+                    burst_use[(service.team, c)].append((x, gpus))
+                    if tier == POOL:
+                        pool_use[(o, c)].append((x, 1.0))
+                    else:
+                        key = (tier, o, c)
+                        if key not in held:
+                            held[key] = var(f"N{tier[0]}_{o}_{c}")
+                            off = sets.offerings[o]
+                            price = off.on_demand_usd_h if tier == ON_DEMAND else off.spot_usd_h
+                            objective.append((held[key], (price or 0.0) * hours[c]))
+                            held_use[(o, c)].append((held[key], 1.0))
+                        held_links[key].append((x, 1.0))
+            short = var(f"UI_{i}_{c}", need)
+            objective.append((short, penalty * hours[c]))
+            terms_.append((short, 1.0))
+            constraints[f"demand_{i}_{c}"] = LpCon(LpExpr(terms_), pulp.LpConstraintGE, None, need)
+    for (tier, o, c), users in held_links.items():
+        constraints[f"held_{tier[0]}_{o}_{c}"] = LpCon(
+            LpExpr([*users, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
+        )
+
+    # training: energy per (run, offering, tier), spread over the clusters its window touches
+    combos: dict[tuple[int, int, str], tuple[int, float]] = {}
+    for option in sets.options:
+        combos.setdefault((option.run, option.offering, option.tier), (option.periods, option.cost_usd))
+    by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    share = sets.scenario.purchase.max_spot_share
+    spot_terms: list[tuple[pulp.LpVariable, float]] = []
+    for (r, o, tier), (periods, cost) in combos.items():
+        run = sets.runs[r]
+        nodes = float(run.job.nodes)
+        y = var(f"Y_{r}_{o}_{tier}", 1.0, pulp.LpInteger)
+        by_run[r].append((y, 1.0))
+        objective.append((y, cost))
+        gpu_hours = run.gpus * run.job.hours
+        spot_terms.append((y, gpu_hours * ((1.0 if tier == SPOT else 0.0) - share)))
+        window = slot_period_cluster[run.first_period : run.end_period]
+        inside = np.bincount(window, minlength=clusters) * p
+        energy = [(y, -nodes * periods * p)]
+        for c in np.flatnonzero(inside):
+            u = var(f"U_{r}_{o}_{tier[0]}_{c}")
+            energy.append((u, hours[c]))
+            # at most n nodes at a time: average occupancy <= n * (window hours in c) / (hours of c)
+            constraints[f"occ_{r}_{o}_{tier[0]}_{c}"] = LpCon(
+                LpExpr([(u, 1.0), (y, -nodes * inside[c] / hours[c])]), pulp.LpConstraintLE, None, 0.0
+            )
+            (pool_use if tier == POOL else held_use)[(o, int(c))].append((u, 1.0))
+            burst_use[(run.job.team, int(c))].append((u, float(sets.offerings[o].gpus_per_node)))
+        constraints[f"energy_{r}_{o}_{tier[0]}"] = LpCon(LpExpr(energy), pulp.LpConstraintEQ, None, 0.0)
+        if tier == POOL:  # a gang on the pool holds all n nodes at once: at least n must be committed
+            gang = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
+            constraints[f"gang_{r}_{o}"] = LpCon(LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, 0.0)
+    for r in range(len(sets.runs)):
+        short = var(f"UT_{r}", 1.0, pulp.LpInteger)
+        objective.append((short, run_penalty(sets, r)))
+        constraints[f"place_{r}"] = LpCon(
+            LpExpr([*by_run.get(r, []), (short, 1.0)]), pulp.LpConstraintEQ, None, 1.0
+        )
+    if share < 1.0 and spot_terms:
+        constraints["spot_share"] = LpCon(LpExpr(spot_terms), pulp.LpConstraintLE, None, 0.0)
+
+    for o, terms in sets.terms.items():
+        committed = [(commit[(o, k)], -1.0) for k in terms]
+        for c in range(clusters):
+            users = pool_use.get((o, c), [])
+            if users:
+                constraints[f"pool_{o}_{c}"] = LpCon(
+                    LpExpr([*users, *committed]), pulp.LpConstraintLE, None, 0.0
+                )
+    for o, offering in enumerate(sets.offerings):
+        if offering.max_nodes is None:
+            continue
+        committed = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
+        for c in range(clusters):
+            users = held_use.get((o, c), [])
+            if users or committed:
+                constraints[f"cap_{o}_{c}"] = LpCon(
+                    LpExpr([*committed, *users]), pulp.LpConstraintLE, None, float(offering.max_nodes)
+                )
+    for team in sets.scenario.teams:
+        if team.burst_gpus is None:
+            continue
+        for c in range(clusters):
+            users = burst_use.get((team.name, c), [])
+            if users:
+                constraints[f"burst_{team.name}_{c}"] = LpCon(
+                    LpExpr(users), pulp.LpConstraintLE, None, float(team.burst_gpus)
+                )
+    _guarantees(sets, commit, var, objective, constraints)
+
+    for name, constraint in constraints.items():
+        constraint.name = name
+    problem.extend(constraints)
+    problem.setObjective(LpExpr(objective))
+    result = solve(problem, time_limit=time_limit, gap=gap)
+    # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
+    bound = result.bound if result.ok else float("-inf")
+    return BoundResult(bound, clusters, time.perf_counter() - began, result)
+
+
+def _guarantees(sets, commit, var, objective, constraints) -> None:  # type: ignore[no-untyped-def]
+    """Guarantees are backed by committed GPUs, exactly as in the planning model (no time index)."""
+    backing: dict[int, list] = defaultdict(list)
+    for team in sets.scenario.teams:
+        if team.guaranteed_gpus <= 0:
+            continue
+        terms = []
+        for o in sets.team_offerings.get(team.name, []):
+            if sets.terms[o]:
+                h = var(f"H_{team.name}_{o}")
+                terms.append((h, 1.0))
+                backing[o].append((h, 1.0))
+        short = var(f"UG_{team.name}", float(team.guaranteed_gpus))
+        objective.append((short, guarantee_penalty_per_gpu(sets)))
+        constraints[f"guarantee_{team.name}"] = LpCon(
+            LpExpr([*terms, (short, 1.0)]), pulp.LpConstraintGE, None, float(team.guaranteed_gpus)
+        )
+    for o, users in backing.items():
+        gpus = float(sets.offerings[o].gpus_per_node)
+        committed = [(commit[(o, k)], -gpus) for k in sets.terms[o]]
+        constraints[f"backing_{o}"] = LpCon(LpExpr([*users, *committed]), pulp.LpConstraintLE, None, 0.0)
