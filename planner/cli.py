@@ -15,13 +15,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError, SolverError
+
+if TYPE_CHECKING:
+    from models.catalog import Catalog
 
 app = typer.Typer(
     add_completion=False,
@@ -150,7 +153,7 @@ def plan(
             raise typer.Exit(EXIT_UNSERVED)
 
 
-def _load_catalog(reference: str, scenario_path: Path):  # type: ignore[no-untyped-def]
+def _load_catalog(reference: str, scenario_path: Path) -> Catalog:
     from models.catalog import Catalog
 
     if reference == "embedded":

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,7 +263,13 @@ def certified_bound(
     return BoundResult(bound, clusters, time.perf_counter() - began, result)
 
 
-def _guarantees(sets, commit, var, objective, constraints) -> None:  # type: ignore[no-untyped-def]
+def _guarantees(
+    sets: PlanningSets,
+    commit: dict[tuple[int, str], pulp.LpVariable],
+    var: Callable[..., pulp.LpVariable],
+    objective: list[tuple[pulp.LpVariable, float]],
+    constraints: dict[str, pulp.LpConstraint],
+) -> None:
     """Guarantees are backed by committed GPUs, exactly as in the planning model (no time index)."""
     backing: dict[int, list] = defaultdict(list)
     for team in sets.scenario.teams:

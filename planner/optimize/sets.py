@@ -31,7 +31,7 @@ from models.preemption import (
     SpotOverhead,
     spot_overhead,
 )
-from models.scenario import InferenceService, Scenario
+from models.scenario import InferenceService, Scenario, TrainingJob
 from models.workloads import TrainingRun, service_demand, training_runs
 
 POOL = "reserved"  # a training option that runs on committed nodes (1y or 3y: the pool is shared)
@@ -444,7 +444,7 @@ def _starts(first: int, last: int, grid: int, most: int) -> list[int]:
     return starts
 
 
-def _why_no_offering(job, offerings: list[Offering]) -> str:  # type: ignore[no-untyped-def]
+def _why_no_offering(job: TrainingJob, offerings: list[Offering]) -> str:
     models = [o for o in offerings if o.matches_gpu(job.gpu_models)]
     if not models:
         return f"no offering in the allowed clouds/regions has {'/'.join(job.gpu_models)} GPUs"

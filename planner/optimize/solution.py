@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
+from models.scenario import Scenario
 from models.workloads import period_start
 from planner.optimize.build import PlanningModel
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets
@@ -406,7 +407,7 @@ def _pools(
     return pools
 
 
-def _teams(scenario, allocations: pd.DataFrame, costs: dict[str, Any], p: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _teams(scenario: Scenario, allocations: pd.DataFrame, costs: dict[str, Any], p: int) -> dict[str, Any]:
     per_period = allocations.groupby(["team", "period"])["gpus"].sum()
     result = {}
     for team in scenario.teams:
