@@ -3,11 +3,12 @@
 Why it is valid (a proof sketch; the tests check it against full solves on small cases):
 
 1. *Relax.* Let on-demand and spot node counts be fractions (commitments stay whole, and each run
-   still picks one offering and tier). Replace each training run's gang schedule by its *energy*:
-   on (offering o, tier k) it needs ``n * d(o,k)`` node-hours inside its window, at most ``n`` nodes
-   at a time, and on a committed pool at least ``n`` nodes committed (the gang holds them together).
-   Any real schedule, at any hourly start, satisfies this, so the relaxed optimum is no higher than
-   the true optimum.
+   still picks one offering and tier). Place each training run at block resolution: it picks a start
+   block and an offset inside it (the offset a fraction); blocks it covers whole hold its ``n`` nodes
+   every hour, its first and last block hold its node-hours there (linear in the offset) spread over
+   their hours at most ``n`` at a time, and on a committed pool at least ``n`` nodes are committed
+   (the gang holds them together). Any real schedule, at any hourly start, satisfies this, so the
+   relaxed optimum is no higher than the true optimum.
    Dominated (offering, tier) choices are left out; they never make the optimum cheaper
    (``sets.py`` prunes only where a dominating choice exists).
 2. *Separate.* Fix the commitments R, each run's (offering, tier) and its energy spread. What is
@@ -126,7 +127,11 @@ def certified_bound(
     mean_demand /= np.maximum(hours, 1e-12)
     # hours of each cluster inside each run's window (for the at-most-n-nodes-at-a-time rule)
     p = sets.period_hours
+    block = sets.block_periods
     slot_period_cluster = cluster[sets.slot_of_period]
+    cluster_block = np.full(clusters, -1, dtype=np.int64)
+    for s, slot in enumerate(sets.slots):
+        cluster_block[cluster[s]] = slot.block
 
     problem = pulp.LpProblem("bound", pulp.LpMinimize)
 
@@ -184,34 +189,71 @@ def certified_bound(
             LpExpr([*users, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
         )
 
-    # training: energy per (run, offering, tier), spread over the clusters its window touches
+    # training: each (run, offering, tier) picks a start block and an offset inside it (see
+    # _start_variants); blocks it covers whole hold n nodes in every cluster, the first and last
+    # block hold its node-hours spread over their clusters (energy), never more than n at a time
     combos: dict[tuple[int, int, str], tuple[int, float]] = {}
     for option in sets.options:
         combos.setdefault((option.run, option.offering, option.tier), (option.periods, option.cost_usd))
+    clusters_of_block: dict[int, list[int]] = defaultdict(list)
+    for c in range(clusters):
+        clusters_of_block[int(cluster_block[c])].append(c)
     by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     share = sets.scenario.purchase.max_spot_share
     spot_terms: list[tuple[pulp.LpVariable, float]] = []
     for (r, o, tier), (periods, cost) in combos.items():
         run = sets.runs[r]
         nodes = float(run.job.nodes)
-        y = var(f"Y_{r}_{o}_{tier}", 1.0, pulp.LpInteger)
+        use = pool_use if tier == POOL else held_use
+        gpus = float(sets.offerings[o].gpus_per_node)
+        name = f"{r}_{o}_{tier[0]}"
+        y = var(f"Y_{name}", 1.0, pulp.LpInteger)
         by_run[r].append((y, 1.0))
         objective.append((y, cost))
-        gpu_hours = run.gpus * run.job.hours
-        spot_terms.append((y, gpu_hours * ((1.0 if tier == SPOT else 0.0) - share)))
+        spot_terms.append((y, run.gpus * run.job.hours * ((1.0 if tier == SPOT else 0.0) - share)))
         window = slot_period_cluster[run.first_period : run.end_period]
         inside = np.bincount(window, minlength=clusters) * p
-        energy = [(y, -nodes * periods * p)]
-        for c in np.flatnonzero(inside):
-            u = var(f"U_{r}_{o}_{tier[0]}_{c}")
-            energy.append((u, hours[c]))
-            # at most n nodes at a time: average occupancy <= n * (window hours in c) / (hours of c)
-            constraints[f"occ_{r}_{o}_{tier[0]}_{c}"] = LpCon(
-                LpExpr([(u, 1.0), (y, -nodes * inside[c] / hours[c])]), pulp.LpConstraintLE, None, 0.0
+        choice = [(y, -1.0)]
+        partial: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # block -> energy
+        for k, (b0, last, lo, hi) in enumerate(
+            _start_variants(run.first_period, run.end_period, periods, block)
+        ):
+            v = var(f"V_{name}_{k}", 1.0, pulp.LpInteger)
+            choice.append((v, 1.0))
+            if last == b0:  # the whole run inside one block
+                partial[b0].append((v, nodes * periods * p))
+                continue
+            z = var(f"Z_{name}_{k}", float(hi))  # z = offset * v, offset in [lo, hi]
+            constraints[f"zlo_{name}_{k}"] = LpCon(
+                LpExpr([(z, 1.0), (v, -lo)]), pulp.LpConstraintGE, None, 0.0
             )
-            (pool_use if tier == POOL else held_use)[(o, int(c))].append((u, 1.0))
-            burst_use[(run.job.team, int(c))].append((u, float(sets.offerings[o].gpus_per_node)))
-        constraints[f"energy_{r}_{o}_{tier[0]}"] = LpCon(LpExpr(energy), pulp.LpConstraintEQ, None, 0.0)
+            constraints[f"zhi_{name}_{k}"] = LpCon(
+                LpExpr([(z, 1.0), (v, -hi)]), pulp.LpConstraintLE, None, 0.0
+            )
+            partial[b0] += [(v, nodes * block * p), (z, -nodes * p)]
+            middle = periods - block - (last - b0 - 1) * block  # periods in the last block, at offset 0
+            partial[last] += [(v, nodes * middle * p), (z, nodes * p)]
+            for b in range(b0 + 1, last):  # covered whole: n nodes in every hour of the block
+                for c in clusters_of_block.get(b, []):
+                    use[(o, c)].append((v, nodes))
+                    burst_use[(run.job.team, c)].append((v, nodes * gpus))
+        constraints[f"choice_{name}"] = LpCon(LpExpr(choice), pulp.LpConstraintEQ, None, 0.0)
+        for b, energy in partial.items():
+            spread = []
+            for c in clusters_of_block.get(b, []):
+                if not inside[c]:
+                    continue
+                u = var(f"U_{name}_{c}")
+                spread.append((u, -hours[c]))
+                # at most n nodes at a time: average occupancy <= n * (window hours in c) / (hours of c)
+                constraints[f"occ_{name}_{c}"] = LpCon(
+                    LpExpr([(u, 1.0), (y, -nodes * inside[c] / hours[c])]), pulp.LpConstraintLE, None, 0.0
+                )
+                use[(o, c)].append((u, 1.0))
+                burst_use[(run.job.team, c)].append((u, gpus))
+            constraints[f"energy_{name}_{b}"] = LpCon(
+                LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
+            )
         if tier == POOL:  # a gang on the pool holds all n nodes at once: at least n must be committed
             gang = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
             constraints[f"gang_{r}_{o}"] = LpCon(LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, 0.0)
@@ -290,3 +332,27 @@ def _guarantees(
         gpus = float(sets.offerings[o].gpus_per_node)
         committed = [(commit[(o, k)], -gpus) for k in sets.terms[o]]
         constraints[f"backing_{o}"] = LpCon(LpExpr([*users, *committed]), pulp.LpConstraintLE, None, 0.0)
+
+
+def _start_variants(first: int, end: int, periods: int, block: int) -> list[tuple[int, int, int, int]]:
+    """Every way a run of ``periods`` can sit in its window [first, end), at block resolution.
+
+    Returns (start block, last block, lowest offset, highest offset): the start offset inside the start
+    block ranges over [lo, hi] with the same last block, so the hours in the first and last block are
+    linear in the offset.
+    """
+    variants = []
+    last_start = end - periods
+    for b0 in range(first // block, last_start // block + 1):
+        lo = max(first, b0 * block) - b0 * block
+        hi = min(last_start, b0 * block + block - 1) - b0 * block
+        if lo > hi:
+            continue
+        cut = lo
+        while cut <= hi:
+            last = b0 + (cut + periods - 1) // block
+            # the largest offset that still ends in block ``last``
+            top = min(hi, (last - b0 + 1) * block - periods)
+            variants.append((b0, last, cut, top))
+            cut = top + 1
+    return variants
