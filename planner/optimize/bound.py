@@ -42,7 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
-from planner.optimize.build import _penalty_per_replica_hour, guarantee_penalty_per_gpu, run_penalty
+from planner.optimize.build import (
+    guarantee_penalty_per_gpu,
+    guarantee_rows,
+    replica_penalty,
+    run_penalty,
+)
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets
 from planner.optimize.solve import SolveResult, solve
 
@@ -155,7 +160,7 @@ def certified_bound(
     held: dict[tuple[str, int, int], pulp.LpVariable] = {}
     held_links: dict[tuple[str, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for i, service in enumerate(sets.services):
-        penalty = _penalty_per_replica_hour(sets, i)
+        penalty = replica_penalty(sets, i)
         for c in range(clusters):
             need = mean_demand[i, c]
             if need <= 0:
@@ -312,26 +317,12 @@ def _guarantees(
     objective: list[tuple[pulp.LpVariable, float]],
     constraints: dict[str, pulp.LpConstraint],
 ) -> None:
-    """Guarantees are backed by committed GPUs, exactly as in the planning model (no time index)."""
-    backing: dict[int, list] = defaultdict(list)
-    for team in sets.scenario.teams:
-        if team.guaranteed_gpus <= 0:
-            continue
-        terms = []
-        for o in sets.team_offerings.get(team.name, []):
-            if sets.terms[o]:
-                h = var(f"H_{team.name}_{o}")
-                terms.append((h, 1.0))
-                backing[o].append((h, 1.0))
-        short = var(f"UG_{team.name}", float(team.guaranteed_gpus))
+    """Guarantees are backed by committed GPUs, the very rows of the planning model (no time index)."""
+    family = guarantee_rows(sets, commit, lambda name, up: var(name, up))
+    for short in family.shortfall.values():
         objective.append((short, guarantee_penalty_per_gpu(sets)))
-        constraints[f"guarantee_{team.name}"] = LpCon(
-            LpExpr([*terms, (short, 1.0)]), pulp.LpConstraintGE, None, float(team.guaranteed_gpus)
-        )
-    for o, users in backing.items():
-        gpus = float(sets.offerings[o].gpus_per_node)
-        committed = [(commit[(o, k)], -gpus) for k in sets.terms[o]]
-        constraints[f"backing_{o}"] = LpCon(LpExpr([*users, *committed]), pulp.LpConstraintLE, None, 0.0)
+    for name, (terms, sense, rhs) in family.rows.items():
+        constraints[name] = LpCon(LpExpr(terms), sense, None, rhs)
 
 
 def _start_variants(first: int, end: int, periods: int, block: int) -> list[tuple[int, int, int, int]]:

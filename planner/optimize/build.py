@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pulp
@@ -121,7 +122,7 @@ def define_commitments(model: PlanningModel) -> None:
             model.objective_terms.append((var, price * sets.horizon_hours))
 
 
-def _penalty_per_replica_hour(sets: PlanningSets, i: int) -> float:
+def replica_penalty(sets: PlanningSets, i: int) -> float:
     costs = [
         sets.offerings[o].on_demand_usd_h / q for (ii, o), q in sets.replicas_per_node.items() if ii == i
     ]
@@ -136,7 +137,7 @@ def define_inference(model: PlanningModel) -> None:
     for (i, o), q in sets.replicas_per_node.items():
         by_service[i].append((o, q))
     for i in range(len(sets.services)):
-        penalty = _penalty_per_replica_hour(sets, i)
+        penalty = replica_penalty(sets, i)
         for s, slot in enumerate(sets.slots):
             need = slot.demand[i]
             if need <= 0:
@@ -285,25 +286,56 @@ def define_team_burst(model: PlanningModel) -> None:
                 model.add(f"burst_{team.name}_{s}", terms, LE, float(team.burst_gpus))
 
 
-def define_guarantees(model: PlanningModel) -> None:
-    """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use."""
-    sets = model.sets
-    backing: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+Terms = list[tuple[pulp.LpVariable, float]]
+
+
+@dataclass
+class GuaranteeRows:
+    """The guarantee family, built once for the planning model and for the bound (bound.py)."""
+
+    backing: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # H[m,o]
+    shortfall: dict[str, pulp.LpVariable] = field(default_factory=dict)  # UG[m]
+    rows: dict[str, tuple[Terms, int, float]] = field(default_factory=dict)  # name -> (terms, sense, rhs)
+
+
+def guarantee_rows(
+    sets: PlanningSets,
+    commit: dict[tuple[int, str], pulp.LpVariable],
+    new_var: Callable[[str, float | None], pulp.LpVariable],
+) -> GuaranteeRows:
+    """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use.
+
+    ``sum_o H[m,o] + UG[m] >= guaranteed_m`` and ``sum_m H[m,o] <= g_o sum_k R[o,k]``; UG is penalized
+    by the caller at ``guarantee_penalty_per_gpu``.
+    """
+    family = GuaranteeRows()
+    backing: dict[int, Terms] = defaultdict(list)
     for team in sets.scenario.teams:
         if team.guaranteed_gpus <= 0:
             continue
-        terms = []
+        terms: Terms = []
         for o in sets.team_offerings.get(team.name, []):
             if sets.terms[o]:
-                var = model.var(f"H_{team.name}_{o}")
-                model.guarantee[(team.name, o)] = var
+                var = new_var(f"H_{team.name}_{o}", None)
+                family.backing[(team.name, o)] = var
                 terms.append((var, 1.0))
                 backing[o].append((var, 1.0))
-        short = model.var(f"UG_{team.name}", up=float(team.guaranteed_gpus))
-        model.guarantee_short[team.name] = short
-        model.penalize(short, guarantee_penalty_per_gpu(sets))
-        model.add(f"guarantee_{team.name}", [*terms, (short, 1.0)], GE, float(team.guaranteed_gpus))
+        short = new_var(f"UG_{team.name}", float(team.guaranteed_gpus))
+        family.shortfall[team.name] = short
+        family.rows[f"guarantee_{team.name}"] = ([*terms, (short, 1.0)], GE, float(team.guaranteed_gpus))
     for o, users in backing.items():
         gpus = float(sets.offerings[o].gpus_per_node)
-        commit = [(model.commit[(o, k)], -gpus) for k in sets.terms[o]]
-        model.add(f"backing_{o}", [*users, *commit], LE, 0.0)
+        committed = [(commit[(o, k)], -gpus) for k in sets.terms[o]]
+        family.rows[f"backing_{o}"] = ([*users, *committed], LE, 0.0)
+    return family
+
+
+def define_guarantees(model: PlanningModel) -> None:
+    """8 guarantee (see :func:`guarantee_rows`)."""
+    family = guarantee_rows(model.sets, model.commit, lambda name, up: model.var(name, up=up))
+    model.guarantee.update(family.backing)
+    model.guarantee_short.update(family.shortfall)
+    for short in family.shortfall.values():
+        model.penalize(short, guarantee_penalty_per_gpu(model.sets))
+    for name, (terms, sense, rhs) in family.rows.items():
+        model.add(name, terms, sense, rhs)
