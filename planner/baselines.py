@@ -56,7 +56,7 @@ def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[floa
         if option.tier == SPOT and not allow_spot:
             continue
         offering = sets.offerings[option.offering]
-        price = offering.on_demand_usd_h if option.tier == ON_DEMAND else (offering.spot_usd_h or 0.0)
+        price = offering.price(option.tier) or 0.0
         cost = run.job.nodes * price * option.periods * p
         if best is None or cost < best[0]:
             best = (cost, option.periods * p, option.tier)

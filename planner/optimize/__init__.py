@@ -56,8 +56,9 @@ def optimize(
          warm-started from that plan. Its cost is the plan's cost.
       3. Only if the gap is above the target: the whole-node model with training free, warm-started
          from stage 2, for a tighter bound (and a better plan if it finds one).
-    The reported gap is stage 2's cost against stage 1's bound: a true optimality certificate for the
-    model (training on its start grid, capacity held for each block a run touches).
+    The reported gap is the plan's cost against the best of stage 1's and stage 3's bounds: a true
+    optimality certificate for the model (training on its start grid, capacity held for each block a
+    run touches). ``certified_bound_usd`` (bound.py) bounds the full hourly problem instead.
     """
     settings = settings or SolveSettings()
     say = progress or (lambda _message: None)
@@ -115,10 +116,14 @@ def optimize(
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
         )
     baselines = compute_baselines(sets)
-    plan = build_plan(plan_model, result, baselines, method="staged-milp", elapsed={"build": build_seconds})
-    plan.data["solver"]["model_periods"] = len(sets.slots)
-    merged = len(sets.slots) < scenario.horizon.periods
-    plan.data["solver"]["aggregated_periods"] = len(sets.slots) if merged else 0
+    plan = build_plan(
+        plan_model,
+        result,
+        baselines,
+        method="staged-milp",
+        elapsed={"build": build_seconds},
+        model_slots=len(sets.slots),
+    )
     plan.data["solver"]["stage2_model_periods"] = len(fixed_sets.slots)
     plan.data["solver"]["stages"] = [
         {"stage": 1, "what": "node counts relaxed; commitments and training decided; lower bound",

@@ -48,7 +48,7 @@ from planner.optimize.build import (
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets
+from planner.optimize.sets import POOL, SPOT, TERM_TIER, PlanningSets
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
@@ -181,7 +181,7 @@ def certified_bound(
                         if key not in held:
                             held[key] = var(f"N{tier[0]}_{o}_{c}")
                             off = sets.offerings[o]
-                            price = off.on_demand_usd_h if tier == ON_DEMAND else off.spot_usd_h
+                            price = off.price(tier)
                             objective.append((held[key], (price or 0.0) * hours[c]))
                             held_use[(o, c)].append((held[key], 1.0))
                         held_links[key].append((x, 1.0))

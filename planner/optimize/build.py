@@ -163,7 +163,7 @@ def define_inference(model: PlanningModel) -> None:
         category = pulp.LpInteger if whole else pulp.LpContinuous
         held = model.var(f"N{tier[0]}_{o}_{s}", category, offering.max_nodes)
         model.held[(tier, o, s)] = held
-        price = offering.on_demand_usd_h if tier == ON_DEMAND else offering.spot_usd_h
+        price = offering.price(tier)
         assert price is not None
         model.objective_terms.append((held, price * sets.slots[s].hours))
         model.add(f"held_{tier[0]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)

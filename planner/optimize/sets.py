@@ -385,16 +385,12 @@ def _serve_tiers(
     return {key: tuple(tiers) for key, tiers in result.items()}
 
 
-def _tier_price(offering: Offering, tier: str) -> float | None:
-    return offering.on_demand_usd_h if tier == ON_DEMAND else offering.spot_usd_h
-
-
 def _beats(
     offerings: list[Offering], rpn: dict[tuple[int, int], float], tier: str, d: int, o: int, users: list[int]
 ) -> bool:
     """``d`` serves each of ``users`` at least as well as ``o`` on ``tier`` (ties: lower index)."""
     dom, off = offerings[d], offerings[o]
-    price_d, price_o = _tier_price(dom, tier), _tier_price(off, tier)
+    price_d, price_o = dom.price(tier), off.price(tier)
     if dom.max_nodes is not None or price_d is None or price_o is None or price_d > price_o:
         return False
     strictly = price_d < price_o

@@ -130,7 +130,10 @@ def build_plan(
     baselines: dict[str, Any],
     method: str,
     elapsed: dict[str, float],
+    model_slots: int | None = None,
 ) -> Plan:
+    """The plan from ``model``'s solution. ``model_slots``: slots of the model that decided it (the
+    first stage), when that differs from ``model``'s own."""
     sets = model.sets
     scenario = sets.scenario
     horizon = scenario.horizon
@@ -166,6 +169,7 @@ def build_plan(
     paid = total + penalty
     gap = max(0.0, paid - result.bound) / paid if paid > 0 else 0.0
 
+    slots = len(sets.slots) if model_slots is None else model_slots
     used_offerings = set(allocations["offering"]) | {c["offering"] for c in commitments}
     data: dict[str, Any] = {
         "schema": SCHEMA,
@@ -185,8 +189,8 @@ def build_plan(
             "bound_usd": result.bound,
             "gap": gap,
             "seconds": round(result.seconds, 3),
-            "aggregated_periods": len(sets.slots) if len(sets.slots) < horizon.periods else 0,
-            "model_periods": len(sets.slots),
+            "aggregated_periods": slots if slots < horizon.periods else 0,
+            "model_periods": slots,
             "training_start_grid_hours": sets.start_grid_periods * p,
             "block_hours": sets.block_periods * p,
             "method": method,
