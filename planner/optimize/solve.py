@@ -250,8 +250,8 @@ def _solve_cbc(
         if found:
             bound = float(found[-1])
         elif termination == Termination.OPTIMAL:
-            # CBC prints no "Lower bound" when the root LP is already integral: then bound = objective
-            bound = objective * (1 - gap) if "Gap" in text else objective
+            # CBC often prints no "Lower bound"; it stopped within gapRel, which proves this much
+            bound = objective * (1 - gap)
         else:
             bound = -math.inf
         bound = min(bound, objective)
