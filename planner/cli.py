@@ -87,6 +87,16 @@ def plan(
     start_grid_hours: Annotated[
         int | None, typer.Option(help="training start grid, hours (default: the block length)")
     ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            help="auto (default: hourly for big scenarios), staged (one MILP over merged periods, "
+            "then whole nodes) or hourly (cluster model decides, then every period planned exactly)"
+        ),
+    ] = "auto",
+    clusters_per_block: Annotated[
+        int, typer.Option(help="demand clusters per block in the certified bound and the hourly method")
+    ] = 4,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
     fail_on_unserved: Annotated[
         bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
@@ -99,7 +109,7 @@ def plan(
     Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html.
     """
     from models import scenario as scenario_io
-    from planner.optimize import SolveSettings, optimize
+    from planner.optimize import METHODS, SolveSettings, optimize
 
     say = _progress(quiet)
     try:
@@ -107,6 +117,10 @@ def plan(
             raise InputError(None, "--gap", f"must be in [0, 1), got {gap}")
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        if method.lower() not in METHODS:
+            raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
+        if clusters_per_block < 1:
+            raise InputError(None, "--clusters-per-block", f"must be at least 1, got {clusters_per_block}")
         loaded = scenario_io.load(scenario)
         catalog = _load_catalog(loaded.catalog, scenario)
         settings = SolveSettings(
@@ -117,6 +131,8 @@ def plan(
             verbose=verbose,
             block_hours=block_hours,
             start_grid_hours=start_grid_hours,
+            method=method.lower(),
+            bound_clusters_per_block=clusters_per_block,
         )
         if settings.solver not in ("highs", "cbc"):
             raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
@@ -141,7 +157,8 @@ def plan(
             out.print(f"  vs {label}: ${base:,.0f} -> saves {(base - total) / base:.1%}", highlight=False)
     solver_info = data["solver"]
     out.print(
-        f"  solver {solver_info['name']} {solver_info['status']}, gap {solver_info['gap']:.3%}, "
+        f"  {solver_info['method']} ({solver_info['name']}) {solver_info['status']}, "
+        f"certified gap {solver_info['gap']:.3%} (bound ${solver_info['bound_usd']:,.0f}), "
         f"{solver_info['seconds']:.1f} s; written to {output}/",
         highlight=False,
     )

@@ -18,11 +18,17 @@ from models.scenario import Scenario
 from planner.baselines import compute_baselines
 from planner.optimize.bound import BoundResult, certified_bound
 from planner.optimize.build import PlanningModel, create_model
-from planner.optimize.sets import ModelOptions, build_sets, fix_training
-from planner.optimize.solution import build_plan
+from planner.optimize.decompose import plan_hourly
+from planner.optimize.sets import ModelOptions, PlanningSets, build_sets, fix_training
+from planner.optimize.solution import build_plan, solution_from_model
 from planner.optimize.solve import SolveResult, Termination, solve, solve_separable
 
-__all__ = ["SolveSettings", "optimize"]
+__all__ = ["METHODS", "SolveSettings", "optimize"]
+
+METHODS = ("auto", "staged", "hourly")
+# ``auto`` takes the hourly method above this many (model slots x services): the staged MILP's size
+# grows with that product, the hourly method's cluster model does not
+HOURLY_ABOVE = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,8 @@ class SolveSettings:
     start_grid_hours: int | None = None
     certify: bool = True  # also bound the full hourly problem (planner/optimize/bound.py)
     bound_clusters_per_block: int | None = 4
+    method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (decompose.py); see METHODS
+    cluster_relax: bool | None = None  # hourly method: LP relaxation of the cluster model (None: by size)
 
 
 def optimize(
@@ -73,6 +81,13 @@ def optimize(
         f"{len(sets.offerings)} offerings, {len(sets.services)} services, {len(sets.runs)} training runs, "
         f"{len(sets.slots)} model slots, {len(sets.options)} placement options"
     )
+    if settings.method not in METHODS:
+        raise SolverError(f"unknown method {settings.method!r}; choose one of {', '.join(METHODS)}")
+    method = settings.method
+    if method == "auto":
+        method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
+    if method == "hourly":
+        return _optimize_hourly(sets, settings, say, time.perf_counter() - began)
     first = create_model(sets)
     build_seconds = time.perf_counter() - began
     say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
@@ -110,14 +125,17 @@ def optimize(
     say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
     certified = None
     if settings.certify:
-        certified = certified_bound(sets, settings.bound_clusters_per_block, time_limit=settings.time_limit)
+        # what is left of the time budget (at least a little: a bound stopped early is still valid)
+        spent = time.perf_counter() - began
+        left = None if settings.time_limit is None else max(5.0, settings.time_limit - spent)
+        certified = certified_bound(sets, settings.bound_clusters_per_block, time_limit=left)
         say(
             f"certified bound on the full hourly problem: ${certified.bound_usd:,.0f} "
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
         )
     baselines = compute_baselines(sets)
     plan = build_plan(
-        plan_model,
+        solution_from_model(plan_model),
         result,
         baselines,
         method="staged-milp",
@@ -133,14 +151,48 @@ def optimize(
          "status": final.termination.value, "objective_usd": final.objective,
          "bound_usd": final.bound, "seconds": round(final.seconds, 3)},
     ]  # fmt: skip
-    if certified is not None:
-        plan.data["solver"].update(_certificate(certified, result.objective))
+    if certified is not None:  # bound_usd/gap become the full hourly problem's; the model's stay too
+        solver = plan.data["solver"]
+        solver["model_bound_usd"], solver["model_gap"] = solver["bound_usd"], solver["gap"]
+        solver.update(_certificate(certified, result.objective))
     if stage3 is not None:
         plan.data["solver"]["stages"].append(
             {"stage": 3, "what": "whole nodes everywhere, warm-started from stage 2; tighter bound",
              "status": stage3.termination.value, "objective_usd": stage3.objective,
              "bound_usd": stage3.bound, "seconds": round(stage3.seconds, 3)}
         )  # fmt: skip
+    return plan
+
+
+def _optimize_hourly(
+    sets: PlanningSets, settings: SolveSettings, say: Callable[[str], None], build_seconds: float
+) -> Plan:
+    """The hourly method (decompose.py): cluster model -> training placed -> inference per period."""
+    if settings.solver != "highs":
+        say("the hourly method dispatches periods with HiGHS; --solver applies to the staged method only")
+    done = plan_hourly(
+        sets,
+        time_limit=settings.time_limit,
+        gap=settings.gap,
+        per_block=settings.bound_clusters_per_block,
+        relax=settings.cluster_relax,
+        progress=say,
+    )
+    say(f"plan: ${done.result.objective:,.0f}, certified gap {done.result.gap:.3%}")
+    plan = build_plan(
+        done.solution,
+        done.result,
+        compute_baselines(sets),
+        method="hourly-decomposition",
+        elapsed={"build": build_seconds},
+        model_slots=done.clusters,
+    )
+    solver = plan.data["solver"]
+    solver["bound_method"] = done.bound_method
+    solver["certified_bound_usd"], solver["certified_gap"] = solver["bound_usd"], solver["gap"]
+    solver["certified_bound_method"] = done.bound_method
+    solver["certified_bound_clusters"] = done.clusters
+    solver["stages"] = done.stages
     return plan
 
 
@@ -176,6 +228,9 @@ def _certificate(certified: BoundResult, objective: float) -> dict[str, object]:
     """The bound on the full hourly problem (every hourly start, whole nodes), as plan.json states it."""
     bound = min(certified.bound_usd, objective)
     return {
+        "bound_usd": bound,
+        "gap": _distance(objective, bound),
+        "bound_method": certified.method,
         "certified_bound_usd": bound,
         "certified_gap": _distance(objective, bound),
         "certified_bound_method": certified.method,

@@ -48,11 +48,26 @@ from planner.optimize.build import (
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import POOL, SPOT, TERM_TIER, PlanningSets
+from planner.optimize.sets import POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
+
+
+METHOD = "cluster-averaged relaxation, fractional node counts, energy-relaxed training (Jensen)"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDecisions:
+    """What the cluster model chose, for the hourly plan to start from (``planner/optimize/hourly.py``).
+
+    ``runs`` maps a run to (offering, tier, preferred start period); a run the model left unserved is
+    absent. With the LP relaxation (``relax``), each is the largest fraction's choice, rounded.
+    """
+
+    commitments: dict[tuple[int, str], int]  # (offering, term) -> nodes
+    runs: dict[int, tuple[int, str, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +76,8 @@ class BoundResult:
     clusters: int
     seconds: float
     solve: SolveResult
-    method: str = "cluster-averaged relaxation, fractional node counts, energy-relaxed training (Jensen)"
+    method: str = METHOD
+    decisions: ClusterDecisions | None = None
 
 
 def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 0) -> np.ndarray:
@@ -118,9 +134,20 @@ def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int)
 
 
 def certified_bound(
-    sets: PlanningSets, per_block: int | None = None, time_limit: float | None = None, gap: float = 1e-4
+    sets: PlanningSets,
+    per_block: int | None = None,
+    time_limit: float | None = None,
+    gap: float = 1e-4,
+    relax: bool = False,
+    start: dict[str, float] | None = None,
 ) -> BoundResult:
-    """Solve the cluster model of the module docstring; its proven bound bounds the full hourly problem."""
+    """Solve the cluster model of the module docstring; its proven bound bounds the full hourly problem.
+
+    ``relax`` solves its LP relaxation instead (commitments and run choices fractional too): a weaker
+    bound, still valid (a relaxation of a relaxation), found in one LP solve where the MILP is too big.
+    The result carries the model's decisions (:class:`ClusterDecisions`). ``start`` (from
+    :func:`start_from`) hands HiGHS a plan's integer decisions as its first incumbent.
+    """
     began = time.perf_counter()
     cluster = cluster_slots(sets, per_block)
     clusters = int(cluster.max()) + 1 if len(cluster) else 0
@@ -204,6 +231,7 @@ def certified_bound(
     for c in range(clusters):
         clusters_of_block[int(cluster_block[c])].append(c)
     by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    chosen_by: dict[tuple[int, int, str], tuple[pulp.LpVariable, list]] = {}  # combo -> (y, variants)
     share = sets.scenario.purchase.max_spot_share
     spot_terms: list[tuple[pulp.LpVariable, float]] = []
     for (r, o, tier), (periods, cost) in combos.items():
@@ -220,6 +248,8 @@ def certified_bound(
         inside = np.bincount(window, minlength=clusters) * p
         choice = [(y, -1.0)]
         partial: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # block -> energy
+        variants: list[tuple[pulp.LpVariable, pulp.LpVariable | None, tuple[int, int, int, int]]] = []
+        chosen_by[(r, o, tier)] = (y, variants)
         for k, (b0, last, lo, hi) in enumerate(
             _start_variants(run.first_period, run.end_period, periods, block)
         ):
@@ -227,8 +257,10 @@ def certified_bound(
             choice.append((v, 1.0))
             if last == b0:  # the whole run inside one block
                 partial[b0].append((v, nodes * periods * p))
+                variants.append((v, None, (b0, last, lo, hi)))
                 continue
             z = var(f"Z_{name}_{k}", float(hi))  # z = offset * v, offset in [lo, hi]
+            variants.append((v, z, (b0, last, lo, hi)))
             constraints[f"zlo_{name}_{k}"] = LpCon(
                 LpExpr([(z, 1.0), (v, -lo)]), pulp.LpConstraintGE, None, 0.0
             )
@@ -304,10 +336,77 @@ def certified_bound(
         constraint.name = name
     problem.extend(constraints)
     problem.setObjective(LpExpr(objective))
-    result = solve(problem, time_limit=time_limit, gap=gap)
+    if relax:
+        for variable in problem.variables():
+            variable.cat = pulp.LpContinuous
+    result = solve(problem, time_limit=time_limit, gap=gap, start=start)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
     bound = result.bound if result.ok else float("-inf")
-    return BoundResult(bound, clusters, time.perf_counter() - began, result)
+    decisions = _decisions(sets, commit, chosen_by) if result.ok else None
+    method = METHOD + (", LP relaxation" if relax else "")
+    return BoundResult(bound, clusters, time.perf_counter() - began, result, method, decisions)
+
+
+def start_from(
+    sets: PlanningSets,
+    commitments: dict[tuple[int, str], int],
+    placements: list[TrainingOption],
+    unserved_runs: list[int],
+) -> dict[str, float]:
+    """A plan's integer decisions in the cluster model's variable names (commitments, each run's
+    choice and start variant); HiGHS completes the rest. Any hourly plan maps to a feasible point of
+    the cluster model (it is a relaxation), so the completed start is an incumbent."""
+    values: dict[str, float] = {}
+    for o, terms in sets.terms.items():
+        for term in terms:
+            values[f"R_{o}_{term}"] = float(commitments.get((o, term), 0))
+    combos: dict[tuple[int, int, str], int] = {}
+    for option in sets.options:
+        combos.setdefault((option.run, option.offering, option.tier), option.periods)
+    placed = {option.run: option for option in placements}
+    block = sets.block_periods
+    for (r, o, tier), periods in combos.items():
+        name = f"{r}_{o}_{tier[0]}"
+        option = placed.get(r)
+        chosen = option is not None and (option.offering, option.tier) == (o, tier)
+        values[f"Y_{name}"] = 1.0 if chosen else 0.0
+        run = sets.runs[r]
+        for k, (b0, _last, lo, hi) in enumerate(
+            _start_variants(run.first_period, run.end_period, periods, block)
+        ):
+            hit = chosen and option is not None and option.start // block == b0
+            hit = hit and option is not None and lo <= option.start - b0 * block <= hi
+            values[f"V_{name}_{k}"] = 1.0 if hit else 0.0
+    for r in range(len(sets.runs)):
+        values[f"UT_{r}"] = 1.0 if r in unserved_runs else 0.0
+    return values
+
+
+def _value(variable: pulp.LpVariable | None) -> float:
+    return float(variable.varValue or 0.0) if variable is not None else 0.0
+
+
+def _decisions(
+    sets: PlanningSets,
+    commit: dict[tuple[int, str], pulp.LpVariable],
+    chosen_by: dict[tuple[int, int, str], tuple[pulp.LpVariable, list]],
+) -> ClusterDecisions:
+    """Commitments rounded, and per run the combo and start variant holding the largest fraction."""
+    commitments = {key: round(_value(v)) for key, v in commit.items() if round(_value(v)) > 0}
+    best: dict[int, tuple[float, int, str, int]] = {}
+    block = sets.block_periods
+    for (r, o, tier), (y, variants) in chosen_by.items():
+        weight = _value(y)
+        if weight < 1e-6 or weight <= best.get(r, (0.0,))[0]:
+            continue
+        v, z, (b0, _last, lo, hi) = max(variants, key=lambda item: _value(item[0]))
+        share = _value(v)
+        offset = _value(z) / share if z is not None and share > 1e-9 else (lo + hi) / 2
+        run = sets.runs[r]
+        start = b0 * block + round(min(max(offset, lo), hi))
+        best[r] = (weight, o, tier, max(run.first_period, start))
+    runs = {r: (o, tier, start) for r, (_weight, o, tier, start) in best.items()}
+    return ClusterDecisions(commitments, runs)
 
 
 def _guarantees(

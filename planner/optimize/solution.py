@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
 from models.scenario import Scenario
 from models.workloads import period_start
 from planner.optimize.build import PlanningModel
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult
 
 EPS = 1e-6
@@ -46,18 +47,23 @@ def committed_nodes(model: PlanningModel) -> dict[int, dict[str, int]]:
     return dict(result)
 
 
-def _pool_split(commits: dict[str, int]) -> list[tuple[str, float]]:
-    total = sum(commits.values())
-    return [(f"reserved_{term}", nodes / total) for term, nodes in sorted(commits.items()) if nodes]
+@dataclass
+class Solution:
+    """A solved plan as plain data, whichever method produced it (one model, or the hourly method)."""
+
+    sets: PlanningSets
+    commits: dict[int, dict[str, int]]  # offering -> {term: nodes}
+    inference: pd.DataFrame  # period, o, tier (POOL/ON_DEMAND/SPOT), i, nodes (held tiers: whole-node share)
+    placements: list[TrainingOption]
+    unserved_replicas: np.ndarray  # (services, periods)
+    unserved_runs: list[int]
+    guarantee_short: dict[str, float]
+    penalty_usd: float
 
 
-def extract_allocations(model: PlanningModel) -> pd.DataFrame:
+def solution_from_model(model: PlanningModel) -> Solution:
+    """The model's variable values, slots written back out per period."""
     sets = model.sets
-    p = sets.period_hours
-    commits = committed_nodes(model)
-    ids = [o.id for o in sets.offerings]
-
-    # inference: per slot values, then written out per period of the slot
     held_total: dict[tuple[str, int, int], float] = defaultdict(float)
     for (tier, _i, o, s), var in model.serve.items():
         if tier != POOL:
@@ -67,30 +73,57 @@ def extract_allocations(model: PlanningModel) -> pd.DataFrame:
         nodes = _value(var)
         if nodes <= EPS:
             continue
-        if tier == POOL:
-            for label, share in _pool_split(commits.get(o, {})):
-                records.append((s, o, label, i, nodes * share))
-        else:
+        if tier != POOL:
             used = held_total[(tier, o, s)]
-            held = whole_nodes(used)
-            records.append((s, o, tier, i, nodes * held / used if used > EPS else 0.0))
+            nodes = nodes * whole_nodes(used) / used if used > EPS else 0.0
+        records.append((s, o, tier, i, nodes))
+    slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes"])
+    period_slot = pd.DataFrame({"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period})
+    inference = period_slot.merge(slot_rows, on="slot").drop(columns=["slot"])
+    unserved_slot = np.zeros((len(sets.services), len(sets.slots)))
+    for (i, s), var in model.unserved_replicas.items():
+        unserved_slot[i, s] = _value(var)
+    return Solution(
+        sets=sets,
+        commits=committed_nodes(model),
+        inference=inference,
+        placements=[option for a, option in enumerate(sets.options) if _value(model.place[a]) >= 0.5],
+        unserved_replicas=unserved_slot[:, sets.slot_of_period],
+        unserved_runs=[r for r, var in model.unserved_run.items() if _value(var) > 0.5],
+        guarantee_short={team: _value(var) for team, var in model.guarantee_short.items()},
+        penalty_usd=sum(_value(var) * coef for var, coef in model.penalty_terms),
+    )
+
+
+def _pool_split(commits: dict[str, int]) -> list[tuple[str, float]]:
+    total = sum(commits.values())
+    return [(f"reserved_{term}", nodes / total) for term, nodes in sorted(commits.items()) if nodes]
+
+
+def extract_allocations(solution: Solution) -> pd.DataFrame:
+    sets = solution.sets
+    p = sets.period_hours
+    commits = solution.commits
+    ids = [o.id for o in sets.offerings]
     frames = []
-    if records:
-        slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes"])
-        period_slot = pd.DataFrame(
-            {"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period}
-        )
-        rows = period_slot.merge(slot_rows, on="slot")
+    rows = solution.inference
+    if len(rows):
+        held = rows[rows["tier"] != POOL]
+        parts = [held]
+        pool = rows[rows["tier"] == POOL]
+        for o, terms in commits.items():  # committed use split between the terms, by nodes committed
+            mine = pool[pool["o"] == o]
+            for label, share in _pool_split(terms):
+                parts.append(mine.assign(tier=label, nodes=mine["nodes"] * share))
+        rows = pd.concat(parts, ignore_index=True)
         rows["workload"] = [sets.services[i].name for i in rows["i"]]
         rows["team"] = [sets.services[i].team for i in rows["i"]]
         rows["kind"] = "inference"
-        frames.append(rows.drop(columns=["slot", "i"]))
+        frames.append(rows.drop(columns=["i"]))
 
     # training: the run's real periods (the model held whole blocks; the plan uses what it needs)
     train_rows = []
-    for a, option in enumerate(sets.options):
-        if _value(model.place[a]) < 0.5:
-            continue
+    for option in solution.placements:
         run = sets.runs[option.run]
         tiers = _pool_split(commits.get(option.offering, {})) if option.tier == POOL else [(option.tier, 1.0)]
         for label, share in tiers:
@@ -125,21 +158,21 @@ def extract_allocations(model: PlanningModel) -> pd.DataFrame:
 
 
 def build_plan(
-    model: PlanningModel,
+    solution: Solution,
     result: SolveResult,
     baselines: dict[str, Any],
     method: str,
     elapsed: dict[str, float],
     model_slots: int | None = None,
 ) -> Plan:
-    """The plan from ``model``'s solution. ``model_slots``: slots of the model that decided it (the
-    first stage), when that differs from ``model``'s own."""
-    sets = model.sets
+    """The plan from a solution. ``model_slots``: slots of the model that decided it (the first
+    stage), when that differs from the solution's sets."""
+    sets = solution.sets
     scenario = sets.scenario
     horizon = scenario.horizon
     p = horizon.period_hours
-    allocations = extract_allocations(model)
-    commits = committed_nodes(model)
+    allocations = extract_allocations(solution)
+    commits = solution.commits
 
     commitments = []
     for o, terms in sorted(commits.items()):
@@ -158,14 +191,14 @@ def build_plan(
                 }
             )
 
-    training = _training_records(model, commits)
-    unserved = _unserved(model)
+    training = _training_records(solution)
+    unserved = _unserved(solution)
     costs = _costs(sets, allocations, commitments)
     total = costs["total_usd"]
     pools = _pools(sets, allocations, commits)
     committed_hours = sum(pool["committed_node_hours"] for pool in pools.values())
     used_hours = sum(pool["used_node_hours"] for pool in pools.values())
-    penalty = sum(_value(var) * coef for var, coef in model.penalty_terms)
+    penalty = solution.penalty_usd
     paid = total + penalty
     gap = max(0.0, paid - result.bound) / paid if paid > 0 else 0.0
 
@@ -196,7 +229,8 @@ def build_plan(
             "method": method,
             "build_seconds": round(elapsed.get("build", 0.0), 3),
             "penalty_usd": penalty,
-            "notes": [*sets.notes, "bound_usd is the solver's proven lower bound for this model"],
+            "bound_method": "the solver's proven lower bound for the planning model",
+            "notes": list(sets.notes),
         },
         "offerings": {
             o.id: {
@@ -230,14 +264,13 @@ def build_plan(
     return Plan(data, allocations)
 
 
-def _training_records(model: PlanningModel, commits: dict[int, dict[str, int]]) -> list[dict[str, Any]]:
-    sets = model.sets
+def _training_records(solution: Solution) -> list[dict[str, Any]]:
+    sets = solution.sets
+    commits = solution.commits
     horizon = sets.scenario.horizon
     p = horizon.period_hours
     records = []
-    for a, option in enumerate(sets.options):
-        if _value(model.place[a]) < 0.5:
-            continue
+    for option in solution.placements:
         run = sets.runs[option.run]
         offering = sets.offerings[option.offering]
         if option.tier == POOL:
@@ -275,21 +308,16 @@ def _training_records(model: PlanningModel, commits: dict[int, dict[str, int]]) 
     return records
 
 
-def _unserved(model: PlanningModel) -> list[dict[str, Any]]:
-    sets = model.sets
+def _unserved(solution: Solution) -> list[dict[str, Any]]:
+    sets = solution.sets
     p = sets.period_hours
     result = []
     for i, service in enumerate(sets.services):
-        hours = 0.0
-        replica_hours = 0.0
-        for s, slot in enumerate(sets.slots):
-            var = model.unserved_replicas.get((i, s))
-            value = _value(var) if var is not None else 0.0
-            if value > EPS:
-                hours += slot.hours
-                replica_hours += value * slot.hours
+        short = solution.unserved_replicas[i]
+        hours = float((short > EPS).sum() * p)
+        replica_hours = float(short[short > EPS].sum() * p)
         if replica_hours > EPS:
-            reason = sets.no_offering_reason.get(i) or _inference_reason(model, i)
+            reason = sets.no_offering_reason.get(i) or _inference_reason(sets, i)
             result.append(
                 {
                     "workload": service.name,
@@ -300,24 +328,23 @@ def _unserved(model: PlanningModel) -> list[dict[str, Any]]:
                     "reason": reason,
                 }
             )
-    for r, run in enumerate(sets.runs):
-        if _value(model.unserved_run[r]) > 0.5:
-            reason = sets.no_option_reason.get(r) or (
-                "no room in its window: capacity (max_nodes), the team's burst limit or max_spot_share "
-                "leave no placement"
-            )
-            result.append(
-                {
-                    "workload": run.job.name,
-                    "kind": "training",
-                    "team": run.job.team,
-                    "run": run.run,
-                    "gpu_hours": run.gpus * run.job.hours,
-                    "reason": reason,
-                }
-            )
-    for team, var in model.guarantee_short.items():
-        short = _value(var)
+    for r in solution.unserved_runs:
+        run = sets.runs[r]
+        reason = sets.no_option_reason.get(r) or (
+            "no room in its window: capacity (max_nodes), the team's burst limit or max_spot_share "
+            "leave no placement"
+        )
+        result.append(
+            {
+                "workload": run.job.name,
+                "kind": "training",
+                "team": run.job.team,
+                "run": run.run,
+                "gpu_hours": run.gpus * run.job.hours,
+                "reason": reason,
+            }
+        )
+    for team, short in solution.guarantee_short.items():
         if short > EPS:
             result.append(
                 {
@@ -331,8 +358,7 @@ def _unserved(model: PlanningModel) -> list[dict[str, Any]]:
     return result
 
 
-def _inference_reason(model: PlanningModel, i: int) -> str:
-    sets = model.sets
+def _inference_reason(sets: PlanningSets, i: int) -> str:
     service = sets.services[i]
     team = sets.scenario.team[service.team]
     limited = [sets.offerings[o].id for o in sets.eligible(i) if sets.offerings[o].max_nodes is not None]

@@ -73,7 +73,8 @@ def solve(
     """Solve ``problem`` in place (variables get ``varValue``) and report how it went.
 
     ``start`` (variable name -> value) is a feasible solution handed to HiGHS as its first incumbent,
-    so branch and bound can prune from the start (CBC ignores it).
+    so branch and bound can prune from the start (CBC ignores it). A start that names only some
+    variables (say, the integer ones) is completed by HiGHS.
     """
     if solver not in SOLVERS:
         raise SolverError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -176,7 +177,14 @@ def _solve_highs(
     if threads is not None:
         highs.setOptionValue("threads", int(threads))
     highs.passModel(lp)
-    if start:
+    if start and len(start) < len(variables):  # a partial start: HiGHS completes it (integers fixed)
+        given = [(k, start[var.name]) for k, var in enumerate(variables) if var.name in start]
+        highs.setSolution(
+            len(given),
+            np.array([k for k, _ in given], dtype=np.int32),
+            np.array([value for _, value in given], dtype=float),
+        )
+    elif start:
         incumbent = highspy.HighsSolution()
         incumbent.col_value = [start.get(var.name, 0.0) for var in variables]
         incumbent.value_valid = True

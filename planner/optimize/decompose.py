@@ -1,0 +1,296 @@
+"""The hourly method for big scenarios: decide on clusters, then plan every period exactly.
+
+1. *Decide.* The cluster model of ``bound.py`` (each block's periods grouped by demand, training at
+   block resolution) chooses the commitments and each run's offering, tier and approximate start.
+   Its proven bound is the certified lower bound on the full hourly problem (Jensen, see bound.py),
+   so the same solve gives the decisions and the certificate. Its LP relaxation first (one LP, a
+   valid if weaker bound, decisions rounded), turned into a plan by steps 2-3; then the MILP,
+   warm-started from that plan, for the time left: a better plan and a tighter bound.
+2. *Place training* period by period (``hourly.schedule_training``): pool runs within commitments,
+   nothing above ``max_nodes`` or a team's burst limit, nearest to the cluster model's start.
+3. *Dispatch inference* in every period in whole nodes (``hourly.dispatch``): exact per period for
+   these commitments and placements, so the plan is feasible hour by hour by construction.
+The plan's cost is measured on what is written (allocations + commitments + penalties), and its gap
+against the certified bound is a true optimality certificate for the full hourly problem.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pulp
+
+from models.errors import SolverError
+from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
+from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
+from planner.optimize.commitments import tune_commitments
+from planner.optimize.hourly import TIER_CODES, Dispatch, Schedule, dispatch, schedule_training
+from planner.optimize.sets import SPOT, TERM_TIER, PlanningSets
+from planner.optimize.solution import Solution
+from planner.optimize.solve import SolveResult, Termination, solve
+
+
+@dataclass
+class Realized:
+    """An hourly plan made from one set of cluster-model decisions."""
+
+    solution: Solution
+    schedule: Schedule
+    dispatch: Dispatch
+    commitments: dict[tuple[int, str], int]
+    objective: float
+
+
+@dataclass
+class HourlyResult:
+    solution: Solution
+    result: SolveResult  # objective = the plan's cost incl. penalties; bound = the certified bound
+    clusters: int
+    stages: list[dict[str, object]]
+    schedule: Schedule
+    dispatch: Dispatch
+    bound_method: str
+
+
+def plan_hourly(
+    sets: PlanningSets,
+    time_limit: float | None,
+    gap: float,
+    per_block: int | None,
+    relax: bool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> HourlyResult:
+    """Plan every period of ``sets`` (module docstring); ``relax`` True stops after the LP stage."""
+    say = progress or (lambda _message: None)
+    began = time.perf_counter()
+
+    def left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - began)
+
+    say(f"cluster model, LP relaxation ({per_block or 'every slot its own'} cluster(s) per block)")
+    lp = certified_bound(sets, per_block, time_limit=left(), gap=gap / 2, relax=True)
+    if lp.decisions is None:
+        raise SolverError(
+            f"the cluster model's LP stopped with status '{lp.solve.termination.value}' after "
+            f"{lp.seconds:.1f} s (try a longer --time-limit)"
+        )
+    say(f"LP relaxation: bound ${lp.bound_usd:,.0f} ({lp.clusters} clusters, {lp.seconds:.1f} s)")
+    bound, method = lp.bound_usd, lp.method
+    first = _schedule(sets, lp.decisions, say)
+    best: Realized | None = None
+    milp_stage: dict[str, object] | None = None
+    remaining = left()
+    if relax is not True and (remaining is None or remaining > 10):
+        # the MILP, warm-started from the LP's rounded decisions; ~1/4 of the time stays for dispatch
+        start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
+        limit = None if remaining is None else 0.75 * remaining
+        say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
+        milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
+        if milp.solve.ok and milp.bound_usd > bound:
+            bound, method = milp.bound_usd, milp.method
+        if milp.decisions is not None:
+            best = _dispatch(sets, _tune(sets, _schedule(sets, milp.decisions, say), left, say), say)
+            say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
+        milp_stage = _stage(2, "cluster model, MILP warm-started from stage 1: decisions, bound", milp, best)
+    lp_what = "cluster model, LP relaxation: decisions (rounded), bound"
+    if best is None:  # no MILP stage, or it found nothing: the LP's decisions make the plan
+        best = _dispatch(sets, _tune(sets, first, left, say), say)
+        stages = [_stage(1, lp_what, lp, best)]
+    else:
+        stages = [_stage(1, lp_what, lp, None)]
+    if milp_stage is not None:
+        stages.append(milp_stage)
+    objective = best.objective
+    bound = min(bound, objective)
+    distance = max(0.0, objective - bound) / max(objective, 1e-9)
+    termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.TIME_LIMIT
+    result = SolveResult("HiGHS", termination, objective, bound, time.perf_counter() - began)
+    return HourlyResult(best.solution, result, lp.clusters, stages, best.schedule, best.dispatch, method)
+
+
+def _stage(number: int, what: str, cluster: BoundResult, realized: Realized | None) -> dict[str, object]:
+    stage: dict[str, object] = {
+        "stage": number,
+        "what": what,
+        "status": cluster.solve.termination.value,
+        "cluster_objective_usd": cluster.solve.objective,
+        "bound_usd": cluster.bound_usd,
+        "seconds": round(cluster.seconds, 3),
+    }
+    if realized is not None:
+        stage.update(
+            objective_usd=realized.objective,
+            runs_moved=realized.schedule.moved,
+            nodes_committed_for_gangs=sum(realized.schedule.added.values()),
+            distinct_periods=realized.dispatch.distinct_periods,
+            repaired_periods=realized.dispatch.repaired_periods,
+            dispatch_lp_usd=realized.dispatch.lp_cost_usd,
+            dispatch_seconds=round(realized.dispatch.seconds, 3),
+        )
+    return stage
+
+
+@dataclass
+class Scheduled:
+    commitments: dict[tuple[int, str], int]
+    committed: np.ndarray  # nodes per offering, both terms
+    schedule: Schedule
+
+
+def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[str], None]) -> Scheduled:
+    """Training placed period by period for the cluster model's decisions."""
+    commitments = dict(decisions.commitments)
+    committed = np.zeros(len(sets.offerings))
+    for (o, _term), nodes in commitments.items():
+        committed[o] += nodes
+    preferred = _within_spot_share(sets, dict(decisions.runs))
+    schedule = schedule_training(sets, committed, preferred)  # may commit more nodes for gangs
+    for key, nodes in schedule.added.items():
+        commitments[key] = commitments.get(key, 0) + nodes
+    say(
+        f"training placed period by period: {len(schedule.placements)} runs, {schedule.moved} moved from the "
+        f"cluster model's choice, {len(schedule.unserved_runs)} unserved, "
+        f"{sum(schedule.added.values())} nodes committed for gangs"
+    )
+    return Scheduled(commitments, committed, schedule)
+
+
+def _tune(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+) -> Scheduled:
+    """Commitments re-tuned on every period's exact cost (commitments.py), within half the time left."""
+    remaining = left()
+    budget = None if remaining is None else 0.5 * remaining
+    if budget is not None and budget < 1.0:
+        return scheduled
+    tuned = tune_commitments(sets, scheduled.commitments, scheduled.schedule.occupancy, budget, say)
+    say(
+        f"commitments re-tuned on every period: ${tuned.cost_before:,.0f} -> ${tuned.cost_after:,.0f} "
+        f"(commitments + fractional inference, {tuned.iterations} iterations, {tuned.seconds:.1f} s)"
+    )
+    committed = np.zeros(len(sets.offerings))
+    for (o, _term), nodes in tuned.commitments.items():
+        committed[o] += nodes
+    return Scheduled(tuned.commitments, committed, scheduled.schedule)
+
+
+def _dispatch(sets: PlanningSets, scheduled: Scheduled, say: Callable[[str], None]) -> Realized:
+    """Inference dispatched period by period around the placed training: the finished plan."""
+    hourly = dispatch(sets, scheduled.committed, scheduled.schedule.occupancy, progress=say)
+    say(
+        f"inference dispatched in whole nodes: {hourly.distinct_periods:,} distinct periods, "
+        f"{hourly.seconds:.1f} s"
+    )
+    solution = _solution(sets, scheduled.commitments, scheduled.schedule, hourly)
+    return Realized(
+        solution, scheduled.schedule, hourly, scheduled.commitments, _cost(sets, solution, hourly)
+    )
+
+
+def _within_spot_share(
+    sets: PlanningSets, runs: dict[int, tuple[int, str, int]]
+) -> dict[int, tuple[int, str, int]]:
+    """Rounded LP choices may put more than ``max_spot_share`` on spot: move the spot runs that save
+    least per GPU-hour to their cheapest other tier until the share holds."""
+    share = sets.scenario.purchase.max_spot_share
+    if share >= 1.0:
+        return runs
+    cheapest: dict[tuple[int, bool], tuple[float, int, str]] = {}
+    for option in sets.options:
+        key = (option.run, option.tier == SPOT)
+        if key not in cheapest or option.cost_usd < cheapest[key][0]:
+            cheapest[key] = (option.cost_usd, option.offering, option.tier)
+    gpu_hours = {r: run.gpus * run.job.hours for r, run in enumerate(sets.runs)}
+    total = sum(gpu_hours[r] for r in runs)
+    on_spot = [r for r, (_o, tier, _s) in runs.items() if tier == SPOT]
+    spot_hours = sum(gpu_hours[r] for r in on_spot)
+
+    def saving(r: int) -> float:
+        other = cheapest.get((r, False))
+        spot = cheapest.get((r, True))
+        return (other[0] - spot[0]) / gpu_hours[r] if other and spot else float("inf")
+
+    for r in sorted(on_spot, key=saving):
+        if spot_hours <= share * total + 1e-9:
+            break
+        other = cheapest.get((r, False))
+        if other is None:
+            continue
+        runs[r] = (other[1], other[2], runs[r][2])
+        spot_hours -= gpu_hours[r]
+    return runs
+
+
+def _solution(
+    sets: PlanningSets, commitments: dict[tuple[int, str], int], schedule: Schedule, hourly: Dispatch
+) -> Solution:
+    commits: dict[int, dict[str, int]] = {}
+    for (o, term), nodes in commitments.items():
+        commits.setdefault(o, {})[term] = nodes
+    rows = hourly.rows
+    inference = pd.DataFrame(
+        {
+            "period": rows["period"],
+            "o": rows["o"],
+            "tier": np.array(TIER_CODES, dtype=object)[rows["tier"]],
+            "i": rows["i"],
+            "nodes": rows["nodes"],
+        }
+    )
+    shortfall = _guarantee_shortfall(sets, commitments)
+    p = sets.period_hours
+    penalty = sum(
+        float(hourly.unserved[i].sum()) * replica_penalty(sets, i) * p for i in range(len(sets.services))
+    )
+    penalty += sum(run_penalty(sets, r) for r in schedule.unserved_runs)
+    penalty += sum(shortfall.values()) * guarantee_penalty_per_gpu(sets)
+    return Solution(
+        sets=sets,
+        commits=commits,
+        inference=inference,
+        placements=schedule.placements,
+        unserved_replicas=hourly.unserved,
+        unserved_runs=schedule.unserved_runs,
+        guarantee_short=shortfall,
+        penalty_usd=penalty,
+    )
+
+
+def _guarantee_shortfall(sets: PlanningSets, commitments: dict[tuple[int, str], int]) -> dict[str, float]:
+    """Guaranteed GPUs the fixed commitments cannot back (the guarantee rows of build.py, R fixed)."""
+    if not any(team.guaranteed_gpus > 0 for team in sets.scenario.teams):
+        return {}
+    problem = pulp.LpProblem("guarantees", pulp.LpMinimize)
+    commit = {}
+    for o, terms in sets.terms.items():
+        for term in terms:
+            nodes = float(commitments.get((o, term), 0))
+            commit[(o, term)] = problem.add_variable(f"R_{o}_{term}", nodes, nodes, pulp.LpContinuous)
+    family = guarantee_rows(
+        sets, commit, lambda name, up: problem.add_variable(name, 0, up, pulp.LpContinuous)
+    )
+    for name, (terms, sense, rhs) in family.rows.items():
+        problem.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+    problem.setObjective(pulp.lpSum(family.shortfall.values()))
+    result = solve(problem, gap=0.0)
+    if not result.ok:  # pragma: no cover - the shortfall columns make it always feasible
+        raise SolverError("the guarantee check failed")
+    return {team: float(var.varValue or 0.0) for team, var in family.shortfall.items()}
+
+
+def _cost(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> float:
+    """Commitments + inference held nodes + training + penalties, as the written plan adds it up."""
+    commitments = sum(
+        nodes * (sets.offerings[o].price(TERM_TIER[term]) or 0.0) * sets.horizon_hours
+        for o, terms in solution.commits.items()
+        for term, nodes in terms.items()
+    )
+    training = sum(option.cost_usd for option in solution.placements)
+    return commitments + hourly.held_cost_usd + training + solution.penalty_usd
