@@ -205,8 +205,9 @@ def child_full_hourly(conn: Connection, scenario_path: str, time_limit: float, m
 
 
 @_reporting_errors
-def child_current(conn: Connection, scenario_path: str, time_limit: float) -> None:
-    """(b) ``optimize`` with default settings but the time limit; its progress lines go to the parent."""
+def child_current(conn: Connection, scenario_path: str, time_limit: float, method: str = "auto") -> None:
+    """(b) ``optimize`` with default settings but the time limit (and ``method``); its progress lines
+    go to the parent."""
     _quiet()
     from gen import load
 
@@ -219,7 +220,7 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float) -> No
         scenario,
         catalog,
         path.parent,
-        SolveSettings(time_limit=time_limit),
+        SolveSettings(time_limit=time_limit, method=method),
         progress=lambda message: conn.send(("phase", {"phase": message})),
     )
     wall = time.perf_counter() - began
@@ -228,7 +229,12 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float) -> No
         (
             "result",
             {
-                "slots": f"{solver['model_periods']}/{solver['stage2_model_periods']}",
+                "slots": (
+                    f"{solver['model_periods']}/{solver['stage2_model_periods']}"
+                    if "stage2_model_periods" in solver
+                    else f"{solver['model_periods']} clusters"
+                ),
+                "method": solver["method"],
                 "build_s": solver["build_seconds"],
                 "solve_s": solver["seconds"],
                 "wall_s": wall,
@@ -449,11 +455,12 @@ def full_row(size: str, outcome: Outcome, limit: float, rss_cap: float) -> dict[
     return row
 
 
-def current_row(size: str, outcome: Outcome, limit: float) -> dict[str, str]:
+def current_row(size: str, outcome: Outcome, limit: float, method: str = "auto") -> dict[str, str]:
     """Row (b): the current method's plan, or why there is none."""
+    chosen = outcome.result["method"] if outcome.result is not None else method
     row = {
         "size": size,
-        "method": f"(b) current optimize() ({limit:.0f} s)",
+        "method": f"(b) optimize() {method}: {chosen} ({limit:.0f} s)",
         "peak": f"{outcome.peak_gib:.1f}",
     }
     result = outcome.result
@@ -562,6 +569,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--full-max-starts", type=int, default=None, help="training starts per run in (a) [product default]"
     )
+    parser.add_argument(
+        "--methods", default="auto", help="comma-separated --method values for (b) [%(default)s]"
+    )
+    parser.add_argument("--skip-full", action="store_true", help="skip (a) (the straightforward model)")
     args = parser.parse_args(argv)
 
     from gen import SIZES, summary, write
@@ -589,47 +600,57 @@ def main(argv: list[str] | None = None) -> None:
             say(f"{size}: {summary(path)}")
             limit = args.full_time_limit or FULL_TIME_LIMIT.get(size, 300.0)
             grace = args.build_grace or BUILD_GRACE.get(size, 240.0)
-            say(f"{size}: (a) full hourly MILP, T = {limit:.0f} s, build grace {grace:.0f} s")
-            full = run_monitored(
-                child_full_hourly,
-                (str(path), limit, max_starts),
-                grace,
-                limit + args.solve_grace,
-                args.rss_cap_gib,
-                say,
-            )
-            say(f"{size}: (a) {full.ending} after {full.seconds:.0f} s")
-            method_deadline = grace + 4 * args.time_limit  # stages 1-3 each get up to the limit's remainder
-            say(f"{size}: (b) current optimize(), time limit {args.time_limit:.0f} s")
-            current = run_monitored(
-                child_current, (str(path), args.time_limit), method_deadline, None, args.rss_cap_gib, say
-            )
-            say(f"{size}: (b) {current.ending} after {current.seconds:.0f} s")
-            rows.append(full_row(size, full, limit, args.rss_cap_gib))
-            rows.append(current_row(size, current, args.time_limit))
-            rows.append(ratio_row(size, full, current))
-            check = cross_check(size, full, current)
-            if check:
-                notes.append(check)
-            if current.error:
-                notes.append(f"{size} (b) error: {current.error}")
+            if args.skip_full:
+                full = Outcome(None, killed="skipped")
+            else:
+                say(f"{size}: (a) full hourly MILP, T = {limit:.0f} s, build grace {grace:.0f} s")
+                full = run_monitored(
+                    child_full_hourly,
+                    (str(path), limit, max_starts),
+                    grace,
+                    limit + args.solve_grace,
+                    args.rss_cap_gib,
+                    say,
+                )
+                say(f"{size}: (a) {full.ending} after {full.seconds:.0f} s")
+                rows.append(full_row(size, full, limit, args.rss_cap_gib))
             if full.error:
                 notes.append(f"{size} (a) error: {full.error}")
-            if current.result is not None:
-                stages = ", ".join(
-                    f"stage {st['stage']} {st['seconds']:.1f} s {st['status']}"
-                    for st in current.result["stages"]
+            for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
+                method_deadline = grace + 4 * args.time_limit  # generous: a run over it is a finding
+                say(f"{size}: (b) optimize() --method {method}, time limit {args.time_limit:.0f} s")
+                current = run_monitored(
+                    child_current,
+                    (str(path), args.time_limit, method),
+                    method_deadline,
+                    None,
+                    args.rss_cap_gib,
+                    say,
                 )
-                notes.append(
-                    f"{size} (b): plan cost (no penalties) ${current.result['cost']:,.0f}; "
-                    f"{current.result['unserved']} unserved item(s); {stages}"
-                )
+                say(f"{size}: (b) {current.ending} after {current.seconds:.0f} s")
+                rows.append(current_row(size, current, args.time_limit, method))
+                if not args.skip_full:
+                    rows.append(ratio_row(size, full, current))
+                check = cross_check(size, full, current)
+                if check:
+                    notes.append(check)
+                if current.error:
+                    notes.append(f"{size} (b) {method} error: {current.error}")
+                if current.result is not None:
+                    stages = ", ".join(
+                        f"stage {st['stage']} {st.get('seconds', 0.0):.1f} s {st['status']}"
+                        for st in current.result["stages"]
+                    )
+                    notes.append(
+                        f"{size} (b) {method}: plan cost (no penalties) ${current.result['cost']:,.0f}; "
+                        f"{current.result['unserved']} unserved item(s); {stages}"
+                    )
     print()
     print(render(rows))
     print()
-    print("slots a/b = stage-1 / stage-2 model slots; cost = model objective incl. unserved penalties;")
-    print("bound/gap: each run's own model; hourly bound/gap: on the full hourly problem ((a): its own")
-    print("bound, its model being the hourly one up to start thinning; (b): plan.json certified_bound_usd).")
+    print("slots a/b = stage-1 / stage-2 model slots (staged) or the cluster model's clusters (hourly);")
+    print("cost = objective incl. unserved penalties; bound/gap: (a) its own model's (the hourly one up to")
+    print("start thinning), (b) plan.json bound_usd: the certified bound on the full hourly problem.")
     print("wall >=: (a) did not finish, so the speed-up is at least this.")
     for note in notes:
         print(note)

@@ -107,7 +107,7 @@ def plan_hourly(
     objective = best.objective
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
-    termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.TIME_LIMIT
+    termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
     result = SolveResult("HiGHS", termination, objective, bound, time.perf_counter() - began)
     return HourlyResult(best.solution, result, lp.clusters, stages, best.schedule, best.dispatch, method)
 

@@ -35,6 +35,7 @@ SOLVERS = ("highs", "cbc")
 class Termination(StrEnum):
     OPTIMAL = "optimal"  # within the requested gap
     TIME_LIMIT = "time_limit"  # stopped by the time limit with an incumbent
+    FEASIBLE = "feasible"  # a plan, but its proven gap is above the requested one (hourly method)
     INFEASIBLE = "infeasible"
     UNBOUNDED = "unbounded"
     NO_SOLUTION = "no_solution"  # stopped without an incumbent
@@ -51,7 +52,7 @@ class SolveResult:
 
     @property
     def ok(self) -> bool:
-        return self.termination in (Termination.OPTIMAL, Termination.TIME_LIMIT)
+        return self.termination in (Termination.OPTIMAL, Termination.TIME_LIMIT, Termination.FEASIBLE)
 
     @property
     def gap(self) -> float:
