@@ -354,10 +354,12 @@ def _header(plan: Mapping[str, Any], hz: _Horizon) -> dict[str, Any]:
     grid = _num(solver.get("training_start_grid_hours"))
     if grid is not None:
         solver_items.append(("training start grid", f"every {fmt_num(grid, 2)} h"))
-    certified = _num(solver.get("certified_bound_usd"))
-    if certified is not None:
-        solver_items.append(("certified bound (full hourly problem)", fmt_usd(certified)))
-        solver_items.append(("certified gap", fmt_pct(_num(solver.get("certified_gap")), 2)))
+    model_bound = _num(solver.get("model_bound_usd"))
+    if model_bound is not None:  # the staged method's own bound, valid for its training start grid
+        solver_items.append(("model bound (training on its start grid)", fmt_usd(model_bound)))
+        solver_items.append(("model gap (what --gap stops on)", fmt_pct(_num(solver.get("model_gap")), 2)))
+    if solver.get("bound_method"):
+        solver_items.append(("how the lower bound was obtained", str(solver["bound_method"])))
 
     if gap is not None and bound is not None:
         gap_sentence = (
@@ -380,16 +382,17 @@ def _header(plan: Mapping[str, Any], hz: _Horizon) -> dict[str, Any]:
         )
     model_sentence = None
     mp = _num(model_periods)
-    if (mp is not None and hz.periods and mp < hz.periods) or (grid is not None and grid > hz.period_hours):
+    certified = _num(solver.get("certified_bound_usd"))
+    if certified is not None:
+        model_sentence = (
+            "The lower bound holds for the full problem: every hour, every hourly training start, "
+            "whole nodes; no plan at all can cost less."
+        )
+    elif (mp is not None and hz.periods and mp < hz.periods) or (grid is not None and grid > hz.period_hours):
         model_sentence = (
             "The bound holds for the solver's model (merged periods and/or a coarser grid of "
             "training start times), which is a simplification of the full horizon."
         )
-        if certified is not None:
-            model_sentence += (
-                f" The certified bound ({fmt_usd(certified)}) holds for the full problem: every hour, "
-                "every hourly training start, whole nodes; no plan at all can cost less."
-            )
     return {
         "scenario": _str(plan.get("scenario") or inputs.get("name")),
         "description": plan.get("description") or inputs.get("description") or "",

@@ -28,7 +28,7 @@ __all__ = ["METHODS", "SolveSettings", "optimize"]
 METHODS = ("auto", "staged", "hourly")
 # ``auto`` takes the hourly method above this many (model slots x services): the staged MILP's size
 # grows with that product, the hourly method's cluster model does not
-HOURLY_ABOVE = 20_000
+HOURLY_ABOVE = 5_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,10 +87,11 @@ def tune_commitments(
     best_cost = start_cost = bought(best) + inference
     cuts: list[tuple[float, np.ndarray, np.ndarray]] = [(inference, gradient, nodes(best))]
     iterations = 0
-    while iterations < max_iterations:
+    scale = 1.0  # of the trust box; halved after an iterate that does not improve
+    while iterations < max_iterations and scale >= 1 / 16:
         if time_limit is not None and time.perf_counter() - began > time_limit:
             break
-        candidate = _master(sets, keys, price, cuts, nodes(best), lowest, highest)
+        candidate = _master(sets, keys, price, cuts, nodes(best), lowest, highest, scale)
         if candidate is None or candidate == {k: v for k, v in best.items() if v}:
             break
         iterations += 1
@@ -100,6 +101,8 @@ def tune_commitments(
         if cost < best_cost - 1e-6:
             best, best_cost = candidate, cost
             say(f"commitments re-tuned on every period: ${best_cost:,.0f} (iteration {iterations})")
+        else:
+            scale /= 2
     return Tuned(best, start_cost, best_cost, iterations, time.perf_counter() - began)
 
 
@@ -111,6 +114,7 @@ def _master(
     center: np.ndarray,
     lowest: np.ndarray,
     highest: np.ndarray,
+    scale: float = 1.0,
 ) -> dict[tuple[int, str], int] | None:
     """min c.R + theta over the cuts, R whole and within the trust box; None if it has no solution."""
     problem = pulp.LpProblem("commitments", pulp.LpMinimize)
@@ -122,7 +126,7 @@ def _master(
     for (o, _term), var in commit.items():
         by_offering.setdefault(o, []).append(var)
     for o, variables in by_offering.items():
-        step = max(MIN_STEP, math.ceil(TRUST * center[o]))
+        step = max(1, round(scale * max(MIN_STEP, TRUST * center[o])))
         top = min(highest[o], center[o] + step)
         bottom = max(lowest[o], center[o] - step)
         total = pulp.lpSum(variables)

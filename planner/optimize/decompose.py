@@ -28,7 +28,15 @@ from models.errors import SolverError
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
 from planner.optimize.commitments import tune_commitments
-from planner.optimize.hourly import TIER_CODES, Dispatch, Schedule, dispatch, schedule_training
+from planner.optimize.hourly import (
+    TIER_CODES,
+    Dispatch,
+    Schedule,
+    dispatch,
+    improve_schedule,
+    pool_prices,
+    schedule_training,
+)
 from planner.optimize.sets import SPOT, TERM_TIER, PlanningSets
 from planner.optimize.solution import Solution
 from planner.optimize.solve import SolveResult, Termination, solve
@@ -93,12 +101,12 @@ def plan_hourly(
         if milp.solve.ok and milp.bound_usd > bound:
             bound, method = milp.bound_usd, milp.method
         if milp.decisions is not None:
-            best = _dispatch(sets, _tune(sets, _schedule(sets, milp.decisions, say), left, say), say)
+            best = _dispatch(sets, _refine(sets, _schedule(sets, milp.decisions, say), left, say), say)
             say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
         milp_stage = _stage(2, "cluster model, MILP warm-started from stage 1: decisions, bound", milp, best)
     lp_what = "cluster model, LP relaxation: decisions (rounded), bound"
     if best is None:  # no MILP stage, or it found nothing: the LP's decisions make the plan
-        best = _dispatch(sets, _tune(sets, first, left, say), say)
+        best = _dispatch(sets, _refine(sets, first, left, say), say)
         stages = [_stage(1, lp_what, lp, best)]
     else:
         stages = [_stage(1, lp_what, lp, None)]
@@ -157,6 +165,41 @@ def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[st
         f"{sum(schedule.added.values())} nodes committed for gangs"
     )
     return Scheduled(commitments, committed, schedule)
+
+
+def _refine(
+    sets: PlanningSets, scheduled: Scheduled, left: Callable[[], float | None], say: Callable[[str], None]
+) -> Scheduled:
+    """Commitments re-tuned, then training moved where the pool's dual prices say it costs least, then
+    commitments re-tuned again for the moved training."""
+    tuned = _tune(sets, scheduled, left, say)
+    moved = _move_training(sets, tuned, left, say)
+    return _tune(sets, moved, left, say) if moved is not tuned else tuned
+
+
+def _move_training(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+    rounds: int = 3,
+) -> Scheduled:
+    """Rounds of ``hourly.improve_schedule`` (each move checked on the exact per-period LPs), with the
+    pool's prices recomputed between rounds."""
+    best = scheduled
+    prices = pool_prices(sets, best.committed, best.schedule.occupancy)
+    for _ in range(rounds):
+        remaining = left()
+        if remaining is not None and remaining < 2.0:
+            break
+        deadline = None if remaining is None else time.perf_counter() + 0.5 * remaining
+        schedule, saving = improve_schedule(sets, best.committed, best.schedule, prices, deadline)
+        if saving <= 1e-6:
+            break
+        say(f"training moved where the pool is idle: -${saving:,.0f} (inference LP + training)")
+        best = Scheduled(best.commitments, best.committed, schedule)
+        prices = pool_prices(sets, best.committed, best.schedule.occupancy)
+    return best
 
 
 def _tune(

@@ -568,3 +568,194 @@ def dispatch(
         seconds=time.perf_counter() - began,
         repaired_periods=repaired,
     )
+
+
+@dataclass
+class PoolPrices:
+    """Per offering and period: what one more committed node would save inference (the LP dual of the
+    pool row, >= 0) and the committed nodes nobody uses (the row's slack)."""
+
+    price: np.ndarray  # (offerings, periods) USD per node for the period
+    slack: np.ndarray  # (offerings, periods) nodes
+    inference_usd: float  # the periods' LP cost (fractional nodes): what training moves try to lower
+    period_usd: np.ndarray  # (periods,) the same, per period
+
+
+def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy) -> PoolPrices:
+    model = PeriodModel(sets, committed)
+    signature = np.vstack([sets.demand, occupancy.pool, occupancy.other, occupancy.team_gpus]).T
+    _, first, inverse, counts = np.unique(
+        signature, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    inverse = inverse.reshape(-1)
+    price = np.zeros((len(sets.offerings), len(first)))
+    slack = committed[:, None] - occupancy.pool[:, first]  # offerings without inference on their pool
+    total = 0.0
+    values = np.zeros(len(first))
+    demand = sets.demand.astype(float)
+    for u in np.argsort(first):  # chronologically: warm starts
+        t = int(first[u])
+        value, pool_dual, _cap = model.lp(
+            demand[:, t], occupancy.pool[:, t], occupancy.other[:, t], occupancy.team_gpus[:, t]
+        )
+        total += counts[u] * value
+        values[u] = value
+        if len(model.pool_rows):
+            used = np.asarray(model.highs.getSolution().row_value)[model.pool_rows]
+            room = model.pool_base - occupancy.pool[model.pool_offerings, t]
+            price[model.pool_offerings, u] = -pool_dual
+            slack[model.pool_offerings, u] = room - used
+    return PoolPrices(price[:, inverse], np.maximum(slack[:, inverse], 0.0), total, values[inverse])
+
+
+def improve_schedule(
+    sets: PlanningSets,
+    committed: np.ndarray,
+    schedule: Schedule,
+    prices: PoolPrices,
+    deadline: float | None = None,
+) -> tuple[Schedule, float]:
+    """Move runs, one at a time, to where the pool's dual prices say they cost least (start, offering,
+    or from on-demand/spot onto the pool), keeping every period feasible. Each move is checked by
+    re-solving the periods it touches (old and new window) and kept only if that lowers the exact
+    per-period LP cost plus the run's own cost. Returns the new schedule and the saving (exact for
+    these LPs). ``deadline``: a ``time.perf_counter()`` value after which no more moves are tried."""
+    teams = _team_index(sets)
+    combos = _combos(sets)
+    burst = np.array([t.burst_gpus if t.burst_gpus is not None else math.inf for t in sets.scenario.teams])
+    cap = np.array([o.max_nodes if o.max_nodes is not None else math.inf for o in sets.offerings])
+    occupancy = Occupancy(schedule.occupancy.pool.copy(), schedule.occupancy.other.copy(),
+                          schedule.occupancy.team_gpus.copy())  # fmt: skip
+    model = PeriodModel(sets, committed)
+    demand = sets.demand.astype(float)
+    period_cost = prices.period_usd.copy()
+
+    def exact(periods: np.ndarray) -> np.ndarray:
+        return np.array(
+            [
+                model.lp(
+                    demand[:, t], occupancy.pool[:, t], occupancy.other[:, t], occupancy.team_gpus[:, t]
+                )[0]
+                for t in periods
+            ]
+        )
+
+    slack = prices.slack.copy()
+    placements = {option.run: option for option in schedule.placements}
+    saving = 0.0
+    moved = 0
+    for r in sorted(placements, key=lambda r: (-sets.runs[r].job.nodes, r)):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        current = placements[r]
+        team = teams[sets.runs[r].job.team]
+        _remove(sets, occupancy, current, team)
+        best: tuple[float, TrainingOption] | None = None
+        for option in combos.values():
+            if (
+                option.run != r
+                or option.tier == SPOT
+                or (option.tier == ON_DEMAND and current.tier != ON_DEMAND)
+            ):
+                continue  # runs move in time, between offerings, or onto the pool (spot share holds)
+            if option.tier == POOL and committed[option.offering] < sets.runs[r].job.nodes:
+                continue
+            found = _cheapest_start(sets, option, committed, cap, burst, occupancy, team, prices, slack)
+            if found is None:
+                continue
+            candidate = _at(sets, option, found[1])
+            if (candidate.offering, candidate.tier, candidate.start) == (
+                current.offering, current.tier, current.start
+            ):  # fmt: skip
+                continue
+            if best is None or found[0] < best[0]:
+                best = (found[0], candidate)
+        if best is None:
+            occupancy.add(sets, current, team)
+            continue
+        chosen = best[1]
+        touched = np.union1d(
+            np.arange(current.start, current.start + current.periods),
+            np.arange(chosen.start, chosen.start + chosen.periods),
+        )
+        occupancy.add(sets, chosen, team)
+        after = exact(touched)
+        delta = float(after.sum() - period_cost[touched].sum()) + chosen.cost_usd - current.cost_usd
+        if delta < -1e-6:
+            period_cost[touched] = after
+            saving -= delta
+            moved += 1
+            placements[r] = chosen
+            nodes = sets.runs[r].job.nodes
+            if current.tier == POOL:
+                slack[current.offering, current.start : current.start + current.periods] += nodes
+            if chosen.tier == POOL:
+                slack[chosen.offering, chosen.start : chosen.start + chosen.periods] -= nodes
+        else:  # put it back
+            _remove(sets, occupancy, chosen, team)
+            occupancy.add(sets, current, team)
+    improved = Schedule(
+        sorted(placements.values(), key=lambda option: option.run),
+        schedule.unserved_runs,
+        occupancy,
+        schedule.moved + moved,
+        schedule.added,
+    )
+    return improved, saving
+
+
+def _by_run(schedule: Schedule) -> dict[int, TrainingOption]:
+    return {option.run: option for option in schedule.placements}
+
+
+def _remove(sets: PlanningSets, occupancy: Occupancy, option: TrainingOption, team: int) -> None:
+    nodes = sets.runs[option.run].job.nodes
+    window = slice(option.start, option.start + option.periods)
+    (occupancy.pool if option.tier == POOL else occupancy.other)[option.offering, window] -= nodes
+    occupancy.team_gpus[team, window] -= nodes * sets.offerings[option.offering].gpus_per_node
+
+
+def _cheapest_start(
+    sets: PlanningSets,
+    option: TrainingOption,
+    committed: np.ndarray,
+    cap: np.ndarray,
+    burst: np.ndarray,
+    occupancy: Occupancy,
+    team: int,
+    prices: PoolPrices,
+    slack: np.ndarray,
+    prefer: int | None = None,
+) -> tuple[float, int] | None:
+    """(estimated cost, start) of the cheapest feasible start of ``option`` (``prefer`` on ties), or
+    None."""
+    run = sets.runs[option.run]
+    nodes = run.job.nodes
+    o = option.offering
+    last = run.end_period - option.periods
+    if last < run.first_period:
+        return None
+    if option.tier == POOL:
+        room = committed[o] - occupancy.pool[o]
+    else:
+        room = cap[o] - committed[o] - occupancy.other[o]
+    gpus = nodes * sets.offerings[o].gpus_per_node
+    fits = (room >= nodes - EPS) & (burst[team] - occupancy.team_gpus[team] >= gpus - EPS)
+    bad = np.concatenate([[0], np.cumsum(~fits)])
+    starts = np.arange(run.first_period, last + 1)
+    ok = starts[bad[starts + option.periods] - bad[starts] == 0]
+    if not ok.size:
+        return None
+    if option.tier != POOL:  # the price does not depend on the start
+        return option.cost_usd, prefer if prefer is not None and prefer in ok else int(ok[0])
+    # nodes beyond the unused pool displace inference: at the dual price where the row binds, else at
+    # most the offering's on-demand price (where inference would move, or somewhere cheaper)
+    fallback = sets.offerings[o].on_demand_usd_h * sets.period_hours
+    unit = np.where(prices.price[o] > EPS, prices.price[o], fallback)
+    per_period = unit * np.maximum(0.0, nodes - slack[o])
+    running = np.concatenate([[0.0], np.cumsum(per_period)])
+    costs = running[ok + option.periods] - running[ok]
+    k = int(np.argmin(costs))
+    if prefer is not None and prefer in ok and costs[ok == prefer][0] <= costs[k] + 1e-9:
+        return option.cost_usd + float(costs[ok == prefer][0]), prefer
+    return option.cost_usd + float(costs[k]), int(ok[k])
