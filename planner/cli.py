@@ -95,8 +95,11 @@ def plan(
         ),
     ] = "auto",
     clusters_per_block: Annotated[
-        int, typer.Option(help="demand clusters per block in the certified bound and the hourly method")
-    ] = 4,
+        int | None,
+        typer.Option(
+            help="demand clusters per block of the certified bound and hourly method (default: 1-4 by size)"
+        ),
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
     fail_on_unserved: Annotated[
         bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
@@ -119,7 +122,7 @@ def plan(
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
         if method.lower() not in METHODS:
             raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
-        if clusters_per_block < 1:
+        if clusters_per_block is not None and clusters_per_block < 1:
             raise InputError(None, "--clusters-per-block", f"must be at least 1, got {clusters_per_block}")
         loaded = scenario_io.load(scenario)
         catalog = _load_catalog(loaded.catalog, scenario)

@@ -41,7 +41,7 @@ class SolveSettings:
     block_hours: int | None = None
     start_grid_hours: int | None = None
     certify: bool = True  # also bound the full hourly problem (planner/optimize/bound.py)
-    bound_clusters_per_block: int | None = 4
+    bound_clusters_per_block: int | None = None  # None: by size (clusters_per_block)
     method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (decompose.py); see METHODS
     cluster_relax: bool | None = None  # hourly method: LP relaxation of the cluster model (None: by size)
 
@@ -128,7 +128,8 @@ def optimize(
         # what is left of the time budget (at least a little: a bound stopped early is still valid)
         spent = time.perf_counter() - began
         left = None if settings.time_limit is None else max(5.0, settings.time_limit - spent)
-        certified = certified_bound(sets, settings.bound_clusters_per_block, time_limit=left)
+        per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
+        certified = certified_bound(sets, per_block, time_limit=left)
         say(
             f"certified bound on the full hourly problem: ${certified.bound_usd:,.0f} "
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
@@ -164,6 +165,20 @@ def optimize(
     return plan
 
 
+CLUSTER_COLUMNS = (
+    60_000  # inference columns of the cluster model that solve in seconds (bench/scale_bench.py)
+)
+MAX_CLUSTERS_PER_BLOCK = 4
+
+
+def clusters_per_block(sets: PlanningSets) -> int:
+    """Demand clusters per block for the cluster model: up to 4, fewer when blocks x serving options
+    would make its LP slow (a year of weekly blocks with ~1,000 options per cluster: 1)."""
+    blocks = len({slot.block for slot in sets.slots}) or 1
+    options = sum(len(tiers) for tiers in sets.serve_tiers.values()) or 1
+    return max(1, min(MAX_CLUSTERS_PER_BLOCK, CLUSTER_COLUMNS // (blocks * options)))
+
+
 def _optimize_hourly(
     sets: PlanningSets, settings: SolveSettings, say: Callable[[str], None], build_seconds: float
 ) -> Plan:
@@ -174,7 +189,7 @@ def _optimize_hourly(
         sets,
         time_limit=settings.time_limit,
         gap=settings.gap,
-        per_block=settings.bound_clusters_per_block,
+        per_block=settings.bound_clusters_per_block or clusters_per_block(sets),
         relax=settings.cluster_relax,
         progress=say,
     )

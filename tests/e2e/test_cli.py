@@ -218,6 +218,32 @@ def test_plan_with_cbc(runner: CliRunner, project: Path, kit) -> None:
     assert plan["costs"]["total_usd"] == pytest.approx(highs["costs"]["total_usd"], rel=5e-3)
 
 
+def test_plan_with_the_hourly_method(runner: CliRunner, project: Path) -> None:
+    """--method hourly plans the same scenario hour by hour: a full report, a certified bound below
+    the staged method's plan, and every period written."""
+    out = project / "out-hourly"
+    result = runner.invoke(
+        app, ["plan", str(project / "scenario.yaml"), "-o", str(out), "--method", "hourly"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "hourly-decomposition" in result.output
+    plan = json.loads((out / "plan.json").read_text())
+    solver = plan["solver"]
+    assert solver["method"] == "hourly-decomposition" and solver["status"] in ("optimal", "feasible")
+    assert "Jensen" in solver["bound_method"] and solver["stages"][0]["stage"] == 1
+    assert solver["bound_usd"] <= plan["costs"]["total_usd"] + 1e-6
+    assert (out / "report.html").exists()
+    staged_out = project / "out-staged"
+    result = runner.invoke(
+        app, ["plan", str(project / "scenario.yaml"), "-o", str(staged_out), "--method", "staged", "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    staged = json.loads((staged_out / "plan.json").read_text())
+    assert staged["solver"]["method"] == "staged-milp"
+    assert solver["bound_usd"] <= staged["costs"]["total_usd"] + 1e-6  # both bound the same problem
+    assert staged["solver"]["bound_usd"] <= plan["costs"]["total_usd"] + 1e-6
+
+
 def test_installed_console_script_plans(project: Path) -> None:
     exe = shutil.which("gpuplan")
     if exe is None:
@@ -382,7 +408,13 @@ def test_failed_plan_leaves_an_existing_output_untouched(
 
 @pytest.mark.parametrize(
     ("option", "value", "needle"),
-    [("--gap", "2", "--gap"), ("--gap", "-0.1", "--gap"), ("--time-limit", "0", "--time-limit")],
+    [
+        ("--gap", "2", "--gap"),
+        ("--gap", "-0.1", "--gap"),
+        ("--time-limit", "0", "--time-limit"),
+        ("--method", "fastest", "--method"),
+        ("--clusters-per-block", "0", "--clusters-per-block"),
+    ],
 )
 def test_plan_rejects_bad_options(
     runner: CliRunner, project: Path, option: str, value: str, needle: str
