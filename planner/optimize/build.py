@@ -123,9 +123,10 @@ def define_commitments(model: PlanningModel) -> None:
 
 
 def replica_penalty(sets: PlanningSets, i: int) -> float:
-    costs = [
-        sets.offerings[o].on_demand_usd_h / q for (ii, o), q in sets.replicas_per_node.items() if ii == i
-    ]
+    """Cost per hour of one unserved replica of service ``i``: a multiple of its dearest eligible
+    *node*, not replica, so that with whole nodes leaving even one small (MIG-sized) replica unserved
+    never looks cheaper than holding one more node."""
+    costs = [sets.offerings[o].on_demand_usd_h for (ii, o) in sets.replicas_per_node if ii == i]
     return PENALTY_FACTOR * max(costs) if costs else FALLBACK_PENALTY_USD_PER_GPU_HOUR * 8
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pulp
 
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows
-from planner.optimize.hourly import Occupancy, PeriodModel, distinct_periods
+from planner.optimize.hourly import Distinct, Occupancy, PeriodModel
 from planner.optimize.sets import TERM_TIER, PlanningSets
 from planner.optimize.solve import solve
 
@@ -60,8 +60,7 @@ def tune_commitments(
         return committed
 
     model = PeriodModel(sets, nodes(commitments), every_pool=True)
-    first, count = distinct_periods(sets, occupancy)
-    demand = sets.demand.astype(float)
+    groups = Distinct.of(sets, occupancy)
 
     def bought(values: dict[tuple[int, str], int]) -> float:
         return sum(price[key] * values.get(key, 0) for key in keys)
@@ -70,10 +69,8 @@ def tune_commitments(
         """F(R), the periods' LP cost, and a subgradient of it per offering."""
         model.set_commitments(nodes(values))
         total, gradient = 0.0, np.zeros(n_o)
-        for t, weight in zip(first, count, strict=True):
-            value, pool_dual, cap_dual = model.lp(
-                demand[:, t], occupancy.pool[:, t], occupancy.other[:, t], occupancy.team_gpus[:, t]
-            )
+        for t, weight in zip(groups.first, groups.counts, strict=True):
+            value, pool_dual, cap_dual = model.lp_at(int(t), occupancy)
             total += weight * value
             gradient[model.pool_offerings] += weight * pool_dual  # more committed: pool room grows
             gradient[model.cap_offerings] -= weight * cap_dual  # ... and capacity room shrinks

@@ -28,15 +28,8 @@ from models.errors import SolverError
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
 from planner.optimize.commitments import tune_commitments
-from planner.optimize.hourly import (
-    TIER_CODES,
-    Dispatch,
-    Schedule,
-    dispatch,
-    improve_schedule,
-    pool_prices,
-    schedule_training,
-)
+from planner.optimize.hourly import TIER_CODES, Dispatch, dispatch, pool_prices
+from planner.optimize.schedule import Schedule, improve_schedule, schedule_training
 from planner.optimize.sets import SPOT, TERM_TIER, PlanningSets
 from planner.optimize.solution import Solution
 from planner.optimize.solve import SolveResult, Termination, solve

@@ -1,5 +1,4 @@
-"""The hourly plan for fixed commitments: training starts placed period by period, then inference
-dispatched period by period in whole nodes.
+"""Inference dispatched period by period in whole nodes, for fixed commitments and placed training.
 
 With commitments R fixed and every training run placed, nothing couples two periods any more: each
 period is a small covering problem (serve every service's replicas from the committed pool left by
@@ -8,9 +7,11 @@ are the same in every period, only the right-hand sides change, so one HiGHS mod
 numpy, no PuLP objects) and re-solved per distinct period with new row bounds, warm-started from the
 previous basis. Periods with the same demand and training occupancy share a solution.
 
-Whole nodes: each period's LP is rounded up (``ceil``) per offering and tier; where that would cross a
-``max_nodes`` limit, that offering's node counts are capped at their floor and the period re-solved, so
-every written period is feasible. The rounding costs at most one node per offering and tier in use.
+Whole nodes: fractional node counts are first fixed one at a time by LP diving (floor or ceil,
+whichever LP is cheaper) where there are few enough distinct periods, then rounded up; where rounding
+would cross ``max_nodes``, that offering's counts are capped at their floor and the period re-solved,
+so every written period is feasible. The same model prices the pool (its duals) for
+``schedule.improve_schedule`` and ``commitments.tune_commitments``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
+from models.errors import SolverError
 from planner.optimize.build import replica_penalty
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
-from planner.optimize.solve import _quiet_stdout
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets, TrainingOption
+from planner.optimize.solve import quiet_stdout
 
 EPS = 1e-6
 DIVE_PERIODS = 2_000
@@ -42,20 +45,44 @@ class Occupancy:
     def empty(cls, offerings: int, teams: int, periods: int) -> Occupancy:
         return cls(np.zeros((offerings, periods)), np.zeros((offerings, periods)), np.zeros((teams, periods)))
 
-    def add(self, sets: PlanningSets, option: TrainingOption, team: int) -> None:
-        nodes = sets.runs[option.run].job.nodes
+    def add(self, sets: PlanningSets, option: TrainingOption, team: int, sign: int = 1) -> None:
+        nodes = sign * sets.runs[option.run].job.nodes
         window = slice(option.start, option.start + option.periods)
         (self.pool if option.tier == POOL else self.other)[option.offering, window] += nodes
         self.team_gpus[team, window] += nodes * sets.offerings[option.offering].gpus_per_node
 
+    def remove(self, sets: PlanningSets, option: TrainingOption, team: int) -> None:
+        self.add(sets, option, team, sign=-1)
+
+    def copy(self) -> Occupancy:
+        return Occupancy(self.pool.copy(), self.other.copy(), self.team_gpus.copy())
+
+    def signature(self, demand: np.ndarray) -> np.ndarray:
+        """(periods, ...) rows: two periods with equal rows have the same covering problem."""
+        return np.vstack([demand, self.pool, self.other, self.team_gpus]).T
+
 
 @dataclass
-class Schedule:
-    placements: list[TrainingOption]
-    unserved_runs: list[int]
-    occupancy: Occupancy
-    moved: int = 0  # runs placed away from the preferred start, offering or tier
-    added: dict[tuple[int, str], int] = field(default_factory=dict)  # (offering, term) -> nodes committed
+class Distinct:
+    """Periods grouped by signature, in order of first appearance (neighbours warm-start best)."""
+
+    first: np.ndarray  # (groups,) the first period of each group
+    of_period: np.ndarray  # (periods,) group of each period
+    counts: np.ndarray  # (groups,) periods per group
+
+    @classmethod
+    def of(cls, sets: PlanningSets, occupancy: Occupancy) -> Distinct:
+        _, first, inverse, counts = np.unique(
+            occupancy.signature(sets.demand),
+            axis=0,
+            return_index=True,
+            return_inverse=True,
+            return_counts=True,
+        )
+        order = np.argsort(first)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        return cls(first[order], rank[inverse.reshape(-1)], counts[order])
 
 
 @dataclass
@@ -68,181 +95,14 @@ class Dispatch:
     lp_cost_usd: float  # the same periods' LP optimum (fractional nodes): a bound for these R and training
     distinct_periods: int
     seconds: float
-    repaired_periods: int = 0
-    notes: list[str] = field(default_factory=list)
+    repaired_periods: int = 0  # periods where rounding up crossed max_nodes and was repaired
 
 
 TIER_CODES = (POOL, ON_DEMAND, SPOT)
 
 
-def _team_index(sets: PlanningSets) -> dict[str, int]:
+def team_index(sets: PlanningSets) -> dict[str, int]:
     return {team.name: m for m, team in enumerate(sets.scenario.teams)}
-
-
-def _combos(sets: PlanningSets) -> dict[tuple[int, int, str], TrainingOption]:
-    """One option per (run, offering, tier): duration and cost do not depend on the start."""
-    combos: dict[tuple[int, int, str], TrainingOption] = {}
-    for option in sets.options:
-        combos.setdefault((option.run, option.offering, option.tier), option)
-    return combos
-
-
-def schedule_training(
-    sets: PlanningSets, committed: np.ndarray, preferred: dict[int, tuple[int, str, int]]
-) -> Schedule:
-    """Place every run at a whole period so that, period by period, pool runs fit the commitments,
-    nothing crosses ``max_nodes`` and no team's training crosses its burst limit.
-
-    Each run starts where the cluster model put it (``preferred``: run -> offering, tier, start) when
-    that fits, else at the nearest start in its window that does, else on its cheapest other offering
-    and tier that fits (never moving a run onto spot, so ``max_spot_share`` keeps holding); a run
-    that fits nowhere is left unserved. A gang on the pool needs at least its node count committed:
-    where rounded commitments fall short, the missing nodes are committed (on the offering's cheapest
-    term) if capacity allows, and that cost counts in the choice. Big gangs go first: they are the
-    hardest to fit. ``committed`` (nodes per offering) is updated in place.
-    """
-    periods = sets.scenario.horizon.periods
-    teams = _team_index(sets)
-    occupancy = Occupancy.empty(len(sets.offerings), len(teams), periods)
-    combos = _combos(sets)
-    by_run: dict[int, list[TrainingOption]] = defaultdict(list)
-    for option in combos.values():
-        by_run[option.run].append(option)
-    burst = np.array([t.burst_gpus if t.burst_gpus is not None else math.inf for t in sets.scenario.teams])
-    cap = np.array([o.max_nodes if o.max_nodes is not None else math.inf for o in sets.offerings])
-    placements: list[TrainingOption] = []
-    unserved: list[int] = []
-    added: dict[tuple[int, str], int] = defaultdict(int)
-    moved = 0
-
-    def slack(r: int) -> int:
-        run = sets.runs[r]
-        return run.end_period - run.first_period - min(o.periods for o in by_run[r]) if by_run[r] else 0
-
-    order = sorted(range(len(sets.runs)), key=lambda r: (-sets.runs[r].job.nodes, slack(r), r))
-    for r in order:
-        run = sets.runs[r]
-        team = teams[run.job.team]
-        wanted = preferred.get(r)
-        candidates: list[tuple[TrainingOption, int | None]] = []
-        if wanted is not None and (r, wanted[0], wanted[1]) in combos:
-            candidates.append((combos[(r, wanted[0], wanted[1])], wanted[2]))
-        wanted_tier = wanted[1] if wanted else None
-        for option in sorted(by_run.get(r, []), key=lambda opt: opt.cost_usd):
-            if wanted is not None and (option.offering, option.tier) == wanted[:2]:
-                continue
-            if option.tier == SPOT and wanted_tier != SPOT:
-                continue  # moving onto spot could break max_spot_share
-            candidates.append((option, None))
-        candidates.sort(key=lambda item: (item[1] is None, _raise_cost(sets, item[0], committed, occupancy)))
-        placed = None
-        for rank, (option, start) in enumerate(candidates):
-            raise_by = _shortfall(sets, option, committed, cap, occupancy)
-            if raise_by is None:
-                continue
-            committed[option.offering] += raise_by
-            begin = _first_fit(sets, option, start, committed, cap, burst, occupancy, team)
-            if begin is None:
-                committed[option.offering] -= raise_by
-                continue
-            if raise_by:
-                added[(option.offering, _cheapest_term(sets, option.offering))] += raise_by
-            placed = _at(sets, option, begin)
-            moved += rank > 0 or begin != start
-            break
-        if placed is None:
-            unserved.append(r)
-            continue
-        occupancy.add(sets, placed, team)
-        placements.append(placed)
-    placements.sort(key=lambda option: option.run)
-    return Schedule(placements, sorted(unserved), occupancy, moved, dict(added))
-
-
-def _cheapest_term(sets: PlanningSets, o: int) -> str:
-    offering = sets.offerings[o]
-    return min(sets.terms[o], key=lambda term: offering.price(TERM_TIER[term]) or math.inf)
-
-
-def _shortfall(
-    sets: PlanningSets, option: TrainingOption, committed: np.ndarray, cap: np.ndarray, occupancy: Occupancy
-) -> int | None:
-    """Nodes to commit so a pool gang fits at all (0 if none needed); None if capacity forbids it."""
-    if option.tier != POOL:
-        return 0
-    o = option.offering
-    missing = max(0, math.ceil(sets.runs[option.run].job.nodes - committed[o] - EPS))
-    if missing and (not sets.terms[o] or committed[o] + missing + occupancy.other[o].max() > cap[o] + EPS):
-        return None
-    return missing
-
-
-def _raise_cost(
-    sets: PlanningSets, option: TrainingOption, committed: np.ndarray, occupancy: Occupancy
-) -> float:
-    """The option's cost plus any commitment it forces (for ordering the fallbacks)."""
-    if option.tier != POOL:
-        return option.cost_usd
-    o = option.offering
-    missing = max(0.0, sets.runs[option.run].job.nodes - committed[o])
-    if not missing:
-        return option.cost_usd
-    if not sets.terms[o]:
-        return math.inf
-    price = sets.offerings[o].price(TERM_TIER[_cheapest_term(sets, o)]) or 0.0
-    return option.cost_usd + missing * price * sets.horizon_hours
-
-
-def _at(sets: PlanningSets, option: TrainingOption, start: int) -> TrainingOption:
-    block = sets.block_periods
-    blocks = tuple(range(start // block, (start + option.periods - 1) // block + 1))
-    return TrainingOption(
-        option.run,
-        option.offering,
-        option.tier,
-        start,
-        option.periods,
-        option.cost_usd,
-        blocks,
-        option.overhead,
-    )
-
-
-def _first_fit(
-    sets: PlanningSets,
-    option: TrainingOption,
-    preferred: int | None,
-    committed: np.ndarray,
-    cap: np.ndarray,
-    burst: np.ndarray,
-    occupancy: Occupancy,
-    team: int,
-) -> int | None:
-    """The feasible start nearest ``preferred`` (or the earliest), or None."""
-    run = sets.runs[option.run]
-    nodes = run.job.nodes
-    o = option.offering
-    last = run.end_period - option.periods
-    if last < run.first_period:
-        return None
-    if option.tier == POOL:
-        if committed[o] < nodes:
-            return None
-        room = committed[o] - occupancy.pool[o]
-    else:
-        room = cap[o] - committed[o] - occupancy.other[o]
-    team_room = burst[team] - occupancy.team_gpus[team]
-    gpus = nodes * sets.offerings[o].gpus_per_node
-    fits = (room >= nodes - EPS) & (team_room >= gpus - EPS)  # per period
-    # a start fits when every period it holds fits: a run of consecutive fitting periods >= length
-    bad = np.concatenate([[0], np.cumsum(~fits)])
-    starts = np.arange(run.first_period, last + 1)
-    ok = starts[bad[starts + option.periods] - bad[starts] == 0]
-    if not ok.size:
-        return None
-    if preferred is None:
-        return int(ok[0])
-    return int(ok[np.argmin(np.abs(ok - preferred))])
 
 
 class PeriodModel:
@@ -256,7 +116,7 @@ class PeriodModel:
         self.sets = sets
         p = sets.period_hours
         offerings = sets.offerings
-        teams = _team_index(sets)
+        teams = team_index(sets)
         columns: list[tuple[int, int, int]] = []  # (service, offering, tier code)
         for (i, o), tiers in sorted(sets.serve_tiers.items()):
             for tier in tiers:
@@ -324,10 +184,11 @@ class PeriodModel:
         lp.a_matrix_.start_ = starts
         lp.a_matrix_.index_ = np.array([c for row in rows for c, _ in row], dtype=np.int32)
         lp.a_matrix_.value_ = np.array([v for row in rows for _, v in row], dtype=float)
-        with _quiet_stdout(True):
+        with quiet_stdout(True):
             self.highs = highspy.Highs()
         self.highs.setOptionValue("output_flag", False)
         self.highs.passModel(lp)
+        self.optimal = highspy.HighsModelStatus.kOptimal
         self.whole = whole
         if whole and n_held:
             self.highs.setOptionValue("mip_rel_gap", 1e-4)
@@ -358,24 +219,25 @@ class PeriodModel:
         burst = [sets.scenario.teams[m].burst_gpus for m in self.burst_teams]
         self.burst_base = np.array(burst, dtype=float)
 
-    def solve(
-        self,
-        demand: np.ndarray,
-        pool_train: np.ndarray,
-        other_train: np.ndarray,
-        team_gpus: np.ndarray,
-        dive: bool = False,
-        lp_only: bool = False,
+    def solve_at(
+        self, t: int, occupancy: Occupancy, dive: bool = False, lp_only: bool = False
     ) -> tuple[np.ndarray, np.ndarray, float, bool]:
-        """Column values with whole held nodes, the LP cost, and whether rounding needed a re-solve.
+        """Period ``t``: column values with whole held nodes, the LP cost, and whether rounding up
+        crossed ``max_nodes`` and needed a repair.
 
         ``dive``: before rounding up, fix fractional node counts one at a time (the dearest first) to
         whichever of floor and ceil gives the cheaper LP: closer to the whole-node optimum than plain
         rounding up, at two LP re-solves per fractional count.
         """
         highs = self.highs
+        demand = self.sets.demand[:, t].astype(float)
+        pool_train, other_train, team_gpus = (
+            occupancy.pool[:, t],
+            occupancy.other[:, t],
+            occupancy.team_gpus[:, t],
+        )
         n_s = len(demand)
-        highs.changeRowsBounds(n_s, self.demand_rows, demand.astype(float), np.full(n_s, math.inf))
+        highs.changeRowsBounds(n_s, self.demand_rows, demand, np.full(n_s, math.inf))
         if len(self.pool_rows):
             room = self.pool_base - pool_train[self.pool_offerings]
             highs.changeRowsBounds(len(room), self.pool_rows, np.full(len(room), -math.inf), room)
@@ -389,28 +251,29 @@ class PeriodModel:
         values, lp_cost = self._run()
         if lp_only:
             return values, values[self.held_cols], lp_cost, False
-        lower = np.zeros(self.n_held)
-        upper = self.col_upper[self.held_cols].copy()
-        changed = False
         if self.whole:
             return values, np.round(values[self.held_cols]), lp_cost, False
-        if dive:
-            values, changed = self._dive(values, lower, upper)
+        lower = np.zeros(self.n_held)
+        upper = self.col_upper[self.held_cols].copy()
+        dived = self._dive(values, lower, upper) if dive else None
+        if dived is not None:
+            values = dived
+        repaired = False
         while True:  # round up; where that crosses max_nodes, cap at the floor and re-solve
             held = values[self.held_cols]
             whole = np.ceil(held - EPS).clip(min=0)
             over = self._over_cap(whole, cap_room)
             if not over:
                 break
-            changed = True
+            repaired = True
             upper[over] = np.floor(held[over] + EPS)
             self._bound(np.array(over), lower[over], upper[over])
             values, _ = self._run()
-        if changed:  # restore the column bounds for the next period
+        if repaired or dived is not None:  # restore the column bounds for the next period
             self._bound(np.arange(self.n_held), np.zeros(self.n_held), self.col_upper[self.held_cols])
         values = values.copy()
         values[self.held_cols] = whole
-        return values, whole, lp_cost, changed
+        return values, whole, lp_cost, repaired
 
     def set_commitments(self, committed: np.ndarray) -> None:
         """New commitments (nodes per offering): they only move right-hand sides."""
@@ -418,11 +281,9 @@ class PeriodModel:
         maximum = np.array([self.sets.offerings[o].max_nodes for o in self.cap_offerings], dtype=float)
         self.cap_room_base = maximum - committed[self.cap_offerings]
 
-    def lp(
-        self, demand: np.ndarray, pool_train: np.ndarray, other_train: np.ndarray, team_gpus: np.ndarray
-    ) -> tuple[float, np.ndarray, np.ndarray]:
-        """The period's LP value (fractional nodes) and the duals of its pool and capacity rows."""
-        self.solve(demand, pool_train, other_train, team_gpus, dive=False, lp_only=True)
+    def lp_at(self, t: int, occupancy: Occupancy) -> tuple[float, np.ndarray, np.ndarray]:
+        """Period ``t``'s LP value (fractional nodes) and the duals of its pool and capacity rows."""
+        self.solve_at(t, occupancy, lp_only=True)
         solution = self.highs.getSolution()
         duals = np.asarray(solution.row_dual)
         values = np.asarray(solution.col_value)
@@ -430,8 +291,14 @@ class PeriodModel:
 
     def _run(self) -> tuple[np.ndarray, float]:
         self.highs.run()
+        status = self.highs.getModelStatus()
+        if status != self.optimal:  # slack columns make every period feasible: this is a solver fault
+            raise SolverError(f"HiGHS stopped with '{self.highs.modelStatusToString(status)}' on a period")
         values = np.asarray(self.highs.getSolution().col_value)
         return values, float(self.cost @ values)
+
+    def _unserved(self, values: np.ndarray) -> float:
+        return float(values[self.unserved_col :].sum())
 
     def _bound(self, held: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         cols = self.held_cols[held]
@@ -439,7 +306,8 @@ class PeriodModel:
 
     def _dive(
         self, values: np.ndarray, lower: np.ndarray, upper: np.ndarray, steps: int = 24
-    ) -> tuple[np.ndarray, bool]:
+    ) -> np.ndarray | None:
+        """Fix fractional node counts (dearest first) at floor or ceil; None if none was fractional."""
         price = self.cost[self.held_cols]
         changed = False
         for _ in range(steps):
@@ -455,6 +323,8 @@ class PeriodModel:
             lower_k = lower[k]
             self._bound(one, np.array([lower_k]), np.array([floor]))
             down, down_cost = self._run()
+            if self._unserved(down) > self._unserved(values) + 1e-9:
+                down_cost = math.inf  # a fraction of a replica left unserved is never the cheaper way
             if floor + 1 <= upper[k]:
                 self._bound(one, np.array([floor + 1.0]), np.array([upper[k]]))
                 up, up_cost = self._run()
@@ -467,7 +337,7 @@ class PeriodModel:
                 lower[k] = floor + 1.0
                 values = up
             self._bound(one, np.array([lower[k]]), np.array([upper[k]]))
-        return values, changed
+        return values if changed else None
 
     def _over_cap(self, whole: np.ndarray, cap_room: np.ndarray | None) -> list[int]:
         """Held columns of offerings whose whole node counts cross max_nodes (fractional ones only)."""
@@ -480,56 +350,45 @@ class PeriodModel:
         return over
 
 
-def distinct_periods(sets: PlanningSets, occupancy: Occupancy) -> tuple[np.ndarray, np.ndarray]:
-    """One period per distinct (demand, training occupancy) vector, chronologically, and how many
-    periods each stands for."""
-    signature = np.vstack([sets.demand, occupancy.pool, occupancy.other, occupancy.team_gpus]).T
-    _, first, counts = np.unique(signature, axis=0, return_index=True, return_counts=True)
-    order = np.argsort(first)
-    return first[order], counts[order]
-
-
 def dispatch(
     sets: PlanningSets,
     committed: np.ndarray,
     occupancy: Occupancy,
-    progress: callable | None = None,  # type: ignore[valid-type]
+    progress: Callable[[str], None] | None = None,
     whole: bool = False,
     dive: bool | None = None,
 ) -> Dispatch:
-    """Serve inference in every period at least cost, given commitments and placed training."""
+    """Serve inference in every period at least cost, given commitments and placed training.
+
+    ``whole`` solves each period as a MILP instead (exact, ~20x slower: for tests and checks);
+    ``dive`` None dives where there are at most ``DIVE_PERIODS`` distinct periods.
+    """
     began = time.perf_counter()
     model = PeriodModel(sets, committed, whole)
-    demand = sets.demand.astype(float)
-    periods = demand.shape[1]
-    signature = np.vstack([demand, occupancy.pool, occupancy.other, occupancy.team_gpus]).T
-    unique, first, inverse = np.unique(signature, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    order = np.argsort(first)  # chronological: neighbouring periods warm-start each other best
+    periods = sets.demand.shape[1]
+    groups = Distinct.of(sets, occupancy)
+    n_groups = len(groups.first)
     if dive is None:  # diving costs ~2 LPs per fractional node count: affordable on fewer periods
-        dive = len(unique) <= DIVE_PERIODS
+        dive = n_groups <= DIVE_PERIODS
     n_s = len(sets.services)
     n_o = len(sets.offerings)
-    solutions: dict[int, np.ndarray] = {}
-    lp_costs = np.zeros(len(unique))
-    held_costs = np.zeros(len(unique))
+    solutions: list[np.ndarray] = []
+    lp_costs = np.zeros(n_groups)
+    held_costs = np.zeros(n_groups)
     repaired = 0
-    for step, u in enumerate(order):
-        t = int(first[u])
-        values, whole, lp_cost, fixed = model.solve(
-            demand[:, t], occupancy.pool[:, t], occupancy.other[:, t], occupancy.team_gpus[:, t], dive
-        )
-        solutions[int(u)] = values
+    for u, t in enumerate(groups.first):
+        values, whole_nodes, lp_cost, fixed = model.solve_at(int(t), occupancy, dive)
+        solutions.append(values)
         lp_costs[u] = lp_cost
-        held_costs[u] = float(model.cost[model.n_x : model.n_x + model.n_held] @ whole)
+        held_costs[u] = float(model.cost[model.held_cols] @ whole_nodes)
         repaired += fixed
-        if progress is not None and step % 1000 == 999:
-            progress(f"dispatch: {step + 1:,} of {len(unique):,} distinct periods")
-    count = np.bincount(inverse, minlength=len(unique))
+        if progress is not None and u % 1000 == 999:
+            progress(f"dispatch: {u + 1:,} of {n_groups:,} distinct periods")
+    inverse = groups.of_period
     # rows per distinct period, then repeated for every period that shares it
     per_unique: list[np.ndarray] = []
-    unserved_u = np.zeros((n_s, len(unique)))
-    for u in range(len(unique)):
+    unserved_u = np.zeros((n_s, n_groups))
+    for u in range(n_groups):
         values = solutions[u]
         x = values[: model.n_x]
         held = values[model.n_x : model.n_x + model.n_held]
@@ -562,9 +421,9 @@ def dispatch(
     return Dispatch(
         rows=rows,
         unserved=unserved_u[:, inverse],
-        held_cost_usd=float(held_costs @ count),
-        lp_cost_usd=float(lp_costs @ count),
-        distinct_periods=len(unique),
+        held_cost_usd=float(held_costs @ groups.counts),
+        lp_cost_usd=float(lp_costs @ groups.counts),
+        distinct_periods=n_groups,
         seconds=time.perf_counter() - began,
         repaired_periods=repaired,
     )
@@ -582,180 +441,19 @@ class PoolPrices:
 
 
 def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy) -> PoolPrices:
+    """Every period's LP, its pool duals and the pool's idle nodes (for moving training)."""
     model = PeriodModel(sets, committed)
-    signature = np.vstack([sets.demand, occupancy.pool, occupancy.other, occupancy.team_gpus]).T
-    _, first, inverse, counts = np.unique(
-        signature, axis=0, return_index=True, return_inverse=True, return_counts=True
-    )
-    inverse = inverse.reshape(-1)
-    price = np.zeros((len(sets.offerings), len(first)))
-    slack = committed[:, None] - occupancy.pool[:, first]  # offerings without inference on their pool
-    total = 0.0
-    values = np.zeros(len(first))
-    demand = sets.demand.astype(float)
-    for u in np.argsort(first):  # chronologically: warm starts
-        t = int(first[u])
-        value, pool_dual, _cap = model.lp(
-            demand[:, t], occupancy.pool[:, t], occupancy.other[:, t], occupancy.team_gpus[:, t]
-        )
-        total += counts[u] * value
-        values[u] = value
+    groups = Distinct.of(sets, occupancy)
+    price = np.zeros((len(sets.offerings), len(groups.first)))
+    slack = committed[:, None] - occupancy.pool[:, groups.first]  # pools no service uses
+    values = np.zeros(len(groups.first))
+    for u, t in enumerate(groups.first):
+        values[u], pool_dual, _cap = model.lp_at(int(t), occupancy)
         if len(model.pool_rows):
             used = np.asarray(model.highs.getSolution().row_value)[model.pool_rows]
             room = model.pool_base - occupancy.pool[model.pool_offerings, t]
             price[model.pool_offerings, u] = -pool_dual
             slack[model.pool_offerings, u] = room - used
+    total = float(values @ groups.counts)
+    inverse = groups.of_period
     return PoolPrices(price[:, inverse], np.maximum(slack[:, inverse], 0.0), total, values[inverse])
-
-
-def improve_schedule(
-    sets: PlanningSets,
-    committed: np.ndarray,
-    schedule: Schedule,
-    prices: PoolPrices,
-    deadline: float | None = None,
-) -> tuple[Schedule, float]:
-    """Move runs, one at a time, to where the pool's dual prices say they cost least (start, offering,
-    or from on-demand/spot onto the pool), keeping every period feasible. Each move is checked by
-    re-solving the periods it touches (old and new window) and kept only if that lowers the exact
-    per-period LP cost plus the run's own cost. Returns the new schedule and the saving (exact for
-    these LPs). ``deadline``: a ``time.perf_counter()`` value after which no more moves are tried."""
-    teams = _team_index(sets)
-    combos = _combos(sets)
-    burst = np.array([t.burst_gpus if t.burst_gpus is not None else math.inf for t in sets.scenario.teams])
-    cap = np.array([o.max_nodes if o.max_nodes is not None else math.inf for o in sets.offerings])
-    occupancy = Occupancy(schedule.occupancy.pool.copy(), schedule.occupancy.other.copy(),
-                          schedule.occupancy.team_gpus.copy())  # fmt: skip
-    model = PeriodModel(sets, committed)
-    demand = sets.demand.astype(float)
-    period_cost = prices.period_usd.copy()
-
-    def exact(periods: np.ndarray) -> np.ndarray:
-        return np.array(
-            [
-                model.lp(
-                    demand[:, t], occupancy.pool[:, t], occupancy.other[:, t], occupancy.team_gpus[:, t]
-                )[0]
-                for t in periods
-            ]
-        )
-
-    slack = prices.slack.copy()
-    placements = {option.run: option for option in schedule.placements}
-    saving = 0.0
-    moved = 0
-    for r in sorted(placements, key=lambda r: (-sets.runs[r].job.nodes, r)):
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        current = placements[r]
-        team = teams[sets.runs[r].job.team]
-        _remove(sets, occupancy, current, team)
-        best: tuple[float, TrainingOption] | None = None
-        for option in combos.values():
-            if (
-                option.run != r
-                or option.tier == SPOT
-                or (option.tier == ON_DEMAND and current.tier != ON_DEMAND)
-            ):
-                continue  # runs move in time, between offerings, or onto the pool (spot share holds)
-            if option.tier == POOL and committed[option.offering] < sets.runs[r].job.nodes:
-                continue
-            found = _cheapest_start(sets, option, committed, cap, burst, occupancy, team, prices, slack)
-            if found is None:
-                continue
-            candidate = _at(sets, option, found[1])
-            if (candidate.offering, candidate.tier, candidate.start) == (
-                current.offering, current.tier, current.start
-            ):  # fmt: skip
-                continue
-            if best is None or found[0] < best[0]:
-                best = (found[0], candidate)
-        if best is None:
-            occupancy.add(sets, current, team)
-            continue
-        chosen = best[1]
-        touched = np.union1d(
-            np.arange(current.start, current.start + current.periods),
-            np.arange(chosen.start, chosen.start + chosen.periods),
-        )
-        occupancy.add(sets, chosen, team)
-        after = exact(touched)
-        delta = float(after.sum() - period_cost[touched].sum()) + chosen.cost_usd - current.cost_usd
-        if delta < -1e-6:
-            period_cost[touched] = after
-            saving -= delta
-            moved += 1
-            placements[r] = chosen
-            nodes = sets.runs[r].job.nodes
-            if current.tier == POOL:
-                slack[current.offering, current.start : current.start + current.periods] += nodes
-            if chosen.tier == POOL:
-                slack[chosen.offering, chosen.start : chosen.start + chosen.periods] -= nodes
-        else:  # put it back
-            _remove(sets, occupancy, chosen, team)
-            occupancy.add(sets, current, team)
-    improved = Schedule(
-        sorted(placements.values(), key=lambda option: option.run),
-        schedule.unserved_runs,
-        occupancy,
-        schedule.moved + moved,
-        schedule.added,
-    )
-    return improved, saving
-
-
-def _by_run(schedule: Schedule) -> dict[int, TrainingOption]:
-    return {option.run: option for option in schedule.placements}
-
-
-def _remove(sets: PlanningSets, occupancy: Occupancy, option: TrainingOption, team: int) -> None:
-    nodes = sets.runs[option.run].job.nodes
-    window = slice(option.start, option.start + option.periods)
-    (occupancy.pool if option.tier == POOL else occupancy.other)[option.offering, window] -= nodes
-    occupancy.team_gpus[team, window] -= nodes * sets.offerings[option.offering].gpus_per_node
-
-
-def _cheapest_start(
-    sets: PlanningSets,
-    option: TrainingOption,
-    committed: np.ndarray,
-    cap: np.ndarray,
-    burst: np.ndarray,
-    occupancy: Occupancy,
-    team: int,
-    prices: PoolPrices,
-    slack: np.ndarray,
-    prefer: int | None = None,
-) -> tuple[float, int] | None:
-    """(estimated cost, start) of the cheapest feasible start of ``option`` (``prefer`` on ties), or
-    None."""
-    run = sets.runs[option.run]
-    nodes = run.job.nodes
-    o = option.offering
-    last = run.end_period - option.periods
-    if last < run.first_period:
-        return None
-    if option.tier == POOL:
-        room = committed[o] - occupancy.pool[o]
-    else:
-        room = cap[o] - committed[o] - occupancy.other[o]
-    gpus = nodes * sets.offerings[o].gpus_per_node
-    fits = (room >= nodes - EPS) & (burst[team] - occupancy.team_gpus[team] >= gpus - EPS)
-    bad = np.concatenate([[0], np.cumsum(~fits)])
-    starts = np.arange(run.first_period, last + 1)
-    ok = starts[bad[starts + option.periods] - bad[starts] == 0]
-    if not ok.size:
-        return None
-    if option.tier != POOL:  # the price does not depend on the start
-        return option.cost_usd, prefer if prefer is not None and prefer in ok else int(ok[0])
-    # nodes beyond the unused pool displace inference: at the dual price where the row binds, else at
-    # most the offering's on-demand price (where inference would move, or somewhere cheaper)
-    fallback = sets.offerings[o].on_demand_usd_h * sets.period_hours
-    unit = np.where(prices.price[o] > EPS, prices.price[o], fallback)
-    per_period = unit * np.maximum(0.0, nodes - slack[o])
-    running = np.concatenate([[0.0], np.cumsum(per_period)])
-    costs = running[ok + option.periods] - running[ok]
-    k = int(np.argmin(costs))
-    if prefer is not None and prefer in ok and costs[ok == prefer][0] <= costs[k] + 1e-9:
-        return option.cost_usd + float(costs[ok == prefer][0]), prefer
-    return option.cost_usd + float(costs[k]), int(ok[k])

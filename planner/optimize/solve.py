@@ -90,7 +90,7 @@ def solve(
 
 
 @contextmanager
-def _quiet_stdout(active: bool) -> Iterator[None]:
+def quiet_stdout(active: bool) -> Iterator[None]:
     """Silence the C library's stdout (file descriptor 1) for a moment."""
     if not active:
         yield
@@ -169,7 +169,7 @@ def _solve_highs(
             highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
             for flag in data["integral"]
         ]
-    with _quiet_stdout(not verbose):  # HiGHS prints a banner on stdout when created
+    with quiet_stdout(not verbose):  # HiGHS prints a banner on stdout when created
         highs = highspy.Highs()
     highs.setOptionValue("output_flag", bool(verbose))
     highs.setOptionValue("mip_rel_gap", float(gap))
@@ -345,7 +345,7 @@ def solve_separable(
                 highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
                 for flag in integral
             ]
-        with _quiet_stdout(not verbose):
+        with quiet_stdout(not verbose):
             highs = highspy.Highs()
         highs.setOptionValue("output_flag", bool(verbose))
         highs.setOptionValue("mip_rel_gap", float(gap))

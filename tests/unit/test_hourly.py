@@ -23,7 +23,8 @@ from models.scenario import parse
 from planner.optimize.bound import certified_bound, start_from
 from planner.optimize.commitments import tune_commitments
 from planner.optimize.decompose import _within_spot_share
-from planner.optimize.hourly import Occupancy, dispatch, schedule_training
+from planner.optimize.hourly import Occupancy, dispatch
+from planner.optimize.schedule import schedule_training
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, build_sets
 
 
