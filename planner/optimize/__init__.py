@@ -43,7 +43,7 @@ class SolveSettings:
     certify: bool = True  # also bound the full hourly problem (planner/optimize/bound.py)
     bound_clusters_per_block: int | None = None  # None: by size (clusters_per_block)
     method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (decompose.py); see METHODS
-    cluster_relax: bool | None = None  # hourly method: LP relaxation of the cluster model (None: by size)
+    cluster_relax: bool | None = None  # hourly method: True stops at the cluster model's LP (no MILP)
 
 
 def optimize(
@@ -55,7 +55,8 @@ def optimize(
 ) -> Plan:
     """Plan ``scenario`` at minimum cost; raise SolverError if no feasible plan comes back.
 
-    Two stages, one bound:
+    ``settings.method`` picks the method: ``hourly`` (decompose.py) for big scenarios, ``staged``
+    (below) otherwise; ``auto`` decides by size (``HOURLY_ABOVE``). The staged method:
       1. The MILP with on-demand/spot node counts relaxed to fractions (commitments and training
          placements stay integer): it decides commitments and placements, and HiGHS proves a lower
          bound. Relaxing integrality only lowers the optimum, so this bound holds for stage 2's model.
@@ -64,9 +65,10 @@ def optimize(
          warm-started from that plan. Its cost is the plan's cost.
       3. Only if the gap is above the target: the whole-node model with training free, warm-started
          from stage 2, for a tighter bound (and a better plan if it finds one).
-    The reported gap is the plan's cost against the best of stage 1's and stage 3's bounds: a true
+    ``--gap`` is measured against the best of stage 1's and stage 3's bounds (``model_gap``): a true
     optimality certificate for the model (training on its start grid, capacity held for each block a
-    run touches). ``certified_bound_usd`` (bound.py) bounds the full hourly problem instead.
+    run touches). ``bound_usd``/``gap`` in plan.json are the certified bound on the full hourly
+    problem (bound.py) and the plan's gap against it, for either method.
     """
     settings = settings or SolveSettings()
     say = progress or (lambda _message: None)

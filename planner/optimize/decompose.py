@@ -52,8 +52,6 @@ class HourlyResult:
     result: SolveResult  # objective = the plan's cost incl. penalties; bound = the certified bound
     clusters: int
     stages: list[dict[str, object]]
-    schedule: Schedule
-    dispatch: Dispatch
     bound_method: str
 
 
@@ -110,7 +108,7 @@ def plan_hourly(
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
     result = SolveResult("HiGHS", termination, objective, bound, time.perf_counter() - began)
-    return HourlyResult(best.solution, result, lp.clusters, stages, best.schedule, best.dispatch, method)
+    return HourlyResult(best.solution, result, lp.clusters, stages, method)
 
 
 def _stage(number: int, what: str, cluster: BoundResult, realized: Realized | None) -> dict[str, object]:
