@@ -509,8 +509,12 @@ def ratio_row(size: str, full: Outcome, current: Outcome) -> dict[str, str]:
     row = {"size": size, "method": "ratios (a)/(b) wall, (b)/(a) cost"}
     if current.result is None:
         return row
-    finished = full.result is not None and full.result["status"] == "optimal"
-    full_wall = full.result["wall_s"] if full.result is not None else full.seconds
+    if full.result is None:  # (a) never returned a plan: no time to compare with
+        row["wall"] = f"(a) {full.ending}"
+        row["cost"] = "(a) has no plan"
+        return row
+    finished = full.result["status"] == "optimal"
+    full_wall = full.result["wall_s"]
     row["wall"] = f"{'>=' if not finished else ''}{full_wall / current.result['wall_s']:.1f}x"
     full_cost = full.result["objective"] if full.result is not None else math.nan
     if math.isfinite(full_cost) and full_cost > 0:

@@ -60,7 +60,7 @@ METHOD = "cluster-averaged relaxation, fractional node counts, energy-relaxed tr
 
 @dataclass(frozen=True, slots=True)
 class ClusterDecisions:
-    """What the cluster model chose, for the hourly plan to start from (``planner/optimize/hourly.py``).
+    """What the cluster model chose, for the hourly method to start from (``decompose.py``).
 
     ``runs`` maps a run to (offering, tier, preferred start period); a run the model left unserved is
     absent. With the LP relaxation (``relax``), each is the largest fraction's choice, rounded.
@@ -371,11 +371,11 @@ def start_from(
         chosen = option is not None and (option.offering, option.tier) == (o, tier)
         values[f"Y_{name}"] = 1.0 if chosen else 0.0
         run = sets.runs[r]
+        start = option.start if chosen and option is not None else -1
         for k, (b0, _last, lo, hi) in enumerate(
             _start_variants(run.first_period, run.end_period, periods, block)
         ):
-            hit = chosen and option is not None and option.start // block == b0
-            hit = hit and option is not None and lo <= option.start - b0 * block <= hi
+            hit = start // block == b0 and lo <= start - b0 * block <= hi
             values[f"V_{name}_{k}"] = 1.0 if hit else 0.0
     for r in range(len(sets.runs)):
         values[f"UT_{r}"] = 1.0 if r in unserved_runs else 0.0

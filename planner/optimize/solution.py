@@ -1,6 +1,8 @@
-"""Solved variable values -> the Plan (plan.json data + per-period allocations).
+"""A solution -> the Plan (plan.json data + per-period allocations).
 
-Merged slots are written back out per original period, so every period of the horizon can be checked.
+Both methods hand over a :class:`Solution` (plain data per period; the staged method's via
+:func:`solution_from_model`). Merged slots are written back out per original period, so every
+period of the horizon can be checked.
 On-demand and spot nodes are held in whole nodes; a workload's row carries its share of them (the
 idle part of a partly used node is charged to the workloads on it), so allocation rows add up to
 exactly what is paid. Committed capacity used by a workload is split between the 1y and 3y terms in

@@ -23,8 +23,8 @@ from models.scenario import parse
 from planner.optimize.bound import certified_bound, start_from
 from planner.optimize.commitments import tune_commitments
 from planner.optimize.decompose import _within_spot_share
-from planner.optimize.hourly import Occupancy, dispatch
-from planner.optimize.schedule import schedule_training
+from planner.optimize.hourly import Occupancy, dispatch, pool_prices
+from planner.optimize.schedule import improve_schedule, schedule_training
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, build_sets
 
 
@@ -135,6 +135,28 @@ def test_capacity_moves_a_run_to_another_offering(tmp_path: Path, kit) -> None:
     schedule = schedule_training(sets, committed, {0: (capped, ON_DEMAND, 0), 1: (capped, ON_DEMAND, 0)})
     assert sorted(option.offering == capped for option in schedule.placements) == [False, True]
     assert schedule.occupancy.other[capped].max() == 4 and not schedule.unserved_runs
+
+
+def test_moving_a_run_off_the_peak_saves_what_the_periods_say(tmp_path: Path, kit) -> None:
+    """A 4-node pool run placed on the inference peak moves to idle pool hours; the saving it reports
+    is exactly the drop in the per-period LP cost (recomputed independently by ``dispatch``)."""
+    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=4.0)]
+    peak = {"profile": "diurnal", "base": 0, "peak": 4, "peak_hour_utc": 6}
+    sets = _sets(
+        tmp_path, kit, rows, hours=24, terms=["3y"], training=[_job("a", 4, 6, (0, 23))],
+        inference=[_service("s", 8, peak)],
+    )  # fmt: skip
+    committed = np.array([4.0])
+    schedule = schedule_training(sets, committed, {0: (0, POOL, 4)})  # 4-10 h: on the 06:00 peak
+    before = dispatch(sets, committed, schedule.occupancy, dive=False).lp_cost_usd
+    moved, saving = improve_schedule(
+        sets, committed, schedule, pool_prices(sets, committed, schedule.occupancy)
+    )
+    after = dispatch(sets, committed, moved.occupancy, dive=False).lp_cost_usd
+    (placed,) = moved.placements
+    assert placed.tier == POOL and not (placed.start < 10 and placed.start + 6 > 4)  # off the peak
+    assert saving == pytest.approx(before - after, rel=1e-9) and saving > 0
+    assert moved.occupancy.pool.max() <= 4
 
 
 def test_spot_share_is_restored_before_scheduling(tmp_path: Path, kit) -> None:

@@ -512,3 +512,11 @@ def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case)
         assert solver["objective_usd"] >= optimum.objective * (1 - 1e-7) - 1e-6
         total = plan.data["costs"]["total_usd"] + solver["penalty_usd"]
         assert solver["objective_usd"] == pytest.approx(total, rel=1e-7, abs=1e-6)
+        # without capacity or burst limits, a service with an eligible offering is always served
+        unlimited = all(row["max_nodes"] is None for row in rows) and all(
+            team.burst_gpus is None for team in scenario.teams
+        )
+        if unlimited:
+            servable = {s.name for i, s in enumerate(full.services) if i not in full.no_offering_reason}
+            short = {u["workload"] for u in plan.data["unserved"] if u["kind"] == "inference"}
+            assert not short & servable, f"unserved although servable: {short & servable}"
