@@ -28,7 +28,7 @@ from models.errors import SolverError
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
 from planner.optimize.commitments import tune_commitments
-from planner.optimize.hourly import TIER_CODES, Dispatch, dispatch, pool_prices
+from planner.optimize.hourly import TIER_CODES, Dispatch, dispatch, pool_prices, team_index
 from planner.optimize.schedule import Schedule, improve_schedule, schedule_training
 from planner.optimize.sets import SPOT, TERM_TIER, PlanningSets
 from planner.optimize.solution import Solution
@@ -147,7 +147,21 @@ def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[st
     for (o, _term), nodes in commitments.items():
         committed[o] += nodes
     preferred = _within_spot_share(sets, dict(decisions.runs))
+    base = committed.copy()
     schedule = schedule_training(sets, committed, preferred)  # may commit more nodes for gangs
+    if _spot_share_broken(sets, schedule):  # a run left unserved shrank the total: place again
+        kept = {o.run: (o.offering, o.tier, o.start) for o in schedule.placements}
+        preferred = _within_spot_share(sets, kept)
+        committed[:] = base
+        schedule = schedule_training(sets, committed, preferred)
+        while _spot_share_broken(sets, schedule):  # last resort: leave the biggest spot run unserved
+            spot = max(
+                (option for option in schedule.placements if option.tier == SPOT),
+                key=lambda option: sets.runs[option.run].gpus * sets.runs[option.run].job.hours,
+            )
+            schedule.occupancy.remove(sets, spot, team_index(sets)[sets.runs[spot.run].job.team])
+            schedule.placements.remove(spot)
+            schedule.unserved_runs = sorted([*schedule.unserved_runs, spot.run])
     for key, nodes in schedule.added.items():
         commitments[key] = commitments.get(key, 0) + nodes
     say(
@@ -175,7 +189,7 @@ def _move_training(
     say: Callable[[str], None],
     rounds: int = 3,
 ) -> Scheduled:
-    """Rounds of ``hourly.improve_schedule`` (each move checked on the exact per-period LPs), with the
+    """Rounds of ``schedule.improve_schedule`` (each move checked on the exact per-period LPs), with the
     pool's prices recomputed between rounds."""
     best = scheduled
     prices = pool_prices(sets, best.committed, best.schedule.occupancy)
@@ -226,6 +240,16 @@ def _dispatch(sets: PlanningSets, scheduled: Scheduled, say: Callable[[str], Non
     return Realized(
         solution, scheduled.schedule, hourly, scheduled.commitments, _cost(sets, solution, hourly)
     )
+
+
+def _spot_share_broken(sets: PlanningSets, schedule: Schedule) -> bool:
+    share = sets.scenario.purchase.max_spot_share
+    hours = {
+        option.run: sets.runs[option.run].gpus * sets.runs[option.run].job.hours
+        for option in schedule.placements
+    }
+    spot = sum(hours[option.run] for option in schedule.placements if option.tier == SPOT)
+    return spot > share * sum(hours.values()) + 1e-6
 
 
 def _within_spot_share(

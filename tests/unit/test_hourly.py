@@ -20,9 +20,9 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
-from planner.optimize.bound import certified_bound, start_from
+from planner.optimize.bound import ClusterDecisions, certified_bound, start_from
 from planner.optimize.commitments import tune_commitments
-from planner.optimize.decompose import _within_spot_share
+from planner.optimize.decompose import _schedule, _within_spot_share
 from planner.optimize.hourly import Occupancy, dispatch, pool_prices
 from planner.optimize.schedule import improve_schedule, schedule_training
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, build_sets
@@ -166,6 +166,19 @@ def test_spot_share_is_restored_before_scheduling(tmp_path: Path, kit) -> None:
     sets = _sets(tmp_path, kit, rows, hours=24, max_spot_share=0.5, training=jobs)
     runs = _within_spot_share(sets, {0: (0, SPOT, 0), 1: (0, SPOT, 0)})
     assert sorted(tier for _o, tier, _s in runs.values()) == [ON_DEMAND, SPOT]
+
+
+def test_spot_share_holds_when_a_run_is_left_unserved(tmp_path: Path, kit) -> None:
+    """max_spot_share 0.5, two 4-node runs that must overlap on an offering capped at 4 nodes: one is
+    left unserved, so the spot run alone would be 100% spot; it goes on-demand instead."""
+    rows = [kit.offering_row(on_demand_usd_h=10.0, spot_usd_h=3.0, max_nodes=4)]
+    jobs = [_job("a", 4, 6, (0, 10), preemptible=True), _job("b", 4, 6, (0, 10))]
+    sets = _sets(tmp_path, kit, rows, hours=24, max_spot_share=0.5, training=jobs)
+    decisions = ClusterDecisions({}, {0: (0, SPOT, 0), 1: (0, ON_DEMAND, 0)})
+    scheduled = _schedule(sets, decisions, lambda _message: None)
+    placed = {option.run: option.tier for option in scheduled.schedule.placements}
+    assert scheduled.schedule.unserved_runs == [1] and placed == {0: ON_DEMAND}
+    assert scheduled.schedule.occupancy.other.max() == 4
 
 
 def test_commitment_tuning_reaches_the_load_duration_optimum(tmp_path: Path, kit) -> None:
