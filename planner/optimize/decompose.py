@@ -34,6 +34,9 @@ from planner.optimize.sets import SPOT, TERM_TIER, PlanningSets
 from planner.optimize.solution import Solution
 from planner.optimize.solve import SolveResult, Termination, solve
 
+MILP_MIN_SECONDS = 20.0  # the cluster MILP gets at least this (medium: done in ~10 s) ...
+MILP_LP_RATIO = 2.5  # ... or this many times the cluster LP's time (large: 16 s LP -> 40 s)
+
 
 @dataclass
 class Realized:
@@ -84,9 +87,12 @@ def plan_hourly(
     milp_stage: dict[str, object] | None = None
     remaining = left()
     if relax is not True and (remaining is None or remaining > 10):
-        # the MILP, warm-started from the LP's rounded decisions; ~1/4 of the time stays for dispatch
+        # the MILP, warm-started from the LP's rounded decisions. Its time is capped relative to the
+        # LP's: measured on the large benchmark, 80 s of MILP improved the plan by nothing and the
+        # bound by 1.07 M, while the same time spent re-tuning and moving training (below) saved 1.1 M
         start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
-        limit = None if remaining is None else 0.75 * remaining
+        cap = max(MILP_MIN_SECONDS, MILP_LP_RATIO * lp.seconds)
+        limit = cap if remaining is None else min(0.75 * remaining, cap)
         say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
         milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
         if milp.solve.ok and milp.bound_usd > bound:
@@ -175,11 +181,12 @@ def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[st
 def _refine(
     sets: PlanningSets, scheduled: Scheduled, left: Callable[[], float | None], say: Callable[[str], None]
 ) -> Scheduled:
-    """Commitments re-tuned, then training moved where the pool's dual prices say it costs least, then
-    commitments re-tuned again for the moved training."""
-    tuned = _tune(sets, scheduled, left, say)
-    moved = _move_training(sets, tuned, left, say)
-    return _tune(sets, moved, left, say) if moved is not tuned else tuned
+    """Training moved where the pool's dual prices say it costs least, then commitments re-tuned for
+    it, then training moved again for the new commitments (moves first: on the large benchmark they
+    saved 40x more per second than tuning)."""
+    moved = _move_training(sets, scheduled, left, say)
+    tuned = _tune(sets, moved, left, say)
+    return _move_training(sets, tuned, left, say) if tuned.commitments != moved.commitments else tuned
 
 
 def _move_training(
