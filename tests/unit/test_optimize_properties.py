@@ -442,6 +442,17 @@ def test_pruning_and_merging_keep_the_optimum(kit, case) -> None:
         assert optima[0] == pytest.approx(optima[1], rel=1e-7, abs=1e-6)
 
 
+def _full_hourly_optimum(scenario, catalog: Catalog, directory: Path):
+    """The full problem's sets (every hourly start, hourly occupancy, whole nodes, no pruning, no
+    merging) and its exact optimum."""
+    p = scenario.horizon.period_hours
+    options = ModelOptions(block_hours=p, start_grid_hours=p, prune=False, merge=False)
+    full = replace(build_sets(scenario, catalog, directory, options), integral_held=True)
+    optimum = solve(create_model(full).problem, gap=1e-9, time_limit=60)
+    assert optimum.termination == Termination.OPTIMAL
+    return full, optimum
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=scenarios(), per_block=st.sampled_from([None, 1, 2, 3]))
 def test_certified_bound_is_below_the_full_hourly_optimum(kit, case, per_block) -> None:
@@ -453,11 +464,7 @@ def test_certified_bound_is_below_the_full_hourly_optimum(kit, case, per_block) 
         kit.write_catalog_csv(directory / "catalog.csv", rows)
         scenario = parse(data, directory / "scenario.yaml")
         catalog = Catalog.load(directory / "catalog.csv")
-        p = scenario.horizon.period_hours
-        full_options = ModelOptions(block_hours=p, start_grid_hours=p, prune=False, merge=False)
-        full = replace(build_sets(scenario, catalog, directory, full_options), integral_held=True)
-        optimum = solve(create_model(full).problem, gap=1e-9, time_limit=60)
-        assert optimum.termination == Termination.OPTIMAL
+        _full, optimum = _full_hourly_optimum(scenario, catalog, directory)
         bound = certified_bound(build_sets(scenario, catalog, directory, ModelOptions()), per_block)
         assert bound.bound_usd <= optimum.objective * (1 + 1e-7) + 1e-6
 
@@ -502,11 +509,7 @@ def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case)
         plan.write(out)
         check_properties(scenario, data, rows, Plan(Plan.read(out).data, plan.allocations), directory)
 
-        p = scenario.horizon.period_hours
-        full_options = ModelOptions(block_hours=p, start_grid_hours=p, prune=False, merge=False)
-        full = replace(build_sets(scenario, catalog, directory, full_options), integral_held=True)
-        optimum = solve(create_model(full).problem, gap=1e-9, time_limit=60)
-        assert optimum.termination == Termination.OPTIMAL
+        full, optimum = _full_hourly_optimum(scenario, catalog, directory)
         solver = plan.data["solver"]
         assert solver["bound_usd"] <= optimum.objective * (1 + 1e-7) + 1e-6
         assert solver["objective_usd"] >= optimum.objective * (1 - 1e-7) - 1e-6
