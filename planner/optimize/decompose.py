@@ -4,11 +4,13 @@
    block resolution) chooses the commitments and each run's offering, tier and approximate start.
    Its proven bound is the certified lower bound on the full hourly problem (Jensen, see bound.py),
    so the same solve gives the decisions and the certificate. Its LP relaxation first (one LP, a
-   valid if weaker bound, decisions rounded), turned into a plan by steps 2-3; then the MILP,
-   warm-started from that plan, for the time left: a better plan and a tighter bound.
-2. *Place training* period by period (``hourly.schedule_training``): pool runs within commitments,
+   valid if weaker bound, decisions rounded and placed), then the MILP warm-started from those
+   decisions, for a share of the time: better decisions and a tighter bound.
+2. *Place training* period by period (``schedule.schedule_training``): pool runs within commitments,
    nothing above ``max_nodes`` or a team's burst limit, nearest to the cluster model's start.
-3. *Dispatch inference* in every period in whole nodes (``hourly.dispatch``): exact per period for
+3. *Refine*: training moved onto idle pool hours (``schedule.improve_schedule``) and commitments
+   re-tuned on the exact per-period cost (``commitments.tune_commitments``).
+4. *Dispatch inference* in every period in whole nodes (``hourly.dispatch``): exact per period for
    these commitments and placements, so the plan is feasible hour by hour by construction.
 The plan's cost is measured on what is written (allocations + commitments + penalties), and its gap
 against the certified bound is a true optimality certificate for the full hourly problem.

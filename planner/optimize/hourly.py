@@ -207,7 +207,6 @@ class PeriodModel:
         self.burst_rows = np.arange(first_burst, first_burst + len(self.burst_teams), dtype=np.int32)
         self.demand_rows = np.arange(n_services, dtype=np.int32)
         self.held_cols = np.arange(n_x, n_x + n_held, dtype=np.int32)
-        self.held_offering = np.array([o for (_t, o) in held_keys], dtype=np.int64)
         self.cap_cols = [
             np.array([k for k, (_t, oo) in enumerate(held_keys) if oo == o], dtype=np.int64)
             for o in self.cap_offerings
