@@ -20,7 +20,7 @@ import numpy as np
 import pulp
 
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows
-from planner.optimize.hourly import Distinct, Occupancy, PeriodModel
+from planner.optimize.hourly import Distinct, Occupancy, PeriodModel, max_nodes
 from planner.optimize.sets import TERM_TIER, PlanningSets
 from planner.optimize.solve import solve
 
@@ -77,8 +77,7 @@ def tune_commitments(
         return total, gradient
 
     lowest = np.ceil(occupancy.pool.max(axis=1) - 1e-9) if occupancy.pool.size else np.zeros(n_o)
-    cap = np.array([o.max_nodes if o.max_nodes is not None else math.inf for o in sets.offerings])
-    highest = cap - (occupancy.other.max(axis=1) if occupancy.other.size else 0.0)
+    highest = max_nodes(sets) - (occupancy.other.max(axis=1) if occupancy.other.size else 0.0)
     best = dict(commitments)
     inference, gradient = evaluate(best)
     best_cost = start_cost = bought(best) + inference

@@ -101,6 +101,11 @@ class Dispatch:
 TIER_CODES = (POOL, ON_DEMAND, SPOT)
 
 
+def max_nodes(sets: PlanningSets) -> np.ndarray:
+    """Each offering's capacity limit in nodes (inf where it has none)."""
+    return np.array([o.max_nodes if o.max_nodes is not None else math.inf for o in sets.offerings])
+
+
 def team_index(sets: PlanningSets) -> dict[str, int]:
     return {team.name: m for m, team in enumerate(sets.scenario.teams)}
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from planner.optimize.hourly import EPS, Occupancy, PeriodModel, PoolPrices, team_index
+from planner.optimize.hourly import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
 
 
@@ -39,7 +39,6 @@ class _Limits:
 
     @classmethod
     def of(cls, sets: PlanningSets, reserve_inference: bool = True) -> _Limits:
-        cap = [o.max_nodes if o.max_nodes is not None else math.inf for o in sets.offerings]
         periods = sets.scenario.horizon.periods
         burst = np.full((len(sets.scenario.teams), periods), math.inf)
         teams = team_index(sets)
@@ -55,7 +54,7 @@ class _Limits:
                 ]
                 if per_replica:
                     burst[teams[service.team]] -= sets.demand[i] * min(per_replica)
-        return cls(np.array(cap, dtype=float), burst)
+        return cls(max_nodes(sets), burst)
 
 
 def combos(sets: PlanningSets) -> dict[tuple[int, int, str], TrainingOption]:

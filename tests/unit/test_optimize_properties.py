@@ -171,10 +171,15 @@ def _matches(patterns: list[str], model: str) -> bool:
     return any(model.upper().startswith(p.upper()) for p in patterns)
 
 
-def _plan_and_read(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
+def _written(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
+    """The case written to ``directory`` (catalog.csv) and read back as the planner reads it."""
     kit.write_catalog_csv(directory / "catalog.csv", rows)
-    scenario = parse(data, directory / "scenario.yaml")
-    plan = optimize(scenario, Catalog.load(directory / "catalog.csv"), directory, kit.exact_settings())
+    return parse(data, directory / "scenario.yaml"), Catalog.load(directory / "catalog.csv")
+
+
+def _plan_and_read(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
+    scenario, catalog = _written(kit, data, rows, directory)
+    plan = optimize(scenario, catalog, directory, kit.exact_settings())
     out = directory / "plan"
     out.mkdir()
     plan.write(out)
@@ -429,9 +434,7 @@ def test_pruning_and_merging_keep_the_optimum(kit, case) -> None:
     data, rows = case
     with tempfile.TemporaryDirectory(prefix="gpuplan-red-") as tmp:
         directory = Path(tmp)
-        kit.write_catalog_csv(directory / "catalog.csv", rows)
-        scenario = parse(data, directory / "scenario.yaml")
-        catalog = Catalog.load(directory / "catalog.csv")
+        scenario, catalog = _written(kit, data, rows, directory)
         optima = []
         for reduce in (True, False):
             options = ModelOptions(block_hours=1, start_grid_hours=1, prune=reduce, merge=reduce)
@@ -461,9 +464,7 @@ def test_certified_bound_is_below_the_full_hourly_optimum(kit, case, per_block) 
     data, rows = case
     with tempfile.TemporaryDirectory(prefix="gpuplan-bound-") as tmp:
         directory = Path(tmp)
-        kit.write_catalog_csv(directory / "catalog.csv", rows)
-        scenario = parse(data, directory / "scenario.yaml")
-        catalog = Catalog.load(directory / "catalog.csv")
+        scenario, catalog = _written(kit, data, rows, directory)
         _full, optimum = _full_hourly_optimum(scenario, catalog, directory)
         bound = certified_bound(build_sets(scenario, catalog, directory, ModelOptions()), per_block)
         assert bound.bound_usd <= optimum.objective * (1 + 1e-7) + 1e-6
@@ -480,9 +481,8 @@ def test_certified_bound_is_exact_when_nodes_match_replicas(kit, per_block) -> N
     data = {**data, "inference": [service]}
     with tempfile.TemporaryDirectory(prefix="gpuplan-bound-") as tmp:
         directory = Path(tmp)
-        kit.write_catalog_csv(directory / "catalog.csv", rows)
-        scenario = parse(data, directory / "scenario.yaml")
-        sets = build_sets(scenario, Catalog.load(directory / "catalog.csv"), directory, ModelOptions())
+        scenario, catalog = _written(kit, data, rows, directory)
+        sets = build_sets(scenario, catalog, directory, ModelOptions())
         demand = service_demand(scenario, scenario.inference[0], directory)
         bound = certified_bound(sets, per_block)
         assert bound.bound_usd == pytest.approx(float(demand.sum()) * 7.0, rel=1e-7)
@@ -498,9 +498,7 @@ def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case)
     data, rows = case
     with tempfile.TemporaryDirectory(prefix="gpuplan-hourly-") as tmp:
         directory = Path(tmp)
-        kit.write_catalog_csv(directory / "catalog.csv", rows)
-        scenario = parse(data, directory / "scenario.yaml")
-        catalog = Catalog.load(directory / "catalog.csv")
+        scenario, catalog = _written(kit, data, rows, directory)
         hourly = kit.exact_settings(method="hourly", block_hours=None, start_grid_hours=None)
         plan = optimize(scenario, catalog, directory, hourly)
         assert plan.data["solver"]["method"] == "hourly-decomposition"
