@@ -31,6 +31,7 @@ __all__ = [
     "EMBEDDED_CATALOG_PATH",
     "FABRICS",
     "GPU_MODELS",
+    "OWNED",
     "TIERS",
     "Catalog",
     "Offering",
@@ -50,6 +51,8 @@ GPU_MODELS: tuple[str, ...] = (
 FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 TIERS: tuple[str, ...] = ("reserved_1y", "reserved_3y", "on_demand", "spot")
+#: Nodes the user owns (a colocation site): the "cloud" of their offering and the tier they are paid on.
+OWNED = "owned"
 
 # Expected spot interruptions per node-hour when a catalog row leaves the column empty.
 # ASSUMPTION, not a measurement. FACTS.md section 2 has no GPU interruption figures:
@@ -104,6 +107,9 @@ class Offering:
 
     Prices are USD per node-hour; ``None`` means the tier is not offered. ``spot_interruptions_per_hour``
     is already resolved (the row's value or the cloud default), so consumers never deal with a missing rate.
+    Catalog rows always have an on-demand price; only an *owned* offering (cloud ``owned``, built from a
+    scenario's ``colocation`` section) has none, and is priced on the ``owned`` tier instead (its
+    amortized cost per node-hour, capital included), usable from ``available_from_hour`` on.
     """
 
     cloud: str
@@ -114,13 +120,15 @@ class Offering:
     gpu_memory_gb: float
     fabric: str
     fabric_gbps: float | None
-    on_demand_usd_h: float
+    on_demand_usd_h: float | None
     spot_usd_h: float | None
     reserved_1y_usd_h: float | None
     reserved_3y_usd_h: float | None
     spot_interruptions_per_hour: float
     max_nodes: int | None
     source: str
+    owned_usd_h: float | None = None
+    available_from_hour: float = 0.0
 
     def __post_init__(self) -> None:
         # The CSV loader reports these with row and column; this guards offerings built in code.
@@ -132,7 +140,13 @@ class Offering:
             raise ValueError(
                 f"{self.id}: unknown gpu_model {self.gpu_model!r}; valid: {', '.join(GPU_MODELS)}"
             )
-        prices = (self.on_demand_usd_h, self.spot_usd_h, self.reserved_1y_usd_h, self.reserved_3y_usd_h)
+        prices = (
+            self.on_demand_usd_h,
+            self.spot_usd_h,
+            self.reserved_1y_usd_h,
+            self.reserved_3y_usd_h,
+            self.owned_usd_h,
+        )
         if any(p is not None and not (p >= 0 and math.isfinite(p)) for p in prices):
             raise ValueError(f"{self.id}: prices must be finite and >= 0")
         rate = self.spot_interruptions_per_hour
@@ -145,6 +159,10 @@ class Offering:
     def id(self) -> str:
         """``cloud:region:instance_type``, the key plans and reports use (plan-contract.md)."""
         return f"{self.cloud}:{self.region}:{self.instance_type}"
+
+    @property
+    def owned(self) -> bool:
+        return self.cloud == OWNED
 
     @property
     def has_fabric(self) -> bool:
@@ -161,6 +179,8 @@ class Offering:
             return self.reserved_1y_usd_h
         if tier == "reserved_3y":
             return self.reserved_3y_usd_h
+        if tier == OWNED:
+            return self.owned_usd_h
         raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
 
     def matches_gpu(self, patterns: Iterable[str] | None) -> bool:

@@ -170,6 +170,7 @@ class InferenceService(_Strict):
     gpu_models: list[str] = Field(min_length=1)
     latency_critical: bool = Field(True, description="never on spot")
     replicas: DemandSpec
+    scale: float = Field(1.0, gt=0, description="multiplies the replica series (what-if demand changes)")
 
     _gpu_models = field_validator("gpu_models")(_check_gpu_patterns)
 
@@ -221,6 +222,50 @@ class TrainingJob(_Strict):
         return (self.fabric or ("required" if self.nodes > 1 else "none")) == "required"
 
 
+class Colocation(_Strict):
+    """Own GPU servers in a colocation site, bought as a tier the planner may mix with cloud capacity.
+
+    Defaults are the documented example of ``FACTS.md`` section 5 (an 8x H100 HGX node); each says
+    where it comes from. Two inputs have no figure there and are marked as assumptions.
+    """
+
+    site: str = Field("colo", min_length=1, description="a name for the site (offering id owned:SITE:...)")
+    gpu_model: str = "H100"
+    gpus_per_node: int = Field(8, gt=0)
+    gpu_memory_gb: float | None = Field(None, gt=0, description="per GPU; default: the model's usual size")
+    fabric: Literal["infiniband", "none"] = Field(
+        "infiniband", description="FACTS 5: node price quoted with IB NICs for 8x400G"
+    )
+    fabric_gbps: float = Field(3200.0, ge=0, description="8 x 400 Gb/s NDR (FACTS 5)")
+    capex_per_node_usd: float = Field(
+        335_000.0, gt=0, description="all-in: FACTS 5 worked example, $310k HGX node + ~$25k network share"
+    )
+    power_kw_per_node: float = Field(10.2, gt=0, description="FACTS 5: DGX H100 max power 10.2 kW")
+    pue: float = Field(1.5, ge=1.0, description="FACTS 5: enterprise colo PUE 1.5-1.8 (Uptime 2024)")
+    power_usd_per_kwh: float = Field(0.09, ge=0, description="FACTS 5: $0.06-0.12 per kWh, midpoint")
+    colo_usd_per_kw_month: float = Field(200.0, ge=0, description="FACTS 5: $150-250 per kW-month, mid")
+    support_pct_per_year: float = Field(
+        10.0, ge=0, description="FACTS 5: not found, ~8-15% of hardware per year assumed; 10% as worked"
+    )
+    depreciation_months: int = Field(36, gt=0, description="FACTS 5: 3-5 years; 36 months as v2-pseo-ai")
+    residual_value_pct: float = Field(30.0, ge=0, le=100, description="FACTS 5: 25-35% after 36 months")
+    cost_of_capital_pct_per_year: float = Field(
+        8.0, ge=0, description="ASSUMPTION, not in FACTS 5: a typical corporate cost of capital"
+    )
+    lead_time_months: float = Field(
+        0.0, ge=0, description="ASSUMPTION, not in FACTS 5: months from order until a node is usable"
+    )
+    max_nodes: int = Field(gt=0, description="most nodes that may be bought (space, power, budget)")
+
+    _gpu_model = field_validator("gpu_model")(lambda value: _canonical_gpu(value))
+
+
+def _canonical_gpu(value: str) -> str:
+    if value not in GPU_MODELS:
+        raise ValueError(f"unknown GPU model {value!r}; known: {', '.join(GPU_MODELS)}")
+    return value
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -233,6 +278,10 @@ class Scenario(_Strict):
     teams: list[Team] = Field(default_factory=list)
     inference: list[InferenceService] = Field(default_factory=list)
     training: list[TrainingJob] = Field(default_factory=list)
+    colocation: Colocation | None = Field(None, description="own servers the planner may buy")
+    adjust: list[str] = Field(
+        default_factory=list, description="changes to apply first, as gpuplan whatif --vary (spot_price=+50%)"
+    )
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:

@@ -109,6 +109,8 @@ def service_demand(scenario: Scenario, service: InferenceService, base_dir: Path
     """Replicas per planning period for one inference service."""
     index = scenario.inference.index(service)
     hourly = hourly_demand(service.replicas, scenario.horizon, base_dir, f"inference[{index}].replicas")
+    if service.scale != 1.0:
+        hourly = hourly * service.scale
     return per_period_max(hourly, scenario.horizon.period_hours)
 
 

@@ -32,6 +32,8 @@ def _inference_cost(sets: PlanningSets, i: int, allow_spot: bool) -> tuple[np.nd
     best_gpus = np.zeros(demand.shape)
     for o in sets.eligible(i):
         offering = sets.offerings[o]
+        if offering.on_demand_usd_h is None:
+            continue  # owned nodes: the baselines are cloud-only policies
         nodes = np.ceil(demand / sets.replicas_per_node[(i, o)])
         prices = [offering.on_demand_usd_h]
         if allow_spot and offering.spot_usd_h is not None:
@@ -68,19 +70,17 @@ def _guarantee_top_up(sets: PlanningSets, team_gpus: dict[str, np.ndarray]) -> f
     for team in sets.scenario.teams:
         if team.guaranteed_gpus <= 0:
             continue
-        per_gpu = [
-            sets.offerings[o].on_demand_usd_h / sets.offerings[o].gpus_per_node
+        rented = [
+            sets.offerings[o]
             for o in sets.team_offerings.get(team.name, [])
+            if sets.offerings[o].on_demand_usd_h is not None
         ]
-        if not per_gpu:
+        if not rented:
             continue
-        offering = min(
-            (sets.offerings[o] for o in sets.team_offerings[team.name]),
-            key=lambda off: off.on_demand_usd_h / off.gpus_per_node,
-        )
+        offering = min(rented, key=lambda off: (off.on_demand_usd_h or 0.0) / off.gpus_per_node)
         missing = np.clip(team.guaranteed_gpus - team_gpus[team.name], 0, None)
         nodes = np.ceil(missing / offering.gpus_per_node)
-        cost += float(nodes.sum()) * offering.on_demand_usd_h * sets.period_hours
+        cost += float(nodes.sum()) * (offering.on_demand_usd_h or 0.0) * sets.period_hours
     return cost
 
 

@@ -8,6 +8,7 @@ never a traceback, and nothing is written.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -15,16 +16,13 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError, SolverError
-
-if TYPE_CHECKING:
-    from models.catalog import Catalog
 
 app = typer.Typer(
     add_completion=False,
@@ -111,7 +109,7 @@ def plan(
 
     Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html.
     """
-    from models import scenario as scenario_io
+    from planner.inputs import load_inputs
     from planner.optimize import METHODS, SolveSettings, optimize
 
     say = _progress(quiet)
@@ -124,8 +122,7 @@ def plan(
             raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
         if clusters_per_block is not None and clusters_per_block < 1:
             raise InputError(None, "--clusters-per-block", f"must be at least 1, got {clusters_per_block}")
-        loaded = scenario_io.load(scenario)
-        catalog = _load_catalog(loaded.catalog, scenario)
+        inputs = load_inputs(scenario)
         settings = SolveSettings(
             solver=solver.lower(),
             time_limit=time_limit,
@@ -139,7 +136,7 @@ def plan(
         )
         if settings.solver not in ("highs", "cbc"):
             raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
-        result = optimize(loaded, catalog, scenario.parent, settings, progress=say)
+        result = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say)
         with _atomic_directory(output) as staging:
             result.write(staging)
             if not no_report:
@@ -173,15 +170,158 @@ def plan(
             raise typer.Exit(EXIT_UNSERVED)
 
 
-def _load_catalog(reference: str, scenario_path: Path) -> Catalog:
-    from models.catalog import Catalog
+@app.command()
+def whatif(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML: the base every variant changes")],
+    vary: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vary",
+            help="one variant per flag, e.g. demand=x1.3, spot_price=+50%, capacity:H100=-50%, "
+            "colocation.max_nodes=16; several changes in one flag combine ('demand=x1.3 spot_price=+50%')",
+        ),
+    ] = None,
+    sweep: Annotated[
+        Path | None, typer.Option(help="a sweep file: variants: [{name: ..., vary: [...]}, ...]")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("whatif"),
+    time_limit: Annotated[float, typer.Option(help="solver time limit per variant, seconds")] = 120.0,
+    workers: Annotated[
+        int | None, typer.Option(help="variants planned at once (default: one per core)")
+    ] = None,
+    method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip whatif.md / whatif.html")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """Compare variants of a scenario side by side: cost, savings, tier mix, commitments, unserved demand.
 
-    if reference == "embedded":
-        return Catalog.load(None)
-    path = Path(reference)
-    if not path.is_absolute():
-        path = scenario_path.parent / path
-    return Catalog.load(path)
+    Writes DIR/whatif.json, DIR/whatif.md, DIR/whatif.html and each variant's plan in DIR/variants/.
+    Grammar of a change: KEY[:TARGET]=VALUE with VALUE x1.3 (times), +50% (relative) or 16 (set); keys:
+    demand, growth, training_hours, price, on_demand_price, spot_price, reserved_price, spot_interruptions,
+    capacity, max_spot_share, colocation.FIELD (see models/variation.py).
+    """
+    import json
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from planner.optimize import METHODS, SolveSettings
+    from planner.whatif import check_variants, load_sweep, plan_variants, run_whatif, variants_from_flags
+
+    try:
+        if time_limit <= 0:
+            raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        if workers is not None and workers < 1:
+            raise InputError(None, "--workers", f"must be at least 1, got {workers}")
+        if method.lower() not in METHODS:
+            raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
+        if not vary and sweep is None:
+            raise InputError(None, "--vary/--sweep", "give at least one --vary change or a --sweep file")
+        variants = plan_variants(load_sweep(sweep) if sweep else [], variants_from_flags(vary or []))
+        check_variants(scenario, variants)
+        settings = SolveSettings(time_limit=time_limit, method=method.lower())
+        progress = Progress(
+            TextColumn("[bold]what-if[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}"), console=err, disable=quiet,
+        )  # fmt: skip
+        with _atomic_directory(output) as staging, progress:
+            task = progress.add_task(f"planning {len(variants)} variants", total=len(variants))
+
+            def finished(row: dict) -> None:
+                total = row.get("total_usd")
+                outcome = f"${total:,.0f}" if total is not None else row["status"]
+                progress.update(task, advance=1, description=f"{row['name']}: {outcome}")
+
+            data = run_whatif(scenario, variants, staging, settings, workers, finished)
+            (staging / "whatif.json").write_text(json.dumps(data, indent=2) + "\n")
+            if not no_report:
+                from planner.whatif_report import write_whatif_reports
+
+                write_whatif_reports(staging, data)
+    except GpuplanError as error:
+        raise _fail(error) from None
+    table = Table(title=f"{data['scenario']}: {len(variants)} variants")
+    for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
+        table.add_column(column, justify="left" if column in ("variant", "commitments") else "right")
+    failed = 0
+    for row in data["variants"]:
+        if row["status"] == "failed":
+            failed += 1
+            table.add_row(row["name"], "failed", "", "", row["error"][:60], "")
+            continue
+        delta = row.get("delta_vs_base_pct")
+        saving = row.get("savings_vs_on_demand_pct")
+        table.add_row(
+            row["name"], f"${row['total_usd']:,.0f}", "" if delta is None else f"{delta:+.1f}%",
+            "" if saving is None else f"saves {saving:.1f}%",
+            ", ".join(f"{n} {term}" for term, n in row["commitments"].items()) or "none",
+            str(len(row["unserved"])),
+        )  # fmt: skip
+    out.print(table)
+    out.print(f"written to {output}/ (whatif.html, whatif.md, whatif.json, variants/)", highlight=False)
+    if failed:
+        err.print(f"[yellow]warning:[/] {failed} variant(s) failed; see whatif.json", highlight=False)
+        raise typer.Exit(EXIT_SOLVER)
+
+
+@app.command()
+def breakeven(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML with a colocation: section")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("breakeven"),
+    nodes: Annotated[
+        int | None, typer.Option(help="own this many nodes (default: as many as the optimal plan buys)")
+    ] = None,
+    time_limit: Annotated[float, typer.Option(help="solver time limit per plan, seconds")] = 120.0,
+    method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
+) -> None:
+    """Own GPU servers or rent them: cumulative cost curves, break-even month, NPV and a sensitivity.
+
+    Plans the scenario cloud-only, with owned nodes as a tier (how many to buy), and with N owned nodes
+    paid for; writes DIR/breakeven.json, DIR/breakeven.html, DIR/breakeven.md and the plans in DIR/plans/.
+    """
+    import json
+
+    from planner.breakeven import analyse
+    from planner.breakeven_report import render_breakeven_html, render_breakeven_markdown
+    from planner.inputs import load_inputs
+    from planner.optimize import METHODS, SolveSettings, optimize
+
+    say = _progress(quiet)
+    try:
+        if time_limit <= 0:
+            raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        if nodes is not None and nodes < 1:
+            raise InputError(None, "--nodes", f"must be at least 1, got {nodes}")
+        if method.lower() not in METHODS:
+            raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
+        inputs = load_inputs(scenario)
+        settings = SolveSettings(time_limit=time_limit, method=method.lower())
+        with _atomic_directory(output) as staging:
+
+            def plan_one(variant, label: str):  # type: ignore[no-untyped-def]
+                result = optimize(variant, inputs.catalog, inputs.base_dir, settings)
+                say(f"{label}: ${result.total_usd:,.0f}")
+                target = staging / "plans" / label
+                target.mkdir(parents=True)
+                result.write(target)
+                return result
+
+            data, _plans = analyse(inputs, plan_one, nodes, say)
+            (staging / "breakeven.json").write_text(json.dumps(data, indent=2) + "\n")
+            (staging / "breakeven.html").write_text(render_breakeven_html(data), encoding="utf-8")
+            (staging / "breakeven.md").write_text(render_breakeven_markdown(data), encoding="utf-8")
+    except GpuplanError as error:
+        raise _fail(error) from None
+    months = data["months_to_break_even"]
+    when = f"breaks even after {months:.1f} months" if months is not None else "never breaks even"
+    out.print(
+        f"[bold]{data['scenario']}[/]: owning {data['nodes']} node(s) ({data['nodes_from']}) {when} "
+        f"within a {data['inputs']['depreciation_months']}-month life; NPV ${data['npv_usd']:,.0f} "
+        f"at {data['inputs']['cost_of_capital_pct_per_year']:g}%/yr; owned nodes busy "
+        f"{data['utilization']:.0%} of their hours",
+        highlight=False,
+    )
+    out.print(f"written to {output}/ (breakeven.html, breakeven.md, breakeven.json, plans/)", highlight=False)
 
 
 @app.command()
@@ -223,7 +363,7 @@ def catalog(
         table.add_row(
             o.cloud, o.region, o.instance_type, f"{o.gpus_per_node}x {o.gpu_model}", o.fabric,
             money(o.on_demand_usd_h), money(o.spot_usd_h), money(o.reserved_1y_usd_h),
-            money(o.reserved_3y_usd_h), money(o.on_demand_usd_h / o.gpus_per_node),
+            money(o.reserved_3y_usd_h), money((o.on_demand_usd_h or math.nan) / o.gpus_per_node),
         )  # fmt: skip
     if not out.is_terminal:
         out.width = max(out.width, 140)  # piped or captured: do not squeeze the table to 80 columns
@@ -233,12 +373,12 @@ def catalog(
 @app.command()
 def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) -> None:
     """Check a scenario (fields, references, catalog, demand series) without solving."""
-    from models import scenario as scenario_io
     from models.workloads import service_demand, training_runs
+    from planner.inputs import load_inputs
 
     try:
-        loaded = scenario_io.load(scenario)
-        catalog = _load_catalog(loaded.catalog, scenario)
+        inputs = load_inputs(scenario)
+        loaded, catalog = inputs.scenario, inputs.catalog
         for service in loaded.inference:
             service_demand(loaded, service, scenario.parent)
         runs = training_runs(loaded)

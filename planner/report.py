@@ -51,9 +51,12 @@ DAILY_RESAMPLE_MIN_PERIODS = 744
 #: Parts and totals that differ by more than this many dollars trigger a reconciliation warning.
 RECONCILE_TOLERANCE_USD = 1.0
 
-TIER_ORDER = ("reserved_3y", "reserved_1y", "on_demand", "spot")
+TIER_ORDER = ("owned", "reserved_3y", "reserved_1y", "on_demand", "spot")
+#: Tiers paid for the whole horizon whether used or not (owned nodes and commitments).
+COMMITTED_TIERS = ("owned", "reserved_3y", "reserved_1y")
 IDLE_SERIES = "reserved (idle)"
 TIER_COLORS = {
+    "owned": "#7030a0",
     "reserved_3y": "#1f4e79",
     "reserved_1y": "#2e75b6",
     IDLE_SERIES: "#bdd7ee",
@@ -576,7 +579,7 @@ def _commitments(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> 
         # Coverage needs all node-hours per offering, which only allocations.csv has.
         node_hours = alloc.assign(nh=alloc["nodes"] * hz.period_hours)
         all_nh = node_hours.groupby("offering")["nh"].sum().to_dict()
-        res_nh = node_hours[node_hours["tier"].str.startswith("reserved")].groupby("offering")["nh"].sum()
+        res_nh = node_hours[node_hours["tier"].isin(COMMITTED_TIERS)].groupby("offering")["nh"].sum()
         res_nh_d = res_nh.to_dict()
         pools_table = Table(
             [
@@ -617,7 +620,7 @@ def _commitments(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> 
 
     note = None
     by_tier = _dict(_dict(plan.get("costs")).get("by_tier"))
-    reserved_cost = sum(_num(v) or 0.0 for k, v in by_tier.items() if str(k).startswith("reserved"))
+    reserved_cost = sum(_num(v) or 0.0 for k, v in by_tier.items() if str(k) in COMMITTED_TIERS)
     commit_cost = sum(_num(c.get("cost_in_horizon_usd")) or 0.0 for c in commitments)
     if commitments and abs(reserved_cost - commit_cost) > RECONCILE_TOLERANCE_USD:
         note = (
@@ -883,12 +886,12 @@ def _idle_reserved(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -
     committed: dict[tuple[str, str], float] = {}
     for c in _list(plan.get("commitments")):
         c = _dict(c)
-        key = (str(c.get("offering")), f"reserved_{c.get('term')}")
+        key = (str(c.get("offering")), _term_tier(str(c.get("term"))))
         committed[key] = committed.get(key, 0.0) + (_num(c.get("nodes")) or 0.0)
     idle = pd.Series(0.0, index=pd.RangeIndex(hz.periods))
     if not committed:
         return idle
-    reserved = alloc[alloc["tier"].str.startswith("reserved")]
+    reserved = alloc[alloc["tier"].isin(COMMITTED_TIERS)]
     used = (
         reserved.pivot_table(index="period", columns=["offering", "tier"], values="nodes", aggfunc="sum")
         if not reserved.empty
@@ -901,8 +904,13 @@ def _idle_reserved(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -
     return idle
 
 
+def _term_tier(term: str) -> str:
+    """The tier a commitment term is paid on: ``1y`` -> ``reserved_1y``; ``owned`` stays ``owned``."""
+    return term if term == "owned" else f"reserved_{term}"
+
+
 def _ordered_tiers(names: Iterable[str]) -> list[str]:
-    order = [*TIER_ORDER[:2], IDLE_SERIES, *TIER_ORDER[2:]]
+    order = [*TIER_ORDER[:3], IDLE_SERIES, *TIER_ORDER[3:]]
     rank = {n: i for i, n in enumerate(order)}
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
 

@@ -48,7 +48,7 @@ from planner.optimize.build import (
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
+from planner.optimize.sets import POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption, usable
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
@@ -182,6 +182,15 @@ def certified_bound(
             )
 
     pool_use: dict[tuple[int, int], list] = defaultdict(list)
+    # owned nodes still on order serve nothing: a cluster offers them only if one of its slots may
+    # (still a relaxation: a cluster's average use of them is zero when none of its slots can)
+    waiting = {o for o, off in enumerate(sets.offerings) if off.available_from_hour > 0}
+    usable_in = {
+        (o, int(cluster[s]))
+        for o in waiting
+        for s, slot in enumerate(sets.slots)
+        if usable(sets.offerings[o], slot, p)
+    }
     held_use: dict[tuple[int, int], list] = defaultdict(list)  # on-demand/spot nodes (capacity)
     burst_use: dict[tuple[str, int], list] = defaultdict(list)
     held: dict[tuple[str, int, int], pulp.LpVariable] = {}
@@ -198,6 +207,8 @@ def certified_bound(
                     continue
                 gpus = float(sets.offerings[o].gpus_per_node)
                 for tier in sets.serve_tiers.get((i, o), ()):
+                    if tier == POOL and o in waiting and (o, c) not in usable_in:
+                        continue
                     x = var(f"X{tier[0]}_{i}_{o}_{c}")
                     terms_.append((x, q))
                     burst_use[(service.team, c)].append((x, gpus))

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, on_demand_or_dearest, usable
 
 set_v4_migration_warnings(False)
 
@@ -126,7 +126,7 @@ def replica_penalty(sets: PlanningSets, i: int) -> float:
     """Cost per hour of one unserved replica of service ``i``: a multiple of its dearest eligible
     *node*, not replica, so that with whole nodes leaving even one small (MIG-sized) replica unserved
     never looks cheaper than holding one more node."""
-    costs = [sets.offerings[o].on_demand_usd_h for (ii, o) in sets.replicas_per_node if ii == i]
+    costs = [on_demand_or_dearest(sets, o) for (ii, o) in sets.replicas_per_node if ii == i]
     return PENALTY_FACTOR * max(costs) if costs else FALLBACK_PENALTY_USD_PER_GPU_HOUR * 8
 
 
@@ -146,6 +146,8 @@ def define_inference(model: PlanningModel) -> None:
             terms: list[tuple[pulp.LpVariable, float]] = []
             for o, q in by_service[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
+                    if tier == POOL and not usable(sets.offerings[o], slot, sets.period_hours):
+                        continue  # owned nodes not delivered yet
                     var = model.var(f"X{tier[0]}_{i}_{o}_{s}")
                     model.serve[(tier, i, o, s)] = var
                     terms.append((var, q))
@@ -177,7 +179,11 @@ def run_penalty(sets: PlanningSets, r: int) -> float:
     bound price unserved work the same way.
     """
     job = sets.runs[r].job
-    prices = [o.on_demand_usd_h for o in sets.offerings if o.matches_gpu(job.gpu_models)]
+    prices = [
+        o.on_demand_usd_h
+        for o in sets.offerings
+        if o.matches_gpu(job.gpu_models) and o.on_demand_usd_h is not None
+    ]
     if prices:
         return PENALTY_FACTOR * job.nodes * max(prices) * job.hours
     return PENALTY_FACTOR * sets.runs[r].gpus * job.hours * FALLBACK_PENALTY_USD_PER_GPU_HOUR
@@ -185,7 +191,10 @@ def run_penalty(sets: PlanningSets, r: int) -> float:
 
 def guarantee_penalty_per_gpu(sets: PlanningSets) -> float:
     """Cost of one guaranteed GPU that no commitment backs, for the whole horizon."""
-    dearest = max((o.on_demand_usd_h / o.gpus_per_node for o in sets.offerings), default=10.0)
+    dearest = max(
+        (o.on_demand_usd_h / o.gpus_per_node for o in sets.offerings if o.on_demand_usd_h is not None),
+        default=10.0,
+    )
     return PENALTY_FACTOR * dearest * sets.horizon_hours
 
 
@@ -316,7 +325,8 @@ def guarantee_rows(
             continue
         terms: Terms = []
         for o in sets.team_offerings.get(team.name, []):
-            if sets.terms[o]:
+            # nodes still on order are not "always provisioned": they back no guarantee
+            if sets.terms[o] and sets.offerings[o].available_from_hour <= 0:
                 var = new_var(f"H_{team.name}_{o}", None)
                 family.backing[(team.name, o)] = var
                 terms.append((var, 1.0))

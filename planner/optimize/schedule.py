@@ -17,7 +17,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from planner.optimize.hourly import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
+from planner.optimize.sets import (
+    ON_DEMAND,
+    POOL,
+    SPOT,
+    TERM_TIER,
+    PlanningSets,
+    TrainingOption,
+    on_demand_or_dearest,
+)
 
 
 @dataclass
@@ -291,7 +299,7 @@ def _cheapest_start(
     nodes = sets.runs[option.run].job.nodes
     # nodes beyond the idle pool displace inference: at the dual price where the row binds, else at
     # most the offering's on-demand price (inference could move there, or somewhere cheaper)
-    fallback = sets.offerings[o].on_demand_usd_h * sets.period_hours
+    fallback = on_demand_or_dearest(sets, o) * sets.period_hours
     unit = np.where(prices.price[o] > EPS, prices.price[o], fallback)
     running = np.concatenate([[0.0], np.cumsum(unit * np.maximum(0.0, nodes - slack[o]))])
     costs = running[ok + option.periods] - running[ok]

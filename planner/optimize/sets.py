@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.catalog import Catalog, Offering
+from models.catalog import OWNED, Catalog, Offering
 from models.mig import replicas_per_gpu
 from models.preemption import (
     DEFAULT_RESTART_MINUTES,
@@ -31,13 +31,14 @@ from models.preemption import (
     SpotOverhead,
     spot_overhead,
 )
-from models.scenario import InferenceService, Scenario, TrainingJob
+from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
 from models.workloads import TrainingRun, service_demand, training_runs
+from planner.finance import HOURS_PER_MONTH, owned_usd_per_node_hour
 
 POOL = "reserved"  # a training option that runs on committed nodes (1y or 3y: the pool is shared)
 ON_DEMAND = "on_demand"
 SPOT = "spot"
-TERM_TIER = {"1y": "reserved_1y", "3y": "reserved_3y"}
+TERM_TIER = {"1y": "reserved_1y", "3y": "reserved_3y", OWNED: OWNED}  # a commitment term -> its tier
 MAX_STARTS_PER_RUN = 48
 
 
@@ -108,8 +109,56 @@ class PlanningSets:
         return [o for (i, o) in self.replicas_per_node if i == service]
 
 
+def owned_offering(colocation: Colocation) -> Offering:
+    """The scenario's own servers as an offering bought only on the ``owned`` term: no on-demand or
+    spot price, the amortized cost per node-hour (``planner/finance.py``), usable after the lead time."""
+    memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
+    return Offering(
+        cloud=OWNED,
+        region=colocation.site,
+        instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
+        gpu_model=colocation.gpu_model,
+        gpus_per_node=colocation.gpus_per_node,
+        gpu_memory_gb=memory,
+        fabric=colocation.fabric,
+        fabric_gbps=colocation.fabric_gbps,
+        on_demand_usd_h=None,
+        spot_usd_h=None,
+        reserved_1y_usd_h=None,
+        reserved_3y_usd_h=None,
+        spot_interruptions_per_hour=0.0,
+        max_nodes=colocation.max_nodes,
+        source="scenario colocation section; price = capital recovery + colo, support and energy per 730 h",
+        owned_usd_h=owned_usd_per_node_hour(colocation),
+        available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
+    )
+
+
+#: GPU memory of a node's GPU when a colocation section does not say (the usual SKU of each model).
+GPU_MEMORY_GB = {
+    "A10G": 24.0, "L4": 24.0, "L40S": 48.0, "A100-40GB": 40.0, "A100-80GB": 80.0,
+    "H100": 80.0, "H100-NVL": 94.0, "H200": 141.0, "B200": 180.0,
+}  # fmt: skip
+
+
+def on_demand_or_dearest(sets: PlanningSets, o: int) -> float:
+    """The on-demand price of offering ``o``; for owned nodes (no such price) the dearest on-demand
+    node of the scenario, so penalties and displacement prices stay on the safe (high) side."""
+    price = sets.offerings[o].on_demand_usd_h
+    if price is not None:
+        return price
+    return max((off.on_demand_usd_h or 0.0 for off in sets.offerings), default=0.0) or (
+        sets.offerings[o].owned_usd_h or 0.0
+    )
+
+
+def available_from_period(offering: Offering, period_hours: int) -> int:
+    """First period in which ``offering`` can be used (owned nodes wait for their lead time)."""
+    return math.ceil(offering.available_from_hour / period_hours - 1e-9)
+
+
 def allowed_offerings(scenario: Scenario, catalog: Catalog) -> list[Offering]:
-    """Offerings in the clouds and regions the scenario allows."""
+    """Offerings in the clouds and regions the scenario allows, plus its own servers if it has any."""
     result = []
     for offering in catalog:
         scope = scenario.clouds.get(offering.cloud)  # type: ignore[call-overload]
@@ -118,6 +167,8 @@ def allowed_offerings(scenario: Scenario, catalog: Catalog) -> list[Offering]:
         if scope.regions is not None and offering.region not in scope.regions:
             continue
         result.append(offering)
+    if scenario.colocation is not None:
+        result.append(owned_offering(scenario.colocation))
     return result
 
 
@@ -144,7 +195,11 @@ def build_sets(
     offerings = allowed_offerings(scenario, catalog)
     spot_only = spot_only_offerings(offerings) if options.prune else set()
     terms = {
-        o: [t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only]
+        o: [OWNED]
+        if off.owned
+        else [
+            t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only
+        ]
         for o, off in enumerate(offerings)
     }
     services = list(scenario.inference)
@@ -186,7 +241,9 @@ def build_sets(
     block_of = np.where(in_window, np.arange(horizon.periods) // block_periods, -1)
     if not options.merge:
         block_of = np.arange(horizon.periods)  # every period its own slot
-    slots, slot_of_period = _merge_periods(block_of, demand, p)
+    slots, slot_of_period = _merge_periods(
+        block_of, demand, p, availability_key(offerings, horizon.periods, p)
+    )
 
     team_offerings: dict[str, list[int]] = defaultdict(list)
     for team in scenario.teams:
@@ -241,8 +298,24 @@ def _block_periods(options: ModelOptions, p: int, hours: int, has_training: bool
     return max(1, round((168 if hours >= 8 * 168 else 24) / p))
 
 
-def _merge_periods(block_of: np.ndarray, demand: np.ndarray, p: int) -> tuple[list[Slot], np.ndarray]:
-    keys = np.vstack([block_of[None, :], demand]).T
+def availability_key(offerings: list[Offering], periods: int, p: int) -> np.ndarray:
+    """Per period, how many offerings are usable by then: periods merge only where this is equal."""
+    starts = [available_from_period(o, p) for o in offerings if o.available_from_hour > 0]
+    index = np.arange(periods)
+    return sum((index >= start for start in starts), np.zeros(periods, dtype=np.int64)).astype(np.int64)
+
+
+def usable(offering: Offering, slot: Slot, period_hours: int) -> bool:
+    """Slots never straddle an availability start (``availability_key``), so the first period decides."""
+    return offering.available_from_hour <= 0 or slot.periods[0] >= available_from_period(
+        offering, period_hours
+    )
+
+
+def _merge_periods(
+    block_of: np.ndarray, demand: np.ndarray, p: int, availability: np.ndarray
+) -> tuple[list[Slot], np.ndarray]:
+    keys = np.vstack([block_of[None, :], availability[None, :], demand]).T
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     order = np.argsort(inverse, kind="stable")
@@ -250,7 +323,7 @@ def _merge_periods(block_of: np.ndarray, demand: np.ndarray, p: int) -> tuple[li
     slots = []
     for k, row in enumerate(unique):
         periods = order[bounds[k] : bounds[k + 1]]
-        slots.append(Slot(int(row[0]), periods, float(len(periods) * p), tuple(int(x) for x in row[1:])))
+        slots.append(Slot(int(row[0]), periods, float(len(periods) * p), tuple(int(x) for x in row[2:])))
     return slots, inverse
 
 
@@ -296,7 +369,7 @@ def _training_options(
             tiers: list[tuple[str, float, SpotOverhead | None]] = []
             if terms[o]:
                 tiers.append((POOL, 0.0, None))
-            if o not in spot_only:
+            if o not in spot_only and off.on_demand_usd_h is not None:
                 tiers.append((ON_DEMAND, off.on_demand_usd_h, None))
             if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
                 key = (job.name, o, job.hours)
@@ -332,8 +405,11 @@ def _training_options(
                 else _starts(run.first_period, last_start, grid, options.max_starts_per_run)
             )
             seen: set[tuple[int, ...]] = set()
+            usable_from = available_from_period(offerings[o], p)
             for start in starts:
                 blocks = tuple(range(start // block_periods, (start + periods - 1) // block_periods + 1))
+                if blocks[0] * block_periods < usable_from:
+                    continue  # owned nodes not delivered yet (whole blocks: the model holds blocks)
                 if blocks in seen:
                     continue  # same blocks, same cost: the earliest such start stands for all
                 seen.add(blocks)
@@ -374,7 +450,7 @@ def _serve_tiers(
                 users = [i for i in users if not services[i].latency_critical]
             if not users or (tier == ON_DEMAND and o in spot_only):
                 continue
-            if tier == SPOT and offerings[o].spot_usd_h is None:
+            if offerings[o].price(tier) is None:
                 continue
             beaten = prune and any(
                 _beats(offerings, rpn, tier, d, o, users) for d in range(len(offerings)) if d != o
@@ -468,6 +544,8 @@ def spot_only_offerings(offerings: list[Offering]) -> set[int]:
     """
     dominated = set()
     for o, off in enumerate(offerings):
+        if off.owned:
+            continue  # owned nodes are bought on their own term, never on demand
         for d, dom in enumerate(offerings):
             if d == o or d in dominated or dom.max_nodes is not None:
                 continue
@@ -558,7 +636,8 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
         )
         for k, o in enumerate(options)
     ]
-    slots, slot_of_period = _merge_periods(signature, sets.demand, sets.period_hours)
+    availability = availability_key(sets.offerings, periods, sets.period_hours)
+    slots, slot_of_period = _merge_periods(signature, sets.demand, sets.period_hours, availability)
     return replace(
         sets,
         options=fixed,

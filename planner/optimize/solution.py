@@ -20,11 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models.catalog import OWNED
 from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
 from models.scenario import Scenario
 from models.workloads import period_start
+from planner.finance import HOURS_PER_MONTH
 from planner.optimize.build import PlanningModel
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets, TrainingOption
+from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult
 
 EPS = 1e-6
@@ -37,6 +39,18 @@ def _value(var: Any) -> float:
 def whole_nodes(used: float) -> int:
     """Whole nodes to hold for ``used`` node-equivalents (the model may hold fractions)."""
     return math.ceil(used - EPS)
+
+
+#: Tiers paid for the horizon whether used or not (their allocation rows cost 0).
+COMMITTED_TIERS = ("reserved_1y", "reserved_3y", OWNED)
+
+
+def term_hours(sets: PlanningSets, term: str) -> float:
+    """How long a commitment binds: 1 or 3 years, or an owned node's depreciation life."""
+    if term == OWNED:
+        colocation = sets.scenario.colocation
+        return colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
+    return int(term[0]) * 8760
 
 
 def committed_nodes(model: PlanningModel) -> dict[int, dict[str, int]]:
@@ -99,7 +113,7 @@ def solution_from_model(model: PlanningModel) -> Solution:
 
 def _pool_split(commits: dict[str, int]) -> list[tuple[str, float]]:
     total = sum(commits.values())
-    return [(f"reserved_{term}", nodes / total) for term, nodes in sorted(commits.items()) if nodes]
+    return [(TERM_TIER[term], nodes / total) for term, nodes in sorted(commits.items()) if nodes]
 
 
 def extract_allocations(solution: Solution) -> pd.DataFrame:
@@ -144,7 +158,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     table = table[table["nodes"] > EPS]
     gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
     price = {
-        ON_DEMAND: np.array([o.on_demand_usd_h for o in sets.offerings]),
+        ON_DEMAND: np.array([o.on_demand_usd_h or 0.0 for o in sets.offerings]),
         SPOT: np.array([o.spot_usd_h or 0.0 for o in sets.offerings]),
     }
     o_idx = table["o"].to_numpy()
@@ -180,8 +194,7 @@ def build_plan(
     for o, terms in sorted(commits.items()):
         offering = sets.offerings[o]
         for term, nodes in sorted(terms.items()):
-            rate = offering.price(f"reserved_{term}") or 0.0
-            years = int(term[0])
+            rate = offering.price(TERM_TIER[term]) or 0.0
             commitments.append(
                 {
                     "offering": offering.id,
@@ -189,7 +202,9 @@ def build_plan(
                     "nodes": nodes,
                     "usd_per_node_hour": rate,
                     "cost_in_horizon_usd": nodes * rate * horizon.hours,
-                    "obligation_beyond_horizon_usd": nodes * rate * max(0, years * 8760 - horizon.hours),
+                    "obligation_beyond_horizon_usd": nodes
+                    * rate
+                    * max(0, term_hours(sets, term) - horizon.hours),
                 }
             )
 
@@ -246,6 +261,11 @@ def build_plan(
                 "spot_usd_h": o.spot_usd_h,
                 "reserved_1y_usd_h": o.reserved_1y_usd_h,
                 "reserved_3y_usd_h": o.reserved_3y_usd_h,
+                **(
+                    {"owned_usd_h": o.owned_usd_h, "available_from_hour": o.available_from_hour}
+                    if o.owned
+                    else {}
+                ),
             }
             for o in sets.offerings
             if o.id in used_offerings
@@ -277,7 +297,7 @@ def _training_records(solution: Solution) -> list[dict[str, Any]]:
         offering = sets.offerings[option.offering]
         if option.tier == POOL:
             terms = commits.get(option.offering, {})
-            tier = f"reserved_{max(terms, key=lambda t: terms[t])}" if terms else "reserved_1y"
+            tier = TERM_TIER[max(terms, key=lambda t: terms[t])] if terms else "reserved_1y"
         else:
             tier = option.tier
         overhead = option.overhead
@@ -376,6 +396,8 @@ def _costs(
     sets: PlanningSets, allocations: pd.DataFrame, commitments: list[dict[str, Any]]
 ) -> dict[str, Any]:
     by_tier = {tier: 0.0 for tier in TIERS}
+    if any(o.owned for o in sets.offerings):
+        by_tier[OWNED] = 0.0
     for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
         by_tier[str(tier)] += float(value)
     cloud_of = {o.id: o.cloud for o in sets.offerings}
@@ -391,11 +413,11 @@ def _costs(
             by_team[str(team)] += float(value)
             by_workload[str(workload)] += float(value)
     # chargeback of commitments: by committed node-hours each workload used on that offering
-    reserved = allocations[allocations["tier"].str.startswith("reserved")]
+    reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
     use = reserved.groupby(["offering", "team", "workload"])["nodes"].sum()
     for commitment in commitments:
         cost = commitment["cost_in_horizon_usd"]
-        by_tier[f"reserved_{commitment['term']}"] += cost
+        by_tier[TERM_TIER[commitment["term"]]] += cost
         by_cloud[cloud_of[commitment["offering"]]] += cost
         if commitment["offering"] in use.index.get_level_values(0):
             shares = use.loc[commitment["offering"]]
@@ -422,7 +444,7 @@ def _pools(
     sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, dict[str, int]]
 ) -> dict[str, dict[str, float]]:
     p = sets.period_hours
-    reserved = allocations[allocations["tier"].str.startswith("reserved")]
+    reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
     used = reserved.groupby("offering")["nodes"].sum() * p
     pools = {}
     for o, terms in commits.items():

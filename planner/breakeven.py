@@ -1,0 +1,145 @@
+"""Own servers or rent? The cloud side of the comparison comes from the planner, not from a list price.
+
+``gpuplan breakeven`` plans the scenario three ways:
+  1. **cloud only**: the scenario without its ``colocation`` section: the optimal cloud plan and its cost
+     per month (commitments included): what owning has to beat;
+  2. **how many to own** (skipped with ``--nodes``): the scenario as written, where owned nodes are a tier
+     at their amortized cost (``planner/finance.py``); N is the number of nodes that plan buys;
+  3. **owning N**: the same fleet with exactly N owned nodes already paid for (their tier priced at ~0, so
+     the planner uses them wherever they displace cloud spend), which gives the cloud bill that remains
+     and how busy the owned nodes are (their utilization, which drives energy and the sensitivity).
+``planner.finance.evaluate`` turns (1) and (3) into cumulative cost curves over the nodes' depreciation
+life, the break-even month and the NPV at the cost of capital; a unit grid and a tornado complete it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from models.catalog import OWNED, Catalog
+from models.errors import InputError
+from models.plan import Plan
+from models.scenario import Colocation, Scenario
+from planner.finance import HOURS_PER_MONTH, OwnershipCase, breakeven_data
+from planner.inputs import Inputs
+from planner.monthly import monthly_by_tier
+
+#: Price of an owned node-hour once bought (sunk): small but positive so idle nodes are not "used".
+SUNK_USD_PER_NODE_HOUR = 1e-4
+
+
+def _sunk(colocation: Colocation, nodes: int) -> Colocation:
+    """The same nodes, N of them, with their cost already paid (what is left is using them or not)."""
+    return colocation.model_copy(
+        update={
+            "max_nodes": nodes,
+            "capex_per_node_usd": SUNK_USD_PER_NODE_HOUR * HOURS_PER_MONTH * colocation.depreciation_months,
+            "residual_value_pct": 0.0,
+            "cost_of_capital_pct_per_year": 0.0,
+            "support_pct_per_year": 0.0,
+            "colo_usd_per_kw_month": 0.0,
+            "power_usd_per_kwh": 0.0,
+        }
+    )
+
+
+def comparator(catalog: Catalog, scenario: Scenario, colocation: Colocation) -> dict[str, Any]:
+    """The cloud node that matches the owned one (same GPU model and count), cheapest on demand, in the
+    clouds the scenario allows (else anywhere in the catalog): the unit comparison of the grid."""
+    same = [
+        o
+        for o in catalog
+        if o.gpu_model == colocation.gpu_model
+        and o.gpus_per_node == colocation.gpus_per_node
+        and o.on_demand_usd_h is not None
+    ]
+    allowed = [o for o in same if o.cloud in scenario.clouds] or same
+    if not allowed:
+        return {"offering": None}
+    best = min(allowed, key=lambda o: o.on_demand_usd_h or 0.0)
+    return {
+        "offering": best.id,
+        "on_demand_usd_h": best.on_demand_usd_h,
+        "reserved_1y_usd_h": best.reserved_1y_usd_h,
+        "reserved_3y_usd_h": best.reserved_3y_usd_h,
+    }
+
+
+def _monthly_total(plan: Plan, without: str | None = None) -> list[float]:
+    frame = monthly_by_tier(plan)
+    if without is not None and without in frame.columns:
+        frame = frame.drop(columns=[without])
+    return [float(x) for x in frame.sum(axis=1)]
+
+
+def owned_nodes(plan: Plan) -> int:
+    return sum(int(c["nodes"]) for c in plan.data["commitments"] if c["term"] == OWNED)
+
+
+def owned_utilization(plan: Plan, nodes: int, colocation: Colocation) -> float:
+    """Share of the N owned nodes' usable hours (after the lead time) that run work in the plan."""
+    horizon = plan.data["horizon"]
+    usable = max(0.0, float(horizon["hours"]) - colocation.lead_time_months * HOURS_PER_MONTH)
+    if nodes <= 0 or usable <= 0:
+        return 0.0
+    alloc = plan.allocations
+    used = float(alloc.loc[alloc["tier"] == OWNED, "nodes"].sum()) * float(horizon["period_hours"])
+    return min(1.0, used / (nodes * usable))
+
+
+def analyse(
+    inputs: Inputs,
+    plan: Callable[[Scenario, str], Plan],
+    nodes: int | None = None,
+    say: Callable[[str], None] = lambda _m: None,
+) -> tuple[dict[str, Any], dict[str, Plan]]:
+    """The breakeven.json content and the plans behind it (``cloud-only``, ``owning``, maybe ``optimal``).
+
+    ``plan(scenario, label)`` solves one scenario (the CLI passes the planner with the user's settings).
+    """
+    scenario = inputs.scenario
+    colocation = scenario.colocation
+    if colocation is None:
+        if nodes is None:
+            raise InputError(
+                None,
+                "colocation",
+                "the scenario has no colocation section: add one (see scenarios/colocation-decision.yaml), "
+                "or give --nodes N to compare owning N nodes with the documented defaults",
+            )
+        colocation = Colocation(max_nodes=max(1, nodes))
+    plans: dict[str, Plan] = {}
+    say("planning cloud only (no owned nodes)")
+    plans["cloud-only"] = plan(scenario.model_copy(update={"colocation": None}), "cloud-only")
+    nodes_from = "--nodes"
+    if nodes is None:
+        say("planning with owned nodes as a tier at their amortized cost")
+        plans["optimal"] = plan(scenario.model_copy(update={"colocation": colocation}), "optimal")
+        nodes = owned_nodes(plans["optimal"])
+        nodes_from = "plan"
+        if nodes == 0:
+            nodes = colocation.max_nodes
+            nodes_from = "max_nodes (the optimal plan buys none)"
+    say(f"planning with {nodes} owned node(s) already paid for")
+    sunk = scenario.model_copy(update={"colocation": _sunk(colocation, nodes)})
+    plans["owning"] = plan(sunk, "owning")
+    owned = colocation.model_copy(update={"max_nodes": max(1, nodes)})
+    case = OwnershipCase(
+        colo=owned,
+        nodes=nodes,
+        cloud_only_usd=tuple(_monthly_total(plans["cloud-only"])),
+        cloud_with_owned_usd=tuple(_monthly_total(plans["owning"], without=OWNED)),
+        utilization=owned_utilization(plans["owning"], nodes, colocation),
+    )
+    data = breakeven_data(
+        case,
+        scenario=scenario.name,
+        nodes_from=nodes_from,
+        comparator=comparator(inputs.catalog, scenario, colocation),
+    )
+    data["plans"] = {
+        label: {"total_usd": p.total_usd, "owned_nodes": owned_nodes(p), "dir": f"plans/{label}"}
+        for label, p in plans.items()
+    }
+    return data, plans

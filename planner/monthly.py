@@ -1,0 +1,63 @@
+"""A plan's cost per month and tier: what finance compares across what-if variants and against owning.
+
+Months are 730-hour slices of the horizon from its start (``planner/finance.py`` uses the same month), so
+a year is 12 months and cost curves line up across variants whatever the calendar. Allocation rows are
+charged to the month of their period; commitments (and owned nodes) are paid evenly over the horizon, the
+way ``plan.json`` charges them (``cost_in_horizon_usd``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.plan import Plan
+from planner.finance import HOURS_PER_MONTH
+
+
+def months_in(horizon_hours: float) -> int:
+    return max(1, math.ceil(horizon_hours / HOURS_PER_MONTH - 1e-9))
+
+
+def monthly_by_tier(plan: Plan) -> pd.DataFrame:
+    """USD per (month, tier): rows are months 0..M-1 of the horizon, columns the tiers paid."""
+    horizon = plan.data["horizon"]
+    hours, p = float(horizon["hours"]), float(horizon["period_hours"])
+    months = months_in(hours)
+    frame = pd.DataFrame(0.0, index=pd.RangeIndex(months, name="month"), columns=[])
+    alloc = plan.allocations
+    if len(alloc):
+        month = np.minimum((alloc["period"].to_numpy() * p // HOURS_PER_MONTH).astype(int), months - 1)
+        grouped = alloc.assign(month=month).groupby(["month", "tier"])["cost_usd"].sum()
+        frame = grouped.unstack(fill_value=0.0).reindex(frame.index, fill_value=0.0)
+    for commitment in plan.data["commitments"]:
+        tier = "owned" if commitment["term"] == "owned" else f"reserved_{commitment['term']}"
+        if tier not in frame.columns:
+            frame[tier] = 0.0
+        frame[tier] = frame[tier] + _spread(float(commitment["cost_in_horizon_usd"]), hours, months)
+    return frame.fillna(0.0)
+
+
+def _spread(total: float, hours: float, months: int) -> np.ndarray:
+    """``total`` paid evenly per hour, summed per 730 h month (the last month may be shorter)."""
+    edges = np.minimum(np.arange(months + 1) * HOURS_PER_MONTH, hours)
+    return total * np.diff(edges) / hours
+
+
+def month_labels(plan: Plan) -> list[str]:
+    """``2027-01``-style labels: the calendar month each 730 h month starts in."""
+    start = pd.Timestamp(plan.data["horizon"]["start"])
+    months = months_in(float(plan.data["horizon"]["hours"]))
+    return [(start + pd.Timedelta(hours=HOURS_PER_MONTH * m)).strftime("%Y-%m") for m in range(months)]
+
+
+def series(plan: Plan) -> dict[str, Any]:
+    """The monthly block of whatif.json: labels and USD per tier per month."""
+    frame = monthly_by_tier(plan)
+    return {
+        "month": month_labels(plan),
+        "by_tier": {str(tier): [float(v) for v in frame[tier]] for tier in frame.columns},
+    }

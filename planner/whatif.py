@@ -1,0 +1,244 @@
+"""What-if runs: plan the base scenario and each variant of it, side by side, in parallel where it can.
+
+A *variant* is a name and a list of changes in the grammar of ``models/variation.py``; ``base`` (no change)
+is always planned first when a variant scales capacity relative to it (``capacity:H100=-50%`` means half
+the nodes the base plan holds of each H100 offering), otherwise with the rest. Each variant's plan is
+written to ``DIR/variants/<slug>/`` (plan.json, allocations.csv) so any one of them can be opened with
+``gpuplan report``; the comparison (``whatif.json``) holds what the report shows.
+
+Variants are independent MILPs, so they run in separate processes (one per core, each solver on one
+thread): on this 2-core machine two variants solve at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models.errors import GpuplanError, InputError
+from models.plan import Plan
+from models.variation import Variation, parse_all
+from planner.inputs import load_inputs
+from planner.monthly import series
+
+BASE = "base"
+SCHEMA = "gpuplan.whatif/v1"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_") or "variant"
+
+    def variations(self) -> list[Variation]:
+        return parse_all(self.changes, f"variant {self.name!r}")
+
+    @property
+    def relative_capacity(self) -> bool:
+        return any(v.key == "capacity" and v.op != "=" for v in self.variations())
+
+
+class _SweepVariant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    vary: list[str] = Field(default_factory=list)
+
+
+class _Sweep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    variants: list[_SweepVariant] = Field(min_length=1)
+
+
+def variants_from_flags(texts: Sequence[str]) -> list[Variant]:
+    """One variant per ``--vary``; several changes in one flag (``"demand=x1.3 spot_price=+50%"``) combine."""
+    result = []
+    for text in texts:
+        changes = [part for part in re.split(r"[\s,;]+", text.strip()) if part]
+        result.append(Variant(" ".join(changes), changes))
+    return result
+
+
+def load_sweep(path: str | Path) -> list[Variant]:
+    """A sweep file: ``variants: [{name: ..., vary: [spot_price=+50%, ...]}, ...]``."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, "sweep file not found") from None
+    except yaml.YAMLError as exc:
+        raise InputError(path, None, f"YAML syntax error: {exc}") from None
+    try:
+        sweep = _Sweep.model_validate(data if not isinstance(data, list) else {"variants": data})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise InputError(path, where, error["msg"]) from None
+    variants = [Variant(v.name, list(v.vary)) for v in sweep.variants]
+    for variant in variants:
+        try:
+            variant.variations()
+        except InputError as error:
+            raise InputError(path, error.where, error.problem) from None
+    return variants
+
+
+def plan_variants(base: Sequence[Variant], extra: Sequence[Variant]) -> list[Variant]:
+    """``base`` first (added if no variant is unchanged), then the others; names must be unique."""
+    variants = list(base) + list(extra)
+    if not any(not v.changes for v in variants):
+        variants.insert(0, Variant(BASE))
+    seen: set[str] = set()
+    for variant in variants:
+        if variant.slug in seen:
+            raise InputError(None, "--vary/--sweep", f"two variants are named {variant.name!r} (or alike)")
+        seen.add(variant.slug)
+    return variants
+
+
+def check_variants(scenario: Path, variants: Sequence[Variant]) -> None:
+    """Apply every variant's changes before solving anything, so a typo fails in a second, not an hour."""
+    for variant in variants:
+        load_inputs(scenario, variant.variations(), reference_nodes={})
+
+
+def peak_nodes(plan: Plan) -> dict[str, float]:
+    """Most nodes of each offering held at once in a plan (the reference for relative capacity)."""
+    alloc = plan.allocations
+    if not len(alloc):
+        return {}
+    per_period = alloc.groupby(["offering", "period"])["nodes"].sum()
+    return {str(k): float(v) for k, v in per_period.groupby(level=0).max().items()}
+
+
+def summarize(variant: Variant, plan: Plan, plan_dir: str) -> dict[str, Any]:
+    """The comparison row of one variant, from its plan only (what any reader of plan.json would see)."""
+    data = plan.data
+    total = float(data["costs"]["total_usd"])
+    by_tier = {str(k): float(v) for k, v in data["costs"]["by_tier"].items()}
+    on_demand = float(data["baselines"].get("all_on_demand_usd", 0.0))
+    commitments: dict[str, int] = {}
+    gpus = 0
+    for c in data["commitments"]:
+        commitments[c["term"]] = commitments.get(c["term"], 0) + int(c["nodes"])
+        gpus += int(c["nodes"]) * int(data["offerings"][c["offering"]]["gpus_per_node"])
+    monthly = series(plan)
+    totals = [sum(values[m] for values in monthly["by_tier"].values()) for m in range(len(monthly["month"]))]
+    cumulative, running = [], 0.0
+    for value in totals:
+        running += value
+        cumulative.append(running)
+    return {
+        "name": variant.name,
+        "changes": list(variant.changes),
+        "status": data["solver"]["status"],
+        "error": None,
+        "plan_dir": plan_dir,
+        "total_usd": total,
+        "all_on_demand_usd": on_demand,
+        "savings_vs_on_demand_pct": 100.0 * (on_demand - total) / on_demand if on_demand else None,
+        "by_tier": by_tier,
+        "tier_mix": {tier: value / total for tier, value in by_tier.items()} if total else {},
+        "commitments": commitments,
+        "committed_gpus": gpus,
+        "unserved": [
+            {"kind": u.get("kind"), "workload": u.get("workload"), "reason": u.get("reason")}
+            for u in data["unserved"]
+        ],
+        "gap": data["solver"].get("gap"),
+        "seconds": data["solver"].get("seconds"),
+        "monthly": monthly,
+        "cumulative_usd": cumulative,
+    }
+
+
+@dataclass(frozen=True)
+class _Job:
+    scenario: str
+    variant: Variant
+    out_dir: str
+    settings: Any  # planner.optimize.SolveSettings (imported in the worker)
+    reference: dict[str, float] | None
+
+
+def _run(job: _Job) -> dict[str, Any]:
+    """Plan one variant (in a worker process); a failure becomes a row saying why, not a crash."""
+    from planner.optimize import optimize
+
+    try:
+        inputs = load_inputs(job.scenario, job.variant.variations(), job.reference)
+        plan = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, job.settings)
+        target = Path(job.out_dir) / "variants" / job.variant.slug
+        target.mkdir(parents=True, exist_ok=True)
+        plan.write(target)
+        return summarize(job.variant, plan, f"variants/{job.variant.slug}")
+    except GpuplanError as error:
+        return {"name": job.variant.name, "changes": list(job.variant.changes), "status": "failed",
+                "error": str(error)}  # fmt: skip
+
+
+def run_whatif(
+    scenario: Path,
+    variants: Sequence[Variant],
+    out_dir: Path,
+    settings: Any,
+    workers: int | None = None,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Plan every variant into ``out_dir`` and return the comparison (whatif.json's content)."""
+    done = on_done or (lambda _row: None)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(variants)))
+    if workers > 1:
+        settings = replace(settings, threads=1)  # one core per variant
+    rows: dict[str, dict[str, Any]] = {}
+    base = next(v for v in variants if not v.changes)
+    reference = None
+    pending = list(variants)
+    if any(v.relative_capacity for v in variants):  # base first: its plan is the capacity reference
+        rows[base.name] = _run(_Job(str(scenario), base, str(out_dir), settings, None))
+        done(rows[base.name])
+        if rows[base.name]["status"] != "failed":
+            reference = peak_nodes(Plan.read(out_dir / rows[base.name]["plan_dir"]))
+        pending = [v for v in variants if v is not base]
+    jobs = [_Job(str(scenario), v, str(out_dir), settings, reference) for v in pending]
+    if workers == 1 or len(jobs) <= 1:
+        for job in jobs:
+            rows[job.variant.name] = _run(job)
+            done(rows[job.variant.name])
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_run, job) for job in jobs]
+            for future in as_completed(futures):
+                row = future.result()
+                rows[row["name"]] = row
+                done(row)
+    ordered = [rows[v.name] for v in variants]
+    base_total = rows[base.name].get("total_usd")
+    for row in ordered:
+        if base_total and row.get("total_usd") is not None:
+            row["delta_vs_base_usd"] = row["total_usd"] - base_total
+            row["delta_vs_base_pct"] = 100.0 * (row["total_usd"] - base_total) / base_total
+    first = next((row for row in ordered if row["status"] != "failed"), None)
+    horizon = Plan.read(out_dir / first["plan_dir"]).data["horizon"] if first else {}
+    scenario_name = Plan.read(out_dir / first["plan_dir"]).data["scenario"] if first else scenario.stem
+    return {
+        "schema": SCHEMA,
+        "scenario": scenario_name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "base": base.name,
+        "horizon": {"start": horizon.get("start"), "hours": horizon.get("hours")},
+        "variants": ordered,
+    }
