@@ -238,7 +238,7 @@ def _vary_colocation(data: dict[str, Any], variation: Variation) -> None:
                 f"{variation.label!r}: the scenario has no colocation section; add one, or start with "
                 "colocation.max_nodes=N (the documented defaults for the rest)",
             )
-        data["colocation"] = section = {"max_nodes": int(variation.value)}
+        data["colocation"] = Colocation(max_nodes=max(1, int(variation.value))).model_dump()
         return
     current = section.get(field)
     if isinstance(current, str) or (current is None and variation.op != "="):

@@ -12,6 +12,7 @@ thread): on this 2-core machine two variants solve at once.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -219,7 +220,10 @@ def run_whatif(
             rows[job.variant.name] = _run(job)
             done(rows[job.variant.name])
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # spawn, not fork: a forked child inherits HiGHS's thread pool from a parent that already solved
+        # (the base variant, or a test process) and fails with status 'error'
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
             futures = [pool.submit(_run, job) for job in jobs]
             for future in as_completed(futures):
                 row = future.result()

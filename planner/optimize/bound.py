@@ -48,7 +48,15 @@ from planner.optimize.build import (
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption, usable
+from planner.optimize.sets import (
+    POOL,
+    SPOT,
+    TERM_TIER,
+    PlanningSets,
+    TrainingOption,
+    availability_key,
+    usable,
+)
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
@@ -90,9 +98,11 @@ def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 
     if per_block is None:
         return cluster
     scale = np.maximum(sets.demand.max(axis=1), 1).astype(float) if len(sets.services) else np.ones(0)
-    by_block: dict[int, list[int]] = defaultdict(list)
+    # never mix periods before and after owned nodes arrive: averaging across would let them serve early
+    availability = availability_key(sets.offerings, len(sets.slot_of_period), sets.period_hours)
+    by_block: dict[tuple[int, int], list[int]] = defaultdict(list)
     for s, slot in enumerate(sets.slots):
-        by_block[slot.block].append(s)
+        by_block[(slot.block, int(availability[slot.periods[0]]))].append(s)
     next_id = 0
     for _block, members in sorted(by_block.items()):
         points = np.array([sets.slots[s].demand for s in members], dtype=float).reshape(len(members), -1)
