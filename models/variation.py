@@ -133,8 +133,26 @@ def apply_variations(
     catalog: Catalog,
     variations: Iterable[Variation],
     reference_nodes: Mapping[str, float] | None = None,
+    where: str = "--vary",
 ) -> tuple[Scenario, Catalog]:
-    """The scenario and catalog with every change applied, in order (the result is validated again)."""
+    """The scenario and catalog with every change applied, in order (the result is validated again).
+
+    ``where`` names the changes' origin in errors (``--vary``, or ``adjust`` for a scenario's own list).
+    """
+    try:
+        return _apply(scenario, catalog, list(variations), reference_nodes)
+    except InputError as error:
+        raise InputError(
+            error.file, where if error.where == "--vary" else error.where, error.problem
+        ) from None
+
+
+def _apply(
+    scenario: Scenario,
+    catalog: Catalog,
+    variations: list[Variation],
+    reference_nodes: Mapping[str, float] | None,
+) -> tuple[Scenario, Catalog]:
     data = scenario.model_dump(mode="python", exclude={"adjust"})
     offerings = list(catalog.offerings)
     for variation in variations:

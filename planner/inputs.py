@@ -47,10 +47,12 @@ def load_inputs(
         own = parse_all(scenario.adjust, "adjust")
     except InputError as error:
         raise InputError(path, error.where, error.problem) from None
-    changes = [*own, *variations]
-    if changes:
-        try:
-            scenario, catalog = apply_variations(scenario, catalog, changes, reference_nodes)
-        except InputError as error:
-            raise InputError(path, error.where, error.problem) from None
+    try:
+        if own:
+            scenario, catalog = apply_variations(scenario, catalog, own, reference_nodes, where="adjust")
+        variations = list(variations)
+        if variations:
+            scenario, catalog = apply_variations(scenario, catalog, variations, reference_nodes)
+    except InputError as error:
+        raise InputError(path, error.where, error.problem) from None
     return Inputs(scenario, catalog, path.parent)

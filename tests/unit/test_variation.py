@@ -146,3 +146,13 @@ def test_a_scenario_applies_its_own_adjust_list(tmp_path: Path, kit) -> None:
     with pytest.raises(InputError) as caught:
         load_inputs(path)
     assert caught.value.file == str(path) and caught.value.where == "adjust[0]"
+
+
+def test_a_scenario_adjust_that_matches_nothing_is_named_as_such(tmp_path: Path, kit) -> None:
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=50.0)])
+    data = kit.scenario_dict(hours=H)
+    data["adjust"] = ["spot_price:oracle=+5%"]
+    path = kit.write_scenario_yaml(tmp_path / "s.yaml", data)
+    with pytest.raises(InputError, match="no offering matches 'oracle'") as caught:
+        load_inputs(path)
+    assert caught.value.where == "adjust"

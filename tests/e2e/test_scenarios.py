@@ -1,0 +1,326 @@
+"""The ready scenarios in scenarios/: every file validates and is documented, and each new one plans to
+the outcome it is there to show (slow: each is planned through the CLI, 4-30 s apiece on 2 cores).
+
+``adjust:`` (spot-price-shock, h100-shortage) is applied by the CLI through ``planner/inputs.py``; the
+plan tests check both that it was applied (prices, caps) and what it does to the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from models.catalog import Catalog
+from models.scenario import Colocation, load
+from models.variation import apply_variations, parse_all
+from models.workloads import service_demand
+from planner.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios"
+FILES = sorted(SCENARIOS.glob("*.yaml"))
+NEW = (
+    "inference-heavy-saas",
+    "training-heavy-lab",
+    "spot-price-shock",
+    "h100-shortage",
+    "colocation-decision",
+    "growth-year",
+)
+HOURS_PER_MONTH = 730
+EPS = 1e-6
+
+
+def test_every_named_scenario_is_there():
+    names = {path.stem for path in FILES}
+    assert {"mixed-fleet", *NEW} <= names
+
+
+# ---- validation and documentation (fast) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda path: path.stem)
+def test_scenario_validates(path: Path):
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert ": ok (" in result.output
+    # the same without the CLI: the schema, every demand series, and every adjust: entry parses and
+    # matches something in the catalog (apply_variations raises on a change that matches nothing)
+    scenario = load(path)
+    for service in scenario.inference:
+        assert service_demand(scenario, service, path.parent).max() > 0, service.name
+    changes = parse_all(scenario.adjust, "adjust")
+    apply_variations(scenario, Catalog.load(None), changes)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda path: path.stem)
+def test_scenario_is_in_the_readme(path: Path):
+    readme = (SCENARIOS / "README.md").read_text(encoding="utf-8")
+    assert f"| `{path.name}` |" in readme
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_scenario_says_what_it_shows_and_how_to_run_it(name: str):
+    lines = (SCENARIOS / f"{name}.yaml").read_text(encoding="utf-8").splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    assert len(header) >= 3, "a comment block saying what the scenario shows"
+    assert any(f"gpuplan plan scenarios/{name}.yaml" in line for line in header)
+
+
+def test_adjust_is_applied_on_loading():
+    """What plan/validate/whatif read for the two adjusted scenarios (planner/inputs.py)."""
+    from planner.inputs import load_inputs
+
+    embedded = {o.id: o for o in Catalog.load(None).offerings}
+    shocked = load_inputs(SCENARIOS / "spot-price-shock.yaml").catalog
+    for offering in shocked.offerings:
+        before = embedded[offering.id]
+        if before.spot_usd_h is None:
+            assert offering.spot_usd_h is None
+        else:
+            assert offering.spot_usd_h == pytest.approx(1.5 * before.spot_usd_h)
+        assert offering.on_demand_usd_h == pytest.approx(before.on_demand_usd_h)
+
+    capped = load_inputs(SCENARIOS / "h100-shortage.yaml").catalog
+    h100 = [o for o in capped.offerings if o.gpu_model.startswith("H100")]
+    assert h100 and all(o.max_nodes == 6 for o in h100)
+    assert all(o.max_nodes == embedded[o.id].max_nodes for o in capped.offerings if o not in h100)
+
+
+# ---- planning (slow) -----------------------------------------------------------------------------
+
+
+@dataclass
+class Planned:
+    plan: dict[str, Any]
+    rows: pd.DataFrame
+
+    @property
+    def total(self) -> float:
+        return self.plan["costs"]["total_usd"]
+
+    def gpu_hours(self, tier: str) -> float:
+        hours = self.plan["horizon"]["period_hours"]
+        return float(self.rows.loc[self.rows["tier"] == tier, "gpus"].sum() * hours)
+
+    def monthly_peak_nodes(self) -> pd.Series:
+        """Most nodes in use in any period of each 730 h month (allocations.csv: nodes in use)."""
+        hours = self.plan["horizon"]["period_hours"]
+        per_period = self.rows.groupby("period")["nodes"].sum()
+        month = (per_period.index.to_numpy() * hours // HOURS_PER_MONTH).clip(max=11)
+        return per_period.groupby(month).max()
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Planned]:
+    """Plans each scenario (or a changed copy of it) once per module, through the CLI."""
+    cache: dict[str, Planned] = {}
+
+    def get(name: str, change: Callable[[dict[str, Any]], None] | None = None, key: str = "") -> Planned:
+        key = key or name
+        if key not in cache:
+            path = SCENARIOS / f"{name}.yaml"
+            if change is not None:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                change(data)
+                path = tmp_path_factory.mktemp(f"{key}-in") / f"{key}.yaml"
+                path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+            out = tmp_path_factory.mktemp(key) / "plan"
+            result = CliRunner().invoke(
+                app, ["plan", str(path), "-o", str(out), "-q", "--time-limit", "60", "--no-report"]
+            )
+            assert result.exit_code == 0, result.output
+            cache[key] = Planned(
+                json.loads((out / "plan.json").read_text(encoding="utf-8")),
+                pd.read_csv(out / "allocations.csv"),
+            )
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NEW)
+def test_scenario_plans_to_its_outcome(name: str, planned: Callable[..., Planned]):
+    result = planned(name)
+    plan, rows = result.plan, result.rows
+    # sane for every scenario: costs reconcile, cheaper than all on-demand, something committed,
+    # latency-critical services never on spot, nothing unserved unless the scenario is about a shortage
+    costs = plan["costs"]
+    committed = sum(c["cost_in_horizon_usd"] for c in plan["commitments"])
+    assert costs["total_usd"] == pytest.approx(rows["cost_usd"].sum() + committed, rel=1e-6)
+    assert costs["total_usd"] < plan["baselines"]["all_on_demand_usd"]
+    assert plan["commitments"], "steady demand everywhere: the plan should commit to some of it"
+    critical = {s["name"] for s in plan["inputs"]["inference"] if s["latency_critical"]}
+    on_spot = set(rows.loc[rows["tier"] == "spot", "workload"])
+    assert not on_spot & critical
+    if name == "h100-shortage":
+        assert all(item["reason"] for item in plan["unserved"])
+    else:
+        assert plan["unserved"] == []
+    OUTCOMES[name](result, planned)
+
+
+def _inference_heavy_saas(result: Planned, planned: Callable[..., Planned]) -> None:
+    plan, rows = result.plan, result.rows
+    by_tier = plan["costs"]["by_tier"]
+    assert by_tier["reserved_3y"] > 0 and by_tier["on_demand"] > 0  # trough committed, peaks on demand
+    assert _training_cost(plan) < 0.05 * result.total, "inference-heavy: training is a small share"
+    # spot only for the batch-tolerant service and the preemptible fine-tune
+    assert set(rows.loc[rows["tier"] == "spot", "workload"]) <= {"batch-summarize", "finetune-weekly"}
+    # MIG: embeddings (9 GB) and rerank (18 GB) replicas share GPUs as slices
+    scenario = load(SCENARIOS / "inference-heavy-saas.yaml")
+    hours = plan["horizon"]["period_hours"]
+    for service in scenario.inference:
+        if service.gpu_memory_gb is None:
+            continue
+        replica_hours = float(service_demand(scenario, service, SCENARIOS).sum()) * hours
+        gpu_hours = float(rows.loc[rows["workload"] == service.name, "gpus"].sum()) * hours
+        assert 0 < gpu_hours < 0.5 * replica_hours, service.name
+
+
+def _training_cost(plan: dict[str, Any]) -> float:
+    return sum(plan["costs"]["by_workload"][job["name"]] for job in plan["inputs"]["training"])
+
+
+def _training_heavy_lab(result: Planned, planned: Callable[..., Planned]) -> None:
+    plan, rows = result.plan, result.rows
+    offerings = plan["offerings"]
+    assert _training_cost(plan) > 0.5 * result.total, "training-heavy: most of the cost is training"
+    for job in plan["inputs"]["training"]:
+        runs = [run for run in plan["training"] if run["job"] == job["name"]]
+        if job["repeat"] == "weekly":
+            assert len(runs) >= 52
+            continue
+        assert len(runs) == 1, job["name"]
+        (run,) = runs
+        assert run["nodes"] == job["nodes"]
+        model = offerings[run["offering"]]["gpu_model"]
+        assert any(model.startswith(prefix) for prefix in job["gpu_models"])
+        if job["nodes"] > 1:  # fabric required: one placement group on a fabric-capable offering
+            assert run["fabric"] != "none" and run["placement_group"]
+        start, end = _when(run["start"]), _when(run["end"])
+        assert _when(job["earliest_start"]) <= start and end <= _when(job["deadline"]), job["name"]
+    assert {run["tier"] for run in plan["training"]} & {"spot", "on_demand"}  # gangs on elastic tiers
+    # no team ever above its burst limit
+    hours = plan["horizon"]["period_hours"]
+    in_use = rows.groupby(["period", "team"])["gpus"].sum().groupby("team").max()
+    for team in plan["inputs"]["teams"]:
+        if team["burst_gpus"] is not None and team["name"] in in_use:
+            assert in_use[team["name"]] <= team["burst_gpus"] + EPS, team["name"]
+    # spot training within max_spot_share of the training GPU-hours
+    trained = rows[rows["kind"] == "training"]
+    share = trained.loc[trained["tier"] == "spot", "gpus"].sum() * hours / (trained["gpus"].sum() * hours)
+    assert share <= plan["inputs"]["purchase"]["max_spot_share"] + 1e-3
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _spot_price_shock(result: Planned, planned: Callable[..., Planned]) -> None:
+    def no_shock(data: dict[str, Any]) -> None:
+        data["adjust"] = []
+
+    base = planned("spot-price-shock", no_shock, key="spot-price-shock-base")
+    embedded = {o.id: o for o in Catalog.load(None).offerings}
+    for offering_id, offering in result.plan["offerings"].items():  # the shock reached the plan
+        before = embedded[offering_id].spot_usd_h
+        if before is not None:
+            assert offering["spot_usd_h"] == pytest.approx(1.5 * before, rel=1e-4), offering_id
+    assert base.gpu_hours("spot") > 0, "the unshocked fleet uses spot, or the shock shows nothing"
+    assert result.total > base.total
+    assert result.gpu_hours("spot") <= base.gpu_hours("spot") + EPS
+    # measured: the steady base of batch-summarize moves from spot to 3-year commitments
+    assert result.gpu_hours("spot") < base.gpu_hours("spot") or result.total > 1.02 * base.total
+
+
+def _h100_shortage(result: Planned, planned: Callable[..., Planned]) -> None:
+    plan, rows = result.plan, result.rows
+    cap = 6
+    h100 = {o for o, offering in plan["offerings"].items() if offering["gpu_model"].startswith("H100")}
+    committed: dict[str, int] = {}
+    for commitment in plan["commitments"]:
+        committed[commitment["offering"]] = committed.get(commitment["offering"], 0) + commitment["nodes"]
+    for offering_id in h100:
+        assert committed.get(offering_id, 0) <= cap, offering_id
+    mine = rows[rows["offering"].isin(h100)]
+    in_use = mine.groupby(["period", "offering"])["nodes"].sum()
+    assert in_use.empty or in_use.max() <= cap + EPS
+    held = mine[mine["tier"].isin(["on_demand", "spot"])].groupby(["period", "offering"])["nodes"].sum()
+    for (_period, offering_id), nodes in held.items():
+        assert committed.get(offering_id, 0) + math.ceil(nodes - EPS) <= cap, offering_id
+    # the 16-node gang fits no capped H100 offering: it moved (or is unserved, with a reason)
+    gang = [run for run in plan["training"] if run["job"] == "pretrain-34b"]
+    unserved = {item["workload"] for item in plan["unserved"]}
+    assert all(run["offering"] not in h100 for run in gang)
+    assert gang or "pretrain-34b" in unserved
+    reference = planned("mixed-fleet")
+    assert result.total > reference.total, "a shortage cannot make the plan cheaper"
+
+
+def _colocation_decision(result: Planned, planned: Callable[..., Planned]) -> None:
+    plan = result.plan
+    owned = [c for c in plan["commitments"] if c["term"] == "owned"]
+    assert owned, "the steady H100 fleet should buy owned nodes"
+    nodes = sum(c["nodes"] for c in owned)
+    max_nodes = plan["inputs"]["colocation"]["max_nodes"]
+    assert 0 < nodes <= max_nodes
+    assert all(c["offering"].startswith("owned:ashburn-colo:") for c in owned)
+    # priced at the documented defaults ($18.91 per node-hour), below a 3y p5 commitment ($22.02)
+    from planner.finance import owned_usd_per_node_hour
+
+    price = owned_usd_per_node_hour(Colocation(max_nodes=max_nodes))
+    assert all(c["usd_per_node_hour"] == pytest.approx(price) for c in owned)
+    assert price == pytest.approx(18.91, abs=0.01)
+    assert plan["costs"]["by_tier"]["owned"] > 0
+    busy = [
+        pool["used_fraction"] for o, pool in plan["utilization"]["pools"].items() if o.startswith("owned:")
+    ]
+    assert busy and min(busy) > 0.7, "owned nodes bought for steady demand stay busy"
+
+    def cloud_only(data: dict[str, Any]) -> None:
+        del data["colocation"]
+
+    cloud = planned("colocation-decision", cloud_only, key="colocation-decision-cloud")
+    assert not [c for c in cloud.plan["commitments"] if c["term"] == "owned"]
+    assert result.total < cloud.total, "owning is chosen because it is cheaper"
+
+
+def _growth_year(result: Planned, planned: Callable[..., Planned]) -> None:
+    plan, rows = result.plan, result.rows
+    peaks = result.monthly_peak_nodes()
+    assert peaks.iloc[-1] > 1.5 * peaks.iloc[0], peaks.to_dict()
+    hours = plan["horizon"]["period_hours"]
+    month = (rows["period"] * hours // HOURS_PER_MONTH).clip(upper=11)
+    on_demand = rows[rows["tier"] == "on_demand"].groupby(month)["gpus"].sum()
+    assert on_demand.get(11, 0.0) > on_demand.get(0, 0.0), "growth on top of commitments runs on demand"
+    # commitments cover the early load, not the year's peak
+    committed_gpus = sum(
+        c["nodes"] * plan["offerings"][c["offering"]]["gpus_per_node"] for c in plan["commitments"]
+    )
+    assert 0 < committed_gpus < rows.groupby("period")["gpus"].sum().max()
+
+
+OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
+    "inference-heavy-saas": _inference_heavy_saas,
+    "training-heavy-lab": _training_heavy_lab,
+    "spot-price-shock": _spot_price_shock,
+    "h100-shortage": _h100_shortage,
+    "colocation-decision": _colocation_decision,
+    "growth-year": _growth_year,
+}
