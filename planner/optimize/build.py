@@ -1,7 +1,8 @@
 """The planning MILP, one family of variables or constraints per function.
 
 Notation (indices are positions in :class:`~planner.optimize.sets.PlanningSets`):
-  o offering (a node of g_o GPUs), k term in {1y, 3y}, s model slot of w_s hours,
+  o offering (a node of g_o GPUs), k term in {1y, 3y} (or {owned} for the scenario's own servers, which
+  serve only in slots after their lead time), s model slot of w_s hours,
   i inference service with demand D[i,s] replicas and q[i,o] replicas per node,
   r training run of n_r nodes, a placement option of a run (offering, tier, start), m team.
 

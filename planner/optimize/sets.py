@@ -1,7 +1,8 @@
 """Index sets of the planning model: only feasible tuples, computed once, before any variable exists.
 
 What is built here (the model in ``build.py`` only reads it):
-- the offerings the scenario may buy (clouds/regions allowed), with the commitment terms each offers;
+- the offerings the scenario may buy (clouds/regions allowed), with the commitment terms each offers,
+  plus its own servers (``colocation:``) as an offering bought on the ``owned`` term only;
 - per inference service, the eligible offerings and how many replicas one node holds (MIG-aware for
   ``gpu_memory_gb`` replicas);
 - model *slots*: the horizon's periods merged where merging cannot change the optimum. Inference is
