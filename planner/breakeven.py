@@ -124,9 +124,8 @@ def analyse(
     say(f"planning with {nodes} owned node(s) already paid for")
     sunk = scenario.model_copy(update={"colocation": _sunk(colocation, nodes)})
     plans["owning"] = plan(sunk, "owning")
-    owned = colocation.model_copy(update={"max_nodes": max(1, nodes)})
     case = OwnershipCase(
-        colo=owned,
+        colo=colocation,
         nodes=nodes,
         cloud_only_usd=tuple(_monthly_total(plans["cloud-only"])),
         cloud_with_owned_usd=tuple(_monthly_total(plans["owning"], without=OWNED)),
