@@ -20,9 +20,12 @@ profile class          memory slices  valid starts     max per GPU
 7g                     8              0                1
 =====================  =============  ===============  ============
 
-Placement rules for the later packing work: instances may not overlap in ``[start, start + memory_slices)``
-and their compute slices sum to at most 7 (``COMPUTE_SLICES``). ``max_instances`` is the largest
-homogeneous layout, i.e. the most disjoint placements allowed by ``valid_starts`` and the compute budget.
+Placement rules: instances may not overlap in ``[start, start + memory_slices)`` and their compute slices
+sum to at most 7 (``COMPUTE_SLICES``). ``max_instances`` is the largest homogeneous layout, i.e. the most
+disjoint placements allowed by ``valid_starts`` and the compute budget. With these start slots the compute
+budget never binds (no 1-slice 1g at slice 7), but it is still checked. ``valid_layouts`` and
+``maximal_layouts`` enumerate what fits on one GPU; packing a demand onto GPUs and writing the mig-parted
+config are in ``models.mig_packing``.
 
 Choices made here:
 
@@ -38,7 +41,9 @@ Choices made here:
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 MEMORY_SLICES = 8
@@ -173,3 +178,209 @@ def replicas_per_gpu(gpu_model: str, gpu_memory_gb: float, replica_memory_gb: fl
     if replica_memory_gb <= gpu_memory_gb:
         return 1.0
     return 1.0 / math.ceil(replica_memory_gb / gpu_memory_gb)
+
+
+def canonical_model(gpu_model: str) -> str:
+    """Canonical name of a MIG-capable model (``"h100"`` -> ``"H100"``), so caches key on one spelling.
+
+    Raises ``ValueError`` for models without MIG, since a layout question about them has no answer.
+    """
+    model = _CANONICAL.get(gpu_model.strip().lower())
+    if model is None:
+        raise ValueError(f"{gpu_model!r} has no MIG profiles (MIG models: {', '.join(MIG_PROFILES)})")
+    return model
+
+
+def profile_named(gpu_model: str, name: str) -> MigProfile:
+    """The profile ``name`` of ``gpu_model``; ``ValueError`` naming both if the model has no such profile."""
+    model = canonical_model(gpu_model)
+    for p in MIG_PROFILES[model]:
+        if p.name == name:
+            return p
+    valid = ", ".join(p.name for p in MIG_PROFILES[model])
+    raise ValueError(f"{model} has no MIG profile {name!r} (valid: {valid})")
+
+
+profile_for = smallest_profile
+"""Alias used by the packing code: the profile a replica maps to (same rules as ``smallest_profile``)."""
+
+
+# GPU layouts (FACTS 4.2): which sets of GPU instances can coexist on one GPU. Every tabled model shares the
+# geometry, so the counts are the same for all: 723 legal placement sets, 78 valid profile multisets (the
+# empty one included), 28 maximal multisets. The tests recount them with an independent brute force.
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One GPU instance on a GPU: which profile, at which memory slice it starts (nvidia-smi placement)."""
+
+    profile: str
+    """Profile name, e.g. ``"3g.40gb"``."""
+    start: int
+    """First memory slice; the instance occupies ``[start, start + memory_slices)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A legal partition of one GPU: the instances and where they sit.
+
+    Built by ``valid_layouts`` with one canonical placement per profile multiset; constructing one by hand
+    checks the placement rules (valid start, no overlap, compute slices <= 7) so an illegal layout can
+    never reach a mig-parted config.
+    """
+
+    gpu_model: str
+    placements: tuple[Placement, ...]
+    """Instances sorted by start slice."""
+
+    def __post_init__(self) -> None:
+        model = canonical_model(self.gpu_model)
+        placements = tuple(sorted(self.placements, key=lambda pl: pl.start))
+        object.__setattr__(self, "gpu_model", model)
+        object.__setattr__(self, "placements", placements)
+        free_from, compute = 0, 0
+        for pl in placements:
+            p = profile_named(model, pl.profile)
+            if pl.start not in p.valid_starts:
+                raise ValueError(f"{model} {p.name} cannot start at slice {pl.start} (only {p.valid_starts})")
+            if pl.start < free_from:
+                raise ValueError(f"{model} layout overlaps at memory slice {pl.start}: {placements}")
+            free_from, compute = pl.start + p.memory_slices, compute + p.compute_slices
+        if compute > COMPUTE_SLICES:
+            raise ValueError(f"{model} layout uses {compute} > {COMPUTE_SLICES} compute slices: {placements}")
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Profile name -> instances, in table order (smallest profile first); a fresh dict each call."""
+        vector = self.count_vector
+        return {p.name: n for p, n in zip(MIG_PROFILES[self.gpu_model], vector, strict=True) if n}
+
+    @property
+    def count_vector(self) -> tuple[int, ...]:
+        """Instances per profile in ``MIG_PROFILES[gpu_model]`` order: the multiset, as a hashable key."""
+        names = [p.name for p in MIG_PROFILES[self.gpu_model]]
+        vector = [0] * len(names)
+        for pl in self.placements:
+            vector[names.index(pl.profile)] += 1
+        return tuple(vector)
+
+    @property
+    def instances(self) -> int:
+        """Number of GPU instances."""
+        return len(self.placements)
+
+    @property
+    def compute_slices(self) -> int:
+        """SM slices used, out of 7."""
+        return sum(profile_named(self.gpu_model, pl.profile).compute_slices for pl in self.placements)
+
+    @property
+    def memory_slices(self) -> int:
+        """Memory slices used, out of 8."""
+        return sum(profile_named(self.gpu_model, pl.profile).memory_slices for pl in self.placements)
+
+
+_Chosen = tuple[tuple[int, int], ...]
+"""A placement set as (profile index, start) pairs, start ascending."""
+
+
+def _placement_sets(model: str) -> list[_Chosen]:
+    """Every legal set of (profile index, start), by a left-to-right scan over memory slices.
+
+    At each slice the scan either leaves it free or starts an instance there, so every placement set is
+    produced exactly once (the tests compare with an independent subset brute force).
+    """
+    profiles = MIG_PROFILES[model]
+    out: list[_Chosen] = []
+
+    def scan(pos: int, compute: int, chosen: _Chosen) -> None:
+        if pos >= MEMORY_SLICES:
+            out.append(chosen)
+            return
+        scan(pos + 1, compute, chosen)
+        for k, p in enumerate(profiles):
+            if pos in p.valid_starts and compute + p.compute_slices <= COMPUTE_SLICES:
+                scan(pos + p.memory_slices, compute + p.compute_slices, (*chosen, (k, pos)))
+
+    scan(0, 0, ())
+    return out
+
+
+def _canonical_key(model: str, chosen: _Chosen) -> tuple[int, _Chosen]:
+    """Left-packing preference: lowest highest-used slice first, then larger profiles at lower slices."""
+    profiles = MIG_PROFILES[model]
+    end = max((start + profiles[k].memory_slices for k, start in chosen), default=0)
+    return end, tuple((start, -k) for k, start in chosen)
+
+
+@functools.cache
+def _layouts(model: str) -> tuple[Layout, ...]:
+    profiles = MIG_PROFILES[model]
+    chosen_by: dict[tuple[int, ...], _Chosen] = {}
+    for chosen in _placement_sets(model):
+        vector = [0] * len(profiles)
+        for k, _start in chosen:
+            vector[k] += 1
+        key = tuple(vector)
+        if key not in chosen_by or _canonical_key(model, chosen) < _canonical_key(model, chosen_by[key]):
+            chosen_by[key] = chosen
+    layouts = [
+        Layout(model, tuple(Placement(profiles[k].name, start) for k, start in chosen))
+        for chosen in chosen_by.values()
+    ]
+    return tuple(sorted(layouts, key=lambda lay: (lay.instances, lay.count_vector)))
+
+
+def valid_layouts(gpu_model: str) -> tuple[Layout, ...]:
+    """Every profile multiset that fits on one GPU, each with one canonical (left-packed) placement.
+
+    Includes the empty layout (first). Sorted by number of instances, then by ``count_vector``. Cached per
+    model. Every tabled model has 78 valid multisets (77 non-empty; from 723 legal placement sets), 28 of
+    them maximal (``maximal_layouts``); e.g. on H100, 3 x 2g.20gb + 1g.10gb and 4g.40gb + 3g.40gb.
+
+    Canonical placement ("left-packed"): among the legal placements of a multiset, the one whose highest
+    used memory slice is lowest, then the one with larger profiles at lower slices. mig-parted places
+    instances itself; the canonical placement only proves the multiset fits.
+    """
+    return _layouts(canonical_model(gpu_model))
+
+
+@functools.cache
+def _maximal(model: str) -> tuple[Layout, ...]:
+    layouts = _layouts(model)
+    valid = {lay.count_vector for lay in layouts}
+    n = len(MIG_PROFILES[model])
+
+    def grown(vector: tuple[int, ...], k: int) -> tuple[int, ...]:
+        return tuple(c + (i == k) for i, c in enumerate(vector))
+
+    return tuple(lay for lay in layouts if not any(grown(lay.count_vector, k) in valid for k in range(n)))
+
+
+def maximal_layouts(gpu_model: str) -> tuple[Layout, ...]:
+    """Layouts whose multiset cannot take one more instance of any profile (in any placement).
+
+    Valid multisets are closed under removing instances, so every layout is contained in a maximal one:
+    these are the only patterns packing needs. Cached per model; same order as ``valid_layouts``.
+    """
+    return _maximal(canonical_model(gpu_model))
+
+
+@functools.cache
+def _by_vector(model: str) -> dict[tuple[int, ...], Layout]:
+    return {lay.count_vector: lay for lay in _layouts(model)}
+
+
+def layout_for(gpu_model: str, counts: Mapping[str, int]) -> Layout | None:
+    """The canonical layout holding exactly ``counts`` (profile name -> instances), or ``None`` if they
+    cannot share one GPU; ``ValueError`` for an unknown profile or a negative count.
+    """
+    model = canonical_model(gpu_model)
+    names = [p.name for p in MIG_PROFILES[model]]
+    vector = [0] * len(names)
+    for name, n in counts.items():
+        profile_named(model, name)
+        if n < 0:
+            raise ValueError(f"instance count for {name} must be >= 0, got {n}")
+        vector[names.index(name)] += n
+    return _by_vector(model).get(tuple(vector))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from models.errors import InputError
 
@@ -37,6 +38,12 @@ class Plan:
         (directory / "plan.json").write_text(json.dumps(self.data, indent=2, default=_json_default) + "\n")
         frame = self.allocations[ALLOCATION_COLUMNS]
         frame.to_csv(directory / "allocations.csv", index=False)  # full precision: rows must add up
+        mig = self.data.get("mig")
+        if mig and mig.get("config"):  # the NVIDIA GPU Operator / mig-parted format (FACTS 4.3)
+            header = "# MIG layouts per node pool, written by gpuplan plan: label a pool's nodes\n"
+            header += "# nvidia.com/mig.config=<name> to apply its layout.\n"
+            text = yaml.safe_dump(mig["config"], sort_keys=False)
+            (directory / "mig-config.yaml").write_text(header + text, encoding="utf-8")
 
     @classmethod
     def read(cls, directory: str | Path) -> Plan:

@@ -812,6 +812,48 @@ def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dic
     }
 
 
+def _mig(plan: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The MIG section: per node pool, the peak slice demand, GPUs packed vs per-service vs whole GPUs."""
+    mig = _dict(plan.get("mig"))
+    pools = [_dict(p) for p in _list(mig.get("pools"))]
+    if not pools:
+        return None
+    table = Table(
+        ["node pool (offering)", "config", "peak slices", "GPUs packed", "per-service layouts",
+         "one replica per GPU", "saved", "layout of each node"],
+        [False, False, False, True, True, True, True, False],
+    )  # fmt: skip
+    for pool in pools:
+        demand = ", ".join(f"{n} x {name}" for name, n in _dict(pool.get("peak_demand")).items())
+        layout = "; ".join(
+            f"{_str(g.get('gpus'))} GPU(s): "
+            + (", ".join(f"{n} x {name}" for name, n in _dict(g.get("mig_devices")).items()) or "no slices")
+            for g in (_dict(x) for x in _list(pool.get("node_layout")))
+        )
+        packed, whole = _num(pool.get("gpus_packed")), _num(pool.get("gpus_whole_per_replica"))
+        table.rows.append(
+            [
+                _str(pool.get("offering")),
+                _str(pool.get("config")),
+                demand or DASH,
+                fmt_num(packed),
+                fmt_num(pool.get("gpus_per_service_layouts")),
+                fmt_num(whole),
+                fmt_num(whole - packed) if packed is not None and whole is not None else DASH,
+                f"{layout} (on {fmt_num(pool.get('nodes_with_config'))} node(s) at the peak)",
+            ]
+        )
+    saved_hours = _num(mig.get("gpu_hours_saved_vs_whole"))
+    summary = (
+        f"Slicing saves {fmt_num(mig.get('gpus_saved_vs_whole_at_peak'))} GPUs at the pools' peaks and "
+        f"{fmt_num(saved_hours)} GPU-hours over the horizon against one replica per whole GPU. "
+        "Replicas of different services share GPUs (packed with a cutting-stock model over the valid MIG "
+        "layouts); training never shares a GPU. Apply a pool's layout with mig-config.yaml and the node "
+        "label nvidia.com/mig.config=<config>."
+    )
+    return {"table": table, "summary": summary}
+
+
 def _unserved(plan: Mapping[str, Any]) -> Table | None:
     items = [_dict(u) for u in _list(plan.get("unserved"))]
     if not items:
@@ -1172,6 +1214,14 @@ Repeated jobs on spot (per-run detail in the Appendix):
 > **{{ tr.cap_warning }}**
 {% endif %}
 
+{% if mig %}
+## MIG layouts
+
+{{ mig.summary }}
+
+{{ mig.table | mdtable }}
+{% endif %}
+
 ## Unserved demand
 
 {% if unserved %}
@@ -1256,7 +1306,8 @@ footer { margin-top: 40px; color: #5b6b7f; font-size: 13px; border-top: 1px soli
 <p class="muted">Created {{ h.created }} · plan schema {{ h.schema }}</p>
 <nav><a href="#solver">Solver</a><a href="#headline">Headline</a><a href="#costs">Costs</a>
 <a href="#commitments">Commitments</a><a href="#training">Training</a><a href="#spot">Spot risk</a>
-<a href="#unserved">Unserved</a><a href="#charts">Charts</a></nav>
+{% if mig %}<a href="#mig">MIG</a>{% endif %}<a href="#unserved">Unserved</a>
+<a href="#charts">Charts</a></nav>
 
 <h2 id="solver">Plan and solver</h2>
 <div class="grid">
@@ -1330,6 +1381,10 @@ coverage is the share of all node-hours on that offering that reserved capacity 
 <p>{{ tr.share_line }} {{ tr.cap_line }}</p>
 {% if tr.cap_warning %}<div class="warn">{{ tr.cap_warning }}</div>{% endif %}
 
+{% if mig %}<h2 id="mig">MIG layouts</h2>
+<p>{{ mig.summary }}</p>
+{{ table(mig.table) }}{% endif %}
+
 <h2 id="unserved">Unserved demand</h2>
 {% if unserved %}{{ table(unserved) }}{% else %}<p>Everything is served.</p>{% endif %}
 
@@ -1398,6 +1453,7 @@ def _context(
         "com": _commitments(plan, alloc, hz),
         "tr": _training(plan, alloc, hz),
         "unserved": _unserved(plan),
+        "mig": _mig(plan),
         "inputs_json": json.dumps(inputs, indent=2, sort_keys=False, default=str) if inputs else "",
     }
     return ctx, alloc, hz

@@ -25,6 +25,7 @@ from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
 from models.scenario import Scenario
 from models.workloads import period_start
 from planner.finance import HOURS_PER_MONTH
+from planner.mig_layouts import mig_section
 from planner.optimize.build import PlanningModel
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult
@@ -283,6 +284,9 @@ def build_plan(
         "inputs": scenario.model_dump(mode="json"),
     }
     data["inputs"]["max_spot_share"] = scenario.purchase.max_spot_share
+    mig = mig_section(sets, allocations)
+    if mig is not None:
+        data["mig"] = mig
     return Plan(data, allocations)
 
 
