@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError, SolverError
+from planner.simulate.cli import simulate_app
 
 app = typer.Typer(
     add_completion=False,
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 out = Console()
+app.add_typer(simulate_app, name="simulate")
 
 EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
 
