@@ -161,18 +161,20 @@ def smallest_profile(
     return min(candidates, key=lambda p: (p.memory_slices, p.compute_slices), default=None)
 
 
-def replicas_per_gpu(gpu_model: str, gpu_memory_gb: float, replica_memory_gb: float) -> float:
+def replicas_per_gpu(
+    gpu_model: str, gpu_memory_gb: float, replica_memory_gb: float, compute_fraction: float | None = None
+) -> float:
     """How many replicas needing ``replica_memory_gb`` one GPU holds (a fraction if a replica spans GPUs).
 
-    MIG GPU with a fitting profile: that profile's ``max_instances`` (homogeneous layout, e.g. 7 x 1g.10gb
-    on H100). Otherwise a whole GPU per replica if it fits (1.0), else ``1 / ceil(replica / gpu)`` (0.5 for a
-    replica spanning two GPUs).
+    MIG GPU with a fitting profile (memory, and ``compute_fraction`` of the SMs if given): that profile's
+    ``max_instances`` (homogeneous layout, e.g. 7 x 1g.10gb on H100). Otherwise a whole GPU per replica if
+    it fits (1.0), else ``1 / ceil(replica / gpu)`` (0.5 for a replica spanning two GPUs).
     """
     if not math.isfinite(gpu_memory_gb) or gpu_memory_gb <= 0:
         raise ValueError(f"gpu_memory_gb must be a finite number > 0, got {gpu_memory_gb!r}")
     if not math.isfinite(replica_memory_gb) or replica_memory_gb <= 0:
         raise ValueError(f"replica_memory_gb must be a finite number > 0, got {replica_memory_gb!r}")
-    profile = smallest_profile(gpu_model, replica_memory_gb)
+    profile = smallest_profile(gpu_model, replica_memory_gb, compute_fraction)
     if profile is not None:
         return float(profile.max_instances)
     if replica_memory_gb <= gpu_memory_gb:

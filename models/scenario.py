@@ -167,6 +167,9 @@ class InferenceService(_Strict):
     team: str
     gpus_per_replica: int | None = Field(None, gt=0, description="whole GPUs per replica")
     gpu_memory_gb: float | None = Field(None, gt=0, description="memory per replica (may fit a MIG slice)")
+    gpu_compute_share: float | None = Field(
+        None, gt=0, le=1, description="with gpu_memory_gb: share of a GPU's SMs a replica needs (MIG: g/7)"
+    )
     gpu_models: list[str] = Field(min_length=1)
     latency_critical: bool = Field(True, description="never on spot")
     replicas: DemandSpec
@@ -178,6 +181,8 @@ class InferenceService(_Strict):
     def _one_size(self) -> InferenceService:
         if (self.gpus_per_replica is None) == (self.gpu_memory_gb is None):
             raise ValueError("give exactly one of gpus_per_replica or gpu_memory_gb")
+        if self.gpu_compute_share is not None and self.gpu_memory_gb is None:
+            raise ValueError("gpu_compute_share goes with gpu_memory_gb (a whole-GPU replica has all SMs)")
         return self
 
 

@@ -32,7 +32,7 @@ def _mig_profiles(sets: PlanningSets) -> dict[tuple[str, str], str]:
         service, offering = sets.services[i], sets.offerings[o]
         if service.gpu_memory_gb is None or not supports_mig(offering.gpu_model):
             continue
-        profile = smallest_profile(offering.gpu_model, service.gpu_memory_gb)
+        profile = smallest_profile(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
         if profile is not None and profile.compute_slices < 7:  # a 7g slice is a whole GPU
             result[(service.name, offering.id)] = profile.name
     return result

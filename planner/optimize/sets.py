@@ -180,7 +180,9 @@ def replicas_per_node(service: InferenceService, offering: Offering) -> float:
     if service.gpus_per_replica is not None:
         return float(offering.gpus_per_node // service.gpus_per_replica)
     assert service.gpu_memory_gb is not None  # guaranteed by the scenario validator
-    per_gpu = replicas_per_gpu(offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb)
+    per_gpu = replicas_per_gpu(
+        offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb, service.gpu_compute_share
+    )
     if per_gpu >= 1:
         return float(offering.gpus_per_node * per_gpu)
     gpus_needed = round(1 / per_gpu)

@@ -98,3 +98,20 @@ def test_the_report_shows_the_layouts(plan) -> None:
     text = md.read_text()
     assert "## MIG layouts" in text and "3g.40gb" in text
     assert 'id="mig"' in html.read_text()
+
+
+def test_a_compute_share_picks_a_bigger_slice(tmp_path, kit) -> None:
+    from planner.optimize.sets import build_sets
+
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=40.0)])
+    service = {"name": "s", "team": "t", "gpu_memory_gb": 9, "gpu_models": ["H100"],
+               "replicas": {"profile": "flat", "base": 1}}  # fmt: skip
+    catalog = Catalog.load(tmp_path / "catalog.csv")
+    memory_only = build_sets(parse(kit.scenario_dict(hours=4, inference=[service])), catalog, tmp_path)
+    assert memory_only.replicas_per_node[(0, 0)] == 8 * 7  # 1g.10gb
+    shared = build_sets(
+        parse(kit.scenario_dict(hours=4, inference=[{**service, "gpu_compute_share": 0.4}])),
+        catalog,
+        tmp_path,
+    )
+    assert shared.replicas_per_node[(0, 0)] == 8 * 2  # 3g.40gb: 3 of 7 SM slices >= 0.4
