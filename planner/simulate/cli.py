@@ -102,7 +102,8 @@ def philly(
     """
     from models.catalog import Catalog
     from planner.cli import _atomic_directory
-    from planner.simulate.events import POLICIES, Fleet, make_policy, simulate
+    from planner.simulate.events import simulate
+    from planner.simulate.fleet import Fleet
     from planner.simulate.philly import (
         DEFAULT_SERVICES,
         build_week,
@@ -112,6 +113,7 @@ def philly(
         size_fleet,
         summary_rows,
     )
+    from planner.simulate.policies import POLICIES, make_policy
 
     def say(message: str) -> None:
         if not quiet:

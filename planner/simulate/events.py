@@ -1,32 +1,10 @@
 """An event-driven replay of a job trace on a GPU fleet, under one of three scheduling policies.
 
-Why: a capacity plan is only as good as the scheduler that runs on it. The same fleet can look full or
-half empty depending on whether small inference replicas share GPUs, whether gangs wait whole or hold
-GPUs half-placed, and whether a large job blocks the queue. This module replays a trace so the policies
-can be compared on the same fleet and the same jobs.
+Why: a capacity plan is only as good as the scheduler that runs on it. This module replays a trace so
+the policies (``policies``) can be compared on the same fleet (``fleet``) and the same jobs.
 
 The loop is a heap of events (arrivals, completions; a preempted job re-enters the queue at once). After
 all events at one instant are applied, the policy runs one scheduling pass. Time is in hours.
-
-Policies (one interface: :class:`Policy` orders the queue and picks placements; flags say how the loop
-admits gangs, backfills and preempts):
-
-* ``naive``: FIFO with head-of-line blocking, first-fit on whole GPUs (a fraction of a GPU is rounded
-  up to a whole one), no gang reservation: a gang's pods are placed one by one as nodes free up, as a
-  scheduler without gang scheduling does (the Kubernetes default scheduler placing pods independently),
-  and the pods already placed *hold* their GPUs (allocated, not used) until the last pod lands. With
-  strict FIFO only the head job can be half-placed, so this cannot deadlock.
-* ``best-fit``: as naive, but every pod goes to the tightest node (fewest free GPUs that fit).
-* ``workload-aware``: small requests on MIG slices (GPU models with MIG; ``models.mig`` smallest
-  profile for the replica's memory) or on GPU shares (other models); gangs admitted all-or-nothing and
-  kept under one leaf switch (a gang that fits one leaf waits for one to have room; ``split_after_hours``
-  lets it spread after that long, as Slurm's ``--switches=1@max-time``); EASY backfill (the first job
-  that cannot start gets a reservation at the earliest time it fits, computed from the running jobs'
-  known end times; later jobs start only if they end before it or stay off its nodes); a
-  fragmentation-aware node score (the expected free capacity that the recent mix of request sizes could
-  not use, as in Weng et al., ATC'23); production work first, then each team's jobs while the team is
-  under its guaranteed quota, then the rest (by arrival); production work preempts preemptible batch
-  work when it cannot start otherwise.
 
 Preempted work restarts from its last checkpoint (``Job.checkpoint_hours``, every 30 minutes of run
 time by default): the work since that checkpoint is lost and counted. Durations in the trace are used
@@ -49,693 +27,14 @@ import time
 from bisect import insort
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from models.mig import (
-    COMPUTE_SLICES,
-    GPU_MEMORY_GB,
-    MEMORY_SLICES,
-    MIG_PROFILES,
-    MigProfile,
-    smallest_profile,
-    supports_mig,
-)
-
-PRIORITIES = ("production", "standard", "batch")
-KINDS = ("inference", "training")
-RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
-EPS = 1e-9
-
-
-# ---- inputs -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Fleet:
-    """A homogeneous fleet: ``nodes`` nodes of ``gpus_per_node`` GPUs, ``nodes_per_leaf`` per leaf switch.
-
-    Homogeneous because the planner sizes one offering at a time; ``nodes_per_leaf=None`` means no
-    topology is known (every node under one switch, so no gang is ever split).
-    """
-
-    nodes: int
-    gpus_per_node: int = 8
-    gpu_model: str = "H100"
-    nodes_per_leaf: int | None = None
-    gpu_memory_gb: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1 or self.gpus_per_node < 1:
-            raise ValueError(f"a fleet needs at least one node and one GPU per node, got {self}")
-        if self.nodes_per_leaf is not None and self.nodes_per_leaf < 1:
-            raise ValueError(f"nodes_per_leaf must be at least 1, got {self.nodes_per_leaf}")
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    @property
-    def memory_gb(self) -> float:
-        """Memory of one GPU: given, else the MIG table's figure, else 80 GB."""
-        if self.gpu_memory_gb is not None:
-            return self.gpu_memory_gb
-        return GPU_MEMORY_GB.get(self.gpu_model, 80.0)
-
-    @property
-    def mig(self) -> bool:
-        return supports_mig(self.gpu_model)
-
-    def leaf(self, node: int) -> int:
-        return 0 if self.nodes_per_leaf is None else node // self.nodes_per_leaf
-
-    def fits_one_leaf(self, nodes: int) -> bool:
-        """Whether a gang of ``nodes`` nodes can sit under one leaf switch at all."""
-        return self.nodes_per_leaf is None or nodes <= min(self.nodes_per_leaf, self.nodes)
-
-    @property
-    def leaves(self) -> int:
-        return 1 if self.nodes_per_leaf is None else math.ceil(self.nodes / self.nodes_per_leaf)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "nodes": self.nodes,
-            "gpus_per_node": self.gpus_per_node,
-            "gpus": self.total_gpus,
-            "gpu_model": self.gpu_model,
-            "nodes_per_leaf": self.nodes_per_leaf,
-            "leaves": self.leaves,
-            "mig": self.mig,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One request of the trace. ``gpus`` below 1 is a fraction of one GPU (a small inference replica).
-
-    A gang spans ``nodes`` nodes with ``gpus / nodes`` whole GPUs on each. ``end_by`` is for service
-    replicas: they stop when demand falls, whatever time they started (a replica that never started by
-    then has expired). ``counted=False`` marks warm-up jobs, left out of the queueing statistics.
-    """
-
-    id: str
-    team: str
-    arrival: float
-    duration: float
-    gpus: float
-    nodes: int = 1
-    priority: str = "standard"
-    kind: str = "training"
-    preemptible: bool = False
-    gpu_memory_gb: float | None = None
-    end_by: float | None = None
-    checkpoint_hours: float = 0.5
-    counted: bool = True
-
-    def __post_init__(self) -> None:
-        if self.priority not in RANK:
-            raise ValueError(f"job {self.id}: priority must be one of {', '.join(PRIORITIES)}")
-        if self.kind not in KINDS:
-            raise ValueError(f"job {self.id}: kind must be one of {', '.join(KINDS)}")
-        if not (math.isfinite(self.arrival) and math.isfinite(self.duration) and self.duration >= 0):
-            raise ValueError(f"job {self.id}: arrival and duration must be finite, duration >= 0")
-        if not (math.isfinite(self.gpus) and self.gpus > 0) or self.nodes < 1:
-            raise ValueError(f"job {self.id}: gpus must be > 0 and nodes >= 1")
-        if self.gpus < 1 and self.nodes != 1:
-            raise ValueError(f"job {self.id}: a fraction of a GPU cannot span nodes")
-        if self.gpus >= 1 and abs(self.gpus / self.nodes - round(self.gpus / self.nodes)) > EPS:
-            raise ValueError(f"job {self.id}: {self.gpus} GPUs do not split evenly over {self.nodes} nodes")
-        if self.checkpoint_hours <= 0:
-            raise ValueError(f"job {self.id}: checkpoint_hours must be > 0")
-
-    @property
-    def per_node(self) -> int:
-        """Whole GPUs per node (0 for a fraction of a GPU)."""
-        return 0 if self.gpus < 1 else round(self.gpus / self.nodes)
-
-    @property
-    def gang(self) -> bool:
-        return self.nodes > 1
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """What a policy asks the fleet for: ``nodes`` x ``per_node`` whole GPUs, or one MIG slice or share."""
-
-    nodes: int = 1
-    per_node: int = 0
-    profile: MigProfile | None = None
-    share: float = 0.0
-
-    @property
-    def fractional(self) -> bool:
-        return self.per_node == 0
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        """A class of requests for the fragmentation score: the per-node part only."""
-        if self.profile is not None:
-            return ("mig", self.profile.name)
-        if self.share:
-            return ("share", round(self.share, 4))
-        return ("whole", self.per_node)
-
-
-# ---- cluster state ------------------------------------------------------------------------------------
-
-
-def _bits(start: int, width: int) -> int:
-    return ((1 << width) - 1) << start
-
-
-class _Partial:
-    """One GPU split into MIG instances (memory-slice mask + compute slices) or GPU shares."""
-
-    __slots__ = ("compute", "jobs", "mask", "mig", "share")
-
-    def __init__(self, mig: bool) -> None:
-        self.mig = mig
-        self.mask = 0
-        self.compute = 0
-        self.share = 0.0
-        self.jobs = 0
-
-    @property
-    def taken(self) -> float:
-        """Share of the GPU allocated: the scarcer of compute and memory slices for MIG."""
-        if self.mig:
-            return max(self.compute / COMPUTE_SLICES, self.mask.bit_count() / MEMORY_SLICES)
-        return min(1.0, self.share)
-
-    def state(self) -> tuple[Any, ...]:
-        return ("m", self.mask, self.compute) if self.mig else ("s", round(self.share, 6))
-
-    def fits(self, shape: Shape) -> bool:
-        if self.mig:
-            return (
-                shape.profile is not None and _mig_start(self.mask, self.compute, shape.profile) is not None
-            )
-        return shape.profile is None and self.share + shape.share <= 1.0 + EPS
-
-
-_START_CACHE: dict[tuple[int, int, str, str], int | None] = {}
-
-
-def _mig_start(mask: int, compute: int, profile: MigProfile) -> int | None:
-    """Where a new instance of ``profile`` goes on a GPU: the legal free start that leaves the most legal
-    placements of every profile afterwards (keeps big contiguous regions for big slices)."""
-    key = (mask, compute, profile.gpu_model, profile.name)
-    if key in _START_CACHE:
-        return _START_CACHE[key]
-    best, best_room = None, -1
-    if compute + profile.compute_slices <= COMPUTE_SLICES:
-        others = MIG_PROFILES[profile.gpu_model]
-        for start in profile.valid_starts:
-            bits = _bits(start, profile.memory_slices)
-            if mask & bits or start + profile.memory_slices > MEMORY_SLICES:
-                continue
-            after, used = mask | bits, compute + profile.compute_slices
-            room = sum(
-                1
-                for other in others
-                if used + other.compute_slices <= COMPUTE_SLICES
-                for s in other.valid_starts
-                if not after & _bits(s, other.memory_slices)
-            )
-            if room > best_room:
-                best, best_room = start, room
-    _START_CACHE[key] = best
-    return best
-
-
-@dataclass(slots=True)
-class _Alloc:
-    """Where one job runs: whole GPUs per node, and the slices or shares it holds."""
-
-    whole: list[tuple[int, int]] = field(default_factory=list)  # (node, gpus)
-    parts: list[tuple[int, int, int, float]] = field(default_factory=list)  # (node, gpu id, start, share)
-
-    @property
-    def nodes(self) -> list[int]:
-        return [n for n, _ in self.whole] + [n for n, *_ in self.parts]
-
-
-class ClusterState:
-    """Free GPUs per node, split GPUs per node, and the totals the metrics read (kept incrementally)."""
-
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet = fleet
-        self.free = [fleet.gpus_per_node] * fleet.nodes
-        self.partials: list[dict[int, _Partial]] = [{} for _ in range(fleet.nodes)]
-        self._next_gpu = [0] * fleet.nodes
-        self.allocated = 0.0
-        self.whole_free = fleet.total_gpus
-        self._sig: list[tuple[Any, ...] | None] = [None] * fleet.nodes
-
-    def signature(self, node: int) -> tuple[Any, ...]:
-        """A node's state up to GPU order: nodes with equal signatures score alike."""
-        sig = self._sig[node]
-        if sig is None:
-            sig = (self.free[node], tuple(sorted(p.state() for p in self.partials[node].values())))
-            self._sig[node] = sig
-        return sig
-
-    def take_whole(self, alloc: _Alloc, node: int, gpus: int) -> None:
-        if self.free[node] < gpus:
-            raise AssertionError(f"node {node}: {gpus} GPUs asked, {self.free[node]} free")
-        self.free[node] -= gpus
-        self.whole_free -= gpus
-        self.allocated += gpus
-        self._sig[node] = None
-        alloc.whole.append((node, gpus))
-
-    def take_part(self, alloc: _Alloc, node: int, gpu: int | None, shape: Shape) -> None:
-        """Put a slice or share on split GPU ``gpu`` of ``node`` (``None``: split a free whole GPU)."""
-        if gpu is None:
-            if self.free[node] < 1:
-                raise AssertionError(f"node {node}: no free GPU to split")
-            self.free[node] -= 1
-            self.whole_free -= 1
-            gpu = self._next_gpu[node]
-            self._next_gpu[node] += 1
-            self.partials[node][gpu] = _Partial(shape.profile is not None)
-        part = self.partials[node][gpu]
-        before = part.taken
-        start = -1
-        if part.mig:
-            assert shape.profile is not None
-            found = _mig_start(part.mask, part.compute, shape.profile)
-            if found is None:
-                raise AssertionError(f"node {node} GPU {gpu}: {shape.profile.name} does not fit")
-            start = found
-            part.mask |= _bits(start, shape.profile.memory_slices)
-            part.compute += shape.profile.compute_slices
-        else:
-            if part.share + shape.share > 1.0 + EPS:
-                raise AssertionError(f"node {node} GPU {gpu}: share over 1")
-            part.share += shape.share
-        part.jobs += 1
-        self.allocated += part.taken - before
-        self._sig[node] = None
-        alloc.parts.append((node, gpu, start, shape.share if shape.profile is None else 0.0))
-
-    def release(self, alloc: _Alloc, profile: MigProfile | None) -> None:
-        for node, gpus in alloc.whole:
-            self.free[node] += gpus
-            self.whole_free += gpus
-            self.allocated -= gpus
-            self._sig[node] = None
-        for node, gpu, start, share in alloc.parts:
-            part = self.partials[node][gpu]
-            before = part.taken
-            if part.mig:
-                assert profile is not None
-                part.mask &= ~_bits(start, profile.memory_slices)
-                part.compute -= profile.compute_slices
-            else:
-                part.share = max(0.0, part.share - share)
-            part.jobs -= 1
-            self.allocated += part.taken - before
-            if part.jobs == 0:  # an empty split GPU becomes a whole free GPU again
-                self.allocated -= part.taken
-                del self.partials[node][gpu]
-                self.free[node] += 1
-                self.whole_free += 1
-            self._sig[node] = None
-        alloc.whole.clear()
-        alloc.parts.clear()
-
-    def check(self) -> None:
-        """Invariants (tests call this): nothing over-allocated, totals consistent."""
-        g = self.fleet.gpus_per_node
-        total = 0.0
-        for node in range(self.fleet.nodes):
-            assert 0 <= self.free[node] <= g - len(self.partials[node]), node
-            for part in self.partials[node].values():
-                assert part.jobs > 0
-                if part.mig:
-                    assert part.compute <= COMPUTE_SLICES and part.mask < (1 << MEMORY_SLICES)
-                else:
-                    assert part.share <= 1.0 + 1e-6
-                total += part.taken
-            total += g - self.free[node] - len(self.partials[node])
-        assert abs(total - self.allocated) < 1e-6, (total, self.allocated)
-        assert self.whole_free == sum(self.free)
-
-    def fragmented(self, shape: Shape | None) -> float:
-        """Free GPUs (and free slice capacity) that cannot host the per-node part of ``shape``."""
-        if shape is None:
-            return 0.0
-        return sum(_unusable(self.signature(n), shape) for n in range(self.fleet.nodes))
-
-
-_UNUSABLE: dict[tuple[tuple[Any, ...], tuple[Any, ...]], float] = {}
-
-
-def _state_taken(state: tuple[Any, ...]) -> float:
-    if state[0] == "m":
-        return max(state[2] / COMPUTE_SLICES, state[1].bit_count() / MEMORY_SLICES)
-    return min(1.0, state[1])
-
-
-def _state_fits(state: tuple[Any, ...], shape: Shape) -> bool:
-    if state[0] == "m":
-        return shape.profile is not None and _mig_start(state[1], state[2], shape.profile) is not None
-    return shape.profile is None and shape.per_node == 0 and state[1] + shape.share <= 1.0 + EPS
-
-
-def _unusable(sig: tuple[Any, ...], shape: Shape) -> float:
-    """GPU capacity on a node of signature ``sig`` that a request of ``shape`` cannot use."""
-    key = (sig, (shape.per_node, shape.profile.name if shape.profile else None, shape.share))
-    value = _UNUSABLE.get(key)
-    if value is None:
-        free, states = sig
-        if shape.fractional:
-            value = sum(1.0 - _state_taken(s) for s in states if not _state_fits(s, shape))
-        else:
-            value = sum(1.0 - _state_taken(s) for s in states) + (free if free < shape.per_node else 0)
-        _UNUSABLE[key] = value
-    return value
-
-
-# ---- policies -----------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Run:
-    """A job's life in the replay (compared by identity: the queue removes runs by ``is``)."""
-
-    job: Job
-    seq: int
-    remaining: float
-    shape: Shape
-    alloc: _Alloc = field(default_factory=_Alloc)
-    first_start: float | None = None
-    started: float | None = None  # start of the current attempt
-    attempt: int = 0
-    pods: int = 0  # pods placed (a naive gang holds them before it starts)
-    expired: bool = False
-    rejected: bool = False
-    finished: float | None = None
-
-    @property
-    def key(self) -> tuple[int, float, int]:
-        return (RANK[self.job.priority], self.job.arrival, self.seq)
-
-    @property
-    def fifo_key(self) -> tuple[float, int]:
-        return (self.job.arrival, self.seq)
-
-    def end_if_started(self, now: float) -> float:
-        return self.job.end_by if self.job.end_by is not None else now + self.remaining
-
-    @property
-    def taken(self) -> float:
-        """GPUs this run holds, for its team's fair-share usage (a MIG slice by its compute share)."""
-        if self.shape.fractional:
-            return self.shape.profile.compute_fraction if self.shape.profile else self.shape.share
-        return float(self.shape.per_node * self.pods)
-
-
-@dataclass(slots=True)
-class Group:
-    """Queued runs the pass tries in order; ``under_quota`` groups lose a run whose team goes over."""
-
-    rank: int
-    under_quota: bool
-    runs: list[_Run]
-
-
-class Policy:
-    """One scheduling policy: how to size a request, order the queue and place a request.
-
-    The loop in :class:`Simulator` reads the flags: ``all_or_nothing`` (gangs start whole or wait, else
-    pods are placed one by one and hold their GPUs), ``backfill`` (jobs behind a blocked one may start;
-    else the queue stops at the first job that cannot start), ``preempt`` (production work may evict
-    preemptible batch work) and ``fair_share`` (order by guaranteed quota).
-    """
-
-    name: ClassVar[str] = ""
-    all_or_nothing: ClassVar[bool] = False
-    backfill: ClassVar[bool] = False
-    preempt: ClassVar[bool] = False
-    fair_share: ClassVar[bool] = False
-    split_after_hours: float = 0.0  # a gang may spread over leaf switches after queueing this long
-
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet = fleet
-
-    def shape(self, job: Job) -> Shape:
-        """Whole GPUs, a fraction rounded up to one GPU."""
-        return Shape(nodes=job.nodes, per_node=max(1, job.per_node))
-
-    def order(self, queue: list[_Run], usage: dict[str, float], quotas: dict[str, float]) -> list[Group]:
-        """The queue in the order a pass tries it. FIFO policies keep the queue in arrival order."""
-        return [Group(0, False, list(queue))]
-
-    def place(
-        self, state: ClusterState, shape: Shape, avoid: frozenset[int] = frozenset(), waited: float = 0.0
-    ) -> Placement | None:
-        """Where a whole request goes now, or None; ``waited``: hours the job has queued so far."""
-        if shape.nodes > 1:
-            nodes: list[int] = []
-            for _ in range(shape.nodes):
-                node = self.place_pod(state, shape.per_node, avoid | frozenset(nodes))
-                if node is None:
-                    return None
-                nodes.append(node)
-            return Placement(nodes=nodes)
-        node = self.place_pod(state, shape.per_node, avoid)
-        return None if node is None else Placement(nodes=[node])
-
-    def place_pod(self, state: ClusterState, gpus: int, avoid: frozenset[int] = frozenset()) -> int | None:
-        raise NotImplementedError
-
-    def observe(self, shape: Shape) -> None:
-        """Called on every arrival (the workload-aware score learns the mix of requests)."""
-
-
-@dataclass(slots=True)
-class Placement:
-    nodes: list[int]
-    gpus: list[int | None] | None = None  # fractional: the split GPU to use (None: split a free one)
-
-
-class NaivePolicy(Policy):
-    """FIFO, first-fit on whole GPUs, pods placed one by one without gang reservation."""
-
-    name = "naive"
-
-    def place_pod(self, state: ClusterState, gpus: int, avoid: frozenset[int] = frozenset()) -> int | None:
-        for node, free in enumerate(state.free):
-            if free >= gpus and node not in avoid:
-                return node
-        return None
-
-
-class BestFitPolicy(Policy):
-    """FIFO, whole GPUs, every pod on the tightest node that fits."""
-
-    name = "best-fit"
-
-    def place_pod(self, state: ClusterState, gpus: int, avoid: frozenset[int] = frozenset()) -> int | None:
-        best, best_free = None, math.inf
-        for node, free in enumerate(state.free):
-            if gpus <= free < best_free and node not in avoid:
-                best, best_free = node, free
-                if free == gpus:
-                    break
-        return best
-
-
-class WorkloadAwarePolicy(Policy):
-    """MIG slices / GPU shares, all-or-nothing gangs under one leaf, backfill, fragmentation-aware score,
-    fair share and preemption (see the module docstring)."""
-
-    name = "workload-aware"
-    all_or_nothing = True
-    backfill = True
-    preempt = True
-    fair_share = True
-
-    def __init__(self, fleet: Fleet, sharing: str = "auto", split_after_hours: float = math.inf) -> None:
-        super().__init__(fleet)
-        self.split_after_hours = split_after_hours
-        if sharing not in ("auto", "mig", "share", "none"):
-            raise ValueError(f"sharing must be auto, mig, share or none, got {sharing!r}")
-        self.use_mig = fleet.mig if sharing == "auto" else sharing == "mig"
-        self.sharing = sharing != "none"
-        if self.use_mig and not fleet.mig:
-            raise ValueError(f"{fleet.gpu_model} has no MIG")
-        self._mix: Counter[Shape] = Counter()
-        self._weights: list[tuple[Shape, float]] = [(Shape(per_node=g), 1.0) for g in (1, 2, 4, 8)]
-        self._delta: dict[tuple[Any, ...], float] = {}
-        self._seen = 0
-
-    def shape(self, job: Job) -> Shape:
-        if job.gpus >= 1 or not self.sharing:
-            return Shape(nodes=job.nodes, per_node=max(1, job.per_node))
-        if self.use_mig:
-            memory = job.gpu_memory_gb if job.gpu_memory_gb is not None else job.gpus * self.fleet.memory_gb
-            profile = smallest_profile(self.fleet.gpu_model, memory)
-            if profile is None or profile.compute_slices == COMPUTE_SLICES:
-                return Shape(per_node=1)
-            return Shape(profile=profile)
-        share = job.gpus
-        if job.gpu_memory_gb is not None:
-            share = max(share, job.gpu_memory_gb / self.fleet.memory_gb)
-        return Shape(per_node=1) if share > 1.0 - EPS else Shape(share=min(1.0, share))
-
-    def observe(self, shape: Shape) -> None:
-        """Weights of the score: how often each per-node request size arrives (refreshed as arrivals come)."""
-        self._mix[Shape(per_node=shape.per_node, profile=shape.profile, share=shape.share)] += 1
-        self._seen += 1
-        if self._seen in (10, 100) or self._seen % 1000 == 0:
-            total = sum(self._mix.values())
-            self._weights = [(s, c / total) for s, c in self._mix.most_common(12)]
-            self._delta.clear()
-
-    def order(self, queue: list[_Run], usage: dict[str, float], quotas: dict[str, float]) -> list[Group]:
-        """Per priority: jobs of teams under their guaranteed quota, then the others; each by arrival
-        (``queue`` is kept sorted by priority, then arrival)."""
-        groups: list[Group] = []
-        for rank in range(len(PRIORITIES)):
-            runs = [run for run in queue if RANK[run.job.priority] == rank]
-            if not quotas:
-                groups.append(Group(rank, False, runs))
-                continue
-            under = [r for r in runs if usage.get(r.job.team, 0.0) < quotas.get(r.job.team, 0.0)]
-            over = [r for r in runs if usage.get(r.job.team, 0.0) >= quotas.get(r.job.team, 0.0)]
-            groups += [Group(rank, True, under), Group(rank, False, over)]
-        return groups
-
-    def _frag(self, sig: tuple[Any, ...]) -> float:
-        return sum(w * _unusable(sig, s) for s, w in self._weights)
-
-    def _score(self, before: tuple[Any, ...], after: tuple[Any, ...]) -> float:
-        key = (before, after)
-        value = self._delta.get(key)
-        if value is None:
-            value = self._frag(after) - self._frag(before)
-            self._delta[key] = value
-        return value
-
-    def _whole_candidates(
-        self, state: ClusterState, gpus: int, avoid: frozenset[int]
-    ) -> list[tuple[float, int, int]]:
-        """(score, free after, node) of every node that can take ``gpus`` whole GPUs; lower is better."""
-        out = []
-        cache: dict[tuple[Any, ...], float] = {}
-        for node, free in enumerate(state.free):
-            if free < gpus or node in avoid:
-                continue
-            sig = state.signature(node)
-            score = cache.get(sig)
-            if score is None:
-                score = self._score(sig, (free - gpus, sig[1]))
-                cache[sig] = score
-            out.append((score, free - gpus, node))
-        return out
-
-    def place_pod(self, state: ClusterState, gpus: int, avoid: frozenset[int] = frozenset()) -> int | None:
-        candidates = self._whole_candidates(state, gpus, avoid)
-        return min(candidates)[2] if candidates else None
-
-    def place(
-        self, state: ClusterState, shape: Shape, avoid: frozenset[int] = frozenset(), waited: float = 0.0
-    ) -> Placement | None:
-        if shape.fractional:
-            return self._place_fraction(state, shape, avoid)
-        if shape.nodes == 1:
-            node = self.place_pod(state, shape.per_node, avoid)
-            return None if node is None else Placement(nodes=[node])
-        candidates = self._whole_candidates(state, shape.per_node, avoid)
-        if len(candidates) < shape.nodes:
-            return None
-        by_leaf: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
-        for candidate in candidates:
-            by_leaf[self.fleet.leaf(candidate[2])].append(candidate)
-        roomy = [(len(c), leaf) for leaf, c in by_leaf.items() if len(c) >= shape.nodes]
-        if roomy:  # one leaf: the tightest that has room, so roomier leaves stay for bigger gangs
-            _, leaf = min(roomy)
-            return Placement(nodes=[c[2] for c in sorted(by_leaf[leaf])[: shape.nodes]])
-        if waited < self.split_after_hours - EPS and self.fleet.fits_one_leaf(shape.nodes):
-            return None  # wait for one leaf (Slurm's --switches=1@max-time) before spreading over several
-        # no leaf has room: spread over the fewest leaves (largest groups first)
-        nodes: list[int] = []
-        for _, leaf in sorted(((-len(c), leaf) for leaf, c in by_leaf.items())):
-            nodes += [c[2] for c in sorted(by_leaf[leaf])]
-        return Placement(nodes=nodes[: shape.nodes])
-
-    def _place_fraction(self, state: ClusterState, shape: Shape, avoid: frozenset[int]) -> Placement | None:
-        """A slice or share: on an already split GPU if one fits (the fullest), else split a free GPU on
-        the node whose score suffers least."""
-        best: tuple[float, float, int] | None = None
-        best_target: tuple[int, int | None] | None = None
-        for node in range(self.fleet.nodes):
-            if node in avoid:
-                continue
-            parts = state.partials[node]
-            target: int | None = None
-            fullest = -1.0
-            for gpu, part in parts.items():
-                if part.fits(shape) and part.taken > fullest:
-                    target, fullest = gpu, part.taken
-            if target is None and state.free[node] < 1:
-                continue
-            sig = state.signature(node)
-            after = _after_fraction(sig, parts, target, shape)
-            rank = (0.0 if target is not None else 1.0, self._score(sig, after), node)
-            if best is None or rank < best:
-                best, best_target = rank, (node, target)
-        if best_target is None:
-            return None
-        return Placement(nodes=[best_target[0]], gpus=[best_target[1]])
-
-
-def _after_fraction(
-    sig: tuple[Any, ...], parts: dict[int, _Partial], target: int | None, shape: Shape
-) -> tuple[Any, ...]:
-    """The node's signature after a slice or share lands on split GPU ``target`` (None: a fresh one)."""
-    free, states = sig
-    if target is None:
-        fresh = _Partial(shape.profile is not None)
-        new_states = [*states]
-        free -= 1
-        part = fresh
-    else:
-        part = parts[target]
-        new_states = list(states)
-        new_states.remove(part.state())
-    if part.mig:
-        assert shape.profile is not None
-        start = _mig_start(part.mask, part.compute, shape.profile)
-        assert start is not None
-        state: tuple[Any, ...] = (
-            "m",
-            part.mask | _bits(start, shape.profile.memory_slices),
-            part.compute + shape.profile.compute_slices,
-        )
-    else:
-        state = ("s", round(part.share + shape.share, 6))
-    return (free, tuple(sorted([*new_states, state])))
-
-
-POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (NaivePolicy, BestFitPolicy, WorkloadAwarePolicy)
-}
-
-
-def make_policy(name: str, fleet: Fleet, **options: Any) -> Policy:
-    """A policy by name (naive, best-fit, workload-aware); ValueError names the valid ones. ``options``
-    go to the policy (workload-aware: ``sharing``, ``split_after_hours``)."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; choose {', '.join(POLICIES)}")
-    return POLICIES[name](fleet, **options)
-
+from planner.simulate.fleet import EPS, ClusterState, Fleet, Job, Shape
+from planner.simulate.policies import Group, Placement, Policy, Run, make_policy
 
 # ---- results ------------------------------------------------------------------------------------------
 
@@ -816,7 +115,7 @@ _FINISH, _EXPIRE, _ARRIVE = 0, 1, 2
 
 @dataclass(slots=True)
 class _Reservation:
-    run: _Run
+    run: Run
     shadow: float  # the earliest start the running jobs' end times allow
     nodes: frozenset[int]  # where it would start then
 
@@ -860,14 +159,14 @@ class Simulator:
         self.progress = progress
         self.check = check
         self.state = ClusterState(fleet)
-        self._key: Callable[[_Run], Any] = (lambda r: r.key) if policy.fair_share else (lambda r: r.fifo_key)
-        self.queue: list[_Run] = []  # sorted by self._key
-        self.running: dict[int, _Run] = {}
-        self.runs: list[_Run] = []
+        self._key: Callable[[Run], Any] = (lambda r: r.key) if policy.fair_share else (lambda r: r.fifo_key)
+        self.queue: list[Run] = []  # sorted by self._key
+        self.running: dict[int, Run] = {}
+        self.runs: list[Run] = []
         self.usage: dict[str, float] = defaultdict(float)
         self.used = 0.0
         self.reservation: _Reservation | None = None
-        self.reserved: _Run | None = None  # who held the last reservation: keeps its place until it starts
+        self.reserved: Run | None = None  # who held the last reservation: keeps its place until it starts
         self.blocked: Shape | None = None  # the first request the last pass could not start
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._tie = 0
@@ -890,7 +189,7 @@ class Simulator:
     def run(self) -> SimResult:
         began = time.perf_counter()
         for index, job in enumerate(self.jobs):
-            self.runs.append(_Run(job, index, job.duration, self.policy.shape(job)))
+            self.runs.append(Run(job, index, job.duration, self.policy.shape(job)))
             if job.arrival < self.end:
                 self._push(max(job.arrival, self.start), _ARRIVE, index)
         now = self.start
@@ -933,7 +232,7 @@ class Simulator:
             self.progress(1.0)
         return self._result(time.perf_counter() - began)
 
-    def _arrive(self, run: _Run) -> None:
+    def _arrive(self, run: Run) -> None:
         shape, fleet = run.shape, self.fleet
         if shape.nodes > fleet.nodes or shape.per_node > fleet.gpus_per_node:
             self.rejected += 1  # can never fit: kept out of the queue, where it would block it forever
@@ -944,13 +243,13 @@ class Simulator:
         if run.job.end_by is not None:
             self._push(run.job.end_by, _EXPIRE, run.seq)
 
-    def _finish(self, run: _Run, now: float) -> None:
+    def _finish(self, run: Run, now: float) -> None:
         self._release(run)
         del self.running[run.seq]
         run.finished = now
         run.started = None
 
-    def _expire(self, run: _Run) -> None:
+    def _expire(self, run: Run) -> None:
         """A service replica whose demand passed before it could start leaves the queue unserved."""
         if run.pods:
             self._release(run)
@@ -958,7 +257,7 @@ class Simulator:
         run.expired = True
         run.finished = run.job.end_by
 
-    def _release(self, run: _Run) -> None:
+    def _release(self, run: Run) -> None:
         self.usage[run.job.team] -= run.taken
         self.state.release(run.alloc, run.shape.profile)
         if run.started is not None:
@@ -967,7 +266,7 @@ class Simulator:
 
     # -- scheduling --
 
-    def _schedule(self, now: float, arrivals: list[_Run] | None) -> None:
+    def _schedule(self, now: float, arrivals: list[Run] | None) -> None:
         """One pass. ``arrivals``: only these are new and nothing was freed, so nothing that waited
         before can start now; only the new jobs are tried, against the last pass's reservation."""
         if not self.policy.backfill:
@@ -991,7 +290,7 @@ class Simulator:
         if arrivals is None:
             self.blocked = None  # after arrivals alone, what was blocked still is
         for index, group in enumerate(groups):
-            deferred: list[_Run] = []
+            deferred: list[Run] = []
             for run in group.runs:
                 if run.started is not None or run.finished is not None:
                     continue
@@ -1012,7 +311,7 @@ class Simulator:
             if self.blocked is None:
                 self.blocked = self.reservation.run.shape
 
-    def _try(self, run: _Run, now: float, failed: set[tuple[Any, ...]]) -> None:
+    def _try(self, run: Run, now: float, failed: set[tuple[Any, ...]]) -> None:
         """Start ``run`` if it fits without delaying the reservation; production work may preempt."""
         shape = run.shape
         production = run.job.priority == "production"
@@ -1059,7 +358,7 @@ class Simulator:
                 self.usage[run.job.team] += run.shape.per_node
             self._start(run, None, now)
 
-    def _start(self, run: _Run, placement: Placement | None, now: float) -> None:
+    def _start(self, run: Run, placement: Placement | None, now: float) -> None:
         shape = run.shape
         if placement is not None:
             if shape.fractional:
@@ -1083,21 +382,21 @@ class Simulator:
             if len({self.fleet.leaf(n) for n in run.alloc.nodes}) > 1:
                 self.gangs_split += 1
 
-    def _preempt_for(self, run: _Run, now: float) -> bool:
+    def _preempt_for(self, run: Run, now: float) -> bool:
         """Evict preemptible batch jobs from the one node where the fewest GPUs must go (newest first)."""
         if run.shape.nodes > 1:
             return False
         need = 1 if run.shape.fractional else run.shape.per_node
-        victims_by_node: dict[int, list[_Run]] = defaultdict(list)
+        victims_by_node: dict[int, list[Run]] = defaultdict(list)
         for other in self.running.values():
             job = other.job
             if job.priority == "batch" and job.preemptible and job.nodes == 1 and not other.shape.fractional:
                 victims_by_node[other.alloc.whole[0][0]].append(other)
         best: tuple[float, float, int] | None = None
-        chosen: list[_Run] = []
+        chosen: list[Run] = []
         for node, victims in victims_by_node.items():
             free = self.state.free[node]
-            picked: list[_Run] = []
+            picked: list[Run] = []
             for victim in sorted(victims, key=lambda v: -_since(v.started, now)):
                 if free >= need:
                     break
@@ -1116,7 +415,7 @@ class Simulator:
             self._evict(victim, now)
         return bool(chosen)
 
-    def _evict(self, run: _Run, now: float) -> None:
+    def _evict(self, run: Run, now: float) -> None:
         """Back to the queue; the work since the last checkpoint is lost."""
         ran = now - _since(run.started, now)
         saved = math.floor(ran / run.job.checkpoint_hours + EPS) * run.job.checkpoint_hours
@@ -1129,7 +428,7 @@ class Simulator:
         run.attempt += 1  # its pending finish event is now stale
         insort(self.queue, run, key=self._key)
 
-    def _reserve(self, run: _Run, now: float) -> _Reservation:
+    def _reserve(self, run: Run, now: float) -> _Reservation:
         """EASY: the earliest time ``run`` fits as running jobs end (their known end times), and where.
 
         Counts nodes with enough free GPUs, under one leaf for a gang until it may spread; a split GPU

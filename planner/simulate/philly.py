@@ -48,7 +48,8 @@ import pandas as pd
 
 from models.errors import InputError
 from models.mig import replicas_per_gpu
-from planner.simulate.events import Fleet, Job, SimResult, simulate
+from planner.simulate.events import SimResult, simulate
+from planner.simulate.fleet import Fleet, Job
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 GPUS_PER_NODE = 8
