@@ -22,14 +22,11 @@ config with the label ``nvidia.com/mig.config=<name>``, so names go through ``co
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import operator
-import os
 import re
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +43,7 @@ from models.mig import (
     maximal_layouts,
     profile_named,
 )
+from models.stdout import quiet_stdout
 
 _Demand = tuple[tuple[str, int], ...]
 """A demand as sorted (profile name, instances > 0) pairs: the memo key."""
@@ -158,26 +156,12 @@ def _homogeneous(model: str, name: str) -> Layout:
 _first_highs = True
 
 
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """Silence file descriptor 1: HiGHS prints its banner from C on the first ``Highs()`` of a process."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _new_highs() -> Any:
     import highspy
 
     global _first_highs
     if _first_highs:
-        with _quiet_stdout():
+        with quiet_stdout():
             highs = highspy.Highs()
         _first_highs = False
     else:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.errors import SolverError
+from models.stdout import quiet_stdout
 from planner.optimize.build import replica_penalty
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets, TrainingOption
-from planner.optimize.solve import quiet_stdout
 
 EPS = 1e-6
 DIVE_PERIODS = 2_000

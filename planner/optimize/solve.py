@@ -13,13 +13,9 @@ incumbent exists), ``termination`` says why the solver stopped. Nothing here ass
 from __future__ import annotations
 
 import math
-import os
 import re
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -28,6 +24,7 @@ import numpy as np
 import pulp
 
 from models.errors import SolverError
+from models.stdout import quiet_stdout
 
 SOLVERS = ("highs", "cbc")
 
@@ -87,23 +84,6 @@ def solve(
     if solver == "highs":
         return _solve_highs(problem, time_limit, gap, threads, verbose, start)
     return _solve_cbc(problem, time_limit, gap, threads, verbose)
-
-
-@contextmanager
-def quiet_stdout(active: bool) -> Iterator[None]:
-    """Silence the C library's stdout (file descriptor 1) for a moment."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], dict[str, np.ndarray]]:
