@@ -4,11 +4,11 @@
   1. **cloud only**: the scenario without its ``colocation`` section: the optimal cloud plan and its cost
      per month (commitments included): what owning has to beat;
   2. **how many to own** (skipped with ``--nodes``): the scenario as written, where owned nodes are a tier
-     at their amortized cost (``planner/finance.py``); N is the number of nodes that plan buys;
+     at their amortized cost (``models/tco.py``); N is the number of nodes that plan buys;
   3. **owning N**: the same fleet with exactly N owned nodes already paid for (their tier priced at ~0, so
      the planner uses them wherever they displace cloud spend), which gives the cloud bill that remains
      and how busy the owned nodes are (their utilization, which drives energy and the sensitivity).
-``planner.finance.evaluate`` turns (1) and (3) into cumulative cost curves over the nodes' depreciation
+``models.tco.evaluate`` turns (1) and (3) into cumulative cost curves over the nodes' depreciation
 life, the break-even month and the NPV at the cost of capital; a unit grid and a tornado complete it.
 """
 
@@ -21,7 +21,7 @@ from models.catalog import OWNED, Catalog
 from models.errors import InputError
 from models.plan import Plan
 from models.scenario import Colocation, Scenario
-from planner.finance import HOURS_PER_MONTH, OwnershipCase, breakeven_data
+from models.tco import HOURS_PER_MONTH, OwnershipCase, breakeven_data
 from planner.inputs import Inputs
 from planner.monthly import monthly_by_tier
 

@@ -7,7 +7,7 @@ The grid of break-even months by comparison price and utilization shows why quot
 paybacks disagree: they compare against different prices at different utilizations.
 
 Render functions take the plain dict (schema ``gpuplan.breakeven/v1``, see
-``planner.finance.breakeven_data``), never finance objects, so a saved breakeven.json re-renders
+``models.tco.breakeven_data``), never finance objects, so a saved breakeven.json re-renders
 the same page. Like ``planner/report.py``: plotly.js is inline exactly once in ``<head>``, charts
 are divs rendered with ``include_plotlyjs=False``, no external fetch (works offline), and the
 templates are inline jinja2 strings rendered from one shared context for markdown and html.

@@ -33,8 +33,8 @@ from models.preemption import (
     spot_overhead,
 )
 from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
+from models.tco import HOURS_PER_MONTH, owned_usd_per_node_hour
 from models.workloads import TrainingRun, service_demand, training_runs
-from planner.finance import HOURS_PER_MONTH, owned_usd_per_node_hour
 
 POOL = "reserved"  # a training option that runs on committed nodes (1y or 3y: the pool is shared)
 ON_DEMAND = "on_demand"
@@ -112,7 +112,7 @@ class PlanningSets:
 
 def owned_offering(colocation: Colocation) -> Offering:
     """The scenario's own servers as an offering bought only on the ``owned`` term: no on-demand or
-    spot price, the amortized cost per node-hour (``planner/finance.py``), usable after the lead time."""
+    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time."""
     memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
     return Offering(
         cloud=OWNED,

@@ -23,8 +23,8 @@ import pandas as pd
 from models.catalog import OWNED
 from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
 from models.scenario import Scenario
+from models.tco import HOURS_PER_MONTH
 from models.workloads import period_start
-from planner.finance import HOURS_PER_MONTH
 from planner.mig_layouts import mig_section
 from planner.optimize.build import PlanningModel
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption

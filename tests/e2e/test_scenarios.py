@@ -282,7 +282,7 @@ def _colocation_decision(result: Planned, planned: Callable[..., Planned]) -> No
     assert 0 < nodes <= max_nodes
     assert all(c["offering"].startswith("owned:ashburn-colo:") for c in owned)
     # priced at the documented defaults ($18.91 per node-hour), below a 3y p5 commitment ($22.02)
-    from planner.finance import owned_usd_per_node_hour
+    from models.tco import owned_usd_per_node_hour
 
     price = owned_usd_per_node_hour(Colocation(max_nodes=max_nodes))
     assert all(c["usd_per_node_hour"] == pytest.approx(price) for c in owned)

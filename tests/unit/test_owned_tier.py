@@ -6,7 +6,7 @@ c_own), r 1y nodes and on-demand for the rest, the cost is
 
     f(n, r) = (n * c_own + r * c_1y) * H + sum_t max(0, D_t - r - n * [t >= L]) * c_od
 
-enumerated here over every (n, r), independently of the planner. c_own comes from ``planner.finance``
+enumerated here over every (n, r), independently of the planner. c_own comes from ``models.tco``
 (checked against hand calculations in test_finance.py).
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
-from planner.finance import HOURS_PER_MONTH, owned_usd_per_node_hour
+from models.tco import HOURS_PER_MONTH, owned_usd_per_node_hour
 from planner.optimize import optimize
 
 H = 3 * 730  # three 730-hour months, hourly periods

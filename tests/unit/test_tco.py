@@ -1,4 +1,4 @@
-"""Tests for planner/finance.py: every figure against a hand calculation written out here.
+"""Tests for models/tco.py: every figure against a hand calculation written out here.
 
 Default inputs (models.scenario.Colocation, FACTS.md section 5): capex C = $335,000, 10.2 kW, PUE 1.5,
 $0.09/kWh, $200/kW-month, support 10%/yr, 36 months, residual 30%, cost of capital 8%/yr.
@@ -23,7 +23,7 @@ import math
 import pytest
 
 from models.scenario import Colocation
-from planner.finance import (
+from models.tco import (
     DEFAULT_TORNADO_RANGES,
     HOURS_PER_MONTH,
     OwnershipCase,
