@@ -86,17 +86,8 @@ def optimize(
     if settings.method not in METHODS:
         raise SolverError(f"unknown method {settings.method!r}; choose one of {', '.join(METHODS)}")
     method = settings.method
-    waiting = [o.id for o in sets.offerings if o.available_from_hour > 0]
     if method == "auto":
-        big = len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE
-        method = "hourly" if big and not waiting else "staged"
-        if big and waiting:
-            say(f"staged method: the hourly method does not model the lead time of {waiting[0]}")
-    if method == "hourly" and waiting:
-        raise SolverError(
-            f"--method hourly does not model owned nodes that arrive after the horizon starts "
-            f"({waiting[0]}: colocation.lead_time_months > 0); use --method staged or auto"
-        )
+        method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
     if method == "hourly":
         return _optimize_hourly(sets, settings, say, time.perf_counter() - began)
     first = create_model(sets)

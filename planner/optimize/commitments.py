@@ -72,7 +72,8 @@ def tune_commitments(
         for t, weight in zip(groups.first, groups.counts, strict=True):
             value, pool_dual, cap_dual = model.lp_at(int(t), occupancy)
             total += weight * value
-            gradient[model.pool_offerings] += weight * pool_dual  # more committed: pool room grows
+            # more committed: pool room grows (where the nodes are usable yet)
+            gradient[model.pool_offerings] += weight * pool_dual * model.pool_usable[:, int(t)]
             gradient[model.cap_offerings] -= weight * cap_dual  # ... and capacity room shrinks
         return total, gradient
 

@@ -27,7 +27,15 @@ import numpy as np
 from models.errors import SolverError
 from models.stdout import quiet_stdout
 from planner.optimize.build import replica_penalty
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, PlanningSets, TrainingOption
+from planner.optimize.sets import (
+    ON_DEMAND,
+    POOL,
+    SPOT,
+    PlanningSets,
+    TrainingOption,
+    availability_key,
+    usable_periods,
+)
 
 EPS = 1e-6
 DIVE_PERIODS = 2_000
@@ -72,8 +80,10 @@ class Distinct:
 
     @classmethod
     def of(cls, sets: PlanningSets, occupancy: Occupancy) -> Distinct:
+        # owned nodes still on order make a period different even at equal demand and training
+        availability = availability_key(sets.offerings, sets.demand.shape[1], sets.period_hours)
         _, first, inverse, counts = np.unique(
-            occupancy.signature(sets.demand),
+            np.hstack([occupancy.signature(sets.demand), availability[:, None]]),
             axis=0,
             return_index=True,
             return_inverse=True,
@@ -220,6 +230,7 @@ class PeriodModel:
             [offerings[o].max_nodes - committed[o] for o in self.cap_offerings], dtype=float
         )
         self.pool_base = np.array([committed[o] for o in self.pool_offerings], dtype=float)
+        self.pool_usable = usable_periods(sets)[self.pool_offerings]  # owned nodes: 0 before delivery
         burst = [sets.scenario.teams[m].burst_gpus for m in self.burst_teams]
         self.burst_base = np.array(burst, dtype=float)
 
@@ -243,7 +254,7 @@ class PeriodModel:
         n_s = len(demand)
         highs.changeRowsBounds(n_s, self.demand_rows, demand, np.full(n_s, math.inf))
         if len(self.pool_rows):
-            room = self.pool_base - pool_train[self.pool_offerings]
+            room = self.pool_base * self.pool_usable[:, t] - pool_train[self.pool_offerings]
             highs.changeRowsBounds(len(room), self.pool_rows, np.full(len(room), -math.inf), room)
         cap_room = None
         if len(self.cap_rows):
@@ -449,13 +460,14 @@ def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy)
     model = PeriodModel(sets, committed)
     groups = Distinct.of(sets, occupancy)
     price = np.zeros((len(sets.offerings), len(groups.first)))
-    slack = committed[:, None] - occupancy.pool[:, groups.first]  # pools no service uses
+    usable = usable_periods(sets)[:, groups.first]
+    slack = committed[:, None] * usable - occupancy.pool[:, groups.first]  # pools no service uses
     values = np.zeros(len(groups.first))
     for u, t in enumerate(groups.first):
         values[u], pool_dual, _cap = model.lp_at(int(t), occupancy)
         if len(model.pool_rows):
             used = np.asarray(model.highs.getSolution().row_value)[model.pool_rows]
-            room = model.pool_base - occupancy.pool[model.pool_offerings, t]
+            room = model.pool_base * model.pool_usable[:, t] - occupancy.pool[model.pool_offerings, t]
             price[model.pool_offerings, u] = -pool_dual
             slack[model.pool_offerings, u] = room - used
     total = float(values @ groups.counts)

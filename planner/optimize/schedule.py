@@ -25,6 +25,7 @@ from planner.optimize.sets import (
     PlanningSets,
     TrainingOption,
     on_demand_or_dearest,
+    usable_periods,
 )
 
 
@@ -44,6 +45,7 @@ class _Limits:
 
     cap: np.ndarray  # per offering (inf: none)
     burst: np.ndarray  # (teams, periods) GPUs training may hold (inf: no limit)
+    usable: np.ndarray  # (offerings, periods) 1 where commitments can be used (owned nodes: after delivery)
 
     @classmethod
     def of(cls, sets: PlanningSets, reserve_inference: bool = True) -> _Limits:
@@ -62,7 +64,7 @@ class _Limits:
                 ]
                 if per_replica:
                     burst[teams[service.team]] -= sets.demand[i] * min(per_replica)
-        return cls(max_nodes(sets), burst)
+        return cls(max_nodes(sets), burst, usable_periods(sets))
 
 
 def combos(sets: PlanningSets) -> dict[tuple[int, int, str], TrainingOption]:
@@ -233,7 +235,7 @@ def feasible_starts(
     if last < run.first_period or (option.tier == POOL and committed[o] < nodes):
         return np.zeros(0, dtype=np.int64)
     if option.tier == POOL:
-        room = committed[o] - occupancy.pool[o]
+        room = committed[o] * limits.usable[o] - occupancy.pool[o]
     else:
         room = limits.cap[o] - committed[o] - occupancy.other[o]
     gpus = nodes * sets.offerings[o].gpus_per_node

@@ -308,6 +308,14 @@ def availability_key(offerings: list[Offering], periods: int, p: int) -> np.ndar
     return sum((index >= start for start in starts), np.zeros(periods, dtype=np.int64)).astype(np.int64)
 
 
+def usable_periods(sets: PlanningSets) -> np.ndarray:
+    """(offerings, periods): 1.0 where an offering's committed nodes can be used (owned nodes after their
+    lead time), else 0.0: the per-period share of the commitments the hourly method may use."""
+    periods = len(sets.slot_of_period)
+    starts = np.array([available_from_period(o, sets.period_hours) for o in sets.offerings], dtype=np.int64)
+    return (np.arange(periods)[None, :] >= starts[:, None]).astype(float)
+
+
 def usable(offering: Offering, slot: Slot, period_hours: int) -> bool:
     """Slots never straddle an availability start (``availability_key``), so the first period decides."""
     return offering.available_from_hour <= 0 or slot.periods[0] >= available_from_period(

@@ -108,17 +108,29 @@ def test_owned_nodes_wait_for_their_lead_time(tmp_path: Path, kit) -> None:
     assert data["solver"]["gap"] <= 0.01
 
 
-def test_hourly_method_refuses_a_lead_time_it_cannot_model(tmp_path: Path, kit) -> None:
-    from models.errors import SolverError
-
-    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=C_OD)])
+def test_hourly_method_keeps_owned_nodes_idle_until_delivery(tmp_path: Path, kit) -> None:
+    """The hourly method on the lead-time case: nothing owned serves before period 730, and the brute-force
+    optimum lies between its certified bound and its plan."""
+    demand = _demand(seed=5)
+    colocation = {"max_nodes": 6, "lead_time_months": 1, "capex_per_node_usd": 120_000}
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=C_OD, fabric="efa")])
+    kit.write_demand_csv(tmp_path / "demand.csv", demand)
     data = kit.scenario_dict(
-        hours=168,
+        hours=H,
         inference=[{"name": "svc", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
-                    "replicas": {"profile": "flat", "base": 2}}],
+                    "replicas": {"csv": "demand.csv"}}],
     )  # fmt: skip
-    data["colocation"] = {"max_nodes": 2, "lead_time_months": 0.1}
-    with pytest.raises(SolverError, match="lead_time_months"):
-        optimize(
-            parse(data), Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings(method="hourly")
-        )
+    data["colocation"] = colocation
+    plan = optimize(
+        parse(data), Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings(method="hourly")
+    )
+    alloc = plan.allocations
+    owned_rows = alloc[alloc["offering"] == OWNED_ID]
+    assert len(owned_rows) and owned_rows["period"].min() >= HOURS_PER_MONTH
+    # every period covers its demand with what is usable then
+    served = alloc.groupby("period")["nodes"].sum().reindex(range(H), fill_value=0.0)
+    assert (served.to_numpy() >= np.array(demand) - 1e-6).all()
+    c_own = plan.data["offerings"][OWNED_ID]["owned_usd_h"]
+    optimum = _brute_force(demand, c_own, 6, int(HOURS_PER_MONTH), [])
+    assert plan.data["solver"]["bound_usd"] <= optimum + 1e-6 <= plan.data["costs"]["total_usd"] + 2e-6
+    assert plan.data["costs"]["total_usd"] <= optimum * 1.01
