@@ -48,10 +48,11 @@ def _spread(total: float, hours: float, months: int) -> np.ndarray:
 
 
 def month_labels(plan: Plan) -> list[str]:
-    """``2027-01``-style labels: the calendar month each 730 h month starts in."""
+    """The day each 730 h month starts (``2027-01-31``): unique, where calendar-month names would repeat
+    (the second 730 h month of 2027 starts on January 31)."""
     start = pd.Timestamp(plan.data["horizon"]["start"])
     months = months_in(float(plan.data["horizon"]["hours"]))
-    return [(start + pd.Timedelta(hours=HOURS_PER_MONTH * m)).strftime("%Y-%m") for m in range(months)]
+    return [(start + pd.Timedelta(hours=HOURS_PER_MONTH * m)).strftime("%Y-%m-%d") for m in range(months)]
 
 
 def series(plan: Plan) -> dict[str, Any]:

@@ -133,3 +133,16 @@ def test_whatif_bad_change_writes_nothing(tmp_path: Path, kit, runner: CliRunner
     assert not out.exists()
     result = runner.invoke(app, ["whatif", str(scenario), "-o", str(out)])
     assert result.exit_code == 2 and "--vary" in result.output
+
+
+def test_month_labels_are_unique_730_hour_months(tmp_path: Path, kit) -> None:
+    """Twelve 730 h months of 2027: calendar names would repeat (January 31 starts the second one)."""
+    from models.plan import Plan
+    from planner.monthly import month_labels
+
+    plan = Plan(
+        {"horizon": {"start": "2027-01-01T00:00:00Z", "hours": 8760, "period_hours": 1}}, pd.DataFrame()
+    )
+    labels = month_labels(plan)
+    assert len(labels) == 12 == len(set(labels))
+    assert labels[:2] == ["2027-01-01", "2027-01-31"]
