@@ -21,6 +21,9 @@ from models.errors import InputError
 SCHEMA = "gpuplan.plan/v1"
 ALLOCATION_COLUMNS = ["period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "cost_usd"]
 TIERS = ("reserved_1y", "reserved_3y", "on_demand", "spot")
+#: Tiers paid for the whole horizon whether used or not (commitments and owned nodes): their allocation
+#: rows cost 0, the commitment carries the cost.
+COMMITTED_TIERS = ("owned", "reserved_3y", "reserved_1y")
 
 
 @dataclass

@@ -41,6 +41,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from models.errors import InputError
+from models.plan import COMMITTED_TIERS
 
 __all__ = ["render_html", "render_markdown", "write_reports"]
 
@@ -52,8 +53,6 @@ DAILY_RESAMPLE_MIN_PERIODS = 744
 RECONCILE_TOLERANCE_USD = 1.0
 
 TIER_ORDER = ("owned", "reserved_3y", "reserved_1y", "on_demand", "spot")
-#: Tiers paid for the whole horizon whether used or not (owned nodes and commitments).
-COMMITTED_TIERS = ("owned", "reserved_3y", "reserved_1y")
 IDLE_SERIES = "reserved (idle)"
 TIER_COLORS = {
     "owned": "#7030a0",

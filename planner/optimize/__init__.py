@@ -157,7 +157,8 @@ def optimize(
     if certified is not None:  # bound_usd/gap become the full hourly problem's; the model's stay too
         solver = plan.data["solver"]
         solver["model_bound_usd"], solver["model_gap"] = solver["bound_usd"], solver["gap"]
-        solver.update(_certificate(certified, result.objective))
+        paid = plan.total_usd + float(solver.get("penalty_usd") or 0.0)  # what the plan as written costs
+        solver.update(_certificate(certified, paid))
     if stage3 is not None:
         plan.data["solver"]["stages"].append(
             {"stage": 3, "what": "whole nodes everywhere, warm-started from stage 2; tighter bound",

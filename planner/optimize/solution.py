@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from models.catalog import OWNED
-from models.plan import ALLOCATION_COLUMNS, SCHEMA, TIERS, Plan
+from models.plan import ALLOCATION_COLUMNS, COMMITTED_TIERS, SCHEMA, TIERS, Plan
 from models.scenario import Scenario
 from models.tco import HOURS_PER_MONTH
 from models.workloads import period_start
@@ -40,10 +40,6 @@ def _value(var: Any) -> float:
 def whole_nodes(used: float) -> int:
     """Whole nodes to hold for ``used`` node-equivalents (the model may hold fractions)."""
     return math.ceil(used - EPS)
-
-
-#: Tiers paid for the horizon whether used or not (their allocation rows cost 0).
-COMMITTED_TIERS = ("reserved_1y", "reserved_3y", OWNED)
 
 
 def term_hours(sets: PlanningSets, term: str) -> float:
