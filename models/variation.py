@@ -248,6 +248,9 @@ def _capacity(offering: Offering, variation: Variation, reference: Mapping[str, 
 def _vary_colocation(data: dict[str, Any], variation: Variation) -> None:
     field = variation.key.split(".", 1)[1]
     section = data.get("colocation")
+    if field == "max_nodes" and variation.op == "=" and variation.value < 1:
+        data["colocation"] = None  # no owned nodes: the cloud-only fleet
+        return
     if section is None:
         if field != "max_nodes" or variation.op != "=":
             raise InputError(
@@ -256,7 +259,7 @@ def _vary_colocation(data: dict[str, Any], variation: Variation) -> None:
                 f"{variation.label!r}: the scenario has no colocation section; add one, or start with "
                 "colocation.max_nodes=N (the documented defaults for the rest)",
             )
-        data["colocation"] = Colocation(max_nodes=max(1, int(variation.value))).model_dump()
+        data["colocation"] = Colocation(max_nodes=int(variation.value)).model_dump()
         return
     current = section.get(field)
     if isinstance(current, str) or (current is None and variation.op != "="):

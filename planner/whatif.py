@@ -45,7 +45,7 @@ class Variant:
         return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_") or "variant"
 
     def variations(self) -> list[Variation]:
-        return parse_all(self.changes, f"variant {self.name!r}")
+        return parse_all(self.changes, f"variant {self.name!r} vary")
 
     @property
     def relative_capacity(self) -> bool:

@@ -156,3 +156,11 @@ def test_a_scenario_adjust_that_matches_nothing_is_named_as_such(tmp_path: Path,
     with pytest.raises(InputError, match="no offering matches 'oracle'") as caught:
         load_inputs(path)
     assert caught.value.where == "adjust"
+
+
+def test_colocation_max_nodes_zero_means_cloud_only(base) -> None:
+    scenario, catalog = base
+    owned, _ = apply_variations(scenario, catalog, parse_all(["colocation.max_nodes=4"]))
+    assert owned.colocation is not None
+    cloud_only, _ = apply_variations(owned, catalog, parse_all(["colocation.max_nodes=0"]))
+    assert cloud_only.colocation is None
