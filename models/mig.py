@@ -203,10 +203,6 @@ def profile_named(gpu_model: str, name: str) -> MigProfile:
     raise ValueError(f"{model} has no MIG profile {name!r} (valid: {valid})")
 
 
-profile_for = smallest_profile
-"""Alias used by the packing code: the profile a replica maps to (same rules as ``smallest_profile``)."""
-
-
 # GPU layouts (FACTS 4.2): which sets of GPU instances can coexist on one GPU. Every tabled model shares the
 # geometry, so the counts are the same for all: 723 legal placement sets, 78 valid profile multisets (the
 # empty one included), 28 maximal multisets. The tests recount them with an independent brute force.

@@ -35,7 +35,6 @@ from models.mig import (
     Placement,
     layout_for,
     maximal_layouts,
-    profile_for,
     smallest_profile,
     valid_layouts,
 )
@@ -240,8 +239,7 @@ def test_caches_and_lookups() -> None:
         layout_for("H100", {"2g.5gb": 1})
     with pytest.raises(ValueError, match=">= 0"):
         layout_for("H100", {"1g.10gb": -1})
-    assert profile_for is smallest_profile
-    assert profile_for("H100", 16.0).name == "1g.20gb"  # type: ignore[union-attr]
+    assert smallest_profile("H100", 16.0).name == "1g.20gb"  # type: ignore[union-attr]
 
 
 # --- packing ---------------------------------------------------------------------------------------------
