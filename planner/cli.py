@@ -243,7 +243,9 @@ def whatif(
         raise _fail(error) from None
     table = Table(title=f"{data['scenario']}: {len(variants)} variants")
     for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
-        table.add_column(column, justify="left" if column in ("variant", "commitments") else "right")
+        table.add_column(
+            column, justify="left" if column in ("variant", "commitments") else "right", overflow="fold"
+        )
     failed = 0
     for row in data["variants"]:
         if row["status"] == "failed":
@@ -258,6 +260,8 @@ def whatif(
             ", ".join(f"{n} {term}" for term, n in row["commitments"].items()) or "none",
             str(len(row["unserved"])),
         )  # fmt: skip
+    if not out.is_terminal:
+        out.width = max(out.width, 120)  # piped or captured: keep variant names whole
     out.print(table)
     out.print(f"written to {output}/ (whatif.html, whatif.md, whatif.json, variants/)", highlight=False)
     if failed:
