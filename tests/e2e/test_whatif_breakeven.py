@@ -146,3 +146,25 @@ def test_month_labels_are_unique_730_hour_months(tmp_path: Path, kit) -> None:
     labels = month_labels(plan)
     assert len(labels) == 12 == len(set(labels))
     assert labels[:2] == ["2027-01-01", "2027-01-31"]
+
+
+def test_whatif_relative_capacity_halves_what_the_base_holds(tmp_path: Path, kit, runner: CliRunner) -> None:
+    """capacity:H100=-50% on unlimited offerings: the base is planned first and its peak nodes are the
+    reference, so the variant may hold at most half of them on each H100 offering in every period."""
+    scenario = _flat_h100(tmp_path, kit, nodes=6, colocation=None, hours=48)
+    out = tmp_path / "wi"
+    result = runner.invoke(
+        app, ["whatif", str(scenario), "-o", str(out), "-q", "--vary", "capacity:H100=-50%"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "whatif.json").read_text())
+    base_dir, variant_dir = (out / row["plan_dir"] for row in data["variants"])
+    base = pd.read_csv(base_dir / "allocations.csv")
+    peak = base.groupby(["offering", "period"])["nodes"].sum().groupby(level=0).max()
+    assert peak.get(P5) == pytest.approx(6.0)
+    variant = pd.read_csv(variant_dir / "allocations.csv")
+    held = variant.groupby(["offering", "period"])["nodes"].sum().groupby(level=0).max()
+    assert held.get(P5, 0.0) <= 3.0 + 1e-9  # floor(6 x 0.5)
+    unserved = data["variants"][1]["unserved"]
+    assert unserved  # only one H100 offering is allowed: half the demand cannot be served, and it says so
+    assert data["variants"][1]["total_usd"] != data["variants"][0]["total_usd"]
