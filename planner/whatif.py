@@ -202,8 +202,6 @@ def run_whatif(
     """Plan every variant into ``out_dir`` and return the comparison (whatif.json's content)."""
     done = on_done or (lambda _row: None)
     workers = max(1, min(workers or os.cpu_count() or 1, len(variants)))
-    if workers > 1:
-        settings = replace(settings, threads=1)  # one core per variant
     rows: dict[str, dict[str, Any]] = {}
     base = next(v for v in variants if not v.changes)
     reference = None
@@ -214,12 +212,15 @@ def run_whatif(
         if rows[base.name]["status"] != "failed":
             reference = peak_nodes(Plan.read(out_dir / rows[base.name]["plan_dir"]))
         pending = [v for v in variants if v is not base]
-    jobs = [_Job(str(scenario), v, str(out_dir), settings, reference) for v in pending]
-    if workers == 1 or len(jobs) <= 1:
-        for job in jobs:
-            rows[job.variant.name] = _run(job)
-            done(rows[job.variant.name])
+    if workers == 1 or len(pending) <= 1:
+        # in this process, with the caller's settings: HiGHS refuses a thread count other than the one
+        # its scheduler started with in this process (status 'error')
+        for variant in pending:
+            rows[variant.name] = _run(_Job(str(scenario), variant, str(out_dir), settings, reference))
+            done(rows[variant.name])
     else:
+        one_core = replace(settings, threads=1)  # one core per variant, each in its own process
+        jobs = [_Job(str(scenario), v, str(out_dir), one_core, reference) for v in pending]
         # spawn, not fork: a forked child inherits HiGHS's thread pool from a parent that already solved
         # (the base variant, or a test process) and fails with status 'error'
         spawn = multiprocessing.get_context("spawn")

@@ -272,7 +272,12 @@ class PeriodModel:
         upper = self.col_upper[self.held_cols].copy()
         dived = self._dive(values, lower, upper) if dive else None
         if dived is not None:
-            values = dived
+            if self._rounded_cost(dived) <= self._rounded_cost(values):
+                values = dived
+            else:  # diving is greedy: fixing one count at its floor can force a dearer node elsewhere
+                lower[:] = 0.0
+                upper[:] = self.col_upper[self.held_cols]
+                self._bound(np.arange(self.n_held), lower, upper)
         repaired = False
         while True:  # round up; where that crosses max_nodes, cap at the floor and re-solve
             held = values[self.held_cols]
@@ -353,6 +358,12 @@ class PeriodModel:
                 values = up
             self._bound(one, np.array([lower[k]]), np.array([upper[k]]))
         return values if changed else None
+
+    def _rounded_cost(self, values: np.ndarray) -> float:
+        """Cost of ``values`` with every held node count rounded up (unserved slack at its penalty)."""
+        rounded = values.copy()
+        rounded[self.held_cols] = np.ceil(values[self.held_cols] - EPS).clip(min=0)
+        return float(self.cost @ rounded)
 
     def _over_cap(self, whole: np.ndarray, cap_room: np.ndarray | None) -> list[int]:
         """Held columns of offerings whose whole node counts cross max_nodes (fractional ones only)."""

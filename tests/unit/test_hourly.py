@@ -213,3 +213,23 @@ def test_cluster_milp_takes_a_plan_as_its_first_incumbent(tmp_path: Path, kit) -
     assert start["R_0_3y"] == 2 and sum(v for k, v in start.items() if k.startswith("Y_")) == 2
     result = certified_bound(sets, 2, time_limit=30, start=start)
     assert result.solve.ok and result.bound_usd <= result.solve.objective + 1e-6
+
+
+def test_diving_never_ends_dearer_than_rounding_up(tmp_path: Path, kit) -> None:
+    """One replica (2 GPUs) is half a 4-GPU spot node ($0.80) or a quarter of an 8-GPU on-demand node
+    ($2.41). Diving fixes the spot count at its floor first (the LP then takes a quarter of the 8-GPU node
+    for $0.60), and rounding that up costs $2.41; rounding the LP up costs $0.80. Every period's whole-node
+    optimum here is ceil(replicas / 2) spot nodes (found by hypothesis; the dive used to win regardless)."""
+    rows = [
+        kit.offering_row(instance_type="i0.4x", gpus_per_node=4, on_demand_usd_h=1.0, spot_usd_h=0.8),
+        kit.offering_row(instance_type="i1.8x", gpus_per_node=8, on_demand_usd_h=2.41),
+    ]
+    replicas = {"profile": "diurnal", "base": 0.0, "peak": 2.01, "peak_hour_utc": 0}
+    sets = _sets(
+        tmp_path, kit, rows, hours=48, inference=[_service("s", 2, replicas, latency_critical=False)]
+    )
+    result = dispatch(
+        sets, np.zeros(len(sets.offerings)), Occupancy.empty(len(sets.offerings), 1, 48), dive=True
+    )
+    expected = 0.8 * np.ceil(sets.demand[0] / 2).sum()
+    assert result.held_cost_usd == pytest.approx(expected)
