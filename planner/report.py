@@ -1080,6 +1080,21 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
 # Templates
 # --------------------------------------------------------------------------------------------
 
+#: Styles every html report shares (page, headings, tables, navigation, footer); each adds its own.
+BASE_CSS = """\
+body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #1d2733;
+       max-width: 1240px; margin: 0 auto; padding: 24px; line-height: 1.45; }
+h1 { margin-bottom: 4px; } h2 { border-bottom: 2px solid #d9e1ea; padding-bottom: 4px; margin-top: 36px; }
+.muted { color: #5b6b7f; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 14px; }
+th, td { padding: 5px 10px; border-bottom: 1px solid #e3e8ee; text-align: left; vertical-align: top; }
+th { background: #f2f5f8; font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.kv th { background: none; font-weight: 400; color: #5b6b7f; }
+nav a { margin-right: 12px; }
+footer { margin-top: 40px; color: #5b6b7f; font-size: 13px; border-top: 1px solid #e3e8ee; padding-top: 8px; }
+"""
+
 #: jinja2 macros every html report uses: ``table(t)`` renders a Table (numeric columns right-aligned).
 HTML_TABLE_MACROS = r"""{%- macro num(t, i) %}{% if t.numeric[i] %} class="num"{% endif %}{% endmacro -%}
 {%- macro table(t) -%}
@@ -1282,24 +1297,15 @@ _HTML_TEMPLATE = (
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>gpuplan report: {{ h.scenario }}</title>
 <style>
-body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #1d2733;
-       max-width: 1240px; margin: 0 auto; padding: 24px; line-height: 1.45; }
-h1 { margin-bottom: 4px; } h2 { border-bottom: 2px solid #d9e1ea; padding-bottom: 4px; margin-top: 36px; }
-.muted { color: #5b6b7f; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 14px; }
-th, td { padding: 5px 10px; border-bottom: 1px solid #e3e8ee; text-align: left; vertical-align: top; }
-th { background: #f2f5f8; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tfoot td { font-weight: 700; border-top: 2px solid #9aa8b6; }
-.kv th { background: none; font-weight: 400; color: #5b6b7f; }
+"""
+    + BASE_CSS
+    + r"""tfoot td { font-weight: 700; border-top: 2px solid #9aa8b6; }
 .headline { font-size: 28px; font-weight: 700; margin: 8px 0; }
 .warn { background: #fff4ce; border-left: 4px solid #e0a800; padding: 8px 12px; margin: 8px 0; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; }
 .chart { border: 1px solid #e3e8ee; border-radius: 6px; padding: 4px; min-height: 430px; }
 details { margin: 8px 0; } summary { cursor: pointer; color: #1f4e79; font-weight: 600; }
 pre { background: #f6f8fa; padding: 12px; overflow: auto; font-size: 13px; }
-nav a { margin-right: 12px; }
-footer { margin-top: 40px; color: #5b6b7f; font-size: 13px; border-top: 1px solid #e3e8ee; padding-top: 8px; }
 </style>
 <script type="text/javascript">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>
 <script type="text/javascript">{{ plotlyjs }}</script>

@@ -27,6 +27,7 @@ from typing import Any
 from markupsafe import Markup
 
 from planner.report import (
+    BASE_CSS,
     DASH,
     HTML_TABLE_MACROS,
     TIER_COLORS,
@@ -927,15 +928,10 @@ _HTML_TEMPLATE = (
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>gpuplan what-if: {{ h.scenario }}</title>
 <style>
-body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #1d2733;
-       max-width: 1400px; margin: 0 auto; padding: 24px; line-height: 1.45; }
-h1 { margin-bottom: 4px; } h2 { border-bottom: 2px solid #d9e1ea; padding-bottom: 4px; margin-top: 36px; }
-.muted { color: #5b6b7f; }
+"""
+    + BASE_CSS
+    + r"""body { max-width: 1400px; }
 .scroll { overflow-x: auto; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 14px; }
-th, td { padding: 5px 10px; border-bottom: 1px solid #e3e8ee; text-align: left; vertical-align: top; }
-th { background: #f2f5f8; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.mix { font-size: 13px; min-width: 170px; }
 td.name, .nowrap { white-space: nowrap; }
 table.comparison { font-size: 13px; }
@@ -944,13 +940,10 @@ table.comparison th { white-space: normal; vertical-align: bottom; }
 td.bad { color: #c00000; font-weight: 700; }
 td.error { color: #c00000; }
 tr.base td { background: #f7f9fb; }
-.kv th { background: none; font-weight: 400; color: #5b6b7f; }
 .headline { font-size: 22px; font-weight: 700; margin: 8px 0 12px; }
 .warn { background: #fff4ce; border-left: 4px solid #e0a800; padding: 8px 12px; margin: 8px 0; }
 .chart { border: 1px solid #e3e8ee; border-radius: 6px; padding: 4px; margin: 12px 0; }
 details { margin: 8px 0; } summary { cursor: pointer; color: #1f4e79; font-weight: 600; }
-nav a { margin-right: 12px; }
-footer { margin-top: 40px; color: #5b6b7f; font-size: 13px; border-top: 1px solid #e3e8ee; padding-top: 8px; }
 </style>
 <script type="text/javascript">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>
 <script type="text/javascript">{{ plotlyjs }}</script>
