@@ -15,7 +15,6 @@ templates are inline jinja2 strings rendered from one shared context for markdow
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ from planner.report import (
     DASH,
     HTML_TABLE_MACROS,
     Table,
+    _num,
     fmt_pct,
     fmt_rate,
     fmt_usd,
@@ -68,17 +68,6 @@ CURVE_COLORS = {"cloud": "#ed7d31", "owned": "#1f4e79", "low": "#9dc3e6", "high"
 # --------------------------------------------------------------------------------------------
 # Formatting
 # --------------------------------------------------------------------------------------------
-
-
-def _num(value: Any) -> float | None:
-    """A finite float, or None (absent / non-numeric / NaN): optional fields render as a dash."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
 
 
 def fmt_months(value: Any, never: str = "never") -> str:
