@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR",
     "EMBEDDED_CATALOG_PATH",
     "FABRICS",
+    "GPU_MEMORY_GB",
     "GPU_MODELS",
     "OWNED",
     "TIERS",
@@ -48,6 +49,12 @@ GPU_MODELS: tuple[str, ...] = (
     "H200",
     "B200",
 )
+#: Memory per GPU of each model's usual SKU (the 7g MIG profile's size where the model has MIG), for
+#: nodes described without a catalog row (a scenario's own servers, a simulated fleet).
+GPU_MEMORY_GB: dict[str, float] = {
+    "A10G": 24.0, "L4": 24.0, "L40S": 48.0, "A100-40GB": 40.0, "A100-80GB": 80.0,
+    "H100": 80.0, "H100-NVL": 94.0, "H200": 141.0, "B200": 180.0,
+}  # fmt: skip
 FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 TIERS: tuple[str, ...] = ("reserved_1y", "reserved_3y", "on_demand", "spot")

@@ -46,6 +46,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from models import catalog
+
 MEMORY_SLICES = 8
 """Memory slices per GPU (each ~1/8 of the memory and bandwidth)."""
 COMPUTE_SLICES = 7
@@ -102,15 +104,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "B200": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
 }
 
-GPU_MEMORY_GB: dict[str, float] = {
-    "A100-40GB": 40.0,
-    "A100-80GB": 80.0,
-    "H100": 80.0,
-    "H100-NVL": 94.0,
-    "H200": 141.0,
-    "B200": 180.0,
-}
-"""Whole-GPU memory of each MIG-capable model (the 7g profile's size)."""
+GPU_MEMORY_GB: dict[str, float] = {model: catalog.GPU_MEMORY_GB[model] for model in _NAMES}
+"""Whole-GPU memory of each MIG-capable model (the 7g profile's size; one table, in models/catalog.py)."""
 
 
 def _build_profiles() -> dict[str, tuple[MigProfile, ...]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.catalog import OWNED, Catalog, Offering
+from models.catalog import GPU_MEMORY_GB, OWNED, Catalog, Offering
 from models.mig import replicas_per_gpu
 from models.preemption import (
     DEFAULT_RESTART_MINUTES,
@@ -133,13 +133,6 @@ def owned_offering(colocation: Colocation) -> Offering:
         owned_usd_h=owned_usd_per_node_hour(colocation),
         available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
     )
-
-
-#: GPU memory of a node's GPU when a colocation section does not say (the usual SKU of each model).
-GPU_MEMORY_GB = {
-    "A10G": 24.0, "L4": 24.0, "L40S": 48.0, "A100-40GB": 40.0, "A100-80GB": 80.0,
-    "H100": 80.0, "H100-NVL": 94.0, "H200": 141.0, "B200": 180.0,
-}  # fmt: skip
 
 
 def on_demand_or_dearest(sets: PlanningSets, o: int) -> float:
