@@ -1,0 +1,84 @@
+"""The purchase vocabulary, in one place: tiers a node is paid on, commitment terms, and the model's
+capacity kinds. Every module spells these through this file, never as bare strings or integers.
+
+- :class:`Tier` is what a plan's rows and costs say a node-hour was paid on (``plan.json``,
+  ``allocations.csv``); ``owned`` is the colocation tier (own servers, amortized).
+- :class:`Term` is how long a commitment binds: ``1y`` and ``3y`` cloud commitments, ``owned``
+  servers for their depreciation life.
+- :class:`Capacity` is what the planning model decides between: the committed pool of an offering
+  (any term: 1y, 3y and owned nodes of one offering form one shared pool), on-demand or spot.
+
+All three are ``StrEnum``: a member *is* its string (``Tier.SPOT == "spot"``), so values read from
+JSON or CSV compare equal to members and the files stay as the contract spells them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "COMMITTED_TIERS",
+    "HOURS_PER_MONTH",
+    "HOURS_PER_YEAR",
+    "TERM_TIER",
+    "TIER_ORDER",
+    "Capacity",
+    "Term",
+    "Tier",
+]
+
+HOURS_PER_YEAR = 8760
+#: A billing month as the clouds count it (8,760 h / 12); the unit of monthly charts and of
+#: depreciation lives.
+HOURS_PER_MONTH = 730.0
+
+
+class Tier(StrEnum):
+    """What a node-hour is paid on."""
+
+    RESERVED_1Y = "reserved_1y"
+    RESERVED_3Y = "reserved_3y"
+    OWNED = "owned"
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+
+    @property
+    def committed(self) -> bool:
+        """Paid for the whole term whether used or not (its allocation rows cost 0)."""
+        return self in COMMITTED_TIERS
+
+
+class Term(StrEnum):
+    """How long a commitment binds."""
+
+    ONE_YEAR = "1y"
+    THREE_YEARS = "3y"
+    OWNED = "owned"
+
+    @property
+    def tier(self) -> Tier:
+        return TERM_TIER[self]
+
+    @property
+    def years(self) -> int | None:
+        """Years of a cloud commitment; None for owned servers (their life is the colocation's)."""
+        return {Term.ONE_YEAR: 1, Term.THREE_YEARS: 3}.get(self)
+
+
+class Capacity(StrEnum):
+    """The planning model's choice for a node: the offering's committed pool, on-demand or spot."""
+
+    POOL = "reserved"
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+
+
+TERM_TIER: dict[Term, Tier] = {
+    Term.ONE_YEAR: Tier.RESERVED_1Y,
+    Term.THREE_YEARS: Tier.RESERVED_3Y,
+    Term.OWNED: Tier.OWNED,
+}
+#: Tiers paid for the whole horizon whether used or not: commitments and owned nodes.
+COMMITTED_TIERS: tuple[Tier, ...] = (Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y)
+#: The order tiers are shown in (cheapest commitment first, spot last).
+TIER_ORDER: tuple[Tier, ...] = (Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.ON_DEMAND, Tier.SPOT)
