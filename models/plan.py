@@ -1,75 +1,426 @@
 """The plan: what the planner decided, in the files others rely on (``plan-contract.md``, schema v1).
 
-``plan.json`` holds the decisions and totals; ``allocations.csv`` one row per (period, offering, tier,
-workload). Money is USD, time hours, counts nodes. Totals reconcile by construction:
+``plan.json`` is a :class:`PlanDocument`: typed pydantic models for every part (commitments, training
+placements, unserved demand, costs, baselines, utilization, teams, MIG, solver). The planner builds
+these models, ``plan.json`` is written and read through them, and the reports, exports and the daemon
+take them, so a field means one thing everywhere and a wrong file fails on reading, naming the field.
+``allocations.csv`` holds one row per (period, offering, tier, workload). Money is USD, time hours,
+counts nodes. Totals reconcile by construction:
 ``costs.total_usd == sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``; committed
-(reserved) rows carry cost 0 because commitments are paid whether used or not.
+(reserved, owned) rows carry cost 0 because commitments are paid whether used or not.
+
+``gpuplan schema plan`` prints :func:`plan_json_schema`; the committed copy is
+``models/schemas/plan.schema.json`` and a test fails when the two drift apart.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pandas as pd
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
 
 from models.errors import InputError
+from models.tiers import COMMITTED_TIERS, Term, Tier
+
+__all__ = [
+    "ALLOCATION_COLUMNS",
+    "COMMITTED_TIERS",
+    "SCHEMA",
+    "TIERS",
+    "Baselines",
+    "Commitment",
+    "Costs",
+    "MigNodeLayout",
+    "MigPartedConfig",
+    "MigPool",
+    "MigSection",
+    "OfferingRecord",
+    "Plan",
+    "PlanDocument",
+    "PlanHorizon",
+    "PoolUtilization",
+    "ScenarioEcho",
+    "SolverReport",
+    "SolverStage",
+    "TeamSummary",
+    "TrainingPlacement",
+    "Unserved",
+    "UnservedGuarantee",
+    "UnservedInference",
+    "UnservedTraining",
+    "Utilization",
+    "plan_json_schema",
+]
 
 SCHEMA = "gpuplan.plan/v1"
 ALLOCATION_COLUMNS = ["period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "cost_usd"]
-TIERS = ("reserved_1y", "reserved_3y", "on_demand", "spot")
-#: Tiers paid for the whole horizon whether used or not (commitments and owned nodes): their allocation
-#: rows cost 0, the commitment carries the cost.
-COMMITTED_TIERS = ("owned", "reserved_3y", "reserved_1y")
+#: The cloud tiers every plan's ``costs.by_tier`` lists (``owned`` joins when the scenario has owned nodes).
+TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
+
+
+def _iso_z(value: datetime) -> str:
+    """UTC times as the contract writes them: ``2027-01-01T00:00:00Z``."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+#: A UTC instant, written ``YYYY-MM-DDTHH:MM:SSZ``.
+UtcTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
+
+
+class _Part(BaseModel):
+    """A part of plan.json: unknown fields are rejected, so a misspelt field fails on reading."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PlanHorizon(_Part):
+    start: UtcTime
+    hours: int = Field(description="length of the horizon in hours")
+    period_hours: int = Field(description="hours per period; periods index allocations.csv")
+    periods: int
+
+
+class SolverStage(_Part):
+    """One stage of the solve; the hourly method's stages also say what its realization did."""
+
+    stage: int
+    what: str
+    status: str
+    objective_usd: float | None = Field(None, description="the stage's plan cost, when it made a plan")
+    bound_usd: float
+    seconds: float
+    cluster_objective_usd: float | None = Field(None, description="hourly method: the cluster model's value")
+    runs_moved: int | None = None
+    nodes_committed_for_gangs: int | None = None
+    distinct_periods: int | None = None
+    repaired_periods: int | None = None
+    dispatch_lp_usd: float | None = None
+    dispatch_seconds: float | None = None
+
+
+class SolverReport(_Part):
+    """How the plan was found and how far from optimal it is proven to be."""
+
+    name: str
+    status: str = Field(description="optimal (within the requested gap), feasible, time_limit, ...")
+    objective_usd: float
+    bound_usd: float = Field(description="certified lower bound on the full hourly problem, when computed")
+    gap: float = Field(description="(cost - bound) / cost")
+    seconds: float
+    aggregated_periods: int = Field(description="model slots when periods were merged, else 0")
+    model_periods: int
+    training_start_grid_hours: int
+    block_hours: int
+    method: Literal["staged-milp", "hourly-decomposition"]
+    build_seconds: float
+    penalty_usd: float = Field(description="penalty priced into the objective for unserved demand")
+    bound_method: str
+    notes: list[str] = Field(default_factory=list)
+    stage2_model_periods: int | None = None
+    stages: list[SolverStage] = Field(default_factory=list)
+    model_bound_usd: float | None = Field(
+        None, description="staged method: the planning model's own proven bound (what --gap stops on)"
+    )
+    model_gap: float | None = None
+    certified_bound_usd: float | None = None
+    certified_gap: float | None = None
+    certified_bound_method: str | None = None
+    certified_bound_clusters: int | None = None
+    certified_bound_seconds: float | None = None
+
+
+class OfferingRecord(_Part):
+    """An offering the plan uses, with the prices it was planned at."""
+
+    cloud: str
+    region: str
+    instance_type: str
+    gpu_model: str
+    gpus_per_node: int
+    fabric: str | None
+    on_demand_usd_h: float | None
+    spot_usd_h: float | None
+    reserved_1y_usd_h: float | None
+    reserved_3y_usd_h: float | None
+    owned_usd_h: float | None = None
+    available_from_hour: float | None = None
+
+
+class Commitment(_Part):
+    """Nodes of one offering bought on one term for the whole horizon."""
+
+    offering: str = Field(description="offering id, cloud:region:instance_type")
+    term: Term
+    nodes: int
+    usd_per_node_hour: float
+    cost_in_horizon_usd: float
+    obligation_beyond_horizon_usd: float = Field(description="what is still owed after the horizon ends")
+
+
+class TrainingPlacement(_Part):
+    """One run of a training job: a gang of ``nodes`` nodes in one placement group."""
+
+    job: str
+    run: int
+    team: str
+    offering: str
+    tier: Tier
+    nodes: int
+    start_period: int
+    periods: int = Field(description="periods held, including the expected preemption overhead on spot")
+    placement_group: str
+    fabric: str | None
+    checkpoint_interval_minutes: float
+    expected_overhead: float
+    cost_usd: float
+    start: UtcTime
+    end: UtcTime
+    hours: float
+    held_hours: int
+    gang_interruptions_per_hour: float
+    expected_interruptions: float
+
+
+class UnservedInference(_Part):
+    kind: Literal["inference"] = "inference"
+    workload: str
+    team: str
+    replica_hours: float
+    periods: int
+    reason: str
+
+
+class UnservedTraining(_Part):
+    kind: Literal["training"] = "training"
+    workload: str
+    team: str
+    run: int
+    gpu_hours: float
+    reason: str
+
+
+class UnservedGuarantee(_Part):
+    kind: Literal["guarantee"] = "guarantee"
+    workload: str
+    team: str
+    gpus: float
+    reason: str
+
+
+#: Demand the plan could not meet, each with its reason.
+Unserved = Annotated[UnservedInference | UnservedTraining | UnservedGuarantee, Field(discriminator="kind")]
+
+
+class Costs(_Part):
+    total_usd: float
+    by_tier: dict[Tier, float]
+    by_team: dict[str, float]
+    by_cloud: dict[str, float]
+    by_workload: dict[str, float]
+
+
+class Baselines(_Part):
+    """The peers the plan is compared against (``planner/baselines.py``), priced on the same demand."""
+
+    all_on_demand_usd: float
+    greedy_usd: float
+    notes: list[str] = Field(default_factory=list)
+
+
+class PoolUtilization(_Part):
+    committed_nodes: int
+    committed_node_hours: float
+    used_node_hours: float
+    used_fraction: float
+
+
+class Utilization(_Part):
+    reserved_used_fraction: float
+    pools: dict[str, PoolUtilization] = Field(default_factory=dict, description="per committed offering")
+
+
+class TeamSummary(_Part):
+    guaranteed_gpus: int
+    burst_gpus: int | None
+    priority: str
+    peak_gpus: float
+    gpu_hours: float
+    cost_usd: float
+
+
+class MigNodeLayout(_Part):
+    gpus: int
+    mig_devices: dict[str, int] | None = Field(description="profile -> instances per GPU; None: MIG off")
+
+
+class MigPool(_Part):
+    """A node pool's MIG slicing at its busiest period."""
+
+    offering: str
+    gpu_model: str
+    config: str = Field(description="mig-parted config name; the node label nvidia.com/mig.config")
+    peak_period: int
+    peak_demand: dict[str, int]
+    gpus_packed: int
+    gpus_per_service_layouts: int
+    gpus_whole_per_replica: int
+    gpus_planned: float
+    nodes_with_config: int
+    node_layout: list[MigNodeLayout]
+    packed_gpu_hours: float
+    whole_gpu_hours: float
+
+
+class MigDeviceGroup(BaseModel):
+    """GPUs of a node that share one MIG layout (mig-parted's ``mig-configs`` entry)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    devices: list[int]
+    mig_enabled: bool = Field(alias="mig-enabled")
+    mig_devices: dict[str, int] | None = Field(None, alias="mig-devices")
+
+
+class MigPartedConfig(BaseModel):
+    """NVIDIA mig-parted / GPU Operator config (FACTS 4.3), one named config per node pool."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    version: Literal["v1"] = "v1"
+    mig_configs: dict[str, list[MigDeviceGroup]] = Field(alias="mig-configs")
+
+    def document(self) -> dict[str, Any]:
+        """As mig-parted reads it (hyphenated keys, no ``mig-devices`` where MIG is off)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class MigSection(_Part):
+    pools: list[MigPool]
+    gpus_saved_vs_whole_at_peak: int
+    gpu_hours_saved_vs_whole: float
+    config: MigPartedConfig
+    note: str
+
+
+class ScenarioEcho(BaseModel):
+    """The validated scenario as the planner read it, for reproducibility. Only the fields below are
+    part of the contract; the rest is the scenario file's own format (``gpuplan schema scenario``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    description: str = ""
+    max_spot_share: float | None = Field(None, description="the spot share cap the plan honoured")
+
+
+class PlanDocument(_Part):
+    """``plan.json``."""
+
+    schema_: Literal["gpuplan.plan/v1"] = Field(SCHEMA, alias="schema")
+    scenario: str
+    description: str = ""
+    created: UtcTime
+    horizon: PlanHorizon
+    solver: SolverReport
+    offerings: dict[str, OfferingRecord]
+    commitments: list[Commitment]
+    training: list[TrainingPlacement]
+    unserved: list[Unserved]
+    costs: Costs
+    baselines: Baselines
+    utilization: Utilization
+    teams: dict[str, TeamSummary]
+    inputs: ScenarioEcho
+    mig: MigSection | None = None
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    def to_json(self) -> str:
+        data = self.model_dump(mode="json", by_alias=True, exclude={"mig"} if self.mig is None else None)
+        return json.dumps(data, indent=2) + "\n"
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """The JSON Schema of plan.json (what ``gpuplan schema plan`` prints)."""
+    schema = PlanDocument.model_json_schema(by_alias=True, mode="serialization")
+    schema["$id"] = SCHEMA
+    schema["title"] = "gpuplan plan.json"
+    return schema
 
 
 @dataclass
 class Plan:
-    data: dict[str, Any]
+    """A plan directory in memory: ``plan.json`` as its typed document and ``allocations.csv``."""
+
+    document: PlanDocument
     allocations: pd.DataFrame
 
     @property
     def total_usd(self) -> float:
-        return float(self.data["costs"]["total_usd"])
+        return self.document.costs.total_usd
 
     def write(self, directory: str | Path) -> None:
-        """Write plan.json and allocations.csv into ``directory`` (which must exist)."""
+        """Write plan.json, allocations.csv and (with MIG) mig-config.yaml into ``directory``."""
         directory = Path(directory)
-        (directory / "plan.json").write_text(json.dumps(self.data, indent=2, default=_json_default) + "\n")
+        (directory / "plan.json").write_text(self.document.to_json(), encoding="utf-8")
         frame = self.allocations[ALLOCATION_COLUMNS]
         frame.to_csv(directory / "allocations.csv", index=False)  # full precision: rows must add up
-        mig = self.data.get("mig")
-        if mig and mig.get("config"):  # the NVIDIA GPU Operator / mig-parted format (FACTS 4.3)
+        mig = self.document.mig
+        if mig is not None and mig.config.mig_configs:  # the NVIDIA GPU Operator / mig-parted format
             header = "# MIG layouts per node pool, written by gpuplan plan: label a pool's nodes\n"
             header += "# nvidia.com/mig.config=<name> to apply its layout.\n"
-            text = yaml.safe_dump(mig["config"], sort_keys=False)
+            text = yaml.safe_dump(mig.config.document(), sort_keys=False)
             (directory / "mig-config.yaml").write_text(header + text, encoding="utf-8")
 
     @classmethod
     def read(cls, directory: str | Path) -> Plan:
+        """Load a plan directory; InputError naming the file and field for anything wrong."""
         directory = Path(directory)
         path = directory / "plan.json"
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InputError(path, None, "no plan.json here (run `gpuplan plan` first)") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-        if data.get("schema") != SCHEMA:
-            raise InputError(path, "schema", f"expected {SCHEMA!r}, found {data.get('schema')!r}")
+        document = read_document(path)
         try:
             allocations = pd.read_csv(directory / "allocations.csv")
         except FileNotFoundError:
             raise InputError(directory / "allocations.csv", None, "file not found") from None
-        return cls(data, allocations)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise InputError(directory / "allocations.csv", None, f"not a readable CSV: {exc}") from None
+        missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns]
+        if missing:
+            raise InputError(directory / "allocations.csv", None, f"missing columns: {', '.join(missing)}")
+        return cls(document, allocations)
 
 
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+def read_document(path: Path) -> PlanDocument:
+    """plan.json, validated against the contract this gpuplan writes (schema ``gpuplan.plan/v1``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, "no plan.json here (run `gpuplan plan` first)") from None
+    except IsADirectoryError:
+        raise InputError(path, None, "is a directory, not a plan.json file") from None
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not a text file (plan.json is UTF-8 JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, None, f"expected a JSON object, found {type(data).__name__}")
+    if data.get("schema") != SCHEMA:
+        raise InputError(
+            path,
+            "schema",
+            f"this gpuplan reads plan schema {SCHEMA!r}, the file says {data.get('schema')!r}"
+            " (re-plan with this version)",
+        )
+    try:
+        return PlanDocument.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise InputError(path, where, f"{first['msg']} for schema {SCHEMA}{more}") from None

@@ -468,7 +468,7 @@ def breakeven_data(
     utilizations: Sequence[float] = GRID_UTILIZATIONS,
     ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
-    """The ``gpuplan.breakeven/v1`` dict that ``planner.breakeven_report`` renders.
+    """The ``gpuplan.breakeven/v1`` dict that ``planner.reports.breakeven`` renders.
 
     ``comparator`` names the cloud offering and its hourly prices (``offering``, ``on_demand_usd_h``,
     ``reserved_1y_usd_h``, ``reserved_3y_usd_h``; missing or None prices are left out of the grid).

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
 
 import numpy as np
 
+from models.plan import Baselines
 from planner.optimize.sets import ON_DEMAND, SPOT, PlanningSets
 
 
@@ -111,14 +111,14 @@ def _policy(sets: PlanningSets, greedy: bool) -> float:
     return total + _guarantee_top_up(sets, team_gpus)
 
 
-def compute_baselines(sets: PlanningSets) -> dict[str, Any]:
-    return {
-        "all_on_demand_usd": _policy(sets, greedy=False),
-        "greedy_usd": _policy(sets, greedy=True),
-        "notes": [
+def compute_baselines(sets: PlanningSets) -> Baselines:
+    return Baselines(
+        all_on_demand_usd=_policy(sets, greedy=False),
+        greedy_usd=_policy(sets, greedy=True),
+        notes=[
             "all_on_demand: cheapest eligible on-demand offering per workload and period, whole nodes",
             "greedy: cheapest tier and offering per workload and period, no commitments; spot for "
             "preemptible training while max_spot_share allows",
             "both hold idle on-demand GPUs to honour team guarantees, and ignore max_nodes and burst caps",
         ],
-    }
+    )

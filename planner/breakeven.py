@@ -74,17 +74,17 @@ def _monthly_total(plan: Plan, without: str | None = None) -> list[float]:
 
 
 def owned_nodes(plan: Plan) -> int:
-    return sum(int(c["nodes"]) for c in plan.data["commitments"] if c["term"] == OWNED)
+    return sum(c.nodes for c in plan.document.commitments if c.term == OWNED)
 
 
 def owned_utilization(plan: Plan, nodes: int, colocation: Colocation) -> float:
     """Share of the N owned nodes' usable hours (after the lead time) that run work in the plan."""
-    horizon = plan.data["horizon"]
-    usable = max(0.0, float(horizon["hours"]) - colocation.lead_time_months * HOURS_PER_MONTH)
+    horizon = plan.document.horizon
+    usable = max(0.0, float(horizon.hours) - colocation.lead_time_months * HOURS_PER_MONTH)
     if nodes <= 0 or usable <= 0:
         return 0.0
     alloc = plan.allocations
-    used = float(alloc.loc[alloc["tier"] == OWNED, "nodes"].sum()) * float(horizon["period_hours"])
+    used = float(alloc.loc[alloc["tier"] == OWNED, "nodes"].sum()) * float(horizon.period_hours)
     return min(1.0, used / (nodes * usable))
 
 

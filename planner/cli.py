@@ -142,32 +142,33 @@ def plan(
         with _atomic_directory(output) as staging:
             result.write(staging)
             if not no_report:
-                from planner.report import write_reports
+                from planner.reports.plan import write_reports
 
                 write_reports(staging)
     except GpuplanError as error:
         raise _fail(error) from None
-    data = result.data
-    baselines = data["baselines"]
-    total = data["costs"]["total_usd"]
+    document = result.document
+    total = document.costs.total_usd
     out.print(
-        f"[bold]{data['scenario']}[/]: total ${total:,.0f} over {data['horizon']['hours']} h", highlight=False
+        f"[bold]{document.scenario}[/]: total ${total:,.0f} over {document.horizon.hours} h", highlight=False
     )
-    for label, key in (("all on-demand", "all_on_demand_usd"), ("greedy", "greedy_usd")):
-        base = baselines[key]
+    for label, base in (
+        ("all on-demand", document.baselines.all_on_demand_usd),
+        ("greedy", document.baselines.greedy_usd),
+    ):
         if base > 0:
             out.print(f"  vs {label}: ${base:,.0f} -> saves {(base - total) / base:.1%}", highlight=False)
-    solver_info = data["solver"]
+    solver = document.solver
     out.print(
-        f"  {solver_info['method']} ({solver_info['name']}) {solver_info['status']}, "
-        f"certified gap {solver_info['gap']:.3%} (bound ${solver_info['bound_usd']:,.0f}), "
-        f"{solver_info['seconds']:.1f} s; written to {output}/",
+        f"  {solver.method} ({solver.name}) {solver.status}, "
+        f"certified gap {solver.gap:.3%} (bound ${solver.bound_usd:,.0f}), "
+        f"{solver.seconds:.1f} s; written to {output}/",
         highlight=False,
     )
-    if data["unserved"]:
-        err.print(f"[yellow]warning:[/] {len(data['unserved'])} unserved demand item(s):", highlight=False)
-        for item in data["unserved"]:
-            err.print(f"  {item['kind']} {item['workload']}: {item['reason']}", highlight=False)
+    if document.unserved:
+        err.print(f"[yellow]warning:[/] {len(document.unserved)} unserved demand item(s):", highlight=False)
+        for item in document.unserved:
+            err.print(f"  {item.kind} {item.workload}: {item.reason}", highlight=False)
         if fail_on_unserved:
             raise typer.Exit(EXIT_UNSERVED)
 
@@ -236,7 +237,7 @@ def whatif(
             data = run_whatif(scenario, variants, staging, settings, workers, finished)
             (staging / "whatif.json").write_text(json.dumps(data, indent=2) + "\n")
             if not no_report:
-                from planner.whatif_report import write_whatif_reports
+                from planner.reports.whatif import write_whatif_reports
 
                 write_whatif_reports(staging, data)
     except GpuplanError as error:
@@ -288,9 +289,9 @@ def breakeven(
     import json
 
     from planner.breakeven import analyse
-    from planner.breakeven_report import render_breakeven_html, render_breakeven_markdown
     from planner.inputs import load_inputs
     from planner.optimize import METHODS, SolveSettings, optimize
+    from planner.reports.breakeven import render_breakeven_html, render_breakeven_markdown
 
     say = _progress(quiet)
     try:
@@ -403,7 +404,7 @@ def report(
 ) -> None:
     """(Re)write report.md and report.html from a plan directory."""
     from models.plan import Plan
-    from planner.report import write_reports
+    from planner.reports.plan import write_reports
 
     try:
         Plan.read(plan_dir)

@@ -24,8 +24,8 @@ def months_in(horizon_hours: float) -> int:
 
 def monthly_by_tier(plan: Plan) -> pd.DataFrame:
     """USD per (month, tier): rows are months 0..M-1 of the horizon, columns the tiers paid."""
-    horizon = plan.data["horizon"]
-    hours, p = float(horizon["hours"]), float(horizon["period_hours"])
+    horizon = plan.document.horizon
+    hours, p = float(horizon.hours), float(horizon.period_hours)
     months = months_in(hours)
     frame = pd.DataFrame(0.0, index=pd.RangeIndex(months, name="month"), columns=[])
     alloc = plan.allocations
@@ -33,11 +33,11 @@ def monthly_by_tier(plan: Plan) -> pd.DataFrame:
         month = np.minimum((alloc["period"].to_numpy() * p // HOURS_PER_MONTH).astype(int), months - 1)
         grouped = alloc.assign(month=month).groupby(["month", "tier"])["cost_usd"].sum()
         frame = grouped.unstack(fill_value=0.0).reindex(frame.index, fill_value=0.0)
-    for commitment in plan.data["commitments"]:
-        tier = "owned" if commitment["term"] == "owned" else f"reserved_{commitment['term']}"
+    for commitment in plan.document.commitments:
+        tier = commitment.term.tier
         if tier not in frame.columns:
             frame[tier] = 0.0
-        frame[tier] = frame[tier] + _spread(float(commitment["cost_in_horizon_usd"]), hours, months)
+        frame[tier] = frame[tier] + _spread(commitment.cost_in_horizon_usd, hours, months)
     return frame.fillna(0.0)
 
 
@@ -50,8 +50,8 @@ def _spread(total: float, hours: float, months: int) -> np.ndarray:
 def month_labels(plan: Plan) -> list[str]:
     """The day each 730 h month starts (``2027-01-31``): unique, where calendar-month names would repeat
     (the second 730 h month of 2027 starts on January 31)."""
-    start = pd.Timestamp(plan.data["horizon"]["start"])
-    months = months_in(float(plan.data["horizon"]["hours"]))
+    start = pd.Timestamp(plan.document.horizon.start)
+    months = months_in(float(plan.document.horizon.hours))
     return [(start + pd.Timedelta(hours=HOURS_PER_MONTH * m)).strftime("%Y-%m-%d") for m in range(months)]
 
 

@@ -127,15 +127,15 @@ def peak_nodes(plan: Plan) -> dict[str, float]:
 
 def summarize(variant: Variant, plan: Plan, plan_dir: str) -> dict[str, Any]:
     """The comparison row of one variant, from its plan only (what any reader of plan.json would see)."""
-    data = plan.data
-    total = float(data["costs"]["total_usd"])
-    by_tier = {str(k): float(v) for k, v in data["costs"]["by_tier"].items()}
-    on_demand = float(data["baselines"].get("all_on_demand_usd", 0.0))
+    document = plan.document
+    total = document.costs.total_usd
+    by_tier = {str(k): float(v) for k, v in document.costs.by_tier.items()}
+    on_demand = document.baselines.all_on_demand_usd
     commitments: dict[str, int] = {}
     gpus = 0
-    for c in data["commitments"]:
-        commitments[c["term"]] = commitments.get(c["term"], 0) + int(c["nodes"])
-        gpus += int(c["nodes"]) * int(data["offerings"][c["offering"]]["gpus_per_node"])
+    for c in document.commitments:
+        commitments[c.term] = commitments.get(c.term, 0) + c.nodes
+        gpus += c.nodes * document.offerings[c.offering].gpus_per_node
     monthly = series(plan)
     totals = [sum(values[m] for values in monthly["by_tier"].values()) for m in range(len(monthly["month"]))]
     cumulative, running = [], 0.0
@@ -145,7 +145,7 @@ def summarize(variant: Variant, plan: Plan, plan_dir: str) -> dict[str, Any]:
     return {
         "name": variant.name,
         "changes": list(variant.changes),
-        "status": data["solver"]["status"],
+        "status": document.solver.status,
         "error": None,
         "plan_dir": plan_dir,
         "total_usd": total,
@@ -156,11 +156,10 @@ def summarize(variant: Variant, plan: Plan, plan_dir: str) -> dict[str, Any]:
         "commitments": commitments,
         "committed_gpus": gpus,
         "unserved": [
-            {"kind": u.get("kind"), "workload": u.get("workload"), "reason": u.get("reason")}
-            for u in data["unserved"]
+            {"kind": u.kind, "workload": u.workload, "reason": u.reason} for u in document.unserved
         ],
-        "gap": data["solver"].get("gap"),
-        "seconds": data["solver"].get("seconds"),
+        "gap": document.solver.gap,
+        "seconds": document.solver.seconds,
         "monthly": monthly,
         "cumulative_usd": cumulative,
     }
@@ -237,8 +236,9 @@ def run_whatif(
             row["delta_vs_base_usd"] = row["total_usd"] - base_total
             row["delta_vs_base_pct"] = 100.0 * (row["total_usd"] - base_total) / base_total
     first = next((row for row in ordered if row["status"] != "failed"), None)
-    horizon = Plan.read(out_dir / first["plan_dir"]).data["horizon"] if first else {}
-    scenario_name = Plan.read(out_dir / first["plan_dir"]).data["scenario"] if first else scenario.stem
+    reference_plan = Plan.read(out_dir / first["plan_dir"]).document if first else None
+    horizon = reference_plan.horizon.model_dump(mode="json", include={"start", "hours"}) if reference_plan else {}
+    scenario_name = reference_plan.scenario if reference_plan else scenario.stem
     return {
         "schema": SCHEMA,
         "scenario": scenario_name,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from models.catalog import Catalog
 from models.errors import SolverError
-from models.plan import Plan
+from models.plan import Plan, SolverReport, SolverStage
 from models.scenario import Scenario
 from planner.baselines import compute_baselines
 from planner.optimize.bound import BoundResult, certified_bound
@@ -145,25 +145,25 @@ def optimize(
         elapsed={"build": build_seconds},
         model_slots=len(sets.slots),
     )
-    plan.data["solver"]["stage2_model_periods"] = len(fixed_sets.slots)
-    plan.data["solver"]["stages"] = [
-        {"stage": 1, "what": "node counts relaxed; commitments and training decided; lower bound",
-         "status": relaxed.termination.value, "objective_usd": relaxed.objective,
-         "bound_usd": relaxed.bound, "seconds": round(relaxed.seconds, 3)},
-        {"stage": 2, "what": "training fixed; whole nodes slot by slot, then commitments re-optimized",
-         "status": final.termination.value, "objective_usd": final.objective,
-         "bound_usd": final.bound, "seconds": round(final.seconds, 3)},
+    solver = plan.document.solver
+    solver.stage2_model_periods = len(fixed_sets.slots)
+    solver.stages = [
+        SolverStage(stage=1, what="node counts relaxed; commitments and training decided; lower bound",
+                    status=relaxed.termination.value, objective_usd=relaxed.objective,
+                    bound_usd=relaxed.bound, seconds=round(relaxed.seconds, 3)),
+        SolverStage(stage=2, what="training fixed; whole nodes slot by slot, then commitments re-optimized",
+                    status=final.termination.value, objective_usd=final.objective,
+                    bound_usd=final.bound, seconds=round(final.seconds, 3)),
     ]  # fmt: skip
     if certified is not None:  # bound_usd/gap become the full hourly problem's; the model's stay too
-        solver = plan.data["solver"]
-        solver["model_bound_usd"], solver["model_gap"] = solver["bound_usd"], solver["gap"]
-        paid = plan.total_usd + float(solver.get("penalty_usd") or 0.0)  # what the plan as written costs
-        solver.update(_certificate(certified, paid))
+        solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
+        paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
+        _certify(solver, certified, paid)
     if stage3 is not None:
-        plan.data["solver"]["stages"].append(
-            {"stage": 3, "what": "whole nodes everywhere, warm-started from stage 2; tighter bound",
-             "status": stage3.termination.value, "objective_usd": stage3.objective,
-             "bound_usd": stage3.bound, "seconds": round(stage3.seconds, 3)}
+        solver.stages.append(
+            SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",
+                        status=stage3.termination.value, objective_usd=stage3.objective,
+                        bound_usd=stage3.bound, seconds=round(stage3.seconds, 3))
         )  # fmt: skip
     return plan
 
@@ -205,12 +205,12 @@ def _optimize_hourly(
         elapsed={"build": build_seconds},
         model_slots=done.clusters,
     )
-    solver = plan.data["solver"]
-    solver["bound_method"] = done.bound_method
-    solver["certified_bound_usd"], solver["certified_gap"] = solver["bound_usd"], solver["gap"]
-    solver["certified_bound_method"] = done.bound_method
-    solver["certified_bound_clusters"] = done.clusters
-    solver["stages"] = done.stages
+    solver = plan.document.solver
+    solver.bound_method = done.bound_method
+    solver.certified_bound_usd, solver.certified_gap = solver.bound_usd, solver.gap
+    solver.certified_bound_method = done.bound_method
+    solver.certified_bound_clusters = done.clusters
+    solver.stages = [SolverStage.model_validate(stage) for stage in done.stages]
     return plan
 
 
@@ -242,19 +242,14 @@ def _second_stage(
     return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds)
 
 
-def _certificate(certified: BoundResult, objective: float) -> dict[str, object]:
-    """The bound on the full hourly problem (every hourly start, whole nodes), as plan.json states it."""
+def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
+    """Record the bound on the full hourly problem (every hourly start, whole nodes) in the plan."""
     bound = min(certified.bound_usd, objective)
-    return {
-        "bound_usd": bound,
-        "gap": _distance(objective, bound),
-        "bound_method": certified.method,
-        "certified_bound_usd": bound,
-        "certified_gap": _distance(objective, bound),
-        "certified_bound_method": certified.method,
-        "certified_bound_clusters": certified.clusters,
-        "certified_bound_seconds": round(certified.seconds, 3),
-    }
+    solver.bound_usd = solver.certified_bound_usd = bound
+    solver.gap = solver.certified_gap = _distance(objective, bound)
+    solver.bound_method = solver.certified_bound_method = certified.method
+    solver.certified_bound_clusters = certified.clusters
+    solver.certified_bound_seconds = round(certified.seconds, 3)
 
 
 def _distance(objective: float, bound: float) -> float:

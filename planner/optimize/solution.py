@@ -20,8 +20,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.catalog import OWNED
-from models.plan import ALLOCATION_COLUMNS, COMMITTED_TIERS, SCHEMA, TIERS, Plan
+from models.catalog import OWNED, Offering
+from models.plan import (
+    ALLOCATION_COLUMNS,
+    COMMITTED_TIERS,
+    TIERS,
+    Baselines,
+    Commitment,
+    Costs,
+    MigSection,
+    OfferingRecord,
+    Plan,
+    PlanDocument,
+    PlanHorizon,
+    PoolUtilization,
+    ScenarioEcho,
+    SolverReport,
+    TeamSummary,
+    TrainingPlacement,
+    Unserved,
+    UnservedGuarantee,
+    UnservedInference,
+    UnservedTraining,
+    Utilization,
+)
 from models.scenario import Scenario
 from models.tco import HOURS_PER_MONTH
 from models.workloads import period_start
@@ -173,7 +195,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
 def build_plan(
     solution: Solution,
     result: SolveResult,
-    baselines: dict[str, Any],
+    baselines: Baselines,
     method: str,
     elapsed: dict[str, float],
     model_slots: int | None = None,
@@ -193,100 +215,92 @@ def build_plan(
         for term, nodes in sorted(terms.items()):
             rate = offering.price(TERM_TIER[term]) or 0.0
             commitments.append(
-                {
-                    "offering": offering.id,
-                    "term": term,
-                    "nodes": nodes,
-                    "usd_per_node_hour": rate,
-                    "cost_in_horizon_usd": nodes * rate * horizon.hours,
-                    "obligation_beyond_horizon_usd": nodes
+                Commitment(
+                    offering=offering.id,
+                    term=term,
+                    nodes=nodes,
+                    usd_per_node_hour=rate,
+                    cost_in_horizon_usd=nodes * rate * horizon.hours,
+                    obligation_beyond_horizon_usd=nodes
                     * rate
                     * max(0, term_hours(sets, term) - horizon.hours),
-                }
+                )
             )
 
-    training = _training_records(solution)
-    unserved = _unserved(solution)
     costs = _costs(sets, allocations, commitments)
-    total = costs["total_usd"]
+    total = costs.total_usd
     pools = _pools(sets, allocations, commits)
-    committed_hours = sum(pool["committed_node_hours"] for pool in pools.values())
-    used_hours = sum(pool["used_node_hours"] for pool in pools.values())
+    committed_hours = sum(pool.committed_node_hours for pool in pools.values())
+    used_hours = sum(pool.used_node_hours for pool in pools.values())
     penalty = solution.penalty_usd
     paid = total + penalty
     gap = max(0.0, paid - result.bound) / paid if paid > 0 else 0.0
 
     slots = len(sets.slots) if model_slots is None else model_slots
-    used_offerings = set(allocations["offering"]) | {c["offering"] for c in commitments}
-    data: dict[str, Any] = {
-        "schema": SCHEMA,
-        "scenario": scenario.name,
-        "description": scenario.description,
-        "created": datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-        "horizon": {
-            "start": horizon.start.isoformat().replace("+00:00", "Z"),
-            "hours": horizon.hours,
-            "period_hours": p,
-            "periods": horizon.periods,
-        },
-        "solver": {
-            "name": result.solver,
-            "status": result.termination.value,
-            "objective_usd": result.objective,
-            "bound_usd": result.bound,
-            "gap": gap,
-            "seconds": round(result.seconds, 3),
-            "aggregated_periods": slots if slots < horizon.periods else 0,
-            "model_periods": slots,
-            "training_start_grid_hours": sets.start_grid_periods * p,
-            "block_hours": sets.block_periods * p,
-            "method": method,
-            "build_seconds": round(elapsed.get("build", 0.0), 3),
-            "penalty_usd": penalty,
-            "bound_method": "the solver's proven lower bound for the planning model",
-            "notes": list(sets.notes),
-        },
-        "offerings": {
-            o.id: {
-                "cloud": o.cloud,
-                "region": o.region,
-                "instance_type": o.instance_type,
-                "gpu_model": o.gpu_model,
-                "gpus_per_node": o.gpus_per_node,
-                "fabric": o.fabric,
-                "on_demand_usd_h": o.on_demand_usd_h,
-                "spot_usd_h": o.spot_usd_h,
-                "reserved_1y_usd_h": o.reserved_1y_usd_h,
-                "reserved_3y_usd_h": o.reserved_3y_usd_h,
-                **(
-                    {"owned_usd_h": o.owned_usd_h, "available_from_hour": o.available_from_hour}
-                    if o.owned
-                    else {}
-                ),
-            }
-            for o in sets.offerings
-            if o.id in used_offerings
-        },
-        "commitments": commitments,
-        "training": training,
-        "unserved": unserved,
-        "costs": costs,
-        "baselines": baselines,
-        "utilization": {
-            "reserved_used_fraction": used_hours / committed_hours if committed_hours else 0.0,
-            "pools": pools,
-        },
-        "teams": _teams(scenario, allocations, costs, p),
-        "inputs": scenario.model_dump(mode="json"),
-    }
-    data["inputs"]["max_spot_share"] = scenario.purchase.max_spot_share
+    used_offerings = set(allocations["offering"]) | {c.offering for c in commitments}
+    solver = SolverReport(
+        name=result.solver,
+        status=result.termination.value,
+        objective_usd=result.objective,
+        bound_usd=result.bound,
+        gap=gap,
+        seconds=round(result.seconds, 3),
+        aggregated_periods=slots if slots < horizon.periods else 0,
+        model_periods=slots,
+        training_start_grid_hours=sets.start_grid_periods * p,
+        block_hours=sets.block_periods * p,
+        method=method,  # type: ignore[arg-type]  # validated against the Literal by pydantic
+        build_seconds=round(elapsed.get("build", 0.0), 3),
+        penalty_usd=penalty,
+        bound_method="the solver's proven lower bound for the planning model",
+        notes=list(sets.notes),
+    )
     mig = mig_section(sets, allocations)
-    if mig is not None:
-        data["mig"] = mig
-    return Plan(data, allocations)
+    document = PlanDocument(
+        scenario=scenario.name,
+        description=scenario.description,
+        created=datetime.now(UTC).replace(microsecond=0),
+        horizon=PlanHorizon(
+            start=horizon.start, hours=horizon.hours, period_hours=p, periods=horizon.periods
+        ),
+        solver=solver,
+        offerings={o.id: _offering_record(o) for o in sets.offerings if o.id in used_offerings},
+        commitments=commitments,
+        training=_training_records(solution),
+        unserved=_unserved(solution),
+        costs=costs,
+        baselines=baselines,
+        utilization=Utilization(
+            reserved_used_fraction=used_hours / committed_hours if committed_hours else 0.0,
+            pools=pools,
+        ),
+        teams=_teams(scenario, allocations, costs, p),
+        inputs=ScenarioEcho.model_validate(
+            {**scenario.model_dump(mode="json"), "max_spot_share": scenario.purchase.max_spot_share}
+        ),
+        mig=MigSection.model_validate(mig) if mig is not None else None,
+    )
+    return Plan(document, allocations)
 
 
-def _training_records(solution: Solution) -> list[dict[str, Any]]:
+def _offering_record(o: Offering) -> OfferingRecord:
+    return OfferingRecord(
+        cloud=o.cloud,
+        region=o.region,
+        instance_type=o.instance_type,
+        gpu_model=o.gpu_model,
+        gpus_per_node=o.gpus_per_node,
+        fabric=o.fabric,
+        on_demand_usd_h=o.on_demand_usd_h,
+        spot_usd_h=o.spot_usd_h,
+        reserved_1y_usd_h=o.reserved_1y_usd_h,
+        reserved_3y_usd_h=o.reserved_3y_usd_h,
+        owned_usd_h=o.owned_usd_h if o.owned else None,
+        available_from_hour=o.available_from_hour if o.owned else None,
+    )
+
+
+def _training_records(solution: Solution) -> list[TrainingPlacement]:
     sets = solution.sets
     commits = solution.commits
     horizon = sets.scenario.horizon
@@ -301,39 +315,37 @@ def _training_records(solution: Solution) -> list[dict[str, Any]]:
         else:
             tier = option.tier
         overhead = option.overhead
-        start = period_start(horizon, option.start)
-        end = period_start(horizon, option.start + option.periods)
         records.append(
-            {
-                "job": run.job.name,
-                "run": run.run,
-                "team": run.job.team,
-                "offering": offering.id,
-                "tier": tier,
-                "nodes": run.job.nodes,
-                "start_period": option.start,
-                "periods": option.periods,
-                "placement_group": f"pg-{run.job.name}-{run.run}",
-                "fabric": offering.fabric,
-                "checkpoint_interval_minutes": overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
-                "expected_overhead": overhead.expected_overhead if overhead else 0.0,
-                "cost_usd": option.cost_usd,
-                "start": start.isoformat().replace("+00:00", "Z"),
-                "end": end.isoformat().replace("+00:00", "Z"),
-                "hours": run.job.hours,
-                "held_hours": option.periods * p,
-                "gang_interruptions_per_hour": overhead.gang_interruptions_per_hour if overhead else 0.0,
-                "expected_interruptions": overhead.expected_interruptions if overhead else 0.0,
-            }
+            TrainingPlacement(
+                job=run.job.name,
+                run=run.run,
+                team=run.job.team,
+                offering=offering.id,
+                tier=tier,
+                nodes=run.job.nodes,
+                start_period=option.start,
+                periods=option.periods,
+                placement_group=f"pg-{run.job.name}-{run.run}",
+                fabric=offering.fabric,
+                checkpoint_interval_minutes=overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
+                expected_overhead=overhead.expected_overhead if overhead else 0.0,
+                cost_usd=option.cost_usd,
+                start=period_start(horizon, option.start),
+                end=period_start(horizon, option.start + option.periods),
+                hours=run.job.hours,
+                held_hours=option.periods * p,
+                gang_interruptions_per_hour=overhead.gang_interruptions_per_hour if overhead else 0.0,
+                expected_interruptions=overhead.expected_interruptions if overhead else 0.0,
+            )
         )
-    records.sort(key=lambda r: (r["job"], r["run"]))
+    records.sort(key=lambda r: (r.job, r.run))
     return records
 
 
-def _unserved(solution: Solution) -> list[dict[str, Any]]:
+def _unserved(solution: Solution) -> list[Unserved]:
     sets = solution.sets
     p = sets.period_hours
-    result = []
+    result: list[Unserved] = []
     for i, service in enumerate(sets.services):
         short = solution.unserved_replicas[i]
         hours = float((short > EPS).sum() * p)
@@ -341,14 +353,13 @@ def _unserved(solution: Solution) -> list[dict[str, Any]]:
         if replica_hours > EPS:
             reason = sets.no_offering_reason.get(i) or _inference_reason(sets, i)
             result.append(
-                {
-                    "workload": service.name,
-                    "kind": "inference",
-                    "team": service.team,
-                    "replica_hours": replica_hours,
-                    "periods": round(hours / p),
-                    "reason": reason,
-                }
+                UnservedInference(
+                    workload=service.name,
+                    team=service.team,
+                    replica_hours=replica_hours,
+                    periods=round(hours / p),
+                    reason=reason,
+                )
             )
     for r in solution.unserved_runs:
         run = sets.runs[r]
@@ -357,25 +368,20 @@ def _unserved(solution: Solution) -> list[dict[str, Any]]:
             "leave no placement"
         )
         result.append(
-            {
-                "workload": run.job.name,
-                "kind": "training",
-                "team": run.job.team,
-                "run": run.run,
-                "gpu_hours": run.gpus * run.job.hours,
-                "reason": reason,
-            }
+            UnservedTraining(
+                workload=run.job.name, team=run.job.team, run=run.run, gpu_hours=run.gpus * run.job.hours,
+                reason=reason,
+            )
         )
     for team, short in solution.guarantee_short.items():
         if short > EPS:
             result.append(
-                {
-                    "workload": f"guarantee:{team}",
-                    "kind": "guarantee",
-                    "team": team,
-                    "gpus": short,
-                    "reason": "no committable offering matches the team's GPU models (or capacity limits)",
-                }
+                UnservedGuarantee(
+                    workload=f"guarantee:{team}",
+                    team=team,
+                    gpus=short,
+                    reason="no committable offering matches the team's GPU models (or capacity limits)",
+                )
             )
     return result
 
@@ -392,9 +398,7 @@ def _inference_reason(sets: PlanningSets, i: int) -> str:
     return "demand above what " + (" or ".join(parts) if parts else "the eligible offerings") + " allows"
 
 
-def _costs(
-    sets: PlanningSets, allocations: pd.DataFrame, commitments: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Commitment]) -> Costs:
     by_tier = {tier: 0.0 for tier in TIERS}
     if any(o.owned for o in sets.offerings):
         by_tier[OWNED] = 0.0
@@ -416,11 +420,11 @@ def _costs(
     reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
     use = reserved.groupby(["offering", "team", "workload"])["nodes"].sum()
     for commitment in commitments:
-        cost = commitment["cost_in_horizon_usd"]
-        by_tier[TERM_TIER[commitment["term"]]] += cost
-        by_cloud[cloud_of[commitment["offering"]]] += cost
-        if commitment["offering"] in use.index.get_level_values(0):
-            shares = use.loc[commitment["offering"]]
+        cost = commitment.cost_in_horizon_usd
+        by_tier[TERM_TIER[commitment.term]] += cost
+        by_cloud[cloud_of[commitment.offering]] += cost
+        if commitment.offering in use.index.get_level_values(0):
+            shares = use.loc[commitment.offering]
             for (team, workload), nodes in shares.items():
                 by_team[str(team)] += cost * float(nodes) / float(shares.sum())
                 by_workload[str(workload)] += cost * float(nodes) / float(shares.sum())
@@ -431,18 +435,18 @@ def _costs(
                 by_team[team.name] += cost * (team.guaranteed_gpus or 1) / weight
             by_workload["(unused commitments)"] += cost
     total = sum(by_tier.values())
-    return {
-        "total_usd": total,
-        "by_tier": by_tier,
-        "by_team": by_team,
-        "by_cloud": dict(by_cloud),
-        "by_workload": dict(by_workload),
-    }
+    return Costs(
+        total_usd=total,
+        by_tier=by_tier,
+        by_team=by_team,
+        by_cloud=dict(by_cloud),
+        by_workload=dict(by_workload),
+    )
 
 
 def _pools(
     sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, dict[str, int]]
-) -> dict[str, dict[str, float]]:
+) -> dict[str, PoolUtilization]:
     p = sets.period_hours
     reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
     used = reserved.groupby("offering")["nodes"].sum() * p
@@ -452,26 +456,26 @@ def _pools(
         nodes = sum(terms.values())
         committed = nodes * sets.horizon_hours
         used_hours = float(used.get(offering_id, 0.0))
-        pools[offering_id] = {
-            "committed_nodes": nodes,
-            "committed_node_hours": float(committed),
-            "used_node_hours": used_hours,
-            "used_fraction": used_hours / committed if committed else 0.0,
-        }
+        pools[offering_id] = PoolUtilization(
+            committed_nodes=nodes,
+            committed_node_hours=float(committed),
+            used_node_hours=used_hours,
+            used_fraction=used_hours / committed if committed else 0.0,
+        )
     return pools
 
 
-def _teams(scenario: Scenario, allocations: pd.DataFrame, costs: dict[str, Any], p: int) -> dict[str, Any]:
+def _teams(scenario: Scenario, allocations: pd.DataFrame, costs: Costs, p: int) -> dict[str, TeamSummary]:
     per_period = allocations.groupby(["team", "period"])["gpus"].sum()
     result = {}
     for team in scenario.teams:
         series = per_period.loc[team.name] if team.name in per_period.index.get_level_values(0) else None
-        result[team.name] = {
-            "guaranteed_gpus": team.guaranteed_gpus,
-            "burst_gpus": team.burst_gpus,
-            "priority": team.priority,
-            "peak_gpus": float(series.max()) if series is not None else 0.0,
-            "gpu_hours": float(series.sum() * p) if series is not None else 0.0,
-            "cost_usd": costs["by_team"].get(team.name, 0.0),
-        }
+        result[team.name] = TeamSummary(
+            guaranteed_gpus=team.guaranteed_gpus,
+            burst_gpus=team.burst_gpus,
+            priority=team.priority,
+            peak_gpus=float(series.max()) if series is not None else 0.0,
+            gpu_hours=float(series.sum() * p) if series is not None else 0.0,
+            cost_usd=costs.by_team.get(team.name, 0.0),
+        )
     return result

@@ -16,12 +16,12 @@ from browser import open_page
 from typer.testing import CliRunner
 
 from planner.cli import app
-from planner.report import fmt_usd
+from planner.reports.kit import fmt_usd
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"
 
-# The report's section headings (planner/report.py's html template) and two chart titles that only
+# The report's section headings (planner/reports/plan.py's html template) and two chart titles that only
 # plotly draws (inside the charts' svg), so they are visible only if the charts really rendered.
 HEADINGS = [
     "Plan and solver",

@@ -1,4 +1,4 @@
-"""Tests for planner/breakeven_report.py: rendered from dicts built with real models/tco.py results.
+"""Tests for planner/reports/breakeven.py: rendered from dicts built with real models/tco.py results.
 
 The expected strings are the hand figures of tests/unit/test_finance.py formatted as the page shows
 them (default Colocation, one node against AWS p5.48xlarge on-demand $55.04 at 100% utilization):
@@ -18,7 +18,7 @@ from plotly.offline import get_plotlyjs
 
 from models.scenario import Colocation
 from models.tco import OwnershipCase, breakeven_data, unit_case
-from planner.breakeven_report import render_breakeven_html, render_breakeven_markdown
+from planner.reports.breakeven import render_breakeven_html, render_breakeven_markdown
 
 COMPARATOR = {
     "offering": "aws:us-east-1:p5.48xlarge",

@@ -91,7 +91,7 @@ def test_training_and_whole_gpu_services_are_not_sliced(plan) -> None:
 
 
 def test_the_report_shows_the_layouts(plan) -> None:
-    from planner.report import write_reports
+    from planner.reports.plan import write_reports
 
     _, out = plan
     md, html = write_reports(out)

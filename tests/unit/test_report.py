@@ -1,4 +1,4 @@
-"""Tests for planner/report.py: the reports read only the plan files and must reconcile.
+"""Tests for planner/reports/plan.py: the reports read only the plan files and must reconcile.
 
 Each test builds a plan directory by hand (plan.json + allocations.csv), so the expected numbers
 are computed here from the same inputs, independently of the report code.
@@ -18,7 +18,7 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 from models.errors import InputError
-from planner.report import render_html, render_markdown, write_reports
+from planner.reports.plan import render_html, render_markdown, write_reports
 
 START = "2027-01-01T00:00:00Z"
 AWS_P5 = "aws:us-east-1:p5.48xlarge"

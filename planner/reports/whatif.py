@@ -8,7 +8,7 @@ each one moves the cost from the base, what it buys (tier mix, commitments) and 
 Render functions take the plain dict (schema ``gpuplan.whatif/v1``), never planner objects, so a saved
 whatif.json re-renders the same page. Every field beyond the variant's name is optional: a missing or
 non-numeric value renders as "—", and a failed variant shows its error instead of numbers. Like
-``planner/report.py``: plotly.js is inline exactly once in ``<head>``, charts are divs rendered with
+``planner/reports/plan.py``: plotly.js is inline exactly once in ``<head>``, charts are divs rendered with
 ``include_plotlyjs=False`` (the page works offline, from a mail attachment or a CI artifact), tiers use
 its colours and order, and inline jinja2 templates render markdown and html from one shared context so
 the two never disagree.
@@ -26,23 +26,28 @@ from typing import Any
 
 from markupsafe import Markup
 
-from planner.report import (
+from planner.reports.kit import (
     BASE_CSS,
     DASH,
     HTML_TABLE_MACROS,
     TIER_COLORS,
     TIER_ORDER,
     Table,
-    _apportion,
-    _num,
-    _parse_time,
-    _round_half_up,
-    _unserved,
     fmt_num,
     fmt_pct,
     fmt_usd,
     jinja_environment,
 )
+from planner.reports.kit import (
+    apportion as _apportion,
+)
+from planner.reports.kit import (
+    parse_time as _parse_time,
+)
+from planner.reports.kit import (
+    round_half_up as _round_half_up,
+)
+from planner.reports.plan import _num, _unserved  # transitional: go with the typed document
 
 __all__ = ["render_whatif_html", "render_whatif_markdown", "write_whatif_reports"]
 

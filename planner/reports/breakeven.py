@@ -8,7 +8,7 @@ paybacks disagree: they compare against different prices at different utilizatio
 
 Render functions take the plain dict (schema ``gpuplan.breakeven/v1``, see
 ``models.tco.breakeven_data``), never finance objects, so a saved breakeven.json re-renders
-the same page. Like ``planner/report.py``: plotly.js is inline exactly once in ``<head>``, charts
+the same page. Like ``planner/reports/plan.py``: plotly.js is inline exactly once in ``<head>``, charts
 are divs rendered with ``include_plotlyjs=False``, no external fetch (works offline), and the
 templates are inline jinja2 strings rendered from one shared context for markdown and html.
 """
@@ -21,17 +21,17 @@ from typing import Any
 
 from markupsafe import Markup
 
-from planner.report import (
+from planner.reports.kit import (
     BASE_CSS,
     DASH,
     HTML_TABLE_MACROS,
     Table,
-    _num,
     fmt_pct,
     fmt_rate,
     fmt_usd,
     jinja_environment,
 )
+from planner.reports.plan import _num  # transitional: goes with the typed document
 
 __all__ = ["render_breakeven_html", "render_breakeven_markdown"]
 

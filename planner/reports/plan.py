@@ -31,17 +31,36 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 from markupsafe import Markup
 
 from models.errors import InputError
 from models.plan import COMMITTED_TIERS
+from planner.reports.kit import (
+    BASE_CSS,
+    DASH,
+    HTML_TABLE_MACROS,
+    IDLE_SERIES,
+    TIER_COLORS,
+    TIER_ORDER,
+    Table,
+    apportion,
+    fmt_num,
+    fmt_pct,
+    fmt_rate,
+    fmt_sig,
+    fmt_usd,
+    iso_time,
+    jinja_environment,
+    money_column,
+    parse_time,
+    round_half_up,
+)
 
 __all__ = ["render_html", "render_markdown", "write_reports"]
 
@@ -51,28 +70,10 @@ REPEATED_JOB_MIN_RUNS = 4
 DAILY_RESAMPLE_MIN_PERIODS = 744
 #: Parts and totals that differ by more than this many dollars trigger a reconciliation warning.
 RECONCILE_TOLERANCE_USD = 1.0
-
-TIER_ORDER = ("owned", "reserved_3y", "reserved_1y", "on_demand", "spot")
-IDLE_SERIES = "reserved (idle)"
-TIER_COLORS = {
-    "owned": "#7030a0",
-    "reserved_3y": "#1f4e79",
-    "reserved_1y": "#2e75b6",
-    IDLE_SERIES: "#bdd7ee",
-    "on_demand": "#ed7d31",
-    "spot": "#70ad47",
-}
 ALLOCATION_COLUMNS = ("period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus")
-DASH = "—"
 
 
-# --------------------------------------------------------------------------------------------
-# Formatting
-# --------------------------------------------------------------------------------------------
-
-
-def _num(value: Any) -> float | None:
-    """A finite float, or None for absent / non-numeric / NaN values (optional fields)."""
+def _num(value: Any) -> float | None:  # transitional: goes when the report takes the typed PlanDocument
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -82,114 +83,10 @@ def _num(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def _round_half_up(x: float) -> int:
-    """Round half away from zero: banker's rounding surprises people reading money."""
-    return math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)
-
-
-def fmt_usd(value: Any) -> str:
-    """Whole dollars with thousands separators: ``$1,234,567`` / ``-$1,234``."""
-    x = _num(value)
-    if x is None:
-        return DASH
-    r = _round_half_up(x)
-    return f"-${-r:,}" if r < 0 else f"${r:,}"
-
-
-def fmt_rate(value: Any) -> str:
-    """Hourly prices keep cents: ``$98.32``."""
-    x = _num(value)
-    if x is None:
-        return DASH
-    return f"-${-x:,.2f}" if x < 0 else f"${x:,.2f}"
-
-
-def fmt_pct(fraction: Any, digits: int = 1) -> str:
-    """A fraction (0.123) shown as a percentage (12.3%)."""
-    x = _num(fraction)
-    return DASH if x is None else f"{x * 100:,.{digits}f}%"
-
-
-def fmt_num(value: Any, digits: int = 0) -> str:
-    """Counts and hours; integers stay integers, fractional values get ``digits`` decimals."""
-    x = _num(value)
-    if x is None:
-        return DASH
-    if digits == 0 or x.is_integer():
-        return f"{_round_half_up(x):,}"
-    return f"{x:,.{digits}f}"
-
-
-def fmt_sig(value: Any, sig: int = 3) -> str:
-    """Small rates keep ``sig`` significant digits (0.004 interruptions/h must not read as 0.00)."""
-    x = _num(value)
-    if x is None:
-        return DASH
-    if x == 0:
-        return "0"
-    decimals = min(max(sig - 1 - math.floor(math.log10(abs(x))), 0), 8)
-    text = f"{x:,.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def _apportion(values: list[float], target: int) -> list[int]:
-    """Round ``values`` to integers that sum exactly to ``target`` (largest remainder).
-
-    Why: a FinOps reader adds up the displayed rows; independently rounded rows can miss the
-    displayed total by a few dollars and look like an error. Each row moves by at most $1.
-    """
-    if not values:
-        return []
-    floors = [math.floor(v) for v in values]
-    diff = target - sum(floors)
-    order = sorted(range(len(values)), key=lambda i: values[i] - floors[i], reverse=True)
-    n = len(values)
-    for k in range(abs(diff)):
-        if diff > 0:
-            floors[order[k % n]] += 1
-        else:
-            floors[order[n - 1 - (k % n)]] -= 1
-    return floors
-
-
-def _money_column(values: Iterable[Any]) -> tuple[list[str], str]:
-    """Whole-dollar cells plus their total, apportioned so the cells add up to the total shown."""
-    raw = [_num(v) for v in values]
-    known = [v for v in raw if v is not None]
-    whole = iter(_apportion(known, _round_half_up(sum(known))))
-    cells = [DASH if v is None else fmt_usd(next(whole)) for v in raw]
-    return cells, fmt_usd(_round_half_up(sum(known)))
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        out = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return out if out.tzinfo else out.replace(tzinfo=UTC)
-
-
-def _iso(ts: datetime) -> str:
-    if ts.utcoffset() == timedelta(0):
-        return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return ts.isoformat()
-
 
 # --------------------------------------------------------------------------------------------
 # Tables: one neutral structure rendered by both templates
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Table:
-    """Pre-formatted cells; ``numeric[i]`` right-aligns column ``i`` in md and html."""
-
-    headers: list[str]
-    numeric: list[bool]
-    rows: list[list[str]] = field(default_factory=list)
-    total: list[str] | None = None
 
 
 @dataclass
@@ -243,13 +140,13 @@ def _cost_breakdown(
             f"{fmt_usd(parts_sum - total_usd)}. The plan files disagree; do not use this "
             f"breakdown for chargeback until the plan is regenerated."
         )
-    rounded = _apportion([v for _, v in items], _round_half_up(shown_total))
+    rounded = apportion([v for _, v in items], round_half_up(shown_total))
     denominator = shown_total if shown_total else None
     table = Table([key_name, "cost", "share"], [False, True, True])
     for (name, value), whole in zip(items, rounded, strict=True):
         share = value / denominator if denominator else None
         table.rows.append([name, fmt_usd(whole), fmt_pct(share)])
-    table.total = ["Total", fmt_usd(_round_half_up(shown_total)), fmt_pct(1.0) if denominator else DASH]
+    table.total = ["Total", fmt_usd(round_half_up(shown_total)), fmt_pct(1.0) if denominator else DASH]
     return CostBreakdown(title, key_name, table, warning)
 
 
@@ -278,7 +175,7 @@ def _horizon(plan: Mapping[str, Any], allocations: pd.DataFrame) -> _Horizon:
         periods = math.ceil(hours / period_hours)
     if not allocations.empty:
         periods = max(periods or 0, int(allocations["period"].max()) + 1)
-    return _Horizon(_parse_time(h.get("start")), hours, period_hours, int(periods or 0))
+    return _Horizon(parse_time(h.get("start")), hours, period_hours, int(periods or 0))
 
 
 def _normalize_allocations(allocations: pd.DataFrame | None) -> pd.DataFrame:
@@ -518,7 +415,7 @@ def _costs(plan: Mapping[str, Any]) -> dict[str, Any]:
         )
         names = sorted(teams)
         # Same apportioning as the by-team table, so a team shows the same dollars in both.
-        cost_cells, cost_total = _money_column(_dict(teams[n]).get("cost_usd") for n in names)
+        cost_cells, cost_total = money_column(_dict(teams[n]).get("cost_usd") for n in names)
         gpu_hours = 0.0
         for name, cost_cell in zip(names, cost_cells, strict=True):
             t = _dict(teams[name])
@@ -550,8 +447,8 @@ def _commitments(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> 
             headers.append("obligation beyond horizon")
             numeric.append(True)
         table = Table(headers, numeric)
-        cost_cells, cost_total = _money_column(c.get("cost_in_horizon_usd") for c in commitments)
-        beyond_cells, beyond_sum = _money_column(c.get("obligation_beyond_horizon_usd") for c in commitments)
+        cost_cells, cost_total = money_column(c.get("cost_in_horizon_usd") for c in commitments)
+        beyond_cells, beyond_sum = money_column(c.get("obligation_beyond_horizon_usd") for c in commitments)
         for i, c in enumerate(commitments):
             row = [
                 _str(c.get("offering")),
@@ -640,7 +537,7 @@ def _training_row(t: Mapping[str, Any], hz: _Horizon) -> list[str]:
     if not start:
         sp = _num(t.get("start_period"))
         ts = hz.period_start(int(sp)) if sp is not None else None
-        start = _iso(ts) if ts is not None else (f"period {int(sp)}" if sp is not None else None)
+        start = iso_time(ts) if ts is not None else (f"period {int(sp)}" if sp is not None else None)
     periods = _num(t.get("periods"))
     duration = periods * hz.period_hours if periods is not None else _num(t.get("hours"))
     return [
@@ -719,7 +616,7 @@ def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dic
             [False, False, True, False, True, True],
         )
         job_costs = [sum(_num(t.get("cost_usd")) or 0.0 for t in rs) for rs in by_job.values()]
-        cost_cells, cost_total = _money_column(job_costs)
+        cost_cells, cost_total = money_column(job_costs)
         for (job, rs), cost_cell in zip(by_job.items(), cost_cells, strict=True):
             tiers: dict[str, int] = {}
             for t in rs:
@@ -1081,34 +978,6 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
 # --------------------------------------------------------------------------------------------
 
 #: Styles every html report shares (page, headings, tables, navigation, footer); each adds its own.
-BASE_CSS = """\
-body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #1d2733;
-       max-width: 1240px; margin: 0 auto; padding: 24px; line-height: 1.45; }
-h1 { margin-bottom: 4px; } h2 { border-bottom: 2px solid #d9e1ea; padding-bottom: 4px; margin-top: 36px; }
-.muted { color: #5b6b7f; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 14px; }
-th, td { padding: 5px 10px; border-bottom: 1px solid #e3e8ee; text-align: left; vertical-align: top; }
-th { background: #f2f5f8; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.kv th { background: none; font-weight: 400; color: #5b6b7f; }
-nav a { margin-right: 12px; }
-footer { margin-top: 40px; color: #5b6b7f; font-size: 13px; border-top: 1px solid #e3e8ee; padding-top: 8px; }
-"""
-
-#: jinja2 macros every html report uses: ``table(t)`` renders a Table (numeric columns right-aligned).
-HTML_TABLE_MACROS = r"""{%- macro num(t, i) %}{% if t.numeric[i] %} class="num"{% endif %}{% endmacro -%}
-{%- macro table(t) -%}
-<table>
-<thead><tr>{% for hd in t.headers %}<th{{ num(t, loop.index0) }}>{{ hd }}</th>{% endfor %}</tr></thead>
-<tbody>
-{% for row in t.rows %}<tr>{% for c in row %}<td{{ num(t, loop.index0) }}>{{ c }}</td>{% endfor %}</tr>
-{% endfor %}</tbody>
-{% if t.total %}
-<tfoot><tr>{% for c in t.total %}<td{{ num(t, loop.index0) }}>{{ c }}</td>{% endfor %}</tr></tfoot>
-{% endif %}
-</table>
-{%- endmacro %}
-"""
 
 _MD_TEMPLATE = r"""
 # gpuplan report: {{ h.scenario }}
@@ -1415,37 +1284,6 @@ coverage is the share of all node-hours on that offering that reserved capacity 
 )
 
 
-def md_cell(value: Any) -> str:
-    """A markdown table cell: pipes escaped, no line breaks."""
-    return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-
-def md_table(table: Table) -> str:
-    """A GitHub-flavoured markdown table; numeric columns right-aligned, the total row in bold."""
-    lines = [
-        "| " + " | ".join(md_cell(h) for h in table.headers) + " |",
-        "|" + "|".join("---:" if n else ":---" for n in table.numeric) + "|",
-    ]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in table.rows]
-    if table.total:
-        lines.append("| " + " | ".join(f"**{md_cell(c)}**" if c else "" for c in table.total) + " |")
-    return "\n".join(lines)
-
-
-def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
-    env = jinja2.Environment(
-        autoescape=autoescape,
-        trim_blocks=trim,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters["md"] = md_cell
-    env.filters["mdtable"] = md_table
-    return env
-
-
-# Markdown keeps every newline (no trim_blocks) so paragraphs, lists and tables stay separated;
 # render_markdown then collapses runs of blank lines.
 _MD = jinja_environment(autoescape=False, trim=False).from_string(_MD_TEMPLATE)
 _HTML = jinja_environment(autoescape=True, trim=True).from_string(_HTML_TEMPLATE)
