@@ -237,7 +237,9 @@ def run_whatif(
             row["delta_vs_base_pct"] = 100.0 * (row["total_usd"] - base_total) / base_total
     first = next((row for row in ordered if row["status"] != "failed"), None)
     reference_plan = Plan.read(out_dir / first["plan_dir"]).document if first else None
-    horizon = reference_plan.horizon.model_dump(mode="json", include={"start", "hours"}) if reference_plan else {}
+    horizon: dict[str, Any] = {}
+    if reference_plan is not None:
+        horizon = reference_plan.horizon.model_dump(mode="json", include={"start", "hours"})
     scenario_name = reference_plan.scenario if reference_plan else scenario.stem
     return {
         "schema": SCHEMA,
