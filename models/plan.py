@@ -10,7 +10,7 @@ counts nodes. Totals reconcile by construction:
 (reserved, owned) rows carry cost 0 because commitments are paid whether used or not.
 
 ``gpuplan schema plan`` prints :func:`plan_json_schema`; the committed copy is
-``models/schemas/plan.schema.json`` and a test fails when the two drift apart.
+``models/data/plan.schema.json`` (``models/schemas.py``) and a test fails when the two drift apart.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ never a traceback, and nothing is written.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -412,6 +413,22 @@ def report(
     except GpuplanError as error:
         raise _fail(error) from None
     out.print(f"wrote {md} and {html}", highlight=False)
+
+
+@app.command()
+def schema(
+    document: Annotated[str, typer.Argument(help="plan (plan.json) or scenario (the YAML input)")],
+) -> None:
+    """Print the JSON Schema of plan.json or of a scenario file (for editors, validators and your own tools).
+
+    The same schemas ship in the package (models/data/*.schema.json).
+    """
+    from models.schemas import DOCUMENTS, json_schema
+
+    if document not in DOCUMENTS:
+        problem = f"unknown document {document!r}; choose {' or '.join(DOCUMENTS)}"
+        raise _fail(InputError(None, "schema", problem))
+    typer.echo(json.dumps(json_schema(document), indent=2))
 
 
 def main() -> None:
