@@ -36,7 +36,16 @@ from models.catalog import Catalog
 from models.scenario import Scenario
 from planner.optimize import sets as sets_module
 from planner.optimize.build import FALLBACK_PENALTY_USD_PER_GPU_HOUR, PENALTY_FACTOR
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, ModelOptions, PlanningSets, Slot
+from planner.optimize.sets import (
+    ON_DEMAND,
+    POOL,
+    SPOT,
+    TERM_TIER,
+    ModelOptions,
+    PlanningSets,
+    Slot,
+    on_demand_or_dearest,
+)
 
 __all__ = ["NaiveModel", "compare", "create_model_naive", "unreduced_sets"]
 
@@ -133,7 +142,8 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
         return price
 
     def replica_penalty(i: int) -> float:
-        costs = [sets.offerings[o].on_demand_usd_h / sets.replicas_per_node[i, o] for o in eligible[i]]
+        # per node, not per replica, as build.py prices it (whole nodes never look dearer than unserved)
+        costs = [on_demand_or_dearest(sets, o) for o in eligible[i]]
         return PENALTY_FACTOR * max(costs) if costs else FALLBACK_PENALTY_USD_PER_GPU_HOUR * 8
 
     def run_penalty(r: int) -> float:

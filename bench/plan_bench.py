@@ -108,14 +108,14 @@ def case_optimize(key: str, seed: int) -> dict[str, Any]:
     began = time.perf_counter()
     plan = optimize(scenario, catalog, base)
     wall = time.perf_counter() - began
-    solver = plan.data["solver"]
+    solver = plan.document.solver
     return {
         "build_s": solver["build_seconds"],
         "solve_s": solver["seconds"],
         "wall_s": wall,
         "status": solver["status"],
         "gap": solver["gap"],
-        "cost": plan.data["costs"]["total_usd"],
+        "cost": plan.document.costs.total_usd,
         "slots": solver["model_periods"],
         "stage2_slots": solver["stage2_model_periods"],
         "stages": solver["stages"],
@@ -471,9 +471,12 @@ def main(argv: list[str] | None = None) -> None:
     def say(message: str) -> None:
         print(f"[{time.perf_counter() - began:6.1f} s] {message}", flush=True)
 
-    from gen import medium_scenario, summary
+    import tempfile
 
-    say(summary(medium_scenario(args.seed)))
+    from gen import medium_scenario, summary, write_scenario
+
+    with tempfile.TemporaryDirectory(prefix="gpuplan-bench-") as tmp:  # summary() reads a scenario file
+        say(summary(write_scenario(medium_scenario(args.seed), Path(tmp) / "scenario.yaml", args.seed)))
     rows = bench_scenario("example", f"(a) {EXAMPLE.relative_to(ROOT)}", args.seed, args.quick, say)
     medium = f"(b) generated medium (bench/gen.py, seed {args.seed})"
     rows += bench_scenario("medium", medium, args.seed, args.quick, say)

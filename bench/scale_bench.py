@@ -224,7 +224,7 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
         progress=lambda message: conn.send(("phase", {"phase": message})),
     )
     wall = time.perf_counter() - began
-    solver = plan.data["solver"]
+    solver = plan.document.solver
     conn.send(
         (
             "result",
@@ -243,8 +243,8 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
                 "bound": solver["bound_usd"],
                 "gap": solver["gap"],
                 "penalty": solver.get("penalty_usd", math.nan),
-                "cost": plan.data["costs"]["total_usd"],
-                "unserved": len(plan.data.get("unserved", [])),
+                "cost": plan.document.costs.total_usd,
+                "unserved": len(plan.document.unserved),
                 "hourly_bound": solver.get("certified_bound_usd", math.nan),
                 "hourly_gap": solver.get("certified_gap", math.nan),
                 "bound_method": solver.get("certified_bound_method", ""),

@@ -481,7 +481,7 @@ def size_fleet(
         nodes_per_leaf=nodes_per_leaf,
         gpu_memory_gb=offering.gpu_memory_gb,
     )
-    solver = {k: plan.data["solver"].get(k) for k in ("method", "status", "gap")}
+    solver = plan.document.solver.model_dump(include={"method", "status", "gap"})
     return Sizing(fleet, offering_id, peak, plan.total_usd, seconds, sizing_rule(window), solver)
 
 

@@ -48,25 +48,25 @@ def plan(tmp_path_factory: pytest.TempPathFactory, kit):
 
 def test_services_share_gpus_and_the_count_is_bounded(plan) -> None:
     result, _ = plan
-    (pool,) = result.data["mig"]["pools"]
-    assert pool["offering"] == POOL
-    demand = pool["peak_demand"]
+    (pool,) = result.document.mig.pools
+    assert pool.offering == POOL
+    demand = pool.peak_demand
     assert demand == {"1g.10gb": 14, "1g.20gb": 5, "3g.40gb": 3}  # the busiest hour: 9 + 5 small replicas
     # independent bounds: memory slices (8 per GPU) from below, one homogeneous layout per service above
     slices = sum(n * profile_named("H100", name).memory_slices for name, n in demand.items())
-    assert math.ceil(slices / 8) <= pool["gpus_packed"] <= pool["gpus_per_service_layouts"]
-    assert pool["gpus_per_service_layouts"] == math.ceil(14 / 7) + math.ceil(5 / 4) + math.ceil(3 / 2)
-    assert pool["gpus_whole_per_replica"] == 22
-    saved = result.data["mig"]["gpus_saved_vs_whole_at_peak"]
-    assert saved == 22 - pool["gpus_packed"]
+    assert math.ceil(slices / 8) <= pool.gpus_packed <= pool.gpus_per_service_layouts
+    assert pool.gpus_per_service_layouts == math.ceil(14 / 7) + math.ceil(5 / 4) + math.ceil(3 / 2)
+    assert pool.gpus_whole_per_replica == 22
+    saved = result.document.mig.gpus_saved_vs_whole_at_peak
+    assert saved == 22 - pool.gpus_packed
 
 
 def test_mig_config_gives_every_node_a_legal_layout_that_covers_the_peak(plan) -> None:
     result, out = plan
-    (pool,) = result.data["mig"]["pools"]
+    (pool,) = result.document.mig.pools
     config = yaml.safe_load((out / "mig-config.yaml").read_text())
     assert config["version"] == "v1"
-    entries = config["mig-configs"][pool["config"]]
+    entries = config["mig-configs"][pool.config]
     devices = [d for entry in entries for d in entry["devices"]]
     assert sorted(devices) == list(range(8))  # each GPU of the node exactly once
     per_node: dict[str, int] = {}
@@ -75,19 +75,19 @@ def test_mig_config_gives_every_node_a_legal_layout_that_covers_the_peak(plan) -
             assert layout_for("H100", entry["mig-devices"]) is not None  # a legal MIG layout
             for name, n in entry["mig-devices"].items():
                 per_node[name] = per_node.get(name, 0) + n * len(entry["devices"])
-    for name, n in pool["peak_demand"].items():
-        assert per_node.get(name, 0) * pool["nodes_with_config"] >= n
+    for name, n in pool.peak_demand.items():
+        assert per_node.get(name, 0) * pool.nodes_with_config >= n
 
 
 def test_training_and_whole_gpu_services_are_not_sliced(plan) -> None:
     result, _ = plan
     alloc = result.allocations
     assert set(alloc.loc[alloc["kind"] == "training", "workload"]) == {"ft"}
-    (pool,) = result.data["mig"]["pools"]
-    assert set(pool["peak_demand"]) == {"1g.10gb", "1g.20gb", "3g.40gb"}  # the 8-GPU service is not sliced
+    (pool,) = result.document.mig.pools
+    assert set(pool.peak_demand) == {"1g.10gb", "1g.20gb", "3g.40gb"}  # the 8-GPU service is not sliced
     # the planned GPUs reported are the plan's own GPUs for the sliced services at that hour
-    held = alloc[(alloc["period"] == pool["peak_period"]) & alloc["workload"].isin(["small", "mid", "big"])]
-    assert isinstance(held, pd.DataFrame) and held["gpus"].sum() == pytest.approx(pool["gpus_planned"])
+    held = alloc[(alloc["period"] == pool.peak_period) & alloc["workload"].isin(["small", "mid", "big"])]
+    assert isinstance(held, pd.DataFrame) and held["gpus"].sum() == pytest.approx(pool.gpus_planned)
 
 
 def test_the_report_shows_the_layouts(plan) -> None:

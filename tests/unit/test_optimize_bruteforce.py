@@ -183,28 +183,28 @@ def _plan(tmp_path: Path, kit, jobs: list[dict[str, Any]], rows: list[dict[str, 
 
 def _check_plan(plan, jobs: list[dict[str, Any]], rows: list[dict[str, Any]], share: float) -> float:
     expected, _ = brute_force(jobs, rows, share)
-    assert plan.data["unserved"] == []
-    assert plan.data["commitments"] == []
-    assert plan.data["solver"]["status"] == "optimal"
-    assert plan.data["costs"]["total_usd"] == pytest.approx(expected, rel=1e-6)
+    assert plan.document.unserved == []
+    assert plan.document.commitments == []
+    assert plan.document.solver.status == "optimal"
+    assert plan.document.costs.total_usd == pytest.approx(expected, rel=1e-6)
     # the plan's own runs: capacity per hour and offering, windows, spot share, cost of each run
     limits = {f"{r['cloud']}:{r['region']}:{r['instance_type']}": r.get("max_nodes") for r in rows}
     by_name = {job["name"]: job for job in jobs}
     use: dict[tuple[str, int], int] = {}
     spot_gpu_hours = 0.0
-    for run in plan.data["training"]:
-        job = by_name[run["job"]]
-        choices = [c for c in _choices(job, rows) if c.offering == run["offering"] and c.tier == run["tier"]]
+    for run in plan.document.training:
+        job = by_name[run.job]
+        choices = [c for c in _choices(job, rows) if c.offering == run.offering and c.tier == run.tier]
         assert len(choices) == 1, run
         choice = choices[0]
-        assert run["periods"] == choice.periods
-        assert choice.first <= run["start_period"] <= choice.last
-        assert run["cost_usd"] == pytest.approx(choice.cost, rel=1e-9)
-        for h in range(run["start_period"], run["start_period"] + run["periods"]):
-            use[(run["offering"], h)] = use.get((run["offering"], h), 0) + run["nodes"]
-        if run["tier"] == "spot":
+        assert run.periods == choice.periods
+        assert choice.first <= run.start_period <= choice.last
+        assert run.cost_usd == pytest.approx(choice.cost, rel=1e-9)
+        for h in range(run.start_period, run.start_period + run.periods):
+            use[(run.offering, h)] = use.get((run.offering, h), 0) + run.nodes
+        if run.tier == "spot":
             spot_gpu_hours += job["nodes"] * job["gpus_per_node"] * job["hours"]
-    assert sorted(r["job"] for r in plan.data["training"]) == sorted(by_name)
+    assert sorted(r.job for r in plan.document.training) == sorted(by_name)
     for (oid, hour), nodes in use.items():
         assert limits[oid] is None or nodes <= limits[oid], f"{oid} holds {nodes} nodes in hour {hour}"
     total_gpu_hours = sum(j["nodes"] * j["gpus_per_node"] * j["hours"] for j in jobs)
@@ -219,8 +219,8 @@ def test_capacity_forces_a_job_to_wait(tmp_path: Path, kit) -> None:
     plan = _plan(tmp_path, kit, jobs, rows)
     expected = _check_plan(plan, jobs, rows, 1.0)
     assert expected == 2 * 10.0 * 10 + 2 * 10.0 * 8  # both on A on demand
-    runs = sorted(plan.data["training"], key=lambda r: r["start_period"])
-    assert [r["offering"] for r in runs] == [A, A]
+    runs = sorted(plan.document.training, key=lambda r: r.start_period)
+    assert [r.offering for r in runs] == [A, A]
     first, second = runs
     assert second["start_period"] >= first["start_period"] + first["periods"], "runs overlap on A"
     # the allocations say the same: never more than 2 nodes on A in any hour
@@ -235,7 +235,7 @@ def test_capacity_forces_a_job_onto_the_dearer_offering(tmp_path: Path, kit) -> 
     plan = _plan(tmp_path, kit, jobs, rows)
     expected = _check_plan(plan, jobs, rows, 1.0)
     assert expected == 2 * 10.0 * 10 + 2 * 13.0 * 8
-    assert {r["job"]: r["offering"] for r in plan.data["training"]} == {"j1": A, "j2": B}
+    assert {r.job: r.offering for r in plan.document.training} == {"j1": A, "j2": B}
 
 
 def test_windows_and_capacity_with_three_jobs(tmp_path: Path, kit) -> None:
@@ -266,7 +266,7 @@ def test_spot_share_forbids_putting_everything_on_spot(tmp_path: Path, kit) -> N
     plan = _plan(tmp_path, kit, jobs, rows, share)
     expected = _check_plan(plan, jobs, rows, share)
     assert expected > unrestricted
-    tiers = {r["job"]: r["tier"] for r in plan.data["training"]}
+    tiers = {r.job: r.tier for r in plan.document.training}
     assert "on_demand" in tiers.values() and "spot" in tiers.values()
 
 
@@ -283,11 +283,11 @@ def test_spot_and_capacity_together(tmp_path: Path, kit) -> None:
     expected = _check_plan(plan, jobs, rows, share)
     cheapest_alone = sum(min(c.cost for c in _choices(job, rows)) for job in jobs)
     assert expected > cheapest_alone
-    spot_runs = [r for r in plan.data["training"] if r["tier"] == "spot"]
+    spot_runs = [r for r in plan.document.training if r.tier == "spot"]
     for run in spot_runs:
-        assert run["expected_overhead"] > 0
-        work = next(j["hours"] for j in jobs if j["name"] == run["job"])
-        assert run["periods"] >= math.ceil(work)
+        assert run.expected_overhead > 0
+        work = next(j["hours"] for j in jobs if j["name"] == run.job)
+        assert run.periods >= math.ceil(work)
 
 
 def test_brute_force_helpers_agree_with_the_timestamps() -> None:
@@ -375,6 +375,6 @@ def test_inference_and_training_sharing_a_commitment(tmp_path: Path, kit, demand
     )
     scenario = parse(data, tmp_path / "scenario.yaml")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
-    assert plan.data["unserved"] == []
-    assert plan.data["costs"]["total_usd"] == pytest.approx(expected, rel=1e-6), f"optimum: {decision}"
-    assert plan.data["solver"]["bound_usd"] <= plan.data["costs"]["total_usd"] + 1e-6
+    assert plan.document.unserved == []
+    assert plan.document.costs.total_usd == pytest.approx(expected, rel=1e-6), f"optimum: {decision}"
+    assert plan.document.solver.bound_usd <= plan.document.costs.total_usd + 1e-6

@@ -84,8 +84,8 @@ def _plan(tmp_path: Path, kit, demand: list[int], terms: list[str], **prices: fl
 
 
 def _committed(plan, term: str) -> int:
-    commitments = plan.data["commitments"]
-    return sum(c["nodes"] for c in commitments if c["term"] == term and c["offering"] == OFFERING)
+    commitments = plan.document.commitments
+    return sum(c.nodes for c in commitments if c.term == term and c.offering == OFFERING)
 
 
 def test_closed_form_forms_agree() -> None:
@@ -104,13 +104,13 @@ def test_1y_commitment_matches_load_duration_curve(tmp_path: Path, kit) -> None:
     r_star = unique_argmin({r: f_1y(STEADY, r) for r in range(max(STEADY) + 2)})
     plan = _plan(tmp_path, kit, STEADY, ["1y"], reserved_1y_usd_h=C_1Y)
 
-    assert plan.data["unserved"] == []
-    assert plan.data["solver"]["status"] == "optimal"
+    assert plan.document.unserved == []
+    assert plan.document.solver.status == "optimal"
     assert _committed(plan, "1y") == r_star == 6
-    assert [c["term"] for c in plan.data["commitments"]] == ["1y"]
-    assert plan.data["costs"]["total_usd"] == pytest.approx(f_1y(STEADY, r_star), rel=1e-6)
+    assert [c.term for c in plan.document.commitments] == ["1y"]
+    assert plan.document.costs.total_usd == pytest.approx(f_1y(STEADY, r_star), rel=1e-6)
     # the split by tier follows from R*: commitments for the horizon, the rest on demand
-    by_tier = plan.data["costs"]["by_tier"]
+    by_tier = plan.document.costs.by_tier
     assert by_tier["reserved_1y"] == pytest.approx(r_star * C_1Y * H, rel=1e-6)
     assert by_tier["on_demand"] == pytest.approx(sum(max(0, d - r_star) for d in STEADY) * C_OD, rel=1e-6)
     assert by_tier["spot"] == 0.0
@@ -124,28 +124,28 @@ def test_1y_and_3y_commitments_match_enumeration(tmp_path: Path, kit) -> None:
     assert (r1_star, r3_star) == (0, 8)  # 3y is cheaper per hour, so it takes the whole base
     plan = _plan(tmp_path, kit, STEADY, ["1y", "3y"], reserved_1y_usd_h=C_1Y, reserved_3y_usd_h=C_3Y)
 
-    assert plan.data["unserved"] == []
+    assert plan.document.unserved == []
     assert _committed(plan, "1y") == r1_star
     assert _committed(plan, "3y") == r3_star
-    assert plan.data["costs"]["total_usd"] == pytest.approx(costs[(r1_star, r3_star)], rel=1e-6)
-    commitment = next(c for c in plan.data["commitments"] if c["term"] == "3y")
-    assert commitment["cost_in_horizon_usd"] == pytest.approx(r3_star * C_3Y * H, rel=1e-9)
+    assert plan.document.costs.total_usd == pytest.approx(costs[(r1_star, r3_star)], rel=1e-6)
+    commitment = next(c for c in plan.document.commitments if c.term == "3y")
+    assert commitment.cost_in_horizon_usd == pytest.approx(r3_star * C_3Y * H, rel=1e-9)
 
 
 def test_1y_offered_but_not_allowed_by_scenario_buys_nothing(tmp_path: Path, kit) -> None:
     """``purchase.terms: []`` keeps the planner off commitments even where the catalog offers them."""
     plan = _plan(tmp_path, kit, STEADY, [], reserved_1y_usd_h=C_1Y)
-    assert plan.data["commitments"] == []
-    assert plan.data["costs"]["total_usd"] == pytest.approx(f_1y(STEADY, 0), rel=1e-6)
+    assert plan.document.commitments == []
+    assert plan.document.costs.total_usd == pytest.approx(f_1y(STEADY, 0), rel=1e-6)
 
 
 def test_spiky_load_never_commits(tmp_path: Path, kit) -> None:
     assert unique_argmin({r: f_1y(SPIKY, r) for r in range(max(SPIKY) + 2)}) == 0
     plan = _plan(tmp_path, kit, SPIKY, ["1y"], reserved_1y_usd_h=C_1Y)
 
-    assert plan.data["commitments"] == []
-    assert plan.data["unserved"] == []
-    assert plan.data["costs"]["total_usd"] == pytest.approx(sum(SPIKY) * C_OD, rel=1e-6)
+    assert plan.document.commitments == []
+    assert plan.document.unserved == []
+    assert plan.document.costs.total_usd == pytest.approx(sum(SPIKY) * C_OD, rel=1e-6)
     assert set(plan.allocations["tier"]) == {"on_demand"}
 
 
@@ -153,9 +153,9 @@ def test_spiky_load_never_commits(tmp_path: Path, kit) -> None:
 def test_all_on_demand_baseline(tmp_path: Path, kit, demand: list[int]) -> None:
     plan = _plan(tmp_path, kit, demand, ["1y"], reserved_1y_usd_h=C_1Y)
     expected = sum(demand) * C_OD
-    assert plan.data["baselines"]["all_on_demand_usd"] == pytest.approx(expected, rel=1e-9)
+    assert plan.document.baselines.all_on_demand_usd == pytest.approx(expected, rel=1e-9)
     # the optimum never costs more than the all-on-demand reference
-    assert plan.data["costs"]["total_usd"] <= expected + 1e-6
+    assert plan.document.costs.total_usd <= expected + 1e-6
 
 
 def test_allocations_cover_the_demand_every_hour(tmp_path: Path, kit) -> None:
@@ -202,8 +202,8 @@ def test_two_services_share_one_on_demand_node(tmp_path: Path, kit) -> None:
     )  # fmt: skip
     scenario = parse(data, tmp_path / "scenario.yaml")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
-    assert plan.data["unserved"] == []
-    assert plan.data["costs"]["total_usd"] == pytest.approx(10.0 * 24, rel=1e-6)
+    assert plan.document.unserved == []
+    assert plan.document.costs.total_usd == pytest.approx(10.0 * 24, rel=1e-6)
     assert set(plan.allocations["offering"]) == {"aws:us-east-1:h200.8x"}
 
 
@@ -233,11 +233,11 @@ def test_commitments_respect_max_nodes(tmp_path: Path, kit, case: str) -> None:
     scenario = parse(data, tmp_path / "scenario.yaml")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
     committed = sum(
-        c["nodes"] for c in plan.data["commitments"] if c["offering"] == "aws:us-east-1:capped.1x"
+        c.nodes for c in plan.document.commitments if c.offering == "aws:us-east-1:capped.1x"
     )
     assert committed <= 1
     per_period = plan.allocations.groupby(["period", "offering"])["nodes"].sum()
     assert per_period.get((0, "aws:us-east-1:capped.1x"), 0.0) <= 1 + 1e-9
     if case == "demand":
         # 1 node on 3y (0.4 $/h) + 1 on demand (1 $/h), every hour
-        assert plan.data["costs"]["total_usd"] == pytest.approx((0.4 + 1.0) * 24, rel=1e-6)
+        assert plan.document.costs.total_usd == pytest.approx((0.4 + 1.0) * 24, rel=1e-6)

@@ -189,7 +189,7 @@ def _plan_and_read(kit, data: dict[str, Any], rows: list[dict[str, Any]], direct
 def check_properties(
     scenario, data: dict[str, Any], rows: list[dict[str, Any]], written: Plan, base_dir: Path
 ):
-    plan = written.data
+    plan = json.loads(written.document.to_json())  # as any reader of plan.json sees it
     alloc = written.allocations
     assert plan["solver"]["status"] in ("optimal", "time_limit", "feasible")  # a plan came back
     p = scenario.horizon.period_hours
@@ -331,7 +331,7 @@ def test_plan_properties(kit, case) -> None:
         directory = Path(tmp)
         scenario, plan, written = _plan_and_read(kit, data, rows, directory)
         # plan.json round-trips exactly and allocations.csv holds the same rows at full precision
-        assert written.data == json.loads(json.dumps(plan.data, default=_plain))
+        assert written.document == plan.document
         assert list(written.allocations.columns) == ALLOCATION_COLUMNS
         assert len(written.allocations) == len(plan.allocations)
         for column in ("period", "offering", "tier", "workload", "kind", "team"):
@@ -341,7 +341,7 @@ def test_plan_properties(kit, case) -> None:
                 np.asarray(f[column], dtype=float) for f in (written.allocations, plan.allocations)
             )
             assert np.allclose(left, right, rtol=1e-5, atol=1e-9), column
-        check_properties(scenario, data, rows, Plan(written.data, plan.allocations), directory)
+        check_properties(scenario, data, rows, Plan(written.document, plan.allocations), directory)
 
 
 def _plain(value: Any) -> Any:
@@ -367,8 +367,8 @@ def test_zero_demand_scenario_plans_at_zero_cost(tmp_path: Path, kit) -> None:
     data = kit.scenario_dict(hours=24, inference=[_flat_service("idle", 1, 0)])
     scenario = parse(data, tmp_path / "scenario.yaml")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
-    assert plan.data["costs"]["total_usd"] == 0.0
-    assert plan.data["unserved"] == []
+    assert plan.document.costs.total_usd == 0.0
+    assert plan.document.unserved == []
     assert len(plan.allocations) == 0
 
 
@@ -379,7 +379,7 @@ def test_zero_demand_scenario_plans_at_zero_cost_with_cbc(tmp_path: Path, kit) -
     scenario = parse(data, tmp_path / "scenario.yaml")
     settings_ = kit.exact_settings(solver="cbc")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, settings_)
-    assert plan.data["costs"]["total_usd"] == 0.0
+    assert plan.document.costs.total_usd == 0.0
     assert len(plan.allocations) == 0
 
 
@@ -389,7 +389,7 @@ def test_written_allocations_keep_whole_nodes(tmp_path: Path, kit) -> None:
     data = kit.scenario_dict(hours=24, inference=[_flat_service("a", 1, 2), _flat_service("b", 2, 6)])
     scenario = parse(data, tmp_path / "scenario.yaml")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
-    assert plan.data["costs"]["total_usd"] == pytest.approx(2 * 3.0 * 24, rel=1e-9)
+    assert plan.document.costs.total_usd == pytest.approx(2 * 3.0 * 24, rel=1e-9)
     in_memory = plan.allocations.groupby(["period", "offering", "tier"])["nodes"].sum()
     assert np.allclose(in_memory, 2.0, rtol=0, atol=1e-9)  # the planner itself is exact
     out = tmp_path / "plan"
@@ -399,7 +399,7 @@ def test_written_allocations_keep_whole_nodes(tmp_path: Path, kit) -> None:
     held = written[written["tier"] == "on_demand"].groupby(["period", "offering"])["nodes"].sum()
     assert np.allclose(held, held.round(), rtol=0, atol=1e-9), f"written node sums {sorted(set(held))}"
     total = written["cost_usd"].sum()
-    assert total == pytest.approx(plan.data["costs"]["total_usd"], rel=1e-9)
+    assert total == pytest.approx(plan.document.costs.total_usd, rel=1e-9)
 
 
 def _pinned_pruning_case() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -501,17 +501,17 @@ def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case)
         scenario, catalog = _written(kit, data, rows, directory)
         hourly = kit.exact_settings(method="hourly", block_hours=None, start_grid_hours=None)
         plan = optimize(scenario, catalog, directory, hourly)
-        assert plan.data["solver"]["method"] == "hourly-decomposition"
+        assert plan.document.solver.method == "hourly-decomposition"
         out = directory / "plan"
         out.mkdir()
         plan.write(out)
-        check_properties(scenario, data, rows, Plan(Plan.read(out).data, plan.allocations), directory)
+        check_properties(scenario, data, rows, Plan(Plan.read(out).document, plan.allocations), directory)
 
         full, optimum = _full_hourly_optimum(scenario, catalog, directory)
-        solver = plan.data["solver"]
+        solver = plan.document.solver
         assert solver["bound_usd"] <= optimum.objective * (1 + 1e-7) + 1e-6
         assert solver["objective_usd"] >= optimum.objective * (1 - 1e-7) - 1e-6
-        total = plan.data["costs"]["total_usd"] + solver["penalty_usd"]
+        total = plan.document.costs.total_usd + solver["penalty_usd"]
         assert solver["objective_usd"] == pytest.approx(total, rel=1e-7, abs=1e-6)
         # without capacity or burst limits, a service with an eligible offering is always served
         unlimited = all(row["max_nodes"] is None for row in rows) and all(
@@ -519,5 +519,5 @@ def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case)
         )
         if unlimited:
             servable = {s.name for i, s in enumerate(full.services) if i not in full.no_offering_reason}
-            short = {u["workload"] for u in plan.data["unserved"] if u["kind"] == "inference"}
+            short = {u["workload"] for u in plan.document.unserved if u["kind"] == "inference"}
             assert not short & servable, f"unserved although servable: {short & servable}"

@@ -13,6 +13,7 @@ enumerated here over every (n, r), independently of the planner. c_own comes fro
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ def _plan(
     scenario = parse(data)
     catalog = Catalog.load(tmp_path / "catalog.csv")
     plan = optimize(scenario, catalog, tmp_path, kit.exact_settings())
-    return plan.data, plan.allocations
+    return json.loads(plan.document.to_json()), plan.allocations  # plan.json as written
 
 
 def _brute_force(
@@ -130,7 +131,7 @@ def test_hourly_method_keeps_owned_nodes_idle_until_delivery(tmp_path: Path, kit
     # every period covers its demand with what is usable then
     served = alloc.groupby("period")["nodes"].sum().reindex(range(H), fill_value=0.0)
     assert (served.to_numpy() >= np.array(demand) - 1e-6).all()
-    c_own = plan.data["offerings"][OWNED_ID]["owned_usd_h"]
+    c_own = plan.document.offerings[OWNED_ID].owned_usd_h
     optimum = _brute_force(demand, c_own, 6, int(HOURS_PER_MONTH), [])
-    assert plan.data["solver"]["bound_usd"] <= optimum + 1e-6 <= plan.data["costs"]["total_usd"] + 2e-6
-    assert plan.data["costs"]["total_usd"] <= optimum * 1.01
+    assert plan.document.solver.bound_usd <= optimum + 1e-6 <= plan.document.costs.total_usd + 2e-6
+    assert plan.document.costs.total_usd <= optimum * 1.01

@@ -81,7 +81,8 @@ def _same_but_nulls(original: object, again: object) -> bool:
             k in again and _same_but_nulls(v, again[k]) for k, v in original.items()
         )
     if isinstance(original, list) and isinstance(again, list):
-        return len(original) == len(again) and all(_same_but_nulls(a, b) for a, b in zip(original, again))
+        pairs = zip(original, again, strict=True) if len(original) == len(again) else ()
+        return len(original) == len(again) and all(_same_but_nulls(a, b) for a, b in pairs)
     return original == again
 
 
@@ -123,7 +124,11 @@ def test_a_newer_or_foreign_schema_is_named(tmp_path: Path) -> None:
         (lambda d: d["training"].append({"job": "x"}), "training.", "Field required"),
         (lambda d: d["costs"]["by_tier"].update(reserved_5y=1.0), "costs.by_tier", "Input should be"),
         (lambda d: d["solver"].update(colour="blue"), "solver.colour", "Extra inputs are not permitted"),
-        (lambda d: d["unserved"].append({"kind": "magic", "workload": "w"}), "unserved.0", "does not match any of the expected tags"),
+        (
+            lambda d: d["unserved"].append({"kind": "magic", "workload": "w"}),
+            "unserved.0",
+            "does not match any of the expected tags",
+        ),
     ],
 )
 def test_a_wrong_field_is_named_with_the_schema(tmp_path: Path, change, where: str, problem: str) -> None:
