@@ -35,7 +35,11 @@ import planner.optimize.build  # noqa: F401  (switches PuLP's per-variable v4 wa
 from models.catalog import Catalog
 from models.scenario import Scenario
 from planner.optimize import sets as sets_module
-from planner.optimize.build import FALLBACK_PENALTY_USD_PER_GPU_HOUR, PENALTY_FACTOR
+from planner.optimize.build import (
+    guarantee_penalty_per_gpu,
+)
+from planner.optimize.build import replica_penalty as build_replica_penalty
+from planner.optimize.build import run_penalty as build_run_penalty
 from planner.optimize.sets import (
     ON_DEMAND,
     POOL,
@@ -44,7 +48,6 @@ from planner.optimize.sets import (
     ModelOptions,
     PlanningSets,
     Slot,
-    on_demand_or_dearest,
 )
 
 __all__ = ["NaiveModel", "compare", "create_model_naive", "unreduced_sets"]
@@ -141,25 +144,21 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
         assert price is not None
         return price
 
+    # penalties are definitions, not formulation: the planner's own (a slack must price the same)
     def replica_penalty(i: int) -> float:
-        # per node, not per replica, as build.py prices it (whole nodes never look dearer than unserved)
-        costs = [on_demand_or_dearest(sets, o) for o in eligible[i]]
-        return PENALTY_FACTOR * max(costs) if costs else FALLBACK_PENALTY_USD_PER_GPU_HOUR * 8
+        return build_replica_penalty(sets, i)
 
     def run_penalty(r: int) -> float:
-        run = sets.runs[r]
-        prices = [sets.offerings[sets.options[a].offering].on_demand_usd_h for a in options_of_run[r]]
-        dearest = max((run.job.nodes * price * run.job.hours for price in prices), default=0.0)
-        return PENALTY_FACTOR * (dearest or run.gpus * run.job.hours * FALLBACK_PENALTY_USD_PER_GPU_HOUR)
+        return build_run_penalty(sets, r)
 
-    dearest_gpu = max((off.on_demand_usd_h / off.gpus_per_node for off in sets.offerings), default=10.0)
+    unserved_gpu = guarantee_penalty_per_gpu(sets)
     prob += (
         lpSum(commit_price(o, k) * sets.horizon_hours * R[o, k] for (o, k) in R)
         + lpSum(held_price(t, o) * sets.slots[s].hours * N[t, o, s] for (t, o, s) in N)
         + lpSum(sets.options[a].cost_usd * Y[a] for a in A)
         + lpSum(replica_penalty(i) * sets.slots[s].hours * UI[i, s] for (i, s) in UI)
         + lpSum(run_penalty(r) * UT[r] for r in UT)
-        + lpSum(PENALTY_FACTOR * dearest_gpu * sets.horizon_hours * UG[m] for m in UG)
+        + lpSum(unserved_gpu * UG[m] for m in UG)
     )
 
     # ---- 1 demand and 3 held nodes -----------------------------------------------------------------

@@ -108,7 +108,7 @@ def case_optimize(key: str, seed: int) -> dict[str, Any]:
     began = time.perf_counter()
     plan = optimize(scenario, catalog, base)
     wall = time.perf_counter() - began
-    solver = plan.document.solver
+    solver = plan.document.solver.model_dump(mode="json")  # plain data for the parent process
     return {
         "build_s": solver["build_seconds"],
         "solve_s": solver["seconds"],

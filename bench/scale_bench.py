@@ -224,14 +224,14 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
         progress=lambda message: conn.send(("phase", {"phase": message})),
     )
     wall = time.perf_counter() - began
-    solver = plan.document.solver
+    solver = plan.document.solver.model_dump(mode="json")  # plain data for the parent process
     conn.send(
         (
             "result",
             {
                 "slots": (
                     f"{solver['model_periods']}/{solver['stage2_model_periods']}"
-                    if "stage2_model_periods" in solver
+                    if solver["stage2_model_periods"] is not None
                     else f"{solver['model_periods']} clusters"
                 ),
                 "method": solver["method"],
@@ -242,17 +242,21 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
                 "objective": solver["objective_usd"],
                 "bound": solver["bound_usd"],
                 "gap": solver["gap"],
-                "penalty": solver.get("penalty_usd", math.nan),
+                "penalty": solver["penalty_usd"],
                 "cost": plan.document.costs.total_usd,
                 "unserved": len(plan.document.unserved),
-                "hourly_bound": solver.get("certified_bound_usd", math.nan),
-                "hourly_gap": solver.get("certified_gap", math.nan),
-                "bound_method": solver.get("certified_bound_method", ""),
-                "stages": solver.get("stages", []),
+                "hourly_bound": _or_nan(solver["certified_bound_usd"]),
+                "hourly_gap": _or_nan(solver["certified_gap"]),
+                "bound_method": solver["certified_bound_method"] or "",
+                "stages": solver["stages"],
                 "peak_gib": _peak_gib(),
             },
         )
     )
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 # ---- parent side ----------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.plan import Plan
+from models.plan import Plan, PlanHorizon
 from models.tco import HOURS_PER_MONTH
 
 
@@ -47,11 +47,11 @@ def _spread(total: float, hours: float, months: int) -> np.ndarray:
     return total * np.diff(edges) / hours
 
 
-def month_labels(plan: Plan) -> list[str]:
+def month_labels(horizon: PlanHorizon) -> list[str]:
     """The day each 730 h month starts (``2027-01-31``): unique, where calendar-month names would repeat
     (the second 730 h month of 2027 starts on January 31)."""
-    start = pd.Timestamp(plan.document.horizon.start)
-    months = months_in(float(plan.document.horizon.hours))
+    start = pd.Timestamp(horizon.start)
+    months = months_in(float(horizon.hours))
     return [(start + pd.Timedelta(hours=HOURS_PER_MONTH * m)).strftime("%Y-%m-%d") for m in range(months)]
 
 
@@ -59,6 +59,6 @@ def series(plan: Plan) -> dict[str, Any]:
     """The monthly block of whatif.json: labels and USD per tier per month."""
     frame = monthly_by_tier(plan)
     return {
-        "month": month_labels(plan),
+        "month": month_labels(plan.document.horizon),
         "by_tier": {str(tier): [float(v) for v in frame[tier]] for tier in frame.columns},
     }

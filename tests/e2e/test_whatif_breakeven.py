@@ -137,13 +137,11 @@ def test_whatif_bad_change_writes_nothing(tmp_path: Path, kit, runner: CliRunner
 
 def test_month_labels_are_unique_730_hour_months(tmp_path: Path, kit) -> None:
     """Twelve 730 h months of 2027: calendar names would repeat (January 31 starts the second one)."""
-    from models.plan import Plan
+    from models.plan import PlanHorizon
     from planner.monthly import month_labels
 
-    plan = Plan(
-        {"horizon": {"start": "2027-01-01T00:00:00Z", "hours": 8760, "period_hours": 1}}, pd.DataFrame()
-    )
-    labels = month_labels(plan)
+    horizon = PlanHorizon(start="2027-01-01T00:00:00Z", hours=8760, period_hours=1, periods=8760)
+    labels = month_labels(horizon)
     assert len(labels) == 12 == len(set(labels))
     assert labels[:2] == ["2027-01-01", "2027-01-31"]
 

@@ -222,7 +222,7 @@ def test_capacity_forces_a_job_to_wait(tmp_path: Path, kit) -> None:
     runs = sorted(plan.document.training, key=lambda r: r.start_period)
     assert [r.offering for r in runs] == [A, A]
     first, second = runs
-    assert second["start_period"] >= first["start_period"] + first["periods"], "runs overlap on A"
+    assert second.start_period >= first.start_period + first.periods, "runs overlap on A"
     # the allocations say the same: never more than 2 nodes on A in any hour
     on_a = plan.allocations[plan.allocations["offering"] == A].groupby("period")["nodes"].sum()
     assert on_a.max() <= 2 + 1e-9

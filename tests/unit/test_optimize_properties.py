@@ -509,15 +509,15 @@ def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case)
 
         full, optimum = _full_hourly_optimum(scenario, catalog, directory)
         solver = plan.document.solver
-        assert solver["bound_usd"] <= optimum.objective * (1 + 1e-7) + 1e-6
-        assert solver["objective_usd"] >= optimum.objective * (1 - 1e-7) - 1e-6
-        total = plan.document.costs.total_usd + solver["penalty_usd"]
-        assert solver["objective_usd"] == pytest.approx(total, rel=1e-7, abs=1e-6)
+        assert solver.bound_usd <= optimum.objective * (1 + 1e-7) + 1e-6
+        assert solver.objective_usd >= optimum.objective * (1 - 1e-7) - 1e-6
+        total = plan.document.costs.total_usd + solver.penalty_usd
+        assert solver.objective_usd == pytest.approx(total, rel=1e-7, abs=1e-6)
         # without capacity or burst limits, a service with an eligible offering is always served
         unlimited = all(row["max_nodes"] is None for row in rows) and all(
             team.burst_gpus is None for team in scenario.teams
         )
         if unlimited:
             servable = {s.name for i, s in enumerate(full.services) if i not in full.no_offering_reason}
-            short = {u["workload"] for u in plan.document.unserved if u["kind"] == "inference"}
+            short = {u.workload for u in plan.document.unserved if u.kind == "inference"}
             assert not short & servable, f"unserved although servable: {short & servable}"
