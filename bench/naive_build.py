@@ -325,8 +325,11 @@ def compare(fast: pulp.LpProblem, naive: pulp.LpProblem, tolerance: float = 1e-9
 # ---- planning sets without the size reductions ------------------------------------------------------
 
 
-def _one_slot_per_period(block_of: np.ndarray, demand: np.ndarray, p: int) -> tuple[list[Slot], np.ndarray]:
-    """``_merge_periods`` without the merge: every period is its own slot."""
+def _one_slot_per_period(
+    block_of: np.ndarray, demand: np.ndarray, p: int, availability: np.ndarray | None = None
+) -> tuple[list[Slot], np.ndarray]:
+    """``_merge_periods`` without the merge: every period is its own slot (availability of owned nodes
+    then needs no key: no two periods share a slot)."""
     slots = [
         Slot(int(block_of[t]), np.array([t]), float(p), tuple(int(x) for x in demand[:, t]))
         for t in range(len(block_of))
