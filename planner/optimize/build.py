@@ -46,9 +46,17 @@ from dataclasses import dataclass, field
 import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, on_demand_or_dearest, usable
+from models.tiers import TERM_TIER, Capacity, Term
+from planner.optimize.sets import PlanningSets, on_demand_or_dearest, usable
 
 set_v4_migration_warnings(False)
+
+#: The letter of each capacity kind in variable and row names: ``Xr_i_o_s`` / ``Xo_..`` / ``Xs_..``
+#: (serving), ``No_o_s`` / ``Ns_o_s`` (held nodes), ``held_o_..`` / ``held_s_..``, and the run
+#: combos of ``bound.py`` (``Y_{run}_{offering}_{letter}``). Fixed here, not derived from the kinds'
+#: strings: PuLP hands the solver its columns sorted by name (``LpProblem.variables()``), so renaming
+#: a kind must neither rename nor reorder a column (nor change a result).
+VAR_CODE: dict[Capacity, str] = {Capacity.POOL: "r", Capacity.ON_DEMAND: "o", Capacity.SPOT: "s"}
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -64,9 +72,9 @@ class PlanningModel:
 
     sets: PlanningSets
     problem: pulp.LpProblem
-    commit: dict[tuple[int, str], pulp.LpVariable] = field(default_factory=dict)
-    serve: dict[tuple[str, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (tier,i,o,s)
-    held: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # (tier, o, s)
+    commit: dict[tuple[int, Term], pulp.LpVariable] = field(default_factory=dict)
+    serve: dict[tuple[Capacity, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k,i,o,s)
+    held: dict[tuple[Capacity, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k, o, s)
     place: list[pulp.LpVariable] = field(default_factory=list)
     unserved_run: dict[int, pulp.LpVariable] = field(default_factory=dict)
     unserved_replicas: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
@@ -134,7 +142,7 @@ def replica_penalty(sets: PlanningSets, i: int) -> float:
 def define_inference(model: PlanningModel) -> None:
     """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering)."""
     sets = model.sets
-    held_users: dict[tuple[str, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    held_users: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     by_service: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for (i, o), q in sets.replicas_per_node.items():
         by_service[i].append((o, q))
@@ -147,12 +155,12 @@ def define_inference(model: PlanningModel) -> None:
             terms: list[tuple[pulp.LpVariable, float]] = []
             for o, q in by_service[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    if tier == POOL and not usable(sets.offerings[o], slot, sets.period_hours):
+                    if tier == Capacity.POOL and not usable(sets.offerings[o], slot, sets.period_hours):
                         continue  # owned nodes not delivered yet
-                    var = model.var(f"X{tier[0]}_{i}_{o}_{s}")
+                    var = model.var(f"X{VAR_CODE[tier]}_{i}_{o}_{s}")
                     model.serve[(tier, i, o, s)] = var
                     terms.append((var, q))
-                    if tier != POOL:
+                    if tier != Capacity.POOL:
                         held_users[(tier, o, s)].append((var, 1.0))
             short = model.var(f"UI_{i}_{s}", up=need)
             model.unserved_replicas[(i, s)] = short
@@ -165,12 +173,12 @@ def define_inference(model: PlanningModel) -> None:
         # rounded up at extraction and the plan's gap is measured on the rounded cost (solution.py)
         whole = sets.integral_held or offering.max_nodes is not None
         category = pulp.LpInteger if whole else pulp.LpContinuous
-        held = model.var(f"N{tier[0]}_{o}_{s}", category, offering.max_nodes)
+        held = model.var(f"N{VAR_CODE[tier]}_{o}_{s}", category, offering.max_nodes)
         model.held[(tier, o, s)] = held
         price = offering.price(tier)
         assert price is not None
         model.objective_terms.append((held, price * sets.slots[s].hours))
-        model.add(f"held_{tier[0]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
+        model.add(f"held_{VAR_CODE[tier]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
 
 
 def run_penalty(sets: PlanningSets, r: int) -> float:
@@ -218,7 +226,7 @@ def define_training(model: PlanningModel) -> None:
         model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
 
 
-def _active_by_block(model: PlanningModel, tiers: set[str]) -> dict[tuple[int, int], list]:
+def _active_by_block(model: PlanningModel, tiers: set[Capacity]) -> dict[tuple[int, int], list]:
     """(offering, block) -> [(Y[a], nodes)] for options of the given tiers that occupy the block."""
     sets = model.sets
     active: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
@@ -233,11 +241,11 @@ def _active_by_block(model: PlanningModel, tiers: set[str]) -> dict[tuple[int, i
 def define_pool_and_capacity(model: PlanningModel) -> None:
     """2 pool: committed use <= commitments; 4 capacity: everything held <= max_nodes."""
     sets = model.sets
-    pool_train = _active_by_block(model, {POOL})
-    other_train = _active_by_block(model, {ON_DEMAND, SPOT})
+    pool_train = _active_by_block(model, {Capacity.POOL})
+    other_train = _active_by_block(model, {Capacity.ON_DEMAND, Capacity.SPOT})
     pool_users: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for (tier, _i, o, s), var in model.serve.items():
-        if tier == POOL:
+        if tier == Capacity.POOL:
             pool_users[(o, s)].append((var, 1.0))
     for o, terms in sets.terms.items():
         if not terms:
@@ -254,7 +262,11 @@ def define_pool_and_capacity(model: PlanningModel) -> None:
         if commit:  # both terms together, even in slots where nothing else holds this offering
             model.add(f"cap_commit_{o}", commit, LE, float(offering.max_nodes))
         for s, slot in enumerate(sets.slots):
-            held = [(model.held[(t, o, s)], 1.0) for t in (ON_DEMAND, SPOT) if (t, o, s) in model.held]
+            held = [
+                (model.held[(t, o, s)], 1.0)
+                for t in (Capacity.ON_DEMAND, Capacity.SPOT)
+                if (t, o, s) in model.held
+            ]
             train = other_train.get((o, slot.block), [])  # pool runs are inside the commitment
             if held or train:
                 model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, float(offering.max_nodes))
@@ -264,13 +276,14 @@ def define_spot_share(model: PlanningModel) -> None:
     """6 spot_share: at most ``max_spot_share`` of served training GPU-hours run on spot."""
     sets = model.sets
     share = sets.scenario.purchase.max_spot_share
-    if share >= 1.0 or not any(option.tier == SPOT for option in sets.options):
+    if share >= 1.0 or not any(option.tier == Capacity.SPOT for option in sets.options):
         return
     terms = []
     for a, option in enumerate(sets.options):
         run = sets.runs[option.run]
         gpu_hours = run.gpus * run.job.hours
-        terms.append((model.place[a], gpu_hours * ((1.0 if option.tier == SPOT else 0.0) - share)))
+        on_spot = 1.0 if option.tier == Capacity.SPOT else 0.0
+        terms.append((model.place[a], gpu_hours * (on_spot - share)))
     model.add("spot_share", terms, LE, 0.0)
 
 
@@ -311,7 +324,7 @@ class GuaranteeRows:
 
 def guarantee_rows(
     sets: PlanningSets,
-    commit: dict[tuple[int, str], pulp.LpVariable],
+    commit: dict[tuple[int, Term], pulp.LpVariable],
     new_var: Callable[[str, float | None], pulp.LpVariable],
 ) -> GuaranteeRows:
     """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use.

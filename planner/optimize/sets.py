@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.catalog import GPU_MEMORY_GB, OWNED, Catalog, Offering
+from models.catalog import GPU_MEMORY_GB, OWNED_CLOUD, Catalog, Offering
 from models.mig import replicas_per_gpu
 from models.preemption import (
     DEFAULT_RESTART_MINUTES,
@@ -33,13 +33,16 @@ from models.preemption import (
     spot_overhead,
 )
 from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
-from models.tco import HOURS_PER_MONTH, owned_usd_per_node_hour
+from models.tco import owned_usd_per_node_hour
+from models.tiers import HOURS_PER_MONTH, TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
-POOL = "reserved"  # a training option that runs on committed nodes (1y or 3y: the pool is shared)
-ON_DEMAND = "on_demand"
-SPOT = "spot"
-TERM_TIER = {"1y": "reserved_1y", "3y": "reserved_3y", OWNED: OWNED}  # a commitment term -> its tier
+# Former names of the capacity kinds, kept (as the very members) while modules outside the optimizer
+# still import them from here (planner/optimize/solution.py, tests/unit/test_hourly.py); so is
+# TERM_TIER, imported above. New code spells them ``Capacity.POOL`` ... (``models.tiers``).
+POOL = Capacity.POOL
+ON_DEMAND = Capacity.ON_DEMAND
+SPOT = Capacity.SPOT
 MAX_STARTS_PER_RUN = 48
 
 
@@ -68,7 +71,7 @@ class Slot:
 class TrainingOption:
     run: int  # index into PlanningSets.runs
     offering: int  # index into PlanningSets.offerings
-    tier: str  # POOL, ON_DEMAND or SPOT
+    tier: Capacity  # the committed pool (any term), on-demand or spot
     start: int  # period
     periods: int  # periods held, including expected spot overhead
     cost_usd: float  # marginal cost (0 on the committed pool)
@@ -80,11 +83,11 @@ class TrainingOption:
 class PlanningSets:
     scenario: Scenario
     offerings: list[Offering]
-    terms: dict[int, list[str]]  # offering index -> commitment terms it can be bought on
+    terms: dict[int, list[Term]]  # offering index -> commitment terms it can be bought on
     services: list[InferenceService]
     demand: np.ndarray  # (services, periods) replicas
     replicas_per_node: dict[tuple[int, int], float]  # (service, offering) -> replicas
-    serve_tiers: dict[tuple[int, int], tuple[str, ...]]  # (service, offering) -> tiers worth modelling
+    serve_tiers: dict[tuple[int, int], tuple[Capacity, ...]]  # (service, offering) -> kinds worth modelling
     slots: list[Slot]
     slot_of_period: np.ndarray
     block_periods: int
@@ -115,7 +118,7 @@ def owned_offering(colocation: Colocation) -> Offering:
     spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time."""
     memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
     return Offering(
-        cloud=OWNED,
+        cloud=OWNED_CLOUD,
         region=colocation.site,
         instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
         gpu_model=colocation.gpu_model,
@@ -191,7 +194,7 @@ def build_sets(
     offerings = allowed_offerings(scenario, catalog)
     spot_only = spot_only_offerings(offerings) if options.prune else set()
     terms = {
-        o: [OWNED]
+        o: [Term.OWNED]
         if off.owned
         else [
             t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only
@@ -334,7 +337,7 @@ def _merge_periods(
 def _training_options(
     scenario: Scenario,
     offerings: list[Offering],
-    terms: dict[int, list[str]],
+    terms: dict[int, list[Term]],
     runs: list[TrainingRun],
     block_periods: int,
     grid: int,
@@ -367,14 +370,14 @@ def _training_options(
             reasons[r] = _why_no_offering(job, offerings)
             continue
         before = len(result)
-        candidates: list[tuple[int, str, float, int, SpotOverhead | None]] = []
+        candidates: list[tuple[int, Capacity, float, int, SpotOverhead | None]] = []
         for o in eligible:
             off = offerings[o]
-            tiers: list[tuple[str, float, SpotOverhead | None]] = []
+            tiers: list[tuple[Capacity, float, SpotOverhead | None]] = []
             if terms[o]:
-                tiers.append((POOL, 0.0, None))
+                tiers.append((Capacity.POOL, 0.0, None))
             if o not in spot_only and off.on_demand_usd_h is not None:
-                tiers.append((ON_DEMAND, off.on_demand_usd_h, None))
+                tiers.append((Capacity.ON_DEMAND, off.on_demand_usd_h, None))
             if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
                 key = (job.name, o, job.hours)
                 if key not in overhead_cache:
@@ -386,14 +389,16 @@ def _training_options(
                         write_minutes=ckpt.write_minutes if ckpt else DEFAULT_WRITE_MINUTES,
                         restart_minutes=ckpt.restart_minutes if ckpt else DEFAULT_RESTART_MINUTES,
                     )
-                tiers.append((SPOT, off.spot_usd_h, overhead_cache[key]))
+                tiers.append((Capacity.SPOT, off.spot_usd_h, overhead_cache[key]))
             for tier, price, overhead in tiers:
                 hours = overhead.expected_wall_hours if overhead else job.hours
                 periods = math.ceil(hours / p - 1e-9)
                 if run.end_period - periods >= run.first_period:
                     candidates.append((o, tier, job.nodes * price * periods * p, periods, overhead))
-        keep: set[tuple[int, str]] = {(o, POOL) for o, tier, *_ in candidates if tier == POOL}
-        for tier in (ON_DEMAND, SPOT):
+        keep: set[tuple[int, Capacity]] = {
+            (o, Capacity.POOL) for o, tier, *_ in candidates if tier == Capacity.POOL
+        }
+        for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
             pool = [
                 (o, cost, 1.0, 1.0, offerings[o].max_nodes) for o, t, cost, _, _ in candidates if t == tier
             ]
@@ -402,7 +407,7 @@ def _training_options(
             if (o, tier) not in keep:
                 continue
             last_start = run.end_period - periods
-            fixed = tier != POOL and offerings[o].max_nodes is None and job.team in loose_teams
+            fixed = tier != Capacity.POOL and offerings[o].max_nodes is None and job.team in loose_teams
             starts = (
                 [run.first_period]
                 if fixed
@@ -430,10 +435,10 @@ def _serve_tiers(
     services: list[InferenceService],
     offerings: list[Offering],
     rpn: dict[tuple[int, int], float],
-    terms: dict[int, list[str]],
+    terms: dict[int, list[Term]],
     spot_only: set[int],
     prune: bool = True,
-) -> dict[tuple[int, int], tuple[str, ...]]:
+) -> dict[tuple[int, int], tuple[Capacity, ...]]:
     """Per (service, offering), the tiers on which serving it can be part of an optimal plan.
 
     Nodes held on demand or on spot are shared by the services on them, so an offering is left out of
@@ -444,15 +449,15 @@ def _serve_tiers(
     eligible_services: dict[int, list[int]] = defaultdict(list)
     for i, o in rpn:
         eligible_services[o].append(i)
-    result: dict[tuple[int, int], list[str]] = defaultdict(list)
+    result: dict[tuple[int, int], list[Capacity]] = defaultdict(list)
     for (i, o), _q in sorted(rpn.items()):
         if terms[o]:
-            result[(i, o)].append(POOL)
-    for tier in (ON_DEMAND, SPOT):
+            result[(i, o)].append(Capacity.POOL)
+    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
         for o, users in sorted(eligible_services.items()):
-            if tier == SPOT:
+            if tier == Capacity.SPOT:
                 users = [i for i in users if not services[i].latency_critical]
-            if not users or (tier == ON_DEMAND and o in spot_only):
+            if not users or (tier == Capacity.ON_DEMAND and o in spot_only):
                 continue
             if offerings[o].price(tier) is None:
                 continue
@@ -466,7 +471,12 @@ def _serve_tiers(
 
 
 def _beats(
-    offerings: list[Offering], rpn: dict[tuple[int, int], float], tier: str, d: int, o: int, users: list[int]
+    offerings: list[Offering],
+    rpn: dict[tuple[int, int], float],
+    tier: Capacity,
+    d: int,
+    o: int,
+    users: list[int],
 ) -> bool:
     """``d`` serves each of ``users`` at least as well as ``o`` on ``tier`` (ties: lower index)."""
     dom, off = offerings[d], offerings[o]
@@ -562,7 +572,7 @@ def spot_only_offerings(offerings: list[Offering]) -> set[int]:
             if off.has_fabric and not dom.has_fabric:
                 continue
             prices = [(dom.on_demand_usd_h, off.on_demand_usd_h)] + [
-                (dom.price(t), off.price(t)) for t in ("reserved_1y", "reserved_3y")
+                (dom.price(t), off.price(t)) for t in (Tier.RESERVED_1Y, Tier.RESERVED_3Y)
             ]
             if not all(_no_worse(a, b) for a, b in prices):
                 continue
