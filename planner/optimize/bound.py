@@ -30,6 +30,12 @@ Keeping R and the run choices whole matters: with fractional runs, a gang could 
 The cluster model has one copy of the per-hour variables per cluster, so its size is set by the number
 of clusters, not by the 8,760 hours. Clusters are built from the model's slots (equal-demand periods),
 chronologically within blocks (so training windows stay sharp), by weighted k-means on demand.
+
+By construction, as in ``build.py`` (rules 9-14): serving columns only for ``sets.serve_tiers`` (no spot
+for latency-critical services, no kind an offering does not sell), run combos only from
+``sets.options`` (one offering and kind per gang, fabric, window, spot only for preemptible jobs), start
+variants only inside the run's window. Owned nodes (rule 15) serve only in clusters with a slot after
+their delivery; their pool may take training earlier, which only relaxes the bound further.
 """
 
 from __future__ import annotations

@@ -27,6 +27,41 @@ Constraints (numbered as in the code)
   7. burst[m,s]:     sum_{i of m} g_o (XP + XO + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
   8. guarantee[m]:   sum_o H[m,o] + UG[m] >= guaranteed_m;  sum_m H[m,o] <= g_o sum_k R[o,k]
 
+Rules that hold by construction: no variable exists that could break them (the index sets of
+``sets.py`` hold only the allowed tuples; numbered on from the rows)
+  9. eligible nodes only: XP/XO/XS[i,o,s] exist only for (i,o) in ``replicas_per_node``: o has one of
+     the service's GPU models and a node holds at least one replica, MIG-aware (sets.build_sets,
+     sets.replicas_per_node). UI[i,s] and the demand[i,s] row exist only where D[i,s] > 0.
+ 10. latency-critical services are never on spot: sets._serve_tiers gives their (i,o) no SPOT kind,
+     so no XS[i,o,s] is ever created for them (define_inference reads ``serve_tiers``).
+ 11. a kind only where it is sold: XO/NO (XS/NS) and on-demand (spot) training options only on
+     offerings with an on-demand (spot) price (sets._serve_tiers, sets._training_options); R[o,k] and
+     pool options only for the scenario's ``purchase.terms`` that o prices (sets.build_sets,
+     ``terms``: ``terms: []`` means no commitment column at all).
+ 12. a gang is one placement group with the fabric it needs: a training option is one offering, one
+     capacity kind and one start, and options exist only on offerings with the job's GPU model and
+     GPUs per node, a multi-node fabric where the job needs one (``TrainingJob.needs_fabric``) and
+     max_n[o] >= n_r (sets._training_options); 5 place picks one option, so a run's n_r nodes are
+     never split across offerings, regions or kinds.
+ 13. training inside its window: every option starts at or after the run's first period and ends by
+     its end period (earliest_start and deadline in whole periods, workloads.training_runs), on the
+     start grid (sets._starts); a run whose window is too short has no option and is unserved, with
+     the reason in ``no_option_reason``.
+ 14. spot training only for preemptible jobs and only when max_spot_share > 0; a spot option's periods
+     and cost include the expected preemption overhead (sets._training_options, models.preemption).
+ 15. owned nodes only after their lead time: the owned offering (sets.owned_offering) has no on-demand
+     or spot price and is bought on the ``owned`` term only, so it serves only through R and the pool;
+     define_inference creates no XP[i,o,s] in a slot before its delivery (sets.usable; slots never
+     straddle it, sets.availability_key), sets._training_options creates no pool option whose first
+     block starts before it, and guarantee_rows gives it no H[m,o] (nodes on order are not "always
+     provisioned").
+ 16. a guarantee is backed only by offerings the team can use: H[m,o] only for o in
+     ``team_offerings[m]`` (the GPU models of the team's workloads, sets.build_sets) with a term.
+Left out because dominated, not because forbidden: sets.spot_only_offerings, sets._serve_tiers
+(``_beats``) and sets.cheapest_per_tier drop (offering, kind) choices that another choice beats
+whatever else happens, and training starts that cannot matter; the optimum is the same
+(``ModelOptions(prune=False)`` builds them all; tests/unit/test_optimize_properties.py compares).
+
 Objective
   sum_{o,k} c_k[o] * hours * R[o,k] + sum_s w_s (c_od[o] NO[o,s] + c_spot[o] NS[o,s]) + sum_a cost_a Y[a]
   + penalties on UI, UT, UG (large, so slack is used only where demand cannot be met).
@@ -140,7 +175,8 @@ def replica_penalty(sets: PlanningSets, i: int) -> float:
 
 
 def define_inference(model: PlanningModel) -> None:
-    """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering)."""
+    """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering) and
+    the kinds ``serve_tiers`` allows, committed ones only after delivery (rules 9-11 and 15)."""
     sets = model.sets
     held_users: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     by_service: dict[int, list[tuple[int, float]]] = defaultdict(list)
@@ -208,7 +244,8 @@ def guarantee_penalty_per_gpu(sets: PlanningSets) -> float:
 
 
 def define_training(model: PlanningModel) -> None:
-    """5 place: each run exactly once (or unserved at a penalty)."""
+    """5 place: each run exactly once (or unserved at a penalty), among the options of
+    sets._training_options, which carry rules 12-15."""
     sets = model.sets
     by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for a, option in enumerate(sets.options):
@@ -330,7 +367,7 @@ def guarantee_rows(
     """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use.
 
     ``sum_o H[m,o] + UG[m] >= guaranteed_m`` and ``sum_m H[m,o] <= g_o sum_k R[o,k]``; UG is penalized
-    by the caller at ``guarantee_penalty_per_gpu``.
+    by the caller at ``guarantee_penalty_per_gpu``. H[m,o] exists only where rules 15 and 16 allow.
     """
     family = GuaranteeRows()
     backing: dict[int, Terms] = defaultdict(list)

@@ -14,6 +14,8 @@
    these commitments and placements, so the plan is feasible hour by hour by construction.
 The plan's cost is measured on what is written (allocations + commitments + penalties), and its gap
 against the certified bound is a true optimality certificate for the full hourly problem.
+Every step reads the same ``PlanningSets``, so the rules that ``build.py`` gets by construction (rules
+9-16 of its docstring) hold in the hourly plan too; bound.py, hourly.py and schedule.py say how.
 """
 
 from __future__ import annotations

@@ -120,7 +120,12 @@ def team_index(sets: PlanningSets) -> dict[str, int]:
 
 
 class PeriodModel:
-    """One period's covering LP, built once; re-solved per period with new right-hand sides."""
+    """One period's covering LP, built once; re-solved per period with new right-hand sides.
+
+    Its columns come from ``sets.serve_tiers``, so build.py's rules 9-11 hold by construction (no spot
+    column for a latency-critical service, no kind an offering does not sell); owned nodes before
+    their delivery (rule 15) keep their pool column but get no room in the pool row (``pool_usable``).
+    """
 
     def __init__(
         self, sets: PlanningSets, committed: np.ndarray, whole: bool = False, every_pool: bool = False

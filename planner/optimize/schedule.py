@@ -4,6 +4,11 @@ offering, inside its window, within commitments, ``max_nodes`` and burst limits 
 ``schedule_training`` turns the cluster model's choices into such a placement (nearest feasible start,
 fallbacks, nodes committed for gangs where rounding left too few); ``improve_schedule`` then moves runs
 where the committed pool sits idle, each move checked on the exact per-period LPs it touches.
+
+Every placement is one of ``sets.options`` moved in time (``at``), to a start between the run's first
+period and its last feasible start (``feasible_starts``): build.py's rules 12-14 (one offering and kind
+per gang, with its fabric; inside the window; spot only for preemptible jobs) hold by construction.
+Owned nodes before delivery (rule 15) have no room: ``_Limits.usable`` is 0 there.
 """
 
 from __future__ import annotations

@@ -13,6 +13,13 @@ What is built here (the model in ``build.py`` only reads it):
 - per training run, its placement options: (offering, tier, start period) with duration and cost.
   Starts lie on a grid of ``start_grid_hours`` (plus the window's first and last feasible start); a run
   *occupies* every block it touches, which is conservative: the hourly plan written out is feasible.
+
+Several rules of the model hold here, by what is left out rather than by a row: eligible offerings
+only, latency-critical services never on spot, a kind only where it is sold, a gang on one offering
+with the fabric it needs, training inside its window, spot training only for preemptible jobs, owned
+nodes only after their lead time. ``build.py``'s docstring lists them (rules 9-16) and where each holds.
+The hourly method builds its columns (``bound.py``, ``hourly.py``) and moves its runs (``schedule.py``)
+from these same sets, so rules 9-14 hold there by construction too (see their docstrings for 15).
 """
 
 from __future__ import annotations
@@ -115,7 +122,8 @@ class PlanningSets:
 
 def owned_offering(colocation: Colocation) -> Offering:
     """The scenario's own servers as an offering bought only on the ``owned`` term: no on-demand or
-    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time."""
+    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time
+    (``available_from_hour``; rule 15 of build.py)."""
     memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
     return Offering(
         cloud=OWNED_CLOUD,
@@ -351,6 +359,11 @@ def _training_options(
     burst limit; where neither can bind (unlimited offering, a team whose burst limit its whole demand
     cannot reach), one start per offering and tier is enough. Among unlimited offerings, only the
     cheapest on-demand and the cheapest spot option (effective cost) can be in an optimal plan.
+
+    What no option may do is never generated (rules 12-15 of build.py): an option is one offering with
+    the job's GPU model and GPUs per node, a fabric if the job needs one and room for the whole gang
+    (``eligible``); spot only for preemptible jobs while ``max_spot_share`` > 0; starts only between the
+    window's first period and its last feasible start; no pool start before owned nodes arrive.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -445,6 +458,9 @@ def _serve_tiers(
     a tier only when ONE unlimited offering beats it for every service that could use it (at least the
     replicas per node, no higher price, no more GPUs per replica): then any mix of services on its
     nodes fits on as many nodes of the other, for less. Committed pools are never pruned here.
+
+    Rules by construction (build.py 10, 11): a latency-critical service gets no spot kind, and no
+    offering gets a kind it has no price for (nor the pool without a term).
     """
     eligible_services: dict[int, list[int]] = defaultdict(list)
     for i, o in rpn:
