@@ -89,7 +89,7 @@ def _cloud_term(value: Any) -> Any:
 CloudTerm = Annotated[
     Term,
     BeforeValidator(_cloud_term),
-    WithJsonSchema({"type": "string", "enum": [term.value for term in CLOUD_TERMS]}),
+    WithJsonSchema({"enum": [term.value for term in CLOUD_TERMS], "type": "string"}),
 ]
 
 
