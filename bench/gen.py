@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the repo's packages, not an installed copy
     sys.path.insert(0, str(ROOT))
 
+from models.tiers import CLOUD_TERMS, HOURS_PER_MONTH, HOURS_PER_YEAR  # noqa: E402
+
 __all__ = [
     "CATALOG_FILE",
     "SCENARIO_FILE",
@@ -101,7 +103,7 @@ SIZES: dict[str, Size] = {
     # = 100 runs; gangs up to 64 nodes; windows up to a quarter; H100/H200/B200 capped by max_nodes.
     "large": Size(
         name="large",
-        hours=8760,
+        hours=HOURS_PER_YEAR,
         period_hours=1,
         clouds={
             "aws": ["us-east-1", "us-east-2", "us-west-2"],
@@ -237,7 +239,7 @@ def generate(
         spec, gpus = _service(rng, index, team)
         # growth compounds over the horizon: the burst limit must hold at the end, not the start
         growth = spec["replicas"].get("monthly_growth", 0.0)
-        peak_gpus[team] += gpus * (1.0 + growth) ** (size.hours / 730.0)
+        peak_gpus[team] += gpus * (1.0 + growth) ** (size.hours / HOURS_PER_MONTH)
         services.append(spec)
     training = []
     gang_gpus = dict.fromkeys(size.teams, 0.0)
@@ -262,7 +264,7 @@ def generate(
         "horizon": {"start": _iso(size.start), "hours": size.hours, "period_hours": size.period_hours},
         "catalog": CATALOG_FILE if limits else "embedded",
         "clouds": {cloud: {"regions": list(regions)} for cloud, regions in size.clouds.items()},
-        "purchase": {"terms": ["1y", "3y"], "max_spot_share": 0.6},
+        "purchase": {"terms": [term.value for term in CLOUD_TERMS], "max_spot_share": 0.6},
         "teams": teams,
         "inference": services,
         "training": training,

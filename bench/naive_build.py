@@ -34,21 +34,12 @@ import pulp
 import planner.optimize.build  # noqa: F401  (switches PuLP's per-variable v4 warnings off, as in the product)
 from models.catalog import Catalog
 from models.scenario import Scenario
+from models.tiers import TERM_TIER, Capacity, Term
 from planner.optimize import sets as sets_module
-from planner.optimize.build import (
-    guarantee_penalty_per_gpu,
-)
+from planner.optimize.build import VAR_CODE, guarantee_penalty_per_gpu
 from planner.optimize.build import replica_penalty as build_replica_penalty
 from planner.optimize.build import run_penalty as build_run_penalty
-from planner.optimize.sets import (
-    ON_DEMAND,
-    POOL,
-    SPOT,
-    TERM_TIER,
-    ModelOptions,
-    PlanningSets,
-    Slot,
-)
+from planner.optimize.sets import ModelOptions, PlanningSets, Slot
 
 __all__ = ["NaiveModel", "compare", "create_model_naive", "unreduced_sets"]
 
@@ -84,7 +75,7 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
         option = sets.options[a]
         options_of_run[option.run].append(a)
         for block in option.blocks:
-            target = pool_options if option.tier == POOL else other_options
+            target = pool_options if option.tier == Capacity.POOL else other_options
             target[(option.offering, block)].append(a)
             team_options[(sets.runs[option.run].job.team, block)].append(a)
     nodes = {a: sets.runs[sets.options[a].run].job.nodes for a in A}
@@ -102,16 +93,16 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
                 continue
             for o in eligible[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    X[tier, i, o, s] = pulp.LpVariable(f"X{tier[0]}_{i}_{o}_{s}", 0)
+                    X[tier, i, o, s] = pulp.LpVariable(f"X{VAR_CODE[tier]}_{i}_{o}_{s}", 0)
             UI[i, s] = pulp.LpVariable(f"UI_{i}_{s}", 0, sets.slots[s].demand[i])
     N = model.held
-    for tier in (ON_DEMAND, SPOT):
+    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
         for o in O:
             whole = sets.integral_held or sets.offerings[o].max_nodes is not None
             for s in S:
                 if any((tier, i, o, s) in X for i in I):
                     N[tier, o, s] = pulp.LpVariable(
-                        f"N{tier[0]}_{o}_{s}",
+                        f"N{VAR_CODE[tier]}_{o}_{s}",
                         0,
                         sets.offerings[o].max_nodes,
                         pulp.LpInteger if whole else pulp.LpContinuous,
@@ -133,14 +124,14 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
         UG[team.name] = pulp.LpVariable(f"UG_{team.name}", 0, float(team.guaranteed_gpus))
 
     # ---- objective ---------------------------------------------------------------------------------
-    def commit_price(o: int, k: str) -> float:
+    def commit_price(o: int, k: Term) -> float:
         price = sets.offerings[o].price(TERM_TIER[k])
         assert price is not None
         return price
 
-    def held_price(tier: str, o: int) -> float:
+    def held_price(tier: Capacity, o: int) -> float:
         off = sets.offerings[o]
-        price = off.on_demand_usd_h if tier == ON_DEMAND else off.spot_usd_h
+        price = off.on_demand_usd_h if tier == Capacity.ON_DEMAND else off.spot_usd_h
         assert price is not None
         return price
 
@@ -175,13 +166,13 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
                     >= sets.slots[s].demand[i],
                     f"demand_{i}_{s}",
                 )
-    for tier in (ON_DEMAND, SPOT):
+    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
         for o in O:
             for s in S:
                 if (tier, o, s) in N:
                     prob += (
                         lpSum(X[tier, i, o, s] for i in I if (tier, i, o, s) in X) <= N[tier, o, s],
-                        f"held_{tier[0]}_{o}_{s}",
+                        f"held_{VAR_CODE[tier]}_{o}_{s}",
                     )
     # ---- 5 place -----------------------------------------------------------------------------------
     for r in UT:
@@ -192,7 +183,7 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
             continue
         for s in S:
             block = sets.slots[s].block
-            users = [X[POOL, i, o, s] for i in I if (POOL, i, o, s) in X]
+            users = [X[Capacity.POOL, i, o, s] for i in I if (Capacity.POOL, i, o, s) in X]
             if users or pool_options.get((o, block)):
                 prob += (
                     lpSum(users) + lpSum(nodes[a] * Y[a] for a in pool_options.get((o, block), []))
@@ -207,7 +198,7 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
             prob += lpSum(R[o, k] for k in sets.terms[o]) <= limit, f"cap_commit_{o}"
         for s in S:
             block = sets.slots[s].block
-            held = [N[t, o, s] for t in (ON_DEMAND, SPOT) if (t, o, s) in N]
+            held = [N[t, o, s] for t in (Capacity.ON_DEMAND, Capacity.SPOT) if (t, o, s) in N]
             if held or other_options.get((o, block)):
                 prob += (
                     lpSum(R[o, k] for k in sets.terms[o])
@@ -218,12 +209,12 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
                 )
     # ---- 6 spot share ------------------------------------------------------------------------------
     share = sets.scenario.purchase.max_spot_share
-    if share < 1.0 and any(sets.options[a].tier == SPOT for a in A):
+    if share < 1.0 and any(sets.options[a].tier == Capacity.SPOT for a in A):
         gpu_hours = {
             a: sets.runs[sets.options[a].run].gpus * sets.runs[sets.options[a].run].job.hours for a in A
         }
         prob += (
-            lpSum(gpu_hours[a] * Y[a] for a in A if sets.options[a].tier == SPOT)
+            lpSum(gpu_hours[a] * Y[a] for a in A if sets.options[a].tier == Capacity.SPOT)
             <= share * lpSum(gpu_hours[a] * Y[a] for a in A),
             "spot_share",
         )

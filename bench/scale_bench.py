@@ -93,18 +93,18 @@ def estimated_columns(sets: Any) -> int:
     """
     import numpy as np
 
-    from planner.optimize.sets import POOL
+    from models.tiers import Capacity
 
     positive = np.array([slot.demand for slot in sets.slots]).T > 0  # (services, slots)
     serve = slack = 0
-    users: dict[tuple[str, int], list[int]] = {}
+    users: dict[tuple[Capacity, int], list[int]] = {}
     for i in range(len(sets.services)):
         slots_i = int(positive[i].sum())
         tiers = [(o, t) for (ii, o), ts in sets.serve_tiers.items() if ii == i for t in ts]
         serve += slots_i * len(tiers)
         slack += slots_i
         for o, tier in tiers:
-            if tier != POOL:
+            if tier != Capacity.POOL:
                 users.setdefault((tier, o), []).append(i)
     held = sum(int(positive[members].any(axis=0).sum()) for members in users.values())
     commits = sum(len(terms) for terms in sets.terms.values())

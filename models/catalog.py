@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models.errors import InputError
+from models.tiers import Tier
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,6 +34,8 @@ __all__ = [
     "GPU_MEMORY_GB",
     "GPU_MODELS",
     "OWNED",
+    "OWNED_CLOUD",
+    "PRICE_FIELD",
     "TIERS",
     "Catalog",
     "Offering",
@@ -57,9 +60,21 @@ GPU_MEMORY_GB: dict[str, float] = {
 }  # fmt: skip
 FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
-TIERS: tuple[str, ...] = ("reserved_1y", "reserved_3y", "on_demand", "spot")
-#: Nodes the user owns (a colocation site): the "cloud" of their offering and the tier they are paid on.
-OWNED = "owned"
+#: The tiers a catalog row prices (a cloud's tiers; owned nodes are priced from a scenario's colocation).
+TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
+#: The :class:`Offering` field that holds each tier's price per node-hour (the catalog CSV's columns).
+PRICE_FIELD: dict[Tier, str] = {
+    Tier.ON_DEMAND: "on_demand_usd_h",
+    Tier.SPOT: "spot_usd_h",
+    Tier.RESERVED_1Y: "reserved_1y_usd_h",
+    Tier.RESERVED_3Y: "reserved_3y_usd_h",
+    Tier.OWNED: "owned_usd_h",
+}
+#: The "cloud" of the nodes the user owns (a colocation site): named after the tier they are paid on.
+OWNED_CLOUD: str = Tier.OWNED.value
+#: Former name of the owned tier/term/cloud, kept while ``planner/optimize/solution.py`` imports it:
+#: spell it ``Tier.OWNED`` / ``Term.OWNED`` (``models.tiers``) or ``OWNED_CLOUD``.
+OWNED = Tier.OWNED
 
 # Expected spot interruptions per node-hour when a catalog row leaves the column empty.
 # ASSUMPTION, not a measurement. FACTS.md section 2 has no GPU interruption figures:
@@ -169,7 +184,7 @@ class Offering:
 
     @property
     def owned(self) -> bool:
-        return self.cloud == OWNED
+        return self.cloud == OWNED_CLOUD
 
     @property
     def has_fabric(self) -> bool:
@@ -177,18 +192,13 @@ class Offering:
         return self.fabric != "none"
 
     def price(self, tier: str) -> float | None:
-        """USD per node-hour on ``tier`` (one of :data:`TIERS`); ``None`` when the tier is not offered."""
-        if tier == "on_demand":
-            return self.on_demand_usd_h
-        if tier == "spot":
-            return self.spot_usd_h
-        if tier == "reserved_1y":
-            return self.reserved_1y_usd_h
-        if tier == "reserved_3y":
-            return self.reserved_3y_usd_h
-        if tier == OWNED:
-            return self.owned_usd_h
-        raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+        """USD per node-hour on ``tier`` (a :class:`~models.tiers.Tier`: one of :data:`TIERS`, or
+        ``owned``; the model's ``Capacity.ON_DEMAND`` and ``Capacity.SPOT`` are the same strings);
+        ``None`` when the tier is not offered."""
+        field = PRICE_FIELD.get(tier)  # type: ignore[call-overload]
+        if field is None:
+            raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+        return getattr(self, field)
 
     def matches_gpu(self, patterns: Iterable[str] | None) -> bool:
         """Prefix match of the canonical model name, case-insensitive (catalog-format.md).

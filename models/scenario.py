@@ -14,19 +14,21 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from models.catalog import CLOUDS, GPU_MODELS
 from models.errors import InputError
+from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, Term
 
-TERMS = ("1y", "3y")
 PRIORITIES = ("production", "standard", "batch")
 
 
@@ -43,7 +45,7 @@ class Horizon(_Strict):
     """The planning window: ``hours`` from ``start``, in periods of ``period_hours``."""
 
     start: datetime
-    hours: int = Field(gt=0, le=5 * 8760, description="length of the horizon in hours")
+    hours: int = Field(gt=0, le=5 * HOURS_PER_YEAR, description="length of the horizon in hours")
     period_hours: int = Field(1, gt=0, description="planning granularity in hours")
 
     @field_validator("start")
@@ -74,8 +76,25 @@ class CloudScope(_Strict):
     regions: list[str] | None = Field(None, description="allowed regions; absent = every catalog region")
 
 
+def _cloud_term(value: Any) -> Any:
+    """Only the cloud terms (``owned`` comes with a colocation section), with the message a
+    ``Literal["1y", "3y"]`` gives, so the error reads the same as the field's values."""
+    if value not in CLOUD_TERMS:
+        names = [repr(term.value) for term in CLOUD_TERMS]
+        raise ValueError(f"Input should be {', '.join(names[:-1])} or {names[-1]}")
+    return value
+
+
+#: A commitment term a scenario may buy from a cloud: a :class:`~models.tiers.Term`, ``1y`` or ``3y``.
+CloudTerm = Annotated[
+    Term,
+    BeforeValidator(_cloud_term),
+    WithJsonSchema({"enum": [term.value for term in CLOUD_TERMS], "type": "string"}),
+]
+
+
 class Purchase(_Strict):
-    terms: list[Literal["1y", "3y"]] = Field(default_factory=lambda: list(TERMS))
+    terms: list[CloudTerm] = Field(default_factory=lambda: list(CLOUD_TERMS))
     max_spot_share: float = Field(1.0, ge=0.0, le=1.0, description="most training GPU-hours on spot")
 
 

@@ -3,7 +3,8 @@
 Pure functions (numpy, no solver), so the planner's "owned" tier price, the break-even report and
 the tests all use one set of formulas. Conventions:
 
-* a month is ``HOURS_PER_MONTH`` = 730 hours (8760 / 12), the figure cloud price sheets use;
+* a month is ``HOURS_PER_MONTH`` = 730 hours (8760 / 12, ``models.tiers``), the figure cloud price
+  sheets use;
 * a yearly percentage ``pct`` becomes the monthly rate ``i = (1 + pct/100) ** (1/12) - 1``, so
   twelve months compound to exactly the quoted yearly rate;
 * month ``m`` is the interval ``(m - 1, m]``; month 0 is the purchase instant (capex is paid then),
@@ -23,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from models.catalog import PRICE_FIELD
 from models.scenario import Colocation
+from models.tiers import HOURS_PER_MONTH, Tier  # planner/optimize/solution.py still imports it from here
 
 __all__ = [
     "DEFAULT_TORNADO_RANGES",
     "GRID_UTILIZATIONS",
-    "HOURS_PER_MONTH",
     "OwnershipCase",
     "OwnershipResult",
     "TornadoBar",
@@ -44,7 +46,6 @@ __all__ = [
     "unit_case",
 ]
 
-HOURS_PER_MONTH = 730.0
 GRID_UTILIZATIONS = (1.0, 0.8, 0.6, 0.4)
 BREAKEVEN_SCHEMA = "gpuplan.breakeven/v1"
 
@@ -451,10 +452,9 @@ def break_even_grid(
 # breakeven.json
 # --------------------------------------------------------------------------------------------
 
-_PRICE_KEYS = (
-    ("on_demand", "on_demand_usd_h"),
-    ("reserved_1y", "reserved_1y_usd_h"),
-    ("reserved_3y", "reserved_3y_usd_h"),
+#: The comparator's tiers in the grid (tier -> its price key, the catalog column's name).
+_PRICE_KEYS = tuple(
+    (tier, PRICE_FIELD[tier]) for tier in (Tier.ON_DEMAND, Tier.RESERVED_1Y, Tier.RESERVED_3Y)
 )
 
 

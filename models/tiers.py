@@ -17,6 +17,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "CLOUD_TERMS",
     "COMMITTED_TIERS",
     "HOURS_PER_MONTH",
     "HOURS_PER_YEAR",
@@ -78,6 +79,9 @@ TERM_TIER: dict[Term, Tier] = {
     Term.THREE_YEARS: Tier.RESERVED_3Y,
     Term.OWNED: Tier.OWNED,
 }
+#: The terms a scenario may buy from a cloud (``purchase.terms``); owned servers come with its
+#: ``colocation`` section instead.
+CLOUD_TERMS: tuple[Term, ...] = (Term.ONE_YEAR, Term.THREE_YEARS)
 #: Tiers paid for the whole horizon whether used or not: commitments and owned nodes.
 COMMITTED_TIERS: tuple[Tier, ...] = (Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y)
 #: The order tiers are shown in (cheapest commitment first, spot last).

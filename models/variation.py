@@ -36,15 +36,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from models.catalog import CLOUDS, Catalog, Offering
+from models.catalog import CLOUDS, OWNED_CLOUD, PRICE_FIELD, Catalog, Offering
 from models.errors import InputError
 from models.scenario import Colocation, Scenario, parse
+from models.tiers import Tier
 
-PRICE_TIERS = {
-    "price": ("on_demand_usd_h", "spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h"),
-    "on_demand_price": ("on_demand_usd_h",),
-    "spot_price": ("spot_usd_h",),
-    "reserved_price": ("reserved_1y_usd_h", "reserved_3y_usd_h"),
+#: The tiers each price key changes (owned nodes are priced from the colocation section instead).
+PRICE_TIERS: dict[str, tuple[Tier, ...]] = {
+    "price": (Tier.ON_DEMAND, Tier.SPOT, Tier.RESERVED_1Y, Tier.RESERVED_3Y),
+    "on_demand_price": (Tier.ON_DEMAND,),
+    "spot_price": (Tier.SPOT,),
+    "reserved_price": (Tier.RESERVED_1Y, Tier.RESERVED_3Y),
 }
 WORKLOAD_KEYS = ("demand", "growth", "training_hours")
 OFFERING_KEYS = (*PRICE_TIERS, "spot_interruptions", "capacity")
@@ -197,7 +199,7 @@ def _matches_offering(offering: Offering, target: str | None) -> bool:
     if target is None:
         return True
     lowered = target.lower()
-    if lowered in CLOUDS or lowered == "owned":
+    if lowered in CLOUDS or lowered == OWNED_CLOUD:
         return offering.cloud == lowered
     if target.count(":") == 2:
         return offering.id == target
@@ -216,9 +218,10 @@ def _vary_offerings(
             changed.append(offering)
             continue
         if variation.key in PRICE_TIERS:
+            prices = {tier: offering.price(tier) for tier in PRICE_TIERS[variation.key]}
             update = {
-                name: None if getattr(offering, name) is None else variation.factor(getattr(offering, name))
-                for name in PRICE_TIERS[variation.key]
+                PRICE_FIELD[tier]: None if price is None else variation.factor(price)
+                for tier, price in prices.items()
             }
         elif variation.key == "spot_interruptions":
             update = {"spot_interruptions_per_hour": variation.factor(offering.spot_interruptions_per_hour)}

@@ -26,8 +26,8 @@ from models.scenario import (
     Scenario,
     TrainingJob,
 )
+from models.tiers import HOURS_PER_MONTH
 
-HOURS_PER_MONTH = 730.0
 _REPEAT_HOURS = {"daily": 24, "weekly": 168}
 # Replica counts are rounded up, but float noise (20.000000001) must not add a replica.
 _ROUNDING_SLACK = 1e-6

@@ -22,7 +22,8 @@ from collections import defaultdict
 import numpy as np
 
 from models.plan import Baselines
-from planner.optimize.sets import ON_DEMAND, SPOT, PlanningSets
+from models.tiers import Capacity
+from planner.optimize.sets import PlanningSets
 
 
 def _inference_cost(sets: PlanningSets, i: int, allow_spot: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -47,15 +48,15 @@ def _inference_cost(sets: PlanningSets, i: int, allow_spot: bool) -> tuple[np.nd
     return best_cost, best_gpus
 
 
-def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[float, float, str] | None:
+def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[float, float, Capacity] | None:
     """(cost, held hours, tier) of the cheapest option of run ``r`` starting at its earliest start."""
     run = sets.runs[r]
     p = sets.period_hours
-    best: tuple[float, float, str] | None = None
+    best: tuple[float, float, Capacity] | None = None
     for option in sets.options:
-        if option.run != r or option.tier not in (ON_DEMAND, SPOT):
+        if option.run != r or option.tier not in (Capacity.ON_DEMAND, Capacity.SPOT):
             continue
-        if option.tier == SPOT and not allow_spot:
+        if option.tier == Capacity.SPOT and not allow_spot:
             continue
         offering = sets.offerings[option.offering]
         price = offering.price(option.tier) or 0.0
@@ -103,7 +104,7 @@ def _policy(sets: PlanningSets, greedy: bool) -> float:
         if choice is None:
             continue  # unplaceable: the plan reports it as unserved
         cost, held_hours, tier = choice
-        if tier == SPOT:
+        if tier == Capacity.SPOT:
             share_left -= gpu_hours
         total += cost
         start = run.first_period

@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from models.catalog import OWNED, Catalog
+from models.catalog import Catalog
 from models.errors import InputError
 from models.plan import Plan
 from models.scenario import Colocation, Scenario
-from models.tco import HOURS_PER_MONTH, OwnershipCase, breakeven_data
+from models.tco import OwnershipCase, breakeven_data
+from models.tiers import HOURS_PER_MONTH, Term, Tier
 from planner.inputs import Inputs
 from planner.monthly import monthly_by_tier
 
@@ -74,7 +75,7 @@ def _monthly_total(plan: Plan, without: str | None = None) -> list[float]:
 
 
 def owned_nodes(plan: Plan) -> int:
-    return sum(c.nodes for c in plan.document.commitments if c.term == OWNED)
+    return sum(c.nodes for c in plan.document.commitments if c.term == Term.OWNED)
 
 
 def owned_utilization(plan: Plan, nodes: int, colocation: Colocation) -> float:
@@ -84,7 +85,7 @@ def owned_utilization(plan: Plan, nodes: int, colocation: Colocation) -> float:
     if nodes <= 0 or usable <= 0:
         return 0.0
     alloc = plan.allocations
-    used = float(alloc.loc[alloc["tier"] == OWNED, "nodes"].sum()) * float(horizon.period_hours)
+    used = float(alloc.loc[alloc["tier"] == Tier.OWNED, "nodes"].sum()) * float(horizon.period_hours)
     return min(1.0, used / (nodes * usable))
 
 
@@ -128,7 +129,7 @@ def analyse(
         colo=colocation,
         nodes=nodes,
         cloud_only_usd=tuple(_monthly_total(plans["cloud-only"])),
-        cloud_with_owned_usd=tuple(_monthly_total(plans["owning"], without=OWNED)),
+        cloud_with_owned_usd=tuple(_monthly_total(plans["owning"], without=Tier.OWNED)),
         utilization=owned_utilization(plans["owning"], nodes, colocation),
     )
     data = breakeven_data(

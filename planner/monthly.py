@@ -1,9 +1,9 @@
 """A plan's cost per month and tier: what finance compares across what-if variants and against owning.
 
-Months are 730-hour slices of the horizon from its start (``models/tco.py`` uses the same month), so
-a year is 12 months and cost curves line up across variants whatever the calendar. Allocation rows are
-charged to the month of their period; commitments (and owned nodes) are paid evenly over the horizon, the
-way ``plan.json`` charges them (``cost_in_horizon_usd``).
+Months are 730-hour slices of the horizon from its start (``models.tiers.HOURS_PER_MONTH``, the month
+``models/tco.py`` uses too), so a year is 12 months and cost curves line up across variants whatever the
+calendar. Allocation rows are charged to the month of their period; commitments (and owned nodes) are
+paid evenly over the horizon, the way ``plan.json`` charges them (``cost_in_horizon_usd``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from models.plan import Plan, PlanHorizon
-from models.tco import HOURS_PER_MONTH
+from models.tiers import HOURS_PER_MONTH
 
 
 def months_in(horizon_hours: float) -> int:

@@ -30,6 +30,12 @@ Keeping R and the run choices whole matters: with fractional runs, a gang could 
 The cluster model has one copy of the per-hour variables per cluster, so its size is set by the number
 of clusters, not by the 8,760 hours. Clusters are built from the model's slots (equal-demand periods),
 chronologically within blocks (so training windows stay sharp), by weighted k-means on demand.
+
+By construction, as in ``build.py`` (rules 9-14): serving columns only for ``sets.serve_tiers`` (no spot
+for latency-critical services, no kind an offering does not sell), run combos only from
+``sets.options`` (one offering and kind per gang, fabric, window, spot only for preemptible jobs), start
+variants only inside the run's window. Owned nodes (rule 15) serve only in clusters with a slot after
+their delivery; their pool may take training earlier, which only relaxes the bound further.
 """
 
 from __future__ import annotations
@@ -42,21 +48,15 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
+from models.tiers import TERM_TIER, Capacity, Term
 from planner.optimize.build import (
+    VAR_CODE,
     guarantee_penalty_per_gpu,
     guarantee_rows,
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import (
-    POOL,
-    SPOT,
-    TERM_TIER,
-    PlanningSets,
-    TrainingOption,
-    availability_key,
-    usable,
-)
+from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, usable
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
@@ -74,8 +74,8 @@ class ClusterDecisions:
     absent. With the LP relaxation (``relax``), each is the largest fraction's choice, rounded.
     """
 
-    commitments: dict[tuple[int, str], int]  # (offering, term) -> nodes
-    runs: dict[int, tuple[int, str, int]]
+    commitments: dict[tuple[int, Term], int]  # (offering, term) -> nodes
+    runs: dict[int, tuple[int, Capacity, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +182,7 @@ def certified_bound(
 
     objective: list[tuple[pulp.LpVariable, float]] = []
     constraints: dict[str, pulp.LpConstraint] = {}
-    commit: dict[tuple[int, str], pulp.LpVariable] = {}
+    commit: dict[tuple[int, Term], pulp.LpVariable] = {}
     for o, terms in sets.terms.items():
         offering = sets.offerings[o]
         for term in terms:
@@ -203,8 +203,8 @@ def certified_bound(
     }
     held_use: dict[tuple[int, int], list] = defaultdict(list)  # on-demand/spot nodes (capacity)
     burst_use: dict[tuple[str, int], list] = defaultdict(list)
-    held: dict[tuple[str, int, int], pulp.LpVariable] = {}
-    held_links: dict[tuple[str, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    held: dict[tuple[Capacity, int, int], pulp.LpVariable] = {}
+    held_links: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for i, service in enumerate(sets.services):
         penalty = replica_penalty(sets, i)
         for c in range(clusters):
@@ -217,17 +217,17 @@ def certified_bound(
                     continue
                 gpus = float(sets.offerings[o].gpus_per_node)
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    if tier == POOL and o in waiting and (o, c) not in usable_in:
+                    if tier == Capacity.POOL and o in waiting and (o, c) not in usable_in:
                         continue
-                    x = var(f"X{tier[0]}_{i}_{o}_{c}")
+                    x = var(f"X{VAR_CODE[tier]}_{i}_{o}_{c}")
                     terms_.append((x, q))
                     burst_use[(service.team, c)].append((x, gpus))
-                    if tier == POOL:
+                    if tier == Capacity.POOL:
                         pool_use[(o, c)].append((x, 1.0))
                     else:
                         key = (tier, o, c)
                         if key not in held:
-                            held[key] = var(f"N{tier[0]}_{o}_{c}")
+                            held[key] = var(f"N{VAR_CODE[tier]}_{o}_{c}")
                             off = sets.offerings[o]
                             price = off.price(tier)
                             objective.append((held[key], (price or 0.0) * hours[c]))
@@ -238,33 +238,34 @@ def certified_bound(
             terms_.append((short, 1.0))
             constraints[f"demand_{i}_{c}"] = LpCon(LpExpr(terms_), pulp.LpConstraintGE, None, need)
     for (tier, o, c), users in held_links.items():
-        constraints[f"held_{tier[0]}_{o}_{c}"] = LpCon(
+        constraints[f"held_{VAR_CODE[tier]}_{o}_{c}"] = LpCon(
             LpExpr([*users, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
         )
 
     # training: each (run, offering, tier) picks a start block and an offset inside it (see
     # _start_variants); blocks it covers whole hold n nodes in every cluster, the first and last
     # block hold its node-hours spread over their clusters (energy), never more than n at a time
-    combos: dict[tuple[int, int, str], tuple[int, float]] = {}
+    combos: dict[tuple[int, int, Capacity], tuple[int, float]] = {}
     for option in sets.options:
         combos.setdefault((option.run, option.offering, option.tier), (option.periods, option.cost_usd))
     clusters_of_block: dict[int, list[int]] = defaultdict(list)
     for c in range(clusters):
         clusters_of_block[int(cluster_block[c])].append(c)
     by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
-    chosen_by: dict[tuple[int, int, str], tuple[pulp.LpVariable, list]] = {}  # combo -> (y, variants)
+    chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]] = {}  # combo -> (y, variants)
     share = sets.scenario.purchase.max_spot_share
     spot_terms: list[tuple[pulp.LpVariable, float]] = []
     for (r, o, tier), (periods, cost) in combos.items():
         run = sets.runs[r]
         nodes = float(run.job.nodes)
-        use = pool_use if tier == POOL else held_use
+        use = pool_use if tier == Capacity.POOL else held_use
         gpus = float(sets.offerings[o].gpus_per_node)
-        name = f"{r}_{o}_{tier[0]}"
+        name = f"{r}_{o}_{VAR_CODE[tier]}"
         y = var(f"Y_{name}", 1.0, pulp.LpInteger)
         by_run[r].append((y, 1.0))
         objective.append((y, cost))
-        spot_terms.append((y, run.gpus * run.job.hours * ((1.0 if tier == SPOT else 0.0) - share)))
+        on_spot = 1.0 if tier == Capacity.SPOT else 0.0
+        spot_terms.append((y, run.gpus * run.job.hours * (on_spot - share)))
         window = slot_period_cluster[run.first_period : run.end_period]
         inside = np.bincount(window, minlength=clusters) * p
         choice = [(y, -1.0)]
@@ -312,7 +313,7 @@ def certified_bound(
             constraints[f"energy_{name}_{b}"] = LpCon(
                 LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
             )
-        if tier == POOL:  # a gang on the pool holds all n nodes at once: at least n must be committed
+        if tier == Capacity.POOL:  # a gang on the pool holds all n nodes at once: at least n committed
             gang = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
             constraints[f"gang_{r}_{o}"] = LpCon(LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, 0.0)
     for r in range(len(sets.runs)):
@@ -370,7 +371,7 @@ def certified_bound(
 
 def start_from(
     sets: PlanningSets,
-    commitments: dict[tuple[int, str], int],
+    commitments: dict[tuple[int, Term], int],
     placements: list[TrainingOption],
     unserved_runs: list[int],
 ) -> dict[str, float]:
@@ -381,13 +382,13 @@ def start_from(
     for o, terms in sets.terms.items():
         for term in terms:
             values[f"R_{o}_{term}"] = float(commitments.get((o, term), 0))
-    combos: dict[tuple[int, int, str], int] = {}
+    combos: dict[tuple[int, int, Capacity], int] = {}
     for option in sets.options:
         combos.setdefault((option.run, option.offering, option.tier), option.periods)
     placed = {option.run: option for option in placements}
     block = sets.block_periods
     for (r, o, tier), periods in combos.items():
-        name = f"{r}_{o}_{tier[0]}"
+        name = f"{r}_{o}_{VAR_CODE[tier]}"
         option = placed.get(r)
         chosen = option is not None and (option.offering, option.tier) == (o, tier)
         values[f"Y_{name}"] = 1.0 if chosen else 0.0
@@ -409,12 +410,12 @@ def _value(variable: pulp.LpVariable | None) -> float:
 
 def _decisions(
     sets: PlanningSets,
-    commit: dict[tuple[int, str], pulp.LpVariable],
-    chosen_by: dict[tuple[int, int, str], tuple[pulp.LpVariable, list]],
+    commit: dict[tuple[int, Term], pulp.LpVariable],
+    chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]],
 ) -> ClusterDecisions:
     """Commitments rounded, and per run the combo and start variant holding the largest fraction."""
     commitments = {key: round(_value(v)) for key, v in commit.items() if round(_value(v)) > 0}
-    best: dict[int, tuple[float, int, str, int]] = {}
+    best: dict[int, tuple[float, int, Capacity, int]] = {}
     block = sets.block_periods
     for (r, o, tier), (y, variants) in chosen_by.items():
         weight = _value(y)
@@ -432,7 +433,7 @@ def _decisions(
 
 def _guarantees(
     sets: PlanningSets,
-    commit: dict[tuple[int, str], pulp.LpVariable],
+    commit: dict[tuple[int, Term], pulp.LpVariable],
     var: Callable[..., pulp.LpVariable],
     objective: list[tuple[pulp.LpVariable, float]],
     constraints: dict[str, pulp.LpConstraint],

@@ -27,6 +27,41 @@ Constraints (numbered as in the code)
   7. burst[m,s]:     sum_{i of m} g_o (XP + XO + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
   8. guarantee[m]:   sum_o H[m,o] + UG[m] >= guaranteed_m;  sum_m H[m,o] <= g_o sum_k R[o,k]
 
+Rules that hold by construction: no variable exists that could break them (the index sets of
+``sets.py`` hold only the allowed tuples; numbered on from the rows)
+  9. eligible nodes only: XP/XO/XS[i,o,s] exist only for (i,o) in ``replicas_per_node``: o has one of
+     the service's GPU models and a node holds at least one replica, MIG-aware (sets.build_sets,
+     sets.replicas_per_node). UI[i,s] and the demand[i,s] row exist only where D[i,s] > 0.
+ 10. latency-critical services are never on spot: sets._serve_tiers gives their (i,o) no SPOT kind,
+     so no XS[i,o,s] is ever created for them (define_inference reads ``serve_tiers``).
+ 11. a kind only where it is sold: XO/NO (XS/NS) and on-demand (spot) training options only on
+     offerings with an on-demand (spot) price (sets._serve_tiers, sets._training_options); R[o,k] and
+     pool options only for the scenario's ``purchase.terms`` that o prices (sets.build_sets,
+     ``terms``: ``terms: []`` means no commitment column at all).
+ 12. a gang is one placement group with the fabric it needs: a training option is one offering, one
+     capacity kind and one start, and options exist only on offerings with the job's GPU model and
+     GPUs per node, a multi-node fabric where the job needs one (``TrainingJob.needs_fabric``) and
+     max_n[o] >= n_r (sets._training_options); 5 place picks one option, so a run's n_r nodes are
+     never split across offerings, regions or kinds.
+ 13. training inside its window: every option starts at or after the run's first period and ends by
+     its end period (earliest_start and deadline in whole periods, workloads.training_runs), on the
+     start grid (sets._starts); a run whose window is too short has no option and is unserved, with
+     the reason in ``no_option_reason``.
+ 14. spot training only for preemptible jobs and only when max_spot_share > 0; a spot option's periods
+     and cost include the expected preemption overhead (sets._training_options, models.preemption).
+ 15. owned nodes only after their lead time: the owned offering (sets.owned_offering) has no on-demand
+     or spot price and is bought on the ``owned`` term only, so it serves only through R and the pool;
+     define_inference creates no XP[i,o,s] in a slot before its delivery (sets.usable; slots never
+     straddle it, sets.availability_key), sets._training_options creates no pool option whose first
+     block starts before it, and guarantee_rows gives it no H[m,o] (nodes on order are not "always
+     provisioned").
+ 16. a guarantee is backed only by offerings the team can use: H[m,o] only for o in
+     ``team_offerings[m]`` (the GPU models of the team's workloads, sets.build_sets) with a term.
+Left out because dominated, not because forbidden: sets.spot_only_offerings, sets._serve_tiers
+(``_beats``) and sets.cheapest_per_tier drop (offering, kind) choices that another choice beats
+whatever else happens, and training starts that cannot matter; the optimum is the same
+(``ModelOptions(prune=False)`` builds them all; tests/unit/test_optimize_properties.py compares).
+
 Objective
   sum_{o,k} c_k[o] * hours * R[o,k] + sum_s w_s (c_od[o] NO[o,s] + c_spot[o] NS[o,s]) + sum_a cost_a Y[a]
   + penalties on UI, UT, UG (large, so slack is used only where demand cannot be met).
@@ -46,9 +81,17 @@ from dataclasses import dataclass, field
 import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, on_demand_or_dearest, usable
+from models.tiers import TERM_TIER, Capacity, Term
+from planner.optimize.sets import PlanningSets, on_demand_or_dearest, usable
 
 set_v4_migration_warnings(False)
+
+#: The letter of each capacity kind in variable and row names: ``Xr_i_o_s`` / ``Xo_..`` / ``Xs_..``
+#: (serving), ``No_o_s`` / ``Ns_o_s`` (held nodes), ``held_o_..`` / ``held_s_..``, and the run
+#: combos of ``bound.py`` (``Y_{run}_{offering}_{letter}``). Fixed here, not derived from the kinds'
+#: strings: PuLP hands the solver its columns sorted by name (``LpProblem.variables()``), so renaming
+#: a kind must neither rename nor reorder a column (nor change a result).
+VAR_CODE: dict[Capacity, str] = {Capacity.POOL: "r", Capacity.ON_DEMAND: "o", Capacity.SPOT: "s"}
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -64,9 +107,9 @@ class PlanningModel:
 
     sets: PlanningSets
     problem: pulp.LpProblem
-    commit: dict[tuple[int, str], pulp.LpVariable] = field(default_factory=dict)
-    serve: dict[tuple[str, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (tier,i,o,s)
-    held: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # (tier, o, s)
+    commit: dict[tuple[int, Term], pulp.LpVariable] = field(default_factory=dict)
+    serve: dict[tuple[Capacity, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k,i,o,s)
+    held: dict[tuple[Capacity, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k, o, s)
     place: list[pulp.LpVariable] = field(default_factory=list)
     unserved_run: dict[int, pulp.LpVariable] = field(default_factory=dict)
     unserved_replicas: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
@@ -132,9 +175,10 @@ def replica_penalty(sets: PlanningSets, i: int) -> float:
 
 
 def define_inference(model: PlanningModel) -> None:
-    """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering)."""
+    """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering) and
+    the kinds ``serve_tiers`` allows, committed ones only after delivery (rules 9-11 and 15)."""
     sets = model.sets
-    held_users: dict[tuple[str, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    held_users: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     by_service: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for (i, o), q in sets.replicas_per_node.items():
         by_service[i].append((o, q))
@@ -147,12 +191,12 @@ def define_inference(model: PlanningModel) -> None:
             terms: list[tuple[pulp.LpVariable, float]] = []
             for o, q in by_service[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    if tier == POOL and not usable(sets.offerings[o], slot, sets.period_hours):
+                    if tier == Capacity.POOL and not usable(sets.offerings[o], slot, sets.period_hours):
                         continue  # owned nodes not delivered yet
-                    var = model.var(f"X{tier[0]}_{i}_{o}_{s}")
+                    var = model.var(f"X{VAR_CODE[tier]}_{i}_{o}_{s}")
                     model.serve[(tier, i, o, s)] = var
                     terms.append((var, q))
-                    if tier != POOL:
+                    if tier != Capacity.POOL:
                         held_users[(tier, o, s)].append((var, 1.0))
             short = model.var(f"UI_{i}_{s}", up=need)
             model.unserved_replicas[(i, s)] = short
@@ -165,12 +209,12 @@ def define_inference(model: PlanningModel) -> None:
         # rounded up at extraction and the plan's gap is measured on the rounded cost (solution.py)
         whole = sets.integral_held or offering.max_nodes is not None
         category = pulp.LpInteger if whole else pulp.LpContinuous
-        held = model.var(f"N{tier[0]}_{o}_{s}", category, offering.max_nodes)
+        held = model.var(f"N{VAR_CODE[tier]}_{o}_{s}", category, offering.max_nodes)
         model.held[(tier, o, s)] = held
         price = offering.price(tier)
         assert price is not None
         model.objective_terms.append((held, price * sets.slots[s].hours))
-        model.add(f"held_{tier[0]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
+        model.add(f"held_{VAR_CODE[tier]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
 
 
 def run_penalty(sets: PlanningSets, r: int) -> float:
@@ -200,7 +244,8 @@ def guarantee_penalty_per_gpu(sets: PlanningSets) -> float:
 
 
 def define_training(model: PlanningModel) -> None:
-    """5 place: each run exactly once (or unserved at a penalty)."""
+    """5 place: each run exactly once (or unserved at a penalty), among the options of
+    sets._training_options, which carry rules 12-15."""
     sets = model.sets
     by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for a, option in enumerate(sets.options):
@@ -218,7 +263,7 @@ def define_training(model: PlanningModel) -> None:
         model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
 
 
-def _active_by_block(model: PlanningModel, tiers: set[str]) -> dict[tuple[int, int], list]:
+def _active_by_block(model: PlanningModel, tiers: set[Capacity]) -> dict[tuple[int, int], list]:
     """(offering, block) -> [(Y[a], nodes)] for options of the given tiers that occupy the block."""
     sets = model.sets
     active: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
@@ -233,11 +278,11 @@ def _active_by_block(model: PlanningModel, tiers: set[str]) -> dict[tuple[int, i
 def define_pool_and_capacity(model: PlanningModel) -> None:
     """2 pool: committed use <= commitments; 4 capacity: everything held <= max_nodes."""
     sets = model.sets
-    pool_train = _active_by_block(model, {POOL})
-    other_train = _active_by_block(model, {ON_DEMAND, SPOT})
+    pool_train = _active_by_block(model, {Capacity.POOL})
+    other_train = _active_by_block(model, {Capacity.ON_DEMAND, Capacity.SPOT})
     pool_users: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for (tier, _i, o, s), var in model.serve.items():
-        if tier == POOL:
+        if tier == Capacity.POOL:
             pool_users[(o, s)].append((var, 1.0))
     for o, terms in sets.terms.items():
         if not terms:
@@ -254,7 +299,11 @@ def define_pool_and_capacity(model: PlanningModel) -> None:
         if commit:  # both terms together, even in slots where nothing else holds this offering
             model.add(f"cap_commit_{o}", commit, LE, float(offering.max_nodes))
         for s, slot in enumerate(sets.slots):
-            held = [(model.held[(t, o, s)], 1.0) for t in (ON_DEMAND, SPOT) if (t, o, s) in model.held]
+            held = [
+                (model.held[(t, o, s)], 1.0)
+                for t in (Capacity.ON_DEMAND, Capacity.SPOT)
+                if (t, o, s) in model.held
+            ]
             train = other_train.get((o, slot.block), [])  # pool runs are inside the commitment
             if held or train:
                 model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, float(offering.max_nodes))
@@ -264,13 +313,14 @@ def define_spot_share(model: PlanningModel) -> None:
     """6 spot_share: at most ``max_spot_share`` of served training GPU-hours run on spot."""
     sets = model.sets
     share = sets.scenario.purchase.max_spot_share
-    if share >= 1.0 or not any(option.tier == SPOT for option in sets.options):
+    if share >= 1.0 or not any(option.tier == Capacity.SPOT for option in sets.options):
         return
     terms = []
     for a, option in enumerate(sets.options):
         run = sets.runs[option.run]
         gpu_hours = run.gpus * run.job.hours
-        terms.append((model.place[a], gpu_hours * ((1.0 if option.tier == SPOT else 0.0) - share)))
+        on_spot = 1.0 if option.tier == Capacity.SPOT else 0.0
+        terms.append((model.place[a], gpu_hours * (on_spot - share)))
     model.add("spot_share", terms, LE, 0.0)
 
 
@@ -311,13 +361,13 @@ class GuaranteeRows:
 
 def guarantee_rows(
     sets: PlanningSets,
-    commit: dict[tuple[int, str], pulp.LpVariable],
+    commit: dict[tuple[int, Term], pulp.LpVariable],
     new_var: Callable[[str, float | None], pulp.LpVariable],
 ) -> GuaranteeRows:
     """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use.
 
     ``sum_o H[m,o] + UG[m] >= guaranteed_m`` and ``sum_m H[m,o] <= g_o sum_k R[o,k]``; UG is penalized
-    by the caller at ``guarantee_penalty_per_gpu``.
+    by the caller at ``guarantee_penalty_per_gpu``. H[m,o] exists only where rules 15 and 16 allow.
     """
     family = GuaranteeRows()
     backing: dict[int, Terms] = defaultdict(list)

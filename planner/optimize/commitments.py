@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
+from models.tiers import TERM_TIER, Term
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows
 from planner.optimize.hourly import Distinct, Occupancy, PeriodModel, max_nodes
-from planner.optimize.sets import TERM_TIER, PlanningSets
+from planner.optimize.sets import PlanningSets
 from planner.optimize.solve import solve
 
 TRUST = 0.3  # iterates stay within this fraction (at least MIN_STEP nodes) of the incumbent's counts
@@ -30,7 +31,7 @@ MIN_STEP = 4
 
 @dataclass
 class Tuned:
-    commitments: dict[tuple[int, str], int]
+    commitments: dict[tuple[int, Term], int]
     cost_before: float  # commitments + fractional-node inference cost at the start
     cost_after: float
     iterations: int
@@ -39,7 +40,7 @@ class Tuned:
 
 def tune_commitments(
     sets: PlanningSets,
-    commitments: dict[tuple[int, str], int],
+    commitments: dict[tuple[int, Term], int],
     occupancy: Occupancy,
     time_limit: float | None,
     progress: Callable[[str], None] | None = None,
@@ -53,7 +54,7 @@ def tune_commitments(
     }
     n_o = len(sets.offerings)
 
-    def nodes(values: dict[tuple[int, str], int]) -> np.ndarray:
+    def nodes(values: dict[tuple[int, Term], int]) -> np.ndarray:
         committed = np.zeros(n_o)
         for (o, _term), count in values.items():
             committed[o] += count
@@ -62,10 +63,10 @@ def tune_commitments(
     model = PeriodModel(sets, nodes(commitments), every_pool=True)
     groups = Distinct.of(sets, occupancy)
 
-    def bought(values: dict[tuple[int, str], int]) -> float:
+    def bought(values: dict[tuple[int, Term], int]) -> float:
         return sum(price[key] * values.get(key, 0) for key in keys)
 
-    def evaluate(values: dict[tuple[int, str], int]) -> tuple[float, np.ndarray]:
+    def evaluate(values: dict[tuple[int, Term], int]) -> tuple[float, np.ndarray]:
         """F(R), the periods' LP cost, and a subgradient of it per offering."""
         model.set_commitments(nodes(values))
         total, gradient = 0.0, np.zeros(n_o)
@@ -105,14 +106,14 @@ def tune_commitments(
 
 def _master(
     sets: PlanningSets,
-    keys: list[tuple[int, str]],
-    price: dict[tuple[int, str], float],
+    keys: list[tuple[int, Term]],
+    price: dict[tuple[int, Term], float],
     cuts: list[tuple[float, np.ndarray, np.ndarray]],
     center: np.ndarray,
     lowest: np.ndarray,
     highest: np.ndarray,
     scale: float = 1.0,
-) -> dict[tuple[int, str], int] | None:
+) -> dict[tuple[int, Term], int] | None:
     """min c.R + theta over the cuts, R whole and within the trust box; None if it has no solution."""
     problem = pulp.LpProblem("commitments", pulp.LpMinimize)
     commit = {}

@@ -14,6 +14,8 @@
    these commitments and placements, so the plan is feasible hour by hour by construction.
 The plan's cost is measured on what is written (allocations + commitments + penalties), and its gap
 against the certified bound is a true optimality certificate for the full hourly problem.
+Every step reads the same ``PlanningSets``, so the rules that ``build.py`` gets by construction (rules
+9-16 of its docstring) hold in the hourly plan too; bound.py, hourly.py and schedule.py say how.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ import pandas as pd
 import pulp
 
 from models.errors import SolverError
+from models.tiers import TERM_TIER, Capacity, Term
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
 from planner.optimize.commitments import tune_commitments
-from planner.optimize.hourly import TIER_CODES, Dispatch, dispatch, pool_prices, team_index
+from planner.optimize.hourly import CODE_CAPACITY, Dispatch, dispatch, pool_prices, team_index
 from planner.optimize.schedule import Schedule, improve_schedule, schedule_training
-from planner.optimize.sets import SPOT, TERM_TIER, PlanningSets
+from planner.optimize.sets import PlanningSets
 from planner.optimize.solution import Solution
 from planner.optimize.solve import SolveResult, Termination, solve
 
@@ -47,7 +50,7 @@ class Realized:
     solution: Solution
     schedule: Schedule
     dispatch: Dispatch
-    commitments: dict[tuple[int, str], int]
+    commitments: dict[tuple[int, Term], int]
     objective: float
 
 
@@ -144,7 +147,7 @@ def _stage(number: int, what: str, cluster: BoundResult, realized: Realized | No
 
 @dataclass
 class Scheduled:
-    commitments: dict[tuple[int, str], int]
+    commitments: dict[tuple[int, Term], int]
     committed: np.ndarray  # nodes per offering, both terms
     schedule: Schedule
 
@@ -165,7 +168,7 @@ def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[st
         schedule = schedule_training(sets, committed, preferred)
         while _spot_share_broken(sets, schedule):  # last resort: leave the biggest spot run unserved
             spot = max(
-                (option for option in schedule.placements if option.tier == SPOT),
+                (option for option in schedule.placements if option.tier == Capacity.SPOT),
                 key=lambda option: sets.runs[option.run].gpus * sets.runs[option.run].job.hours,
             )
             schedule.occupancy.remove(sets, spot, team_index(sets)[sets.runs[spot.run].job.team])
@@ -258,26 +261,26 @@ def _spot_share_broken(sets: PlanningSets, schedule: Schedule) -> bool:
         option.run: sets.runs[option.run].gpus * sets.runs[option.run].job.hours
         for option in schedule.placements
     }
-    spot = sum(hours[option.run] for option in schedule.placements if option.tier == SPOT)
+    spot = sum(hours[option.run] for option in schedule.placements if option.tier == Capacity.SPOT)
     return spot > share * sum(hours.values()) + 1e-6
 
 
 def _within_spot_share(
-    sets: PlanningSets, runs: dict[int, tuple[int, str, int]]
-) -> dict[int, tuple[int, str, int]]:
+    sets: PlanningSets, runs: dict[int, tuple[int, Capacity, int]]
+) -> dict[int, tuple[int, Capacity, int]]:
     """Rounded LP choices may put more than ``max_spot_share`` on spot: move the spot runs that save
     least per GPU-hour to their cheapest other tier until the share holds."""
     share = sets.scenario.purchase.max_spot_share
     if share >= 1.0:
         return runs
-    cheapest: dict[tuple[int, bool], tuple[float, int, str]] = {}
+    cheapest: dict[tuple[int, bool], tuple[float, int, Capacity]] = {}
     for option in sets.options:
-        key = (option.run, option.tier == SPOT)
+        key = (option.run, option.tier == Capacity.SPOT)
         if key not in cheapest or option.cost_usd < cheapest[key][0]:
             cheapest[key] = (option.cost_usd, option.offering, option.tier)
     gpu_hours = {r: run.gpus * run.job.hours for r, run in enumerate(sets.runs)}
     total = sum(gpu_hours[r] for r in runs)
-    on_spot = [r for r, (_o, tier, _s) in runs.items() if tier == SPOT]
+    on_spot = [r for r, (_o, tier, _s) in runs.items() if tier == Capacity.SPOT]
     spot_hours = sum(gpu_hours[r] for r in on_spot)
 
     def saving(r: int) -> float:
@@ -297,7 +300,7 @@ def _within_spot_share(
 
 
 def _solution(
-    sets: PlanningSets, commitments: dict[tuple[int, str], int], schedule: Schedule, hourly: Dispatch
+    sets: PlanningSets, commitments: dict[tuple[int, Term], int], schedule: Schedule, hourly: Dispatch
 ) -> Solution:
     commits: dict[int, dict[str, int]] = {}
     for (o, term), nodes in commitments.items():
@@ -307,7 +310,7 @@ def _solution(
         {
             "period": rows["period"],
             "o": rows["o"],
-            "tier": np.array(TIER_CODES, dtype=object)[rows["tier"]],
+            "tier": np.array(CODE_CAPACITY, dtype=object)[rows["tier"]],
             "i": rows["i"],
             "nodes": rows["nodes"],
         }
@@ -331,7 +334,7 @@ def _solution(
     )
 
 
-def _guarantee_shortfall(sets: PlanningSets, commitments: dict[tuple[int, str], int]) -> dict[str, float]:
+def _guarantee_shortfall(sets: PlanningSets, commitments: dict[tuple[int, Term], int]) -> dict[str, float]:
     """Guaranteed GPUs the fixed commitments cannot back (the guarantee rows of build.py, R fixed)."""
     if not any(team.guaranteed_gpus > 0 for team in sets.scenario.teams):
         return {}

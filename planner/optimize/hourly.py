@@ -26,16 +26,9 @@ import numpy as np
 
 from models.errors import SolverError
 from models.stdout import quiet_stdout
+from models.tiers import Capacity
 from planner.optimize.build import replica_penalty
-from planner.optimize.sets import (
-    ON_DEMAND,
-    POOL,
-    SPOT,
-    PlanningSets,
-    TrainingOption,
-    availability_key,
-    usable_periods,
-)
+from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, usable_periods
 
 EPS = 1e-6
 DIVE_PERIODS = 2_000
@@ -56,7 +49,7 @@ class Occupancy:
     def add(self, sets: PlanningSets, option: TrainingOption, team: int, sign: int = 1) -> None:
         nodes = sign * sets.runs[option.run].job.nodes
         window = slice(option.start, option.start + option.periods)
-        (self.pool if option.tier == POOL else self.other)[option.offering, window] += nodes
+        (self.pool if option.tier == Capacity.POOL else self.other)[option.offering, window] += nodes
         self.team_gpus[team, window] += nodes * sets.offerings[option.offering].gpus_per_node
 
     def remove(self, sets: PlanningSets, option: TrainingOption, team: int) -> None:
@@ -99,7 +92,7 @@ class Distinct:
 class Dispatch:
     """Per period: nodes serving each service on each (offering, tier), and replicas left unserved."""
 
-    rows: np.ndarray  # structured: period, offering, tier code, service, nodes (held tiers: whole-node share)
+    rows: np.ndarray  # structured: period, offering, TIER_CODE, service, nodes (held tiers: whole-node share)
     unserved: np.ndarray  # (services, periods) replicas
     held_cost_usd: float  # on-demand + spot node cost of inference, whole nodes
     lp_cost_usd: float  # the same periods' LP optimum (fractional nodes): a bound for these R and training
@@ -108,7 +101,13 @@ class Dispatch:
     repaired_periods: int = 0  # periods where rounding up crossed max_nodes and was repaired
 
 
-TIER_CODES = (POOL, ON_DEMAND, SPOT)
+#: The integer code of each capacity kind in this module's arrays: the third column of
+#: ``PeriodModel.columns``, the int8 ``tier`` field of ``Dispatch.rows`` and the first axis of the
+#: per-kind arrays of ``dispatch``. ``CODE_CAPACITY[code]`` is the kind back.
+TIER_CODE: dict[Capacity, int] = {Capacity.POOL: 0, Capacity.ON_DEMAND: 1, Capacity.SPOT: 2}
+CODE_CAPACITY: tuple[Capacity, ...] = tuple(sorted(TIER_CODE, key=TIER_CODE.__getitem__))
+POOL_CODE = TIER_CODE[Capacity.POOL]
+HELD_CODES = (TIER_CODE[Capacity.ON_DEMAND], TIER_CODE[Capacity.SPOT])  # nodes held, not committed
 
 
 def max_nodes(sets: PlanningSets) -> np.ndarray:
@@ -121,7 +120,12 @@ def team_index(sets: PlanningSets) -> dict[str, int]:
 
 
 class PeriodModel:
-    """One period's covering LP, built once; re-solved per period with new right-hand sides."""
+    """One period's covering LP, built once; re-solved per period with new right-hand sides.
+
+    Its columns come from ``sets.serve_tiers``, so build.py's rules 9-11 hold by construction (no spot
+    column for a latency-critical service, no kind an offering does not sell); owned nodes before
+    their delivery (rule 15) keep their pool column but get no room in the pool row (``pool_usable``).
+    """
 
     def __init__(
         self, sets: PlanningSets, committed: np.ndarray, whole: bool = False, every_pool: bool = False
@@ -135,10 +139,10 @@ class PeriodModel:
         columns: list[tuple[int, int, int]] = []  # (service, offering, tier code)
         for (i, o), tiers in sorted(sets.serve_tiers.items()):
             for tier in tiers:
-                if tier == POOL and committed[o] <= 0 and not (every_pool and sets.terms[o]):
+                if tier == Capacity.POOL and committed[o] <= 0 and not (every_pool and sets.terms[o]):
                     continue
-                columns.append((i, o, TIER_CODES.index(tier)))
-        held_keys = sorted({(t, o) for (_i, o, t) in columns if t != 0})
+                columns.append((i, o, TIER_CODE[tier]))
+        held_keys = sorted({(t, o) for (_i, o, t) in columns if t != POOL_CODE})
         self.columns = np.array(columns, dtype=np.int64).reshape(-1, 3)
         self.held_keys = held_keys
         n_x, n_held, n_services = len(columns), len(held_keys), len(sets.services)
@@ -150,7 +154,7 @@ class PeriodModel:
         upper = np.full(n_cols, math.inf)
         for key, col in self.held_col.items():
             tier, o = key
-            cost[col] = (offerings[o].price(TIER_CODES[tier]) or 0.0) * p
+            cost[col] = (offerings[o].price(CODE_CAPACITY[tier]) or 0.0) * p
             if offerings[o].max_nodes is not None:
                 upper[col] = offerings[o].max_nodes
         for i in range(n_services):
@@ -164,7 +168,7 @@ class PeriodModel:
         bursting = {m for m, team in enumerate(sets.scenario.teams) if team.burst_gpus is not None}
         for col, (i, o, tier) in enumerate(columns):
             demand_rows[i].append((col, sets.replicas_per_node[(i, o)]))
-            if tier == 0:
+            if tier == POOL_CODE:
                 pool_rows[o].append((col, 1.0))
             else:
                 held_rows[(tier, o)].append((col, 1.0))
@@ -180,7 +184,7 @@ class PeriodModel:
         rows += [pool_rows[o] for o in self.pool_offerings]
         self.cap_offerings = sorted({o for (_t, o) in held_keys if offerings[o].max_nodes is not None})
         rows += [
-            [(self.held_col[(t, o)], 1.0) for t in (1, 2) if (t, o) in self.held_col]
+            [(self.held_col[(t, o)], 1.0) for t in HELD_CODES if (t, o) in self.held_col]
             for o in self.cap_offerings
         ]
         self.burst_teams = sorted(burst_rows)
@@ -418,13 +422,13 @@ def dispatch(
         values = solutions[u]
         x = values[: model.n_x]
         held = values[model.n_x : model.n_x + model.n_held]
-        used = np.zeros((3, n_o))
+        used = np.zeros((len(TIER_CODE), n_o))
         np.add.at(used, (model.columns[:, 2], model.columns[:, 1]), x)
-        whole = np.zeros((3, n_o))
+        whole = np.zeros((len(TIER_CODE), n_o))
         for k, (tier, o) in enumerate(model.held_keys):
             whole[tier, o] = held[k]
         scale = np.where(used > EPS, whole / np.maximum(used, EPS), 0.0)
-        scale[0] = 1.0  # the pool is committed: a workload's row is what it uses
+        scale[POOL_CODE] = 1.0  # the pool is committed: a workload's row is what it uses
         nodes = x * scale[model.columns[:, 2], model.columns[:, 1]]
         keep = nodes > EPS
         per_unique.append(np.column_stack([model.columns[keep], nodes[keep]]))

@@ -4,6 +4,11 @@ offering, inside its window, within commitments, ``max_nodes`` and burst limits 
 ``schedule_training`` turns the cluster model's choices into such a placement (nearest feasible start,
 fallbacks, nodes committed for gangs where rounding left too few); ``improve_schedule`` then moves runs
 where the committed pool sits idle, each move checked on the exact per-period LPs it touches.
+
+Every placement is one of ``sets.options`` moved in time (``at``), to a start between the run's first
+period and its last feasible start (``feasible_starts``): build.py's rules 12-14 (one offering and kind
+per gang, with its fabric; inside the window; spot only for preemptible jobs) hold by construction.
+Owned nodes before delivery (rule 15) have no room: ``_Limits.usable`` is 0 there.
 """
 
 from __future__ import annotations
@@ -16,17 +21,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from models.tiers import TERM_TIER, Capacity, Term
 from planner.optimize.hourly import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
-from planner.optimize.sets import (
-    ON_DEMAND,
-    POOL,
-    SPOT,
-    TERM_TIER,
-    PlanningSets,
-    TrainingOption,
-    on_demand_or_dearest,
-    usable_periods,
-)
+from planner.optimize.sets import PlanningSets, TrainingOption, on_demand_or_dearest, usable_periods
 
 
 @dataclass
@@ -35,7 +32,7 @@ class Schedule:
     unserved_runs: list[int]
     occupancy: Occupancy
     moved: int = 0  # runs placed away from the preferred start, offering or tier
-    added: dict[tuple[int, str], int] = field(default_factory=dict)  # (offering, term) -> nodes committed
+    added: dict[tuple[int, Term], int] = field(default_factory=dict)  # (offering, term) -> nodes committed
 
 
 @dataclass(frozen=True)
@@ -67,16 +64,16 @@ class _Limits:
         return cls(max_nodes(sets), burst, usable_periods(sets))
 
 
-def combos(sets: PlanningSets) -> dict[tuple[int, int, str], TrainingOption]:
+def combos(sets: PlanningSets) -> dict[tuple[int, int, Capacity], TrainingOption]:
     """One option per (run, offering, tier): duration and cost do not depend on the start."""
-    result: dict[tuple[int, int, str], TrainingOption] = {}
+    result: dict[tuple[int, int, Capacity], TrainingOption] = {}
     for option in sets.options:
         result.setdefault((option.run, option.offering, option.tier), option)
     return result
 
 
 def schedule_training(
-    sets: PlanningSets, committed: np.ndarray, preferred: dict[int, tuple[int, str, int]]
+    sets: PlanningSets, committed: np.ndarray, preferred: dict[int, tuple[int, Capacity, int]]
 ) -> Schedule:
     """Place every run so that, period by period, pool runs fit the commitments, nothing crosses
     ``max_nodes`` and no team's training crosses its burst limit.
@@ -98,7 +95,7 @@ def schedule_training(
         by_run[option.run].append(option)
     placements: list[TrainingOption] = []
     unserved: list[int] = []
-    added: dict[tuple[int, str], int] = defaultdict(int)
+    added: dict[tuple[int, Term], int] = defaultdict(int)
     moved = 0
 
     def slack(r: int) -> int:
@@ -114,7 +111,7 @@ def schedule_training(
         for option in by_run.get(r, []):
             if wanted is not None and (option.offering, option.tier) == wanted[:2]:
                 continue
-            if option.tier == SPOT and (wanted is None or wanted[1] != SPOT):
+            if option.tier == Capacity.SPOT and (wanted is None or wanted[1] != Capacity.SPOT):
                 continue  # moving onto spot could break max_spot_share
             candidates.append((option, None))
         candidates.sort(key=lambda item: (item[1] is None, _cost_with_commitment(sets, item[0], committed)))
@@ -175,11 +172,11 @@ def improve_schedule(
         occupancy.remove(sets, current, team)
         best: tuple[float, TrainingOption] | None = None
         for option in by_combo.values():
-            if option.run != r or option.tier == SPOT:
+            if option.run != r or option.tier == Capacity.SPOT:
                 continue  # runs move in time, between offerings, or onto the pool (spot share holds)
-            if option.tier == ON_DEMAND and current.tier != ON_DEMAND:
+            if option.tier == Capacity.ON_DEMAND and current.tier != Capacity.ON_DEMAND:
                 continue  # a dual prices one node: leaving the pool would look better than it is
-            if option.tier == POOL and committed[option.offering] < nodes:
+            if option.tier == Capacity.POOL and committed[option.offering] < nodes:
                 continue
             found = _cheapest_start(sets, option, committed, limits, occupancy, team, prices, slack)
             if found is None or (option.offering, option.tier, found[1]) == (
@@ -201,9 +198,9 @@ def improve_schedule(
             saving -= delta
             moved += 1
             placements[r] = chosen
-            if current.tier == POOL:
+            if current.tier == Capacity.POOL:
                 slack[current.offering, _periods(current)] += nodes
-            if chosen.tier == POOL:
+            if chosen.tier == Capacity.POOL:
                 slack[chosen.offering, _periods(chosen)] -= nodes
         else:  # put it back
             occupancy.remove(sets, chosen, team)
@@ -232,9 +229,9 @@ def feasible_starts(
     nodes = run.job.nodes
     o = option.offering
     last = run.end_period - option.periods
-    if last < run.first_period or (option.tier == POOL and committed[o] < nodes):
+    if last < run.first_period or (option.tier == Capacity.POOL and committed[o] < nodes):
         return np.zeros(0, dtype=np.int64)
-    if option.tier == POOL:
+    if option.tier == Capacity.POOL:
         room = committed[o] * limits.usable[o] - occupancy.pool[o]
     else:
         room = limits.cap[o] - committed[o] - occupancy.other[o]
@@ -250,7 +247,7 @@ def _periods(option: TrainingOption) -> np.ndarray:
     return np.arange(option.start, option.start + option.periods)
 
 
-def _cheapest_term(sets: PlanningSets, o: int) -> str:
+def _cheapest_term(sets: PlanningSets, o: int) -> Term:
     offering = sets.offerings[o]
     return min(sets.terms[o], key=lambda term: offering.price(TERM_TIER[term]) or math.inf)
 
@@ -259,7 +256,7 @@ def _shortfall(
     sets: PlanningSets, option: TrainingOption, committed: np.ndarray, limits: _Limits, occupancy: Occupancy
 ) -> int | None:
     """Nodes to commit so a pool gang fits at all (0 if none needed); None if capacity forbids it."""
-    if option.tier != POOL:
+    if option.tier != Capacity.POOL:
         return 0
     o = option.offering
     missing = max(0, math.ceil(sets.runs[option.run].job.nodes - committed[o] - EPS))
@@ -273,7 +270,7 @@ def _shortfall(
 def _cost_with_commitment(sets: PlanningSets, option: TrainingOption, committed: np.ndarray) -> float:
     """The option's cost plus any commitment it forces (for ordering the fallbacks)."""
     missing = max(0.0, sets.runs[option.run].job.nodes - committed[option.offering])
-    if option.tier != POOL or not missing:
+    if option.tier != Capacity.POOL or not missing:
         return option.cost_usd
     if not sets.terms[option.offering]:
         return math.inf
@@ -295,7 +292,7 @@ def _cheapest_start(
     ok = feasible_starts(sets, option, committed, limits, occupancy, team)
     if not ok.size:
         return None
-    if option.tier != POOL:  # the price does not depend on the start
+    if option.tier != Capacity.POOL:  # the price does not depend on the start
         return option.cost_usd, int(ok[0])
     o = option.offering
     nodes = sets.runs[option.run].job.nodes

@@ -13,6 +13,13 @@ What is built here (the model in ``build.py`` only reads it):
 - per training run, its placement options: (offering, tier, start period) with duration and cost.
   Starts lie on a grid of ``start_grid_hours`` (plus the window's first and last feasible start); a run
   *occupies* every block it touches, which is conservative: the hourly plan written out is feasible.
+
+Several rules of the model hold here, by what is left out rather than by a row: eligible offerings
+only, latency-critical services never on spot, a kind only where it is sold, a gang on one offering
+with the fabric it needs, training inside its window, spot training only for preemptible jobs, owned
+nodes only after their lead time. ``build.py``'s docstring lists them (rules 9-16) and where each holds.
+The hourly method builds its columns (``bound.py``, ``hourly.py``) and moves its runs (``schedule.py``)
+from these same sets, so rules 9-14 hold there by construction too (see their docstrings for 15).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.catalog import GPU_MEMORY_GB, OWNED, Catalog, Offering
+from models.catalog import GPU_MEMORY_GB, OWNED_CLOUD, Catalog, Offering
 from models.mig import replicas_per_gpu
 from models.preemption import (
     DEFAULT_RESTART_MINUTES,
@@ -33,13 +40,16 @@ from models.preemption import (
     spot_overhead,
 )
 from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
-from models.tco import HOURS_PER_MONTH, owned_usd_per_node_hour
+from models.tco import owned_usd_per_node_hour
+from models.tiers import HOURS_PER_MONTH, TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
-POOL = "reserved"  # a training option that runs on committed nodes (1y or 3y: the pool is shared)
-ON_DEMAND = "on_demand"
-SPOT = "spot"
-TERM_TIER = {"1y": "reserved_1y", "3y": "reserved_3y", OWNED: OWNED}  # a commitment term -> its tier
+# Former names of the capacity kinds, kept (as the very members) while modules outside the optimizer
+# still import them from here (planner/optimize/solution.py, tests/unit/test_hourly.py); so is
+# TERM_TIER, imported above. New code spells them ``Capacity.POOL`` ... (``models.tiers``).
+POOL = Capacity.POOL
+ON_DEMAND = Capacity.ON_DEMAND
+SPOT = Capacity.SPOT
 MAX_STARTS_PER_RUN = 48
 
 
@@ -68,7 +78,7 @@ class Slot:
 class TrainingOption:
     run: int  # index into PlanningSets.runs
     offering: int  # index into PlanningSets.offerings
-    tier: str  # POOL, ON_DEMAND or SPOT
+    tier: Capacity  # the committed pool (any term), on-demand or spot
     start: int  # period
     periods: int  # periods held, including expected spot overhead
     cost_usd: float  # marginal cost (0 on the committed pool)
@@ -80,11 +90,11 @@ class TrainingOption:
 class PlanningSets:
     scenario: Scenario
     offerings: list[Offering]
-    terms: dict[int, list[str]]  # offering index -> commitment terms it can be bought on
+    terms: dict[int, list[Term]]  # offering index -> commitment terms it can be bought on
     services: list[InferenceService]
     demand: np.ndarray  # (services, periods) replicas
     replicas_per_node: dict[tuple[int, int], float]  # (service, offering) -> replicas
-    serve_tiers: dict[tuple[int, int], tuple[str, ...]]  # (service, offering) -> tiers worth modelling
+    serve_tiers: dict[tuple[int, int], tuple[Capacity, ...]]  # (service, offering) -> kinds worth modelling
     slots: list[Slot]
     slot_of_period: np.ndarray
     block_periods: int
@@ -112,10 +122,11 @@ class PlanningSets:
 
 def owned_offering(colocation: Colocation) -> Offering:
     """The scenario's own servers as an offering bought only on the ``owned`` term: no on-demand or
-    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time."""
+    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time
+    (``available_from_hour``; rule 15 of build.py)."""
     memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
     return Offering(
-        cloud=OWNED,
+        cloud=OWNED_CLOUD,
         region=colocation.site,
         instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
         gpu_model=colocation.gpu_model,
@@ -191,7 +202,7 @@ def build_sets(
     offerings = allowed_offerings(scenario, catalog)
     spot_only = spot_only_offerings(offerings) if options.prune else set()
     terms = {
-        o: [OWNED]
+        o: [Term.OWNED]
         if off.owned
         else [
             t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only
@@ -334,7 +345,7 @@ def _merge_periods(
 def _training_options(
     scenario: Scenario,
     offerings: list[Offering],
-    terms: dict[int, list[str]],
+    terms: dict[int, list[Term]],
     runs: list[TrainingRun],
     block_periods: int,
     grid: int,
@@ -348,6 +359,11 @@ def _training_options(
     burst limit; where neither can bind (unlimited offering, a team whose burst limit its whole demand
     cannot reach), one start per offering and tier is enough. Among unlimited offerings, only the
     cheapest on-demand and the cheapest spot option (effective cost) can be in an optimal plan.
+
+    What no option may do is never generated (rules 12-15 of build.py): an option is one offering with
+    the job's GPU model and GPUs per node, a fabric if the job needs one and room for the whole gang
+    (``eligible``); spot only for preemptible jobs while ``max_spot_share`` > 0; starts only between the
+    window's first period and its last feasible start; no pool start before owned nodes arrive.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -367,14 +383,14 @@ def _training_options(
             reasons[r] = _why_no_offering(job, offerings)
             continue
         before = len(result)
-        candidates: list[tuple[int, str, float, int, SpotOverhead | None]] = []
+        candidates: list[tuple[int, Capacity, float, int, SpotOverhead | None]] = []
         for o in eligible:
             off = offerings[o]
-            tiers: list[tuple[str, float, SpotOverhead | None]] = []
+            tiers: list[tuple[Capacity, float, SpotOverhead | None]] = []
             if terms[o]:
-                tiers.append((POOL, 0.0, None))
+                tiers.append((Capacity.POOL, 0.0, None))
             if o not in spot_only and off.on_demand_usd_h is not None:
-                tiers.append((ON_DEMAND, off.on_demand_usd_h, None))
+                tiers.append((Capacity.ON_DEMAND, off.on_demand_usd_h, None))
             if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
                 key = (job.name, o, job.hours)
                 if key not in overhead_cache:
@@ -386,14 +402,16 @@ def _training_options(
                         write_minutes=ckpt.write_minutes if ckpt else DEFAULT_WRITE_MINUTES,
                         restart_minutes=ckpt.restart_minutes if ckpt else DEFAULT_RESTART_MINUTES,
                     )
-                tiers.append((SPOT, off.spot_usd_h, overhead_cache[key]))
+                tiers.append((Capacity.SPOT, off.spot_usd_h, overhead_cache[key]))
             for tier, price, overhead in tiers:
                 hours = overhead.expected_wall_hours if overhead else job.hours
                 periods = math.ceil(hours / p - 1e-9)
                 if run.end_period - periods >= run.first_period:
                     candidates.append((o, tier, job.nodes * price * periods * p, periods, overhead))
-        keep: set[tuple[int, str]] = {(o, POOL) for o, tier, *_ in candidates if tier == POOL}
-        for tier in (ON_DEMAND, SPOT):
+        keep: set[tuple[int, Capacity]] = {
+            (o, Capacity.POOL) for o, tier, *_ in candidates if tier == Capacity.POOL
+        }
+        for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
             pool = [
                 (o, cost, 1.0, 1.0, offerings[o].max_nodes) for o, t, cost, _, _ in candidates if t == tier
             ]
@@ -402,7 +420,7 @@ def _training_options(
             if (o, tier) not in keep:
                 continue
             last_start = run.end_period - periods
-            fixed = tier != POOL and offerings[o].max_nodes is None and job.team in loose_teams
+            fixed = tier != Capacity.POOL and offerings[o].max_nodes is None and job.team in loose_teams
             starts = (
                 [run.first_period]
                 if fixed
@@ -430,29 +448,32 @@ def _serve_tiers(
     services: list[InferenceService],
     offerings: list[Offering],
     rpn: dict[tuple[int, int], float],
-    terms: dict[int, list[str]],
+    terms: dict[int, list[Term]],
     spot_only: set[int],
     prune: bool = True,
-) -> dict[tuple[int, int], tuple[str, ...]]:
+) -> dict[tuple[int, int], tuple[Capacity, ...]]:
     """Per (service, offering), the tiers on which serving it can be part of an optimal plan.
 
     Nodes held on demand or on spot are shared by the services on them, so an offering is left out of
     a tier only when ONE unlimited offering beats it for every service that could use it (at least the
     replicas per node, no higher price, no more GPUs per replica): then any mix of services on its
     nodes fits on as many nodes of the other, for less. Committed pools are never pruned here.
+
+    Rules by construction (build.py 10, 11): a latency-critical service gets no spot kind, and no
+    offering gets a kind it has no price for (nor the pool without a term).
     """
     eligible_services: dict[int, list[int]] = defaultdict(list)
     for i, o in rpn:
         eligible_services[o].append(i)
-    result: dict[tuple[int, int], list[str]] = defaultdict(list)
+    result: dict[tuple[int, int], list[Capacity]] = defaultdict(list)
     for (i, o), _q in sorted(rpn.items()):
         if terms[o]:
-            result[(i, o)].append(POOL)
-    for tier in (ON_DEMAND, SPOT):
+            result[(i, o)].append(Capacity.POOL)
+    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
         for o, users in sorted(eligible_services.items()):
-            if tier == SPOT:
+            if tier == Capacity.SPOT:
                 users = [i for i in users if not services[i].latency_critical]
-            if not users or (tier == ON_DEMAND and o in spot_only):
+            if not users or (tier == Capacity.ON_DEMAND and o in spot_only):
                 continue
             if offerings[o].price(tier) is None:
                 continue
@@ -466,7 +487,12 @@ def _serve_tiers(
 
 
 def _beats(
-    offerings: list[Offering], rpn: dict[tuple[int, int], float], tier: str, d: int, o: int, users: list[int]
+    offerings: list[Offering],
+    rpn: dict[tuple[int, int], float],
+    tier: Capacity,
+    d: int,
+    o: int,
+    users: list[int],
 ) -> bool:
     """``d`` serves each of ``users`` at least as well as ``o`` on ``tier`` (ties: lower index)."""
     dom, off = offerings[d], offerings[o]
@@ -562,7 +588,7 @@ def spot_only_offerings(offerings: list[Offering]) -> set[int]:
             if off.has_fabric and not dom.has_fabric:
                 continue
             prices = [(dom.on_demand_usd_h, off.on_demand_usd_h)] + [
-                (dom.price(t), off.price(t)) for t in ("reserved_1y", "reserved_3y")
+                (dom.price(t), off.price(t)) for t in (Tier.RESERVED_1Y, Tier.RESERVED_3Y)
             ]
             if not all(_no_worse(a, b) for a, b in prices):
                 continue

@@ -20,12 +20,13 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
+from models.tiers import Capacity
 from planner.optimize.bound import ClusterDecisions, certified_bound, start_from
 from planner.optimize.commitments import tune_commitments
 from planner.optimize.decompose import _schedule, _within_spot_share
 from planner.optimize.hourly import Occupancy, dispatch, pool_prices
 from planner.optimize.schedule import improve_schedule, schedule_training
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, build_sets
+from planner.optimize.sets import build_sets
 
 
 def _sets(tmp_path: Path, kit, rows: list[dict[str, Any]], **scenario: Any):
@@ -104,8 +105,8 @@ def test_pool_runs_never_overlap_beyond_the_commitment(tmp_path: Path, kit) -> N
     jobs = [_job("a", 4, 6, (0, 20)), _job("b", 4, 6, (0, 20))]
     sets = _sets(tmp_path, kit, rows, hours=24, terms=["3y"], training=jobs)
     committed = np.array([4.0])
-    schedule = schedule_training(sets, committed, {0: (0, POOL, 0), 1: (0, POOL, 0)})
-    assert [option.tier for option in schedule.placements] == [POOL, POOL]
+    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 0), 1: (0, Capacity.POOL, 0)})
+    assert [option.tier for option in schedule.placements] == [Capacity.POOL, Capacity.POOL]
     assert schedule.occupancy.pool.max() == 4
     starts = sorted(option.start for option in schedule.placements)
     assert starts[1] >= starts[0] + 6 and schedule.moved == 1 and not schedule.added
@@ -116,7 +117,7 @@ def test_a_gang_on_the_pool_gets_its_nodes_committed(tmp_path: Path, kit) -> Non
     rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0, reserved_3y_usd_h=4.0)]
     sets = _sets(tmp_path, kit, rows, hours=24, terms=["1y", "3y"], training=[_job("a", 4, 6, (0, 20))])
     committed = np.array([2.0])
-    schedule = schedule_training(sets, committed, {0: (0, POOL, 3)})
+    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 3)})
     assert schedule.added == {(0, "3y"): 2}
     assert committed[0] == 4 and schedule.placements[0].start == 3
 
@@ -132,7 +133,9 @@ def test_capacity_moves_a_run_to_another_offering(tmp_path: Path, kit) -> None:
     sets = _sets(tmp_path, kit, rows, hours=24, training=jobs)
     capped = next(o for o, offering in enumerate(sets.offerings) if offering.max_nodes == 6)
     committed = np.zeros(len(sets.offerings))
-    schedule = schedule_training(sets, committed, {0: (capped, ON_DEMAND, 0), 1: (capped, ON_DEMAND, 0)})
+    schedule = schedule_training(
+        sets, committed, {0: (capped, Capacity.ON_DEMAND, 0), 1: (capped, Capacity.ON_DEMAND, 0)}
+    )
     assert sorted(option.offering == capped for option in schedule.placements) == [False, True]
     assert schedule.occupancy.other[capped].max() == 4 and not schedule.unserved_runs
 
@@ -147,14 +150,14 @@ def test_moving_a_run_off_the_peak_saves_what_the_periods_say(tmp_path: Path, ki
         inference=[_service("s", 8, peak)],
     )  # fmt: skip
     committed = np.array([4.0])
-    schedule = schedule_training(sets, committed, {0: (0, POOL, 4)})  # 4-10 h: on the 06:00 peak
+    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 4)})  # 4-10 h: on the 06:00 peak
     before = dispatch(sets, committed, schedule.occupancy, dive=False).lp_cost_usd
     moved, saving = improve_schedule(
         sets, committed, schedule, pool_prices(sets, committed, schedule.occupancy)
     )
     after = dispatch(sets, committed, moved.occupancy, dive=False).lp_cost_usd
     (placed,) = moved.placements
-    assert placed.tier == POOL and not (placed.start < 10 and placed.start + 6 > 4)  # off the peak
+    assert placed.tier == Capacity.POOL and not (placed.start < 10 and placed.start + 6 > 4)  # off the peak
     assert saving == pytest.approx(before - after, rel=1e-9) and saving > 0
     assert moved.occupancy.pool.max() <= 4
 
@@ -164,8 +167,8 @@ def test_spot_share_is_restored_before_scheduling(tmp_path: Path, kit) -> None:
     rows = [kit.offering_row(on_demand_usd_h=10.0, spot_usd_h=3.0)]
     jobs = [_job(n, 1, 4, (0, 20), preemptible=True) for n in ("a", "b")]
     sets = _sets(tmp_path, kit, rows, hours=24, max_spot_share=0.5, training=jobs)
-    runs = _within_spot_share(sets, {0: (0, SPOT, 0), 1: (0, SPOT, 0)})
-    assert sorted(tier for _o, tier, _s in runs.values()) == [ON_DEMAND, SPOT]
+    runs = _within_spot_share(sets, {0: (0, Capacity.SPOT, 0), 1: (0, Capacity.SPOT, 0)})
+    assert sorted(tier for _o, tier, _s in runs.values()) == [Capacity.ON_DEMAND, Capacity.SPOT]
 
 
 def test_spot_share_holds_when_a_run_is_left_unserved(tmp_path: Path, kit) -> None:
@@ -174,10 +177,10 @@ def test_spot_share_holds_when_a_run_is_left_unserved(tmp_path: Path, kit) -> No
     rows = [kit.offering_row(on_demand_usd_h=10.0, spot_usd_h=3.0, max_nodes=4)]
     jobs = [_job("a", 4, 6, (0, 10), preemptible=True), _job("b", 4, 6, (0, 10))]
     sets = _sets(tmp_path, kit, rows, hours=24, max_spot_share=0.5, training=jobs)
-    decisions = ClusterDecisions({}, {0: (0, SPOT, 0), 1: (0, ON_DEMAND, 0)})
+    decisions = ClusterDecisions({}, {0: (0, Capacity.SPOT, 0), 1: (0, Capacity.ON_DEMAND, 0)})
     scheduled = _schedule(sets, decisions, lambda _message: None)
     placed = {option.run: option.tier for option in scheduled.schedule.placements}
-    assert scheduled.schedule.unserved_runs == [1] and placed == {0: ON_DEMAND}
+    assert scheduled.schedule.unserved_runs == [1] and placed == {0: Capacity.ON_DEMAND}
     assert scheduled.schedule.occupancy.other.max() == 4
 
 
@@ -208,7 +211,7 @@ def test_cluster_milp_takes_a_plan_as_its_first_incumbent(tmp_path: Path, kit) -
         tmp_path, kit, rows, hours=24, terms=["3y"], training=jobs, inference=[_service("s", 4, diurnal)]
     )
     committed = np.array([2.0])
-    schedule = schedule_training(sets, committed, {0: (0, POOL, 0), 1: (0, ON_DEMAND, 4)})
+    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 0), 1: (0, Capacity.ON_DEMAND, 4)})
     start = start_from(sets, {(0, "3y"): 2}, schedule.placements, schedule.unserved_runs)
     assert start["R_0_3y"] == 2 and sum(v for k, v in start.items() if k.startswith("Y_")) == 2
     result = certified_bound(sets, 2, time_limit=30, start=start)

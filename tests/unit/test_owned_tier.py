@@ -22,7 +22,8 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
-from models.tco import HOURS_PER_MONTH, owned_usd_per_node_hour
+from models.tco import owned_usd_per_node_hour
+from models.tiers import HOURS_PER_MONTH
 from planner.optimize import optimize
 
 H = 3 * 730  # three 730-hour months, hourly periods

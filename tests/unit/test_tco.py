@@ -25,7 +25,6 @@ import pytest
 from models.scenario import Colocation
 from models.tco import (
     DEFAULT_TORNADO_RANGES,
-    HOURS_PER_MONTH,
     OwnershipCase,
     break_even_grid,
     breakeven_data,
@@ -38,6 +37,7 @@ from models.tco import (
     tornado,
     unit_case,
 )
+from models.tiers import HOURS_PER_MONTH
 
 RATE = 0.00643403011000343
 A36 = 32.04333138871812

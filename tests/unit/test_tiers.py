@@ -1,0 +1,58 @@
+"""The purchase vocabulary (``models/tiers.py``) and what the optimizer derives from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from models import tco, workloads
+from models.catalog import PRICE_FIELD, TIERS, Offering
+from models.tiers import (
+    CLOUD_TERMS,
+    COMMITTED_TIERS,
+    HOURS_PER_MONTH,
+    HOURS_PER_YEAR,
+    TERM_TIER,
+    TIER_ORDER,
+    Capacity,
+    Term,
+    Tier,
+)
+from planner.optimize import sets
+from planner.optimize.build import VAR_CODE
+from planner.optimize.hourly import CODE_CAPACITY, HELD_CODES, POOL_CODE, TIER_CODE
+
+
+def test_members_are_the_strings_the_files_use() -> None:
+    assert [tier.value for tier in Tier] == ["reserved_1y", "reserved_3y", "owned", "on_demand", "spot"]
+    assert [term.value for term in Term] == ["1y", "3y", "owned"]
+    assert [kind.value for kind in Capacity] == ["reserved", "on_demand", "spot"]
+    assert Tier.SPOT == "spot" and {"spot": 1}[Tier.SPOT] == 1  # a member is its string
+    assert all(TERM_TIER[term] is term.tier for term in Term)
+    assert CLOUD_TERMS == (Term.ONE_YEAR, Term.THREE_YEARS)
+    assert set(COMMITTED_TIERS) == {TERM_TIER[term] for term in Term}
+    assert sorted(TIER_ORDER) == sorted(Tier)
+
+
+def test_variable_letters_and_array_codes_are_fixed() -> None:
+    """PuLP hands HiGHS its columns sorted by name: these letters fix every name and the column order."""
+    assert VAR_CODE == {Capacity.POOL: "r", Capacity.ON_DEMAND: "o", Capacity.SPOT: "s"}
+    assert TIER_CODE == {Capacity.POOL: 0, Capacity.ON_DEMAND: 1, Capacity.SPOT: 2}
+    assert CODE_CAPACITY == (Capacity.POOL, Capacity.ON_DEMAND, Capacity.SPOT)
+    assert POOL_CODE == 0 and HELD_CODES == (1, 2)
+
+
+def test_former_names_are_the_members() -> None:
+    """``planner.optimize.sets`` keeps its old names for modules that still import them."""
+    assert sets.POOL is Capacity.POOL and sets.ON_DEMAND is Capacity.ON_DEMAND and sets.SPOT is Capacity.SPOT
+    assert sets.TERM_TIER is TERM_TIER
+
+
+def test_one_month_and_one_year() -> None:
+    assert tco.HOURS_PER_MONTH is HOURS_PER_MONTH and workloads.HOURS_PER_MONTH is HOURS_PER_MONTH
+    assert HOURS_PER_MONTH * 12 == HOURS_PER_YEAR == 8760
+
+
+def test_every_tier_has_its_price_field() -> None:
+    fields = {field.name for field in dataclasses.fields(Offering)}
+    assert set(PRICE_FIELD) == set(Tier) and set(PRICE_FIELD.values()) <= fields
+    assert set(TIERS) == set(Tier) - {Tier.OWNED}
