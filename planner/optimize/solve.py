@@ -3,8 +3,10 @@
 HiGHS (through highspy) is the default: in this problem class it is ~2x faster than CBC and returns a
 better solution (``../shared/reference/SOLVER-NOTES.md``). The model is handed to HiGHS as one row-wise
 CSR matrix with a single ``passModel`` call (PuLP's own HiGHS interface adds rows and columns one by
-one, about 2x slower), and the MIP dual bound is read back so the plan can state its gap. CBC (bundled
-with PuLP) is the fallback; its bound is parsed from its log.
+one, about 2x slower), and the MIP dual bound is read back so the plan can state its gap; all HiGHS
+calls go through ``planner.highs``. CBC is the fallback, found through PuLP's public solver registry
+(``pulp.getSolver``; see ``CBC_SOLVERS``); its bound is parsed from its log. Only PuLP's public API is
+used (``LpProblem.constraints()``, ``variables()``, ``objective``), so PuLP 4 keeps working.
 
 Statuses follow linopy's split: ``status`` is what the caller acts on (``ok`` when a feasible
 incumbent exists), ``termination`` says why the solver stopped. Nothing here asserts a status.
@@ -28,6 +30,10 @@ from planner import highs
 from planner.highs import HighsModel, RowwiseModel
 
 SOLVERS = ("highs", "cbc")
+# PuLP's CBC interfaces, in order of preference: a CBC on PATH (``COIN_CMD``; in PuLP 4 the only one,
+# ``pip install pulp[cbc]`` provides it), then the binary bundled with PuLP 3 (``PULP_CBC_CMD``,
+# deprecated and gone in PuLP 4), as PuLP 3's own default solver does
+CBC_SOLVERS = ("COIN_CMD", "PULP_CBC_CMD")
 
 
 class Termination(StrEnum):
@@ -90,7 +96,7 @@ def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], RowwiseModel]:
     variables = problem.variables()
     index = {id(v): k for k, v in enumerate(variables)}
     starts, cols, vals, lower, upper = [0], [], [], [], []
-    for constraint in problem._constraints.values():
+    for constraint in problem.constraints():
         for var, coef in constraint.items():
             if coef:
                 cols.append(index[id(var)])
@@ -179,7 +185,7 @@ def _solve_cbc(
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuplan-cbc-") as tmp:
         log = Path(tmp) / "cbc.log"
-        command = pulp.PULP_CBC_CMD(
+        command = _cbc_command(
             msg=verbose, timeLimit=time_limit, gapRel=gap, threads=threads, logPath=str(log)
         )
         try:
@@ -214,6 +220,18 @@ def _solve_cbc(
             bound = -math.inf
         bound = min(bound, objective)
     return SolveResult("CBC", termination, objective, bound, time.perf_counter() - began)
+
+
+def _cbc_command(**options: object) -> pulp.LpSolver:
+    """The first available of ``CBC_SOLVERS``, by name through ``pulp.getSolver``, with ``options``."""
+    for name in CBC_SOLVERS:
+        try:
+            command = pulp.getSolver(name, **options)
+        except pulp.PulpSolverError:  # not a solver of this PuLP version
+            continue
+        if command.available():
+            return command
+    raise SolverError("CBC is not installed (pip install 'pulp[cbc]' or put cbc on PATH); use --solver highs")
 
 
 def solve_separable(
