@@ -302,7 +302,8 @@ def compare(fast: pulp.LpProblem, naive: pulp.LpProblem, tolerance: float = 1e-9
     differ("objective", terms(fast.objective), terms(naive.objective))
     if not close(fast.objective.constant, naive.objective.constant):
         problems.append("objective constants differ")
-    fast_rows, naive_rows = fast._constraints, naive._constraints
+    fast_rows = {row.name: row for row in fast.constraints()}
+    naive_rows = {row.name: row for row in naive.constraints()}
     if fast_rows.keys() != naive_rows.keys():
         problems.append(f"rows differ: {sorted(fast_rows.keys() ^ naive_rows.keys())[:5]}")
     for name in fast_rows.keys() & naive_rows.keys():

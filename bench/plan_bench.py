@@ -152,7 +152,7 @@ def case_build(key: str, seed: int, reduced: bool, style: str, check: str = "non
         "offerings": len(sets.offerings),
         "runs": len(sets.runs),
         "variables": len(problem.variables()),
-        "rows": len(problem._constraints),
+        "rows": len(problem.constraints()),
     }
     if check != "none":
         from naive_build import compare

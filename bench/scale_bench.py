@@ -173,7 +173,7 @@ def child_full_hourly(conn: Connection, scenario_path: str, time_limit: float, m
                 "phase": "built",
                 "variables": variables,
                 "integers": integers,
-                "rows": len(model.problem._constraints),
+                "rows": len(model.problem.constraints()),
                 "build_s": build_s,
                 "rss_gib": _rss_gib(),
             },
@@ -189,7 +189,7 @@ def child_full_hourly(conn: Connection, scenario_path: str, time_limit: float, m
             {
                 "slots": len(sets.slots),
                 "variables": variables,
-                "rows": len(model.problem._constraints),
+                "rows": len(model.problem.constraints()),
                 "build_s": build_s,
                 "solve_s": result.seconds,
                 "wall_s": time.perf_counter() - began,

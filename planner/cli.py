@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError, SolverError
+from planner.cli_common import EXIT_SOLVER, EXIT_UNSERVED, atomic_directory, err, fail, progress_messages
 from planner.simulate.cli import simulate_app
 
 app = typer.Typer(
@@ -31,47 +27,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Plan GPU capacity on AWS, GCP and Azure: reserved (1y/3y), on-demand and spot, at minimum cost.",
 )
-err = Console(stderr=True)
 out = Console()
 app.add_typer(simulate_app, name="simulate")
-
-EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
-
-
-def _fail(error: GpuplanError) -> typer.Exit:
-    code = EXIT_INPUT if isinstance(error, InputError) else EXIT_SOLVER
-    kind = "error" if isinstance(error, InputError) else "solver error"
-    err.print(f"[bold red]{kind}:[/] {error}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-@contextmanager
-def _atomic_directory(target: Path) -> Iterator[Path]:
-    """Write into a temporary sibling and swap it in at the end: a failed run leaves no half-written plan."""
-    if target.exists() and not target.is_dir():
-        raise InputError(target, None, "exists and is not a directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    backup = None
-    if target.exists():
-        backup = target.with_name(f".{target.name}.old-{os.getpid()}")
-        target.rename(backup)
-    staging.rename(target)
-    if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
-
-
-def _progress(quiet: bool) -> Callable[[str], None]:
-    def say(message: str) -> None:
-        if not quiet:
-            err.print(f"[dim]·[/] {message}", highlight=False, soft_wrap=True)
-
-    return say
 
 
 @app.command()
@@ -115,7 +72,7 @@ def plan(
     from planner.inputs import load_inputs
     from planner.optimize import METHODS, SolveSettings, optimize
 
-    say = _progress(quiet)
+    say = progress_messages(quiet)
     try:
         if gap < 0 or gap >= 1:
             raise InputError(None, "--gap", f"must be in [0, 1), got {gap}")
@@ -140,14 +97,14 @@ def plan(
         if settings.solver not in ("highs", "cbc"):
             raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
         result = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say)
-        with _atomic_directory(output) as staging:
+        with atomic_directory(output) as staging:
             result.write(staging)
             if not no_report:
                 from planner.reports.plan import write_reports
 
                 write_reports(staging)
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     document = result.document
     total = document.costs.total_usd
     out.print(
@@ -227,7 +184,7 @@ def whatif(
             TextColumn("[bold]what-if[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.description}"), console=err, disable=quiet,
         )  # fmt: skip
-        with _atomic_directory(output) as staging, progress:
+        with atomic_directory(output) as staging, progress:
             task = progress.add_task(f"planning {len(variants)} variants", total=len(variants))
 
             def finished(row: dict) -> None:
@@ -242,7 +199,7 @@ def whatif(
 
                 write_whatif_reports(staging, data)
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     table = Table(title=f"{data['scenario']}: {len(variants)} variants")
     for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
         table.add_column(
@@ -294,7 +251,7 @@ def breakeven(
     from planner.optimize import METHODS, SolveSettings, optimize
     from planner.reports.breakeven import render_breakeven_html, render_breakeven_markdown
 
-    say = _progress(quiet)
+    say = progress_messages(quiet)
     try:
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
@@ -304,7 +261,7 @@ def breakeven(
             raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
         inputs = load_inputs(scenario)
         settings = SolveSettings(time_limit=time_limit, method=method.lower())
-        with _atomic_directory(output) as staging:
+        with atomic_directory(output) as staging:
 
             def plan_one(variant, label: str):  # type: ignore[no-untyped-def]
                 result = optimize(variant, inputs.catalog, inputs.base_dir, settings)
@@ -319,7 +276,7 @@ def breakeven(
             (staging / "breakeven.html").write_text(render_breakeven_html(data), encoding="utf-8")
             (staging / "breakeven.md").write_text(render_breakeven_markdown(data), encoding="utf-8")
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     months = data["months_to_break_even"]
     when = f"breaks even after {months:.1f} months" if months is not None else "never breaks even"
     out.print(
@@ -350,7 +307,7 @@ def catalog(
         loaded = Catalog.load(file)
         selected = loaded.filter(gpu=gpu or None, cloud=cloud or None, fabric_required=fabric)
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     rows = [o for o in selected if not region or o.region in region]
     if csv:
         frame = Catalog(rows).to_dataframe()
@@ -391,7 +348,7 @@ def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) ->
             service_demand(loaded, service, scenario.parent)
         runs = training_runs(loaded)
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     out.print(
         f"{scenario}: ok ({len(loaded.inference)} services, {len(loaded.training)} training jobs / "
         f"{len(runs)} runs, {len(loaded.teams)} teams, {len(catalog)} catalog offerings)",
@@ -411,7 +368,7 @@ def report(
         Plan.read(plan_dir)
         md, html = write_reports(plan_dir)
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     out.print(f"wrote {md} and {html}", highlight=False)
 
 
@@ -427,7 +384,7 @@ def schema(
 
     if document not in DOCUMENTS:
         problem = f"unknown document {document!r}; choose {' or '.join(DOCUMENTS)}"
-        raise _fail(InputError(None, "schema", problem))
+        raise fail(InputError(None, "schema", problem))
     typer.echo(json.dumps(json_schema(document), indent=2))
 
 

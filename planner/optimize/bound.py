@@ -115,6 +115,20 @@ def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 
     return dense.reshape(-1)
 
 
+CLUSTER_COLUMNS = (
+    60_000  # inference columns of the cluster model that solve in seconds (bench/scale_bench.py)
+)
+MAX_CLUSTERS_PER_BLOCK = 4
+
+
+def clusters_per_block(sets: PlanningSets) -> int:
+    """Demand clusters per block for the cluster model: up to 4, fewer when blocks x serving options
+    would make its LP slow (a year of weekly blocks with ~1,000 options per cluster: 1)."""
+    blocks = len({slot.block for slot in sets.slots}) or 1
+    options = sum(len(tiers) for tiers in sets.serve_tiers.values()) or 1
+    return max(1, min(MAX_CLUSTERS_PER_BLOCK, CLUSTER_COLUMNS // (blocks * options)))
+
+
 def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int) -> np.ndarray:
     """Lloyd's algorithm, started from equal-weight slices of the points sorted by total demand."""
     n = len(points)

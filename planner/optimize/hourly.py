@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.errors import SolverError
-from models.stdout import quiet_stdout
 from models.tiers import Capacity
+from planner.highs import HighsModel, RowwiseModel
 from planner.optimize.build import replica_penalty
 from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, usable_periods
 
@@ -130,8 +130,6 @@ class PeriodModel:
     def __init__(
         self, sets: PlanningSets, committed: np.ndarray, whole: bool = False, every_pool: bool = False
     ) -> None:
-        import highspy
-
         self.sets = sets
         p = sets.period_hours
         offerings = sets.offerings
@@ -194,28 +192,21 @@ class PeriodModel:
         upper_row = np.zeros(self.n_rows)
         upper_row[:n_services] = math.inf
         starts = np.cumsum([0] + [len(row) for row in rows]).astype(np.int32)
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n_cols, self.n_rows
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, np.zeros(n_cols), upper
-        lp.row_lower_, lp.row_upper_ = lower, upper_row
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_cols, self.n_rows
-        lp.a_matrix_.start_ = starts
-        lp.a_matrix_.index_ = np.array([c for row in rows for c, _ in row], dtype=np.int32)
-        lp.a_matrix_.value_ = np.array([v for row in rows for _, v in row], dtype=float)
-        with quiet_stdout(True):
-            self.highs = highspy.Highs()
-        self.highs.setOptionValue("output_flag", False)
-        self.highs.passModel(lp)
-        self.optimal = highspy.HighsModelStatus.kOptimal
+        lp = RowwiseModel(
+            cost=cost,
+            col_lower=np.zeros(n_cols),
+            col_upper=upper,
+            row_lower=lower,
+            row_upper=upper_row,
+            start=starts,
+            index=np.array([c for row in rows for c, _ in row], dtype=np.int32),
+            value=np.array([v for row in rows for _, v in row], dtype=float),
+        )
+        self.highs = HighsModel(lp, quiet=True, output_flag=False)
         self.whole = whole
         if whole and n_held:
-            self.highs.setOptionValue("mip_rel_gap", 1e-4)
-            self.highs.changeColsIntegrality(
-                n_held,
-                np.arange(n_x, n_x + n_held, dtype=np.int32),
-                np.array([highspy.HighsVarType.kInteger] * n_held),
-            )
+            self.highs.set_options(mip_rel_gap=1e-4)
+            self.highs.make_integer(np.arange(n_x, n_x + n_held, dtype=np.int32))
         self.cost = cost
         self.col_upper = upper
         first_pool = n_services + n_held
@@ -256,17 +247,17 @@ class PeriodModel:
             occupancy.team_gpus[:, t],
         )
         n_s = len(demand)
-        highs.changeRowsBounds(n_s, self.demand_rows, demand, np.full(n_s, math.inf))
+        highs.set_row_bounds(self.demand_rows, demand, np.full(n_s, math.inf))
         if len(self.pool_rows):
             room = self.pool_base * self.pool_usable[:, t] - pool_train[self.pool_offerings]
-            highs.changeRowsBounds(len(room), self.pool_rows, np.full(len(room), -math.inf), room)
+            highs.set_row_bounds(self.pool_rows, np.full(len(room), -math.inf), room)
         cap_room = None
         if len(self.cap_rows):
             cap_room = self.cap_room_base - other_train[self.cap_offerings]
-            highs.changeRowsBounds(len(cap_room), self.cap_rows, np.full(len(cap_room), -math.inf), cap_room)
+            highs.set_row_bounds(self.cap_rows, np.full(len(cap_room), -math.inf), cap_room)
         if len(self.burst_rows):
             room = self.burst_base - team_gpus[self.burst_teams]
-            highs.changeRowsBounds(len(room), self.burst_rows, np.full(len(room), -math.inf), room)
+            highs.set_row_bounds(self.burst_rows, np.full(len(room), -math.inf), room)
         values, lp_cost = self._run()
         if lp_only:
             return values, values[self.held_cols], lp_cost, False
@@ -308,17 +299,16 @@ class PeriodModel:
     def lp_at(self, t: int, occupancy: Occupancy) -> tuple[float, np.ndarray, np.ndarray]:
         """Period ``t``'s LP value (fractional nodes) and the duals of its pool and capacity rows."""
         self.solve_at(t, occupancy, lp_only=True)
-        solution = self.highs.getSolution()
+        solution = self.highs.solution()
         duals = np.asarray(solution.row_dual)
         values = np.asarray(solution.col_value)
         return float(self.cost @ values), duals[self.pool_rows], duals[self.cap_rows]
 
     def _run(self) -> tuple[np.ndarray, float]:
-        self.highs.run()
-        status = self.highs.getModelStatus()
-        if status != self.optimal:  # slack columns make every period feasible: this is a solver fault
-            raise SolverError(f"HiGHS stopped with '{self.highs.modelStatusToString(status)}' on a period")
-        values = np.asarray(self.highs.getSolution().col_value)
+        outcome = self.highs.run()
+        if not outcome.optimal:  # slack columns make every period feasible: this is a solver fault
+            raise SolverError(f"HiGHS stopped with '{outcome.status_text}' on a period")
+        values = np.asarray(self.highs.col_value())
         return values, float(self.cost @ values)
 
     def _unserved(self, values: np.ndarray) -> float:
@@ -326,7 +316,7 @@ class PeriodModel:
 
     def _bound(self, held: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         cols = self.held_cols[held]
-        self.highs.changeColsBounds(len(cols), cols, lower.astype(float), upper.astype(float))
+        self.highs.set_col_bounds(cols, lower.astype(float), upper.astype(float))
 
     def _dive(
         self, values: np.ndarray, lower: np.ndarray, upper: np.ndarray, steps: int = 24
@@ -481,7 +471,7 @@ def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy)
     for u, t in enumerate(groups.first):
         values[u], pool_dual, _cap = model.lp_at(int(t), occupancy)
         if len(model.pool_rows):
-            used = np.asarray(model.highs.getSolution().row_value)[model.pool_rows]
+            used = np.asarray(model.highs.solution().row_value)[model.pool_rows]
             room = model.pool_base * model.pool_usable[:, t] - occupancy.pool[model.pool_offerings, t]
             price[model.pool_offerings, u] = -pool_dual
             slack[model.pool_offerings, u] = room - used

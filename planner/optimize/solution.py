@@ -47,7 +47,7 @@ from models.plan import (
 from models.scenario import Scenario
 from models.tco import HOURS_PER_MONTH
 from models.workloads import period_start
-from planner.mig_layouts import mig_section
+from planner.mig.layouts import mig_section
 from planner.optimize.build import PlanningModel
 from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult

@@ -3,8 +3,10 @@
 HiGHS (through highspy) is the default: in this problem class it is ~2x faster than CBC and returns a
 better solution (``../shared/reference/SOLVER-NOTES.md``). The model is handed to HiGHS as one row-wise
 CSR matrix with a single ``passModel`` call (PuLP's own HiGHS interface adds rows and columns one by
-one, about 2x slower), and the MIP dual bound is read back so the plan can state its gap. CBC (bundled
-with PuLP) is the fallback; its bound is parsed from its log.
+one, about 2x slower), and the MIP dual bound is read back so the plan can state its gap; all HiGHS
+calls go through ``planner.highs``. CBC is the fallback, found through PuLP's public solver registry
+(``pulp.getSolver``; see ``CBC_SOLVERS``); its bound is parsed from its log. Only PuLP's public API is
+used (``LpProblem.constraints()``, ``variables()``, ``objective``), so PuLP 4 keeps working.
 
 Statuses follow linopy's split: ``status`` is what the caller acts on (``ok`` when a feasible
 incumbent exists), ``termination`` says why the solver stopped. Nothing here asserts a status.
@@ -24,9 +26,14 @@ import numpy as np
 import pulp
 
 from models.errors import SolverError
-from models.stdout import quiet_stdout
+from planner import highs
+from planner.highs import HighsModel, RowwiseModel
 
 SOLVERS = ("highs", "cbc")
+# PuLP's CBC interfaces, in order of preference: a CBC on PATH (``COIN_CMD``; in PuLP 4 the only one,
+# ``pip install pulp[cbc]`` provides it), then the binary bundled with PuLP 3 (``PULP_CBC_CMD``,
+# deprecated and gone in PuLP 4), as PuLP 3's own default solver does
+CBC_SOLVERS = ("COIN_CMD", "PULP_CBC_CMD")
 
 
 class Termination(StrEnum):
@@ -76,21 +83,20 @@ def solve(
     """
     if solver not in SOLVERS:
         raise SolverError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
-    if solver == "highs":
-        try:
-            import highspy  # noqa: F401
-        except ImportError:  # pragma: no cover - highspy is a dependency
-            solver = "cbc"
+    if solver == "highs" and not highs.available():  # pragma: no cover - highspy is a dependency
+        solver = "cbc"
     if solver == "highs":
         return _solve_highs(problem, time_limit, gap, threads, verbose, start)
     return _solve_cbc(problem, time_limit, gap, threads, verbose)
 
 
-def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], dict[str, np.ndarray]]:
+def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], RowwiseModel]:
+    """The problem as one row-wise matrix: columns in ``problem.variables()`` order, rows in the order
+    the constraints were added."""
     variables = problem.variables()
     index = {id(v): k for k, v in enumerate(variables)}
     starts, cols, vals, lower, upper = [0], [], [], [], []
-    for constraint in problem._constraints.values():
+    for constraint in problem.constraints():
         for var, coef in constraint.items():
             if coef:
                 cols.append(index[id(var)])
@@ -103,17 +109,17 @@ def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], dict[str, np.n
     cost = np.zeros(len(variables))
     for var, coef in problem.objective.items():
         cost[index[id(var)]] += coef
-    return variables, {
-        "cost": cost,
-        "col_lower": np.array([v.lowBound if v.lowBound is not None else -np.inf for v in variables]),
-        "col_upper": np.array([v.upBound if v.upBound is not None else np.inf for v in variables]),
-        "integral": np.array([v.cat == pulp.LpInteger for v in variables]),
-        "row_lower": np.array(lower, dtype=float),
-        "row_upper": np.array(upper, dtype=float),
-        "start": np.array(starts, dtype=np.int32),
-        "index": np.array(cols, dtype=np.int32),
-        "value": np.array(vals, dtype=float),
-    }
+    return variables, RowwiseModel(
+        cost=cost,
+        col_lower=np.array([v.lowBound if v.lowBound is not None else -np.inf for v in variables]),
+        col_upper=np.array([v.upBound if v.upBound is not None else np.inf for v in variables]),
+        integral=np.array([v.cat == pulp.LpInteger for v in variables]),
+        row_lower=np.array(lower, dtype=float),
+        row_upper=np.array(upper, dtype=float),
+        start=np.array(starts, dtype=np.int32),
+        index=np.array(cols, dtype=np.int32),
+        value=np.array(vals, dtype=float),
+    )
 
 
 def _solve_highs(
@@ -124,77 +130,46 @@ def _solve_highs(
     verbose: bool,
     start: dict[str, float] | None = None,
 ) -> SolveResult:
-    import highspy
-
     began = time.perf_counter()
-    variables, data = _csr(problem)
+    variables, model = _csr(problem)
     if not variables:  # nothing to decide (no demand, nothing to buy): HiGHS calls that an empty model
         return SolveResult("HiGHS", Termination.OPTIMAL, 0.0, 0.0, time.perf_counter() - began)
-    lp = highspy.HighsLp()
-    lp.num_col_ = len(variables)
-    lp.num_row_ = len(data["row_lower"])
-    lp.col_cost_ = data["cost"]
-    lp.col_lower_ = data["col_lower"]
-    lp.col_upper_ = data["col_upper"]
-    lp.row_lower_ = data["row_lower"]
-    lp.row_upper_ = data["row_upper"]
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_ = lp.num_col_
-    lp.a_matrix_.num_row_ = lp.num_row_
-    lp.a_matrix_.start_ = data["start"]
-    lp.a_matrix_.index_ = data["index"]
-    lp.a_matrix_.value_ = data["value"]
-    if data["integral"].any():
-        lp.integrality_ = [
-            highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
-            for flag in data["integral"]
-        ]
-    with quiet_stdout(not verbose):  # HiGHS prints a banner on stdout when created
-        highs = highspy.Highs()
-    highs.setOptionValue("output_flag", bool(verbose))
-    highs.setOptionValue("mip_rel_gap", float(gap))
-    if time_limit is not None:
-        highs.setOptionValue("time_limit", float(time_limit))
-    if threads is not None:
-        highs.setOptionValue("threads", int(threads))
-    highs.passModel(lp)
+    solver = HighsModel(
+        model,
+        quiet=not verbose,
+        output_flag=bool(verbose),
+        mip_rel_gap=float(gap),
+        time_limit=None if time_limit is None else float(time_limit),
+        threads=None if threads is None else int(threads),
+    )
     if start and len(start) < len(variables):  # a partial start: HiGHS completes it (integers fixed)
         given = [(k, start[var.name]) for k, var in enumerate(variables) if var.name in start]
-        highs.setSolution(
-            len(given),
+        solver.set_partial_start(
             np.array([k for k, _ in given], dtype=np.int32),
             np.array([value for _, value in given], dtype=float),
         )
     elif start:
-        incumbent = highspy.HighsSolution()
-        incumbent.col_value = [start.get(var.name, 0.0) for var in variables]
-        incumbent.value_valid = True
-        highs.setSolution(incumbent)
-    highs.run()
-    status = highs.getModelStatus()
-    info = highs.getInfo()
-    has_solution = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
-    statuses = highspy.HighsModelStatus
-    if status == statuses.kOptimal:
+        solver.set_start([start.get(var.name, 0.0) for var in variables])
+    outcome = solver.run()
+    if outcome.optimal:
         termination = Termination.OPTIMAL
-    elif status == statuses.kInfeasible:
+    elif outcome.infeasible:
         termination = Termination.INFEASIBLE
-    elif status in (statuses.kUnbounded, statuses.kUnboundedOrInfeasible):
+    elif outcome.unbounded:
         termination = Termination.UNBOUNDED
-    elif has_solution and status in (statuses.kTimeLimit, statuses.kIterationLimit, statuses.kInterrupt):
+    elif outcome.stopped and outcome.feasible:
         termination = Termination.TIME_LIMIT
-    elif status in (statuses.kTimeLimit, statuses.kIterationLimit, statuses.kInterrupt):
+    elif outcome.stopped:
         termination = Termination.NO_SOLUTION
     else:
         termination = Termination.ERROR
     objective = bound = math.nan
     if termination in (Termination.OPTIMAL, Termination.TIME_LIMIT):
-        values = highs.getSolution().col_value
+        values = solver.col_value()
         for var, value in zip(variables, values, strict=True):
             var.varValue = value
-        objective = info.objective_function_value
-        is_mip = bool(data["integral"].any())
-        bound = info.mip_dual_bound if is_mip else objective
+        objective = outcome.objective
+        bound = outcome.dual_bound if model.is_mip else objective
         if not math.isfinite(bound):
             bound = objective if termination == Termination.OPTIMAL else -math.inf
     return SolveResult("HiGHS", termination, objective, bound, time.perf_counter() - began)
@@ -210,7 +185,7 @@ def _solve_cbc(
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuplan-cbc-") as tmp:
         log = Path(tmp) / "cbc.log"
-        command = pulp.PULP_CBC_CMD(
+        command = _cbc_command(
             msg=verbose, timeLimit=time_limit, gapRel=gap, threads=threads, logPath=str(log)
         )
         try:
@@ -247,6 +222,18 @@ def _solve_cbc(
     return SolveResult("CBC", termination, objective, bound, time.perf_counter() - began)
 
 
+def _cbc_command(**options: object) -> pulp.LpSolver:
+    """The first available of ``CBC_SOLVERS``, by name through ``pulp.getSolver``, with ``options``."""
+    for name in CBC_SOLVERS:
+        try:
+            command = pulp.getSolver(name, **options)
+        except pulp.PulpSolverError:  # not a solver of this PuLP version
+            continue
+        if command.available():
+            return command
+    raise SolverError("CBC is not installed (pip install 'pulp[cbc]' or put cbc on PATH); use --solver highs")
+
+
 def solve_separable(
     problem: pulp.LpProblem, time_limit: float | None = None, gap: float = 1e-4, verbose: bool = False
 ) -> SolveResult:
@@ -257,11 +244,9 @@ def solve_separable(
     run for minutes on what takes a second block by block. The result is the sum over blocks (each
     solved to ``gap``); its bound is the sum of the blocks' bounds. HiGHS only.
     """
-    import highspy
-
     began = time.perf_counter()
-    variables, data = _csr(problem)
-    lower, upper, cost = data["col_lower"], data["col_upper"], data["cost"]
+    variables, model = _csr(problem)
+    lower, upper, cost = model.col_lower, model.col_upper, model.cost
     fixed = np.isfinite(lower) & (lower == upper)
     values = np.where(fixed, lower, 0.0)
     parent = np.arange(len(variables))
@@ -272,8 +257,8 @@ def solve_separable(
             k = parent[k]
         return int(k)
 
-    starts, index, coef = data["start"], data["index"], data["value"]
-    row_lower, row_upper = data["row_lower"].copy(), data["row_upper"].copy()
+    starts, index, coef = model.start, model.index, model.value
+    row_lower, row_upper = model.row_lower.copy(), model.row_upper.copy()
     free_rows: list[tuple[int, np.ndarray, np.ndarray]] = []
     for r in range(len(row_lower)):
         cols, vals = index[starts[r] : starts[r + 1]], coef[starts[r] : starts[r + 1]]
@@ -309,45 +294,31 @@ def solve_separable(
     for rows in blocks.values():
         cols = np.unique(np.concatenate([c for _, c, _ in rows]))
         local = {int(c): k for k, c in enumerate(cols)}
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = len(cols), len(rows)
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost[cols], lower[cols], upper[cols]
-        lp.row_lower_ = np.array([row_lower[r] for r, _, _ in rows])
-        lp.row_upper_ = np.array([row_upper[r] for r, _, _ in rows])
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp.num_col_, lp.num_row_
-        lp.a_matrix_.start_ = np.cumsum([0] + [len(c) for _, c, _ in rows]).astype(np.int32)
-        lp.a_matrix_.index_ = np.array([local[int(k)] for _, c, _ in rows for k in c], dtype=np.int32)
-        lp.a_matrix_.value_ = np.concatenate([v for _, _, v in rows])
-        integral = data["integral"][cols]
-        if integral.any():
-            lp.integrality_ = [
-                highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
-                for flag in integral
-            ]
-        with quiet_stdout(not verbose):
-            highs = highspy.Highs()
-        highs.setOptionValue("output_flag", bool(verbose))
-        highs.setOptionValue("mip_rel_gap", float(gap))
-        if time_limit is not None:
-            left = time_limit - (time.perf_counter() - began)
-            highs.setOptionValue("time_limit", max(1.0, left))
-        highs.passModel(lp)
-        highs.run()
-        info = highs.getInfo()
-        if info.primal_solution_status != highspy.SolutionStatus.kSolutionStatusFeasible:
-            status = highs.getModelStatus()
-            termination = (
-                Termination.INFEASIBLE
-                if status == highspy.HighsModelStatus.kInfeasible
-                else Termination.NO_SOLUTION
-            )
+        integral = model.integral[cols]
+        block = RowwiseModel(
+            cost=cost[cols],
+            col_lower=lower[cols],
+            col_upper=upper[cols],
+            row_lower=np.array([row_lower[r] for r, _, _ in rows]),
+            row_upper=np.array([row_upper[r] for r, _, _ in rows]),
+            start=np.cumsum([0] + [len(c) for _, c, _ in rows]).astype(np.int32),
+            index=np.array([local[int(k)] for _, c, _ in rows for k in c], dtype=np.int32),
+            value=np.concatenate([v for _, _, v in rows]),
+            integral=integral,
+        )
+        left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - began))
+        solver = HighsModel(
+            block, quiet=not verbose, output_flag=bool(verbose), mip_rel_gap=float(gap), time_limit=left
+        )
+        outcome = solver.run()
+        if not outcome.feasible:
+            termination = Termination.INFEASIBLE if outcome.infeasible else Termination.NO_SOLUTION
             return SolveResult("HiGHS", termination, math.nan, math.nan, time.perf_counter() - began)
-        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        if not outcome.optimal:
             worst = Termination.TIME_LIMIT
-        values[cols] = highs.getSolution().col_value
-        objective += info.objective_function_value
-        block_bound = info.mip_dual_bound if integral.any() else info.objective_function_value
+        values[cols] = solver.col_value()
+        objective += outcome.objective
+        block_bound = outcome.dual_bound if integral.any() else outcome.objective
         bound += block_bound if math.isfinite(block_bound) else -math.inf
     for var, value in zip(variables, values, strict=True):
         var.varValue = float(value)

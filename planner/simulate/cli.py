@@ -1,8 +1,8 @@
 """`gpuplan simulate`: replay job traces on a fleet under scheduling policies.
 
-Same conventions as ``planner/cli.py``: exit 0 on success, 2 on bad input (one line naming the file, the
-field and the problem; nothing written), 3 when the planner cannot size the fleet. Results are written
-into a directory that appears whole or not at all.
+Same conventions as ``planner/cli.py`` (both use ``planner/cli_common.py``): exit 0 on success, 2 on bad
+input (one line naming the file, the field and the problem; nothing written), 3 when the planner cannot
+size the fleet. Results are written into a directory that appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError
+from planner.cli_common import atomic_directory, err, fail, progress_messages
 
 simulate_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Replay job traces on a GPU fleet: naive, best-fit and workload-aware scheduling side by side.",
 )
-err = Console(stderr=True)
 out = Console()
 
 SCHEMA = "gpuplan.simulate/v1"
@@ -37,12 +37,6 @@ NOTES = (
     "waiting request; waits: hours from arrival to first start (jobs still waiting count until the end); "
     "gangs split: multi-node jobs spread over leaf switches / started.\n"
 )
-
-
-def _fail(error: GpuplanError) -> typer.Exit:
-    from planner.cli import _fail as fail  # imported late: planner.cli registers this app
-
-    return fail(error)
 
 
 def _policies(text: str, known: tuple[str, ...] | list[str]) -> list[str]:
@@ -101,7 +95,6 @@ def philly(
     Writes DIR/results.json, DIR/results.md and DIR/timeline.csv (allocation over time per policy).
     """
     from models.catalog import Catalog
-    from planner.cli import _atomic_directory
     from planner.simulate.events import simulate
     from planner.simulate.fleet import Fleet
     from planner.simulate.philly import (
@@ -115,9 +108,7 @@ def philly(
     )
     from planner.simulate.policies import POLICIES, make_policy
 
-    def say(message: str) -> None:
-        if not quiet:
-            err.print(f"[dim]·[/] {message}", highlight=False, soft_wrap=True)
+    say = progress_messages(quiet)
 
     try:
         names = _policies(policy, list(POLICIES))
@@ -202,7 +193,7 @@ def philly(
                 NOTES,
             ]
         )
-        with _atomic_directory(output) as staging:
+        with atomic_directory(output) as staging:
             (staging / "results.json").write_text(json.dumps(data, indent=2, default=_json) + "\n")
             (staging / "results.md").write_text(markdown, encoding="utf-8")
             frames = [r.timeline.assign(policy=r.policy) for r in results]
@@ -212,7 +203,7 @@ def philly(
             timeline = timeline[["policy", *[c for c in timeline.columns if c != "policy"]]]
             timeline.to_csv(staging / "timeline.csv", index=False)
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     out.print(_rich_table(title, rows, fleet.total_gpus))
     out.print(f"written to {output}/ (results.json, results.md, timeline.csv)", highlight=False)
 
@@ -278,7 +269,6 @@ def openb(
 
     Writes DIR/openb.json and DIR/openb.md (planner/simulate/openb.py describes the method).
     """
-    from planner.cli import _atomic_directory
     from planner.simulate.openb import POLICIES, compare, load_nodes, load_pods
 
     try:
@@ -306,7 +296,7 @@ def openb(
             "failed_pods": json.loads(comparison.failed.reset_index().to_json(orient="records")),
             "seconds": {name: round(r.seconds, 3) for name, r in comparison.results.items()},
         }
-        with _atomic_directory(output) as staging:
+        with atomic_directory(output) as staging:
             (staging / "openb.json").write_text(json.dumps(data, indent=2) + "\n")
             (staging / "openb.md").write_text(
                 f"# openb: unallocated GPUs (% of {cluster.capacity_gpus}) by arrival level\n\n"
@@ -314,7 +304,7 @@ def openb(
                 encoding="utf-8",
             )
     except GpuplanError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     shown = Table(title=f"openb: unallocated GPU % of {cluster.capacity_gpus} by arrival level (seed {seed})")
     for column in table.columns:
         shown.add_column(str(column), justify="right")

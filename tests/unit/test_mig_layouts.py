@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-import models.mig_packing as mig_packing
+import planner.mig.packing as mig_packing
 from models.mig import (
     COMPUTE_SLICES,
     MEMORY_SLICES,
@@ -38,7 +38,8 @@ from models.mig import (
     smallest_profile,
     valid_layouts,
 )
-from models.mig_packing import Packing, config_name, mig_parted_config, pack, pack_lower_bound
+from planner.mig.config import config_name, mig_parted_config
+from planner.mig.packing import Packing, pack, pack_lower_bound
 
 MODELS = sorted(MIG_PROFILES)
 

@@ -2,7 +2,7 @@
 
 The planning model counts replicas per node from each service's own homogeneous layout (7 x 1g.10gb per
 H100 for a 9 GB replica), which is always feasible. Here the replicas that share an offering (a node pool)
-are packed together, service mix and all, onto the fewest GPUs (``models.mig_packing.pack``), period by
+are packed together, service mix and all, onto the fewest GPUs (``planner.mig.packing.pack``), period by
 period. Per pool the report shows, at the pool's busiest period, the GPUs that packing needs, the GPUs of
 per-service layouts, and the GPUs one-replica-per-GPU would hold; ``mig-config.yaml`` gets one named
 config per pool: the same layout on every node (what a node label can select), sized for the peak.
@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from models.mig import smallest_profile, supports_mig
-from models.mig_packing import config_name, mig_parted_config, pack
-from planner.optimize.sets import PlanningSets
+from planner.mig.config import config_name, mig_parted_config
+from planner.mig.packing import pack
+
+if TYPE_CHECKING:  # only read here; planner.optimize builds the plan from this section, not the reverse
+    from planner.optimize.sets import PlanningSets
 
 EPS = 1e-6
 

@@ -1,4 +1,5 @@
-"""Packing MIG instances onto the fewest GPUs, and the mig-parted config that creates them.
+"""Packing MIG instances onto the fewest GPUs: a small cutting-stock problem (``planner.mig.config``
+writes the mig-parted config that creates the packed layouts).
 
 ``pack`` is a cutting-stock problem: each GPU takes one layout (a multiset of profiles that fits, see
 ``models.mig.valid_layouts``); choose how many GPUs get each layout so that every profile gets at least
@@ -16,8 +17,8 @@ The planner calls ``pack`` for many (offering, period) demand vectors, so it is 
   rounded first; reaching ceil(LP) proves optimality (it always did in tests, ~0.5 ms), else HiGHS
   branches (~4 ms).
 
-``mig_parted_config`` writes the NVIDIA mig-parted / GPU Operator format (FACTS.md 4.3); a node picks its
-config with the label ``nvidia.com/mig.config=<name>``, so names go through ``config_name``.
+The profiles, placement rules and valid layouts are the domain's (``models.mig``); the solve is here, on
+the planner side, through the one HiGHS adapter (``planner.highs``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -43,7 +42,7 @@ from models.mig import (
     maximal_layouts,
     profile_named,
 )
-from models.stdout import quiet_stdout
+from planner.highs import HighsModel, RowwiseModel
 
 _Demand = tuple[tuple[str, int], ...]
 """A demand as sorted (profile name, instances > 0) pairs: the memo key."""
@@ -153,21 +152,13 @@ def _homogeneous(model: str, name: str) -> Layout:
     return min(maximal_layouts(model), key=lambda lay: (-lay.count_vector[index], lay.instances))
 
 
-_first_highs = True
+_first_highs = True  # HiGHS prints its banner once per process: only the first model needs quieting
 
 
-def _new_highs() -> Any:
-    import highspy
-
+def _new_highs(model: RowwiseModel) -> HighsModel:
     global _first_highs
-    if _first_highs:
-        with quiet_stdout():
-            highs = highspy.Highs()
-        _first_highs = False
-    else:
-        highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    return highs
+    quiet, _first_highs = _first_highs, False
+    return HighsModel(model, quiet=quiet, output_flag=False)
 
 
 def _greedy(columns: Sequence[tuple[int, ...]], need: list[int], weights: list[int]) -> list[int]:
@@ -196,45 +187,38 @@ def _solve_milp(
     ~0.5 ms instead of ~4 ms: on thousands of random demands the rounding always closed the gap, but the
     MILP stays as the exact fallback (``rounding=False`` forces it, for the tests).
     """
-    import highspy
-
     n_cols, n_rows = len(columns), len(need)
     a = np.array(columns, dtype=float).T  # rows = profiles
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n_cols, n_rows
-    lp.col_cost_ = np.ones(n_cols)
-    lp.col_lower_, lp.col_upper_ = np.zeros(n_cols), np.full(n_cols, float(upper))
-    lp.row_lower_, lp.row_upper_ = np.array(need, dtype=float), np.full(n_rows, math.inf)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_cols, n_rows
     nz = a != 0
-    lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(nz.sum(axis=1))]).astype(np.int32)
-    lp.a_matrix_.index_ = np.nonzero(nz)[1].astype(np.int32)
-    lp.a_matrix_.value_ = a[nz]
-    highs = _new_highs()
-    highs.passModel(lp)
-    optimal = highspy.HighsModelStatus.kOptimal
+    highs = _new_highs(
+        RowwiseModel(
+            cost=np.ones(n_cols),
+            col_lower=np.zeros(n_cols),
+            col_upper=np.full(n_cols, float(upper)),
+            row_lower=np.array(need, dtype=float),
+            row_upper=np.full(n_rows, math.inf),
+            start=np.concatenate([[0], np.cumsum(nz.sum(axis=1))]).astype(np.int32),
+            index=np.nonzero(nz)[1].astype(np.int32),
+            value=a[nz],
+        )
+    )
     if rounding:
-        highs.run()
-        status = highs.getModelStatus()
-        if status != optimal:
-            raise SolverError(f"HiGHS stopped with '{highs.modelStatusToString(status)}' on a MIG packing LP")
-        bound = math.ceil(highs.getInfo().objective_function_value - 1e-6)
-        x = [math.floor(v + 1e-9) for v in highs.getSolution().col_value]
+        outcome = highs.run()
+        if not outcome.optimal:
+            raise SolverError(f"HiGHS stopped with '{outcome.status_text}' on a MIG packing LP")
+        bound = math.ceil(outcome.objective - 1e-6)
+        x = [math.floor(v + 1e-9) for v in highs.col_value()]
         residual = [d - sum(c[i] * n for c, n in zip(columns, x, strict=True)) for i, d in enumerate(need)]
         x = [n + g for n, g in zip(x, _greedy(columns, residual, weights), strict=True)]
         if sum(x) <= bound:
             return x
-    highs.changeColsIntegrality(
-        n_cols, np.arange(n_cols, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * n_cols)
-    )
+    highs.make_integer(np.arange(n_cols, dtype=np.int32))
     # the objective is an integer, so a gap below 1 already proves optimality
-    highs.setOptionValue("mip_abs_gap", 1.0 - 1e-6)
-    highs.run()
-    status = highs.getModelStatus()
-    if status != optimal:
-        raise SolverError(f"HiGHS stopped with '{highs.modelStatusToString(status)}' on a MIG packing")
-    return [round(v) for v in highs.getSolution().col_value]
+    highs.set_options(mip_abs_gap=1.0 - 1e-6)
+    outcome = highs.run()
+    if not outcome.optimal:
+        raise SolverError(f"HiGHS stopped with '{outcome.status_text}' on a MIG packing")
+    return [round(v) for v in highs.col_value()]
 
 
 @functools.lru_cache(maxsize=256)
@@ -309,66 +293,3 @@ def pack(gpu_model: str, demand: Mapping[str, int]) -> Packing:
     (model, sorted demand): the returned ``Packing`` is shared and read-only.
     """
     return _pack(*_normalize(gpu_model, demand))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# mig-parted config (FACTS 4.3)
-
-_LABEL_OK = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
-
-
-def config_name(text: str) -> str:
-    """``text`` made into a valid Kubernetes label value, since nodes select a config by label.
-
-    Runs of other characters become ``-``; leading/trailing ``-``, ``_`` and ``.`` are dropped; the result
-    is cut to 63 characters. ``ValueError`` if nothing alphanumeric is left.
-    """
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.")
-    name = name[:63].rstrip("-_.")
-    if not name:
-        raise ValueError(f"cannot make a config name out of {text!r}")
-    return name
-
-
-def mig_parted_config(
-    pools: Mapping[str, Sequence[tuple[Layout | None, int]]], gpus_per_node: int = 8
-) -> dict[str, Any]:
-    """The mig-parted / GPU Operator ``mig-configs`` document, one named config per node pool.
-
-    ``pools`` maps a config name (a valid label value, see ``config_name``) to the layout of ONE node of
-    that pool, as (layout, number of GPUs) pairs: GPU indices are handed out in order from 0, so
-    ``[(a, 5), (b, 3)]`` gives devices 0-4 layout ``a`` and 5-7 layout ``b``. ``None`` as a layout, and
-    every index past the listed GPUs up to ``gpus_per_node``, means MIG disabled (whole GPU). An empty
-    layout enables MIG with no instances. All layouts of a pool must be of one GPU model.
-
-    ``ValueError`` for an invalid name, more GPUs than ``gpus_per_node``, a negative count or mixed models.
-    The result is plain data for ``yaml.safe_dump``.
-    """
-    if gpus_per_node < 1:
-        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
-    configs: dict[str, list[dict[str, Any]]] = {}
-    for name, groups in pools.items():
-        if not _LABEL_OK.match(name):
-            raise ValueError(f"config name {name!r} is not a valid label value; use config_name()")
-        models = {layout.gpu_model for layout, _ in groups if layout is not None}
-        if len(models) > 1:
-            raise ValueError(f"config {name!r} mixes GPU models {sorted(models)}")
-        entries: list[dict[str, Any]] = []
-        index = 0
-        for layout, n in groups:
-            if n < 0:
-                raise ValueError(f"config {name!r}: GPU count must be >= 0, got {n}")
-            if n == 0:
-                continue
-            if index + n > gpus_per_node:
-                raise ValueError(f"config {name!r} lays out more than {gpus_per_node} GPUs")
-            devices = list(range(index, index + n))
-            index += n
-            if layout is None:
-                entries.append({"devices": devices, "mig-enabled": False})
-            else:
-                entries.append({"devices": devices, "mig-enabled": True, "mig-devices": layout.counts})
-        if index < gpus_per_node:
-            entries.append({"devices": list(range(index, gpus_per_node)), "mig-enabled": False})
-        configs[name] = entries
-    return {"version": "v1", "mig-configs": configs}

@@ -1,0 +1,73 @@
+"""What the two command lines share (``planner/cli.py`` and ``planner/simulate/cli.py``).
+
+Exit codes, the stderr console, one line for a ``GpuplanError`` (never a traceback), progress messages,
+and output directories that appear whole or not at all. Both CLIs import from here; neither imports the
+other's helpers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from models.errors import GpuplanError, InputError
+
+__all__ = [
+    "EXIT_INPUT",
+    "EXIT_SOLVER",
+    "EXIT_UNSERVED",
+    "atomic_directory",
+    "err",
+    "fail",
+    "progress_messages",
+]
+
+EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
+
+err = Console(stderr=True)
+
+
+def fail(error: GpuplanError) -> typer.Exit:
+    """Print ``error`` as one line on stderr; the exit to raise: 2 for bad input, 3 for the solver."""
+    code = EXIT_INPUT if isinstance(error, InputError) else EXIT_SOLVER
+    kind = "error" if isinstance(error, InputError) else "solver error"
+    err.print(f"[bold red]{kind}:[/] {error}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def atomic_directory(target: Path) -> Iterator[Path]:
+    """Write into a temporary sibling and swap it in at the end: a failed run leaves no half-written plan."""
+    if target.exists() and not target.is_dir():
+        raise InputError(target, None, "exists and is not a directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    backup = None
+    if target.exists():
+        backup = target.with_name(f".{target.name}.old-{os.getpid()}")
+        target.rename(backup)
+    staging.rename(target)
+    if backup is not None:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+def progress_messages(quiet: bool) -> Callable[[str], None]:
+    """A ``say(message)`` that prints dimmed progress lines on stderr, or nothing when ``quiet``."""
+
+    def say(message: str) -> None:
+        if not quiet:
+            err.print(f"[dim]·[/] {message}", highlight=False, soft_wrap=True)
+
+    return say

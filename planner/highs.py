@@ -1,0 +1,227 @@
+"""The one place the planner drives HiGHS (highspy): create, set options, pass a model, run, read back.
+
+Every HiGHS model of the planner goes through :class:`HighsModel`: the staged MILP and its slot-by-slot
+blocks (``optimize/solve.py``), the hourly method's per-period covering LP (``optimize/hourly.py``) and
+MIG packing's cutting-stock MILP (``mig/packing.py``). A model is handed over as one row-wise CSR matrix
+(:class:`RowwiseModel`) with a single ``passModel`` call; the caller picks the options (names and values
+as HiGHS spells them), so each call site keeps exactly its own settings. What a run ended with is read
+through :class:`Outcome` (status first; the info record, values, duals and row activities on demand,
+since the hourly method re-solves one model thousands of times and mostly needs only the status).
+
+HiGHS prints a banner on the process's stdout (file descriptor 1, which Python's ``sys.stdout``
+redirection cannot catch) when the first ``Highs`` object is created: :func:`quiet_stdout` silences it.
+
+highspy is imported on first use, so importing this module does not load the solver.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["HighsModel", "Outcome", "RowwiseModel", "available", "quiet_stdout"]
+
+
+def available() -> bool:
+    """True when highspy can be imported."""
+    try:
+        import highspy  # noqa: F401
+    except ImportError:  # pragma: no cover - highspy is a dependency
+        return False
+    return True
+
+
+@contextmanager
+def quiet_stdout(active: bool = True) -> Iterator[None]:
+    """Point file descriptor 1 at /dev/null while the block runs (no-op when ``active`` is False)."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+@dataclass(frozen=True, slots=True)
+class RowwiseModel:
+    """min cost @ x  s.t.  row_lower <= A x <= row_upper,  col_lower <= x <= col_upper.
+
+    ``A`` is row-wise CSR: row ``r``'s entries are ``index[start[r]:start[r + 1]]`` (columns) and
+    ``value[...]``. ``integral`` (a bool per column) marks integer columns; None or all False: an LP.
+    Infinite bounds are ``±inf``. The arrays are handed to HiGHS as given (no copy, no reordering).
+    """
+
+    cost: Any
+    col_lower: Any
+    col_upper: Any
+    row_lower: Any
+    row_upper: Any
+    start: Any
+    index: Any
+    value: Any
+    integral: Any = None
+
+    @property
+    def num_col(self) -> int:
+        return len(self.cost)
+
+    @property
+    def num_row(self) -> int:
+        return len(self.row_lower)
+
+    @property
+    def is_mip(self) -> bool:
+        return self.integral is not None and bool(np.any(self.integral))
+
+
+class Outcome:
+    """How a run ended: HiGHS's model status, and the figures of its info record (read on first use,
+    so a re-solve loop that only checks the status does not pay for them; read them before the next
+    run of the same model)."""
+
+    __slots__ = ("_highs", "_info", "status")
+
+    def __init__(self, highs: Any) -> None:
+        self._highs = highs
+        self._info: Any = None
+        self.status = highs.getModelStatus()  # a highspy.HighsModelStatus
+
+    @property
+    def status_text(self) -> str:
+        """HiGHS's own wording of the status, for messages."""
+        return self._highs.modelStatusToString(self.status)
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == _highspy().HighsModelStatus.kOptimal
+
+    @property
+    def infeasible(self) -> bool:
+        return self.status == _highspy().HighsModelStatus.kInfeasible
+
+    @property
+    def unbounded(self) -> bool:
+        statuses = _highspy().HighsModelStatus
+        return self.status in (statuses.kUnbounded, statuses.kUnboundedOrInfeasible)
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped by a limit (time, iterations) or an interrupt, with or without an incumbent."""
+        statuses = _highspy().HighsModelStatus
+        return self.status in (statuses.kTimeLimit, statuses.kIterationLimit, statuses.kInterrupt)
+
+    @property
+    def feasible(self) -> bool:
+        """HiGHS holds a primal feasible solution (for a MIP: an incumbent)."""
+        return self._read().primal_solution_status == _highspy().SolutionStatus.kSolutionStatusFeasible
+
+    @property
+    def objective(self) -> float:
+        """``objective_function_value``: the objective at the solution HiGHS holds."""
+        return self._read().objective_function_value
+
+    @property
+    def dual_bound(self) -> float:
+        """``mip_dual_bound``: a MIP's proven lower bound (not meaningful for an LP)."""
+        return self._read().mip_dual_bound
+
+    def _read(self) -> Any:
+        if self._info is None:
+            self._info = self._highs.getInfo()
+        return self._info
+
+
+class HighsModel:
+    """A ``highspy.Highs`` holding one model: created (quietly unless ``quiet`` is False), ``options``
+    set in the order given (a None value leaves that option at HiGHS's default), then the model passed.
+
+    The model stays loaded: bounds, integrality and options can change between runs (``run`` again
+    re-solves from the last basis, as HiGHS does).
+    """
+
+    def __init__(self, model: RowwiseModel, *, quiet: bool = True, **options: Any) -> None:
+        highspy = _highspy()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = model.num_col, model.num_row
+        lp.col_cost_ = model.cost
+        lp.col_lower_, lp.col_upper_ = model.col_lower, model.col_upper
+        lp.row_lower_, lp.row_upper_ = model.row_lower, model.row_upper
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp.num_col_, lp.num_row_
+        lp.a_matrix_.start_ = model.start
+        lp.a_matrix_.index_ = model.index
+        lp.a_matrix_.value_ = model.value
+        if model.is_mip:
+            lp.integrality_ = [
+                highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
+                for flag in model.integral
+            ]
+        with quiet_stdout(quiet):  # HiGHS prints a banner on stdout when created
+            self.highs = highspy.Highs()
+        self.set_options(**options)
+        self.highs.passModel(lp)
+
+    def set_options(self, **options: Any) -> None:
+        """HiGHS options by name (``mip_rel_gap=1e-4``), in the order given; None values are skipped."""
+        for name, value in options.items():
+            if value is not None:
+                self.highs.setOptionValue(name, value)
+
+    def set_start(self, values: Sequence[float]) -> None:
+        """A full primal solution (one value per column) as the first incumbent."""
+        incumbent = _highspy().HighsSolution()
+        incumbent.col_value = values
+        incumbent.value_valid = True
+        self.highs.setSolution(incumbent)
+
+    def set_partial_start(self, columns: np.ndarray, values: np.ndarray) -> None:
+        """Values for some columns (int32 indices): HiGHS completes the start (integers fixed)."""
+        self.highs.setSolution(len(columns), columns, values)
+
+    def make_integer(self, columns: np.ndarray) -> None:
+        """Mark ``columns`` (int32 indices) integer."""
+        kind = _highspy().HighsVarType.kInteger
+        self.highs.changeColsIntegrality(len(columns), columns, np.array([kind] * len(columns)))
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.highs.changeRowsBounds(len(rows), rows, lower, upper)
+
+    def set_col_bounds(self, columns: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.highs.changeColsBounds(len(columns), columns, lower, upper)
+
+    def run(self) -> Outcome:
+        """Solve (or re-solve) and report how it ended."""
+        self.highs.run()
+        return Outcome(self.highs)
+
+    def solution(self) -> Any:
+        """The last run's ``HighsSolution``: ``col_value``, ``row_value``, ``row_dual``."""
+        return self.highs.getSolution()
+
+    def col_value(self) -> Any:
+        """The columns' values of the last run, as highspy returns them."""
+        return self.highs.getSolution().col_value
+
+
+_module: Any = None
+
+
+def _highspy() -> Any:
+    global _module
+    if _module is None:
+        import highspy
+
+        _module = highspy
+    return _module

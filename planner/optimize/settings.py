@@ -1,0 +1,24 @@
+"""How a plan is solved: the method and the solver's limits, shared by both methods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["METHODS", "SolveSettings"]
+
+METHODS = ("auto", "staged", "hourly")
+
+
+@dataclass(frozen=True, slots=True)
+class SolveSettings:
+    solver: str = "highs"
+    time_limit: float | None = 120.0
+    gap: float = 0.005
+    threads: int | None = None
+    verbose: bool = False
+    block_hours: int | None = None
+    start_grid_hours: int | None = None
+    certify: bool = True  # also bound the full hourly problem (planner/optimize/bound.py)
+    bound_clusters_per_block: int | None = None  # None: by size (bound.clusters_per_block)
+    method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (decompose.py); see METHODS
+    cluster_relax: bool | None = None  # hourly method: True stops at the cluster model's LP (no MILP)
