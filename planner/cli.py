@@ -116,11 +116,11 @@ def plan(
     ):
         if base > 0:
             out.print(f"  vs {label}: ${base:,.0f} -> saves {(base - total) / base:.1%}", highlight=False)
-    solver = document.solver
+    how = document.solver
     out.print(
-        f"  {solver.method} ({solver.name}) {solver.status}, "
-        f"certified gap {solver.gap:.3%} (bound ${solver.bound_usd:,.0f}), "
-        f"{solver.seconds:.1f} s; written to {output}/",
+        f"  {how.method} ({how.name}) {how.status}, "
+        f"certified gap {how.gap:.3%} (bound ${how.bound_usd:,.0f}), "
+        f"{how.seconds:.1f} s; written to {output}/",
         highlight=False,
     )
     if document.unserved:

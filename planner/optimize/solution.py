@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.catalog import OWNED, Offering
+from models.catalog import Offering
 from models.plan import (
     ALLOCATION_COLUMNS,
     COMMITTED_TIERS,
@@ -45,11 +45,11 @@ from models.plan import (
     Utilization,
 )
 from models.scenario import Scenario
-from models.tco import HOURS_PER_MONTH
+from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Capacity, Term, Tier
 from models.workloads import period_start
 from planner.mig.layouts import mig_section
 from planner.optimize.build import PlanningModel
-from planner.optimize.sets import ON_DEMAND, POOL, SPOT, TERM_TIER, PlanningSets, TrainingOption
+from planner.optimize.sets import PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult
 
 EPS = 1e-6
@@ -64,17 +64,18 @@ def whole_nodes(used: float) -> int:
     return math.ceil(used - EPS)
 
 
-def term_hours(sets: PlanningSets, term: str) -> float:
+def term_hours(sets: PlanningSets, term: Term) -> float:
     """How long a commitment binds: 1 or 3 years, or an owned node's depreciation life."""
-    if term == OWNED:
+    years = Term(term).years
+    if years is None:
         colocation = sets.scenario.colocation
         return colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
-    return int(term[0]) * 8760
+    return years * HOURS_PER_YEAR
 
 
-def committed_nodes(model: PlanningModel) -> dict[int, dict[str, int]]:
+def committed_nodes(model: PlanningModel) -> dict[int, dict[Term, int]]:
     """offering -> {term: nodes} for every commitment bought."""
-    result: dict[int, dict[str, int]] = defaultdict(dict)
+    result: dict[int, dict[Term, int]] = defaultdict(dict)
     for (o, term), var in model.commit.items():
         nodes = round(_value(var))
         if nodes > 0:
@@ -87,8 +88,8 @@ class Solution:
     """A solved plan as plain data, whichever method produced it (one model, or the hourly method)."""
 
     sets: PlanningSets
-    commits: dict[int, dict[str, int]]  # offering -> {term: nodes}
-    inference: pd.DataFrame  # period, o, tier (POOL/ON_DEMAND/SPOT), i, nodes (held tiers: whole-node share)
+    commits: dict[int, dict[Term, int]]  # offering -> {term: nodes}
+    inference: pd.DataFrame  # period, o, tier (a Capacity), i, nodes (held tiers: whole-node share)
     placements: list[TrainingOption]
     unserved_replicas: np.ndarray  # (services, periods)
     unserved_runs: list[int]
@@ -101,14 +102,14 @@ def solution_from_model(model: PlanningModel) -> Solution:
     sets = model.sets
     held_total: dict[tuple[str, int, int], float] = defaultdict(float)
     for (tier, _i, o, s), var in model.serve.items():
-        if tier != POOL:
+        if tier != Capacity.POOL:
             held_total[(tier, o, s)] += _value(var)
     records: list[tuple[int, int, str, int, float]] = []  # slot, offering, tier, service, nodes
     for (tier, i, o, s), var in model.serve.items():
         nodes = _value(var)
         if nodes <= EPS:
             continue
-        if tier != POOL:
+        if tier != Capacity.POOL:
             used = held_total[(tier, o, s)]
             nodes = nodes * whole_nodes(used) / used if used > EPS else 0.0
         records.append((s, o, tier, i, nodes))
@@ -130,7 +131,8 @@ def solution_from_model(model: PlanningModel) -> Solution:
     )
 
 
-def _pool_split(commits: dict[str, int]) -> list[tuple[str, float]]:
+def _pool_split(commits: dict[Term, int]) -> list[tuple[Tier, float]]:
+    """How committed use of one offering is split between its terms: by nodes committed on each."""
     total = sum(commits.values())
     return [(TERM_TIER[term], nodes / total) for term, nodes in sorted(commits.items()) if nodes]
 
@@ -143,9 +145,9 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     frames = []
     rows = solution.inference
     if len(rows):
-        held = rows[rows["tier"] != POOL]
+        held = rows[rows["tier"] != Capacity.POOL]
         parts = [held]
-        pool = rows[rows["tier"] == POOL]
+        pool = rows[rows["tier"] == Capacity.POOL]
         for o, terms in commits.items():  # committed use split between the terms, by nodes committed
             mine = pool[pool["o"] == o]
             for label, share in _pool_split(terms):
@@ -160,7 +162,10 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     train_rows = []
     for option in solution.placements:
         run = sets.runs[option.run]
-        tiers = _pool_split(commits.get(option.offering, {})) if option.tier == POOL else [(option.tier, 1.0)]
+        if option.tier == Capacity.POOL:
+            tiers = _pool_split(commits.get(option.offering, {}))
+        else:
+            tiers = [(Tier(option.tier), 1.0)]
         for label, share in tiers:
             for period in range(option.start, option.start + option.periods):
                 train_rows.append(
@@ -177,8 +182,8 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     table = table[table["nodes"] > EPS]
     gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
     price = {
-        ON_DEMAND: np.array([o.on_demand_usd_h or 0.0 for o in sets.offerings]),
-        SPOT: np.array([o.spot_usd_h or 0.0 for o in sets.offerings]),
+        Tier.ON_DEMAND: np.array([o.on_demand_usd_h or 0.0 for o in sets.offerings]),
+        Tier.SPOT: np.array([o.spot_usd_h or 0.0 for o in sets.offerings]),
     }
     o_idx = table["o"].to_numpy()
     table["gpus"] = table["nodes"].to_numpy() * gpus_per_node[o_idx]
@@ -309,11 +314,12 @@ def _training_records(solution: Solution) -> list[TrainingPlacement]:
     for option in solution.placements:
         run = sets.runs[option.run]
         offering = sets.offerings[option.offering]
-        if option.tier == POOL:
+        tier: Tier
+        if option.tier == Capacity.POOL:
             terms = commits.get(option.offering, {})
-            tier = TERM_TIER[max(terms, key=lambda t: terms[t])] if terms else "reserved_1y"
+            tier = TERM_TIER[max(terms, key=lambda t: terms[t])] if terms else Tier.RESERVED_1Y
         else:
-            tier = option.tier
+            tier = Tier(option.tier)
         overhead = option.overhead
         records.append(
             TrainingPlacement(
@@ -399,11 +405,11 @@ def _inference_reason(sets: PlanningSets, i: int) -> str:
 
 
 def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Commitment]) -> Costs:
-    by_tier = {tier: 0.0 for tier in TIERS}
+    by_tier: dict[Tier, float] = {tier: 0.0 for tier in TIERS}
     if any(o.owned for o in sets.offerings):
-        by_tier[OWNED] = 0.0
+        by_tier[Tier.OWNED] = 0.0
     for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
-        by_tier[str(tier)] += float(value)
+        by_tier[Tier(str(tier))] += float(value)
     cloud_of = {o.id: o.cloud for o in sets.offerings}
     by_cloud: dict[str, float] = defaultdict(float)
     by_workload: dict[str, float] = defaultdict(float)
@@ -445,7 +451,7 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
 
 
 def _pools(
-    sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, dict[str, int]]
+    sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, dict[Term, int]]
 ) -> dict[str, PoolUtilization]:
     p = sets.period_hours
     reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
