@@ -46,9 +46,14 @@ def plan(tmp_path_factory: pytest.TempPathFactory, kit):
     return result, out
 
 
+def _mig(result) -> dict:
+    """The plan's MIG section as plan.json has it."""
+    return result.document.model_dump(mode="json")["mig"]
+
+
 def test_services_share_gpus_and_the_count_is_bounded(plan) -> None:
     result, _ = plan
-    (pool,) = result.data["mig"]["pools"]
+    (pool,) = _mig(result)["pools"]
     assert pool["offering"] == POOL
     demand = pool["peak_demand"]
     assert demand == {"1g.10gb": 14, "1g.20gb": 5, "3g.40gb": 3}  # the busiest hour: 9 + 5 small replicas
@@ -57,13 +62,13 @@ def test_services_share_gpus_and_the_count_is_bounded(plan) -> None:
     assert math.ceil(slices / 8) <= pool["gpus_packed"] <= pool["gpus_per_service_layouts"]
     assert pool["gpus_per_service_layouts"] == math.ceil(14 / 7) + math.ceil(5 / 4) + math.ceil(3 / 2)
     assert pool["gpus_whole_per_replica"] == 22
-    saved = result.data["mig"]["gpus_saved_vs_whole_at_peak"]
+    saved = _mig(result)["gpus_saved_vs_whole_at_peak"]
     assert saved == 22 - pool["gpus_packed"]
 
 
 def test_mig_config_gives_every_node_a_legal_layout_that_covers_the_peak(plan) -> None:
     result, out = plan
-    (pool,) = result.data["mig"]["pools"]
+    (pool,) = _mig(result)["pools"]
     config = yaml.safe_load((out / "mig-config.yaml").read_text())
     assert config["version"] == "v1"
     entries = config["mig-configs"][pool["config"]]
@@ -83,7 +88,7 @@ def test_training_and_whole_gpu_services_are_not_sliced(plan) -> None:
     result, _ = plan
     alloc = result.allocations
     assert set(alloc.loc[alloc["kind"] == "training", "workload"]) == {"ft"}
-    (pool,) = result.data["mig"]["pools"]
+    (pool,) = _mig(result)["pools"]
     assert set(pool["peak_demand"]) == {"1g.10gb", "1g.20gb", "3g.40gb"}  # the 8-GPU service is not sliced
     # the planned GPUs reported are the plan's own GPUs for the sliced services at that hour
     held = alloc[(alloc["period"] == pool["peak_period"]) & alloc["workload"].isin(["small", "mid", "big"])]
