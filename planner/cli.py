@@ -361,12 +361,10 @@ def report(
     plan_dir: Annotated[Path, typer.Argument(help="a plan directory written by `gpuplan plan`")],
 ) -> None:
     """(Re)write report.md and report.html from a plan directory."""
-    from models.plan import Plan
     from planner.reports.plan import write_reports
 
     try:
-        Plan.read(plan_dir)
-        md, html = write_reports(plan_dir)
+        md, html = write_reports(plan_dir)  # reads the directory through Plan.read
     except GpuplanError as error:
         raise fail(error) from None
     out.print(f"wrote {md} and {html}", highlight=False)

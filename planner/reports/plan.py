@@ -2,8 +2,10 @@
 
 The report reads ONLY the plan files (``plan.json`` and ``allocations.csv``, see
 ``plan-contract.md``), never solver internals, so what it shows is exactly what Terraform, the
-daemon and the users' own tools see. Every field beyond contract v1 is treated as optional: a
-plan written by an older or simpler planner still renders, with "—" where a number is unknown.
+daemon and the users' own tools see. It takes the typed :class:`models.plan.PlanDocument`:
+``write_reports`` reads the directory through :meth:`models.plan.Plan.read`, so a wrong plan.json
+fails there with an ``InputError`` naming the file and field, and every field the report uses is
+the contract's (the optional ones are ``| None`` and shown as "—").
 
 Who reads it and what that means here:
 
@@ -21,30 +23,35 @@ the ~4.8 MB library however many charts there are, and no CDN or other external 
 horizons (more than a month of sub-daily periods, e.g. 8760 hourly periods) are resampled to
 days before plotting so the page stays light; chart titles say when they are.
 
-Templates are inline jinja2 strings in this module (no template file, so no package-data to
-ship). Markdown and HTML are rendered from one shared context, so the two never disagree.
+The templates are ``templates/plan.md.j2`` and ``templates/plan.html.j2`` (which extends the shared
+``base.html.j2``). Markdown and HTML are rendered from one shared context, so the two never disagree.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from markupsafe import Markup
 
-from models.errors import InputError
-from models.plan import COMMITTED_TIERS
+from models.plan import (
+    Plan,
+    PlanDocument,
+    PlanHorizon,
+    TrainingPlacement,
+    Unserved,
+    UnservedInference,
+    UnservedTraining,
+)
+from models.tiers import COMMITTED_TIERS, Tier
 from planner.reports.kit import (
-    BASE_CSS,
     DASH,
-    HTML_TABLE_MACROS,
     IDLE_SERIES,
     TIER_COLORS,
     TIER_ORDER,
@@ -58,11 +65,14 @@ from planner.reports.kit import (
     iso_time,
     jinja_environment,
     money_column,
-    parse_time,
     round_half_up,
 )
 
-__all__ = ["render_html", "render_markdown", "write_reports"]
+# TRANSITIONAL re-export: whatif.py and breakeven.py import these from here until they take typed
+# documents; this module does not use them (see planner/reports/untyped.py).
+from planner.reports.untyped import _num, _unserved  # noqa: F401
+
+__all__ = ["render_html", "render_markdown", "unserved_table", "write_reports"]
 
 #: A job with more runs than this is "repeated": one summary row, full per-run table collapsed.
 REPEATED_JOB_MIN_RUNS = 4
@@ -70,18 +80,6 @@ REPEATED_JOB_MIN_RUNS = 4
 DAILY_RESAMPLE_MIN_PERIODS = 744
 #: Parts and totals that differ by more than this many dollars trigger a reconciliation warning.
 RECONCILE_TOLERANCE_USD = 1.0
-ALLOCATION_COLUMNS = ("period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus")
-
-
-def _num(value: Any) -> float | None:  # transitional: goes when the report takes the typed PlanDocument
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,8 +108,8 @@ class RunGroup:
 def _cost_breakdown(
     title: str,
     key_name: str,
-    parts: Mapping[str, Any],
-    total_usd: float | None,
+    parts: Mapping[str, float],
+    total_usd: float,
     order: Iterable[str] | None = None,
 ) -> CostBreakdown:
     """A cost table with share and a total row that reconciles with ``costs.total_usd``.
@@ -120,17 +118,15 @@ def _cost_breakdown(
     rows are apportioned to add up to it exactly. When they do not, the total row shows the
     sum of the rows (so the table stays internally consistent) and a warning names both numbers.
     """
-    items = [(str(k), _num(v) or 0.0) for k, v in parts.items()]
+    items = [(str(k), float(v)) for k, v in parts.items()]
     if order is not None:
-        rank = {name: i for i, name in enumerate(order)}
+        rank = {str(name): i for i, name in enumerate(order)}
         items.sort(key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
     else:
         items.sort(key=lambda kv: (-kv[1], kv[0]))
     parts_sum = sum(v for _, v in items)
     warning = None
-    if total_usd is None:
-        shown_total = parts_sum
-    elif abs(parts_sum - total_usd) <= RECONCILE_TOLERANCE_USD:
+    if abs(parts_sum - total_usd) <= RECONCILE_TOLERANCE_USD:
         shown_total = total_usd
     else:
         shown_total = parts_sum
@@ -150,71 +146,12 @@ def _cost_breakdown(
     return CostBreakdown(title, key_name, table, warning)
 
 
-# --------------------------------------------------------------------------------------------
-# Plan access helpers (every addition to contract v1 is optional)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Horizon:
-    start: datetime | None
-    hours: float | None
-    period_hours: float
-    periods: int
-
-    def period_start(self, period: int) -> datetime | None:
-        return None if self.start is None else self.start + timedelta(hours=period * self.period_hours)
-
-
-def _horizon(plan: Mapping[str, Any], allocations: pd.DataFrame) -> _Horizon:
-    h = plan.get("horizon") or {}
-    period_hours = _num(h.get("period_hours")) or 1.0
-    hours = _num(h.get("hours"))
-    periods = _num(h.get("periods"))
-    if periods is None and hours is not None:
-        periods = math.ceil(hours / period_hours)
+def _allocations(allocations: pd.DataFrame) -> pd.DataFrame:
+    """allocations.csv as the report computes with it. A plan that allocates nothing has a header-only
+    allocations.csv, which pandas reads with untyped (object) columns: give the numbers their dtype."""
     if not allocations.empty:
-        periods = max(periods or 0, int(allocations["period"].max()) + 1)
-    return _Horizon(parse_time(h.get("start")), hours, period_hours, int(periods or 0))
-
-
-def _normalize_allocations(allocations: pd.DataFrame | None) -> pd.DataFrame:
-    """Typed copy with every contract column present, so an empty or partial frame still renders."""
-    df = pd.DataFrame() if allocations is None else allocations.copy()
-    for col in ALLOCATION_COLUMNS:
-        if col not in df.columns:
-            df[col] = pd.Series(dtype="float64" if col in ("period", "nodes", "gpus") else "object")
-    for col in ("period", "nodes", "gpus"):
-        df[col] = pd.to_numeric(df[col], errors="coerce").fillna(0)
-    df["period"] = df["period"].astype("int64")
-    for col in ("offering", "tier", "workload", "kind", "team"):
-        df[col] = df[col].astype("string").fillna("")
-    return df
-
-
-def _inputs(plan: Mapping[str, Any]) -> dict[str, Any]:
-    inputs = plan.get("inputs")
-    return inputs if isinstance(inputs, dict) else {}
-
-
-def _max_spot_share(plan: Mapping[str, Any]) -> float | None:
-    inputs = _inputs(plan)
-    value = _num(inputs.get("max_spot_share"))
-    if value is None and isinstance(inputs.get("purchase"), dict):
-        value = _num(inputs["purchase"].get("max_spot_share"))
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str:
-    return DASH if value is None or value == "" else str(value)
+        return allocations
+    return allocations.astype({"period": "int64", "nodes": "float64", "gpus": "float64"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -222,132 +159,95 @@ def _str(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _header(plan: Mapping[str, Any], hz: _Horizon) -> dict[str, Any]:
-    inputs = _inputs(plan)
-    solver = _dict(plan.get("solver"))
-    horizon = _dict(plan.get("horizon"))
+def _header(plan: PlanDocument) -> dict[str, Any]:
+    hz, solver = plan.horizon, plan.solver
     horizon_items = [
-        ("start", _str(horizon.get("start"))),
+        ("start", iso_time(hz.start)),
         ("hours", fmt_num(hz.hours, 2)),
         ("period hours", fmt_num(hz.period_hours, 2)),
         ("periods", fmt_num(hz.periods)),
     ]
-    gap = _num(solver.get("gap"))
-    objective, bound = _num(solver.get("objective_usd")), _num(solver.get("bound_usd"))
+    gap, objective, bound = solver.gap, solver.objective_usd, solver.bound_usd
+    grid = solver.training_start_grid_hours
     solver_items = [
-        ("solver", _str(solver.get("name"))),
-        ("status", _str(solver.get("status"))),
+        ("solver", solver.name),
+        ("status", solver.status),
         ("objective", fmt_usd(objective)),
         ("lower bound", fmt_usd(bound)),
         ("gap", fmt_pct(gap, 2)),
-        ("seconds", fmt_num(solver.get("seconds"), 1)),
+        ("seconds", fmt_num(solver.seconds, 1)),
+        ("method", solver.method),
+        (
+            "aggregated periods / model periods",
+            f"{fmt_num(solver.aggregated_periods)} / {fmt_num(solver.model_periods)}",
+        ),
+        ("training start grid", f"every {fmt_num(grid, 2)} h"),
     ]
-    if solver.get("method"):
-        solver_items.append(("method", str(solver["method"])))
-    aggregated = solver.get("aggregated_periods")
-    model_periods = solver.get("model_periods")
-    if aggregated is not None or model_periods is not None:
-        solver_items.append(
-            ("aggregated periods / model periods", f"{fmt_num(aggregated)} / {fmt_num(model_periods)}")
-        )
-    grid = _num(solver.get("training_start_grid_hours"))
-    if grid is not None:
-        solver_items.append(("training start grid", f"every {fmt_num(grid, 2)} h"))
-    model_bound = _num(solver.get("model_bound_usd"))
-    if model_bound is not None:  # the staged method's own bound, valid for its training start grid
-        solver_items.append(("model bound (training on its start grid)", fmt_usd(model_bound)))
-        solver_items.append(("model gap (what --gap stops on)", fmt_pct(_num(solver.get("model_gap")), 2)))
-    if solver.get("bound_method"):
-        solver_items.append(("how the lower bound was obtained", str(solver["bound_method"])))
+    if solver.model_bound_usd is not None:  # the staged method's own bound, valid for its training start grid
+        solver_items.append(("model bound (training on its start grid)", fmt_usd(solver.model_bound_usd)))
+        solver_items.append(("model gap (what --gap stops on)", fmt_pct(solver.model_gap, 2)))
+    if solver.bound_method:
+        solver_items.append(("how the lower bound was obtained", solver.bound_method))
 
-    if gap is not None and bound is not None:
-        gap_sentence = (
-            f"The gap is the distance from the proven lower bound: the solver proved that no "
-            f"plan can cost less than {fmt_usd(bound)}, so this plan costs at most "
-            f"{fmt_pct(gap, 2)} more than the best possible plan"
-        )
-        if objective is not None:
-            gap_sentence += f" (at most {fmt_usd(max(objective - bound, 0.0))} more)"
-        gap_sentence += "."
-    elif gap is not None:
-        gap_sentence = (
-            f"The gap ({fmt_pct(gap, 2)}) is the distance from the proven lower bound: how much "
-            f"more this plan may cost than the best possible plan."
-        )
-    else:
-        gap_sentence = (
-            "The solver reported no gap, so there is no proof of how far this plan is from "
-            "the best possible plan (the gap is the distance from the proven lower bound)."
-        )
+    gap_sentence = (
+        f"The gap is the distance from the proven lower bound: the solver proved that no "
+        f"plan can cost less than {fmt_usd(bound)}, so this plan costs at most "
+        f"{fmt_pct(gap, 2)} more than the best possible plan"
+        f" (at most {fmt_usd(max(objective - bound, 0.0))} more)."
+    )
     model_sentence = None
-    mp = _num(model_periods)
-    certified = _num(solver.get("certified_bound_usd"))
-    if certified is not None:
+    if solver.certified_bound_usd is not None:
         model_sentence = (
             "The lower bound holds for the full problem: every hour, every hourly training start, "
             "whole nodes; no plan at all can cost less."
         )
-    elif (mp is not None and hz.periods and mp < hz.periods) or (grid is not None and grid > hz.period_hours):
+    elif (hz.periods and solver.model_periods < hz.periods) or grid > hz.period_hours:
         model_sentence = (
             "The bound holds for the solver's model (merged periods and/or a coarser grid of "
             "training start times), which is a simplification of the full horizon."
         )
     return {
-        "scenario": _str(plan.get("scenario") or inputs.get("name")),
-        "description": plan.get("description") or inputs.get("description") or "",
-        "created": _str(plan.get("created")),
-        "schema": _str(plan.get("schema")),
+        "scenario": plan.scenario,
+        "description": plan.description or plan.inputs.description,
+        "created": iso_time(plan.created),
+        "schema": plan.schema_,
         "horizon_items": horizon_items,
         "solver_items": solver_items,
         "gap_sentence": gap_sentence,
         "model_sentence": model_sentence,
-        "solver_notes": [str(n) for n in _list(solver.get("notes"))],
+        "solver_notes": solver.notes,
     }
 
 
-def _idle_commitment_cost(plan: Mapping[str, Any]) -> float | None:
+def _idle_commitment_cost(plan: PlanDocument) -> float | None:
     """Dollars paid for committed node-hours that ran nothing, from ``utilization.pools``."""
-    pools = _dict(_dict(plan.get("utilization")).get("pools"))
+    pools = plan.utilization.pools
     if not pools:
         return None
     rates = _commitment_rates(plan)
-    idle = 0.0
-    for offering, pool in pools.items():
-        pool = _dict(pool)
-        committed, used = _num(pool.get("committed_node_hours")), _num(pool.get("used_node_hours"))
-        rate = rates.get(offering)
-        if committed is not None and used is not None and rate is not None:
-            idle += max(committed - used, 0.0) * rate
-    return idle
+    return sum(
+        max(pool.committed_node_hours - pool.used_node_hours, 0.0) * rates[offering]
+        for offering, pool in pools.items()
+        if offering in rates
+    )
 
 
-def _commitment_rates(plan: Mapping[str, Any]) -> dict[str, float]:
+def _commitment_rates(plan: PlanDocument) -> dict[str, float]:
     """Average $/node-hour per offering over its commitments (1y and 3y may both exist)."""
     cost: dict[str, float] = {}
     hours: dict[str, float] = {}
-    for c in _list(plan.get("commitments")):
-        c = _dict(c)
-        rate, in_horizon = _num(c.get("usd_per_node_hour")), _num(c.get("cost_in_horizon_usd"))
-        offering = str(c.get("offering"))
-        if rate and in_horizon is not None:
-            cost[offering] = cost.get(offering, 0.0) + in_horizon
-            hours[offering] = hours.get(offering, 0.0) + in_horizon / rate
-        elif rate:
-            cost.setdefault(offering, rate)
-            hours.setdefault(offering, 1.0)
+    for c in plan.commitments:
+        if c.usd_per_node_hour:  # an offering without a price for the term is committed at $0
+            cost[c.offering] = cost.get(c.offering, 0.0) + c.cost_in_horizon_usd
+            hours[c.offering] = hours.get(c.offering, 0.0) + c.cost_in_horizon_usd / c.usd_per_node_hour
     return {o: cost[o] / hours[o] for o in cost if hours[o]}
 
 
-def _headline(plan: Mapping[str, Any]) -> dict[str, Any]:
-    costs, baselines = _dict(plan.get("costs")), _dict(plan.get("baselines"))
-    total = _num(costs.get("total_usd"))
+def _headline(plan: PlanDocument) -> dict[str, Any]:
+    total, baselines = plan.costs.total_usd, plan.baselines
     lines: list[str] = []
     more_than: list[str] = []
-    for label, key in (("all on-demand", "all_on_demand_usd"), ("greedy", "greedy_usd")):
-        base = _num(baselines.get(key))
-        if base is None or total is None:
-            lines.append(f"vs {label}: no baseline in the plan.")
-            continue
+    for label, base in (("all on-demand", baselines.all_on_demand_usd), ("greedy", baselines.greedy_usd)):
         if base <= 0:
             lines.append(f"vs {label} ({fmt_usd(base)}): no savings percentage (baseline is zero).")
             continue
@@ -362,8 +262,7 @@ def _headline(plan: Mapping[str, Any]) -> dict[str, Any]:
             )
     reasons: list[str] = []
     if more_than:
-        teams = _dict(plan.get("teams"))
-        guaranteed = sum(_num(_dict(t).get("guaranteed_gpus")) or 0.0 for t in teams.values())
+        guaranteed = sum(t.guaranteed_gpus for t in plan.teams.values())
         if guaranteed:
             reasons.append(
                 f"team guarantees keep {fmt_num(guaranteed)} GPUs provisioned whether or not "
@@ -379,11 +278,10 @@ def _headline(plan: Mapping[str, Any]) -> dict[str, Any]:
             "the baseline may ignore constraints this plan honours (placement groups and "
             "fabric, capacity limits, the spot share cap, deadlines)"
         )
-    unserved = _list(plan.get("unserved"))
     unserved_note = None
-    if unserved:
+    if plan.unserved:
         unserved_note = (
-            f"{len(unserved)} workload item(s) are unserved (see below): the comparison is "
+            f"{len(plan.unserved)} workload item(s) are unserved (see below): the comparison is "
             f"between a plan that serves less and baselines that may serve everything."
         )
     return {
@@ -392,83 +290,65 @@ def _headline(plan: Mapping[str, Any]) -> dict[str, Any]:
         "more_than": ", ".join(more_than),
         "reasons": reasons,
         "unserved_note": unserved_note,
-        "baseline_notes": [str(n) for n in _list(baselines.get("notes"))],
+        "baseline_notes": baselines.notes,
     }
 
 
-def _costs(plan: Mapping[str, Any]) -> dict[str, Any]:
-    costs = _dict(plan.get("costs"))
-    total = _num(costs.get("total_usd"))
+def _costs(plan: PlanDocument) -> dict[str, Any]:
+    costs = plan.costs
+    total = costs.total_usd
     breakdowns = [
-        _cost_breakdown("Cost by tier", "tier", _dict(costs.get("by_tier")), total, order=TIER_ORDER),
-        _cost_breakdown("Cost by team", "team", _dict(costs.get("by_team")), total),
-        _cost_breakdown("Cost by cloud", "cloud", _dict(costs.get("by_cloud")), total),
+        _cost_breakdown("Cost by tier", "tier", costs.by_tier, total, order=TIER_ORDER),
+        _cost_breakdown("Cost by team", "team", costs.by_team, total),
+        _cost_breakdown("Cost by cloud", "cloud", costs.by_cloud, total),
+        _cost_breakdown("Cost by workload", "workload", costs.by_workload, total),
     ]
-    if isinstance(costs.get("by_workload"), dict):
-        breakdowns.append(_cost_breakdown("Cost by workload", "workload", costs["by_workload"], total))
-    teams = _dict(plan.get("teams"))
     teams_table = None
-    if teams:
+    if plan.teams:
         teams_table = Table(
             ["team", "priority", "guaranteed GPUs", "burst GPUs", "peak GPUs", "GPU-hours", "cost"],
             [False, False, True, True, True, True, True],
         )
-        names = sorted(teams)
+        names = sorted(plan.teams)
         # Same apportioning as the by-team table, so a team shows the same dollars in both.
-        cost_cells, cost_total = money_column(_dict(teams[n]).get("cost_usd") for n in names)
-        gpu_hours = 0.0
+        cost_cells, cost_total = money_column(plan.teams[n].cost_usd for n in names)
         for name, cost_cell in zip(names, cost_cells, strict=True):
-            t = _dict(teams[name])
-            gpu_hours += _num(t.get("gpu_hours")) or 0.0
+            t = plan.teams[name]
             teams_table.rows.append(
                 [
                     name,
-                    _str(t.get("priority")),
-                    fmt_num(t.get("guaranteed_gpus"), 1),
-                    fmt_num(t.get("burst_gpus"), 1),
-                    fmt_num(t.get("peak_gpus"), 1),
-                    fmt_num(t.get("gpu_hours")),
+                    t.priority,
+                    fmt_num(t.guaranteed_gpus, 1),
+                    fmt_num(t.burst_gpus, 1),
+                    fmt_num(t.peak_gpus, 1),
+                    fmt_num(t.gpu_hours),
                     cost_cell,
                 ]
             )
+        gpu_hours = sum(t.gpu_hours for t in plan.teams.values())
         teams_table.total = ["Total", "", "", "", "", fmt_num(gpu_hours), cost_total]
     return {"total": fmt_usd(total), "breakdowns": breakdowns, "teams": teams_table}
 
 
-def _commitments(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dict[str, Any]:
-    commitments = [_dict(c) for c in _list(plan.get("commitments"))]
+def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
+    commitments = plan.commitments
+    hz = plan.horizon
     table = None
     beyond_total = None
     if commitments:
-        has_beyond = any("obligation_beyond_horizon_usd" in c for c in commitments)
-        headers = ["offering", "term", "nodes", "$/node-h", "cost in horizon"]
-        numeric = [False, False, True, True, True]
-        if has_beyond:
-            headers.append("obligation beyond horizon")
-            numeric.append(True)
-        table = Table(headers, numeric)
-        cost_cells, cost_total = money_column(c.get("cost_in_horizon_usd") for c in commitments)
-        beyond_cells, beyond_sum = money_column(c.get("obligation_beyond_horizon_usd") for c in commitments)
-        for i, c in enumerate(commitments):
-            row = [
-                _str(c.get("offering")),
-                _str(c.get("term")),
-                fmt_num(c.get("nodes")),
-                fmt_rate(c.get("usd_per_node_hour")),
-                cost_cells[i],
-            ]
-            if has_beyond:
-                row.append(beyond_cells[i])
-            table.rows.append(row)
-        nodes_sum = sum(_num(c.get("nodes")) or 0.0 for c in commitments)
-        table.total = ["Total", "", fmt_num(nodes_sum), "", cost_total]
-        if has_beyond:
-            table.total.append(beyond_sum)
-            beyond_total = beyond_sum
+        table = Table(
+            ["offering", "term", "nodes", "$/node-h", "cost in horizon", "obligation beyond horizon"],
+            [False, False, True, True, True, True],
+        )
+        cost_cells, cost_total = money_column(c.cost_in_horizon_usd for c in commitments)
+        beyond_cells, beyond_total = money_column(c.obligation_beyond_horizon_usd for c in commitments)
+        for c, cost_cell, beyond_cell in zip(commitments, cost_cells, beyond_cells, strict=True):
+            rate = fmt_rate(c.usd_per_node_hour)
+            table.rows.append([c.offering, str(c.term), fmt_num(c.nodes), rate, cost_cell, beyond_cell])
+        nodes_sum = sum(c.nodes for c in commitments)
+        table.total = ["Total", "", fmt_num(nodes_sum), "", cost_total, beyond_total]
 
-    utilization = _dict(plan.get("utilization"))
-    used_fraction = _num(utilization.get("reserved_used_fraction"))
-    pools = _dict(utilization.get("pools"))
+    pools = plan.utilization.pools
     pools_table = None
     if pools:
         rates = _commitment_rates(plan)
@@ -491,33 +371,27 @@ def _commitments(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> 
             [False, True, True, True, True, True, True, True],
         )
         for offering in sorted(pools):
-            p = _dict(pools[offering])
-            committed, used = _num(p.get("committed_node_hours")), _num(p.get("used_node_hours"))
-            frac = _num(p.get("used_fraction"))
-            if frac is None and committed and used is not None:
-                frac = used / committed
-            idle = max(committed - used, 0.0) if committed is not None and used is not None else None
+            p = pools[offering]
+            idle = max(p.committed_node_hours - p.used_node_hours, 0.0)
             rate = rates.get(offering)
-            idle_cost = idle * rate if idle is not None and rate is not None else None
             total_nh = all_nh.get(offering)
             coverage = res_nh_d.get(offering, 0.0) / total_nh if total_nh else None
             pools_table.rows.append(
                 [
                     offering,
-                    fmt_num(p.get("committed_nodes")),
-                    fmt_num(committed),
-                    fmt_num(used),
-                    fmt_pct(frac),
+                    fmt_num(p.committed_nodes),
+                    fmt_num(p.committed_node_hours),
+                    fmt_num(p.used_node_hours),
+                    fmt_pct(p.used_fraction),
                     fmt_num(idle),
-                    fmt_usd(idle_cost),
+                    fmt_usd(idle * rate if rate is not None else None),
                     fmt_pct(coverage),
                 ]
             )
 
     note = None
-    by_tier = _dict(_dict(plan.get("costs")).get("by_tier"))
-    reserved_cost = sum(_num(v) or 0.0 for k, v in by_tier.items() if str(k) in COMMITTED_TIERS)
-    commit_cost = sum(_num(c.get("cost_in_horizon_usd")) or 0.0 for c in commitments)
+    reserved_cost = sum(v for k, v in plan.costs.by_tier.items() if k in COMMITTED_TIERS)
+    commit_cost = sum(c.cost_in_horizon_usd for c in commitments)
     if commitments and abs(reserved_cost - commit_cost) > RECONCILE_TOLERANCE_USD:
         note = (
             f"Note: the commitments cost {fmt_usd(commit_cost)} in the horizon, while the reserved tiers "
@@ -526,35 +400,10 @@ def _commitments(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> 
     return {
         "table": table,
         "beyond_total": beyond_total,
-        "used_fraction": fmt_pct(used_fraction) if used_fraction is not None else None,
+        "used_fraction": fmt_pct(plan.utilization.reserved_used_fraction),
         "pools": pools_table,
         "note": note,
     }
-
-
-def _training_row(t: Mapping[str, Any], hz: _Horizon) -> list[str]:
-    start = t.get("start")
-    if not start:
-        sp = _num(t.get("start_period"))
-        ts = hz.period_start(int(sp)) if sp is not None else None
-        start = iso_time(ts) if ts is not None else (f"period {int(sp)}" if sp is not None else None)
-    periods = _num(t.get("periods"))
-    duration = periods * hz.period_hours if periods is not None else _num(t.get("hours"))
-    return [
-        _str(t.get("job")),
-        fmt_num(t.get("run")),
-        _str(t.get("team")),
-        _str(t.get("offering")),
-        _str(t.get("tier")),
-        fmt_num(t.get("nodes")),
-        _str(start),
-        fmt_num(duration, 1),
-        _str(t.get("placement_group")),
-        _str(t.get("fabric")),
-        fmt_num(t.get("checkpoint_interval_minutes"), 1),
-        fmt_pct(t.get("expected_overhead")),
-        fmt_usd(t.get("cost_usd")),
-    ]
 
 
 TRAINING_HEADERS = [
@@ -587,26 +436,44 @@ SPOT_HEADERS = [
 SPOT_NUMERIC = [False, True, False, True, True, True, True, True, True]
 
 
-def _spot_row(t: Mapping[str, Any]) -> list[str]:
+def _training_row(t: TrainingPlacement, hz: PlanHorizon) -> list[str]:
     return [
-        _str(t.get("job")),
-        fmt_num(t.get("run")),
-        _str(t.get("offering")),
-        fmt_num(t.get("nodes")),
-        fmt_sig(t.get("gang_interruptions_per_hour")),
-        fmt_sig(t.get("expected_interruptions")),
-        fmt_num(t.get("checkpoint_interval_minutes"), 1),
-        fmt_pct(t.get("expected_overhead")),
-        fmt_usd(t.get("cost_usd")),
+        t.job,
+        fmt_num(t.run),
+        t.team,
+        t.offering,
+        str(t.tier),
+        fmt_num(t.nodes),
+        iso_time(t.start),
+        fmt_num(t.periods * hz.period_hours, 1),  # held periods: the expected preemption overhead included
+        t.placement_group,
+        t.fabric or DASH,
+        fmt_num(t.checkpoint_interval_minutes, 1),
+        fmt_pct(t.expected_overhead),
+        fmt_usd(t.cost_usd),
     ]
 
 
-def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dict[str, Any]:
-    runs = [_dict(t) for t in _list(plan.get("training"))]
-    runs.sort(key=lambda t: (str(t.get("job")), _num(t.get("run")) or 0.0))
-    by_job: dict[str, list[dict[str, Any]]] = {}
+def _spot_row(t: TrainingPlacement) -> list[str]:
+    return [
+        t.job,
+        fmt_num(t.run),
+        t.offering,
+        fmt_num(t.nodes),
+        fmt_sig(t.gang_interruptions_per_hour),
+        fmt_sig(t.expected_interruptions),
+        fmt_num(t.checkpoint_interval_minutes, 1),
+        fmt_pct(t.expected_overhead),
+        fmt_usd(t.cost_usd),
+    ]
+
+
+def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
+    hz = plan.horizon
+    runs = sorted(plan.training, key=lambda t: (t.job, t.run))
+    by_job: dict[str, list[TrainingPlacement]] = {}
     for t in runs:
-        by_job.setdefault(str(t.get("job")), []).append(t)
+        by_job.setdefault(t.job, []).append(t)
     repeated = {job for job, rs in by_job.items() if len(rs) > REPEATED_JOB_MIN_RUNS}
 
     summary = None
@@ -615,20 +482,17 @@ def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dic
             ["job", "team", "runs", "tiers used", "node-hours", "cost"],
             [False, False, True, False, True, True],
         )
-        job_costs = [sum(_num(t.get("cost_usd")) or 0.0 for t in rs) for rs in by_job.values()]
+        job_costs = [sum(t.cost_usd for t in rs) for rs in by_job.values()]
         cost_cells, cost_total = money_column(job_costs)
         for (job, rs), cost_cell in zip(by_job.items(), cost_cells, strict=True):
             tiers: dict[str, int] = {}
             for t in rs:
-                tiers[str(t.get("tier"))] = tiers.get(str(t.get("tier")), 0) + 1
-            node_hours = sum(
-                (_num(t.get("nodes")) or 0.0) * (_num(t.get("periods")) or 0.0) * hz.period_hours for t in rs
-            )
-            teams = sorted({str(t.get("team")) for t in rs})
+                tiers[str(t.tier)] = tiers.get(str(t.tier), 0) + 1
+            node_hours = sum(t.nodes * t.periods * hz.period_hours for t in rs)
             summary.rows.append(
                 [
                     job,
-                    ", ".join(teams),
+                    ", ".join(sorted({t.team for t in rs})),
                     fmt_num(len(rs)),
                     ", ".join(f"{k} ×{v}" for k, v in sorted(tiers.items())),
                     fmt_num(node_hours),
@@ -638,17 +502,17 @@ def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dic
         summary.total = ["Total", "", fmt_num(len(runs)), "", "", cost_total]
 
     main = Table(TRAINING_HEADERS, TRAINING_NUMERIC)
-    main.rows = [_training_row(t, hz) for t in runs if str(t.get("job")) not in repeated]
+    main.rows = [_training_row(t, hz) for t in runs if t.job not in repeated]
 
-    spot_runs = [t for t in runs if t.get("tier") == "spot"]
+    spot_runs = [t for t in runs if t.tier == Tier.SPOT]
     spot_main = Table(SPOT_HEADERS, SPOT_NUMERIC)
-    spot_main.rows = [_spot_row(t) for t in spot_runs if str(t.get("job")) not in repeated]
+    spot_main.rows = [_spot_row(t) for t in spot_runs if t.job not in repeated]
     spot_summary = None
     groups: list[RunGroup] = []
     for job in sorted(repeated):
         rs = by_job[job]
         full = Table(TRAINING_HEADERS, TRAINING_NUMERIC, [_training_row(t, hz) for t in rs])
-        job_spot = [t for t in rs if t.get("tier") == "spot"]
+        job_spot = [t for t in rs if t.tier == Tier.SPOT]
         spot_full = Table(SPOT_HEADERS, SPOT_NUMERIC, [_spot_row(t) for t in job_spot]) if job_spot else None
         groups.append(RunGroup(job, len(rs), full, spot_full))
         if job_spot:
@@ -663,25 +527,22 @@ def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dic
                     ],
                     [False, True, True, True, True],
                 )
-            rates = [r for t in job_spot if (r := _num(t.get("gang_interruptions_per_hour"))) is not None]
-            expected = [e for t in job_spot if (e := _num(t.get("expected_interruptions"))) is not None]
-            overheads = [o for t in job_spot if (o := _num(t.get("expected_overhead"))) is not None]
             spot_summary.rows.append(
                 [
                     job,
                     fmt_num(len(job_spot)),
-                    fmt_sig(max(rates)) if rates else DASH,
-                    fmt_sig(sum(expected)) if expected else DASH,
-                    fmt_pct(sum(overheads) / len(overheads)) if overheads else DASH,
+                    fmt_sig(max(t.gang_interruptions_per_hour for t in job_spot)),
+                    fmt_sig(sum(t.expected_interruptions for t in job_spot)),
+                    fmt_pct(sum(t.expected_overhead for t in job_spot) / len(job_spot)),
                 ]
             )
 
     # Spot share of training GPU-hours, measured on allocations.csv (what was actually planned).
     training = alloc[alloc["kind"] == "training"]
     train_gh = float(training["gpus"].sum()) * hz.period_hours
-    spot_gh = float(training.loc[training["tier"] == "spot", "gpus"].sum()) * hz.period_hours
+    spot_gh = float(training.loc[training["tier"] == Tier.SPOT, "gpus"].sum()) * hz.period_hours
     share = spot_gh / train_gh if train_gh else None
-    cap = _max_spot_share(plan)
+    cap = plan.inputs.max_spot_share
     share_line = (
         f"Training on spot: {fmt_num(spot_gh)} of {fmt_num(train_gh)} training GPU-hours "
         f"({fmt_pct(share)}), from allocations.csv."
@@ -708,73 +569,61 @@ def _training(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> dic
     }
 
 
-def _mig(plan: Mapping[str, Any]) -> dict[str, Any] | None:
+def _mig(plan: PlanDocument) -> dict[str, Any] | None:
     """The MIG section: per node pool, the peak slice demand, GPUs packed vs per-service vs whole GPUs."""
-    mig = _dict(plan.get("mig"))
-    pools = [_dict(p) for p in _list(mig.get("pools"))]
-    if not pools:
+    mig = plan.mig
+    if mig is None or not mig.pools:
         return None
     table = Table(
         ["node pool (offering)", "config", "peak slices", "GPUs packed", "per-service layouts",
          "one replica per GPU", "saved", "layout of each node"],
         [False, False, False, True, True, True, True, False],
     )  # fmt: skip
-    for pool in pools:
-        demand = ", ".join(f"{n} x {name}" for name, n in _dict(pool.get("peak_demand")).items())
+    for pool in mig.pools:
+        demand = ", ".join(f"{n} x {name}" for name, n in pool.peak_demand.items())
         layout = "; ".join(
-            f"{_str(g.get('gpus'))} GPU(s): "
-            + (", ".join(f"{n} x {name}" for name, n in _dict(g.get("mig_devices")).items()) or "no slices")
-            for g in (_dict(x) for x in _list(pool.get("node_layout")))
+            f"{g.gpus} GPU(s): "
+            + (", ".join(f"{n} x {name}" for name, n in (g.mig_devices or {}).items()) or "no slices")
+            for g in pool.node_layout
         )
-        packed, whole = _num(pool.get("gpus_packed")), _num(pool.get("gpus_whole_per_replica"))
         table.rows.append(
             [
-                _str(pool.get("offering")),
-                _str(pool.get("config")),
+                pool.offering,
+                pool.config,
                 demand or DASH,
-                fmt_num(packed),
-                fmt_num(pool.get("gpus_per_service_layouts")),
-                fmt_num(whole),
-                fmt_num(whole - packed) if packed is not None and whole is not None else DASH,
-                f"{layout} (on {fmt_num(pool.get('nodes_with_config'))} node(s) at the peak)",
+                fmt_num(pool.gpus_packed),
+                fmt_num(pool.gpus_per_service_layouts),
+                fmt_num(pool.gpus_whole_per_replica),
+                fmt_num(pool.gpus_whole_per_replica - pool.gpus_packed),
+                f"{layout} (on {fmt_num(pool.nodes_with_config)} node(s) at the peak)",
             ]
         )
-    saved_hours = _num(mig.get("gpu_hours_saved_vs_whole"))
     summary = (
-        f"Slicing saves {fmt_num(mig.get('gpus_saved_vs_whole_at_peak'))} GPUs at the pools' peaks and "
-        f"{fmt_num(saved_hours)} GPU-hours over the horizon against one replica per whole GPU. "
-        "Replicas of different services share GPUs (packed with a cutting-stock model over the valid MIG "
-        "layouts); training never shares a GPU. Apply a pool's layout with mig-config.yaml and the node "
-        "label nvidia.com/mig.config=<config>."
+        f"Slicing saves {fmt_num(mig.gpus_saved_vs_whole_at_peak)} GPUs at the pools' peaks and "
+        f"{fmt_num(mig.gpu_hours_saved_vs_whole)} GPU-hours over the horizon against one replica per "
+        "whole GPU. Replicas of different services share GPUs (packed with a cutting-stock model over "
+        "the valid MIG layouts); training never shares a GPU. Apply a pool's layout with mig-config.yaml "
+        "and the node label nvidia.com/mig.config=<config>."
     )
     return {"table": table, "summary": summary}
 
 
-def _unserved(plan: Mapping[str, Any]) -> Table | None:
-    items = [_dict(u) for u in _list(plan.get("unserved"))]
+def unserved_table(items: Iterable[Unserved]) -> Table | None:
+    """Demand the plan could not meet, one row per item with its reason; None when everything is served."""
+    items = list(items)
     if not items:
         return None
     table = Table(
         ["workload", "kind", "team", "run", "unserved", "reason"], [False, False, False, True, True, False]
     )
     for u in items:
-        if _num(u.get("gpu_hours")) is not None:
-            amount = f"{fmt_num(u.get('gpu_hours'), 1)} GPU-h"
-        elif _num(u.get("replica_hours")) is not None:
-            amount = f"{fmt_num(u.get('replica_hours'), 1)} replica-h"
-        else:
-            amount = DASH
-        run = fmt_num(u.get("run")) if u.get("run") is not None else DASH
-        table.rows.append(
-            [
-                _str(u.get("workload")),
-                _str(u.get("kind")),
-                _str(u.get("team")),
-                run,
-                amount,
-                _str(u.get("reason")),
-            ]
-        )
+        if isinstance(u, UnservedTraining):
+            amount, run = f"{fmt_num(u.gpu_hours, 1)} GPU-h", fmt_num(u.run)
+        elif isinstance(u, UnservedInference):
+            amount, run = f"{fmt_num(u.replica_hours, 1)} replica-h", DASH
+        else:  # a team guarantee: the report has always shown no amount for it
+            amount, run = DASH, DASH
+        table.rows.append([u.workload, u.kind, u.team, run, amount, u.reason])
     return table
 
 
@@ -783,22 +632,18 @@ def _unserved(plan: Mapping[str, Any]) -> Table | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _time_axis(hz: _Horizon, index: pd.Index, daily: bool) -> list[Any]:
-    """Timestamps for the x axis (ISO strings are compact in the page); indices if no start."""
-    if hz.start is None:
-        return [int(i) for i in index]
+def _time_axis(hz: PlanHorizon, index: pd.Index, daily: bool) -> list[str]:
+    """Timestamps for the x axis (ISO strings are compact in the page)."""
     step = timedelta(days=1) if daily else timedelta(hours=hz.period_hours)
     fmt = "%Y-%m-%d" if daily else "%Y-%m-%d %H:%M"
     return [(hz.start + step * int(i)).strftime(fmt) for i in index]
 
 
-def _x_title(hz: _Horizon, daily: bool) -> str:
-    if hz.start is not None:
-        return "date (UTC)" if daily else "time (UTC)"
-    return "day of horizon" if daily else "period"
+def _x_title(daily: bool) -> str:
+    return "date (UTC)" if daily else "time (UTC)"
 
 
-def _resample(frame: pd.DataFrame, hz: _Horizon, how: str) -> tuple[pd.DataFrame, bool]:
+def _resample(frame: pd.DataFrame, hz: PlanHorizon, how: str) -> tuple[pd.DataFrame, bool]:
     """Per-period frame -> per-day frame (mean or max) for long horizons of sub-daily periods."""
     if hz.periods <= DAILY_RESAMPLE_MIN_PERIODS or hz.period_hours >= 24:
         return frame, False
@@ -807,7 +652,7 @@ def _resample(frame: pd.DataFrame, hz: _Horizon, how: str) -> tuple[pd.DataFrame
     return (grouped.mean() if how == "mean" else grouped.max()), True
 
 
-def _per_period(alloc: pd.DataFrame, column: str, by: str, hz: _Horizon) -> pd.DataFrame:
+def _per_period(alloc: pd.DataFrame, column: str, by: str, hz: PlanHorizon) -> pd.DataFrame:
     """Sum of ``column`` per period (rows) and ``by`` value (columns), zero-filled over the horizon."""
     if alloc.empty:
         return pd.DataFrame(index=pd.RangeIndex(hz.periods))
@@ -816,17 +661,16 @@ def _per_period(alloc: pd.DataFrame, column: str, by: str, hz: _Horizon) -> pd.D
     return table.reindex(pd.RangeIndex(hz.periods), fill_value=0).astype("float64")
 
 
-def _idle_reserved(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> pd.Series:
+def _idle_reserved(plan: PlanDocument, alloc: pd.DataFrame) -> pd.Series:
     """Committed reserved nodes not used in each period, summed over pools (offering, term).
 
     Assumes each commitment spans the whole horizon (the contract commits "for the horizon").
     """
     committed: dict[tuple[str, str], float] = {}
-    for c in _list(plan.get("commitments")):
-        c = _dict(c)
-        key = (str(c.get("offering")), _term_tier(str(c.get("term"))))
-        committed[key] = committed.get(key, 0.0) + (_num(c.get("nodes")) or 0.0)
-    idle = pd.Series(0.0, index=pd.RangeIndex(hz.periods))
+    for c in plan.commitments:
+        key = (c.offering, str(c.term.tier))
+        committed[key] = committed.get(key, 0.0) + c.nodes
+    idle = pd.Series(0.0, index=pd.RangeIndex(plan.horizon.periods))
     if not committed:
         return idle
     reserved = alloc[alloc["tier"].isin(COMMITTED_TIERS)]
@@ -837,26 +681,24 @@ def _idle_reserved(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -
     )
     used = used.reindex(idle.index, fill_value=0.0).fillna(0.0)
     for key, nodes in committed.items():
-        pool_used = used[key] if key in used.columns else 0.0
-        idle = idle + (nodes - pool_used).clip(lower=0.0)
+        if key not in used.columns:  # a pool that runs nothing at all is idle throughout
+            idle = idle + nodes
+            continue
+        idle = idle + (nodes - used[key]).clip(lower=0.0)
     return idle
-
-
-def _term_tier(term: str) -> str:
-    """The tier a commitment term is paid on: ``1y`` -> ``reserved_1y``; ``owned`` stays ``owned``."""
-    return term if term == "owned" else f"reserved_{term}"
 
 
 def _ordered_tiers(names: Iterable[str]) -> list[str]:
     order = [*TIER_ORDER[:3], IDLE_SERIES, *TIER_ORDER[3:]]
-    rank = {n: i for i, n in enumerate(order)}
+    rank = {str(n): i for i, n in enumerate(order)}
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
 
 
-def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[Markup]:
+def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
     """Four chart divs; plotly.js itself is NOT included here (the page embeds it once)."""
     import plotly.graph_objects as go  # deferred: only the html needs plotly
 
+    hz = plan.horizon
     layout = {
         "template": "simple_white",
         "height": 420,
@@ -868,7 +710,7 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
 
     # (a) nodes per tier over time, plus committed-but-idle reserved nodes.
     nodes = _per_period(alloc, "nodes", "tier", hz)
-    nodes[IDLE_SERIES] = _idle_reserved(plan, alloc, hz).to_numpy()
+    nodes[IDLE_SERIES] = _idle_reserved(plan, alloc).to_numpy()
     if not nodes[IDLE_SERIES].any():
         nodes = nodes.drop(columns=[IDLE_SERIES])
     nodes, daily = _resample(nodes, hz, "mean")
@@ -894,23 +736,22 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
     )
     fig_a.update_layout(
         title=title_a,
-        xaxis_title=_x_title(hz, daily),
+        xaxis_title=_x_title(daily),
         yaxis_title="nodes in use (node-hours per hour)",
         **layout,
     )
 
     # (b), (c) cost bars straight from costs (the same numbers as the tables).
-    costs = _dict(plan.get("costs"))
-    total = _num(costs.get("total_usd"))
+    total = plan.costs.total_usd
 
-    def bar(parts: Mapping[str, Any], title: str, xlabel: str, order: Iterable[str] | None) -> go.Figure:
-        names = list(parts)
-        names = _ordered_tiers(names) if order else sorted(names, key=lambda n: -(_num(parts[n]) or 0.0))
-        values = [_num(parts[n]) or 0.0 for n in names]
+    def bar(parts: Mapping[str, float], title: str, xlabel: str, by_tier: bool) -> go.Figure:
+        parts = {str(k): v for k, v in parts.items()}
+        names = _ordered_tiers(parts) if by_tier else sorted(parts, key=lambda n: -parts[n])
+        values = [parts[n] for n in names]
         # Label bars with the very dollars the cost tables show (same apportioning).
         shown = {row[0]: row[1] for row in _cost_breakdown("", "", parts, total).table.rows}
-        labels = [shown.get(str(n), fmt_usd(v)) for n, v in zip(names, values, strict=True)]
-        colors = [TIER_COLORS.get(n, "#5b6b7f") for n in names] if order else "#5b6b7f"
+        labels = [shown[n] for n in names]
+        colors = [TIER_COLORS.get(n, "#5b6b7f") for n in names] if by_tier else "#5b6b7f"
         fig = go.Figure(
             go.Bar(
                 x=names,
@@ -931,8 +772,8 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
         )
         return fig
 
-    fig_b = bar(_dict(costs.get("by_tier")), "Cost by tier (USD, whole horizon)", "tier", TIER_ORDER)
-    fig_c = bar(_dict(costs.get("by_team")), "Cost by team (USD, whole horizon)", "team", None)
+    fig_b = bar(plan.costs.by_tier, "Cost by tier (USD, whole horizon)", "tier", True)
+    fig_c = bar(plan.costs.by_team, "Cost by team (USD, whole horizon)", "team", False)
 
     # (d) GPUs per team over time (daily max keeps the peaks that a mean would hide).
     gpus = _per_period(alloc, "gpus", "team", hz)
@@ -956,7 +797,7 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
     )
     fig_d.update_layout(
         title=title_d,
-        xaxis_title=_x_title(hz, daily_d),
+        xaxis_title=_x_title(daily_d),
         yaxis_title="GPUs allocated",
         **layout,
     )
@@ -974,390 +815,54 @@ def _charts(plan: Mapping[str, Any], alloc: pd.DataFrame, hz: _Horizon) -> list[
 
 
 # --------------------------------------------------------------------------------------------
-# Templates
+# Rendering
 # --------------------------------------------------------------------------------------------
 
-#: Styles every html report shares (page, headings, tables, navigation, footer); each adds its own.
+# Markdown keeps every newline (no trim_blocks); render_markdown then collapses runs of blank lines.
+_MD = jinja_environment(autoescape=False, trim=False).get_template("plan.md.j2")
+_HTML = jinja_environment(autoescape=True, trim=True).get_template("plan.html.j2")
 
-_MD_TEMPLATE = r"""
-# gpuplan report: {{ h.scenario }}
 
-{% if h.description %}
-{{ h.description }}
-{% endif %}
-
-Created {{ h.created }} · plan schema {{ h.schema }} · charts are in report.html.
-
-## Plan and solver
-
-| | |
-|:---|:---|
-{% for k, v in h.horizon_items %}| horizon {{ k }} | {{ v | md }} |
-{% endfor %}{% for k, v in h.solver_items %}| {{ k }} | {{ v | md }} |
-{% endfor %}
-
-{{ h.gap_sentence }}{% if h.model_sentence %} {{ h.model_sentence }}{% endif %}
-
-{% for n in h.solver_notes %}- {{ n }}
-{% endfor %}
-
-## Headline
-
-**Total cost: {{ head.total }}**
-
-{% for l in head.lines %}- {{ l }}
-{% endfor %}
-
-{% if head.more_than %}
-This plan costs more than the {{ head.more_than }} baseline. Likely reasons:
-
-{% for r in head.reasons %}- {{ r }}
-{% endfor %}
-{% endif %}
-
-{% if head.unserved_note %}
-{{ head.unserved_note }}
-{% endif %}
-
-{% for n in head.baseline_notes %}- {{ n }}
-{% endfor %}
-
-## Costs
-
-Money is in whole dollars. In tables with a total row, rows are rounded so that they add up to the
-total shown, so a row can differ by $1 from the same amount rounded on its own.
-
-{% for b in costs.breakdowns %}
-### {{ b.title }}
-
-{{ b.table | mdtable }}
-
-{% if b.warning %}
-> **{{ b.warning }}**
-{% endif %}
-
-{% endfor %}
-{% if costs.teams %}
-### Teams
-
-{{ costs.teams | mdtable }}
-{% endif %}
-
-## Commitments
-
-{% if com.table %}
-{{ com.table | mdtable }}
-
-{% if com.beyond_total %}
-The commitments also oblige {{ com.beyond_total }} after the horizon ends.
-{% endif %}
-{% else %}
-No reserved capacity is committed.
-{% endif %}
-
-{% if com.used_fraction %}
-Reserved capacity used: **{{ com.used_fraction }}** of committed node-hours.
-{% endif %}
-
-{% if com.pools %}
-Utilization is the share of paid reserved node-hours that run work; coverage is the share of all
-node-hours on that offering that reserved capacity serves (the rest is on-demand or spot).
-
-{{ com.pools | mdtable }}
-{% endif %}
-
-{% if com.note %}
-{{ com.note }}
-{% endif %}
-
-## Training placements
-
-{% if tr.count == 0 %}
-No training runs in this plan.
-{% endif %}
-
-{% if tr.summary %}
-### Per job
-
-{{ tr.summary | mdtable }}
-
-Per-run tables of repeated jobs ({{ tr.groups | map(attribute='job') | join(', ') }}) are in the Appendix.
-{% endif %}
-
-{% if tr.main.rows %}
-### Runs
-
-{{ tr.main | mdtable }}
-{% endif %}
-
-## Spot risk
-
-{% if tr.spot_count == 0 %}
-No training run is on spot.
-{% endif %}
-
-{% if tr.spot_main.rows %}
-{{ tr.spot_main | mdtable }}
-{% endif %}
-
-{% if tr.spot_summary %}
-Repeated jobs on spot (per-run detail in the Appendix):
-
-{{ tr.spot_summary | mdtable }}
-{% endif %}
-
-{{ tr.share_line }} {{ tr.cap_line }}
-
-{% if tr.cap_warning %}
-> **{{ tr.cap_warning }}**
-{% endif %}
-
-{% if mig %}
-## MIG layouts
-
-{{ mig.summary }}
-
-{{ mig.table | mdtable }}
-{% endif %}
-
-## Unserved demand
-
-{% if unserved %}
-{{ unserved | mdtable }}
-{% else %}
-Everything is served.
-{% endif %}
-
-{% if tr.groups %}
-## Appendix: all runs of repeated jobs
-
-{% for g in tr.groups %}
-### {{ g.job }} ({{ g.runs }} runs)
-
-{{ g.training | mdtable }}
-
-{% if g.spot %}
-Spot risk of every spot run of {{ g.job }}:
-
-{{ g.spot | mdtable }}
-{% endif %}
-
-{% endfor %}
-{% endif %}
-
-{% if inputs_json %}
-## Inputs (scenario echo)
-
-```json
-{{ inputs_json }}
-```
-{% endif %}
-
----
-generated by gpuplan
-"""
-
-_HTML_TEMPLATE = (
-    "<!DOCTYPE html>\n"
-    + HTML_TABLE_MACROS
-    + r"""<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>gpuplan report: {{ h.scenario }}</title>
-<style>
-"""
-    + BASE_CSS
-    + r"""tfoot td { font-weight: 700; border-top: 2px solid #9aa8b6; }
-.headline { font-size: 28px; font-weight: 700; margin: 8px 0; }
-.warn { background: #fff4ce; border-left: 4px solid #e0a800; padding: 8px 12px; margin: 8px 0; }
-.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; }
-.chart { border: 1px solid #e3e8ee; border-radius: 6px; padding: 4px; min-height: 430px; }
-details { margin: 8px 0; } summary { cursor: pointer; color: #1f4e79; font-weight: 600; }
-pre { background: #f6f8fa; padding: 12px; overflow: auto; font-size: 13px; }
-</style>
-<script type="text/javascript">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>
-<script type="text/javascript">{{ plotlyjs }}</script>
-</head>
-<body>
-<h1>gpuplan report: {{ h.scenario }}</h1>
-{% if h.description %}<p>{{ h.description }}</p>{% endif %}
-<p class="muted">Created {{ h.created }} · plan schema {{ h.schema }}</p>
-<nav><a href="#solver">Solver</a><a href="#headline">Headline</a><a href="#costs">Costs</a>
-<a href="#commitments">Commitments</a><a href="#training">Training</a><a href="#spot">Spot risk</a>
-{% if mig %}<a href="#mig">MIG</a>{% endif %}<a href="#unserved">Unserved</a>
-<a href="#charts">Charts</a></nav>
-
-<h2 id="solver">Plan and solver</h2>
-<div class="grid">
-<table class="kv"><tbody>
-{% for k, v in h.horizon_items %}<tr><th>horizon {{ k }}</th><td>{{ v }}</td></tr>
-{% endfor %}</tbody></table>
-<table class="kv"><tbody>
-{% for k, v in h.solver_items %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>
-{% endfor %}</tbody></table>
-</div>
-<p>{{ h.gap_sentence }}{% if h.model_sentence %} {{ h.model_sentence }}{% endif %}</p>
-{% if h.solver_notes %}<ul>{% for n in h.solver_notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
-
-<h2 id="headline">Headline</h2>
-<div class="headline">Total cost: {{ head.total }}</div>
-<ul>{% for l in head.lines %}<li>{{ l }}</li>{% endfor %}</ul>
-{% if head.more_than %}<div class="warn">
-This plan costs more than the {{ head.more_than }} baseline. Likely reasons:
-<ul>{% for r in head.reasons %}<li>{{ r }}</li>{% endfor %}</ul></div>{% endif %}
-{% if head.unserved_note %}<div class="warn">{{ head.unserved_note }}</div>{% endif %}
-{% if head.baseline_notes %}
-<ul class="muted">{% for n in head.baseline_notes %}<li>{{ n }}</li>{% endfor %}</ul>
-{% endif %}
-
-<h2 id="costs">Costs</h2>
-<p class="muted">Money is in whole dollars. In tables with a total row, rows are rounded so that they add
-up to the total shown, so a row can differ by $1 from the same amount rounded on its own.</p>
-<div class="grid">
-{% for b in costs.breakdowns %}<div>
-<h3>{{ b.title }}</h3>
-{{ table(b.table) }}
-{% if b.warning %}<div class="warn">{{ b.warning }}</div>{% endif %}
-</div>
-{% endfor %}</div>
-{% if costs.teams %}<h3>Teams</h3>
-{{ table(costs.teams) }}{% endif %}
-
-<h2 id="commitments">Commitments</h2>
-{% if com.table %}{{ table(com.table) }}
-{% if com.beyond_total %}
-<p>The commitments also oblige {{ com.beyond_total }} after the horizon ends.</p>
-{% endif %}
-{% else %}<p>No reserved capacity is committed.</p>{% endif %}
-{% if com.used_fraction %}
-<p>Reserved capacity used: <strong>{{ com.used_fraction }}</strong> of committed node-hours.</p>
-{% endif %}
-{% if com.pools %}<p class="muted">Utilization is the share of paid reserved node-hours that run work;
-coverage is the share of all node-hours on that offering that reserved capacity serves
-(the rest is on-demand or spot).</p>
-{{ table(com.pools) }}{% endif %}
-{% if com.note %}<p class="muted">{{ com.note }}</p>{% endif %}
-
-<h2 id="training">Training placements</h2>
-{% if tr.count == 0 %}<p>No training runs in this plan.</p>{% endif %}
-{% if tr.summary %}<h3>Per job</h3>
-{{ table(tr.summary) }}{% endif %}
-{% if tr.main.rows %}<h3>Runs</h3>
-{{ table(tr.main) }}{% endif %}
-{% for g in tr.groups %}<details><summary>All {{ g.runs }} runs of {{ g.job }}</summary>
-{{ table(g.training) }}</details>
-{% endfor %}
-
-<h2 id="spot">Spot risk</h2>
-{% if tr.spot_count == 0 %}<p>No training run is on spot.</p>{% endif %}
-{% if tr.spot_main.rows %}{{ table(tr.spot_main) }}{% endif %}
-{% if tr.spot_summary %}<h3>Repeated jobs on spot</h3>
-{{ table(tr.spot_summary) }}
-{% for g in tr.groups %}{% if g.spot %}<details><summary>Spot risk of every run of {{ g.job }}</summary>
-{{ table(g.spot) }}</details>
-{% endif %}{% endfor %}{% endif %}
-<p>{{ tr.share_line }} {{ tr.cap_line }}</p>
-{% if tr.cap_warning %}<div class="warn">{{ tr.cap_warning }}</div>{% endif %}
-
-{% if mig %}<h2 id="mig">MIG layouts</h2>
-<p>{{ mig.summary }}</p>
-{{ table(mig.table) }}{% endif %}
-
-<h2 id="unserved">Unserved demand</h2>
-{% if unserved %}{{ table(unserved) }}{% else %}<p>Everything is served.</p>{% endif %}
-
-<h2 id="charts">Charts</h2>
-<div class="grid">
-{% for c in charts %}<div class="chart">{{ c }}</div>
-{% endfor %}</div>
-
-<footer>
-{% if inputs_json %}
-<details><summary>Inputs (scenario echo)</summary><pre>{{ inputs_json }}</pre></details>
-{% endif %}
-<p>generated by gpuplan</p>
-</footer>
-</body>
-</html>
-"""
-)
-
-
-# render_markdown then collapses runs of blank lines.
-_MD = jinja_environment(autoescape=False, trim=False).from_string(_MD_TEMPLATE)
-_HTML = jinja_environment(autoescape=True, trim=True).from_string(_HTML_TEMPLATE)
-
-
-def _context(
-    plan: Mapping[str, Any], allocations: pd.DataFrame | None
-) -> tuple[dict[str, Any], pd.DataFrame, _Horizon]:
-    alloc = _normalize_allocations(allocations)
-    hz = _horizon(plan, alloc)
-    inputs = plan.get("inputs")
-    ctx = {
-        "h": _header(plan, hz),
+def _context(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
+    return {
+        "h": _header(plan),
         "head": _headline(plan),
         "costs": _costs(plan),
-        "com": _commitments(plan, alloc, hz),
-        "tr": _training(plan, alloc, hz),
-        "unserved": _unserved(plan),
+        "com": _commitments(plan, alloc),
+        "tr": _training(plan, alloc),
+        "unserved": unserved_table(plan.unserved),
         "mig": _mig(plan),
-        "inputs_json": json.dumps(inputs, indent=2, sort_keys=False, default=str) if inputs else "",
+        # The echo as plan.json has it (fields the file leaves out stay out).
+        "inputs_json": json.dumps(plan.inputs.model_dump(mode="json", exclude_unset=True), indent=2),
     }
-    return ctx, alloc, hz
 
 
-def render_markdown(plan: dict, allocations: pd.DataFrame) -> str:
+def render_markdown(plan: PlanDocument, allocations: pd.DataFrame) -> str:
     """The report as Markdown: the same sections as the html, no charts, repeated runs in an Appendix."""
-    ctx, _, _ = _context(plan, allocations)
-    text = _MD.render(**ctx)
+    text = _MD.render(**_context(plan, _allocations(allocations)))
     # Collapse the blank-line runs that optional sections leave behind (a table never contains one).
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.strip("\n") + "\n"
 
 
-def render_html(plan: dict, allocations: pd.DataFrame) -> str:
+def render_html(plan: PlanDocument, allocations: pd.DataFrame) -> str:
     """The report as ONE self-contained html page (plotly.js inline once, no external fetch)."""
     from plotly.offline import get_plotlyjs
 
-    ctx, alloc, hz = _context(plan, allocations)
-    return _HTML.render(**ctx, charts=_charts(plan, alloc, hz), plotlyjs=Markup(get_plotlyjs()))
-
-
-def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
-    plan_path, alloc_path = plan_dir / "plan.json", plan_dir / "allocations.csv"
-    for path in (plan_path, alloc_path):
-        if not path.is_file():
-            raise InputError(path, None, "not found; write a plan first with `gpuplan plan SCENARIO -o DIR`")
-    try:
-        plan = json.loads(plan_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise InputError(plan_path, where, f"invalid JSON: {exc.msg}") from exc
-    if not isinstance(plan, dict):
-        raise InputError(plan_path, None, "expected a JSON object at the top level")
-    try:
-        allocations = pd.read_csv(alloc_path)
-    except pd.errors.EmptyDataError:
-        allocations = pd.DataFrame(columns=list(ALLOCATION_COLUMNS))
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(alloc_path, None, f"not a readable CSV: {exc}") from exc
-    missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns]
-    if missing:
-        raise InputError(alloc_path, "header", f"missing column(s): {', '.join(missing)}")
-    return plan, allocations
+    alloc = _allocations(allocations)
+    return _HTML.render(**_context(plan, alloc), charts=_charts(plan, alloc), plotlyjs=Markup(get_plotlyjs()))
 
 
 def write_reports(plan_dir: str | Path) -> tuple[Path, Path]:
     """Read DIR/plan.json and DIR/allocations.csv, write DIR/report.md and DIR/report.html.
 
-    Returns the paths ``(report.md, report.html)``. Raises ``InputError`` (naming the file) when a
-    plan file is missing or unreadable, so the CLI can print one line instead of a traceback.
+    Returns the paths ``(report.md, report.html)``. The directory is read through ``Plan.read``, which
+    raises ``InputError`` (naming the file and field) when a plan file is missing, unreadable or not
+    the contract, so the CLI can print one line instead of a traceback.
     """
     plan_dir = Path(plan_dir)
-    plan, allocations = _read_plan(plan_dir)
+    plan = Plan.read(plan_dir)
     md_path, html_path = plan_dir / "report.md", plan_dir / "report.html"
-    md_path.write_text(render_markdown(plan, allocations), encoding="utf-8")
-    html_path.write_text(render_html(plan, allocations), encoding="utf-8")
+    md_path.write_text(render_markdown(plan.document, plan.allocations), encoding="utf-8")
+    html_path.write_text(render_html(plan.document, plan.allocations), encoding="utf-8")
     return md_path, html_path

@@ -529,3 +529,18 @@ def test_plan_of_a_scenario_with_nothing_to_buy(runner: CliRunner, project: Path
     assert result.exit_code == 0, result.output
     plan = json.loads((out / "plan.json").read_text())
     assert plan["costs"]["total_usd"] == 0.0 and plan["unserved"] == []
+    # `gpuplan report` renders it, from an allocations.csv that is only a header.
+    result = runner.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Total cost: $0" in (out / "report.md").read_text()
+
+
+def test_report_of_a_missing_or_broken_plan_directory(runner: CliRunner, tmp_path: Path) -> None:
+    """`gpuplan report` reads the directory through the plan contract: exit 2 and one line naming the file."""
+    result = runner.invoke(app, ["report", str(tmp_path / "nowhere")])
+    assert_input_error(result, "plan.json", "no plan.json here")
+    (tmp_path / "plan.json").write_text("{not json", encoding="utf-8")
+    assert_input_error(runner.invoke(app, ["report", str(tmp_path)]), "plan.json", "not valid JSON")
+    (tmp_path / "plan.json").write_text('{"schema": "gpuplan.plan/v1", "scenario": "x"}', encoding="utf-8")
+    assert_input_error(runner.invoke(app, ["report", str(tmp_path)]), "plan.json", "Field required")
+    assert not (tmp_path / "report.md").exists()
