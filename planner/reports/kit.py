@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from models.plan import Unserved, UnservedInference, UnservedTraining
 from models.tiers import TIER_ORDER, Tier
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "money_column",
     "parse_time",
     "round_half_up",
+    "unserved_table",
 ]
 
 IDLE_SERIES = "reserved (idle)"
@@ -191,6 +193,23 @@ def md_table(table: Table) -> str:
     if table.total:
         lines.append("| " + " | ".join(f"**{md_cell(c)}**" if c else "" for c in table.total) + " |")
     return "\n".join(lines)
+
+
+def unserved_table(items: Iterable[Unserved]) -> Table | None:
+    """Demand a plan leaves unserved, one row per item with its amount and reason; None when there is none."""
+    table = Table(
+        ["workload", "kind", "team", "run", "unserved", "reason"], [False, False, False, True, True, False]
+    )
+    for u in items:
+        run = DASH
+        if isinstance(u, UnservedTraining):
+            run, amount = fmt_num(u.run), f"{fmt_num(u.gpu_hours, 1)} GPU-h"
+        elif isinstance(u, UnservedInference):
+            amount = f"{fmt_num(u.replica_hours, 1)} replica-h"
+        else:  # a guarantee: GPUs the team is promised that no commitment can hold
+            amount = f"{fmt_num(u.gpus, 1)} GPUs"
+        table.rows.append([u.workload, u.kind, u.team, run, amount, u.reason])
+    return table if table.rows else None
 
 
 def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
