@@ -203,10 +203,9 @@ def whatif(
     demand, growth, training_hours, price, on_demand_price, spot_price, reserved_price, spot_interruptions,
     capacity, max_spot_share, colocation.FIELD (see models/variation.py).
     """
-    import json
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from models.whatif import FailedVariant, SolvedVariant
     from planner.optimize import METHODS, SolveSettings
     from planner.whatif import check_variants, load_sweep, plan_variants, run_whatif, variants_from_flags
 
@@ -229,37 +228,36 @@ def whatif(
         with _atomic_directory(output) as staging, progress:
             task = progress.add_task(f"planning {len(variants)} variants", total=len(variants))
 
-            def finished(row: dict) -> None:
-                total = row.get("total_usd")
-                outcome = f"${total:,.0f}" if total is not None else row["status"]
-                progress.update(task, advance=1, description=f"{row['name']}: {outcome}")
+            def finished(row: SolvedVariant | FailedVariant) -> None:
+                outcome = f"${row.total_usd:,.0f}" if isinstance(row, SolvedVariant) else row.status
+                progress.update(task, advance=1, description=f"{row.name}: {outcome}")
 
             data = run_whatif(scenario, variants, staging, settings, workers, finished)
-            (staging / "whatif.json").write_text(json.dumps(data, indent=2) + "\n")
+            (staging / "whatif.json").write_text(data.to_json())
             if not no_report:
                 from planner.reports.whatif import write_whatif_reports
 
                 write_whatif_reports(staging, data)
     except GpuplanError as error:
         raise _fail(error) from None
-    table = Table(title=f"{data['scenario']}: {len(variants)} variants")
+    table = Table(title=f"{data.scenario}: {len(variants)} variants")
     for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
         table.add_column(
             column, justify="left" if column in ("variant", "commitments") else "right", overflow="fold"
         )
     failed = 0
-    for row in data["variants"]:
-        if row["status"] == "failed":
+    for row in data.variants:
+        if isinstance(row, FailedVariant):
             failed += 1
-            table.add_row(row["name"], "failed", "", "", row["error"][:60], "")
+            table.add_row(row.name, "failed", "", "", row.error[:60], "")
             continue
-        delta = row.get("delta_vs_base_pct")
-        saving = row.get("savings_vs_on_demand_pct")
+        delta = row.delta_vs_base_pct
+        saving = row.savings_vs_on_demand_pct
         table.add_row(
-            row["name"], f"${row['total_usd']:,.0f}", "" if delta is None else f"{delta:+.1f}%",
+            row.name, f"${row.total_usd:,.0f}", "" if delta is None else f"{delta:+.1f}%",
             "" if saving is None else f"saves {saving:.1f}%",
-            ", ".join(f"{n} {term}" for term, n in row["commitments"].items()) or "none",
-            str(len(row["unserved"])),
+            ", ".join(f"{n} {term}" for term, n in row.commitments.items()) or "none",
+            str(len(row.unserved)),
         )  # fmt: skip
     if not out.is_terminal:
         out.width = max(out.width, 120)  # piped or captured: keep variant names whole
