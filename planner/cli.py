@@ -284,8 +284,6 @@ def breakeven(
     Plans the scenario cloud-only, with owned nodes as a tier (how many to buy), and with N owned nodes
     paid for; writes DIR/breakeven.json, DIR/breakeven.html, DIR/breakeven.md and the plans in DIR/plans/.
     """
-    import json
-
     from planner.breakeven import analyse
     from planner.inputs import load_inputs
     from planner.optimize import METHODS, SolveSettings, optimize
@@ -312,18 +310,18 @@ def breakeven(
                 return result
 
             data, _plans = analyse(inputs, plan_one, nodes, say)
-            (staging / "breakeven.json").write_text(json.dumps(data, indent=2) + "\n")
+            (staging / "breakeven.json").write_text(data.to_json())
             (staging / "breakeven.html").write_text(render_breakeven_html(data), encoding="utf-8")
             (staging / "breakeven.md").write_text(render_breakeven_markdown(data), encoding="utf-8")
     except GpuplanError as error:
         raise _fail(error) from None
-    months = data["months_to_break_even"]
+    months = data.months_to_break_even
     when = f"breaks even after {months:.1f} months" if months is not None else "never breaks even"
     out.print(
-        f"[bold]{data['scenario']}[/]: owning {data['nodes']} node(s) ({data['nodes_from']}) {when} "
-        f"within a {data['inputs']['depreciation_months']}-month life; NPV ${data['npv_usd']:,.0f} "
-        f"at {data['inputs']['cost_of_capital_pct_per_year']:g}%/yr; owned nodes busy "
-        f"{data['utilization']:.0%} of their hours",
+        f"[bold]{data.scenario}[/]: owning {data.nodes} node(s) ({data.nodes_from}) {when} "
+        f"within a {data.inputs.depreciation_months}-month life; NPV ${data.npv_usd:,.0f} "
+        f"at {data.inputs.cost_of_capital_pct_per_year:g}%/yr; owned nodes busy "
+        f"{data.utilization:.0%} of their hours",
         highlight=False,
     )
     out.print(f"written to {output}/ (breakeven.html, breakeven.md, breakeven.json, plans/)", highlight=False)
