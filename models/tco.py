@@ -19,14 +19,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from models.catalog import PRICE_FIELD
+from models.breakeven import (
+    BreakevenDocument,
+    Comparator,
+    Curves,
+    GridCell,
+    MonthlyOwnedCost,
+    TornadoBar,
+    Totals,
+)
 from models.scenario import Colocation
-from models.tiers import HOURS_PER_MONTH, Tier  # planner/optimize/solution.py still imports it from here
+from models.tiers import HOURS_PER_MONTH, Tier
 
 __all__ = [
     "DEFAULT_TORNADO_RANGES",
@@ -47,7 +54,6 @@ __all__ = [
 ]
 
 GRID_UTILIZATIONS = (1.0, 0.8, 0.6, 0.4)
-BREAKEVEN_SCHEMA = "gpuplan.breakeven/v1"
 
 #: One-at-a-time ranges of ``tornado``; each pair is (low, high) in the unit the name says.
 DEFAULT_TORNADO_RANGES: dict[str, tuple[float, float]] = {
@@ -287,32 +293,6 @@ def unit_case(colo: Colocation, cloud_usd_per_node_hour: float, utilization: flo
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TornadoBar:
-    """NPV and break-even with one input at its low and at its high value, all else at the base."""
-
-    name: str
-    title: str
-    low_value: float
-    high_value: float
-    base_value: float
-    low_label: str
-    high_label: str
-    base_label: str
-    npv_low_usd: float
-    npv_high_usd: float
-    break_even_low: float | None
-    break_even_high: float | None
-    swing_usd: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "swing_usd", abs(self.npv_high_usd - self.npv_low_usd))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``tornado`` entry of breakeven.json."""
-        return asdict(self)
-
-
 def _with_utilization(case: OwnershipCase, u: float) -> OwnershipCase:
     """The case at utilization ``u``: the avoided cloud cost scales with u/u_base, energy with u."""
     ratio = u / case.utilization if case.utilization > 0 else 1.0
@@ -419,43 +399,39 @@ def tornado(case: OwnershipCase, ranges: Mapping[str, tuple[float, float]] | Non
                 npv_high_usd=hi.npv_usd,
                 break_even_low=lo.months_to_break_even,
                 break_even_high=hi.months_to_break_even,
+                swing_usd=abs(hi.npv_usd - lo.npv_usd),
             )
         )
     return sorted(bars, key=lambda b: -b.swing_usd)
 
 
 def break_even_grid(
-    colo: Colocation, prices: Mapping[str, float], utilizations: Sequence[float] = GRID_UTILIZATIONS
-) -> list[dict[str, Any]]:
-    """Months to break even of one node for each named cloud price x utilization (``unit_case``).
+    colo: Colocation, prices: Mapping[Tier, float], utilizations: Sequence[float] = GRID_UTILIZATIONS
+) -> list[GridCell]:
+    """Months to break even of one node for each cloud price (by its tier) x utilization (``unit_case``).
 
     Why: quoted "12-18 months" break-evens hide which price they compare against (on-demand or
     committed) and what utilization they assume; the grid shows how far both move the answer.
     """
-    rows = []
-    for price_name, price in prices.items():
+    cells = []
+    for tier, price in prices.items():
         for u in utilizations:
             result = evaluate(unit_case(colo, price, u))
-            rows.append(
-                {
-                    "price": price_name,
-                    "usd_per_node_hour": float(price),
-                    "utilization": float(u),
-                    "months_to_break_even": result.months_to_break_even,
-                    "npv_usd": result.npv_usd,
-                }
+            cells.append(
+                GridCell(
+                    price=tier,
+                    usd_per_node_hour=float(price),
+                    utilization=float(u),
+                    months_to_break_even=result.months_to_break_even,
+                    npv_usd=result.npv_usd,
+                )
             )
-    return rows
+    return cells
 
 
 # --------------------------------------------------------------------------------------------
 # breakeven.json
 # --------------------------------------------------------------------------------------------
-
-#: The comparator's tiers in the grid (tier -> its price key, the catalog column's name).
-_PRICE_KEYS = tuple(
-    (tier, PRICE_FIELD[tier]) for tier in (Tier.ON_DEMAND, Tier.RESERVED_1Y, Tier.RESERVED_3Y)
-)
 
 
 def breakeven_data(
@@ -463,48 +439,46 @@ def breakeven_data(
     *,
     scenario: str,
     nodes_from: str,
-    comparator: Mapping[str, Any],
+    comparator: Comparator,
     result: OwnershipResult | None = None,
     utilizations: Sequence[float] = GRID_UTILIZATIONS,
     ranges: Mapping[str, tuple[float, float]] | None = None,
-) -> dict[str, Any]:
-    """The ``gpuplan.breakeven/v1`` dict that ``planner.reports.breakeven`` renders.
+) -> BreakevenDocument:
+    """The ``gpuplan.breakeven/v1`` document (``models/breakeven.py``) that the break-even report renders.
 
-    ``comparator`` names the cloud offering and its hourly prices (``offering``, ``on_demand_usd_h``,
-    ``reserved_1y_usd_h``, ``reserved_3y_usd_h``; missing or None prices are left out of the grid).
-    Money per month in ``monthly`` is per node; curves are for all ``nodes``.
+    ``comparator`` names the cloud offering and its hourly prices; prices it does not have are left out
+    of the grid. Money per month in ``monthly`` is per node; curves are for all ``nodes``.
     """
     result = result if result is not None else evaluate(case)
     colo = case.colo
-    prices = {name: float(comparator[key]) for name, key in _PRICE_KEYS if comparator.get(key) is not None}
-    split = monthly_split(colo, case.utilization)
-    return {
-        "schema": BREAKEVEN_SCHEMA,
-        "scenario": scenario,
-        "nodes": case.nodes,
-        "nodes_from": nodes_from,
-        "months_to_break_even": result.months_to_break_even,
-        "npv_usd": result.npv_usd,
-        "owned_usd_per_node_hour": owned_usd_per_node_hour(colo),
-        "utilization": case.utilization,
-        "cloud_price_change_pct_per_year": case.cloud_price_change_pct_per_year,
-        "comparator": dict(comparator),
-        "curves": {
-            "month": list(result.months),
-            "cloud_only_cumulative_usd": [round(x, 2) for x in result.cloud_cumulative_usd],
-            "owned_cumulative_usd": [round(x, 2) for x in result.owned_cumulative_usd],
-        },
-        "grid": break_even_grid(colo, prices, utilizations),
-        "tornado": [bar.to_dict() for bar in tornado(case, ranges)],
-        "inputs": colo.model_dump(mode="json"),
-        "monthly": {"capital_usd": capital_usd_per_month(colo), **split},
-        "totals": {
-            "cloud_total_usd": result.cloud_total_usd,
-            "owned_total_usd": result.owned_total_usd,
-            "savings_usd": result.savings_usd,
-            "pv_cloud_usd": result.pv_cloud_usd,
-            "pv_owned_usd": result.pv_owned_usd,
-            "capex_usd": result.capex_usd,
-            "residual_usd": result.residual_usd,
-        },
-    }
+    return BreakevenDocument(
+        scenario=scenario,
+        nodes=case.nodes,
+        nodes_from=nodes_from,
+        months_to_break_even=result.months_to_break_even,
+        npv_usd=result.npv_usd,
+        owned_usd_per_node_hour=owned_usd_per_node_hour(colo),
+        utilization=case.utilization,
+        cloud_price_change_pct_per_year=case.cloud_price_change_pct_per_year,
+        comparator=comparator,
+        curves=Curves(
+            month=list(result.months),
+            cloud_only_cumulative_usd=[round(x, 2) for x in result.cloud_cumulative_usd],
+            owned_cumulative_usd=[round(x, 2) for x in result.owned_cumulative_usd],
+        ),
+        grid=break_even_grid(colo, comparator.prices(), utilizations),
+        tornado=tornado(case, ranges),
+        inputs=colo,
+        monthly=MonthlyOwnedCost(
+            capital_usd=capital_usd_per_month(colo), **monthly_split(colo, case.utilization)
+        ),
+        totals=Totals(
+            cloud_total_usd=result.cloud_total_usd,
+            owned_total_usd=result.owned_total_usd,
+            savings_usd=result.savings_usd,
+            pv_cloud_usd=result.pv_cloud_usd,
+            pv_owned_usd=result.pv_owned_usd,
+            capex_usd=result.capex_usd,
+            residual_usd=result.residual_usd,
+        ),
+    )

@@ -15,8 +15,8 @@ life, the break-even month and the NPV at the cost of capital; a unit grid and a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from models.breakeven import BreakevenDocument, Comparator, PlanRef
 from models.catalog import Catalog
 from models.errors import InputError
 from models.plan import Plan
@@ -45,7 +45,7 @@ def _sunk(colocation: Colocation, nodes: int) -> Colocation:
     )
 
 
-def comparator(catalog: Catalog, scenario: Scenario, colocation: Colocation) -> dict[str, Any]:
+def comparator(catalog: Catalog, scenario: Scenario, colocation: Colocation) -> Comparator:
     """The cloud node that matches the owned one (same GPU model and count), cheapest on demand, in the
     clouds the scenario allows (else anywhere in the catalog): the unit comparison of the grid."""
     same = [
@@ -57,17 +57,17 @@ def comparator(catalog: Catalog, scenario: Scenario, colocation: Colocation) -> 
     ]
     allowed = [o for o in same if o.cloud in scenario.clouds] or same
     if not allowed:
-        return {"offering": None}
+        return Comparator(offering=None)
     best = min(allowed, key=lambda o: o.on_demand_usd_h or 0.0)
-    return {
-        "offering": best.id,
-        "on_demand_usd_h": best.on_demand_usd_h,
-        "reserved_1y_usd_h": best.reserved_1y_usd_h,
-        "reserved_3y_usd_h": best.reserved_3y_usd_h,
-    }
+    return Comparator(
+        offering=best.id,
+        on_demand_usd_h=best.on_demand_usd_h,
+        reserved_1y_usd_h=best.reserved_1y_usd_h,
+        reserved_3y_usd_h=best.reserved_3y_usd_h,
+    )
 
 
-def _monthly_total(plan: Plan, without: str | None = None) -> list[float]:
+def _monthly_total(plan: Plan, without: Tier | None = None) -> list[float]:
     frame = monthly_by_tier(plan)
     if without is not None and without in frame.columns:
         frame = frame.drop(columns=[without])
@@ -94,8 +94,8 @@ def analyse(
     plan: Callable[[Scenario, str], Plan],
     nodes: int | None = None,
     say: Callable[[str], None] = lambda _m: None,
-) -> tuple[dict[str, Any], dict[str, Plan]]:
-    """The breakeven.json content and the plans behind it (``cloud-only``, ``owning``, maybe ``optimal``).
+) -> tuple[BreakevenDocument, dict[str, Plan]]:
+    """The breakeven.json document and the plans behind it (``cloud-only``, ``owning``, maybe ``optimal``).
 
     ``plan(scenario, label)`` solves one scenario (the CLI passes the planner with the user's settings).
     """
@@ -138,8 +138,8 @@ def analyse(
         nodes_from=nodes_from,
         comparator=comparator(inputs.catalog, scenario, colocation),
     )
-    data["plans"] = {
-        label: {"total_usd": p.total_usd, "owned_nodes": owned_nodes(p), "dir": f"plans/{label}"}
+    data.plans = {
+        label: PlanRef(total_usd=p.total_usd, owned_nodes=owned_nodes(p), dir=f"plans/{label}")
         for label, p in plans.items()
     }
     return data, plans

@@ -161,10 +161,9 @@ def whatif(
     demand, growth, training_hours, price, on_demand_price, spot_price, reserved_price, spot_interruptions,
     capacity, max_spot_share, colocation.FIELD (see models/variation.py).
     """
-    import json
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from models.whatif import FailedVariant, SolvedVariant
     from planner.optimize import METHODS, SolveSettings
     from planner.whatif import check_variants, load_sweep, plan_variants, run_whatif, variants_from_flags
 
@@ -187,37 +186,36 @@ def whatif(
         with atomic_directory(output) as staging, progress:
             task = progress.add_task(f"planning {len(variants)} variants", total=len(variants))
 
-            def finished(row: dict) -> None:
-                total = row.get("total_usd")
-                outcome = f"${total:,.0f}" if total is not None else row["status"]
-                progress.update(task, advance=1, description=f"{row['name']}: {outcome}")
+            def finished(row: SolvedVariant | FailedVariant) -> None:
+                outcome = f"${row.total_usd:,.0f}" if isinstance(row, SolvedVariant) else row.status
+                progress.update(task, advance=1, description=f"{row.name}: {outcome}")
 
             data = run_whatif(scenario, variants, staging, settings, workers, finished)
-            (staging / "whatif.json").write_text(json.dumps(data, indent=2) + "\n")
+            (staging / "whatif.json").write_text(data.to_json())
             if not no_report:
                 from planner.reports.whatif import write_whatif_reports
 
                 write_whatif_reports(staging, data)
     except GpuplanError as error:
         raise fail(error) from None
-    table = Table(title=f"{data['scenario']}: {len(variants)} variants")
+    table = Table(title=f"{data.scenario}: {len(variants)} variants")
     for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
         table.add_column(
             column, justify="left" if column in ("variant", "commitments") else "right", overflow="fold"
         )
     failed = 0
-    for row in data["variants"]:
-        if row["status"] == "failed":
+    for row in data.variants:
+        if isinstance(row, FailedVariant):
             failed += 1
-            table.add_row(row["name"], "failed", "", "", row["error"][:60], "")
+            table.add_row(row.name, "failed", "", "", row.error[:60], "")
             continue
-        delta = row.get("delta_vs_base_pct")
-        saving = row.get("savings_vs_on_demand_pct")
+        delta = row.delta_vs_base_pct
+        saving = row.savings_vs_on_demand_pct
         table.add_row(
-            row["name"], f"${row['total_usd']:,.0f}", "" if delta is None else f"{delta:+.1f}%",
+            row.name, f"${row.total_usd:,.0f}", "" if delta is None else f"{delta:+.1f}%",
             "" if saving is None else f"saves {saving:.1f}%",
-            ", ".join(f"{n} {term}" for term, n in row["commitments"].items()) or "none",
-            str(len(row["unserved"])),
+            ", ".join(f"{n} {term}" for term, n in row.commitments.items()) or "none",
+            str(len(row.unserved)),
         )  # fmt: skip
     if not out.is_terminal:
         out.width = max(out.width, 120)  # piped or captured: keep variant names whole
@@ -244,8 +242,6 @@ def breakeven(
     Plans the scenario cloud-only, with owned nodes as a tier (how many to buy), and with N owned nodes
     paid for; writes DIR/breakeven.json, DIR/breakeven.html, DIR/breakeven.md and the plans in DIR/plans/.
     """
-    import json
-
     from planner.breakeven import analyse
     from planner.inputs import load_inputs
     from planner.optimize import METHODS, SolveSettings, optimize
@@ -272,18 +268,18 @@ def breakeven(
                 return result
 
             data, _plans = analyse(inputs, plan_one, nodes, say)
-            (staging / "breakeven.json").write_text(json.dumps(data, indent=2) + "\n")
+            (staging / "breakeven.json").write_text(data.to_json())
             (staging / "breakeven.html").write_text(render_breakeven_html(data), encoding="utf-8")
             (staging / "breakeven.md").write_text(render_breakeven_markdown(data), encoding="utf-8")
     except GpuplanError as error:
         raise fail(error) from None
-    months = data["months_to_break_even"]
+    months = data.months_to_break_even
     when = f"breaks even after {months:.1f} months" if months is not None else "never breaks even"
     out.print(
-        f"[bold]{data['scenario']}[/]: owning {data['nodes']} node(s) ({data['nodes_from']}) {when} "
-        f"within a {data['inputs']['depreciation_months']}-month life; NPV ${data['npv_usd']:,.0f} "
-        f"at {data['inputs']['cost_of_capital_pct_per_year']:g}%/yr; owned nodes busy "
-        f"{data['utilization']:.0%} of their hours",
+        f"[bold]{data.scenario}[/]: owning {data.nodes} node(s) ({data.nodes_from}) {when} "
+        f"within a {data.inputs.depreciation_months}-month life; NPV ${data.npv_usd:,.0f} "
+        f"at {data.inputs.cost_of_capital_pct_per_year:g}%/yr; owned nodes busy "
+        f"{data.utilization:.0%} of their hours",
         highlight=False,
     )
     out.print(f"written to {output}/ (breakeven.html, breakeven.md, breakeven.json, plans/)", highlight=False)

@@ -27,12 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.errors import GpuplanError, InputError
 from models.plan import Plan
+from models.tiers import Term
 from models.variation import Variation, parse_all
+from models.whatif import FailedVariant, MonthlyCost, SolvedVariant, WhatifDocument, WhatifHorizon
 from planner.inputs import load_inputs
 from planner.monthly import series
 
 BASE = "base"
-SCHEMA = "gpuplan.whatif/v1"
 
 
 @dataclass(frozen=True)
@@ -125,44 +126,44 @@ def peak_nodes(plan: Plan) -> dict[str, float]:
     return {str(k): float(v) for k, v in per_period.groupby(level=0).max().items()}
 
 
-def summarize(variant: Variant, plan: Plan, plan_dir: str) -> dict[str, Any]:
-    """The comparison row of one variant, from its plan only (what any reader of plan.json would see)."""
+def summarize(variant: Variant, plan: Plan, plan_dir: str) -> SolvedVariant:
+    """The comparison row of one variant, from its plan only (what any reader of plan.json would see);
+    the comparison with the base is filled in by :func:`run_whatif`."""
     document = plan.document
     total = document.costs.total_usd
-    by_tier = {str(k): float(v) for k, v in document.costs.by_tier.items()}
+    by_tier = dict(document.costs.by_tier)
     on_demand = document.baselines.all_on_demand_usd
-    commitments: dict[str, int] = {}
+    commitments: dict[Term, int] = {}
     gpus = 0
     for c in document.commitments:
         commitments[c.term] = commitments.get(c.term, 0) + c.nodes
         gpus += c.nodes * document.offerings[c.offering].gpus_per_node
-    monthly = series(plan)
-    totals = [sum(values[m] for values in monthly["by_tier"].values()) for m in range(len(monthly["month"]))]
+    monthly = MonthlyCost.model_validate(series(plan))
+    totals = [sum(values[m] for values in monthly.by_tier.values()) for m in range(len(monthly.month))]
     cumulative, running = [], 0.0
     for value in totals:
         running += value
         cumulative.append(running)
-    return {
-        "name": variant.name,
-        "changes": list(variant.changes),
-        "status": document.solver.status,
-        "error": None,
-        "plan_dir": plan_dir,
-        "total_usd": total,
-        "all_on_demand_usd": on_demand,
-        "savings_vs_on_demand_pct": 100.0 * (on_demand - total) / on_demand if on_demand else None,
-        "by_tier": by_tier,
-        "tier_mix": {tier: value / total for tier, value in by_tier.items()} if total else {},
-        "commitments": commitments,
-        "committed_gpus": gpus,
-        "unserved": [
-            {"kind": u.kind, "workload": u.workload, "reason": u.reason} for u in document.unserved
-        ],
-        "gap": document.solver.gap,
-        "seconds": document.solver.seconds,
-        "monthly": monthly,
-        "cumulative_usd": cumulative,
-    }
+    return SolvedVariant(
+        name=variant.name,
+        changes=list(variant.changes),
+        status=document.solver.status,
+        plan_dir=plan_dir,
+        total_usd=total,
+        all_on_demand_usd=on_demand,
+        savings_vs_on_demand_pct=100.0 * (on_demand - total) / on_demand if on_demand else None,
+        by_tier=by_tier,
+        tier_mix={tier: value / total for tier, value in by_tier.items()} if total else {},
+        commitments=commitments,
+        committed_gpus=gpus,
+        unserved=list(document.unserved),
+        gap=document.solver.gap,
+        seconds=document.solver.seconds,
+        monthly=monthly,
+        cumulative_usd=cumulative,
+        delta_vs_base_usd=None,
+        delta_vs_base_pct=None,
+    )
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ class _Job:
     reference: dict[str, float] | None
 
 
-def _run(job: _Job) -> dict[str, Any]:
+def _run(job: _Job) -> SolvedVariant | FailedVariant:
     """Plan one variant (in a worker process); a failure becomes a row saying why, not a crash."""
     from planner.optimize import optimize
 
@@ -186,8 +187,7 @@ def _run(job: _Job) -> dict[str, Any]:
         plan.write(target)
         return summarize(job.variant, plan, f"variants/{job.variant.slug}")
     except GpuplanError as error:
-        return {"name": job.variant.name, "changes": list(job.variant.changes), "status": "failed",
-                "error": str(error)}  # fmt: skip
+        return FailedVariant(name=job.variant.name, changes=list(job.variant.changes), error=str(error))
 
 
 def run_whatif(
@@ -196,20 +196,21 @@ def run_whatif(
     out_dir: Path,
     settings: Any,
     workers: int | None = None,
-    on_done: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """Plan every variant into ``out_dir`` and return the comparison (whatif.json's content)."""
+    on_done: Callable[[SolvedVariant | FailedVariant], None] | None = None,
+) -> WhatifDocument:
+    """Plan every variant into ``out_dir`` and return the comparison (whatif.json's document)."""
     done = on_done or (lambda _row: None)
     workers = max(1, min(workers or os.cpu_count() or 1, len(variants)))
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, SolvedVariant | FailedVariant] = {}
     base = next(v for v in variants if not v.changes)
     reference = None
     pending = list(variants)
     if any(v.relative_capacity for v in variants):  # base first: its plan is the capacity reference
         rows[base.name] = _run(_Job(str(scenario), base, str(out_dir), settings, None))
         done(rows[base.name])
-        if rows[base.name]["status"] != "failed":
-            reference = peak_nodes(Plan.read(out_dir / rows[base.name]["plan_dir"]))
+        first_row = rows[base.name]
+        if isinstance(first_row, SolvedVariant):
+            reference = peak_nodes(Plan.read(out_dir / first_row.plan_dir))
         pending = [v for v in variants if v is not base]
     if workers == 1 or len(pending) <= 1:
         # in this process, with the caller's settings: HiGHS refuses a thread count other than the one
@@ -227,25 +228,25 @@ def run_whatif(
             futures = [pool.submit(_run, job) for job in jobs]
             for future in as_completed(futures):
                 row = future.result()
-                rows[row["name"]] = row
+                rows[row.name] = row
                 done(row)
     ordered = [rows[v.name] for v in variants]
-    base_total = rows[base.name].get("total_usd")
-    for row in ordered:
-        if base_total and row.get("total_usd") is not None:
-            row["delta_vs_base_usd"] = row["total_usd"] - base_total
-            row["delta_vs_base_pct"] = 100.0 * (row["total_usd"] - base_total) / base_total
-    first = next((row for row in ordered if row["status"] != "failed"), None)
-    reference_plan = Plan.read(out_dir / first["plan_dir"]).document if first else None
-    horizon: dict[str, Any] = {}
+    base_row = rows[base.name]
+    base_total = base_row.total_usd if isinstance(base_row, SolvedVariant) else None
+    solved = [row for row in ordered if isinstance(row, SolvedVariant)]
+    if base_total:
+        for row in solved:
+            row.delta_vs_base_usd = row.total_usd - base_total
+            row.delta_vs_base_pct = 100.0 * (row.total_usd - base_total) / base_total
+    reference_plan = Plan.read(out_dir / solved[0].plan_dir).document if solved else None
     if reference_plan is not None:
-        horizon = reference_plan.horizon.model_dump(mode="json", include={"start", "hours"})
-    scenario_name = reference_plan.scenario if reference_plan else scenario.stem
-    return {
-        "schema": SCHEMA,
-        "scenario": scenario_name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "base": base.name,
-        "horizon": {"start": horizon.get("start"), "hours": horizon.get("hours")},
-        "variants": ordered,
-    }
+        horizon = WhatifHorizon(start=reference_plan.horizon.start, hours=reference_plan.horizon.hours)
+    else:
+        horizon = WhatifHorizon(start=None, hours=None)
+    return WhatifDocument(
+        scenario=reference_plan.scenario if reference_plan else scenario.stem,
+        created=datetime.now(UTC).replace(microsecond=0),
+        base=base.name,
+        horizon=horizon,
+        variants=ordered,
+    )

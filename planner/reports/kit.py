@@ -13,11 +13,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from models.plan import Unserved, UnservedInference, UnservedTraining
 from models.tiers import TIER_ORDER, Tier
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "money_column",
     "parse_time",
     "round_half_up",
+    "unserved_table",
 ]
 
 IDLE_SERIES = "reserved (idle)"
@@ -193,6 +194,23 @@ def md_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def unserved_table(items: Iterable[Unserved]) -> Table | None:
+    """Demand a plan leaves unserved, one row per item with its amount and reason; None when there is none."""
+    table = Table(
+        ["workload", "kind", "team", "run", "unserved", "reason"], [False, False, False, True, True, False]
+    )
+    for u in items:
+        run = DASH
+        if isinstance(u, UnservedTraining):
+            run, amount = fmt_num(u.run), f"{fmt_num(u.gpu_hours, 1)} GPU-h"
+        elif isinstance(u, UnservedInference):
+            amount = f"{fmt_num(u.replica_hours, 1)} replica-h"
+        else:  # a guarantee: GPUs the team is promised that no commitment can hold
+            amount = f"{fmt_num(u.gpus, 1)} GPUs"
+        table.rows.append([u.workload, u.kind, u.team, run, amount, u.reason])
+    return table if table.rows else None
+
+
 def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
     """Templates from ``planner/reports/templates``; undefined names fail loudly (StrictUndefined)."""
     env = jinja2.Environment(
@@ -209,9 +227,3 @@ def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
 
 
 # Markdown keeps every newline (no trim_blocks) so paragraphs, lists and tables stay separated;
-
-
-# Transitional: the page templates still inline these strings until they move to template files.
-_TEMPLATES = Path(__file__).parent / "templates"
-BASE_CSS = (_TEMPLATES / "base.css").read_text(encoding="utf-8")
-HTML_TABLE_MACROS = (_TEMPLATES / "macros.html.j2").read_text(encoding="utf-8").split("\n", 1)[1]

@@ -45,9 +45,6 @@ from models.plan import (
     PlanDocument,
     PlanHorizon,
     TrainingPlacement,
-    Unserved,
-    UnservedInference,
-    UnservedTraining,
 )
 from models.tiers import COMMITTED_TIERS, Tier
 from planner.reports.kit import (
@@ -66,13 +63,10 @@ from planner.reports.kit import (
     jinja_environment,
     money_column,
     round_half_up,
+    unserved_table,
 )
 
-# TRANSITIONAL re-export: whatif.py and breakeven.py import these from here until they take typed
-# documents; this module does not use them (see planner/reports/untyped.py).
-from planner.reports.untyped import _num, _unserved  # noqa: F401
-
-__all__ = ["render_html", "render_markdown", "unserved_table", "write_reports"]
+__all__ = ["render_html", "render_markdown", "write_reports"]
 
 #: A job with more runs than this is "repeated": one summary row, full per-run table collapsed.
 REPEATED_JOB_MIN_RUNS = 4
@@ -606,25 +600,6 @@ def _mig(plan: PlanDocument) -> dict[str, Any] | None:
         "and the node label nvidia.com/mig.config=<config>."
     )
     return {"table": table, "summary": summary}
-
-
-def unserved_table(items: Iterable[Unserved]) -> Table | None:
-    """Demand the plan could not meet, one row per item with its reason; None when everything is served."""
-    items = list(items)
-    if not items:
-        return None
-    table = Table(
-        ["workload", "kind", "team", "run", "unserved", "reason"], [False, False, False, True, True, False]
-    )
-    for u in items:
-        if isinstance(u, UnservedTraining):
-            amount, run = f"{fmt_num(u.gpu_hours, 1)} GPU-h", fmt_num(u.run)
-        elif isinstance(u, UnservedInference):
-            amount, run = f"{fmt_num(u.replica_hours, 1)} replica-h", DASH
-        else:  # a team guarantee: the report has always shown no amount for it
-            amount, run = DASH, DASH
-        table.rows.append([u.workload, u.kind, u.team, run, amount, u.reason])
-    return table
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import pytest
 from browser import open_page
 from typer.testing import CliRunner
 
+from models.breakeven import BreakevenDocument
+from models.whatif import WhatifDocument
 from planner.cli import app
 
 pytestmark = pytest.mark.slow
@@ -84,6 +86,9 @@ def test_breakeven_against_hand_calculation(tmp_path: Path, kit, runner: CliRunn
     assert data["npv_usd"] == pytest.approx(npv, rel=1e-4)
     md = (out / "breakeven.md").read_text()
     assert "NPV" in md
+    document = BreakevenDocument.read(out / "breakeven.json")  # the file reads back through its model
+    assert document.nodes == 4 and set(document.plans) == {"cloud-only", "optimal", "owning"}
+    assert document.plans["owning"].owned_nodes == 4
     _assert_page_renders(out / "breakeven.html", charts=3)
 
 
@@ -122,6 +127,8 @@ def test_whatif_compares_variants(tmp_path: Path, kit, runner: CliRunner) -> Non
         assert (out / row["plan_dir"] / "plan.json").is_file()
         assert math.isclose(row["cumulative_usd"][-1], row["total_usd"], rel_tol=1e-9)
     assert (out / "whatif.md").read_text().count("demand=x2") >= 1
+    document = WhatifDocument.read(out / "whatif.json")  # the file reads back through its model
+    assert [v.name for v in document.variants] == list(rows) and document.base == "base"
     _assert_page_renders(out / "whatif.html", charts=3)
 
 

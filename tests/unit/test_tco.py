@@ -22,6 +22,7 @@ import math
 
 import pytest
 
+from models.breakeven import Comparator
 from models.scenario import Colocation
 from models.tco import (
     DEFAULT_TORNADO_RANGES,
@@ -37,7 +38,7 @@ from models.tco import (
     tornado,
     unit_case,
 )
-from models.tiers import HOURS_PER_MONTH
+from models.tiers import HOURS_PER_MONTH, Tier
 
 RATE = 0.00643403011000343
 A36 = 32.04333138871812
@@ -352,7 +353,7 @@ def test_break_even_grid_default_figures() -> None:
     """
     prices = {"on_demand": ON_DEMAND, "reserved_1y": RESERVED_1Y, "reserved_3y": RESERVED_3Y}
     grid = break_even_grid(colo(), prices)
-    got = {(row["price"], row["utilization"]): row["months_to_break_even"] for row in grid}
+    got = {(row.price, row.utilization): row.months_to_break_even for row in grid}
     assert len(grid) == 12
 
     def closed_form(price: float, u: float) -> float:
@@ -379,20 +380,22 @@ def test_break_even_grid_default_figures() -> None:
 
 def test_breakeven_data_shape() -> None:
     case = unit_case(colo(), ON_DEMAND, 1.0)
-    comparator = {
-        "offering": "aws:us-east-1:p5.48xlarge",
-        "on_demand_usd_h": ON_DEMAND,
-        "reserved_1y_usd_h": RESERVED_1Y,
-        "reserved_3y_usd_h": None,
-    }
+    comparator = Comparator(
+        offering="aws:us-east-1:p5.48xlarge",
+        on_demand_usd_h=ON_DEMAND,
+        reserved_1y_usd_h=RESERVED_1Y,
+        reserved_3y_usd_h=None,
+    )
     data = breakeven_data(case, scenario="s", nodes_from="--nodes", comparator=comparator)
-    assert data["schema"] == "gpuplan.breakeven/v1"
-    assert data["months_to_break_even"] == pytest.approx(9.7547, abs=1e-4)
-    assert data["npv_usd"] == pytest.approx(845_222.59, abs=0.01)
-    assert data["owned_usd_per_node_hour"] == pytest.approx(18.9065, abs=1e-4)
-    assert len(data["curves"]["month"]) == len(data["curves"]["owned_cumulative_usd"]) == 37
-    assert {row["price"] for row in data["grid"]} == {"on_demand", "reserved_1y"}  # None left out
-    assert data["monthly"]["capital_usd"] == pytest.approx(CAPITAL)
-    assert data["monthly"]["opex_usd"] == pytest.approx(OPEX)
-    assert data["inputs"]["capex_per_node_usd"] == CAPEX
-    assert {"name", "low_label", "high_label", "npv_low_usd", "npv_high_usd"} <= set(data["tornado"][0])
+    assert data.schema_ == "gpuplan.breakeven/v1"
+    assert data.months_to_break_even == pytest.approx(9.7547, abs=1e-4)
+    assert data.npv_usd == pytest.approx(845_222.59, abs=0.01)
+    assert data.owned_usd_per_node_hour == pytest.approx(18.9065, abs=1e-4)
+    assert len(data.curves.month) == len(data.curves.owned_cumulative_usd) == 37
+    assert {row.price for row in data.grid} == {Tier.ON_DEMAND, Tier.RESERVED_1Y}  # None left out
+    assert data.monthly.capital_usd == pytest.approx(CAPITAL)
+    assert data.monthly.opex_usd == pytest.approx(OPEX)
+    assert data.inputs.capex_per_node_usd == CAPEX
+    bar = data.tornado[0]
+    assert bar.swing_usd == pytest.approx(abs(bar.npv_high_usd - bar.npv_low_usd))
+    assert data.plans == {}  # gpuplan breakeven adds the plans it made

@@ -1,14 +1,15 @@
-"""Tests for planner/reports/whatif.py: rendered from a whatif.json dict built here by hand.
+"""Tests for planner/reports/whatif.py: rendered from a whatif.json document built here by hand.
 
 Three variants of a one-year scenario: the base (reserved + on-demand + spot), a colocation variant
 that owns 16 nodes (paid mostly in its first month, so its cumulative cost starts above the base's
 and crosses it) and leaves two demand items unserved, and a spot-price shock whose solve failed.
-Expected strings are computed here from the same numbers, independently of the report code.
+Expected strings are computed here from the same numbers, independently of the report code. The
+document is built with the typed models of ``models/whatif.py`` and round-tripped through JSON, so the
+renderers get exactly what whatif.json holds; a damaged whatif.json fails on reading, naming the field.
 """
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import math
@@ -20,6 +21,9 @@ from typing import Any
 import pytest
 from plotly.offline import get_plotlyjs
 
+from models.errors import InputError
+from models.plan import UnservedInference, UnservedTraining
+from models.whatif import FailedVariant, SolvedVariant, WhatifDocument
 from planner.reports.kit import TIER_COLORS
 from planner.reports.whatif import render_whatif_html, render_whatif_markdown, write_whatif_reports
 
@@ -39,29 +43,35 @@ def _seasonal(total: float) -> list[float]:
 
 def _variant(
     name: str, changes: list[str], by_tier: dict[str, float], monthly: dict[str, list[float]], **extra: Any
-) -> dict[str, Any]:
+) -> SolvedVariant:
     """A solved variant as ``gpuplan whatif`` writes it; cumulative and shares come from the months."""
     total = sum(by_tier.values())
     per_month = [sum(series[k] for series in monthly.values()) for k in range(12)]
     cumulative = [sum(per_month[: k + 1]) for k in range(12)]
-    return {
+    fields: dict[str, Any] = {
         "name": name,
         "changes": changes,
         "status": "optimal",
-        "error": None,
         "plan_dir": f"variants/{name}",
         "total_usd": total,
         "all_on_demand_usd": ON_DEMAND_ALL,
         "savings_vs_on_demand_pct": round((ON_DEMAND_ALL - total) / ON_DEMAND_ALL * 100, 1),
         "by_tier": by_tier,
         "tier_mix": {tier: cost / total for tier, cost in by_tier.items()},
+        "commitments": {},
+        "committed_gpus": 0,
+        "unserved": [],
+        "gap": 0.0,
+        "seconds": 1.0,
         "monthly": {"month": MONTHS, "by_tier": monthly},
         "cumulative_usd": cumulative,
-        **extra,
+        "delta_vs_base_usd": None,
+        "delta_vs_base_pct": None,
     }
+    return SolvedVariant.model_validate({**fields, **extra})
 
 
-def whatif_data() -> dict[str, Any]:
+def whatif_data() -> WhatifDocument:
     base_tiers = {
         "owned": 0.0,
         "reserved_3y": 812_000.0,
@@ -83,7 +93,6 @@ def whatif_data() -> dict[str, Any]:
         delta_vs_base_pct=0.0,
         commitments={"1y": 4, "3y": 8, "owned": 0},
         committed_gpus=96,
-        unserved=[],
         gap=0.0086,
         seconds=6.7,
     )
@@ -105,66 +114,55 @@ def whatif_data() -> dict[str, Any]:
             "on_demand": _seasonal(300_000.0),
             "spot": _seasonal(120_000.0),
         },
+        status="feasible",
         delta_vs_base_usd=1_470_000.0 - 1_936_664.0,
         delta_vs_base_pct=round((1_470_000.0 - 1_936_664.0) / 1_936_664.0 * 100, 1),
         commitments={"1y": 2, "3y": 0, "owned": 16},
         committed_gpus=144,
         unserved=[
-            {
-                "kind": "inference",
-                "workload": "chat-70b",
-                "team": "assistant",
-                "replica_hours": 310.0,
-                "reason": "16 owned nodes and the 1y pool cannot hold the August peak",
-            },
-            {
-                "kind": "training",
-                "workload": "pretrain-34b",
-                "run": 3,
-                "gpu_hours": 512.0,
-                "reason": "deadline 2027-03-01 missed",
-            },
+            UnservedInference(
+                workload="chat-70b",
+                team="assistant",
+                replica_hours=310.0,
+                periods=31,
+                reason="16 owned nodes and the 1y pool cannot hold the August peak",
+            ),
+            UnservedTraining(
+                workload="pretrain-34b",
+                team="research",
+                run=3,
+                gpu_hours=512.0,
+                reason="deadline 2027-03-01 missed",
+            ),
         ],
         gap=0.021,
         seconds=30.2,
     )
-    colo["status"] = "feasible"
-    failed = {
-        "name": "spot-shock",
-        "changes": ["spot_price=+50%", "spot_interruptions=x2"],
-        "status": "failed",
-        "error": FAILED_ERROR,
-        "plan_dir": None,
-        "total_usd": None,
-        "all_on_demand_usd": None,
-        "savings_vs_on_demand_pct": None,
-        "delta_vs_base_usd": None,
-        "delta_vs_base_pct": None,
-        "seconds": 1.2,
-    }
-    data = {
-        "schema": "gpuplan.whatif/v1",
-        "scenario": "mixed-fleet-2027",
-        "created": "2026-11-29T21:00:00Z",
-        "base": "base",
-        "horizon": {"start": "2027-01-01T00:00:00Z", "hours": 8760},
-        "variants": [base, colo, failed],
-    }
-    return json.loads(json.dumps(data))  # exactly what whatif.json holds
+    failed = FailedVariant(
+        name="spot-shock", changes=["spot_price=+50%", "spot_interruptions=x2"], error=FAILED_ERROR
+    )
+    document = WhatifDocument(
+        scenario="mixed-fleet-2027",
+        created="2026-11-29T21:00:00Z",
+        base="base",
+        horizon={"start": "2027-01-01T00:00:00Z", "hours": 8760},
+        variants=[base, colo, failed],
+    )
+    return WhatifDocument.model_validate_json(document.to_json())  # exactly what whatif.json holds
 
 
 @pytest.fixture(scope="module")
-def data() -> dict[str, Any]:
+def data() -> WhatifDocument:
     return whatif_data()
 
 
 @pytest.fixture(scope="module")
-def page(data: dict[str, Any]) -> str:
+def page(data: WhatifDocument) -> str:
     return render_whatif_html(data)
 
 
 @pytest.fixture(scope="module")
-def md(data: dict[str, Any]) -> str:
+def md(data: WhatifDocument) -> str:
     return render_whatif_markdown(data)
 
 
@@ -233,7 +231,7 @@ def test_markdown_sections_headline_and_tables(md: str) -> None:
     unserved = _section(md, "Unserved demand")
     assert "### colo-16" in unserved and "### base" not in unserved
     assert "| chat-70b | inference | assistant | — | 310 replica-h |" in unserved
-    assert "| pretrain-34b | training | — | 3 | 512 GPU-h | deadline 2027-03-01 missed |" in unserved
+    assert "| pretrain-34b | training | research | 3 | 512 GPU-h | deadline 2027-03-01 missed |" in unserved
     # Cost by tier: tiers in planner/reports/plan.py's order, rows adding up to the totals.
     tiers = _section(md, "Cost by tier")
     assert "| variant | owned | reserved_3y | reserved_1y | on_demand | spot | total |" in tiers
@@ -249,8 +247,8 @@ def test_markdown_sections_headline_and_tables(md: str) -> None:
     assert "<div" not in md and "plotly" not in md.lower()
 
 
-def test_break_even_month_of_the_colocation_variant(data: dict[str, Any], md: str, page: str) -> None:
-    base, colo = data["variants"][0]["cumulative_usd"], data["variants"][1]["cumulative_usd"]
+def test_break_even_month_of_the_colocation_variant(data: WhatifDocument, md: str, page: str) -> None:
+    base, colo = data.variants[0].cumulative_usd, data.variants[1].cumulative_usd
     assert colo[0] > base[0] and colo[-1] < base[-1]
     month = next(k for k in range(12) if all(colo[j] <= base[j] for j in range(k, 12)))
     sentence = f"colo-16 breaks even with the base by the end of {MONTHS[month]}"
@@ -272,7 +270,7 @@ def test_html_is_self_contained_with_one_plotly_copy(page: str) -> None:
         assert page.count(f'id="{chart}"') == 1
 
 
-def test_html_numbers_sections_and_charts(data: dict[str, Any], page: str) -> None:
+def test_html_numbers_sections_and_charts(page: str) -> None:
     for section in SECTIONS:
         assert f">{section}</h2>" in page
     for name, total in (("base", "$1,936,664"), ("colo-16", "$1,470,000"), ("spot-shock", None)):
@@ -291,81 +289,166 @@ def test_html_numbers_sections_and_charts(data: dict[str, Any], page: str) -> No
         assert TIER_COLORS[tier] in page
 
 
-def test_missing_and_none_fields_render_as_dashes() -> None:
-    data = {
-        "variants": [
-            {"name": "base"},
-            {
-                "name": "bare",
-                "status": "optimal",
-                "total_usd": None,
-                "changes": None,
-                "by_tier": None,
-                "tier_mix": {"spot": None},
-                "commitments": None,
-                "unserved": None,
-                "monthly": {"month": None, "by_tier": {"spot": [1.0, None]}},
-                "cumulative_usd": None,
-                "gap": "n/a",
-                "seconds": float("nan"),
-            },
-            {"name": "partial", "total_usd": 100.0, "commitments": {"3y": 2}, "unserved": ["no capacity"]},
-            {"status": "failed"},  # no name, no error
-            "not a variant",
-        ]
+def _plain(document: WhatifDocument) -> dict[str, Any]:
+    """The document as whatif.json holds it (a plain dict to damage or change)."""
+    return json.loads(document.to_json())
+
+
+def test_whatif_json_keeps_its_keys(data: WhatifDocument) -> None:
+    """The file's keys, as gpuplan whatif wrote them before the typed document (the unserved entries
+    are the plan's, so they carry team and amount)."""
+    plain = _plain(data)
+    assert list(plain) == ["schema", "scenario", "created", "base", "horizon", "variants"]
+    assert plain["schema"] == "gpuplan.whatif/v1" and plain["created"] == "2026-11-29T21:00:00Z"
+    assert plain["horizon"] == {"start": "2027-01-01T00:00:00Z", "hours": 8760}
+    base, colo, failed = plain["variants"]
+    assert list(base) == [
+        "name", "changes", "status", "error", "plan_dir", "total_usd", "all_on_demand_usd",
+        "savings_vs_on_demand_pct", "by_tier", "tier_mix", "commitments", "committed_gpus", "unserved",
+        "gap", "seconds", "monthly", "cumulative_usd", "delta_vs_base_usd", "delta_vs_base_pct",
+    ]  # fmt: skip
+    assert failed == {
+        "name": "spot-shock",
+        "changes": ["spot_price=+50%", "spot_interruptions=x2"],
+        "status": "failed",
+        "error": FAILED_ERROR,
     }
-    md = render_whatif_markdown(data)
-    page = render_whatif_html(data)
+    assert colo["unserved"][1] == {
+        "kind": "training",
+        "workload": "pretrain-34b",
+        "team": "research",
+        "run": 3,
+        "gpu_hours": 512.0,
+        "reason": "deadline 2027-03-01 missed",
+    }
+
+
+def test_read_round_trips(tmp_path: Path, data: WhatifDocument) -> None:
+    path = tmp_path / "whatif.json"
+    path.write_text(data.to_json(), encoding="utf-8")
+    assert WhatifDocument.read(path) == data
+
+
+def _damage(plain: dict[str, Any], change: str) -> None:
+    colo = plain["variants"][1]
+    if change == "not a number":
+        colo["total_usd"] = "n/a"
+    elif change == "missing field":
+        del colo["gap"]
+    elif change == "unknown field":
+        colo["totl_usd"] = 1.0
+    elif change == "unknown tier":
+        colo["by_tier"]["preemptible"] = 1.0
+    elif change == "months and cumulative disagree":
+        colo["cumulative_usd"] = colo["cumulative_usd"][:11]
+    elif change == "failed without error":
+        del plain["variants"][2]["error"]
+    elif change == "base not a variant":
+        plain["base"] = "baseline"
+    elif change == "two variants, one name":
+        colo["name"] = "base"
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "problem"),
+    [
+        ("not a number", "variants.1.solved.total_usd", "valid number"),
+        ("missing field", "variants.1.solved.gap", "Field required"),
+        ("unknown field", "variants.1.solved.totl_usd", "Extra inputs are not permitted"),
+        ("unknown tier", "variants.1.solved.by_tier.preemptible.[key]", "Input should be"),
+        ("months and cumulative disagree", "variants.1.solved", "cumulative_usd has 11 values for 12 months"),
+        ("failed without error", "variants.2.failed.error", "Field required"),
+        ("base not a variant", None, "base 'baseline' is not among the variants"),
+        ("two variants, one name", None, "'base' appear twice"),
+    ],
+)
+def test_reading_a_damaged_whatif_json_names_file_and_field(
+    tmp_path: Path, data: WhatifDocument, change: str, where: str | None, problem: str
+) -> None:
+    """What the report used to render as dashes is now a clear error on reading (exit code 2 in the CLI)."""
+    plain = _plain(data)
+    _damage(plain, change)
+    path = tmp_path / "whatif.json"
+    path.write_text(json.dumps(plain), encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        WhatifDocument.read(path)
+    error = caught.value
+    assert error.file == str(path)
+    assert error.where == where
+    assert problem in error.problem and "gpuplan.whatif/v1" in error.problem
+
+
+def test_reading_what_is_not_a_whatif_json(tmp_path: Path, data: WhatifDocument) -> None:
+    path = tmp_path / "whatif.json"
+    with pytest.raises(InputError, match="file not found"):
+        WhatifDocument.read(path)
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match="not valid JSON") as caught:
+        WhatifDocument.read(path)
+    assert caught.value.where == "line 1"
+    path.write_text(json.dumps({**_plain(data), "schema": "gpuplan.whatif/v0"}), encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape("reads schema 'gpuplan.whatif/v1'")) as caught:
+        WhatifDocument.read(path)
+    assert caught.value.where == "schema"
+    path.write_text("[]", encoding="utf-8")
+    with pytest.raises(InputError, match="expected a JSON object"):
+        WhatifDocument.read(path)
+
+
+def test_dashes_the_contract_still_allows(data: WhatifDocument) -> None:
+    """Terms a plan buys nothing on are left out of ``commitments``; a failed variant may have an
+    empty error; when every variant failed there is no horizon, no cost and no curve, yet the page
+    renders with its three (empty) charts."""
+    plain = _plain(data)
+    plain["variants"][1]["commitments"] = {"3y": 2}
+    plain["variants"][2]["error"] = ""
+    md = render_whatif_markdown(WhatifDocument.model_validate(plain))
     rows = _table_rows(_section(md, "Comparison"))
-    assert len(rows) == 5
-    assert rows[1][:4] == ["bare", "optimal", DASH, DASH]
-    assert set(rows[1][3:]) == {DASH}
-    assert rows[2][3] == "$100" and rows[2][8] == "— / 2 / —" and rows[2][10] == "**1**"
-    assert rows[3][0] == "variant 4"
-    assert rows[3][3] == "failed (no error message in whatif.json)"
-    assert "| — | — | — | — | — | no capacity |" in md
+    assert rows[1][8] == "— / 2 / —"
+    assert rows[2][3] == "failed (no error message in whatif.json)"
+
+    failed = [{"name": n, "changes": [], "status": "failed", "error": "boom"} for n in ("base", "b")]
+    nothing = WhatifDocument.model_validate(
+        {**plain, "horizon": {"start": None, "hours": None}, "variants": failed}
+    )
+    md = render_whatif_markdown(nothing)
+    assert "- horizon: —" in md and "- variants: 2 (2 failed)" in md
+    assert "**No variant produced a plan, so there is no cost to compare.**" in md
+    assert "No variant has a cost by tier in whatif.json." in md
+    assert "No variant has cumulative costs in whatif.json." in md
+    page = render_whatif_html(nothing)
     assert page.count('class="plotly-graph-div"') == 3
-    assert "<td>—</td>" in page or '<td class="num">—</td>' in page
-    # An empty or damaged dict still renders, so a broken whatif.json never crashes the CLI.
-    for empty in ({}, {"variants": None, "horizon": "soon", "base": "missing"}):
-        assert "# gpuplan what-if: —" in render_whatif_markdown(empty)
-        assert render_whatif_html(empty).count('class="plotly-graph-div"') == 3
+    assert "No variant has monthly costs in whatif.json." in page
 
 
-def test_base_failed_or_missing_still_compares(data: dict[str, Any]) -> None:
-    broken = copy.deepcopy(data)
-    broken["base"] = "spot-shock"  # the base failed: no deltas to show, no break-even
-    for v in broken["variants"]:
-        v.pop("delta_vs_base_usd", None)
-        v.pop("delta_vs_base_pct", None)
-    md = render_whatif_markdown(broken)
+def test_base_failed_still_compares(data: WhatifDocument) -> None:
+    plain = _plain(data)
+    plain["base"] = "spot-shock"  # the base failed: no deltas to show, no break-even
+    for v in plain["variants"][:2]:
+        v["delta_vs_base_usd"] = v["delta_vs_base_pct"] = None
+    md = render_whatif_markdown(WhatifDocument.model_validate(plain))
     assert "colo-16 is the cheapest variant at $1,470,000; there is no base cost to compare" in md
     assert "The base variant has no cumulative costs" in md
-    # Deltas missing from the file are derived from the totals when the base has one.
-    derived = copy.deepcopy(data)
-    for v in derived["variants"]:
-        v.pop("delta_vs_base_usd", None)
-        v.pop("delta_vs_base_pct", None)
-    assert "| -$466,664 | -24.1% |" in render_whatif_markdown(derived)
+    assert "| spot-shock (base) | failed |" in md
 
 
-def test_user_text_is_escaped_in_html(data: dict[str, Any]) -> None:
-    hostile = copy.deepcopy(data)
+def test_user_text_is_escaped_in_html(data: WhatifDocument) -> None:
+    hostile = _plain(data)
     hostile["scenario"] = "<b>fleet</b>"
     hostile["variants"][1]["name"] = "</script><script>alert(1)</script>"
-    page = render_whatif_html(hostile)
+    page = render_whatif_html(WhatifDocument.model_validate(hostile))
     assert "&lt;b&gt;fleet&lt;/b&gt;" in page and "<b>fleet</b>" not in page
     assert "<script>alert(1)" not in page
 
 
-def test_write_whatif_reports(tmp_path: Path, data: dict[str, Any]) -> None:
+def test_write_whatif_reports(tmp_path: Path, data: WhatifDocument) -> None:
     md_path, html_path = write_whatif_reports(tmp_path / "out", data)
     assert (md_path.name, html_path.name) == ("whatif.md", "whatif.html")
     assert md_path.read_text(encoding="utf-8") == render_whatif_markdown(data)
     assert html_path.read_text(encoding="utf-8").count('class="plotly-graph-div"') == 3
 
 
-def test_html_renders_in_a_browser(tmp_path: Path, data: dict[str, Any]) -> None:
+def test_html_renders_in_a_browser(tmp_path: Path, data: WhatifDocument) -> None:
     """The page in headless Chromium (tests/browser.py): no errors, offline, every chart drawn."""
     from browser import open_page
 

@@ -1,0 +1,56 @@
+"""Reading the JSON documents gpuplan writes (whatif.json, breakeven.json) back through their models.
+
+A document on disk is validated against the pydantic model of the schema this gpuplan writes; anything
+wrong (not JSON, another schema, a missing or misspelt field, a wrong type) is an :class:`InputError`
+naming the file and the field, never a traceback or a page of dashes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from models.errors import InputError
+
+__all__ = ["read_json_document", "validation_error"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validation_error(path: str | Path | None, schema: str, exc: ValidationError) -> InputError:
+    """The first problem of ``exc`` as an InputError: ``FILE: variants.1.total_usd: <message>``."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or None
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return InputError(path, where, f"{first['msg']} for schema {schema}{more}")
+
+
+def read_json_document(path: str | Path, model: type[M], schema: str, made_by: str) -> M:
+    """``path`` validated as ``model`` (schema ``schema``); ``made_by`` is the command that writes it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, f"file not found (run `{made_by}` first)") from None
+    except IsADirectoryError:
+        raise InputError(path, None, "is a directory, not a JSON file") from None
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not a text file (gpuplan writes UTF-8 JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, None, f"expected a JSON object, found {type(data).__name__}")
+    if data.get("schema") != schema:
+        raise InputError(
+            path,
+            "schema",
+            f"this gpuplan reads schema {schema!r}, the file says {data.get('schema')!r}"
+            f" (run `{made_by}` again with this version)",
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(path, schema, exc) from None
