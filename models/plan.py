@@ -23,8 +23,9 @@ from typing import Annotated, Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from models.documents import read_json_document
 from models.errors import InputError
 from models.tiers import COMMITTED_TIERS, Term, Tier
 
@@ -398,29 +399,4 @@ class Plan:
 
 def read_document(path: Path) -> PlanDocument:
     """plan.json, validated against the contract this gpuplan writes (schema ``gpuplan.plan/v1``)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, None, "no plan.json here (run `gpuplan plan` first)") from None
-    except IsADirectoryError:
-        raise InputError(path, None, "is a directory, not a plan.json file") from None
-    except UnicodeDecodeError:
-        raise InputError(path, None, "not a text file (plan.json is UTF-8 JSON)") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise InputError(path, None, f"expected a JSON object, found {type(data).__name__}")
-    if data.get("schema") != SCHEMA:
-        raise InputError(
-            path,
-            "schema",
-            f"this gpuplan reads plan schema {SCHEMA!r}, the file says {data.get('schema')!r}"
-            " (re-plan with this version)",
-        )
-    try:
-        return PlanDocument.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise InputError(path, where, f"{first['msg']} for schema {SCHEMA}{more}") from None
+    return read_json_document(path, PlanDocument, SCHEMA, made_by="gpuplan plan")

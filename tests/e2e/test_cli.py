@@ -538,7 +538,7 @@ def test_plan_of_a_scenario_with_nothing_to_buy(runner: CliRunner, project: Path
 def test_report_of_a_missing_or_broken_plan_directory(runner: CliRunner, tmp_path: Path) -> None:
     """`gpuplan report` reads the directory through the plan contract: exit 2 and one line naming the file."""
     result = runner.invoke(app, ["report", str(tmp_path / "nowhere")])
-    assert_input_error(result, "plan.json", "no plan.json here")
+    assert_input_error(result, "plan.json", "file not found (run `gpuplan plan` first)")
     (tmp_path / "plan.json").write_text("{not json", encoding="utf-8")
     assert_input_error(runner.invoke(app, ["report", str(tmp_path)]), "plan.json", "not valid JSON")
     (tmp_path / "plan.json").write_text('{"schema": "gpuplan.plan/v1", "scenario": "x"}', encoding="utf-8")
