@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -511,17 +510,14 @@ def test_missing_or_broken_plan_files_raise_input_error(tmp_path: Path) -> None:
         write_reports(tmp_path)
 
 
-def test_year_of_hourly_periods_is_light_and_fast(tmp_path: Path) -> None:
+def test_year_of_hourly_periods_is_light(tmp_path: Path) -> None:
+    """A year of hourly periods: the page stays small (its time, target < 30 s: bench/output_bench.py)."""
     periods = 8760
     plan, alloc = _plan(periods)
     plan = copy.deepcopy(plan)
-    t0 = time.perf_counter()
     _, html_path = write_reports(_write(tmp_path, plan, alloc))
-    elapsed = time.perf_counter() - t0
     size = html_path.stat().st_size
     html = html_path.read_text(encoding="utf-8")
     assert size < 6_000_000, size
-    assert elapsed < 30, elapsed
     assert "daily mean of 1-hour periods" in html and "daily max of 1-hour periods" in html
     assert html.count('class="plotly-graph-div"') == N_CHARTS
-    print(f"8760-period report: {size / 1e6:.2f} MB in {elapsed:.2f} s")
