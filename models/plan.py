@@ -227,7 +227,7 @@ class Costs(_Part):
 
 
 class Baselines(_Part):
-    """The peers the plan is compared against (``planner/baselines.py``), priced on the same demand."""
+    """The peers the plan is compared against (``planner/optimize/baselines.py``), priced on the same demand."""
 
     all_on_demand_usd: float
     greedy_usd: float

@@ -566,7 +566,9 @@ class ClusterState:
         return delta, gpu
 
 
-def _aggregates(left: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, ...]:
+def _aggregates(
+    left: np.ndarray, thresholds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Idle milli per node, idle milli on GPUs below each threshold, on partly used GPUs, idle GPUs."""
     total = left.sum(axis=-1)
     below = np.where(left[..., None] < thresholds, left[..., None], 0).sum(axis=-2)

@@ -21,6 +21,8 @@ from planner.cli import app
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"
 
+pytestmark = pytest.mark.slow  # plans the one-year example once for the module (~11 s)
+
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, pd.DataFrame]:

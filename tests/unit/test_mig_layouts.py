@@ -17,7 +17,6 @@ import math
 import pickle
 import random
 import re
-import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -420,17 +419,14 @@ def test_pack_lower_bound() -> None:
     assert pack_lower_bound("H100", {"4g.40gb": 1, "3g.40gb": 1, "1g.10gb": 1}) == 2  # 8 compute slices
 
 
-def test_pack_is_fast_for_the_planner() -> None:
+def test_pack_many_random_demands() -> None:
+    """200 random 5-profile demands, as the planner packs them (bench/output_bench.py times this)."""
     rng = random.Random(5)
     names = _names("H100")
     demands = [{name: rng.randint(0, 50) for name in rng.sample(names, 5)} for _ in range(200)]
-    pack("H100", {"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 1})  # imports and per-model caches
     mig_packing._pack.cache_clear()
-    start = time.perf_counter()
     for demand in demands:
-        pack("H100", demand)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0  # ~0.5 ms each; generous for slow CI machines
+        _check_packing("H100", demand, pack("H100", demand))  # covers the demand, >= the lower bound
 
 
 # --- mig-parted config -----------------------------------------------------------------------------------

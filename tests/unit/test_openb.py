@@ -5,7 +5,6 @@ real trace (slow; skipped when ../shared is absent).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -473,10 +472,8 @@ def test_default_trace_workload_aware_beats_best_fit() -> None:
 
 @needs_data
 @pytest.mark.slow
-def test_default_trace_replay_speed() -> None:
+def test_default_trace_replays_whole() -> None:
+    """The FGD replay of the whole default list (its time, target <= 30 s: bench/openb_bench.py)."""
     nodes, pods = load_nodes(NODE_LIST), load_pods(DEFAULT_PODS)
-    started = time.perf_counter()
     result = replay(nodes, pods, "workload-aware", seed=0, levels=(100,))
-    seconds = time.perf_counter() - started
     assert len(result.arrivals) >= 8_152  # the whole list, topped up to 100% of capacity
-    assert seconds <= 30.0, f"FGD replay took {seconds:.1f} s"

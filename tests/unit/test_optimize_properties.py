@@ -426,6 +426,7 @@ def _pinned_pruning_case() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return data, rows
 
 
+@pytest.mark.slow  # 30 examples, each model solved twice to gap 1e-9 (5-40 s)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=scenarios())
 @example(case=_pinned_pruning_case())
@@ -456,6 +457,7 @@ def _full_hourly_optimum(scenario, catalog: Catalog, directory: Path):
     return full, optimum
 
 
+@pytest.mark.slow  # 30 examples, each full hourly model solved to gap 1e-9 (3-11 s)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=scenarios(), per_block=st.sampled_from([None, 1, 2, 3]))
 def test_certified_bound_is_below_the_full_hourly_optimum(kit, case, per_block) -> None:
@@ -490,6 +492,7 @@ def test_certified_bound_is_exact_when_nodes_match_replicas(kit, per_block) -> N
             assert bound.clusters < len(set(demand.tolist()))  # clusters did merge different demands
 
 
+@pytest.mark.slow  # 25 examples, each planned and solved exactly (~4 s)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=scenarios())
 def test_hourly_method_plan_is_feasible_and_between_bound_and_optimum(kit, case) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -722,16 +721,13 @@ def test_missing_or_broken_plan_files_raise_input_error(tmp_path: Path) -> None:
         write_reports(plan_dir)
 
 
-def test_year_of_hourly_periods_is_light_and_fast(tmp_path: Path) -> None:
+def test_year_of_hourly_periods_is_light(tmp_path: Path) -> None:
+    """A year of hourly periods: the page stays small (its time, target < 30 s: bench/output_bench.py)."""
     plan, alloc = _plan(8760)
     plan_dir = _write(tmp_path, plan, alloc)
-    t0 = time.perf_counter()
     _, html_path = write_reports(plan_dir)
-    elapsed = time.perf_counter() - t0
     size = html_path.stat().st_size
     html = html_path.read_text(encoding="utf-8")
     assert size < 6_000_000, size
-    assert elapsed < 30, elapsed
     assert "daily mean of 1-hour periods" in html and "daily max of 1-hour periods" in html
     assert html.count('class="plotly-graph-div"') == N_CHARTS
-    print(f"8760-period report: {size / 1e6:.2f} MB in {elapsed:.2f} s")

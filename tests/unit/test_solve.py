@@ -48,7 +48,7 @@ def test_block_by_block_equals_the_whole_and_brute_force(fixed_value):
     assert blocks.bound <= blocks.objective + 1e-9
     # the values written back are a solution of the whole problem, at the reported cost
     assert pulp.value(problem.objective) == pytest.approx(blocks.objective)
-    for constraint in problem.constraints():
+    for constraint in problem.constraints():  # a list (PuLP 4 API); the dict view is deprecated
         assert constraint.value() >= -1e-9
 
 

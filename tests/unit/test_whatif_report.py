@@ -448,6 +448,7 @@ def test_write_whatif_reports(tmp_path: Path, data: WhatifDocument) -> None:
     assert html_path.read_text(encoding="utf-8").count('class="plotly-graph-div"') == 3
 
 
+@pytest.mark.slow  # starts Chromium (~5 s)
 def test_html_renders_in_a_browser(tmp_path: Path, data: WhatifDocument) -> None:
     """The page in headless Chromium (tests/browser.py): no errors, offline, every chart drawn."""
     from browser import open_page
