@@ -7,8 +7,9 @@ Printed, each with its target (the unit tests check what these steps produce, no
 * MIG packing (``planner.mig.packing.pack``, called for many (offering, period) demand vectors while
   mig-config.yaml is written): 200 random H100 demands of 5 profiles, 0-50 instances each, the
   memo cleared first. Target: < 2.0 s for the 200 (~0.5 ms each).
-* The reports of a year of hourly periods (``planner.reports.plan.write_reports``): ``scenarios/mixed-fleet.yaml``
-  (8,760 one-hour periods) is planned with default settings, then report.md and report.html are written.
+* The reports of a year of hourly periods (``planner.reports.plan.write_reports``):
+  ``scenarios/mixed-fleet.yaml`` (8,760 one-hour periods) is planned with default settings, then
+  report.md and report.html are written.
   Targets: < 30 s, report.html < 6 MB. ``--plan-dir`` takes a directory that ``gpuplan plan`` already
   wrote instead (nothing is planned).
 
@@ -42,8 +43,8 @@ def _verdict(ok: bool) -> str:
 
 
 def bench_pack() -> None:
-    from planner.mig import packing as mig_packing
     from models.mig import MIG_PROFILES
+    from planner.mig import packing as mig_packing
 
     rng = random.Random(5)
     names = [p.name for p in MIG_PROFILES["H100"]]

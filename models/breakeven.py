@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,7 +31,7 @@ __all__ = [
     "Totals",
 ]
 
-SCHEMA = "gpuplan.breakeven/v1"
+SCHEMA: Final = "gpuplan.breakeven/v1"
 
 #: The inputs the sensitivity moves one at a time (``models.tco.DEFAULT_TORNADO_RANGES``).
 TornadoInput = Literal["utilization", "cloud_price_change", "power_price", "capex", "residual_value"]

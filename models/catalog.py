@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from models.errors import InputError
 from models.tiers import Tier
@@ -38,6 +38,7 @@ __all__ = [
     "PRICE_FIELD",
     "TIERS",
     "Catalog",
+    "Cloud",
     "Offering",
 ]
 
@@ -59,7 +60,9 @@ GPU_MEMORY_GB: dict[str, float] = {
     "H100": 80.0, "H100-NVL": 94.0, "H200": 141.0, "B200": 180.0,
 }  # fmt: skip
 FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
-CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+#: The clouds gpuplan plans on (owned servers are the ``owned`` tier, not a cloud).
+Cloud = Literal["aws", "gcp", "azure"]
+CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
 #: The tiers a catalog row prices (a cloud's tiers; owned nodes are priced from a scenario's colocation).
 TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
 #: The :class:`Offering` field that holds each tier's price per node-hour (the catalog CSV's columns).
@@ -314,7 +317,9 @@ class Catalog:
             {
                 **{name: getattr(o, name) for name in _COLUMNS},
                 "id": o.id,
-                "on_demand_usd_gpu_h": o.on_demand_usd_h / o.gpus_per_node,
+                "on_demand_usd_gpu_h": (
+                    None if o.on_demand_usd_h is None else o.on_demand_usd_h / o.gpus_per_node
+                ),
             }
             for o in self.offerings
         ]

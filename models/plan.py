@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import pandas as pd
 import yaml
@@ -47,6 +47,7 @@ __all__ = [
     "PlanHorizon",
     "PoolUtilization",
     "ScenarioEcho",
+    "SolveMethod",
     "SolverReport",
     "SolverStage",
     "TeamSummary",
@@ -59,7 +60,7 @@ __all__ = [
     "plan_json_schema",
 ]
 
-SCHEMA = "gpuplan.plan/v1"
+SCHEMA: Final = "gpuplan.plan/v1"
 ALLOCATION_COLUMNS = ["period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "cost_usd"]
 #: The cloud tiers every plan's ``costs.by_tier`` lists (``owned`` joins when the scenario has owned nodes).
 TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
@@ -105,6 +106,10 @@ class SolverStage(_Part):
     dispatch_seconds: float | None = None
 
 
+#: How the plan was found: one staged MILP, or the hourly decomposition (``planner/optimize/``).
+SolveMethod = Literal["staged-milp", "hourly-decomposition"]
+
+
 class SolverReport(_Part):
     """How the plan was found and how far from optimal it is proven to be."""
 
@@ -118,7 +123,7 @@ class SolverReport(_Part):
     model_periods: int
     training_start_grid_hours: int
     block_hours: int
-    method: Literal["staged-milp", "hourly-decomposition"]
+    method: SolveMethod
     build_seconds: float
     penalty_usd: float = Field(description="penalty priced into the objective for unserved demand")
     bound_method: str
@@ -227,7 +232,7 @@ class Costs(_Part):
 
 
 class Baselines(_Part):
-    """The peers the plan is compared against (``planner/optimize/baselines.py``), priced on the same demand."""
+    """The peers the plan is compared against (``planner/optimize/baselines.py``), on the same demand."""
 
     all_on_demand_usd: float
     greedy_usd: float

@@ -7,6 +7,7 @@ field path (``inference[0].replicas.peak``) and the problem; see :class:`models.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from models.catalog import CLOUDS, GPU_MODELS
+from models.catalog import CLOUDS, GPU_MODELS, Cloud
 from models.errors import InputError
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, Term
 
@@ -295,7 +296,7 @@ class Scenario(_Strict):
     description: str = ""
     horizon: Horizon
     catalog: str = Field("embedded", description="'embedded' or a path to a catalog CSV")
-    clouds: dict[Literal["aws", "gcp", "azure"], CloudScope] = Field(
+    clouds: dict[Cloud, CloudScope] = Field(
         default_factory=lambda: {c: CloudScope() for c in CLOUDS}
     )
     purchase: Purchase = Field(default_factory=Purchase)
@@ -311,8 +312,12 @@ class Scenario(_Strict):
     def _references(self) -> Scenario:
         team_names = [t.name for t in self.teams]
         _no_duplicates(team_names, "teams")
-        _no_duplicates([w.name for w in [*self.inference, *self.training]], "workload")
-        for section, workloads in (("inference", self.inference), ("training", self.training)):
+        _no_duplicates([w.name for w in self.workloads], "workload")
+        sections: tuple[tuple[str, Sequence[InferenceService | TrainingJob]], ...] = (
+            ("inference", self.inference),
+            ("training", self.training),
+        )
+        for section, workloads in sections:
             for index, workload in enumerate(workloads):
                 if workload.team not in team_names:
                     raise _FieldError(
@@ -329,6 +334,11 @@ class Scenario(_Strict):
                         f"({self.horizon.start.isoformat()} to {self.horizon.end.isoformat()})",
                     )
         return self
+
+    @property
+    def workloads(self) -> list[InferenceService | TrainingJob]:
+        """Every workload, inference first (names are unique across both kinds)."""
+        return [*self.inference, *self.training]
 
     @property
     def team(self) -> dict[str, Team]:

@@ -198,7 +198,7 @@ class OwnershipResult:
     monthly_rate: float
 
 
-def _monthly_cloud(series: tuple[float, ...], months: int, growth_pct: float) -> np.ndarray:
+def _monthly_cloud(series: Sequence[float], months: int, growth_pct: float) -> np.ndarray:
     """Months 1..L of a horizon series: repeated cyclically, times (1+g)**year for year (m-1)//12.
 
     Why (m-1)//12: months 1-12 are the first year at today's prices, months 13-24 the second year

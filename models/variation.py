@@ -213,6 +213,7 @@ def _vary_offerings(
     if not hits:
         raise InputError(None, "--vary", f"{variation.label!r}: no offering matches {variation.target!r}")
     changed = []
+    update: dict[str, Any]  # Offering fields: prices, an interruption rate or a node limit
     for offering in offerings:
         if offering not in hits:
             changed.append(offering)
@@ -234,7 +235,7 @@ def _vary_offerings(
 def _capacity(offering: Offering, variation: Variation, reference: Mapping[str, float] | None) -> int:
     if variation.op == "=":
         return max(0, math.floor(variation.value))
-    current = offering.max_nodes
+    current: float | None = offering.max_nodes
     if current is None:
         if reference is None:
             raise InputError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
@@ -33,7 +33,7 @@ __all__ = [
     "WhatifVariant",
 ]
 
-SCHEMA = "gpuplan.whatif/v1"
+SCHEMA: Final = "gpuplan.whatif/v1"
 
 
 class _Part(BaseModel):

@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError, SolverError
+from models.plan import Plan
+from models.scenario import Scenario
 from planner.cli_common import EXIT_SOLVER, EXIT_UNSERVED, atomic_directory, err, fail, progress_messages
 from planner.simulate.cli import simulate_app
 
@@ -259,7 +261,7 @@ def breakeven(
         settings = SolveSettings(time_limit=time_limit, method=method.lower())
         with atomic_directory(output) as staging:
 
-            def plan_one(variant, label: str):  # type: ignore[no-untyped-def]
+            def plan_one(variant: Scenario, label: str) -> Plan:
                 result = optimize(variant, inputs.catalog, inputs.base_dir, settings)
                 say(f"{label}: ${result.total_usd:,.0f}")
                 target = staging / "plans" / label

@@ -32,7 +32,8 @@ def monthly_by_tier(plan: Plan) -> pd.DataFrame:
     if len(alloc):
         month = np.minimum((alloc["period"].to_numpy() * p // HOURS_PER_MONTH).astype(int), months - 1)
         grouped = alloc.assign(month=month).groupby(["month", "tier"])["cost_usd"].sum()
-        frame = grouped.unstack(fill_value=0.0).reindex(frame.index, fill_value=0.0)
+        # pandas-stubs types unstack's fill_value as int | str | dict; pandas takes any scalar
+        frame = grouped.unstack(fill_value=0.0).reindex(frame.index, fill_value=0.0)  # type: ignore[arg-type]
     for commitment in plan.document.commitments:
         tier = commitment.term.tier
         if tier not in frame.columns:

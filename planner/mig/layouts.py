@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
 
-from models.mig import smallest_profile, supports_mig
+from models.mig import Layout, smallest_profile, supports_mig
+from models.plan import MigNodeLayout, MigPartedConfig, MigPool, MigSection
 from planner.mig.config import config_name, mig_parted_config
 from planner.mig.packing import pack
 
@@ -41,7 +42,7 @@ def _mig_profiles(sets: PlanningSets) -> dict[tuple[str, str], str]:
     return result
 
 
-def mig_section(sets: PlanningSets, allocations: pd.DataFrame) -> dict[str, Any] | None:
+def mig_section(sets: PlanningSets, allocations: pd.DataFrame) -> MigSection | None:
     """plan.json's ``mig`` block (pools, savings, the mig-parted config), or None without MIG replicas."""
     profiles = _mig_profiles(sets)
     if not profiles or not len(allocations):
@@ -72,11 +73,13 @@ def mig_section(sets: PlanningSets, allocations: pd.DataFrame) -> dict[str, Any]
     replicas["replicas"] = replicas["replicas"].to_numpy() * np.minimum(1.0, asked / np.maximum(covered, EPS))
     per = replicas.groupby(["offering", "period", "profile"])["replicas"].sum()
     planned = replicas.groupby(["offering", "period"])["planned_gpus"].sum()
-    pools, configs = [], {}
+    pools: list[MigPool] = []
+    configs: dict[str, list[tuple[Layout | None, int]]] = {}
     for offering_id, frame in per.groupby(level=0):
         offering = by_id[str(offering_id)][1]
         demand_by_period: dict[int, dict[str, int]] = defaultdict(dict)
-        for (_o, period, profile), value in frame.items():
+        for key, value in frame.items():
+            _o, period, profile = cast(tuple[str, int, str], key)  # (offering, period, profile)
             demand_by_period[int(period)][str(profile)] = math.ceil(float(value) - EPS)
         packed_hours = whole_hours = 0.0
         peak_period, peak = -1, None
@@ -93,38 +96,40 @@ def mig_section(sets: PlanningSets, allocations: pd.DataFrame) -> dict[str, Any]
         name = config_name(f"{offering.cloud}-{offering.region}-{offering.instance_type}")
         configs[name] = per_node
         pools.append(
-            {
-                "offering": offering.id,
-                "gpu_model": offering.gpu_model,
-                "config": name,
-                "peak_period": peak_period,
-                "peak_demand": demand,
-                "gpus_packed": peak.gpus,
-                "gpus_per_service_layouts": homogeneous,
-                "gpus_whole_per_replica": sum(demand.values()),
-                "gpus_planned": float(planned.loc[(offering_id, peak_period)]),
-                "nodes_with_config": nodes,
-                "node_layout": [
-                    {"gpus": n, "mig_devices": layout.counts if layout is not None else None}
+            MigPool(
+                offering=offering.id,
+                gpu_model=offering.gpu_model,
+                config=name,
+                peak_period=peak_period,
+                peak_demand=demand,
+                gpus_packed=peak.gpus,
+                gpus_per_service_layouts=homogeneous,
+                gpus_whole_per_replica=sum(demand.values()),
+                gpus_planned=float(planned.loc[(offering_id, peak_period)]),
+                nodes_with_config=nodes,
+                node_layout=[
+                    MigNodeLayout(gpus=n, mig_devices=layout.counts if layout is not None else None)
                     for layout, n in per_node
                 ],
-                "packed_gpu_hours": packed_hours,
-                "whole_gpu_hours": whole_hours,
-            }
+                packed_gpu_hours=packed_hours,
+                whole_gpu_hours=whole_hours,
+            )
         )
-    return {
-        "pools": pools,
-        "gpus_saved_vs_whole_at_peak": sum(pl["gpus_whole_per_replica"] - pl["gpus_packed"] for pl in pools),
-        "gpu_hours_saved_vs_whole": sum(pl["whole_gpu_hours"] - pl["packed_gpu_hours"] for pl in pools),
-        "config": mig_parted_config(configs, max(o.gpus_per_node for o in sets.offerings)),
-        "note": "replicas of MIG-sized services packed together per node pool (cutting stock over layouts); "
+    return MigSection(
+        pools=pools,
+        gpus_saved_vs_whole_at_peak=sum(pl.gpus_whole_per_replica - pl.gpus_packed for pl in pools),
+        gpu_hours_saved_vs_whole=sum(pl.whole_gpu_hours - pl.packed_gpu_hours for pl in pools),
+        config=MigPartedConfig.model_validate(
+            mig_parted_config(configs, max(o.gpus_per_node for o in sets.offerings))
+        ),
+        note="replicas of MIG-sized services packed together per node pool (cutting stock over layouts); "
         "training never shares a GPU",
-    }
+    )
 
 
 def _uniform_node_layout(
     gpu_model: str, gpus_per_node: int, demand: dict[str, int], packed_gpus: int
-) -> tuple[list[tuple[Any, int]], int]:
+) -> tuple[list[tuple[Layout | None, int]], int]:
     """One layout for every node of the pool (a node label selects one config): the peak demand spread
     evenly over the fewest nodes whose share still packs into one node's GPUs."""
     nodes = max(1, math.ceil(packed_gpus / gpus_per_node))

@@ -103,10 +103,10 @@ def _policy(sets: PlanningSets, greedy: bool) -> float:
         choice = _training_choice(sets, r, allow_spot=greedy and gpu_hours <= share_left)
         if choice is None:
             continue  # unplaceable: the plan reports it as unserved
-        cost, held_hours, tier = choice
+        run_cost, held_hours, tier = choice
         if tier == Capacity.SPOT:
             share_left -= gpu_hours
-        total += cost
+        total += run_cost
         start = run.first_period
         team_gpus[run.job.team][start : start + math.ceil(held_hours / p)] += run.gpus
     return total + _guarantee_top_up(sets, team_gpus)

@@ -403,11 +403,11 @@ def start_from(
     block = sets.block_periods
     for (r, o, tier), periods in combos.items():
         name = f"{r}_{o}_{VAR_CODE[tier]}"
-        option = placed.get(r)
-        chosen = option is not None and (option.offering, option.tier) == (o, tier)
+        placement = placed.get(r)
+        chosen = placement is not None and (placement.offering, placement.tier) == (o, tier)
         values[f"Y_{name}"] = 1.0 if chosen else 0.0
         run = sets.runs[r]
-        start = option.start if chosen and option is not None else -1
+        start = placement.start if chosen and placement is not None else -1
         for k, (b0, _last, lo, hi) in enumerate(
             _start_variants(run.first_period, run.end_period, periods, block)
         ):

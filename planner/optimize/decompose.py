@@ -302,7 +302,7 @@ def _within_spot_share(
 def _solution(
     sets: PlanningSets, commitments: dict[tuple[int, Term], int], schedule: Schedule, hourly: Dispatch
 ) -> Solution:
-    commits: dict[int, dict[str, int]] = {}
+    commits: dict[int, dict[Term, int]] = {}
     for (o, term), nodes in commitments.items():
         commits.setdefault(o, {})[term] = nodes
     rows = hourly.rows
@@ -347,8 +347,8 @@ def _guarantee_shortfall(sets: PlanningSets, commitments: dict[tuple[int, Term],
     family = guarantee_rows(
         sets, commit, lambda name, up: problem.add_variable(name, 0, up, pulp.LpContinuous)
     )
-    for name, (terms, sense, rhs) in family.rows.items():
-        problem.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+    for name, (row, sense, rhs) in family.rows.items():
+        problem.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(row), sense, name, rhs))
     problem.setObjective(pulp.lpSum(family.shortfall.values()))
     result = solve(problem, gap=0.0)
     if not result.ok:  # pragma: no cover - the shortfall columns make it always feasible

@@ -135,11 +135,11 @@ class PeriodModel:
         offerings = sets.offerings
         teams = team_index(sets)
         columns: list[tuple[int, int, int]] = []  # (service, offering, tier code)
-        for (i, o), tiers in sorted(sets.serve_tiers.items()):
-            for tier in tiers:
-                if tier == Capacity.POOL and committed[o] <= 0 and not (every_pool and sets.terms[o]):
+        for (i, o), kinds in sorted(sets.serve_tiers.items()):
+            for kind in kinds:
+                if kind == Capacity.POOL and committed[o] <= 0 and not (every_pool and sets.terms[o]):
                     continue
-                columns.append((i, o, TIER_CODE[tier]))
+                columns.append((i, o, TIER_CODE[kind]))
         held_keys = sorted({(t, o) for (_i, o, t) in columns if t != POOL_CODE})
         self.columns = np.array(columns, dtype=np.int64).reshape(-1, 3)
         self.held_keys = held_keys
@@ -397,10 +397,10 @@ def dispatch(
     held_costs = np.zeros(n_groups)
     repaired = 0
     for u, t in enumerate(groups.first):
-        values, whole_nodes, lp_cost, fixed = model.solve_at(int(t), occupancy, dive)
+        values, held_whole, lp_cost, fixed = model.solve_at(int(t), occupancy, dive)
         solutions.append(values)
         lp_costs[u] = lp_cost
-        held_costs[u] = float(model.cost[model.held_cols] @ whole_nodes)
+        held_costs[u] = float(model.cost[model.held_cols] @ held_whole)
         repaired += fixed
         if progress is not None and u % 1000 == 999:
             progress(f"dispatch: {u + 1:,} of {n_groups:,} distinct periods")
@@ -414,10 +414,10 @@ def dispatch(
         held = values[model.n_x : model.n_x + model.n_held]
         used = np.zeros((len(TIER_CODE), n_o))
         np.add.at(used, (model.columns[:, 2], model.columns[:, 1]), x)
-        whole = np.zeros((len(TIER_CODE), n_o))
-        for k, (tier, o) in enumerate(model.held_keys):
-            whole[tier, o] = held[k]
-        scale = np.where(used > EPS, whole / np.maximum(used, EPS), 0.0)
+        held_nodes = np.zeros((len(TIER_CODE), n_o))
+        for k, (code, o) in enumerate(model.held_keys):
+            held_nodes[code, o] = held[k]
+        scale = np.where(used > EPS, held_nodes / np.maximum(used, EPS), 0.0)
         scale[POOL_CODE] = 1.0  # the pool is committed: a workload's row is what it uses
         nodes = x * scale[model.columns[:, 2], model.columns[:, 1]]
         keep = nodes > EPS

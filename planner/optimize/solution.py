@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -28,13 +28,13 @@ from models.plan import (
     Baselines,
     Commitment,
     Costs,
-    MigSection,
     OfferingRecord,
     Plan,
     PlanDocument,
     PlanHorizon,
     PoolUtilization,
     ScenarioEcho,
+    SolveMethod,
     SolverReport,
     TeamSummary,
     TrainingPlacement,
@@ -201,7 +201,7 @@ def build_plan(
     solution: Solution,
     result: SolveResult,
     baselines: Baselines,
-    method: str,
+    method: SolveMethod,
     elapsed: dict[str, float],
     model_slots: int | None = None,
 ) -> Plan:
@@ -254,13 +254,12 @@ def build_plan(
         model_periods=slots,
         training_start_grid_hours=sets.start_grid_periods * p,
         block_hours=sets.block_periods * p,
-        method=method,  # type: ignore[arg-type]  # validated against the Literal by pydantic
+        method=method,
         build_seconds=round(elapsed.get("build", 0.0), 3),
         penalty_usd=penalty,
         bound_method="the solver's proven lower bound for the planning model",
         notes=list(sets.notes),
     )
-    mig = mig_section(sets, allocations)
     document = PlanDocument(
         scenario=scenario.name,
         description=scenario.description,
@@ -283,7 +282,7 @@ def build_plan(
         inputs=ScenarioEcho.model_validate(
             {**scenario.model_dump(mode="json"), "max_spot_share": scenario.purchase.max_spot_share}
         ),
-        mig=MigSection.model_validate(mig) if mig is not None else None,
+        mig=mig_section(sets, allocations),
     )
     return Plan(document, allocations)
 
@@ -419,7 +418,8 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
             allocations.groupby(allocations["offering"].map(cloud_of))["cost_usd"].sum().items()
         ):
             by_cloud[str(cloud)] += float(value)
-        for (team, workload), value in allocations.groupby(["team", "workload"])["cost_usd"].sum().items():
+        for key, value in allocations.groupby(["team", "workload"])["cost_usd"].sum().items():
+            team, workload = cast(tuple[str, str], key)
             by_team[str(team)] += float(value)
             by_workload[str(workload)] += float(value)
     # chargeback of commitments: by committed node-hours each workload used on that offering
@@ -431,14 +431,15 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
         by_cloud[cloud_of[commitment.offering]] += cost
         if commitment.offering in use.index.get_level_values(0):
             shares = use.loc[commitment.offering]
-            for (team, workload), nodes in shares.items():
+            for key, nodes in shares.items():
+                team, workload = cast(tuple[str, str], key)
                 by_team[str(team)] += cost * float(nodes) / float(shares.sum())
                 by_workload[str(workload)] += cost * float(nodes) / float(shares.sum())
         else:  # held only for guarantees: charged to the teams that hold guarantees, else shared
             holders = [t for t in sets.scenario.teams if t.guaranteed_gpus > 0] or sets.scenario.teams
             weight = sum(t.guaranteed_gpus for t in holders) or len(holders)
-            for team in holders:
-                by_team[team.name] += cost * (team.guaranteed_gpus or 1) / weight
+            for holder in holders:
+                by_team[holder.name] += cost * (holder.guaranteed_gpus or 1) / weight
             by_workload["(unused commitments)"] += cost
     total = sum(by_tier.values())
     return Costs(

@@ -184,8 +184,8 @@ def warm_start(full: PlanningModel, fixed: PlanningModel, chosen: list[int]) -> 
         values[full.place[a].name] = 1.0
     for r, var in full.unserved_run.items():
         values[var.name] = fixed.unserved_run[r].varValue or 0.0
-    for key, var in full.guarantee.items():
-        values[var.name] = fixed.guarantee[key].varValue or 0.0
+    for pair, var in full.guarantee.items():
+        values[var.name] = fixed.guarantee[pair].varValue or 0.0
     for team, var in full.guarantee_short.items():
         values[var.name] = fixed.guarantee_short[team].varValue or 0.0
     return values

@@ -102,7 +102,7 @@ class RunGroup:
 def _cost_breakdown(
     title: str,
     key_name: str,
-    parts: Mapping[str, float],
+    parts: Mapping[str, float] | Mapping[Tier, float],
     total_usd: float,
     order: Iterable[str] | None = None,
 ) -> CostBreakdown:
@@ -337,8 +337,8 @@ def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
         cost_cells, cost_total = money_column(c.cost_in_horizon_usd for c in commitments)
         beyond_cells, beyond_total = money_column(c.obligation_beyond_horizon_usd for c in commitments)
         for c, cost_cell, beyond_cell in zip(commitments, cost_cells, beyond_cells, strict=True):
-            rate = fmt_rate(c.usd_per_node_hour)
-            table.rows.append([c.offering, str(c.term), fmt_num(c.nodes), rate, cost_cell, beyond_cell])
+            rate_cell = fmt_rate(c.usd_per_node_hour)
+            table.rows.append([c.offering, str(c.term), fmt_num(c.nodes), rate_cell, cost_cell, beyond_cell])
         nodes_sum = sum(c.nodes for c in commitments)
         table.total = ["Total", "", fmt_num(nodes_sum), "", cost_total, beyond_total]
 
@@ -719,8 +719,10 @@ def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
     # (b), (c) cost bars straight from costs (the same numbers as the tables).
     total = plan.costs.total_usd
 
-    def bar(parts: Mapping[str, float], title: str, xlabel: str, by_tier: bool) -> go.Figure:
-        parts = {str(k): v for k, v in parts.items()}
+    def bar(
+        by: Mapping[str, float] | Mapping[Tier, float], title: str, xlabel: str, by_tier: bool
+    ) -> go.Figure:
+        parts = {str(k): v for k, v in by.items()}
         names = _ordered_tiers(parts) if by_tier else sorted(parts, key=lambda n: -parts[n])
         values = [parts[n] for n in names]
         # Label bars with the very dollars the cost tables show (same apportioning).

@@ -368,10 +368,10 @@ def _cumulative(variants: Sequence[Variant], base: Variant) -> dict[str, Any]:
         for v in shown:
             if v is base:
                 continue
-            sentence, k = _month_end_crossing(v, base)
+            sentence, crossing = _month_end_crossing(v, base)
             sentences.append(sentence)
-            if k is not None:
-                crossings[v.name] = k
+            if crossing is not None:
+                crossings[v.name] = crossing
     elif shown:
         sentences.append("The base variant has no cumulative costs, so no break-even against it is shown.")
     return {"shown": shown, "table": table if shown else None, "sentences": sentences, "crossings": crossings}
