@@ -4,8 +4,8 @@ HiGHS (through highspy) is the default: in this problem class it is ~2x faster t
 better solution (``../shared/reference/SOLVER-NOTES.md``). The model is handed to HiGHS as one row-wise
 CSR matrix with a single ``passModel`` call (PuLP's own HiGHS interface adds rows and columns one by
 one, about 2x slower), and the MIP dual bound is read back so the plan can state its gap; all HiGHS
-calls go through ``planner.highs``. CBC is the fallback, found through PuLP's public solver registry
-(``pulp.getSolver``; see ``CBC_SOLVERS``); its bound is parsed from its log. Only PuLP's public API is
+calls go through ``planner.highs``. CBC is the fallback, driven through PuLP's ``COIN_CMD`` (a ``cbc``
+on PATH, else the binary PuLP 3 bundles); its bound is parsed from its log. Only PuLP's public API is
 used (``LpProblem.constraints()``, ``variables()``, ``objective``), so PuLP 4 keeps working.
 
 Statuses follow linopy's split: ``status`` is what the caller acts on (``ok`` when a feasible
@@ -30,10 +30,6 @@ from planner import highs
 from planner.highs import HighsModel, RowwiseModel
 
 SOLVERS = ("highs", "cbc")
-# PuLP's CBC interfaces, in order of preference: a CBC on PATH (``COIN_CMD``; in PuLP 4 the only one,
-# ``pip install pulp[cbc]`` provides it), then the binary bundled with PuLP 3 (``PULP_CBC_CMD``,
-# deprecated and gone in PuLP 4), as PuLP 3's own default solver does
-CBC_SOLVERS = ("COIN_CMD", "PULP_CBC_CMD")
 
 
 class Termination(StrEnum):
@@ -223,15 +219,21 @@ def _solve_cbc(
 
 
 def _cbc_command(**options: object) -> pulp.LpSolver:
-    """The first available of ``CBC_SOLVERS``, by name through ``pulp.getSolver``, with ``options``."""
-    for name in CBC_SOLVERS:
-        try:
-            command = pulp.getSolver(name, **options)
-        except pulp.PulpSolverError:  # not a solver of this PuLP version
-            continue
+    """CBC through PuLP's ``COIN_CMD`` (never the deprecated ``PULP_CBC_CMD``): a ``cbc`` on PATH (what
+    ``pip install 'pulp[cbc]'`` provides, the only way in PuLP 4), else the binary PuLP 3 bundles."""
+    for path in _cbc_paths():
+        command = pulp.COIN_CMD(path=path, **options)
         if command.available():
             return command
     raise SolverError("CBC is not installed (pip install 'pulp[cbc]' or put cbc on PATH); use --solver highs")
+
+
+def _cbc_paths() -> list[str | None]:
+    """Where CBC may be: None lets COIN_CMD look on PATH; then PuLP 3's bundled binary, if it ships one."""
+    from pulp.apis import coin_api
+
+    bundled = getattr(coin_api, "pulp_cbc_path", None)
+    return [None, bundled] if bundled else [None]
 
 
 def solve_separable(
