@@ -707,7 +707,7 @@ def test_the_contract_rejects_a_bad_plan_json(
 
 
 def test_missing_or_broken_plan_files_raise_input_error(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"plan\.json: no plan\.json here"):
+    with pytest.raises(InputError, match=r"plan\.json: file not found \(run `gpuplan plan` first\)"):
         write_reports(tmp_path)
     (tmp_path / "plan.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(InputError, match=r"plan\.json: line 1: not valid JSON"):
