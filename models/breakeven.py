@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from models.documents import read_json_document
+from models.documents import DocumentPart, read_json_document
 from models.scenario import Colocation
 from models.tiers import Tier
 
@@ -37,13 +37,9 @@ SCHEMA: Final = "gpuplan.breakeven/v1"
 TornadoInput = Literal["utilization", "cloud_price_change", "power_price", "capex", "residual_value"]
 
 
-class _Part(BaseModel):
-    """A part of breakeven.json: unknown fields are rejected, so a misspelt field fails on reading."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class Comparator(_Part):
+class Comparator(DocumentPart):
     """The cloud node matching the owned one (same GPU model and count), cheapest on demand; its prices
     per node-hour. ``offering`` is None when the catalog has no such node."""
 
@@ -62,7 +58,7 @@ class Comparator(_Part):
         return {tier: float(price) for tier, price in prices.items() if price is not None}
 
 
-class Curves(_Part):
+class Curves(DocumentPart):
     """Cumulative cost of cloud only and of owning, at each month end (month 0 = the purchase)."""
 
     month: list[int] = Field(min_length=1)
@@ -77,7 +73,7 @@ class Curves(_Part):
         return self
 
 
-class GridCell(_Part):
+class GridCell(DocumentPart):
     """One owned node against renting one cloud node at ``price`` for ``utilization`` of the month."""
 
     price: Tier
@@ -87,7 +83,7 @@ class GridCell(_Part):
     npv_usd: float
 
 
-class TornadoBar(_Part):
+class TornadoBar(DocumentPart):
     """NPV and break-even with one input at its low and at its high value, all else at the base."""
 
     name: TornadoInput
@@ -105,7 +101,7 @@ class TornadoBar(_Part):
     swing_usd: float = Field(description="|npv_high_usd - npv_low_usd|: the bars are sorted by it")
 
 
-class MonthlyOwnedCost(_Part):
+class MonthlyOwnedCost(DocumentPart):
     """One owned node's cost per month: capital recovery and opex (colo fee + support + energy)."""
 
     capital_usd: float
@@ -115,7 +111,7 @@ class MonthlyOwnedCost(_Part):
     opex_usd: float
 
 
-class Totals(_Part):
+class Totals(DocumentPart):
     """Over the depreciation life, all owned nodes; ``pv_*`` discounted at the cost of capital."""
 
     cloud_total_usd: float
@@ -127,7 +123,7 @@ class Totals(_Part):
     residual_usd: float
 
 
-class PlanRef(_Part):
+class PlanRef(DocumentPart):
     """A plan ``gpuplan breakeven`` made, in ``dir`` (relative to the breakeven directory)."""
 
     total_usd: float
@@ -135,7 +131,7 @@ class PlanRef(_Part):
     dir: str
 
 
-class BreakevenDocument(_Part):
+class BreakevenDocument(DocumentPart):
     """``breakeven.json``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)

@@ -33,7 +33,6 @@ __all__ = [
     "FABRICS",
     "GPU_MEMORY_GB",
     "GPU_MODELS",
-    "OWNED",
     "OWNED_CLOUD",
     "PRICE_FIELD",
     "TIERS",
@@ -75,9 +74,6 @@ PRICE_FIELD: dict[Tier, str] = {
 }
 #: The "cloud" of the nodes the user owns (a colocation site): named after the tier they are paid on.
 OWNED_CLOUD: str = Tier.OWNED.value
-#: Former name of the owned tier/term/cloud, kept while ``planner/optimize/solution.py`` imports it:
-#: spell it ``Tier.OWNED`` / ``Term.OWNED`` (``models.tiers``) or ``OWNED_CLOUD``.
-OWNED = Tier.OWNED
 
 # Expected spot interruptions per node-hour when a catalog row leaves the column empty.
 # ASSUMPTION, not a measurement. FACTS.md section 2 has no GPU interruption figures:

@@ -11,13 +11,20 @@ import json
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from models.errors import InputError
 
-__all__ = ["read_json_document", "validation_error"]
+__all__ = ["DocumentPart", "read_json_document", "validation_error"]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class DocumentPart(BaseModel):
+    """A part of a document gpuplan writes: unknown fields are rejected (a misspelt field fails on
+    reading) and assignments are validated (the planner fills some parts in after building them)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 def validation_error(path: str | Path | None, schema: str, exc: ValidationError) -> InputError:

@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
-from models.documents import read_json_document
+from models.documents import DocumentPart, read_json_document
 from models.errors import InputError
 from models.tiers import COMMITTED_TIERS, Term, Tier
 
@@ -75,20 +75,16 @@ def _iso_z(value: datetime) -> str:
 UtcTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
 
 
-class _Part(BaseModel):
-    """A part of plan.json: unknown fields are rejected, so a misspelt field fails on reading."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class PlanHorizon(_Part):
+class PlanHorizon(DocumentPart):
     start: UtcTime
     hours: int = Field(description="length of the horizon in hours")
     period_hours: int = Field(description="hours per period; periods index allocations.csv")
     periods: int
 
 
-class SolverStage(_Part):
+class SolverStage(DocumentPart):
     """One stage of the solve; the hourly method's stages also say what its realization did."""
 
     stage: int
@@ -110,7 +106,7 @@ class SolverStage(_Part):
 SolveMethod = Literal["staged-milp", "hourly-decomposition"]
 
 
-class SolverReport(_Part):
+class SolverReport(DocumentPart):
     """How the plan was found and how far from optimal it is proven to be."""
 
     name: str
@@ -141,7 +137,7 @@ class SolverReport(_Part):
     certified_bound_seconds: float | None = None
 
 
-class OfferingRecord(_Part):
+class OfferingRecord(DocumentPart):
     """An offering the plan uses, with the prices it was planned at."""
 
     cloud: str
@@ -158,7 +154,7 @@ class OfferingRecord(_Part):
     available_from_hour: float | None = None
 
 
-class Commitment(_Part):
+class Commitment(DocumentPart):
     """Nodes of one offering bought on one term for the whole horizon."""
 
     offering: str = Field(description="offering id, cloud:region:instance_type")
@@ -169,7 +165,7 @@ class Commitment(_Part):
     obligation_beyond_horizon_usd: float = Field(description="what is still owed after the horizon ends")
 
 
-class TrainingPlacement(_Part):
+class TrainingPlacement(DocumentPart):
     """One run of a training job: a gang of ``nodes`` nodes in one placement group."""
 
     job: str
@@ -193,7 +189,7 @@ class TrainingPlacement(_Part):
     expected_interruptions: float
 
 
-class UnservedInference(_Part):
+class UnservedInference(DocumentPart):
     kind: Literal["inference"] = "inference"
     workload: str
     team: str
@@ -202,7 +198,7 @@ class UnservedInference(_Part):
     reason: str
 
 
-class UnservedTraining(_Part):
+class UnservedTraining(DocumentPart):
     kind: Literal["training"] = "training"
     workload: str
     team: str
@@ -211,7 +207,7 @@ class UnservedTraining(_Part):
     reason: str
 
 
-class UnservedGuarantee(_Part):
+class UnservedGuarantee(DocumentPart):
     kind: Literal["guarantee"] = "guarantee"
     workload: str
     team: str
@@ -223,7 +219,7 @@ class UnservedGuarantee(_Part):
 Unserved = Annotated[UnservedInference | UnservedTraining | UnservedGuarantee, Field(discriminator="kind")]
 
 
-class Costs(_Part):
+class Costs(DocumentPart):
     total_usd: float
     by_tier: dict[Tier, float]
     by_team: dict[str, float]
@@ -231,7 +227,7 @@ class Costs(_Part):
     by_workload: dict[str, float]
 
 
-class Baselines(_Part):
+class Baselines(DocumentPart):
     """The peers the plan is compared against (``planner/optimize/baselines.py``), on the same demand."""
 
     all_on_demand_usd: float
@@ -239,19 +235,19 @@ class Baselines(_Part):
     notes: list[str] = Field(default_factory=list)
 
 
-class PoolUtilization(_Part):
+class PoolUtilization(DocumentPart):
     committed_nodes: int
     committed_node_hours: float
     used_node_hours: float
     used_fraction: float
 
 
-class Utilization(_Part):
+class Utilization(DocumentPart):
     reserved_used_fraction: float
     pools: dict[str, PoolUtilization] = Field(default_factory=dict, description="per committed offering")
 
 
-class TeamSummary(_Part):
+class TeamSummary(DocumentPart):
     guaranteed_gpus: int
     burst_gpus: int | None
     priority: str
@@ -260,12 +256,12 @@ class TeamSummary(_Part):
     cost_usd: float
 
 
-class MigNodeLayout(_Part):
+class MigNodeLayout(DocumentPart):
     gpus: int
     mig_devices: dict[str, int] | None = Field(description="profile -> instances per GPU; None: MIG off")
 
 
-class MigPool(_Part):
+class MigPool(DocumentPart):
     """A node pool's MIG slicing at its busiest period."""
 
     offering: str
@@ -306,7 +302,7 @@ class MigPartedConfig(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class MigSection(_Part):
+class MigSection(DocumentPart):
     pools: list[MigPool]
     gpus_saved_vs_whole_at_peak: int
     gpu_hours_saved_vs_whole: float
@@ -325,7 +321,7 @@ class ScenarioEcho(BaseModel):
     max_spot_share: float | None = Field(None, description="the spot share cap the plan honoured")
 
 
-class PlanDocument(_Part):
+class PlanDocument(DocumentPart):
     """``plan.json``."""
 
     schema_: Literal["gpuplan.plan/v1"] = Field(SCHEMA, alias="schema")

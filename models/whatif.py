@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
-from models.documents import read_json_document
+from models.documents import DocumentPart, read_json_document
 from models.plan import Unserved, UtcTime
 from models.tiers import Term, Tier
 
@@ -36,13 +36,9 @@ __all__ = [
 SCHEMA: Final = "gpuplan.whatif/v1"
 
 
-class _Part(BaseModel):
-    """A part of whatif.json: unknown fields are rejected, so a misspelt field fails on reading."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class MonthlyCost(_Part):
+class MonthlyCost(DocumentPart):
     """A variant's cost per 730-hour month of the horizon, by tier (commitments spread evenly)."""
 
     month: list[str] = Field(min_length=1, description="the day each month starts, 2027-01-31")
@@ -56,7 +52,7 @@ class MonthlyCost(_Part):
         return self
 
 
-class SolvedVariant(_Part):
+class SolvedVariant(DocumentPart):
     """A variant that has a plan (in ``plan_dir``, relative to the whatif directory)."""
 
     name: str = Field(min_length=1)
@@ -88,7 +84,7 @@ class SolvedVariant(_Part):
         return self
 
 
-class FailedVariant(_Part):
+class FailedVariant(DocumentPart):
     """A variant that could not be planned, and why."""
 
     name: str = Field(min_length=1)
@@ -109,7 +105,7 @@ WhatifVariant = Annotated[
 ]
 
 
-class WhatifHorizon(_Part):
+class WhatifHorizon(DocumentPart):
     """The planned horizon (of the first variant with a plan); both None when every variant failed."""
 
     start: UtcTime | None
@@ -122,7 +118,7 @@ class WhatifHorizon(_Part):
         return self
 
 
-class WhatifDocument(_Part):
+class WhatifDocument(DocumentPart):
     """``whatif.json``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)

@@ -44,12 +44,6 @@ from models.tco import owned_usd_per_node_hour
 from models.tiers import HOURS_PER_MONTH, TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
-# Former names of the capacity kinds, kept (as the very members) while modules outside the optimizer
-# still import them from here (planner/optimize/solution.py, tests/unit/test_hourly.py); so is
-# TERM_TIER, imported above. New code spells them ``Capacity.POOL`` ... (``models.tiers``).
-POOL = Capacity.POOL
-ON_DEMAND = Capacity.ON_DEMAND
-SPOT = Capacity.SPOT
 MAX_STARTS_PER_RUN = 48
 
 

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from models.catalog import Catalog
 from models.scenario import Colocation, load
+from models.tiers import HOURS_PER_MONTH
 from models.variation import apply_variations, parse_all
 from models.workloads import service_demand
 from planner.cli import app
@@ -37,7 +38,6 @@ NEW = (
     "colocation-decision",
     "growth-year",
 )
-HOURS_PER_MONTH = 730
 EPS = 1e-6
 
 

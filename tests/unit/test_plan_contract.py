@@ -166,3 +166,14 @@ def test_unserved_is_a_tagged_union() -> None:
                        "reason": "no room"}]}
     ).unserved[0]  # fmt: skip
     assert isinstance(item, UnservedTraining) and item.gpu_hours == 8.0
+
+
+def test_gpuplan_report_renders_a_plan_written_before_the_typed_contract(tmp_path: Path) -> None:
+    target = tmp_path / "old"
+    shutil.copytree(OLD_PLAN, target)
+    result = CliRunner().invoke(app, ["report", str(target)])
+    assert result.exit_code == 0, result.output
+    markdown = (target / "report.md").read_text(encoding="utf-8")
+    assert "**Total cost: $2,316,410**" in markdown
+    assert "owned:ashburn-colo:8xH100" in markdown
+    assert (target / "report.html").stat().st_size > 100_000  # plotly.js inline: a self-contained page

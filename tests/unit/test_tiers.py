@@ -17,7 +17,6 @@ from models.tiers import (
     Term,
     Tier,
 )
-from planner.optimize import sets
 from planner.optimize.build import VAR_CODE
 from planner.optimize.hourly import CODE_CAPACITY, HELD_CODES, POOL_CODE, TIER_CODE
 
@@ -39,12 +38,6 @@ def test_variable_letters_and_array_codes_are_fixed() -> None:
     assert TIER_CODE == {Capacity.POOL: 0, Capacity.ON_DEMAND: 1, Capacity.SPOT: 2}
     assert CODE_CAPACITY == (Capacity.POOL, Capacity.ON_DEMAND, Capacity.SPOT)
     assert POOL_CODE == 0 and HELD_CODES == (1, 2)
-
-
-def test_former_names_are_the_members() -> None:
-    """``planner.optimize.sets`` keeps its old names for modules that still import them."""
-    assert sets.POOL is Capacity.POOL and sets.ON_DEMAND is Capacity.ON_DEMAND and sets.SPOT is Capacity.SPOT
-    assert sets.TERM_TIER is TERM_TIER
 
 
 def test_one_month_and_one_year() -> None:
