@@ -29,6 +29,7 @@ import pandas as pd
 import pulp
 
 from models.errors import SolverError
+from models.plan import SolverStage
 from models.tiers import TERM_TIER, Capacity, Term
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
 from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
@@ -59,7 +60,7 @@ class HourlyResult:
     solution: Solution
     result: SolveResult  # objective = the plan's cost incl. penalties; bound = the certified bound
     clusters: int
-    stages: list[dict[str, object]]
+    stages: list[SolverStage]
     bound_method: str
 
 
@@ -89,7 +90,7 @@ def plan_hourly(
     bound, method = lp.bound_usd, lp.method
     first = _schedule(sets, lp.decisions, say)
     best: Realized | None = None
-    milp_stage: dict[str, object] | None = None
+    milp_stage: SolverStage | None = None
     remaining = left()
     if relax is not True and (remaining is None or remaining > 10):
         # the MILP, warm-started from the LP's rounded decisions. Its time is capped relative to the
@@ -123,26 +124,29 @@ def plan_hourly(
     return HourlyResult(best.solution, result, lp.clusters, stages, method)
 
 
-def _stage(number: int, what: str, cluster: BoundResult, realized: Realized | None) -> dict[str, object]:
-    stage: dict[str, object] = {
-        "stage": number,
-        "what": what,
-        "status": cluster.solve.termination.value,
-        "cluster_objective_usd": cluster.solve.objective,
-        "bound_usd": cluster.bound_usd,
-        "seconds": round(cluster.seconds, 3),
-    }
-    if realized is not None:
-        stage.update(
-            objective_usd=realized.objective,
-            runs_moved=realized.schedule.moved,
-            nodes_committed_for_gangs=sum(realized.schedule.added.values()),
-            distinct_periods=realized.dispatch.distinct_periods,
-            repaired_periods=realized.dispatch.repaired_periods,
-            dispatch_lp_usd=realized.dispatch.lp_cost_usd,
-            dispatch_seconds=round(realized.dispatch.seconds, 3),
-        )
-    return stage
+def _stage(number: int, what: str, cluster: BoundResult, realized: Realized | None) -> SolverStage:
+    """What one cluster-model solve decided and, where its decisions made a plan, what that plan did."""
+    stage = SolverStage(
+        stage=number,
+        what=what,
+        status=cluster.solve.termination.value,
+        cluster_objective_usd=cluster.solve.objective,
+        bound_usd=cluster.bound_usd,
+        seconds=round(cluster.seconds, 3),
+    )
+    if realized is None:
+        return stage
+    return stage.model_copy(
+        update={
+            "objective_usd": realized.objective,
+            "runs_moved": realized.schedule.moved,
+            "nodes_committed_for_gangs": sum(realized.schedule.added.values()),
+            "distinct_periods": realized.dispatch.distinct_periods,
+            "repaired_periods": realized.dispatch.repaired_periods,
+            "dispatch_lp_usd": realized.dispatch.lp_cost_usd,
+            "dispatch_seconds": round(realized.dispatch.seconds, 3),
+        }
+    )
 
 
 @dataclass

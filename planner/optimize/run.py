@@ -13,7 +13,7 @@ from pathlib import Path
 
 from models.catalog import Catalog
 from models.errors import SolverError
-from models.plan import Plan, SolverStage
+from models.plan import Plan
 from models.scenario import Scenario
 from planner.optimize.baselines import compute_baselines
 from planner.optimize.bound import clusters_per_block
@@ -95,5 +95,5 @@ def _optimize_hourly(
     solver.certified_bound_usd, solver.certified_gap = solver.bound_usd, solver.gap
     solver.certified_bound_method = done.bound_method
     solver.certified_bound_clusters = done.clusters
-    solver.stages = [SolverStage.model_validate(stage) for stage in done.stages]
+    solver.stages = done.stages
     return plan
