@@ -472,13 +472,5 @@ def breakeven_data(
         monthly=MonthlyOwnedCost(
             capital_usd=capital_usd_per_month(colo), **monthly_split(colo, case.utilization)
         ),
-        totals=Totals(
-            cloud_total_usd=result.cloud_total_usd,
-            owned_total_usd=result.owned_total_usd,
-            savings_usd=result.savings_usd,
-            pv_cloud_usd=result.pv_cloud_usd,
-            pv_owned_usd=result.pv_owned_usd,
-            capex_usd=result.capex_usd,
-            residual_usd=result.residual_usd,
-        ),
+        totals=Totals.model_validate(result, from_attributes=True),  # the result's fields of that name
     )
