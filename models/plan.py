@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from models.documents import DocumentPart, read_json_document
 from models.errors import InputError
-from models.tiers import COMMITTED_TIERS, Term, Tier
+from models.tiers import COMMITTED_TIERS, HOURS_PER_YEAR, Term, Tier
 
 __all__ = [
     "ALLOCATION_COLUMNS",
@@ -110,7 +110,10 @@ class SolverReport(DocumentPart):
     """How the plan was found and how far from optimal it is proven to be."""
 
     name: str
-    status: str = Field(description="optimal (within the requested gap), feasible, time_limit, ...")
+    status: str = Field(
+        description="optimal (the certified gap is within the requested gap), feasible (a plan whose gap is "
+        "above it), time_limit (staged method without a certified bound), ..."
+    )
     objective_usd: float
     bound_usd: float = Field(description="certified lower bound on the full hourly problem, when computed")
     gap: float = Field(description="(cost - bound) / cost")
@@ -135,6 +138,18 @@ class SolverReport(DocumentPart):
     certified_bound_method: str | None = None
     certified_bound_clusters: int | None = None
     certified_bound_seconds: float | None = None
+    requested_gap: float | None = Field(
+        None, description="the gap asked for (--gap): status is optimal only when gap is within it"
+    )
+
+    def verdict(self) -> str:
+        """The status in words: ``optimal`` only within the requested gap of the bound, else
+        ``feasible, within 0.86 % of optimal`` (the gap against the certified bound where there is one)."""
+        if self.status == "optimal":
+            return "optimal" if self.gap <= 1e-9 else f"optimal (within {self.gap:.2%} of optimal)"
+        if self.status in ("feasible", "time_limit"):
+            return f"feasible, within {self.gap:.2%} of optimal"
+        return self.status
 
 
 class OfferingRecord(DocumentPart):
@@ -163,6 +178,11 @@ class Commitment(DocumentPart):
     usd_per_node_hour: float
     cost_in_horizon_usd: float
     obligation_beyond_horizon_usd: float = Field(description="what is still owed after the horizon ends")
+
+    @property
+    def usd_per_year(self) -> float:
+        """What the commitment costs per year of its term (8,760 hours)."""
+        return self.nodes * self.usd_per_node_hour * HOURS_PER_YEAR
 
 
 class TrainingPlacement(DocumentPart):

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError, SolverError
-from models.plan import Plan
+from models.plan import Plan, PlanDocument
 from models.scenario import Scenario
 from planner.cli_common import EXIT_SOLVER, EXIT_UNSERVED, atomic_directory, err, fail, progress_messages
 from planner.simulate.cli import simulate_app
@@ -29,7 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Plan GPU capacity on AWS, GCP and Azure: reserved (1y/3y), on-demand and spot, at minimum cost.",
 )
-out = Console()
+out = Console(soft_wrap=True)  # a summary line is one line, whatever the terminal's width (greppable)
 app.add_typer(simulate_app, name="simulate")
 
 
@@ -108,10 +108,38 @@ def plan(
     except GpuplanError as error:
         raise fail(error) from None
     document = result.document
+    _print_summary(document, output)
+    if document.unserved:
+        err.print(f"[yellow]warning:[/] {len(document.unserved)} unserved demand item(s):", highlight=False)
+        for item in document.unserved:
+            err.print(f"  {item.kind} {item.workload}: {item.reason}", highlight=False)
+        if fail_on_unserved:
+            raise typer.Exit(EXIT_UNSERVED)
+
+
+def _print_summary(document: PlanDocument, output: Path) -> None:
+    """The decision first (what to buy), then the cost and savings, then how sure the plan is."""
+    pools = document.utilization.pools
+    if document.commitments:
+        out.print(f"[bold]{document.scenario}[/]: buy", highlight=False)
+        for c in document.commitments:
+            pool = pools.get(c.offering)
+            used = f", {pool.used_fraction:.0%} used" if pool is not None else ""
+            owed = (
+                f", ${c.obligation_beyond_horizon_usd:,.0f} owed after the horizon"
+                if c.obligation_beyond_horizon_usd > 0
+                else ""
+            )
+            out.print(
+                f"  {c.nodes} x {c.offering} on {c.term}: ${c.usd_per_year:,.0f}/year{used}{owed}",
+                highlight=False,
+            )
+    else:
+        out.print(f"[bold]{document.scenario}[/]: nothing to commit to (on-demand and spot)", highlight=False)
     total = document.costs.total_usd
-    out.print(
-        f"[bold]{document.scenario}[/]: total ${total:,.0f} over {document.horizon.hours} h", highlight=False
-    )
+    beyond = sum(c.obligation_beyond_horizon_usd for c in document.commitments)
+    after = f", plus ${beyond:,.0f} owed after it" if beyond > 0 else ""
+    out.print(f"  total ${total:,.0f} over the {document.horizon.hours} h horizon{after}", highlight=False)
     for label, base in (
         ("all on-demand", document.baselines.all_on_demand_usd),
         ("greedy", document.baselines.greedy_usd),
@@ -120,17 +148,10 @@ def plan(
             out.print(f"  vs {label}: ${base:,.0f} -> saves {(base - total) / base:.1%}", highlight=False)
     how = document.solver
     out.print(
-        f"  {how.method} ({how.name}) {how.status}, "
-        f"certified gap {how.gap:.3%} (bound ${how.bound_usd:,.0f}), "
+        f"  {how.verdict()} (certified bound ${how.bound_usd:,.0f}); {how.method} ({how.name}), "
         f"{how.seconds:.1f} s; written to {output}/",
         highlight=False,
     )
-    if document.unserved:
-        err.print(f"[yellow]warning:[/] {len(document.unserved)} unserved demand item(s):", highlight=False)
-        for item in document.unserved:
-            err.print(f"  {item.kind} {item.workload}: {item.reason}", highlight=False)
-        if fail_on_unserved:
-            raise typer.Exit(EXIT_UNSERVED)
 
 
 @app.command()

@@ -96,4 +96,5 @@ def _optimize_hourly(
     solver.certified_bound_method = done.bound_method
     solver.certified_bound_clusters = done.clusters
     solver.stages = done.stages
+    solver.requested_gap = settings.gap
     return plan

@@ -112,6 +112,10 @@ def plan_staged(
         solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
         paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
         _certify(solver, certified, paid)
+        # the status speaks of the certified gap: optimal only when it is within what was asked
+        within = solver.gap <= settings.gap + 1e-9
+        solver.status = (Termination.OPTIMAL if within else Termination.FEASIBLE).value
+    solver.requested_gap = settings.gap
     if stage3 is not None:
         solver.stages.append(
             SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",

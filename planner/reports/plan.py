@@ -165,7 +165,7 @@ def _header(plan: PlanDocument) -> dict[str, Any]:
     grid = solver.training_start_grid_hours
     solver_items = [
         ("solver", solver.name),
-        ("status", solver.status),
+        ("status", solver.verdict()),
         ("objective", fmt_usd(objective)),
         ("lower bound", fmt_usd(bound)),
         ("gap", fmt_pct(gap, 2)),
@@ -278,8 +278,19 @@ def _headline(plan: PlanDocument) -> dict[str, Any]:
             f"{len(plan.unserved)} workload item(s) are unserved (see below): the comparison is "
             f"between a plan that serves less and baselines that may serve everything."
         )
+    beyond = sum(c.obligation_beyond_horizon_usd for c in plan.commitments)
+    beyond_line = None
+    if beyond > 0:
+        beyond_line = (
+            f"Beside that horizon cost, the commitments bought oblige {fmt_usd(beyond)} more after the "
+            f"horizon ends (terms longer than the {fmt_num(plan.horizon.hours)} h horizon); the savings "
+            f"below compare horizon costs."
+        )
     return {
         "total": fmt_usd(total),
+        "beyond": beyond_line,
+        "verdict": f"This plan is {plan.solver.verdict()}: no plan can cost less than "
+        f"{fmt_usd(plan.solver.bound_usd)} (details under Plan and solver).",
         "lines": lines,
         "more_than": ", ".join(more_than),
         "reasons": reasons,
@@ -331,16 +342,24 @@ def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
     beyond_total = None
     if commitments:
         table = Table(
-            ["offering", "term", "nodes", "$/node-h", "cost in horizon", "obligation beyond horizon"],
-            [False, False, True, True, True, True],
-        )
+            ["offering", "term", "nodes", "$/node-h", "per year", "pool used", "cost in horizon",
+             "obligation beyond horizon"],
+            [False, False, True, True, True, True, True, True],
+        )  # fmt: skip
+        year_cells, year_total = money_column(c.usd_per_year for c in commitments)
         cost_cells, cost_total = money_column(c.cost_in_horizon_usd for c in commitments)
         beyond_cells, beyond_total = money_column(c.obligation_beyond_horizon_usd for c in commitments)
-        for c, cost_cell, beyond_cell in zip(commitments, cost_cells, beyond_cells, strict=True):
-            rate_cell = fmt_rate(c.usd_per_node_hour)
-            table.rows.append([c.offering, str(c.term), fmt_num(c.nodes), rate_cell, cost_cell, beyond_cell])
+        for c, year_cell, cost_cell, beyond_cell in zip(
+            commitments, year_cells, cost_cells, beyond_cells, strict=True
+        ):
+            pool = plan.utilization.pools.get(c.offering)
+            used = fmt_pct(pool.used_fraction) if pool is not None else DASH
+            table.rows.append(
+                [c.offering, str(c.term), fmt_num(c.nodes), fmt_rate(c.usd_per_node_hour), year_cell, used,
+                 cost_cell, beyond_cell]
+            )  # fmt: skip
         nodes_sum = sum(c.nodes for c in commitments)
-        table.total = ["Total", "", fmt_num(nodes_sum), "", cost_total, beyond_total]
+        table.total = ["Total", "", fmt_num(nodes_sum), "", year_total, "", cost_total, beyond_total]
 
     pools = plan.utilization.pools
     pools_table = None

@@ -38,10 +38,12 @@ def test_example_meets_the_bar(planned):
     plan, _ = planned
     assert plan["unserved"] == []
     solver = plan["solver"]
-    assert solver["status"] == "optimal"
     assert solver["model_gap"] <= 0.005  # the requested gap, against the planning model's own bound
     # bound_usd bounds the full hourly problem (every hourly start, whole nodes): measured 0.86%
     assert solver["gap"] == solver["certified_gap"] <= 0.01
+    # the status speaks of that certified gap: optimal only within the requested 0.5 %
+    assert solver["requested_gap"] == 0.005
+    assert solver["status"] == ("optimal" if solver["gap"] <= 0.005 else "feasible")
     assert solver["bound_usd"] <= plan["costs"]["total_usd"] + 1e-6
     assert plan["costs"]["total_usd"] < plan["baselines"]["all_on_demand_usd"]
 

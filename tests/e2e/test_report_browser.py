@@ -23,15 +23,15 @@ EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"
 
 # The report's section headings (planner/reports/plan.py's html template) and two chart titles that only
 # plotly draws (inside the charts' svg), so they are visible only if the charts really rendered.
-HEADINGS = [
-    "Plan and solver",
-    "Headline",
+HEADINGS = [  # in page order: the decision first, solver details last (issue 11)
+    "Commitments to buy",
+    "Savings",
+    "Charts",
     "Costs",
-    "Commitments",
     "Training placements",
     "Spot risk",
     "Unserved demand",
-    "Charts",
+    "Plan and solver",
 ]
 CHART_TITLES = ["Node-hours per tier over time", "GPUs per team over time"]
 
@@ -69,5 +69,7 @@ def test_example_report_renders_in_a_browser(plan_dir: Path) -> None:
     assert f"gpuplan report: {scenario}" in text
     missing = [s for s in [*HEADINGS, *CHART_TITLES] if s not in text]
     assert missing == [], f"not visible on the page: {missing}"
+    at = [text.index(f"\n{heading}\n") for heading in HEADINGS]  # the sections, as headings on the page
+    assert at == sorted(at), "sections out of order: the decision first, solver details last"
     assert f"Total cost: {fmt_usd(plan['costs']['total_usd'])}" in text
     assert "saves" in text  # the headline's savings against the baselines

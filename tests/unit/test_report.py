@@ -453,13 +453,15 @@ def test_commitments_and_utilization(plan_and_alloc: PlanAndAlloc) -> None:
     plan, alloc = plan_and_alloc
     md = render_markdown(plan, alloc)
     cost = COMMITTED_NODES * 48 * RESERVED_RATE
-    assert f"| {AWS_P5} | 1y | 2 | $61.25 | ${round(cost):,} | $1,000,000 |" in md
+    per_year = COMMITTED_NODES * 8760 * RESERVED_RATE
+    row = f"| {AWS_P5} | 1y | 2 | $61.25 | ${round(per_year):,} | 83.3% | ${round(cost):,} | $1,000,000 |"
+    assert row in md
     assert "The commitments also oblige $1,000,000 after the horizon ends." in md
     assert "Reserved capacity used: **83.3%**" in md
     # Coverage: reserved node-hours / all node-hours on that offering, from allocations.csv.
     on = alloc[alloc["offering"] == AWS_P5]
     coverage = on.loc[on["tier"] == Tier.RESERVED_1Y, "nodes"].sum() / on["nodes"].sum()
-    section = md.split("## Commitments", 1)[1].split("## Training", 1)[0]
+    section = md.split("## Commitments to buy", 1)[1].split("## Savings", 1)[0]
     assert f"{coverage * 100:.1f}%" in section
     idle_hours = 2.0 * 48 * (1 - 0.8333)
     assert f"${round(idle_hours * RESERVED_RATE):,}" in section  # idle cost at the commitment's rate
