@@ -58,6 +58,7 @@ __all__ = [
     "UnservedTraining",
     "Utilization",
     "plan_json_schema",
+    "read_document",
 ]
 
 SCHEMA: Final = "gpuplan.plan/v1"

@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.errors import GpuplanError, InputError
-from models.plan import Plan
+from models.plan import Plan, read_document
 from models.tiers import Term
 from models.variation import Variation, parse_all
 from models.whatif import FailedVariant, MonthlyCost, SolvedVariant, WhatifDocument, WhatifHorizon
@@ -238,7 +238,8 @@ def run_whatif(
         for row in solved:
             row.delta_vs_base_usd = row.total_usd - base_total
             row.delta_vs_base_pct = 100.0 * (row.total_usd - base_total) / base_total
-    reference_plan = Plan.read(out_dir / solved[0].plan_dir).document if solved else None
+    # the horizon and name are in plan.json: no need to parse the plan's allocations.csv too
+    reference_plan = read_document(out_dir / solved[0].plan_dir / "plan.json") if solved else None
     if reference_plan is not None:
         horizon = WhatifHorizon(start=reference_plan.horizon.start, hours=reference_plan.horizon.hours)
     else:
