@@ -192,7 +192,7 @@ class Offering:
 
     def price(self, tier: str) -> float | None:
         """USD per node-hour on ``tier`` (a :class:`~models.tiers.Tier`: one of :data:`TIERS`, or
-        ``owned``; the model's ``Capacity.ON_DEMAND`` and ``Capacity.SPOT`` are the same strings);
+        ``owned``; the model's ``Capacity.SPOT`` is the same string);
         ``None`` when the tier is not offered."""
         field = PRICE_FIELD.get(tier)  # type: ignore[call-overload]
         if field is None:

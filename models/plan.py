@@ -5,7 +5,12 @@ placements, unserved demand, costs, baselines, utilization, teams, MIG, solver).
 these models, ``plan.json`` is written and read through them, and the reports, exports and the daemon
 take them, so a field means one thing everywhere and a wrong file fails on reading, naming the field.
 ``allocations.csv`` holds one row per (period, offering, tier, workload). Money is USD, time hours,
-counts nodes. Totals reconcile by construction:
+counts nodes. Rows follow the billing rule: per period and offering, the committed nodes cover its
+non-spot use first (inference and training alike) and only the use beyond them is on demand; each
+non-spot row is split between the committed tiers and on-demand in that proportion. ``replicas`` is
+the whole number of a service's replicas a row serves (0 on training rows); ``nodes`` the node-hours
+per hour it is billed for, its share of idle parts of whole held nodes included.
+Totals reconcile by construction:
 ``costs.total_usd == sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``; committed
 (reserved, owned) rows carry cost 0 because commitments are paid whether used or not.
 
@@ -62,7 +67,11 @@ __all__ = [
 ]
 
 SCHEMA: Final = "gpuplan.plan/v1"
-ALLOCATION_COLUMNS = ["period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "cost_usd"]
+ALLOCATION_COLUMNS = [
+    "period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "replicas", "cost_usd"
+]  # fmt: skip
+#: Columns a plan written before ``replicas`` existed lacks; reading fills them with NaN.
+LATER_COLUMNS = ("replicas",)
 #: The cloud tiers every plan's ``costs.by_tier`` lists (``owned`` joins when the scenario has owned nodes).
 TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
 
@@ -74,8 +83,6 @@ def _iso_z(value: datetime) -> str:
 
 #: A UTC instant, written ``YYYY-MM-DDTHH:MM:SSZ``.
 UtcTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
-
-
 
 
 class PlanHorizon(DocumentPart):
@@ -193,15 +200,18 @@ class TrainingPlacement(DocumentPart):
     run: int
     team: str
     offering: str
-    tier: Tier
+    tier: Tier = Field(description="spot for a spot gang; else the tier most of its node-hours are billed on")
     nodes: int
+    committed_fraction: float | None = Field(
+        None, description="share of a non-spot gang's node-hours its offering's commitments cover"
+    )
     start_period: int
     periods: int = Field(description="periods held, including the expected preemption overhead on spot")
     placement_group: str
     fabric: str | None
     checkpoint_interval_minutes: float
     expected_overhead: float
-    cost_usd: float
+    cost_usd: float = Field(description="what the run pays beyond commitments: spot or on-demand node-hours")
     start: UtcTime
     end: UtcTime
     hours: float
@@ -413,6 +423,9 @@ class Plan:
             raise InputError(directory / "allocations.csv", None, "file not found") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise InputError(directory / "allocations.csv", None, f"not a readable CSV: {exc}") from None
+        for column in LATER_COLUMNS:
+            if column not in allocations.columns:
+                allocations[column] = float("nan")
         missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns]
         if missing:
             raise InputError(directory / "allocations.csv", None, f"missing columns: {', '.join(missing)}")

@@ -5,8 +5,10 @@ capacity kinds. Every module spells these through this file, never as bare strin
   ``allocations.csv``); ``owned`` is the colocation tier (own servers, amortized).
 - :class:`Term` is how long a commitment binds: ``1y`` and ``3y`` cloud commitments, ``owned``
   servers for their depreciation life.
-- :class:`Capacity` is what the planning model decides between: the committed pool of an offering
-  (any term: 1y, 3y and owned nodes of one offering form one shared pool), on-demand or spot.
+- :class:`Capacity` is what the planning model decides between for a node: non-spot or spot. Non-spot
+  nodes of an offering are billed the way clouds bill them: its committed nodes (1y, 3y and owned
+  together) cover any non-spot node of that offering running in that hour, inference or training,
+  and only the nodes beyond them are paid on demand.
 
 All three are ``StrEnum``: a member *is* its string (``Tier.SPOT == "spot"``), so values read from
 JSON or CSV compare equal to members and the files stay as the contract spells them.
@@ -67,10 +69,9 @@ class Term(StrEnum):
 
 
 class Capacity(StrEnum):
-    """The planning model's choice for a node: the offering's committed pool, on-demand or spot."""
+    """The planning model's choice for a node: non-spot (committed first, on demand beyond) or spot."""
 
-    POOL = "reserved"
-    ON_DEMAND = "on_demand"
+    NON_SPOT = "non_spot"
     SPOT = "spot"
 
 

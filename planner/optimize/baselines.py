@@ -54,13 +54,13 @@ def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[floa
     p = sets.period_hours
     best: tuple[float, float, Capacity] | None = None
     for option in sets.options:
-        if option.run != r or option.tier not in (Capacity.ON_DEMAND, Capacity.SPOT):
-            continue
+        offering = sets.offerings[option.offering]
+        if option.run != r or offering.on_demand_usd_h is None:
+            continue  # owned nodes: the baselines are cloud-only policies
         if option.tier == Capacity.SPOT and not allow_spot:
             continue
-        offering = sets.offerings[option.offering]
-        price = offering.price(option.tier) or 0.0
-        cost = run.job.nodes * price * option.periods * p
+        price = offering.spot_usd_h if option.tier == Capacity.SPOT else offering.on_demand_usd_h
+        cost = run.job.nodes * (price or 0.0) * option.periods * p
         if best is None or cost < best[0]:
             best = (cost, option.periods * p, option.tier)
     return best

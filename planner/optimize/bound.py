@@ -6,23 +6,36 @@ Why it is valid (a proof sketch; the tests check it against full solves on small
    still picks one offering and tier). Place each training run at block resolution: it picks a start
    block and an offset inside it (the offset a fraction); blocks it covers whole hold its ``n`` nodes
    every hour, its first and last block hold its node-hours there (linear in the offset) spread over
-   their hours at most ``n`` at a time, and on a committed pool at least ``n`` nodes are committed
-   (the gang holds them together). Any real schedule, at any hourly start, satisfies this, so the
-   relaxed optimum is no higher than the true optimum.
+   their hours at most ``n`` at a time, and on owned servers (which sell no on-demand node) at least
+   ``n`` nodes are committed (the gang holds them together). Any real schedule, at any hourly start,
+   satisfies this, so the relaxed optimum is no higher than the true optimum.
    Dominated (offering, tier) choices are left out; they never make the optimum cheaper
    (``sets.py`` prunes only where a dominating choice exists).
 2. *Separate.* Fix the commitments R, each run's (offering, tier) and its energy spread. What is
    left splits into
-   one LP per hour t: cover demand D_t with the commitment pool minus the training nodes held at t,
-   plus on-demand and spot nodes, within capacity and burst limits. Its optimal cost f(D_t, u_t) is
-   the value function of an LP in its right-hand side, hence *convex* in (D_t, u_t), and it is the
-   same function for every hour (prices, capacities and limits do not change with t).
+   one LP per hour t: cover demand D_t on non-spot nodes (billed as clouds bill: per offering,
+   ``NO >= inference + u_t - R`` on-demand nodes beyond the commitments R, where u_t is the non-spot
+   training held at t) or on spot nodes, within capacity and burst limits. Its optimal cost
+   f(D_t, u_t) -- the on-demand nodes that non-spot training needs beyond R included -- is the value
+   function of an LP in its right-hand side, hence *convex* in (D_t, u_t), and it is the same
+   function for every hour (prices, capacities and limits do not change with t). The billing rule
+   is exactly this LP's: at its optimum NO = max(0, use - R), what the cloud bills.
 3. *Average.* For a cluster C of hours, Jensen's inequality gives
    ``sum_{t in C} f(D_t, u_t) >= |C| * f(mean D, mean u)``. So the LP that covers each cluster's
    *mean* demand with the cluster's *mean* training occupancy costs no more than the relaxed full
    problem, for every R and training choice; minimizing both over R and training keeps the
    inequality. The cluster model's optimum, and so the solver's proven bound on it, is a lower
    bound on the full hourly MILP.
+
+4. *Gangs beyond the commitments.* Averaging lets a cluster's idle commitments absorb a gang that in
+   truth runs at the hours inference uses them. One family of cuts keeps the bound honest there: a
+   gang of n nodes held for h hours on offering o has at least n - R_o of them on demand every hour
+   it runs (at most R_o are committed), and at any hour the on-demand nodes cover every active gang's
+   excess at once ((a + b - R)^+ >= (a - R)^+ + (b - R)^+ for R >= 0). So for every plan,
+   ``sum_t NO_t >= sum_gangs on o of h (n - R_o)^+``; with the cluster variables at their cluster
+   means the left side is ``sum_c hours_c NO_c``, so the cut ``sum_c hours_c NO[o,c] >= sum W``,
+   ``W >= h (n Y - R_o)``, ``W >= 0``, removes no plan: the bound stays valid. The same holds block
+   by block, with h the fewest hours a start variant holds the gang in that block.
 
 Keeping R and the run choices whole matters: with fractional runs, a gang could sit 70% on spot and
 30% on demand to meet ``max_spot_share``, and the bound on the example falls 30% below the plan.
@@ -205,7 +218,7 @@ def certified_bound(
                 (commit[(o, term)], (offering.price(TERM_TIER[term]) or 0.0) * sets.horizon_hours)
             )
 
-    pool_use: dict[tuple[int, int], list] = defaultdict(list)
+    pool_use: dict[tuple[int, int], list] = defaultdict(list)  # non-spot use of an offering's nodes
     # owned nodes still on order serve nothing: a cluster offers them only if one of its slots may
     # (still a relaxation: a cluster's average use of them is zero when none of its slots can)
     waiting = {o for o, off in enumerate(sets.offerings) if off.available_from_hour > 0}
@@ -231,20 +244,18 @@ def certified_bound(
                     continue
                 gpus = float(sets.offerings[o].gpus_per_node)
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    if tier == Capacity.POOL and o in waiting and (o, c) not in usable_in:
+                    if tier == Capacity.NON_SPOT and o in waiting and (o, c) not in usable_in:
                         continue
                     x = var(f"X{VAR_CODE[tier]}_{i}_{o}_{c}")
                     terms_.append((x, q))
                     burst_use[(service.team, c)].append((x, gpus))
-                    if tier == Capacity.POOL:
+                    if tier == Capacity.NON_SPOT:
                         pool_use[(o, c)].append((x, 1.0))
                     else:
                         key = (tier, o, c)
                         if key not in held:
                             held[key] = var(f"N{VAR_CODE[tier]}_{o}_{c}")
-                            off = sets.offerings[o]
-                            price = off.price(tier)
-                            objective.append((held[key], (price or 0.0) * hours[c]))
+                            objective.append((held[key], (sets.offerings[o].spot_usd_h or 0.0) * hours[c]))
                             held_use[(o, c)].append((held[key], 1.0))
                         held_links[key].append((x, 1.0))
             short = var(f"UI_{i}_{c}", need)
@@ -269,10 +280,12 @@ def certified_bound(
     chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]] = {}  # combo -> (y, variants)
     share = sets.scenario.purchase.max_spot_share
     spot_terms: list[tuple[pulp.LpVariable, float]] = []
+    run_beyond: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # offering -> -W
+    block_beyond: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for (r, o, tier), (periods, cost) in combos.items():
         run = sets.runs[r]
         nodes = float(run.job.nodes)
-        use = pool_use if tier == Capacity.POOL else held_use
+        use = pool_use if tier == Capacity.NON_SPOT else held_use
         gpus = float(sets.offerings[o].gpus_per_node)
         name = f"{r}_{o}_{VAR_CODE[tier]}"
         y = var(f"Y_{name}", 1.0, pulp.LpInteger)
@@ -286,11 +299,42 @@ def certified_bound(
         partial: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # block -> energy
         variants: list[tuple[pulp.LpVariable, pulp.LpVariable | None, tuple[int, int, int, int]]] = []
         chosen_by[(r, o, tier)] = (y, variants)
+        cut_gangs = (
+            tier == Capacity.NON_SPOT
+            and sets.offerings[o].on_demand_usd_h is not None
+            and bool(sets.terms[o])
+        )
+        if cut_gangs:
+            # the gang holds n nodes for all its hours and at most R of them are committed: at least
+            # hours * (n - R) on-demand node-hours, whatever the averaging (see _beyond_commitments)
+            w = var(f"W_{name}")
+            covered = [(commit[(o, k)], float(periods * p)) for k in sets.terms[o]]
+            constraints[f"beyond_{name}"] = LpCon(
+                LpExpr([(w, 1.0), (y, -nodes * periods * p), *covered]), pulp.LpConstraintGE, None, 0.0
+            )
+            run_beyond[o].append((w, -1.0))
         for k, (b0, last, lo, hi) in enumerate(
             _start_variants(run.first_period, run.end_period, periods, block)
         ):
             v = var(f"V_{name}_{k}", 1.0, pulp.LpInteger)
             choice.append((v, 1.0))
+            if cut_gangs:  # the least hours it holds in each block it touches, for the block cuts
+                middle = periods - block - (last - b0 - 1) * block
+                least = {
+                    b0: periods if last == b0 else block - hi,
+                    last: periods if last == b0 else middle + lo,
+                }
+                least |= {b: block for b in range(b0 + 1, last)}
+                for b, held_periods in least.items():
+                    w = var(f"W_{name}_{k}_{b}")
+                    covered = [(commit[(o, kk)], float(held_periods * p)) for kk in sets.terms[o]]
+                    constraints[f"beyond_{name}_{k}_{b}"] = LpCon(
+                        LpExpr([(w, 1.0), (v, -nodes * held_periods * p), *covered]),
+                        pulp.LpConstraintGE,
+                        None,
+                        0.0,
+                    )
+                    block_beyond[(o, b)].append((w, -1.0))
             if last == b0:  # the whole run inside one block
                 partial[b0].append((v, nodes * periods * p))
                 variants.append((v, None, (b0, last, lo, hi)))
@@ -327,7 +371,8 @@ def certified_bound(
             constraints[f"energy_{name}_{b}"] = LpCon(
                 LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
             )
-        if tier == Capacity.POOL:  # a gang on the pool holds all n nodes at once: at least n committed
+        if sets.offerings[o].on_demand_usd_h is None and tier == Capacity.NON_SPOT:
+            # no on-demand nodes (owned): the gang holds all n nodes at once, so at least n committed
             gang = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
             constraints[f"gang_{r}_{o}"] = LpCon(LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, 0.0)
     for r in range(len(sets.runs)):
@@ -339,14 +384,31 @@ def certified_bound(
     if share < 1.0 and spot_terms:
         constraints["spot_share"] = LpCon(LpExpr(spot_terms), pulp.LpConstraintLE, None, 0.0)
 
-    for o, terms in sets.terms.items():
-        committed = [(commit[(o, k)], -1.0) for k in terms]
-        for c in range(clusters):
-            users = pool_use.get((o, c), [])
-            if users:
-                constraints[f"pool_{o}_{c}"] = LpCon(
-                    LpExpr([*users, *committed]), pulp.LpConstraintLE, None, 0.0
-                )
+    on_demand_hours: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    on_demand_of: dict[int, list[tuple[tuple[pulp.LpVariable, float], int]]] = defaultdict(list)
+    for (o, c), users in pool_use.items():  # the billing rule: commitments first, on demand beyond
+        covering = [(commit[(o, k)], -1.0) for k in sets.terms[o]]
+        price = sets.offerings[o].on_demand_usd_h
+        if price is not None:
+            beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}")
+            objective.append((beyond, price * hours[c]))
+            held_use[(o, c)].append((beyond, 1.0))
+            covering.append((beyond, -1.0))
+        constraints[f"pool_{o}_{c}"] = LpCon(LpExpr([*users, *covering]), pulp.LpConstraintLE, None, 0.0)
+        if price is not None:
+            on_demand_hours[o].append((beyond, hours[c]))
+            on_demand_of[o].append(((beyond, hours[c]), c))
+    for (o, b), gangs in block_beyond.items():  # the same, block by block
+        in_block = [(beyond, h) for (beyond, h), c in on_demand_of.get(o, []) if cluster_block[c] == b]
+        if in_block:
+            constraints[f"block_beyond_{o}_{b}"] = LpCon(
+                LpExpr([*in_block, *gangs]), pulp.LpConstraintGE, None, 0.0
+            )
+    for o, gangs in run_beyond.items():  # on-demand node-hours >= what the gangs need beyond R
+        if on_demand_hours.get(o):
+            constraints[f"gangs_beyond_{o}"] = LpCon(
+                LpExpr([*on_demand_hours[o], *gangs]), pulp.LpConstraintGE, None, 0.0
+            )
     for o, offering in enumerate(sets.offerings):
         if offering.max_nodes is None:
             continue

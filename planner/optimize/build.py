@@ -8,39 +8,54 @@ Notation (indices are positions in :class:`~planner.optimize.sets.PlanningSets`)
 
 Variables
   R[o,k]    integer   nodes committed on term k for the whole horizon
-  XP[i,o,s] >= 0      committed nodes serving service i          (the pool is shared by both terms)
-  XO[i,o,s] >= 0      on-demand nodes serving i;  NO[o,s]: on-demand nodes held
+  XN[i,o,s] >= 0      non-spot nodes serving service i
   XS[i,o,s] >= 0      spot nodes serving i (not latency-critical); NS[o,s]: spot nodes held
+  NO[o,s]   >= 0      on-demand nodes: the non-spot nodes of o beyond its commitments in slot s
             NO and NS are integer on offerings with a capacity limit; elsewhere continuous and
             rounded up per slot when the plan is written (its cost, and so its gap, include that).
   Y[a]      binary    run r(a) is placed on option a;  UT[r] binary: run r unserved
+  M[a]      >= 0      nodes of a non-spot run that its offering's commitments cover (M <= n_a Y[a]); the
+                      other n_a Y[a] - M[a] are on demand for exactly the run's hours
   UI[i,s]   >= 0      replicas of i unserved in slot s
   H[m,o]    >= 0      committed GPUs of o backing team m's guarantee;  UG[m] >= 0: guarantee shortfall
 
+The billing rule (how AWS reserved instances, GCP committed-use discounts and Azure reservations
+bill): an offering's committed nodes (1y, 3y and owned together) cover any non-spot node of that
+offering running in that hour, inference or training alike, and only the non-spot nodes beyond them
+are paid on demand. Row 2 is that rule: NO[o,s] >= non-spot use - commitments, NO >= 0, and NO is
+paid at the on-demand price, so at the optimum NO = max(0, use - R). A non-spot gang runs partly on
+committed (M[a]) and partly on on-demand nodes of one offering (one placement group); spot gangs are
+wholly spot. The committed part holds the pool for every block the run touches (as slots are fixed
+before runs are placed), the on-demand part is paid for the run's own hours: conservative, so the
+plan written out, billed hour by hour by the same rule (solution.py), costs no more than the model.
+
 Constraints (numbered as in the code)
-  1. demand[i,s]:    sum_o q[i,o] (XP + XO + XS)[i,o,s] + UI[i,s] >= D[i,s]
-  2. pool[o,s]:      sum_i XP[i,o,s] + sum_{a on the pool of o, active in s} n_a Y[a] <= sum_k R[o,k]
-  3. held[o,s]:      sum_i XO[i,o,s] <= NO[o,s];  sum_i XS[i,o,s] <= NS[o,s]
-  4. capacity[o,s]:  sum_k R[o,k] + NO + NS + sum_{a on-demand/spot on o, active in s} n_a Y[a] <= max_n[o]
+  1. demand[i,s]:    sum_o q[i,o] (XN + XS)[i,o,s] + UI[i,s] >= D[i,s]
+  2. non_spot[o,s]:  sum_i XN[i,o,s] + sum_{a non-spot on o, active in s} M[a] <= sum_k R[o,k] + NO[o,s]
+                     (no NO where o sells no on-demand node, e.g. owned servers, where M[a] = n_a Y[a];
+                     no R and no M without a term)
+  3. held[o,s]:      sum_i XS[i,o,s] <= NS[o,s]
+  4. capacity[o,s]:  sum_k R[o,k] + NO + NS + sum_{a spot on o, active in s} n_a Y[a]
+                     + sum_{a non-spot on o, active in s} (n_a Y[a] - M[a]) <= max_n[o]
   5. place[r]:       sum_{a of r} Y[a] + UT[r] = 1
   6. spot_share:     sum_{a spot} G_a Y[a] <= share * sum_a G_a Y[a]   (G_a: the run's GPU-hours)
-  7. burst[m,s]:     sum_{i of m} g_o (XP + XO + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
+  7. burst[m,s]:     sum_{i of m} g_o (XN + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
   8. guarantee[m]:   sum_o H[m,o] + UG[m] >= guaranteed_m;  sum_m H[m,o] <= g_o sum_k R[o,k]
 
 Rules that hold by construction: no variable exists that could break them (the index sets of
 ``sets.py`` hold only the allowed tuples; numbered on from the rows)
-  9. eligible nodes only: XP/XO/XS[i,o,s] exist only for (i,o) in ``replicas_per_node``: o has one of
+  9. eligible nodes only: XN/XS[i,o,s] exist only for (i,o) in ``replicas_per_node``: o has one of
      the service's GPU models and a node holds at least one replica, MIG-aware (sets.build_sets,
      sets.replicas_per_node). UI[i,s] and the demand[i,s] row exist only where D[i,s] > 0.
  10. latency-critical services are never on spot: sets._serve_tiers gives their (i,o) no SPOT kind,
      so no XS[i,o,s] is ever created for them (define_inference reads ``serve_tiers``).
- 11. a kind only where it is sold: XO/NO (XS/NS) and on-demand (spot) training options only on
-     offerings with an on-demand (spot) price (sets._serve_tiers, sets._training_options); R[o,k] and
-     pool options only for the scenario's ``purchase.terms`` that o prices (sets.build_sets,
-     ``terms``: ``terms: []`` means no commitment column at all).
+ 11. a kind only where it is sold: NO only on offerings with an on-demand price, XS/NS and spot
+     training options only with a spot price, XN and non-spot options only where o has a term or an
+     on-demand price (sets.non_spot_sold); R[o,k] only for the scenario's ``purchase.terms`` that o
+     prices (sets.build_sets, ``terms``: ``terms: []`` means no commitment column at all).
  12. a gang is one placement group with the fabric it needs: a training option is one offering, one
-     capacity kind and one start, and options exist only on offerings with the job's GPU model and
-     GPUs per node, a multi-node fabric where the job needs one (``TrainingJob.needs_fabric``) and
+     capacity kind (non-spot or spot) and one start, and options exist only on offerings with the
+     job's GPU model and GPUs per node, a multi-node fabric where the job needs one (``TrainingJob.needs_fabric``) and
      max_n[o] >= n_r (sets._training_options); 5 place picks one option, so a run's n_r nodes are
      never split across offerings, regions or kinds.
  13. training inside its window: every option starts at or after the run's first period and ends by
@@ -50,9 +65,9 @@ Rules that hold by construction: no variable exists that could break them (the i
  14. spot training only for preemptible jobs and only when max_spot_share > 0; a spot option's periods
      and cost include the expected preemption overhead (sets._training_options, models.preemption).
  15. owned nodes only after their lead time: the owned offering (sets.owned_offering) has no on-demand
-     or spot price and is bought on the ``owned`` term only, so it serves only through R and the pool;
-     define_inference creates no XP[i,o,s] in a slot before its delivery (sets.usable; slots never
-     straddle it, sets.availability_key), sets._training_options creates no pool option whose first
+     or spot price and is bought on the ``owned`` term only, so it serves only through R (no NO);
+     define_inference creates no XN[i,o,s] in a slot before its delivery (sets.usable; slots never
+     straddle it, sets.availability_key), sets._training_options creates no option on it whose first
      block starts before it, and guarantee_rows gives it no H[m,o] (nodes on order are not "always
      provisioned").
  16. a guarantee is backed only by offerings the team can use: H[m,o] only for o in
@@ -64,11 +79,12 @@ whatever else happens, and training starts that cannot matter; the optimum is th
 
 Objective
   sum_{o,k} c_k[o] * hours * R[o,k] + sum_s w_s (c_od[o] NO[o,s] + c_spot[o] NS[o,s]) + sum_a cost_a Y[a]
+  + sum_{a non-spot} c_od[o_a] hours_a (n_a Y[a] - M[a])
   + penalties on UI, UT, UG (large, so slack is used only where demand cannot be met).
 
-Spot training cost_a already includes the expected preemption overhead (``models.preemption``).
-Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle
-guaranteed GPUs may serve anyone (the pool is shared).
+cost_a is a spot run's own cost, its expected preemption overhead included (``models.preemption``);
+a non-spot run pays c_od[o] * hours_a * (n_a Y[a] - M[a]) for its nodes beyond the commitments.
+Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle guaranteed GPUs may serve anyone.
 """
 
 from __future__ import annotations
@@ -81,17 +97,17 @@ from dataclasses import dataclass, field
 import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
-from models.tiers import TERM_TIER, Capacity, Term
+from models.tiers import TERM_TIER, Capacity, Term, Tier
 from planner.optimize.sets import PlanningSets, on_demand_or_dearest, usable
 
 set_v4_migration_warnings(False)
 
-#: The letter of each capacity kind in variable and row names: ``Xr_i_o_s`` / ``Xo_..`` / ``Xs_..``
-#: (serving), ``No_o_s`` / ``Ns_o_s`` (held nodes), ``held_o_..`` / ``held_s_..``, and the run
+#: The letter of each capacity kind in variable and row names: ``Xn_i_o_s`` / ``Xs_..`` (serving),
+#: ``Nn_o_s`` (on-demand nodes beyond the commitments) / ``Ns_o_s`` (spot nodes held), and the run
 #: combos of ``bound.py`` (``Y_{run}_{offering}_{letter}``). Fixed here, not derived from the kinds'
 #: strings: PuLP hands the solver its columns sorted by name (``LpProblem.variables()``), so renaming
 #: a kind must neither rename nor reorder a column (nor change a result).
-VAR_CODE: dict[Capacity, str] = {Capacity.POOL: "r", Capacity.ON_DEMAND: "o", Capacity.SPOT: "s"}
+VAR_CODE: dict[Capacity, str] = {Capacity.NON_SPOT: "n", Capacity.SPOT: "s"}
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -111,6 +127,7 @@ class PlanningModel:
     serve: dict[tuple[Capacity, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k,i,o,s)
     held: dict[tuple[Capacity, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k, o, s)
     place: list[pulp.LpVariable] = field(default_factory=list)
+    committed_part: dict[int, pulp.LpVariable] = field(default_factory=dict)  # M[a]
     unserved_run: dict[int, pulp.LpVariable] = field(default_factory=dict)
     unserved_replicas: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
     guarantee: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)
@@ -141,7 +158,7 @@ def create_model(sets: PlanningSets) -> PlanningModel:
         define_commitments(model)
         define_inference(model)
         define_training(model)
-        define_pool_and_capacity(model)
+        define_non_spot_and_capacity(model)
         define_spot_share(model)
         define_team_burst(model)
         define_guarantees(model)
@@ -175,8 +192,9 @@ def replica_penalty(sets: PlanningSets, i: int) -> float:
 
 
 def define_inference(model: PlanningModel) -> None:
-    """1 demand and 3 held-node families; XP/XO/XS variables only for eligible (service, offering) and
-    the kinds ``serve_tiers`` allows, committed ones only after delivery (rules 9-11 and 15)."""
+    """1 demand and 3 spot-held families; XN/XS variables only for eligible (service, offering) and the
+    kinds ``serve_tiers`` allows, non-spot ones on owned nodes only after delivery (rules 9-11, 15).
+    Non-spot serving is paid in row 2 (:func:`define_non_spot_and_capacity`)."""
     sets = model.sets
     held_users: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     by_service: dict[int, list[tuple[int, float]]] = defaultdict(list)
@@ -191,12 +209,12 @@ def define_inference(model: PlanningModel) -> None:
             terms: list[tuple[pulp.LpVariable, float]] = []
             for o, q in by_service[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    if tier == Capacity.POOL and not usable(sets.offerings[o], slot, sets.period_hours):
+                    if tier == Capacity.NON_SPOT and not usable(sets.offerings[o], slot, sets.period_hours):
                         continue  # owned nodes not delivered yet
                     var = model.var(f"X{VAR_CODE[tier]}_{i}_{o}_{s}")
                     model.serve[(tier, i, o, s)] = var
                     terms.append((var, q))
-                    if tier != Capacity.POOL:
+                    if tier == Capacity.SPOT:
                         held_users[(tier, o, s)].append((var, 1.0))
             short = model.var(f"UI_{i}_{s}", up=need)
             model.unserved_replicas[(i, s)] = short
@@ -204,17 +222,24 @@ def define_inference(model: PlanningModel) -> None:
             terms.append((short, 1.0))
             model.add(f"demand_{i}_{s}", terms, GE, need)
     for (tier, o, s), users in held_users.items():
-        offering = sets.offerings[o]
-        # whole nodes where a capacity limit could be crossed by rounding; elsewhere the relaxation is
-        # rounded up at extraction and the plan's gap is measured on the rounded cost (solution.py)
-        whole = sets.integral_held or offering.max_nodes is not None
-        category = pulp.LpInteger if whole else pulp.LpContinuous
-        held = model.var(f"N{VAR_CODE[tier]}_{o}_{s}", category, offering.max_nodes)
-        model.held[(tier, o, s)] = held
-        price = offering.price(tier)
-        assert price is not None
-        model.objective_terms.append((held, price * sets.slots[s].hours))
+        held = _held_nodes(model, tier, o, s)
         model.add(f"held_{VAR_CODE[tier]}_{o}_{s}", [*users, (held, -1.0)], LE, 0.0)
+
+
+def _held_nodes(model: PlanningModel, tier: Capacity, o: int, s: int) -> pulp.LpVariable:
+    """NO[o,s] (``tier`` non-spot: on-demand nodes beyond the commitments) or NS[o,s], at its price."""
+    sets = model.sets
+    offering = sets.offerings[o]
+    # whole nodes where a capacity limit could be crossed by rounding; elsewhere the relaxation is
+    # rounded up at extraction and the plan's gap is measured on the rounded cost (solution.py)
+    whole = sets.integral_held or offering.max_nodes is not None
+    category = pulp.LpInteger if whole else pulp.LpContinuous
+    held = model.var(f"N{VAR_CODE[tier]}_{o}_{s}", category, offering.max_nodes)
+    model.held[(tier, o, s)] = held
+    price = offering.price(Tier.SPOT if tier == Capacity.SPOT else Tier.ON_DEMAND)
+    assert price is not None
+    model.objective_terms.append((held, price * sets.slots[s].hours))
+    return held
 
 
 def run_penalty(sets: PlanningSets, r: int) -> float:
@@ -256,6 +281,20 @@ def define_training(model: PlanningModel) -> None:
         model.place.append(var)
         by_run[option.run].append((var, 1.0))
         model.objective_terms.append((var, option.cost_usd))
+        offering = sets.offerings[option.offering]
+        if option.tier != Capacity.NON_SPOT or offering.on_demand_usd_h is None:
+            continue  # spot: its own cost; owned servers: all nodes committed
+        nodes = float(sets.runs[option.run].job.nodes)
+        hours = option.periods * sets.period_hours
+        model.objective_terms.append((var, nodes * offering.on_demand_usd_h * hours))
+        # M[a]: nodes of the gang its offering's commitments cover; where the run's blocks stand in a
+        # footprint other runs hold (fix_training), it gets none: wholly on demand, on the safe side
+        if sets.terms[option.offering] and option.own_blocks:
+            whole = sets.integral_held or offering.max_nodes is not None
+            part = model.var(f"M_{a}", pulp.LpInteger if whole else pulp.LpContinuous, nodes)
+            model.committed_part[a] = part
+            model.objective_terms.append((part, -offering.on_demand_usd_h * hours))
+            model.add(f"part_{a}", [(part, 1.0), (var, -nodes)], LE, 0.0)
     for r in range(len(sets.runs)):
         short = model.var(f"UT_{r}", pulp.LpBinary)
         model.unserved_run[r] = short
@@ -263,35 +302,51 @@ def define_training(model: PlanningModel) -> None:
         model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
 
 
-def _active_by_block(model: PlanningModel, tiers: set[Capacity]) -> dict[tuple[int, int], list]:
-    """(offering, block) -> [(Y[a], nodes)] for options of the given tiers that occupy the block."""
+def _active_by_block(
+    model: PlanningModel,
+) -> tuple[dict[tuple[int, int], list], dict[tuple[int, int], list]]:
+    """(offering, block) -> terms for the nodes runs hold there: on commitments (row 2: M[a], or n Y[a]
+    on owned servers) and beside them (row 4: spot runs, and the on-demand part n Y[a] - M[a])."""
     sets = model.sets
-    active: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    committed: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    beside: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for a, option in enumerate(sets.options):
-        if option.tier in tiers:
-            nodes = float(sets.runs[option.run].job.nodes)
-            for block in option.blocks:
-                active[(option.offering, block)].append((model.place[a], nodes))
-    return active
+        nodes = float(sets.runs[option.run].job.nodes)
+        y = model.place[a]
+        if option.tier == Capacity.SPOT:
+            on, off = [], [(y, nodes)]
+        elif sets.offerings[option.offering].on_demand_usd_h is None:
+            on, off = [(y, nodes)], []
+        elif a in model.committed_part:
+            part = model.committed_part[a]
+            on, off = [(part, 1.0)], [(y, nodes), (part, -1.0)]
+        else:  # no commitment on this offering: wholly on demand
+            on, off = [], [(y, nodes)]
+        for block in option.blocks:
+            committed[(option.offering, block)] += on
+            beside[(option.offering, block)] += off
+    return committed, beside
 
 
-def define_pool_and_capacity(model: PlanningModel) -> None:
-    """2 pool: committed use <= commitments; 4 capacity: everything held <= max_nodes."""
+def define_non_spot_and_capacity(model: PlanningModel) -> None:
+    """2 non_spot: non-spot use <= commitments + on-demand nodes (the billing rule); 4 capacity:
+    everything held <= max_nodes."""
     sets = model.sets
-    pool_train = _active_by_block(model, {Capacity.POOL})
-    other_train = _active_by_block(model, {Capacity.ON_DEMAND, Capacity.SPOT})
-    pool_users: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    non_spot_train, other_train = _active_by_block(model)
+    users_of: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for (tier, _i, o, s), var in model.serve.items():
-        if tier == Capacity.POOL:
-            pool_users[(o, s)].append((var, 1.0))
-    for o, terms in sets.terms.items():
-        if not terms:
-            continue
-        commit = [(model.commit[(o, k)], -1.0) for k in terms]
+        if tier == Capacity.NON_SPOT:
+            users_of[(o, s)].append((var, 1.0))
+    for o, offering in enumerate(sets.offerings):
+        commit = [(model.commit[(o, k)], -1.0) for k in sets.terms[o]]
         for s, slot in enumerate(sets.slots):
-            users = pool_users.get((o, s), []) + pool_train.get((o, slot.block), [])
-            if users:
-                model.add(f"pool_{o}_{s}", [*users, *commit], LE, 0.0)
+            users = users_of.get((o, s), []) + non_spot_train.get((o, slot.block), [])
+            if not users:
+                continue
+            rhs: list[tuple[pulp.LpVariable, float]] = list(commit)
+            if offering.on_demand_usd_h is not None:
+                rhs.append((_held_nodes(model, Capacity.NON_SPOT, o, s), -1.0))
+            model.add(f"non_spot_{o}_{s}", [*users, *rhs], LE, 0.0)
     for o, offering in enumerate(sets.offerings):
         if offering.max_nodes is None:
             continue
@@ -301,10 +356,10 @@ def define_pool_and_capacity(model: PlanningModel) -> None:
         for s, slot in enumerate(sets.slots):
             held = [
                 (model.held[(t, o, s)], 1.0)
-                for t in (Capacity.ON_DEMAND, Capacity.SPOT)
+                for t in (Capacity.NON_SPOT, Capacity.SPOT)
                 if (t, o, s) in model.held
             ]
-            train = other_train.get((o, slot.block), [])  # pool runs are inside the commitment
+            train = other_train.get((o, slot.block), [])
             if held or train:
                 model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, float(offering.max_nodes))
 

@@ -78,8 +78,14 @@ def tune_commitments(
             gradient[model.cap_offerings] -= weight * cap_dual  # ... and capacity room shrinks
         return total, gradient
 
-    lowest = np.ceil(occupancy.pool.max(axis=1) - 1e-9) if occupancy.pool.size else np.zeros(n_o)
-    highest = max_nodes(sets) - (occupancy.other.max(axis=1) if occupancy.other.size else 0.0)
+    # gangs on offerings that sell no on-demand node (owned) run on commitments only; elsewhere on-demand
+    # nodes take what the commitments do not cover (the billing rule)
+    periods = occupancy.non_spot.shape[1]
+    no_on_demand = np.array([o.on_demand_usd_h is None for o in sets.offerings])
+    lowest = np.zeros(n_o)
+    if periods:
+        lowest = np.where(no_on_demand, np.ceil(occupancy.non_spot.max(axis=1) - 1e-9), 0.0)
+    highest = max_nodes(sets) - (occupancy.spot.max(axis=1) if periods else 0.0)
     best = dict(commitments)
     inference, gradient = evaluate(best)
     best_cost = start_cost = bought(best) + inference

@@ -6,9 +6,10 @@
    so the same solve gives the decisions and the certificate. Its LP relaxation first (one LP, a
    valid if weaker bound, decisions rounded and placed), then the MILP warm-started from those
    decisions, for a share of the time: better decisions and a tighter bound.
-2. *Place training* period by period (``schedule.schedule_training``): pool runs within commitments,
-   nothing above ``max_nodes`` or a team's burst limit, nearest to the cluster model's start.
-3. *Refine*: training moved onto idle pool hours (``schedule.improve_schedule``) and commitments
+2. *Place training* period by period (``schedule.schedule_training``): nothing above ``max_nodes``
+   or a team's burst limit, nearest to the cluster model's start; non-spot gangs use idle commitments
+   first and on-demand nodes beyond them (the billing rule).
+3. *Refine*: training moved onto idle commitments (``schedule.improve_schedule``) and commitments
    re-tuned on the exact per-period cost (``commitments.tune_commitments``).
 4. *Dispatch inference* in every period in whole nodes (``hourly.dispatch``): exact per period for
    these commitments and placements, so the plan is feasible hour by hour by construction.
@@ -278,10 +279,11 @@ def _within_spot_share(
     if share >= 1.0:
         return runs
     cheapest: dict[tuple[int, bool], tuple[float, int, Capacity]] = {}
-    for option in sets.options:
+    for option in sets.options:  # off spot at the on-demand rate: the dearest it can cost
         key = (option.run, option.tier == Capacity.SPOT)
-        if key not in cheapest or option.cost_usd < cheapest[key][0]:
-            cheapest[key] = (option.cost_usd, option.offering, option.tier)
+        cost = option.cost_usd if option.tier == Capacity.SPOT else option.list_usd
+        if key not in cheapest or cost < cheapest[key][0]:
+            cheapest[key] = (cost, option.offering, option.tier)
     gpu_hours = {r: run.gpus * run.job.hours for r, run in enumerate(sets.runs)}
     total = sum(gpu_hours[r] for r in runs)
     on_spot = [r for r, (_o, tier, _s) in runs.items() if tier == Capacity.SPOT]
@@ -317,6 +319,7 @@ def _solution(
             "tier": np.array(CODE_CAPACITY, dtype=object)[rows["tier"]],
             "i": rows["i"],
             "nodes": rows["nodes"],
+            "replicas": rows["replicas"],
         }
     )
     shortfall = _guarantee_shortfall(sets, commitments)
@@ -361,7 +364,8 @@ def _guarantee_shortfall(sets: PlanningSets, commitments: dict[tuple[int, Term],
 
 
 def _cost(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> float:
-    """Commitments + inference held nodes + training + penalties, as the written plan adds it up."""
+    """Commitments + held nodes (spot inference, on-demand nodes beyond the commitments for inference and
+    training) + spot training + penalties, as the written plan adds it up."""
     commitments = sum(
         nodes * (sets.offerings[o].price(TERM_TIER[term]) or 0.0) * sets.horizon_hours
         for o, terms in solution.commits.items()

@@ -1,8 +1,9 @@
 """Inference dispatched period by period in whole nodes, for fixed commitments and placed training.
 
 With commitments R fixed and every training run placed, nothing couples two periods any more: each
-period is a small covering problem (serve every service's replicas from the committed pool left by
-training, or from on-demand and spot nodes, within capacity and burst limits). Its rows and columns
+period is a small covering problem (serve every service's replicas on non-spot nodes, which the
+commitments cover first and on-demand nodes beyond them, the way clouds bill, or on spot nodes,
+within capacity and burst limits; placed non-spot training shares the same commitments). Its rows and columns
 are the same in every period, only the right-hand sides change, so one HiGHS model is built once (in
 numpy, no PuLP objects) and re-solved per distinct period with new row bounds, warm-started from the
 previous basis. Periods with the same demand and training occupancy share a solution.
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.errors import SolverError
-from models.tiers import Capacity
+from models.tiers import Capacity, Tier
 from planner.highs import HighsModel, RowwiseModel
 from planner.optimize.build import replica_penalty
 from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, usable_periods
@@ -38,8 +39,8 @@ DIVE_PERIODS = 2_000
 class Occupancy:
     """Nodes (per offering) and GPUs (per team) that placed training holds in every period."""
 
-    pool: np.ndarray  # (offerings, periods) committed nodes used by training
-    other: np.ndarray  # (offerings, periods) on-demand/spot nodes held by training
+    non_spot: np.ndarray  # (offerings, periods) non-spot nodes held by training (commitments first)
+    spot: np.ndarray  # (offerings, periods) spot nodes held by training
     team_gpus: np.ndarray  # (teams, periods)
 
     @classmethod
@@ -49,18 +50,18 @@ class Occupancy:
     def add(self, sets: PlanningSets, option: TrainingOption, team: int, sign: int = 1) -> None:
         nodes = sign * sets.runs[option.run].job.nodes
         window = slice(option.start, option.start + option.periods)
-        (self.pool if option.tier == Capacity.POOL else self.other)[option.offering, window] += nodes
+        (self.non_spot if option.tier == Capacity.NON_SPOT else self.spot)[option.offering, window] += nodes
         self.team_gpus[team, window] += nodes * sets.offerings[option.offering].gpus_per_node
 
     def remove(self, sets: PlanningSets, option: TrainingOption, team: int) -> None:
         self.add(sets, option, team, sign=-1)
 
     def copy(self) -> Occupancy:
-        return Occupancy(self.pool.copy(), self.other.copy(), self.team_gpus.copy())
+        return Occupancy(self.non_spot.copy(), self.spot.copy(), self.team_gpus.copy())
 
     def signature(self, demand: np.ndarray) -> np.ndarray:
         """(periods, ...) rows: two periods with equal rows have the same covering problem."""
-        return np.vstack([demand, self.pool, self.other, self.team_gpus]).T
+        return np.vstack([demand, self.non_spot, self.spot, self.team_gpus]).T
 
 
 @dataclass
@@ -92,9 +93,11 @@ class Distinct:
 class Dispatch:
     """Per period: nodes serving each service on each (offering, tier), and replicas left unserved."""
 
-    rows: np.ndarray  # structured: period, offering, TIER_CODE, service, nodes (held tiers: whole-node share)
+    rows: (
+        np.ndarray
+    )  # structured: period, offering, TIER_CODE, service, nodes (whole held nodes' share), replicas
     unserved: np.ndarray  # (services, periods) replicas
-    held_cost_usd: float  # on-demand + spot node cost of inference, whole nodes
+    held_cost_usd: float  # on-demand (inference and non-spot training beyond R) + spot inference, whole nodes
     lp_cost_usd: float  # the same periods' LP optimum (fractional nodes): a bound for these R and training
     distinct_periods: int
     seconds: float
@@ -104,10 +107,10 @@ class Dispatch:
 #: The integer code of each capacity kind in this module's arrays: the third column of
 #: ``PeriodModel.columns``, the int8 ``tier`` field of ``Dispatch.rows`` and the first axis of the
 #: per-kind arrays of ``dispatch``. ``CODE_CAPACITY[code]`` is the kind back.
-TIER_CODE: dict[Capacity, int] = {Capacity.POOL: 0, Capacity.ON_DEMAND: 1, Capacity.SPOT: 2}
+TIER_CODE: dict[Capacity, int] = {Capacity.NON_SPOT: 0, Capacity.SPOT: 1}
 CODE_CAPACITY: tuple[Capacity, ...] = tuple(sorted(TIER_CODE, key=TIER_CODE.__getitem__))
-POOL_CODE = TIER_CODE[Capacity.POOL]
-HELD_CODES = (TIER_CODE[Capacity.ON_DEMAND], TIER_CODE[Capacity.SPOT])  # nodes held, not committed
+NON_SPOT_CODE = TIER_CODE[Capacity.NON_SPOT]
+SPOT_CODE = TIER_CODE[Capacity.SPOT]
 
 
 def max_nodes(sets: PlanningSets) -> np.ndarray:
@@ -122,9 +125,14 @@ def team_index(sets: PlanningSets) -> dict[str, int]:
 class PeriodModel:
     """One period's covering LP, built once; re-solved per period with new right-hand sides.
 
+    Rows: demand per service; spot nodes held (``sum x_spot <= NS``); per offering with non-spot use,
+    the billing row ``sum x_non_spot - NO <= R - training`` (its committed nodes cover non-spot use
+    first, NO on-demand nodes the rest; no NO where the offering sells none, e.g. owned servers);
+    capacity ``NO + NS <= max_nodes - R - spot training``; team burst limits.
     Its columns come from ``sets.serve_tiers``, so build.py's rules 9-11 hold by construction (no spot
     column for a latency-critical service, no kind an offering does not sell); owned nodes before
-    their delivery (rule 15) keep their pool column but get no room in the pool row (``pool_usable``).
+    their delivery (rule 15) keep their column but get no room in the billing row (``pool_usable``).
+    The billing rows are called the offering's *pool* below: its commitments plus on-demand nodes.
     """
 
     def __init__(
@@ -134,13 +142,26 @@ class PeriodModel:
         p = sets.period_hours
         offerings = sets.offerings
         teams = team_index(sets)
+
+        def sells_non_spot(o: int) -> bool:
+            has_commitment = committed[o] > 0 or (every_pool and bool(sets.terms[o]))
+            return offerings[o].on_demand_usd_h is not None or has_commitment
+
         columns: list[tuple[int, int, int]] = []  # (service, offering, tier code)
         for (i, o), kinds in sorted(sets.serve_tiers.items()):
             for kind in kinds:
-                if kind == Capacity.POOL and committed[o] <= 0 and not (every_pool and sets.terms[o]):
+                if kind == Capacity.NON_SPOT and not sells_non_spot(o):
                     continue
                 columns.append((i, o, TIER_CODE[kind]))
-        held_keys = sorted({(t, o) for (_i, o, t) in columns if t != POOL_CODE})
+        training_non_spot = {option.offering for option in sets.options if option.tier == Capacity.NON_SPOT}
+        pool_offerings = sorted(
+            {o for (_i, o, t) in columns if t == NON_SPOT_CODE}
+            | {o for o in training_non_spot if sells_non_spot(o)}
+        )
+        held_keys = sorted(
+            {(SPOT_CODE, o) for (_i, o, t) in columns if t == SPOT_CODE}
+            | {(NON_SPOT_CODE, o) for o in pool_offerings if offerings[o].on_demand_usd_h is not None}
+        )
         self.columns = np.array(columns, dtype=np.int64).reshape(-1, 3)
         self.held_keys = held_keys
         n_x, n_held, n_services = len(columns), len(held_keys), len(sets.services)
@@ -152,37 +173,41 @@ class PeriodModel:
         upper = np.full(n_cols, math.inf)
         for key, col in self.held_col.items():
             tier, o = key
-            cost[col] = (offerings[o].price(CODE_CAPACITY[tier]) or 0.0) * p
+            cost[col] = (offerings[o].price(Tier.SPOT if tier == SPOT_CODE else Tier.ON_DEMAND) or 0.0) * p
             if offerings[o].max_nodes is not None:
                 upper[col] = offerings[o].max_nodes
         for i in range(n_services):
             cost[self.unserved_col + i] = replica_penalty(sets, i) * p
         rows: list[list[tuple[int, float]]] = []
-        # demand rows first (one per service), then held, pool, capacity and burst rows
+        # demand rows first (one per service), then spot-held, pool, capacity and burst rows
         demand_rows: list[list[tuple[int, float]]] = [[] for _ in range(n_services)]
-        held_rows: dict[tuple[int, int], list[tuple[int, float]]] = {key: [] for key in held_keys}
-        pool_rows: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        spot_keys = [key for key in held_keys if key[0] == SPOT_CODE]
+        held_rows: dict[tuple[int, int], list[tuple[int, float]]] = {key: [] for key in spot_keys}
+        pool_rows: dict[int, list[tuple[int, float]]] = {o: [] for o in pool_offerings}
         burst_rows: dict[int, list[tuple[int, float]]] = defaultdict(list)
         bursting = {m for m, team in enumerate(sets.scenario.teams) if team.burst_gpus is not None}
         for col, (i, o, tier) in enumerate(columns):
             demand_rows[i].append((col, sets.replicas_per_node[(i, o)]))
-            if tier == POOL_CODE:
+            if tier == NON_SPOT_CODE:
                 pool_rows[o].append((col, 1.0))
             else:
                 held_rows[(tier, o)].append((col, 1.0))
             m = teams[sets.services[i].team]
             if m in bursting:
                 burst_rows[m].append((col, float(offerings[o].gpus_per_node)))
+        for o in pool_offerings:
+            if (NON_SPOT_CODE, o) in self.held_col:
+                pool_rows[o].append((self.held_col[(NON_SPOT_CODE, o)], -1.0))
         for i in range(n_services):
             demand_rows[i].append((self.unserved_col + i, 1.0))
         rows += demand_rows
-        for key in held_keys:
+        for key in spot_keys:
             rows.append([*held_rows[key], (self.held_col[key], -1.0)])
-        self.pool_offerings = sorted(pool_rows)
+        self.pool_offerings = pool_offerings
         rows += [pool_rows[o] for o in self.pool_offerings]
         self.cap_offerings = sorted({o for (_t, o) in held_keys if offerings[o].max_nodes is not None})
         rows += [
-            [(self.held_col[(t, o)], 1.0) for t in HELD_CODES if (t, o) in self.held_col]
+            [(self.held_col[(t, o)], 1.0) for t in (NON_SPOT_CODE, SPOT_CODE) if (t, o) in self.held_col]
             for o in self.cap_offerings
         ]
         self.burst_teams = sorted(burst_rows)
@@ -209,7 +234,7 @@ class PeriodModel:
             self.highs.make_integer(np.arange(n_x, n_x + n_held, dtype=np.int32))
         self.cost = cost
         self.col_upper = upper
-        first_pool = n_services + n_held
+        first_pool = n_services + len(spot_keys)
         self.pool_rows = np.arange(first_pool, first_pool + len(self.pool_offerings), dtype=np.int32)
         first_cap = first_pool + len(self.pool_offerings)
         self.cap_rows = np.arange(first_cap, first_cap + len(self.cap_offerings), dtype=np.int32)
@@ -242,8 +267,8 @@ class PeriodModel:
         highs = self.highs
         demand = self.sets.demand[:, t].astype(float)
         pool_train, other_train, team_gpus = (
-            occupancy.pool[:, t],
-            occupancy.other[:, t],
+            occupancy.non_spot[:, t],
+            occupancy.spot[:, t],
             occupancy.team_gpus[:, t],
         )
         n_s = len(demand)
@@ -385,6 +410,7 @@ def dispatch(
     """
     began = time.perf_counter()
     model = PeriodModel(sets, committed, whole)
+    usable = usable_periods(sets)
     periods = sets.demand.shape[1]
     groups = Distinct.of(sets, occupancy)
     n_groups = len(groups.first)
@@ -408,8 +434,10 @@ def dispatch(
     # rows per distinct period, then repeated for every period that shares it
     per_unique: list[np.ndarray] = []
     unserved_u = np.zeros((n_s, n_groups))
+    per_replica = np.array([sets.replicas_per_node[(int(i), int(o))] for i, o, _t in model.columns])
     for u in range(n_groups):
         values = solutions[u]
+        t = int(groups.first[u])
         x = values[: model.n_x]
         held = values[model.n_x : model.n_x + model.n_held]
         used = np.zeros((len(TIER_CODE), n_o))
@@ -417,15 +445,20 @@ def dispatch(
         held_nodes = np.zeros((len(TIER_CODE), n_o))
         for k, (code, o) in enumerate(model.held_keys):
             held_nodes[code, o] = held[k]
+        # spot rows carry the whole spot nodes held; where non-spot use exceeds the commitments, the
+        # non-spot inference rows carry the whole on-demand nodes beyond them (training is whole)
+        non_spot = committed * usable[:, t] + held_nodes[NON_SPOT_CODE] - occupancy.non_spot[:, t]
+        target = np.where(held_nodes[NON_SPOT_CODE] > EPS, non_spot, used[NON_SPOT_CODE])
+        held_nodes[NON_SPOT_CODE] = target
         scale = np.where(used > EPS, held_nodes / np.maximum(used, EPS), 0.0)
-        scale[POOL_CODE] = 1.0  # the pool is committed: a workload's row is what it uses
         nodes = x * scale[model.columns[:, 2], model.columns[:, 1]]
         keep = nodes > EPS
-        per_unique.append(np.column_stack([model.columns[keep], nodes[keep]]))
+        per_unique.append(np.column_stack([model.columns[keep], nodes[keep], (x * per_replica)[keep]]))
         unserved_u[:, u] = values[model.unserved_col : model.unserved_col + n_s]
     dtype = np.dtype(
-        [("period", np.int64), ("o", np.int64), ("tier", np.int8), ("i", np.int64), ("nodes", float)]
-    )
+        [("period", np.int64), ("o", np.int64), ("tier", np.int8), ("i", np.int64), ("nodes", float),
+         ("replicas", float)]
+    )  # fmt: skip
     total_rows = sum(len(per_unique[inverse[t]]) for t in range(periods))
     rows = np.empty(total_rows, dtype=dtype)
     at = 0
@@ -437,6 +470,7 @@ def dispatch(
         rows["o"][at : at + n] = block[:, 1]
         rows["tier"][at : at + n] = block[:, 2]
         rows["nodes"][at : at + n] = block[:, 3]
+        rows["replicas"][at : at + n] = block[:, 4]
         at += n
     return Dispatch(
         rows=rows,
@@ -466,13 +500,13 @@ def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy)
     groups = Distinct.of(sets, occupancy)
     price = np.zeros((len(sets.offerings), len(groups.first)))
     usable = usable_periods(sets)[:, groups.first]
-    slack = committed[:, None] * usable - occupancy.pool[:, groups.first]  # pools no service uses
+    slack = committed[:, None] * usable - occupancy.non_spot[:, groups.first]  # pools no service uses
     values = np.zeros(len(groups.first))
     for u, t in enumerate(groups.first):
         values[u], pool_dual, _cap = model.lp_at(int(t), occupancy)
         if len(model.pool_rows):
             used = np.asarray(model.highs.solution().row_value)[model.pool_rows]
-            room = model.pool_base * model.pool_usable[:, t] - occupancy.pool[model.pool_offerings, t]
+            room = model.pool_base * model.pool_usable[:, t] - occupancy.non_spot[model.pool_offerings, t]
             price[model.pool_offerings, u] = -pool_dual
             slack[model.pool_offerings, u] = room - used
     total = float(values @ groups.counts)

@@ -2,8 +2,10 @@
 offering, inside its window, within commitments, ``max_nodes`` and burst limits in every period.
 
 ``schedule_training`` turns the cluster model's choices into such a placement (nearest feasible start,
-fallbacks, nodes committed for gangs where rounding left too few); ``improve_schedule`` then moves runs
-where the committed pool sits idle, each move checked on the exact per-period LPs it touches.
+fallbacks; on owned servers, which sell no on-demand node, nodes committed where rounding left too
+few); ``improve_schedule`` then moves runs where commitments sit idle, each move checked on the exact
+per-period LPs it touches. A non-spot gang uses its offering's idle commitments first and on-demand
+nodes beyond them (the billing rule, build.py row 2), so its cost depends on when it runs.
 
 Every placement is one of ``sets.options`` moved in time (``at``), to a start between the run's first
 period and its last feasible start (``feasible_starts``): build.py's rules 12-14 (one offering and kind
@@ -75,15 +77,15 @@ def combos(sets: PlanningSets) -> dict[tuple[int, int, Capacity], TrainingOption
 def schedule_training(
     sets: PlanningSets, committed: np.ndarray, preferred: dict[int, tuple[int, Capacity, int]]
 ) -> Schedule:
-    """Place every run so that, period by period, pool runs fit the commitments, nothing crosses
-    ``max_nodes`` and no team's training crosses its burst limit.
+    """Place every run so that, period by period, nothing crosses ``max_nodes`` (non-spot runs on owned
+    servers: their commitments) and no team's training crosses its burst limit.
 
     Each run starts where the cluster model put it (``preferred``: run -> offering, tier, start) when
     that fits, else at the nearest start in its window that does, else on its cheapest other offering
     and tier that fits (never moving a run onto spot, so ``max_spot_share`` keeps holding); a run
-    that fits nowhere is left unserved. A gang on the pool needs at least its node count committed:
-    where rounded commitments fall short, the missing nodes are committed (on the offering's cheapest
-    term) if capacity allows, and that cost counts in the choice. Big gangs and tight windows go
+    that fits nowhere is left unserved. A gang on an offering without on-demand nodes (owned) needs
+    at least its node count committed: where rounded commitments fall short, the missing nodes are
+    committed if capacity allows, and that cost counts in the choice. Big gangs and tight windows go
     first: they are the hardest to fit. ``committed`` (nodes per offering) is updated in place.
     """
     teams = team_index(sets)
@@ -148,8 +150,8 @@ def improve_schedule(
     prices: PoolPrices,
     deadline: float | None = None,
 ) -> tuple[Schedule, float]:
-    """Move runs, one at a time, to where the pool's dual prices say they cost least (start, offering,
-    or from on-demand onto the pool), keeping every period feasible. Each move is checked by
+    """Move runs, one at a time, to where the pools' dual prices say they cost least (start or
+    offering), keeping every period feasible. Each move is checked by
     re-solving the periods it touches (old and new window) and kept only if that lowers the exact
     per-period LP cost plus the run's own cost. Returns the new schedule and the saving (exact for
     these LPs). ``deadline``: a ``time.perf_counter()`` value after which no more moves are tried."""
@@ -173,10 +175,8 @@ def improve_schedule(
         best: tuple[float, TrainingOption] | None = None
         for option in by_combo.values():
             if option.run != r or option.tier == Capacity.SPOT:
-                continue  # runs move in time, between offerings, or onto the pool (spot share holds)
-            if option.tier == Capacity.ON_DEMAND and current.tier != Capacity.ON_DEMAND:
-                continue  # a dual prices one node: leaving the pool would look better than it is
-            if option.tier == Capacity.POOL and committed[option.offering] < nodes:
+                continue  # runs move in time or between offerings off spot (the spot share holds)
+            if _needs_commitment(sets, option) and committed[option.offering] < nodes:
                 continue
             found = _cheapest_start(sets, option, committed, limits, occupancy, team, prices, slack)
             if found is None or (option.offering, option.tier, found[1]) == (
@@ -198,9 +198,9 @@ def improve_schedule(
             saving -= delta
             moved += 1
             placements[r] = chosen
-            if current.tier == Capacity.POOL:
+            if current.tier == Capacity.NON_SPOT:
                 slack[current.offering, _periods(current)] += nodes
-            if chosen.tier == Capacity.POOL:
+            if chosen.tier == Capacity.NON_SPOT:
                 slack[chosen.offering, _periods(chosen)] -= nodes
         else:  # put it back
             occupancy.remove(sets, chosen, team)
@@ -229,12 +229,14 @@ def feasible_starts(
     nodes = run.job.nodes
     o = option.offering
     last = run.end_period - option.periods
-    if last < run.first_period or (option.tier == Capacity.POOL and committed[o] < nodes):
+    if last < run.first_period or (_needs_commitment(sets, option) and committed[o] < nodes):
         return np.zeros(0, dtype=np.int64)
-    if option.tier == Capacity.POOL:
-        room = committed[o] * limits.usable[o] - occupancy.pool[o]
-    else:
-        room = limits.cap[o] - committed[o] - occupancy.other[o]
+    if _needs_commitment(sets, option):
+        room = committed[o] * limits.usable[o] - occupancy.non_spot[o]
+    elif option.tier == Capacity.NON_SPOT:  # commitments first, on-demand nodes up to max_nodes
+        room = limits.cap[o] - occupancy.non_spot[o] - occupancy.spot[o]
+    else:  # spot nodes beside whatever non-spot nodes are held (at least the commitments)
+        room = limits.cap[o] - np.maximum(committed[o], occupancy.non_spot[o]) - occupancy.spot[o]
     gpus = nodes * sets.offerings[o].gpus_per_node
     fits = (room >= nodes - EPS) & (limits.burst[team] - occupancy.team_gpus[team] >= gpus - EPS)
     # a start fits when every period it holds fits: no misfit between it and its end
@@ -252,30 +254,43 @@ def _cheapest_term(sets: PlanningSets, o: int) -> Term:
     return min(sets.terms[o], key=lambda term: offering.price(TERM_TIER[term]) or math.inf)
 
 
+def _needs_commitment(sets: PlanningSets, option: TrainingOption) -> bool:
+    """A non-spot gang on an offering that sells no on-demand node (owned) runs on commitments only."""
+    return option.tier == Capacity.NON_SPOT and sets.offerings[option.offering].on_demand_usd_h is None
+
+
 def _shortfall(
     sets: PlanningSets, option: TrainingOption, committed: np.ndarray, limits: _Limits, occupancy: Occupancy
 ) -> int | None:
-    """Nodes to commit so a pool gang fits at all (0 if none needed); None if capacity forbids it."""
-    if option.tier != Capacity.POOL:
+    """Nodes to commit so a gang that needs commitments fits at all (0 if none needed); None if
+    capacity forbids it."""
+    if not _needs_commitment(sets, option):
         return 0
     o = option.offering
     missing = max(0, math.ceil(sets.runs[option.run].job.nodes - committed[o] - EPS))
     if missing and (
-        not sets.terms[o] or committed[o] + missing + occupancy.other[o].max() > limits.cap[o] + EPS
+        not sets.terms[o] or committed[o] + missing + occupancy.spot[o].max() > limits.cap[o] + EPS
     ):
         return None
     return missing
 
 
 def _cost_with_commitment(sets: PlanningSets, option: TrainingOption, committed: np.ndarray) -> float:
-    """The option's cost plus any commitment it forces (for ordering the fallbacks)."""
-    missing = max(0.0, sets.runs[option.run].job.nodes - committed[option.offering])
-    if option.tier != Capacity.POOL or not missing:
+    """What the option would cost with no idle commitment to use, plus any commitment it forces (for
+    ordering the fallbacks): spot at its effective cost, non-spot at the on-demand rate beyond the
+    nodes committed on its offering."""
+    nodes = sets.runs[option.run].job.nodes
+    missing = max(0.0, nodes - committed[option.offering])
+    if option.tier == Capacity.SPOT:
         return option.cost_usd
+    if not _needs_commitment(sets, option):
+        return option.list_usd * missing / nodes
+    if not missing:
+        return 0.0
     if not sets.terms[option.offering]:
         return math.inf
     price = sets.offerings[option.offering].price(TERM_TIER[_cheapest_term(sets, option.offering)]) or 0.0
-    return option.cost_usd + missing * price * sets.horizon_hours
+    return missing * price * sets.horizon_hours
 
 
 def _cheapest_start(
@@ -292,7 +307,7 @@ def _cheapest_start(
     ok = feasible_starts(sets, option, committed, limits, occupancy, team)
     if not ok.size:
         return None
-    if option.tier != Capacity.POOL:  # the price does not depend on the start
+    if option.tier == Capacity.SPOT:  # the price does not depend on the start
         return option.cost_usd, int(ok[0])
     o = option.offering
     nodes = sets.runs[option.run].job.nodes

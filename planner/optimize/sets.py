@@ -72,12 +72,14 @@ class Slot:
 class TrainingOption:
     run: int  # index into PlanningSets.runs
     offering: int  # index into PlanningSets.offerings
-    tier: Capacity  # the committed pool (any term), on-demand or spot
+    tier: Capacity  # non-spot (committed nodes first, on demand beyond: the billing rule) or spot
     start: int  # period
     periods: int  # periods held, including expected spot overhead
-    cost_usd: float  # marginal cost (0 on the committed pool)
+    cost_usd: float  # cost of its own (spot); 0 off spot, where its nodes are paid in the non-spot rows
     blocks: tuple[int, ...]  # blocks the run touches (occupied in the model)
     overhead: SpotOverhead | None = None
+    list_usd: float = 0.0  # its nodes at the on-demand (owned: amortized) rate: for ranking fallbacks
+    own_blocks: bool = True  # ``blocks`` are all it occupies (False: fix_training shares a footprint)
 
 
 @dataclass
@@ -138,6 +140,19 @@ def owned_offering(colocation: Colocation) -> Offering:
         owned_usd_h=owned_usd_per_node_hour(colocation),
         available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
     )
+
+
+def non_spot_sold(offering: Offering, terms: list[Term], spot_only: bool) -> bool:
+    """Non-spot nodes of ``offering`` exist in the model: it can be committed, or it sells on-demand
+    nodes and is not dominated off spot (``spot_only_offerings``)."""
+    return bool(terms) or (offering.on_demand_usd_h is not None and not spot_only)
+
+
+def list_price(offering: Offering) -> float:
+    """A non-spot node-hour at its undiscounted rate: on demand, or an owned node's amortized cost."""
+    if offering.on_demand_usd_h is not None:
+        return offering.on_demand_usd_h
+    return offering.owned_usd_h or 0.0
 
 
 def on_demand_or_dearest(sets: PlanningSets, o: int) -> float:
@@ -248,9 +263,7 @@ def build_sets(
 
     team_offerings: dict[str, list[int]] = defaultdict(list)
     for team in scenario.teams:
-        patterns = [
-            m for w in scenario.workloads if w.team == team.name for m in w.gpu_models
-        ]
+        patterns = [m for w in scenario.workloads if w.team == team.name for m in w.gpu_models]
         team_offerings[team.name] = [
             o for o, off in enumerate(offerings) if patterns and off.matches_gpu(patterns)
         ]
@@ -349,15 +362,17 @@ def _training_options(
 ) -> tuple[list[TrainingOption], dict[int, str]]:
     """Placement options per run, without the ones another option beats whatever else happens.
 
-    Off the committed pool, an option's start matters only through capacity limits and the team's
-    burst limit; where neither can bind (unlimited offering, a team whose burst limit its whole demand
-    cannot reach), one start per offering and tier is enough. Among unlimited offerings, only the
-    cheapest on-demand and the cheapest spot option (effective cost) can be in an optimal plan.
+    On spot, and off spot on an offering that cannot be committed, an option's start matters only
+    through capacity limits and the team's burst limit; where neither can bind (unlimited offering, a
+    team whose burst limit its whole demand cannot reach), one start per offering and kind is enough.
+    Among such unlimited offerings, only the cheapest on-demand and the cheapest spot option (effective
+    cost) can be in an optimal plan. Non-spot options on a committable offering are all kept: where
+    they start decides how much of the run idle commitments cover (the billing rule).
 
     What no option may do is never generated (rules 12-15 of build.py): an option is one offering with
     the job's GPU model and GPUs per node, a fabric if the job needs one and room for the whole gang
     (``eligible``); spot only for preemptible jobs while ``max_spot_share`` > 0; starts only between the
-    window's first period and its last feasible start; no pool start before owned nodes arrive.
+    window's first period and its last feasible start; no start on owned nodes before they arrive.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -381,10 +396,8 @@ def _training_options(
         for o in eligible:
             off = offerings[o]
             tiers: list[tuple[Capacity, float, SpotOverhead | None]] = []
-            if terms[o]:
-                tiers.append((Capacity.POOL, 0.0, None))
-            if o not in spot_only and off.on_demand_usd_h is not None:
-                tiers.append((Capacity.ON_DEMAND, off.on_demand_usd_h, None))
+            if non_spot_sold(off, terms[o], o in spot_only):
+                tiers.append((Capacity.NON_SPOT, list_price(off), None))
             if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
                 key = (job.name, o, job.hours)
                 if key not in overhead_cache:
@@ -402,19 +415,27 @@ def _training_options(
                 periods = math.ceil(hours / p - 1e-9)
                 if run.end_period - periods >= run.first_period:
                     candidates.append((o, tier, job.nodes * price * periods * p, periods, overhead))
+        # non-spot on a committable offering is never pruned: its nodes may use idle commitments
         keep: set[tuple[int, Capacity]] = {
-            (o, Capacity.POOL) for o, tier, *_ in candidates if tier == Capacity.POOL
+            (o, tier) for o, tier, *_ in candidates if tier == Capacity.NON_SPOT and terms[o]
         }
-        for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
+        for tier in (Capacity.NON_SPOT, Capacity.SPOT):
             pool = [
-                (o, cost, 1.0, 1.0, offerings[o].max_nodes) for o, t, cost, _, _ in candidates if t == tier
+                (o, cost, 1.0, 1.0, offerings[o].max_nodes)
+                for o, t, cost, _, _ in candidates
+                if t == tier and not (tier == Capacity.NON_SPOT and terms[o])
             ]
             keep |= {(o, tier) for o in (cheapest_per_tier(pool) if options.prune else [c[0] for c in pool])}
         for o, tier, cost, periods, overhead in candidates:
             if (o, tier) not in keep:
                 continue
             last_start = run.end_period - periods
-            fixed = tier != Capacity.POOL and offerings[o].max_nodes is None and job.team in loose_teams
+            # the start matters only through commitments, capacity and burst limits
+            fixed = (
+                (tier == Capacity.SPOT or not terms[o])
+                and offerings[o].max_nodes is None
+                and job.team in loose_teams
+            )
             starts = (
                 [run.first_period]
                 if fixed
@@ -429,7 +450,8 @@ def _training_options(
                 if blocks in seen:
                     continue  # same blocks, same cost: the earliest such start stands for all
                 seen.add(blocks)
-                result.append(TrainingOption(r, o, tier, start, periods, cost, blocks, overhead))
+                own_cost = cost if tier == Capacity.SPOT else 0.0
+                result.append(TrainingOption(r, o, tier, start, periods, own_cost, blocks, overhead, cost))
         if len(result) == before:
             window = run.window_end_hour - run.window_start_hour
             reasons[r] = (
@@ -451,29 +473,32 @@ def _serve_tiers(
     Nodes held on demand or on spot are shared by the services on them, so an offering is left out of
     a tier only when ONE unlimited offering beats it for every service that could use it (at least the
     replicas per node, no higher price, no more GPUs per replica): then any mix of services on its
-    nodes fits on as many nodes of the other, for less. Committed pools are never pruned here.
+    nodes fits on as many nodes of the other, for less. Non-spot use of a committable offering is never
+    pruned here (its commitments may sit idle beside it).
 
     Rules by construction (build.py 10, 11): a latency-critical service gets no spot kind, and no
-    offering gets a kind it has no price for (nor the pool without a term).
+    offering gets a kind it has no price for (non-spot needs a term or an on-demand price).
     """
     eligible_services: dict[int, list[int]] = defaultdict(list)
     for i, o in rpn:
         eligible_services[o].append(i)
     result: dict[tuple[int, int], list[Capacity]] = defaultdict(list)
-    for (i, o), _q in sorted(rpn.items()):
-        if terms[o]:
-            result[(i, o)].append(Capacity.POOL)
-    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
+    for tier in (Capacity.NON_SPOT, Capacity.SPOT):
         for o, users in sorted(eligible_services.items()):
             if tier == Capacity.SPOT:
                 users = [i for i in users if not services[i].latency_critical]
-            if not users or (tier == Capacity.ON_DEMAND and o in spot_only):
+                if offerings[o].spot_usd_h is None:
+                    continue
+            elif not non_spot_sold(offerings[o], terms[o], o in spot_only):
                 continue
-            if offerings[o].price(tier) is None:
+            if not users:
                 continue
-            beaten = prune and any(
-                _beats(offerings, rpn, tier, d, o, users) for d in range(len(offerings)) if d != o
-            )
+            if tier == Capacity.NON_SPOT and terms[o]:  # its commitments could be idle: never pruned
+                beaten = False
+            else:
+                beaten = prune and any(
+                    _beats(offerings, rpn, tier, d, o, users) for d in range(len(offerings)) if d != o
+                )
             if not beaten:
                 for i in users:
                     result[(i, o)].append(tier)
@@ -488,9 +513,11 @@ def _beats(
     o: int,
     users: list[int],
 ) -> bool:
-    """``d`` serves each of ``users`` at least as well as ``o`` on ``tier`` (ties: lower index)."""
+    """``d`` serves each of ``users`` at least as well as ``o`` on ``tier`` (ties: lower index); off spot,
+    ``o`` is an offering without commitments, compared at on-demand prices."""
     dom, off = offerings[d], offerings[o]
-    price_d, price_o = dom.price(tier), off.price(tier)
+    priced = Tier.SPOT if tier == Capacity.SPOT else Tier.ON_DEMAND
+    price_d, price_o = dom.price(priced), off.price(priced)
     if dom.max_nodes is not None or price_d is None or price_o is None or price_d > price_o:
         return False
     strictly = price_d < price_o
@@ -655,9 +682,7 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
                 holders[k].append(signature_id[key])
         signature[(block == b) & in_window] = signature_id[key]
     fixed = [
-        TrainingOption(
-            o.run, o.offering, o.tier, o.start, o.periods, o.cost_usd, tuple(holders[k]), o.overhead
-        )
+        replace(o, blocks=tuple(holders[k]), own_blocks=len(holders[k]) == len(o.blocks))
         for k, o in enumerate(options)
     ]
     availability = availability_key(sets.offerings, periods, sets.period_hours)

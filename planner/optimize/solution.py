@@ -98,22 +98,29 @@ class Solution:
 
 
 def solution_from_model(model: PlanningModel) -> Solution:
-    """The model's variable values, slots written back out per period."""
+    """The model's variable values, slots written back out per period.
+
+    Spot rows carry their share of the whole spot nodes held; non-spot rows what they use (whole
+    on-demand nodes are taken per period, under the billing rule, by :func:`extract_allocations`).
+    """
     sets = model.sets
-    held_total: dict[tuple[str, int, int], float] = defaultdict(float)
+    used: dict[tuple[Capacity, int, int], float] = defaultdict(float)
     for (tier, _i, o, s), var in model.serve.items():
-        if tier != Capacity.POOL:
-            held_total[(tier, o, s)] += _value(var)
-    records: list[tuple[int, int, str, int, float]] = []  # slot, offering, tier, service, nodes
+        used[(tier, o, s)] += _value(var)
+    scale = {
+        key: (whole_nodes(total) / total if key[0] == Capacity.SPOT else 1.0)
+        for key, total in used.items()
+        if total > EPS
+    }
+    records: list[
+        tuple[int, int, str, int, float, float]
+    ] = []  # slot, offering, tier, service, nodes, replicas
     for (tier, i, o, s), var in model.serve.items():
         nodes = _value(var)
         if nodes <= EPS:
             continue
-        if tier != Capacity.POOL:
-            used = held_total[(tier, o, s)]
-            nodes = nodes * whole_nodes(used) / used if used > EPS else 0.0
-        records.append((s, o, tier, i, nodes))
-    slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes"])
+        records.append((s, o, tier, i, nodes * scale[(tier, o, s)], nodes * sets.replicas_per_node[(i, o)]))
+    slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes", "replicas"])
     period_slot = pd.DataFrame({"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period})
     inference = period_slot.merge(slot_rows, on="slot").drop(columns=["slot"])
     unserved_slot = np.zeros((len(sets.services), len(sets.slots)))
@@ -131,61 +138,98 @@ def solution_from_model(model: PlanningModel) -> Solution:
     )
 
 
-def _pool_split(commits: dict[Term, int]) -> list[tuple[Tier, float]]:
+def _term_shares(commits: dict[Term, int]) -> list[tuple[Tier, float]]:
     """How committed use of one offering is split between its terms: by nodes committed on each."""
     total = sum(commits.values())
     return [(TERM_TIER[term], nodes / total) for term, nodes in sorted(commits.items()) if nodes]
 
 
-def extract_allocations(solution: Solution) -> pd.DataFrame:
+def _split_whole(counts: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """``counts * share`` rounded so that a whole count splits into whole parts (the rest goes on)."""
+    return np.minimum(np.round(counts * share), counts)
+
+
+def _use(solution: Solution) -> pd.DataFrame:
+    """What runs where each period, before billing: period, o, capacity, nodes, replicas, workload,
+    team, kind (inference rows carry their share of whole held nodes; training its gang's nodes)."""
     sets = solution.sets
-    p = sets.period_hours
-    commits = solution.commits
-    ids = [o.id for o in sets.offerings]
     frames = []
     rows = solution.inference
     if len(rows):
-        held = rows[rows["tier"] != Capacity.POOL]
-        parts = [held]
-        pool = rows[rows["tier"] == Capacity.POOL]
-        for o, terms in commits.items():  # committed use split between the terms, by nodes committed
-            mine = pool[pool["o"] == o]
-            for label, share in _pool_split(terms):
-                parts.append(mine.assign(tier=label, nodes=mine["nodes"] * share))
-        rows = pd.concat(parts, ignore_index=True)
-        rows["workload"] = [sets.services[i].name for i in rows["i"]]
-        rows["team"] = [sets.services[i].team for i in rows["i"]]
-        rows["kind"] = "inference"
-        frames.append(rows.drop(columns=["i"]))
-
-    # training: the run's real periods (the model held whole blocks; the plan uses what it needs)
+        frame = rows.rename(columns={"tier": "capacity"})
+        frame["workload"] = [sets.services[i].name for i in frame["i"]]
+        frame["team"] = [sets.services[i].team for i in frame["i"]]
+        frame["kind"] = "inference"
+        frames.append(frame.drop(columns=["i"]))
     train_rows = []
-    for option in solution.placements:
-        run = sets.runs[option.run]
-        if option.tier == Capacity.POOL:
-            tiers = _pool_split(commits.get(option.offering, {}))
-        else:
-            tiers = [(Tier(option.tier), 1.0)]
-        for label, share in tiers:
-            for period in range(option.start, option.start + option.periods):
-                train_rows.append(
-                    (period, option.offering, label, run.job.nodes * share, run.job.name, run.job.team)
-                )
+    for option in solution.placements:  # the run's real periods (the model held whole blocks)
+        job = sets.runs[option.run].job
+        for period in range(option.start, option.start + option.periods):
+            train_rows.append(
+                (period, option.offering, option.tier, float(job.nodes), 0.0, job.name, job.team)
+            )
     if train_rows:
-        rows = pd.DataFrame(train_rows, columns=["period", "o", "tier", "nodes", "workload", "team"])
-        rows["kind"] = "training"
-        frames.append(rows)
-
+        columns = ["period", "o", "capacity", "nodes", "replicas", "workload", "team"]
+        frame = pd.DataFrame(train_rows, columns=columns)
+        frame["kind"] = "training"
+        frames.append(frame)
     if not frames:
+        return pd.DataFrame(
+            columns=["period", "o", "capacity", "nodes", "replicas", "workload", "team", "kind"]
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def extract_allocations(solution: Solution) -> pd.DataFrame:
+    """allocations.csv under the billing rule: per period and offering, the committed nodes cover its
+    non-spot use first, and only the use beyond them is on demand. Every non-spot row is split in that
+    proportion (committed part by term, in proportion to the nodes committed on each), so each
+    workload is charged the committed and on-demand node-hours it shares in; replicas are split in
+    whole numbers by the same proportion."""
+    sets = solution.sets
+    p = sets.period_hours
+    ids = [o.id for o in sets.offerings]
+    use = _use(solution)
+    use = use[use["nodes"] > EPS]
+    if not len(use):
         return pd.DataFrame(columns=ALLOCATION_COLUMNS)
-    table = pd.concat(frames, ignore_index=True)
+    spot = use[use["capacity"] == Capacity.SPOT].assign(tier=Tier.SPOT)
+    non_spot = use[use["capacity"] == Capacity.NON_SPOT].copy()
+    committed = np.array([sum(solution.commits.get(int(o), {}).values()) for o in non_spot["o"]], dtype=float)
+    # beyond the commitments, nodes are held whole: inference rows take the idle part of the last one
+    keys = [non_spot["period"], non_spot["o"]]
+    total = non_spot["nodes"].groupby(keys).transform("sum").to_numpy()
+    inference = (non_spot["kind"] == "inference").to_numpy()
+    served = non_spot["nodes"].where(inference, 0.0).groupby(keys).transform("sum").to_numpy()
+    beyond = total > committed + EPS
+    whole = np.where(beyond, np.ceil(total - EPS), total)
+    grow = np.divide(served + whole - total, served, out=np.ones_like(served), where=served > EPS)
+    non_spot["nodes"] = np.where(inference & beyond, non_spot["nodes"].to_numpy() * grow, non_spot["nodes"])
+    total = whole
+    covered = np.divide(np.minimum(total, committed), total, out=np.zeros_like(total), where=total > 0)
+    nodes = non_spot["nodes"].to_numpy()
+    replicas = non_spot["replicas"].to_numpy()
+    committed_replicas = _split_whole(replicas, covered)
+    parts = [spot, non_spot.assign(tier=Tier.ON_DEMAND, nodes=nodes * (1 - covered),
+                                   replicas=replicas - committed_replicas)]  # fmt: skip
+    for o, terms in solution.commits.items():
+        mine = (non_spot["o"] == o).to_numpy()
+        left = committed_replicas[mine]
+        for k, (label, share) in enumerate(_term_shares(terms)):
+            last = k == len(terms) - 1
+            part = left if last else _split_whole(left, np.full(len(left), share))
+            left = left - part
+            parts.append(
+                non_spot[mine].assign(tier=label, nodes=nodes[mine] * covered[mine] * share, replicas=part)
+            )
+    table = pd.concat(parts, ignore_index=True)
     table = table[table["nodes"] > EPS]
     gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
     price = {
         Tier.ON_DEMAND: np.array([o.on_demand_usd_h or 0.0 for o in sets.offerings]),
         Tier.SPOT: np.array([o.spot_usd_h or 0.0 for o in sets.offerings]),
     }
-    o_idx = table["o"].to_numpy()
+    o_idx = table["o"].to_numpy().astype(np.int64)
     table["gpus"] = table["nodes"].to_numpy() * gpus_per_node[o_idx]
     cost = np.zeros(len(table))
     for tier, prices in price.items():
@@ -193,6 +237,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
         cost[mask] = table["nodes"].to_numpy()[mask] * prices[o_idx[mask]] * p
     table["cost_usd"] = cost
     table["offering"] = [ids[o] for o in o_idx]
+    table["tier"] = table["tier"].map(str)
     table = table.sort_values(["period", "kind", "workload", "offering", "tier"], kind="stable")
     return table[ALLOCATION_COLUMNS].reset_index(drop=True)
 
@@ -270,7 +315,7 @@ def build_plan(
         solver=solver,
         offerings={o.id: _offering_record(o) for o in sets.offerings if o.id in used_offerings},
         commitments=commitments,
-        training=_training_records(solution),
+        training=_training_records(solution, allocations),
         unserved=_unserved(solution),
         costs=costs,
         baselines=baselines,
@@ -304,21 +349,37 @@ def _offering_record(o: Offering) -> OfferingRecord:
     )
 
 
-def _training_records(solution: Solution) -> list[TrainingPlacement]:
+def covered_share(allocations: pd.DataFrame) -> pd.Series:
+    """Per (period, offering): the share of its non-spot node-hours that commitments cover."""
+    non_spot = allocations[allocations["tier"] != Tier.SPOT]
+    committed = non_spot["tier"].isin(COMMITTED_TIERS)
+    totals = non_spot.groupby(["period", "offering"])["nodes"].sum()
+    covered = non_spot[committed].groupby(["period", "offering"])["nodes"].sum()
+    return (covered.reindex(totals.index, fill_value=0.0) / totals).rename("covered")
+
+
+def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[TrainingPlacement]:
     sets = solution.sets
     commits = solution.commits
     horizon = sets.scenario.horizon
     p = horizon.period_hours
+    covered = covered_share(allocations)
     records = []
     for option in solution.placements:
         run = sets.runs[option.run]
         offering = sets.offerings[option.offering]
-        tier: Tier
-        if option.tier == Capacity.POOL:
+        tier = Tier.SPOT
+        fraction = None
+        cost = option.cost_usd
+        if option.tier == Capacity.NON_SPOT:
+            periods = range(option.start, option.start + option.periods)
+            shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
+            fraction = float(shares.mean()) if len(shares) else 0.0
             terms = commits.get(option.offering, {})
-            tier = TERM_TIER[max(terms, key=lambda t: terms[t])] if terms else Tier.RESERVED_1Y
-        else:
-            tier = Tier(option.tier)
+            tier = (
+                TERM_TIER[max(terms, key=lambda t: terms[t])] if terms and fraction >= 0.5 else Tier.ON_DEMAND
+            )
+            cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
         overhead = option.overhead
         records.append(
             TrainingPlacement(
@@ -328,13 +389,14 @@ def _training_records(solution: Solution) -> list[TrainingPlacement]:
                 offering=offering.id,
                 tier=tier,
                 nodes=run.job.nodes,
+                committed_fraction=fraction,
                 start_period=option.start,
                 periods=option.periods,
                 placement_group=f"pg-{run.job.name}-{run.run}",
                 fabric=offering.fabric,
                 checkpoint_interval_minutes=overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
                 expected_overhead=overhead.expected_overhead if overhead else 0.0,
-                cost_usd=option.cost_usd,
+                cost_usd=cost,
                 start=period_start(horizon, option.start),
                 end=period_start(horizon, option.start + option.periods),
                 hours=run.job.hours,
@@ -374,7 +436,10 @@ def _unserved(solution: Solution) -> list[Unserved]:
         )
         result.append(
             UnservedTraining(
-                workload=run.job.name, team=run.job.team, run=run.run, gpu_hours=run.gpus * run.job.hours,
+                workload=run.job.name,
+                team=run.job.team,
+                run=run.run,
+                gpu_hours=run.gpus * run.job.hours,
                 reason=reason,
             )
         )

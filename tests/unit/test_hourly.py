@@ -98,28 +98,36 @@ def _job(name: str, nodes: int, hours: float, window: tuple[int, int], **extra: 
             "deadline": f"2027-01-04T{window[1]:02d}:00:00Z", **extra}  # fmt: skip
 
 
-def test_pool_runs_never_overlap_beyond_the_commitment(tmp_path: Path, kit) -> None:
-    """Two 4-node runs of 6 h in a 0-20 h window, 4 nodes committed: both on the pool, one after the
-    other (both preferred at hour 0), never 8 nodes at once."""
+def test_runs_move_off_each_other_onto_the_idle_commitment(tmp_path: Path, kit) -> None:
+    """Two 4-node runs of 6 h in a 0-20 h window, 4 nodes committed, both preferred at hour 0: placed
+    there they overlap (legal under the billing rule: the second gang's nodes are on demand); moving
+    one after the other puts both on the commitment and saves exactly 4 nodes x 6 h on demand."""
     rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=4.0)]
     jobs = [_job("a", 4, 6, (0, 20)), _job("b", 4, 6, (0, 20))]
     sets = _sets(tmp_path, kit, rows, hours=24, terms=["3y"], training=jobs)
     committed = np.array([4.0])
-    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 0), 1: (0, Capacity.POOL, 0)})
-    assert [option.tier for option in schedule.placements] == [Capacity.POOL, Capacity.POOL]
-    assert schedule.occupancy.pool.max() == 4
-    starts = sorted(option.start for option in schedule.placements)
-    assert starts[1] >= starts[0] + 6 and schedule.moved == 1 and not schedule.added
+    schedule = schedule_training(
+        sets, committed, {0: (0, Capacity.NON_SPOT, 0), 1: (0, Capacity.NON_SPOT, 0)}
+    )
+    assert [option.tier for option in schedule.placements] == [Capacity.NON_SPOT, Capacity.NON_SPOT]
+    assert schedule.occupancy.non_spot.max() == 8 and not schedule.added  # no commitment forced
+    prices = pool_prices(sets, committed, schedule.occupancy)
+    moved, saving = improve_schedule(sets, committed, schedule, prices)
+    assert moved.occupancy.non_spot.max() == 4
+    starts = sorted(option.start for option in moved.placements)
+    assert starts[1] >= starts[0] + 6
+    assert saving == pytest.approx(4 * 6 * 10.0)
 
 
-def test_a_gang_on_the_pool_gets_its_nodes_committed(tmp_path: Path, kit) -> None:
-    """Rounded commitments of 2 nodes under a 4-node gang: the schedule commits 2 more (3y, cheapest)."""
+def test_a_gang_beyond_the_commitment_runs_partly_on_demand(tmp_path: Path, kit) -> None:
+    """Rounded commitments of 2 nodes under a 4-node gang: no more is committed (the cloud bills the
+    other 2 nodes on demand), and the gang starts where it was preferred."""
     rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0, reserved_3y_usd_h=4.0)]
     sets = _sets(tmp_path, kit, rows, hours=24, terms=["1y", "3y"], training=[_job("a", 4, 6, (0, 20))])
     committed = np.array([2.0])
-    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 3)})
-    assert schedule.added == {(0, "3y"): 2}
-    assert committed[0] == 4 and schedule.placements[0].start == 3
+    schedule = schedule_training(sets, committed, {0: (0, Capacity.NON_SPOT, 3)})
+    assert schedule.added == {}
+    assert committed[0] == 2 and schedule.placements[0].start == 3
 
 
 def test_capacity_moves_a_run_to_another_offering(tmp_path: Path, kit) -> None:
@@ -134,10 +142,10 @@ def test_capacity_moves_a_run_to_another_offering(tmp_path: Path, kit) -> None:
     capped = next(o for o, offering in enumerate(sets.offerings) if offering.max_nodes == 6)
     committed = np.zeros(len(sets.offerings))
     schedule = schedule_training(
-        sets, committed, {0: (capped, Capacity.ON_DEMAND, 0), 1: (capped, Capacity.ON_DEMAND, 0)}
+        sets, committed, {0: (capped, Capacity.NON_SPOT, 0), 1: (capped, Capacity.NON_SPOT, 0)}
     )
     assert sorted(option.offering == capped for option in schedule.placements) == [False, True]
-    assert schedule.occupancy.other[capped].max() == 4 and not schedule.unserved_runs
+    assert schedule.occupancy.non_spot[capped].max() == 4 and not schedule.unserved_runs
 
 
 def test_moving_a_run_off_the_peak_saves_what_the_periods_say(tmp_path: Path, kit) -> None:
@@ -150,16 +158,18 @@ def test_moving_a_run_off_the_peak_saves_what_the_periods_say(tmp_path: Path, ki
         inference=[_service("s", 8, peak)],
     )  # fmt: skip
     committed = np.array([4.0])
-    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 4)})  # 4-10 h: on the 06:00 peak
+    schedule = schedule_training(sets, committed, {0: (0, Capacity.NON_SPOT, 4)})  # 4-10 h: on the 06:00 peak
     before = dispatch(sets, committed, schedule.occupancy, dive=False).lp_cost_usd
     moved, saving = improve_schedule(
         sets, committed, schedule, pool_prices(sets, committed, schedule.occupancy)
     )
     after = dispatch(sets, committed, moved.occupancy, dive=False).lp_cost_usd
     (placed,) = moved.placements
-    assert placed.tier == Capacity.POOL and not (placed.start < 10 and placed.start + 6 > 4)  # off the peak
+    assert placed.tier == Capacity.NON_SPOT and not (
+        placed.start < 10 and placed.start + 6 > 4
+    )  # off the peak
     assert saving == pytest.approx(before - after, rel=1e-9) and saving > 0
-    assert moved.occupancy.pool.max() <= 4
+    assert moved.occupancy.non_spot.max() <= 4
 
 
 def test_spot_share_is_restored_before_scheduling(tmp_path: Path, kit) -> None:
@@ -168,7 +178,7 @@ def test_spot_share_is_restored_before_scheduling(tmp_path: Path, kit) -> None:
     jobs = [_job(n, 1, 4, (0, 20), preemptible=True) for n in ("a", "b")]
     sets = _sets(tmp_path, kit, rows, hours=24, max_spot_share=0.5, training=jobs)
     runs = _within_spot_share(sets, {0: (0, Capacity.SPOT, 0), 1: (0, Capacity.SPOT, 0)})
-    assert sorted(tier for _o, tier, _s in runs.values()) == [Capacity.ON_DEMAND, Capacity.SPOT]
+    assert sorted(tier for _o, tier, _s in runs.values()) == [Capacity.NON_SPOT, Capacity.SPOT]
 
 
 def test_spot_share_holds_when_a_run_is_left_unserved(tmp_path: Path, kit) -> None:
@@ -177,11 +187,11 @@ def test_spot_share_holds_when_a_run_is_left_unserved(tmp_path: Path, kit) -> No
     rows = [kit.offering_row(on_demand_usd_h=10.0, spot_usd_h=3.0, max_nodes=4)]
     jobs = [_job("a", 4, 6, (0, 10), preemptible=True), _job("b", 4, 6, (0, 10))]
     sets = _sets(tmp_path, kit, rows, hours=24, max_spot_share=0.5, training=jobs)
-    decisions = ClusterDecisions({}, {0: (0, Capacity.SPOT, 0), 1: (0, Capacity.ON_DEMAND, 0)})
+    decisions = ClusterDecisions({}, {0: (0, Capacity.SPOT, 0), 1: (0, Capacity.NON_SPOT, 0)})
     scheduled = _schedule(sets, decisions, lambda _message: None)
     placed = {option.run: option.tier for option in scheduled.schedule.placements}
-    assert scheduled.schedule.unserved_runs == [1] and placed == {0: Capacity.ON_DEMAND}
-    assert scheduled.schedule.occupancy.other.max() == 4
+    assert scheduled.schedule.unserved_runs == [1] and placed == {0: Capacity.NON_SPOT}
+    assert scheduled.schedule.occupancy.non_spot.max() == 4
 
 
 def test_commitment_tuning_reaches_the_load_duration_optimum(tmp_path: Path, kit) -> None:
@@ -211,7 +221,9 @@ def test_cluster_milp_takes_a_plan_as_its_first_incumbent(tmp_path: Path, kit) -
         tmp_path, kit, rows, hours=24, terms=["3y"], training=jobs, inference=[_service("s", 4, diurnal)]
     )
     committed = np.array([2.0])
-    schedule = schedule_training(sets, committed, {0: (0, Capacity.POOL, 0), 1: (0, Capacity.ON_DEMAND, 4)})
+    schedule = schedule_training(
+        sets, committed, {0: (0, Capacity.NON_SPOT, 0), 1: (0, Capacity.NON_SPOT, 4)}
+    )
     start = start_from(sets, {(0, "3y"): 2}, schedule.placements, schedule.unserved_runs)
     assert start["R_0_3y"] == 2 and sum(v for k, v in start.items() if k.startswith("Y_")) == 2
     result = certified_bound(sets, 2, time_limit=30, start=start)

@@ -18,13 +18,13 @@ from models.tiers import (
     Tier,
 )
 from planner.optimize.build import VAR_CODE
-from planner.optimize.hourly import CODE_CAPACITY, HELD_CODES, POOL_CODE, TIER_CODE
+from planner.optimize.hourly import CODE_CAPACITY, NON_SPOT_CODE, SPOT_CODE, TIER_CODE
 
 
 def test_members_are_the_strings_the_files_use() -> None:
     assert [tier.value for tier in Tier] == ["reserved_1y", "reserved_3y", "owned", "on_demand", "spot"]
     assert [term.value for term in Term] == ["1y", "3y", "owned"]
-    assert [kind.value for kind in Capacity] == ["reserved", "on_demand", "spot"]
+    assert [kind.value for kind in Capacity] == ["non_spot", "spot"]
     assert Tier.SPOT == "spot" and {"spot": 1}[Tier.SPOT] == 1  # a member is its string
     assert all(TERM_TIER[term] is term.tier for term in Term)
     assert CLOUD_TERMS == (Term.ONE_YEAR, Term.THREE_YEARS)
@@ -34,10 +34,10 @@ def test_members_are_the_strings_the_files_use() -> None:
 
 def test_variable_letters_and_array_codes_are_fixed() -> None:
     """PuLP hands HiGHS its columns sorted by name: these letters fix every name and the column order."""
-    assert VAR_CODE == {Capacity.POOL: "r", Capacity.ON_DEMAND: "o", Capacity.SPOT: "s"}
-    assert TIER_CODE == {Capacity.POOL: 0, Capacity.ON_DEMAND: 1, Capacity.SPOT: 2}
-    assert CODE_CAPACITY == (Capacity.POOL, Capacity.ON_DEMAND, Capacity.SPOT)
-    assert POOL_CODE == 0 and HELD_CODES == (1, 2)
+    assert VAR_CODE == {Capacity.NON_SPOT: "n", Capacity.SPOT: "s"}
+    assert TIER_CODE == {Capacity.NON_SPOT: 0, Capacity.SPOT: 1}
+    assert CODE_CAPACITY == (Capacity.NON_SPOT, Capacity.SPOT)
+    assert NON_SPOT_CODE == 0 and SPOT_CODE == 1
 
 
 def test_one_month_and_one_year() -> None:
