@@ -467,7 +467,7 @@ def compute_baselines(sets: PlanningSets) -> Baselines:
     greedy_usage, _ = bill(sets, greedy, {})
     greedy_total = greedy_usage + guarantee_top_up(sets, greedy.team_gpus)
     guaranteed = any(t.guaranteed_gpus > 0 for t in sets.scenario.teams)
-    keeps = " and holds idle on-demand GPUs for team guarantees" if guaranteed else ""
+    keeps = "; idle on-demand GPUs held for team guarantees" if guaranteed else ""
     peers = [
         Peer(
             name="all on-demand",
