@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.mig import smallest_profile, supports_mig
+from models.mig import replicas_per_gpu, smallest_profile, supports_mig
 from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, TERM_TIER, Capacity, Term
 from planner.mig.packing import pack
@@ -94,11 +94,14 @@ def _mig_profile(sets: PlanningSets, i: int, o: int) -> str | None:
 
 def _gpus_per_replica(sets: PlanningSets, i: int, o: int) -> int:
     """Whole GPUs one replica of service ``i`` takes on offering ``o`` (its MIG profile aside)."""
-    service = sets.services[i]
+    service, offering = sets.services[i], sets.offerings[o]
     if service.gpus_per_replica is not None:
         return service.gpus_per_replica
-    per_node = sets.replicas_per_node[(i, o)]
-    return max(1, round(sets.offerings[o].gpus_per_node / per_node))
+    assert service.gpu_memory_gb is not None  # guaranteed by the scenario validator
+    per_gpu = replicas_per_gpu(
+        offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb, service.gpu_compute_share
+    )
+    return 1 if per_gpu >= 1 else round(1 / per_gpu)
 
 
 def pool_nodes(
@@ -106,9 +109,10 @@ def pool_nodes(
 ) -> np.ndarray:
     """Nodes of offering ``o`` per period holding ``replicas[i]`` replicas of each service ``i``.
 
-    Packed: MIG replicas of all services onto the fewest GPUs (``pack``), then those GPUs and whole-GPU
-    replicas onto nodes; sizes that divide the node fill it exactly (largest first), others get nodes
-    of their own. Unpacked: each service on nodes of its own (``ceil(replicas / per node)``).
+    Packed: MIG replicas of all services onto the fewest GPUs (``pack``), then GPUs onto nodes. Sizes
+    that divide the node fill it exactly (largest first); a size that does not (3 GPUs of 8) gets nodes
+    of its own, whose spare GPUs take single-GPU pieces. Unpacked: each service on nodes of its own
+    (``ceil(replicas / per node)``).
     """
     periods = sets.scenario.horizon.periods
     if not packed:
@@ -117,8 +121,10 @@ def pool_nodes(
             total += np.ceil(d / sets.replicas_per_node[(i, o)] - 1e-9)
         return total
     g = sets.offerings[o].gpus_per_node
-    fill = np.zeros(periods)  # GPUs in sizes that divide the node
-    own = np.zeros(periods)  # nodes for replicas whose size does not divide it
+    single = np.zeros(periods)  # single-GPU pieces: MIG-packed GPUs and 1-GPU replicas
+    larger = np.zeros(periods)  # GPUs of replicas whose size (> 1) divides the node
+    own = np.zeros(periods)  # nodes of replicas whose size does not divide the node
+    spare = np.zeros(periods)  # their GPUs left over
     mig: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(periods, dtype=np.int64))
     for i, d in replicas.items():
         profile = _mig_profile(sets, i, o)
@@ -126,20 +132,23 @@ def pool_nodes(
             mig[profile] += np.ceil(d - 1e-9).astype(np.int64)
             continue
         size = _gpus_per_replica(sets, i, o)
-        if g % size == 0:
-            fill += d * size
+        if size == 1:
+            single += d
+        elif g % size == 0:
+            larger += d * size
         else:
-            own += np.ceil(d / (g // size) - 1e-9)
+            nodes = np.ceil(d / (g // size) - 1e-9)
+            own += nodes
+            spare += nodes * g - d * size
     if mig:
         model = sets.offerings[o].gpu_model
         names = sorted(mig)
         matrix = np.vstack([mig[n] for n in names]).T
         unique, inverse = np.unique(matrix, axis=0, return_inverse=True)
-        gpus = np.array(
-            [pack(model, dict(zip(names, (int(x) for x in row), strict=True))).gpus for row in unique]
-        )
-        fill += gpus[inverse.reshape(-1)]
-    return np.ceil(fill / g - 1e-9) + own
+        gpus = [pack(model, dict(zip(names, (int(x) for x in row), strict=True))).gpus for row in unique]
+        single += np.array(gpus)[inverse.reshape(-1)]
+    rest = larger + np.clip(single - spare, 0.0, None)
+    return own + np.ceil(rest / g - 1e-9)
 
 
 def _service_choice(sets: PlanningSets, i: int, allow_spot: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -258,3 +258,40 @@ def test_no_terms_no_committing_peer(tmp_path: Path, kit) -> None:
     assert baselines.best_peer is None
     assert [p.policy for p in baselines.peers] == ["all_on_demand", "greedy"]
     assert baselines.all_on_demand_usd == pytest.approx(2 * 24 * C_OD)
+
+
+def test_whole_gpu_replicas_share_nodes(tmp_path: Path, kit) -> None:
+    """On 8-GPU nodes: 3 replicas of 200 GB (3 GPUs each, 2 per node), 2 of 1 GPU and 1 of 4 GPUs.
+
+    By hand: the 3-GPU replicas take 2 nodes (9 of 16 GPUs, 7 spare); the two 1-GPU replicas use 2 of
+    the spare GPUs; the 4-GPU replica needs a node of its own: 3 nodes. Each service on nodes of its
+    own: ceil(3 / 2) + ceil(2 / 8) + ceil(1 / 2) = 4.
+    """
+    for name, n in (("big", 3), ("one", 2), ("four", 1)):
+        kit.write_demand_csv(tmp_path / f"{name}.csv", [n] * 4)
+    services = [
+        {
+            "name": "big",
+            "team": "t",
+            "gpu_memory_gb": 200,
+            "gpu_models": ["H100"],
+            "replicas": {"csv": "big.csv"},
+        },
+        {
+            "name": "one",
+            "team": "t",
+            "gpus_per_replica": 1,
+            "gpu_models": ["H100"],
+            "replicas": {"csv": "one.csv"},
+        },
+        {
+            "name": "four",
+            "team": "t",
+            "gpus_per_replica": 4,
+            "gpu_models": ["H100"],
+            "replicas": {"csv": "four.csv"},
+        },
+    ]
+    sets = _sets(tmp_path, kit, _one_offering(kit), hours=4, terms=["1y"], inference=services)
+    assert per_launch_usage(sets, allow_spot=False).nonspot[0].tolist() == [3.0] * 4
+    assert per_launch_usage(sets, allow_spot=False, packed=False).nonspot[0].tolist() == [4.0] * 4
