@@ -47,6 +47,9 @@ __all__ = [
     "MigPool",
     "MigSection",
     "OfferingRecord",
+    "Peer",
+    "PeerCommitment",
+    "PeerPolicy",
     "Plan",
     "PlanDocument",
     "PlanHorizon",
@@ -258,12 +261,47 @@ class Costs(DocumentPart):
     by_workload: dict[str, float]
 
 
+#: How a peer chose what to buy (``planner/baselines.py``): the cloud's recommendation over a lookback,
+#: a percentile coverage target, or one of the two references without commitments.
+PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy"]
+
+
+class PeerCommitment(DocumentPart):
+    """Nodes of one offering a peer buys on one term."""
+
+    offering: str = Field(description="offering id, cloud:region:instance_type")
+    term: Term
+    nodes: int
+
+
+class Peer(DocumentPart):
+    """What a user without the planner would pay: a policy priced on the same demand and catalog."""
+
+    name: str = Field(description='e.g. "lookback 30 d, 3y" or "coverage p50, 1y"')
+    policy: PeerPolicy
+    total_usd: float = Field(description="cost over the horizon: commitments every hour, the rest as used")
+    obligation_beyond_horizon_usd: float = 0.0
+    commitments: list[PeerCommitment] = Field(default_factory=list)
+    how: str = Field("", description="one line of how it was computed")
+
+
 class Baselines(DocumentPart):
-    """The peers the plan is compared against (``planner/optimize/baselines.py``), on the same demand."""
+    """The peers the plan is compared against (``planner/baselines.py``), on the same demand.
+
+    ``all_on_demand_usd`` and ``greedy_usd`` are the two references without commitments; ``peers`` lists
+    them with the policies that commit (plans written before peers existed have none), and
+    ``best_peer`` names the cheapest committing peer.
+    """
 
     all_on_demand_usd: float
     greedy_usd: float
     notes: list[str] = Field(default_factory=list)
+    peers: list[Peer] = Field(default_factory=list)
+    best_peer: str | None = Field(None, description="name of the cheapest peer that commits, if any")
+
+    def peer(self, name: str | None) -> Peer | None:
+        """The peer called ``name`` (None if there is none)."""
+        return next((p for p in self.peers if p.name == name), None)
 
 
 class PoolUtilization(DocumentPart):

@@ -140,12 +140,17 @@ def _print_summary(document: PlanDocument, output: Path) -> None:
     beyond = sum(c.obligation_beyond_horizon_usd for c in document.commitments)
     after = f", plus ${beyond:,.0f} owed after it" if beyond > 0 else ""
     out.print(f"  total ${total:,.0f} over the {document.horizon.hours} h horizon{after}", highlight=False)
-    for label, base in (
-        ("all on-demand", document.baselines.all_on_demand_usd),
-        ("greedy", document.baselines.greedy_usd),
-    ):
+    baselines = document.baselines
+    best = baselines.peer(baselines.best_peer)
+    comparisons = [("all on-demand", baselines.all_on_demand_usd)]
+    comparisons.append(
+        (f"best peer ({best.name})", best.total_usd) if best else ("greedy", baselines.greedy_usd)
+    )
+    for label, base in comparisons:
         if base > 0:
-            out.print(f"  vs {label}: ${base:,.0f} -> saves {(base - total) / base:.1%}", highlight=False)
+            saving = (base - total) / base
+            verb = f"saves {saving:.1%}" if saving >= 0 else f"costs {-saving:.1%} MORE"
+            out.print(f"  vs {label}: ${base:,.0f} -> {verb}", highlight=False)
     how = document.solver
     out.print(
         f"  {how.verdict()} (certified bound ${how.bound_usd:,.0f}); {how.method} ({how.name}), "

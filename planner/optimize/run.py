@@ -15,7 +15,7 @@ from models.catalog import Catalog
 from models.errors import SolverError
 from models.plan import Plan
 from models.scenario import Scenario
-from planner.optimize.baselines import compute_baselines
+from planner.baselines import compute_baselines
 from planner.optimize.bound import clusters_per_block
 from planner.optimize.decompose import plan_hourly
 from planner.optimize.sets import ModelOptions, PlanningSets, build_sets

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from models.errors import SolverError
 from models.plan import Plan, SolverReport, SolverStage
-from planner.optimize.baselines import compute_baselines
+from planner.baselines import compute_baselines
 from planner.optimize.bound import BoundResult, certified_bound, clusters_per_block
 from planner.optimize.build import PlanningModel, create_model
 from planner.optimize.sets import PlanningSets, fix_training

@@ -237,27 +237,72 @@ def _commitment_rates(plan: PlanDocument) -> dict[str, float]:
     return {o: cost[o] / hours[o] for o in cost if hours[o]}
 
 
+def _saving_line(label: str, base: float, total: float) -> tuple[str, bool]:
+    """``vs LABEL ($X): saves $Y (Z%).`` (or costs MORE), and whether the plan costs more."""
+    if base <= 0:
+        return f"vs {label} ({fmt_usd(base)}): no savings percentage (baseline is zero).", False
+    saving = base - total
+    if saving >= 0:
+        return f"vs {label} ({fmt_usd(base)}): saves {fmt_usd(saving)} ({fmt_pct(saving / base)}).", False
+    return (
+        f"vs {label} ({fmt_usd(base)}): costs {fmt_usd(-saving)} MORE (savings {fmt_pct(saving / base)}).",
+        True,
+    )
+
+
+def _comparisons(plan: PlanDocument) -> list[tuple[str, float, str | None]]:
+    """(label, cost, how) of the headline's comparisons: the best peer and all on-demand; plans written
+    before peers existed compare with all on-demand and greedy."""
+    baselines = plan.baselines
+    on_demand = baselines.peer("all on-demand")
+    best = baselines.peer(baselines.best_peer)
+    if not baselines.peers:
+        return [("all on-demand", baselines.all_on_demand_usd, None), ("greedy", baselines.greedy_usd, None)]
+    result: list[tuple[str, float, str | None]] = []
+    if best is not None:
+        result.append((f"best peer ({best.name})", best.total_usd, best.how))
+    result.append(("all on-demand", baselines.all_on_demand_usd, on_demand.how if on_demand else None))
+    return result
+
+
+def _peer_table(plan: PlanDocument) -> Table | None:
+    """Every peer: its cost, what this plan saves against it, what it commits and still owes after."""
+    baselines, total = plan.baselines, plan.costs.total_usd
+    if not baselines.peers:
+        return None
+    table = Table(
+        ["Peer", "Cost", "Plan saves", "Commitments bought", "Owed after horizon"],
+        [False, True, True, False, True],
+    )
+    for peer in baselines.peers:
+        saving = peer.total_usd - total
+        share = f" ({fmt_pct(saving / peer.total_usd)})" if peer.total_usd > 0 else ""
+        bought = "; ".join(f"{c.nodes} x {c.offering} {c.term}" for c in peer.commitments) or "none"
+        name = f"{peer.name} (best)" if peer.name == baselines.best_peer else peer.name
+        owed = fmt_usd(peer.obligation_beyond_horizon_usd)
+        table.rows.append([name, fmt_usd(peer.total_usd), fmt_usd(saving) + share, bought, owed])
+    return table
+
+
 def _headline(plan: PlanDocument) -> dict[str, Any]:
     total, baselines = plan.costs.total_usd, plan.baselines
-    lines: list[str] = []
+    lines: list[dict[str, str | None]] = []
     more_than: list[str] = []
-    for label, base in (("all on-demand", baselines.all_on_demand_usd), ("greedy", baselines.greedy_usd)):
-        if base <= 0:
-            lines.append(f"vs {label} ({fmt_usd(base)}): no savings percentage (baseline is zero).")
-            continue
-        saving = base - total
-        if saving >= 0:
-            lines.append(f"vs {label} ({fmt_usd(base)}): saves {fmt_usd(saving)} ({fmt_pct(saving / base)}).")
-        else:
+    for label, base, how in _comparisons(plan):
+        text, more = _saving_line(label, base, total)
+        lines.append({"text": text, "how": how})
+        if more:
             more_than.append(label)
-            lines.append(
-                f"vs {label} ({fmt_usd(base)}): costs {fmt_usd(-saving)} MORE "
-                f"(savings {fmt_pct(saving / base)})."
-            )
     reasons: list[str] = []
     if more_than:
         guaranteed = sum(t.guaranteed_gpus for t in plan.teams.values())
-        if guaranteed:
+        best = baselines.peer(baselines.best_peer)
+        if best is not None and f"best peer ({best.name})" in more_than:
+            reasons.append(
+                f"{best.name} bills its committed nodes against every non-spot node of their offering each "
+                f"hour, training gangs included, the way the clouds bill reservations"
+            )
+        elif guaranteed:
             reasons.append(
                 f"team guarantees keep {fmt_num(guaranteed)} GPUs provisioned whether or not "
                 f"they are used, while a baseline may pay only for the demand it serves"
@@ -268,9 +313,15 @@ def _headline(plan: PlanDocument) -> dict[str, Any]:
                 f"commitments are paid whether used or not: {fmt_usd(idle)} of committed "
                 f"node-hours run nothing"
             )
+        beyond_plan = sum(c.obligation_beyond_horizon_usd for c in plan.commitments)
+        if best is not None and best.obligation_beyond_horizon_usd > beyond_plan:
+            reasons.append(
+                f"{best.name} also owes {fmt_usd(best.obligation_beyond_horizon_usd)} after the horizon "
+                f"(this plan: {fmt_usd(beyond_plan)}); the comparison is of horizon costs"
+            )
         reasons.append(
             "the baseline may ignore constraints this plan honours (placement groups and "
-            "fabric, capacity limits, the spot share cap, deadlines)"
+            "fabric, capacity limits, burst caps, the spot share cap, deadlines)"
         )
     unserved_note = None
     if plan.unserved:
@@ -296,6 +347,7 @@ def _headline(plan: PlanDocument) -> dict[str, Any]:
         "reasons": reasons,
         "unserved_note": unserved_note,
         "baseline_notes": baselines.notes,
+        "peers": _peer_table(plan),
     }
 
 

@@ -29,6 +29,8 @@ from models.plan import (
     MigPartedConfig,
     MigPool,
     MigSection,
+    Peer,
+    PeerCommitment,
     Plan,
     PlanDocument,
     PlanHorizon,
@@ -582,6 +584,69 @@ def test_costing_more_than_a_baseline_is_said_honestly(plan_and_alloc: PlanAndAl
     assert "team guarantees keep 16 GPUs" in md
     idle_hours = 2.0 * 48 * (1 - 0.8333)
     assert f"commitments are paid whether used or not: ${round(idle_hours * RESERVED_RATE):,}" in md
+
+
+def _with_peers(plan: PlanDocument, best_usd: float) -> None:
+    """The plan's baselines as a plan with peers has them: the two references, a lookback peer."""
+    b = plan.baselines
+    b.peers = [
+        Peer(name="all on-demand", policy="all_on_demand", total_usd=b.all_on_demand_usd, how="od how"),
+        Peer(name="per-launch cheapest", policy="greedy", total_usd=b.greedy_usd, how="greedy how"),
+        Peer(
+            name="lookback 30 d, 3y",
+            policy="lookback",
+            total_usd=best_usd,
+            obligation_beyond_horizon_usd=1234.0,
+            commitments=[
+                PeerCommitment(offering="aws:us-east-1:p5.48xlarge", term=Term.THREE_YEARS, nodes=3)
+            ],
+            how="cloud recommendation over 30 d",
+        ),
+    ]
+    b.best_peer = "lookback 30 d, 3y"
+
+
+def test_headline_compares_with_the_best_peer_and_all_on_demand(plan_and_alloc: PlanAndAlloc) -> None:
+    plan, alloc = plan_and_alloc
+    total = plan.costs.total_usd
+    best = total * 1.25
+    _with_peers(plan, best)
+    md = render_markdown(plan, alloc)
+    section = md.split("## Savings")[1].split("## Costs")[0]
+    saving = best - total
+    assert (
+        f"- vs best peer (lookback 30 d, 3y) (${round(best):,}): saves ${round(saving):,} (20.0%)." in section
+    )
+    assert "  How: cloud recommendation over 30 d." in section
+    on_demand = plan.baselines.all_on_demand_usd
+    pct = (on_demand - total) / on_demand * 100
+    assert (
+        f"- vs all on-demand (${round(on_demand):,}): saves ${round(on_demand - total):,} ({pct:.1f}%)."
+        in section
+    )
+    assert "  How: od how." in section
+    assert "vs greedy" not in section  # the two headline comparisons only; greedy is in the table
+    row = next(line for line in section.splitlines() if line.startswith("| lookback 30 d, 3y (best) |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells == [
+        "lookback 30 d, 3y (best)",
+        f"${round(best):,}",
+        f"${round(saving):,} (20.0%)",
+        "3 x aws:us-east-1:p5.48xlarge 3y",
+        "$1,234",
+    ]
+    assert section.count("| per-launch cheapest |") == 1 and "MORE" not in section
+    assert "lookback 30 d, 3y (best)" in render_html(plan, alloc)
+
+
+def test_costing_more_than_the_best_peer_says_why(plan_and_alloc: PlanAndAlloc) -> None:
+    plan, alloc = plan_and_alloc
+    total = plan.costs.total_usd
+    _with_peers(plan, total * 0.8)
+    md = render_markdown(plan, alloc)
+    assert f"costs ${round(total * 0.2):,} MORE (savings -25.0%)" in md
+    assert "This plan costs more than the best peer (lookback 30 d, 3y) baseline" in md
+    assert "bills its committed nodes against every non-spot node" in md
 
 
 def test_html_is_self_contained_with_one_plotly_copy(plan_and_alloc: PlanAndAlloc) -> None:
