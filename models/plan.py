@@ -4,7 +4,8 @@
 placements, unserved demand, costs, baselines, utilization, teams, MIG, solver). The planner builds
 these models, ``plan.json`` is written and read through them, and the reports, exports and the daemon
 take them, so a field means one thing everywhere and a wrong file fails on reading, naming the field.
-``allocations.csv`` holds one row per (period, offering, tier, workload). Money is USD, time hours,
+``allocations.csv`` holds one row per (period, offering, tier, workload); ``replicas`` is the inference
+replicas a row serves (0 on training rows). Money is USD, time hours,
 counts nodes. Totals reconcile by construction:
 ``costs.total_usd == sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``; committed
 (reserved, owned) rows carry cost 0 because commitments are paid whether used or not.
@@ -32,6 +33,7 @@ from models.tiers import COMMITTED_TIERS, HOURS_PER_YEAR, Term, Tier
 __all__ = [
     "ALLOCATION_COLUMNS",
     "COMMITTED_TIERS",
+    "OPTIONAL_ALLOCATION_COLUMNS",
     "SCHEMA",
     "TIERS",
     "Baselines",
@@ -62,7 +64,12 @@ __all__ = [
 ]
 
 SCHEMA: Final = "gpuplan.plan/v1"
-ALLOCATION_COLUMNS = ["period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "cost_usd"]
+ALLOCATION_COLUMNS = [
+    "period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "replicas", "cost_usd",
+]  # fmt: skip
+#: Columns a plan written before ``replicas`` existed may lack; reading fills them with NaN, so old plans
+#: still load (``gpuplan verify`` reports their replicas as missing).
+OPTIONAL_ALLOCATION_COLUMNS: tuple[str, ...] = ("replicas",)
 #: The cloud tiers every plan's ``costs.by_tier`` lists (``owned`` joins when the scenario has owned nodes).
 TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
 
@@ -413,9 +420,13 @@ class Plan:
             raise InputError(directory / "allocations.csv", None, "file not found") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise InputError(directory / "allocations.csv", None, f"not a readable CSV: {exc}") from None
-        missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns]
+        optional = OPTIONAL_ALLOCATION_COLUMNS
+        missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns and c not in optional]
         if missing:
             raise InputError(directory / "allocations.csv", None, f"missing columns: {', '.join(missing)}")
+        for column in optional:
+            if column not in allocations.columns:
+                allocations[column] = float("nan")
         return cls(document, allocations)
 
 

@@ -156,6 +156,11 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
         rows["workload"] = [sets.services[i].name for i in rows["i"]]
         rows["team"] = [sets.services[i].team for i in rows["i"]]
         rows["kind"] = "inference"
+        # serving nodes x replicas per node: fractional where a row holds part of a node (verify says so)
+        per_node = sets.replicas_per_node
+        rows["replicas"] = rows["nodes"].to_numpy() * np.array(
+            [per_node[(i, o)] for i, o in zip(rows["i"], rows["o"], strict=True)], dtype=float
+        )
         frames.append(rows.drop(columns=["i"]))
 
     # training: the run's real periods (the model held whole blocks; the plan uses what it needs)
@@ -174,6 +179,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     if train_rows:
         rows = pd.DataFrame(train_rows, columns=["period", "o", "tier", "nodes", "workload", "team"])
         rows["kind"] = "training"
+        rows["replicas"] = 0.0
         frames.append(rows)
 
     if not frames:
