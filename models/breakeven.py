@@ -37,8 +37,6 @@ SCHEMA: Final = "gpuplan.breakeven/v1"
 TornadoInput = Literal["utilization", "cloud_price_change", "power_price", "capex", "residual_value"]
 
 
-
-
 class Comparator(DocumentPart):
     """The cloud node matching the owned one (same GPU model and count), cheapest on demand; its prices
     per node-hour. ``offering`` is None when the catalog has no such node."""

@@ -83,8 +83,6 @@ def _iso_z(value: datetime) -> str:
 UtcTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
 
 
-
-
 class PlanHorizon(DocumentPart):
     start: UtcTime
     hours: int = Field(description="length of the horizon in hours")

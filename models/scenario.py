@@ -296,9 +296,7 @@ class Scenario(_Strict):
     description: str = ""
     horizon: Horizon
     catalog: str = Field("embedded", description="'embedded' or a path to a catalog CSV")
-    clouds: dict[Cloud, CloudScope] = Field(
-        default_factory=lambda: {c: CloudScope() for c in CLOUDS}
-    )
+    clouds: dict[Cloud, CloudScope] = Field(default_factory=lambda: {c: CloudScope() for c in CLOUDS})
     purchase: Purchase = Field(default_factory=Purchase)
     teams: list[Team] = Field(default_factory=list)
     inference: list[InferenceService] = Field(default_factory=list)

@@ -36,8 +36,6 @@ __all__ = [
 SCHEMA: Final = "gpuplan.whatif/v1"
 
 
-
-
 class MonthlyCost(DocumentPart):
     """A variant's cost per 730-hour month of the horizon, by tier (commitments spread evenly)."""
 

@@ -248,9 +248,7 @@ def build_sets(
 
     team_offerings: dict[str, list[int]] = defaultdict(list)
     for team in scenario.teams:
-        patterns = [
-            m for w in scenario.workloads if w.team == team.name for m in w.gpu_models
-        ]
+        patterns = [m for w in scenario.workloads if w.team == team.name for m in w.gpu_models]
         team_offerings[team.name] = [
             o for o, off in enumerate(offerings) if patterns and off.matches_gpu(patterns)
         ]

@@ -380,7 +380,10 @@ def _unserved(solution: Solution) -> list[Unserved]:
         )
         result.append(
             UnservedTraining(
-                workload=run.job.name, team=run.job.team, run=run.run, gpu_hours=run.gpus * run.job.hours,
+                workload=run.job.name,
+                team=run.job.team,
+                run=run.run,
+                gpu_hours=run.gpus * run.job.hours,
                 reason=reason,
             )
         )

@@ -176,7 +176,6 @@ class Table:
     total: list[str] | None = None
 
 
-
 def md_cell(value: Any) -> str:
     """A markdown table cell: pipes escaped, no line breaks."""
     return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")

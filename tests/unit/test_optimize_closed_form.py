@@ -232,9 +232,7 @@ def test_commitments_respect_max_nodes(tmp_path: Path, kit, case: str) -> None:
     )  # fmt: skip
     scenario = parse(data, tmp_path / "scenario.yaml")
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
-    committed = sum(
-        c.nodes for c in plan.document.commitments if c.offering == "aws:us-east-1:capped.1x"
-    )
+    committed = sum(c.nodes for c in plan.document.commitments if c.offering == "aws:us-east-1:capped.1x")
     assert committed <= 1
     per_period = plan.allocations.groupby(["period", "offering"])["nodes"].sum()
     assert per_period.get((0, "aws:us-east-1:capped.1x"), 0.0) <= 1 + 1e-9
