@@ -317,6 +317,7 @@ def _solution(
             "tier": np.array(CODE_CAPACITY, dtype=object)[rows["tier"]],
             "i": rows["i"],
             "nodes": rows["nodes"],
+            "serving": rows["serving"],
         }
     )
     shortfall = _guarantee_shortfall(sets, commitments)

@@ -421,10 +421,17 @@ def dispatch(
         scale[POOL_CODE] = 1.0  # the pool is committed: a workload's row is what it uses
         nodes = x * scale[model.columns[:, 2], model.columns[:, 1]]
         keep = nodes > EPS
-        per_unique.append(np.column_stack([model.columns[keep], nodes[keep]]))
+        per_unique.append(np.column_stack([model.columns[keep], nodes[keep], x[keep]]))
         unserved_u[:, u] = values[model.unserved_col : model.unserved_col + n_s]
     dtype = np.dtype(
-        [("period", np.int64), ("o", np.int64), ("tier", np.int8), ("i", np.int64), ("nodes", float)]
+        [
+            ("period", np.int64),
+            ("o", np.int64),
+            ("tier", np.int8),
+            ("i", np.int64),
+            ("nodes", float),
+            ("serving", float),
+        ]
     )
     total_rows = sum(len(per_unique[inverse[t]]) for t in range(periods))
     rows = np.empty(total_rows, dtype=dtype)
@@ -437,6 +444,7 @@ def dispatch(
         rows["o"][at : at + n] = block[:, 1]
         rows["tier"][at : at + n] = block[:, 2]
         rows["nodes"][at : at + n] = block[:, 3]
+        rows["serving"][at : at + n] = block[:, 4]  # before the idle share of held nodes
         at += n
     return Dispatch(
         rows=rows,

@@ -89,7 +89,7 @@ class Solution:
 
     sets: PlanningSets
     commits: dict[int, dict[Term, int]]  # offering -> {term: nodes}
-    inference: pd.DataFrame  # period, o, tier (a Capacity), i, nodes (held tiers: whole-node share)
+    inference: pd.DataFrame  # period, o, tier (a Capacity), i, nodes (held tiers: whole-node share), serving
     placements: list[TrainingOption]
     unserved_replicas: np.ndarray  # (services, periods)
     unserved_runs: list[int]
@@ -104,16 +104,18 @@ def solution_from_model(model: PlanningModel) -> Solution:
     for (tier, _i, o, s), var in model.serve.items():
         if tier != Capacity.POOL:
             held_total[(tier, o, s)] += _value(var)
-    records: list[tuple[int, int, str, int, float]] = []  # slot, offering, tier, service, nodes
+    records: list[
+        tuple[int, int, str, int, float, float]
+    ] = []  # slot, offering, tier, service, nodes, serving
     for (tier, i, o, s), var in model.serve.items():
-        nodes = _value(var)
+        serving = nodes = _value(var)
         if nodes <= EPS:
             continue
         if tier != Capacity.POOL:
             used = held_total[(tier, o, s)]
             nodes = nodes * whole_nodes(used) / used if used > EPS else 0.0
-        records.append((s, o, tier, i, nodes))
-    slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes"])
+        records.append((s, o, tier, i, nodes, serving))
+    slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes", "serving"])
     period_slot = pd.DataFrame({"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period})
     inference = period_slot.merge(slot_rows, on="slot").drop(columns=["slot"])
     unserved_slot = np.zeros((len(sets.services), len(sets.slots)))
@@ -151,17 +153,19 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
         for o, terms in commits.items():  # committed use split between the terms, by nodes committed
             mine = pool[pool["o"] == o]
             for label, share in _pool_split(terms):
-                parts.append(mine.assign(tier=label, nodes=mine["nodes"] * share))
+                parts.append(
+                    mine.assign(tier=label, nodes=mine["nodes"] * share, serving=mine["serving"] * share)
+                )
         rows = pd.concat(parts, ignore_index=True)
         rows["workload"] = [sets.services[i].name for i in rows["i"]]
         rows["team"] = [sets.services[i].team for i in rows["i"]]
         rows["kind"] = "inference"
-        # serving nodes x replicas per node: fractional where a row holds part of a node (verify says so)
+        # serving nodes (before the idle share) x replicas per node: may be fractional (verify says so)
         per_node = sets.replicas_per_node
-        rows["replicas"] = rows["nodes"].to_numpy() * np.array(
+        rows["replicas"] = rows["serving"].to_numpy() * np.array(
             [per_node[(i, o)] for i, o in zip(rows["i"], rows["o"], strict=True)], dtype=float
         )
-        frames.append(rows.drop(columns=["i"]))
+        frames.append(rows.drop(columns=["i", "serving"]))
 
     # training: the run's real periods (the model held whole blocks; the plan uses what it needs)
     train_rows = []
