@@ -37,6 +37,7 @@ from models.tiers import COMMITTED_TIERS, HOURS_PER_YEAR, Term, Tier
 __all__ = [
     "ALLOCATION_COLUMNS",
     "COMMITTED_TIERS",
+    "OPTIONAL_ALLOCATION_COLUMNS",
     "SCHEMA",
     "TIERS",
     "Baselines",
@@ -71,10 +72,11 @@ __all__ = [
 
 SCHEMA: Final = "gpuplan.plan/v1"
 ALLOCATION_COLUMNS = [
-    "period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "replicas", "cost_usd"
+    "period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "replicas", "cost_usd",
 ]  # fmt: skip
-#: Columns a plan written before ``replicas`` existed lacks; reading fills them with NaN.
-LATER_COLUMNS = ("replicas",)
+#: Columns a plan written before ``replicas`` existed may lack; reading fills them with NaN, so old plans
+#: still load (``gpuplan verify`` reports their replicas as missing).
+OPTIONAL_ALLOCATION_COLUMNS: tuple[str, ...] = ("replicas",)
 #: The cloud tiers every plan's ``costs.by_tier`` lists (``owned`` joins when the scenario has owned nodes).
 TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
 
@@ -461,12 +463,13 @@ class Plan:
             raise InputError(directory / "allocations.csv", None, "file not found") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise InputError(directory / "allocations.csv", None, f"not a readable CSV: {exc}") from None
-        for column in LATER_COLUMNS:
-            if column not in allocations.columns:
-                allocations[column] = float("nan")
-        missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns]
+        optional = OPTIONAL_ALLOCATION_COLUMNS
+        missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns and c not in optional]
         if missing:
             raise InputError(directory / "allocations.csv", None, f"missing columns: {', '.join(missing)}")
+        for column in optional:
+            if column not in allocations.columns:
+                allocations[column] = float("nan")
         return cls(document, allocations)
 
 

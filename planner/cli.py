@@ -2,8 +2,8 @@
 
 Exit codes scripts can trust: 0 success; 2 bad input (scenario, catalog, series, arguments); 3 the
 solver produced no plan; 4 a plan was written but demand is unserved and ``--fail-on-unserved`` was
-given; 1 anything unexpected. Input errors print one line naming the file, the field and the problem,
-never a traceback, and nothing is written.
+given; 1 ``verify`` found violations, or anything unexpected. Input errors print one line naming the
+file, the field and the problem, never a traceback, and nothing is written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ from rich.table import Table
 from models.errors import GpuplanError, InputError, SolverError
 from models.plan import Plan, PlanDocument
 from models.scenario import Scenario
-from planner.cli_common import EXIT_SOLVER, EXIT_UNSERVED, atomic_directory, err, fail, progress_messages
+from planner.cli_common import (
+    EXIT_SOLVER,
+    EXIT_UNSERVED,
+    EXIT_VIOLATIONS,
+    atomic_directory,
+    err,
+    fail,
+    progress_messages,
+)
 from planner.simulate.cli import simulate_app
 
 app = typer.Typer(
@@ -392,6 +400,69 @@ def report(
     except GpuplanError as error:
         raise fail(error) from None
     out.print(f"wrote {md} and {html}", highlight=False)
+
+
+def _verify_help() -> str:
+    from planner.verify.findings import KINDS
+
+    kinds = "\n\n".join(f"{kind}: {what}" for kind, what in KINDS.items())
+    return (
+        "Check a plan directory (plan.json + allocations.csv) against its scenario and catalog, "
+        "independently of the optimizer.\n\n"
+        "Checked: the billing rule (per period and offering, N held non-spot nodes are whole, committed "
+        "rows sum to min(N, C) and on-demand rows to max(0, N - C)), max_nodes, owned nodes only after "
+        "delivery, row and commitment costs and the totals, integer replicas covering demand (or listed "
+        "unserved), eligible offerings, latency-critical services never on spot, an explicit assignment "
+        "of each period's work onto whole nodes, GPUs and legal MIG layouts, training gangs (one "
+        "offering with the fabric, in the window, long enough, rows exactly where they run), the spot "
+        "share, team burst limits and guarantees backed by committed GPUs.\n\n"
+        "Exit 0: no violation; 1: violations (printed by kind, with a count and examples); 2: unreadable "
+        "input.\n\nViolation kinds:\n\n" + kinds
+    )
+
+
+@app.command(help=_verify_help())
+def verify(
+    scenario: Annotated[Path, typer.Argument(help="the scenario YAML the plan was made from")],
+    plan_dir: Annotated[Path, typer.Argument(help="a plan directory written by `gpuplan plan`")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the violations as JSON")] = False,
+    examples: Annotated[int, typer.Option(help="examples kept per violation kind")] = 3,
+) -> None:
+    from planner.verify import verify_directory
+
+    try:
+        if examples < 0:
+            raise InputError(None, "--examples", f"must be at least 0, got {examples}")
+        report = verify_directory(scenario, plan_dir, examples)
+    except GpuplanError as error:
+        raise fail(error) from None
+    if as_json:
+        sys.stdout.write(report.to_json())
+    elif report.ok:
+        out.print(
+            f"{plan_dir}: ok, no violations against {scenario} ({report.seconds:.1f} s)", highlight=False
+        )
+    else:
+        out.print(
+            f"[bold]{plan_dir}[/]: {report.violations:,} violation(s) of {len(report.kinds)} kind(s) "
+            f"against {scenario} ({report.seconds:.1f} s)",
+            highlight=False,
+        )
+        for group in report.kinds:
+            out.print(f"[bold red]{group.kind}[/] ({group.count:,}): {group.description}", highlight=False)
+            for item in group.examples:
+                where = ", ".join(
+                    f"{label} {value}"
+                    for label, value in (
+                        ("period", item.period),
+                        ("offering", item.offering),
+                        ("workload", item.workload),
+                    )
+                    if value is not None
+                )
+                out.print(f"  - {item.message}" + (f" [dim]({where})[/]" if where else ""), highlight=False)
+    if not report.ok:
+        raise typer.Exit(EXIT_VIOLATIONS)
 
 
 @app.command()

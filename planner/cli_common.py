@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_INPUT",
     "EXIT_SOLVER",
     "EXIT_UNSERVED",
+    "EXIT_VIOLATIONS",
     "atomic_directory",
     "err",
     "fail",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
+EXIT_VIOLATIONS = 1  # gpuplan verify: the plan breaks a rule
 
 err = Console(stderr=True)
 

@@ -645,6 +645,16 @@ def cheapest_per_tier(candidates: list[tuple[int, float, float, float, int | Non
     return keep
 
 
+def _shares_commitments(sets: PlanningSets, option: TrainingOption) -> bool:
+    """A non-spot run on an offering with both commitments and on-demand nodes (build.py's M[a])."""
+    offering = sets.offerings[option.offering]
+    return (
+        option.tier == Capacity.NON_SPOT
+        and bool(sets.terms[option.offering])
+        and (offering.on_demand_usd_h is not None)
+    )
+
+
 def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
     """The same problem with the training placements decided: slots re-merge much further.
 
@@ -667,12 +677,16 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
     signature_id: dict[tuple, int] = {(): -1}
     signature = np.full(periods, -1, dtype=np.int64)
     holders: dict[int, list[int]] = defaultdict(list)
+    held_by: dict[int, set[int]] = {}  # signature -> the runs that stand for it
+    block_signature: dict[int, int] = {}
     for b in np.unique(block[in_window]):
         members = active.get(int(b), [])
+        # a non-spot run that may share commitments holds its own footprint: how much of it they cover
+        # (M[a] in build.py) is its own, not a twin's
         key = tuple(
             sorted(
                 (options[k].offering, options[k].tier, sets.runs[options[k].run].job.nodes,
-                 sets.runs[options[k].run].job.team)
+                 sets.runs[options[k].run].job.team, k if _shares_commitments(sets, options[k]) else -1)
                 for k in members
             )
         )  # fmt: skip
@@ -680,9 +694,16 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
             signature_id[key] = len(signature_id) - 1
             for k in members:
                 holders[k].append(signature_id[key])
+            held_by[signature_id[key]] = set(members)
         signature[(block == b) & in_window] = signature_id[key]
+        block_signature[int(b)] = signature_id[key]
+    # a run stands for itself where it holds the footprint of every block it touches
     fixed = [
-        replace(o, blocks=tuple(holders[k]), own_blocks=len(holders[k]) == len(o.blocks))
+        replace(
+            o,
+            blocks=tuple(holders[k]),
+            own_blocks=all(k in held_by.get(block_signature.get(b, -1), set()) for b in o.blocks),
+        )
         for k, o in enumerate(options)
     ]
     availability = availability_key(sets.offerings, periods, sets.period_hours)

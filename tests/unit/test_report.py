@@ -74,6 +74,7 @@ def _allocations(periods: int) -> pd.DataFrame:
                 "team": team,
                 "nodes": nodes,
                 "gpus": nodes * 8,
+                "replicas": 4 * nodes if kind == "inference" else 0,
                 "cost_usd": cost,
             }
         )
@@ -301,7 +302,7 @@ def _minimal_plan(**changes: Any) -> tuple[PlanDocument, pd.DataFrame]:
     """What the contract requires and nothing more: one on-demand node-hour, no commitments, teams,
     pools, notes, MIG or spot cap; one spot run on an offering without a fabric."""
     alloc = pd.DataFrame(
-        [[0, AWS_P5, "on_demand", "chat-70b", "inference", "assistant", 1, 8, 98.0]],
+        [[0, AWS_P5, "on_demand", "chat-70b", "inference", "assistant", 1, 8, 4, 98.0]],
         columns=ALLOCATION_COLUMNS,
     )
     fields: dict[str, Any] = {

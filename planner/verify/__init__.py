@@ -1,0 +1,65 @@
+"""``gpuplan verify``: an independent check of a plan directory against its scenario and catalog.
+
+It shares no code with the optimizer: it reads the inputs as every command does (``planner/inputs.py``,
+``adjust:`` applied) and re-derives everything else from ``models.*``, so a bug in the planner's sets,
+dispatch or extraction cannot hide itself. One module per responsibility:
+
+- ``findings``: violation kinds (stable codes) and how they are collected and reported;
+- ``context``: what a plan is compared against (offerings, replica shapes, committed nodes, demand);
+- ``rows``: the header and what one row can break on its own;
+- ``billing``: the billing rule, ``max_nodes``, commitments and cost totals;
+- ``demand``: inference replicas against demand and ``unserved[]``;
+- ``training``: gangs, windows, durations, rows per period, unserved runs, the spot share;
+- ``teams``: burst limits and guarantees (a max flow);
+- ``packing``: an explicit assignment of each period's work onto whole nodes, GPUs and MIG slices.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from models.plan import Plan
+from planner.inputs import Inputs, load_inputs
+from planner.verify.billing import check_billing, check_commitments, check_costs
+from planner.verify.context import Context
+from planner.verify.demand import check_demand
+from planner.verify.findings import KINDS, Findings, KindSummary, VerifyReport, Violation
+from planner.verify.packing import check_packing
+from planner.verify.rows import check_header, check_rows
+from planner.verify.teams import check_teams
+from planner.verify.training import check_training
+
+__all__ = ["KINDS", "Findings", "KindSummary", "VerifyReport", "Violation", "verify", "verify_directory"]
+
+
+def verify(inputs: Inputs, plan: Plan, examples: int = 20) -> Findings:
+    """Every check on ``plan``; the violations found, by kind (empty: the plan keeps every rule)."""
+    findings = Findings(examples)
+    ctx = Context(inputs.scenario, inputs.catalog, inputs.base_dir, plan)
+    check_header(ctx, findings)
+    rows = check_rows(ctx, findings)
+    counts = check_billing(ctx, findings, rows)
+    check_commitments(ctx, findings)
+    check_costs(ctx, findings, rows)
+    check_demand(ctx, findings, rows)
+    check_training(ctx, findings, rows)
+    check_teams(ctx, findings, rows)
+    check_packing(ctx, findings, rows, counts)
+    return findings
+
+
+def verify_directory(scenario: Path, plan_dir: Path, examples: int = 20) -> VerifyReport:
+    """Read the scenario (InputError if unreadable) and the plan directory, and verify."""
+    began = time.perf_counter()
+    inputs = load_inputs(scenario)
+    plan = Plan.read(plan_dir)
+    findings = verify(inputs, plan, examples)
+    return VerifyReport(
+        plan=str(plan_dir),
+        scenario=str(scenario),
+        ok=findings.ok,
+        violations=findings.total,
+        kinds=findings.summary(),
+        seconds=round(time.perf_counter() - began, 3),
+    )

@@ -1,0 +1,203 @@
+"""What the checks compare a plan against, re-derived from the scenario and catalog alone (``models.*``):
+the offerings the scenario may buy (its own servers built from ``colocation:`` here, not by the planner),
+how a replica of a service occupies a node of an offering, committed nodes per period, demand and runs,
+and the allocation rows read into typed columns.
+
+Nothing here comes from ``planner/optimize`` or ``planner/mig``: a checker that shared the optimizer's
+derivations would share its bugs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from models.catalog import GPU_MEMORY_GB, OWNED_CLOUD, Catalog, Offering
+from models.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, canonical_model, smallest_profile
+from models.plan import Plan
+from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
+from models.tco import owned_usd_per_node_hour
+from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
+from models.workloads import TrainingRun, service_demand, training_runs
+
+__all__ = ["EPS", "Context", "Shape", "close", "replica_shape", "scenario_offerings", "term_hours"]
+
+EPS = 1e-6
+SPOT = "spot"
+HELD = "held"  # every non-spot tier: committed and on-demand nodes of an offering are billed together
+
+
+def close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-6) -> bool:
+    """Money and node counts read back from CSV agree to float noise."""
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def owned_offering(colocation: Colocation) -> Offering:
+    """The scenario's own servers, as the plan contract prices them: the ``owned`` term only, at the
+    amortized rate of ``models/tco.py``, usable from the lead time on."""
+    return Offering(
+        cloud=OWNED_CLOUD,
+        region=colocation.site,
+        instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
+        gpu_model=colocation.gpu_model,
+        gpus_per_node=colocation.gpus_per_node,
+        gpu_memory_gb=colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model],
+        fabric=colocation.fabric,
+        fabric_gbps=colocation.fabric_gbps,
+        on_demand_usd_h=None,
+        spot_usd_h=None,
+        reserved_1y_usd_h=None,
+        reserved_3y_usd_h=None,
+        spot_interruptions_per_hour=0.0,
+        max_nodes=colocation.max_nodes,
+        source="scenario colocation section",
+        owned_usd_h=owned_usd_per_node_hour(colocation),
+        available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
+    )
+
+
+def scenario_offerings(scenario: Scenario, catalog: Catalog) -> dict[str, Offering]:
+    """Offering id -> offering, for every offering the scenario may buy (its clouds and regions, plus
+    its own servers)."""
+    result: dict[str, Offering] = {}
+    for offering in catalog:
+        scope = scenario.clouds.get(offering.cloud)  # type: ignore[call-overload]
+        if scope is None or (scope.regions is not None and offering.region not in scope.regions):
+            continue
+        result[offering.id] = offering
+    if scenario.colocation is not None:
+        owned = owned_offering(scenario.colocation)
+        result[owned.id] = owned
+    return result
+
+
+def term_hours(scenario: Scenario, term: Term) -> float:
+    """How long a commitment binds: 1 or 3 years, an owned node its depreciation life."""
+    years = term.years
+    if years is not None:
+        return float(years * HOURS_PER_YEAR)
+    colocation = scenario.colocation
+    return colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How one replica occupies a node: ``gpus`` whole GPUs on one node, or one MIG slice (``profile``,
+    the index into ``models.mig.MIG_PROFILES[gpu_model]``)."""
+
+    gpus: int = 0
+    profile: int | None = None
+
+    def per_node(self, offering: Offering) -> float:
+        """Replicas one node holds with this shape alone (homogeneous): only to estimate replicas of a plan
+        written without the column."""
+        if self.profile is None:
+            return float(offering.gpus_per_node // self.gpus)
+        profile = MIG_PROFILES[canonical_model(offering.gpu_model)][self.profile]
+        return float(offering.gpus_per_node * profile.max_instances)
+
+
+def replica_shape(service: InferenceService, offering: Offering) -> Shape | None:
+    """The replica -> node rule of ``models/mig.py``; None where the offering cannot serve the service.
+
+    Whole-GPU services take ``gpus_per_replica`` GPUs of one node. A memory-sized replica takes the
+    smallest MIG profile holding its memory (and compute share); the full-GPU profile (7g) is a whole
+    GPU. Without a fitting profile it takes one GPU if its memory fits, else enough GPUs of one node.
+    """
+    if not offering.matches_gpu(service.gpu_models):
+        return None
+    if service.gpus_per_replica is not None:
+        gpus = service.gpus_per_replica
+    else:
+        assert service.gpu_memory_gb is not None  # the scenario validator gives exactly one size
+        profile = smallest_profile(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
+        if profile is not None:
+            if profile.memory_slices < MEMORY_SLICES or profile.compute_slices < COMPUTE_SLICES:
+                return Shape(profile=MIG_PROFILES[canonical_model(offering.gpu_model)].index(profile))
+            gpus = 1
+        else:
+            gpus = max(1, math.ceil(service.gpu_memory_gb / offering.gpu_memory_gb - 1e-9))
+    return Shape(gpus=gpus) if gpus <= offering.gpus_per_node else None
+
+
+@dataclass
+class Context:
+    """A plan and the inputs it is checked against."""
+
+    scenario: Scenario
+    catalog: Catalog
+    base_dir: Path
+    plan: Plan
+    offerings: dict[str, Offering] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.offerings = scenario_offerings(self.scenario, self.catalog)
+
+    @property
+    def p(self) -> int:
+        return self.scenario.horizon.period_hours
+
+    @property
+    def periods(self) -> int:
+        return self.scenario.horizon.periods
+
+    @cached_property
+    def services(self) -> dict[str, InferenceService]:
+        return {s.name: s for s in self.scenario.inference}
+
+    @cached_property
+    def jobs(self) -> dict[str, TrainingJob]:
+        return {j.name: j for j in self.scenario.training}
+
+    @cached_property
+    def runs(self) -> dict[tuple[str, int], TrainingRun]:
+        return {(r.job.name, r.run): r for r in training_runs(self.scenario)}
+
+    @cached_property
+    def demand(self) -> dict[str, np.ndarray]:
+        """Replicas wanted per period, per service (``models/workloads.py``)."""
+        return {s.name: service_demand(self.scenario, s, self.base_dir) for s in self.scenario.inference}
+
+    def available_period(self, offering: Offering) -> int:
+        """First period an offering's nodes can run anything (owned nodes wait for their lead time)."""
+        return math.ceil(offering.available_from_hour / self.p - 1e-9)
+
+    @cached_property
+    def committed(self) -> dict[str, np.ndarray]:
+        """Offering id -> committed nodes per period (owned nodes count from their delivery)."""
+        result: dict[str, np.ndarray] = {}
+        for c in self.plan.document.commitments:
+            nodes = np.full(self.periods, float(c.nodes))
+            offering = self.offerings.get(c.offering)
+            if c.term == Term.OWNED and offering is not None:
+                nodes[: self.available_period(offering)] = 0.0
+            result[c.offering] = result.get(c.offering, np.zeros(self.periods)) + nodes
+        return result
+
+    @cached_property
+    def committed_terms(self) -> dict[str, set[Tier]]:
+        """Offering id -> the committed tiers bought on it."""
+        result: dict[str, set[Tier]] = {}
+        for c in self.plan.document.commitments:
+            result.setdefault(c.offering, set()).add(c.term.tier)
+        return result
+
+    @cached_property
+    def rows(self) -> pd.DataFrame:
+        """allocations.csv with typed columns and what the checks key on: ``capacity`` (held or spot),
+        ``committed`` (a committed tier), the offering's GPUs per node (NaN: unknown offering)."""
+        frame = self.plan.allocations.copy()
+        for column in ("period", "nodes", "gpus", "replicas", "cost_usd"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        for column in ("offering", "tier", "workload", "kind", "team"):
+            frame[column] = frame[column].astype(str)
+        frame["capacity"] = np.where(frame["tier"] == Tier.SPOT, SPOT, HELD)
+        frame["committed"] = frame["tier"].isin([str(t) for t in COMMITTED_TIERS])
+        gpn = {oid: float(o.gpus_per_node) for oid, o in self.offerings.items()}
+        frame["gpn"] = frame["offering"].map(gpn).astype(float)
+        return frame.reset_index(drop=True)

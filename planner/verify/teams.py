@@ -1,0 +1,96 @@
+"""Teams: burst limits per period, and guarantees backed by committed GPUs.
+
+A committed GPU backs one team's guarantee only, and only a team that could use its offering (the GPU
+models of the team's workloads); nodes still on order back nothing. Whether the commitments can back
+every guarantee at once is a transportation problem: feasible exactly when the max flow from teams
+(their guarantee less any shortfall listed unserved) to offerings (their committed GPUs) carries every
+team's need. The network is a handful of teams and offerings: a plain augmenting-path max flow.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pandas as pd
+
+from models.plan import UnservedGuarantee
+from planner.verify.context import EPS, Context
+from planner.verify.findings import Findings
+from planner.verify.rows import row_examples
+
+__all__ = ["check_teams", "max_flow"]
+
+
+def check_teams(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
+    per_period = rows.groupby(["team", "period"])["gpus"].sum().reset_index()
+    limit = per_period["team"].map({t.name: t.burst_gpus for t in ctx.scenario.teams}).astype(float)
+    over = per_period.assign(limit=limit)[limit.notna() & (per_period["gpus"] > limit + EPS)]
+    findings.add_many(
+        "burst",
+        len(over),
+        row_examples(over, "burst", lambda r: f"team {r.team} uses {r.gpus:g} GPUs; burst_gpus {r.limit:g}"),
+    )
+    _check_guarantees(ctx, findings)
+
+
+def _check_guarantees(ctx: Context, findings: Findings) -> None:
+    scenario = ctx.scenario
+    listed: dict[str, float] = {}
+    for item in ctx.plan.document.unserved:
+        if isinstance(item, UnservedGuarantee):
+            listed[item.team] = listed.get(item.team, 0.0) + item.gpus
+    need = {t.name: t.guaranteed_gpus - listed.get(t.name, 0.0) for t in scenario.teams}
+    need = {team: gpus for team, gpus in need.items() if gpus > EPS}
+    if not need:
+        return
+    supply: dict[str, float] = {}
+    for c in ctx.plan.document.commitments:
+        offering = ctx.offerings.get(c.offering)
+        if offering is not None and offering.available_from_hour <= 0:
+            supply[c.offering] = supply.get(c.offering, 0.0) + c.nodes * offering.gpus_per_node
+    edges: dict[str, dict[str, float]] = {"source": {}}
+    for team, gpus in need.items():
+        models = [m for w in scenario.workloads if w.team == team for m in w.gpu_models]
+        usable = [oid for oid in supply if models and ctx.offerings[oid].matches_gpu(models)]
+        edges["source"][f"team:{team}"] = gpus
+        edges[f"team:{team}"] = {f"offering:{oid}": float("inf") for oid in usable}
+    for oid, gpus in supply.items():
+        edges[f"offering:{oid}"] = {"sink": gpus}
+    flow = max_flow(edges, "source", "sink")
+    wanted = sum(need.values())
+    if flow < wanted - EPS:
+        findings.add(
+            "guarantee",
+            f"committed GPUs back {flow:g} of the {wanted:g} guaranteed GPUs not listed unserved "
+            f"(teams {', '.join(sorted(need))}; committed GPUs {supply or 'none'})",
+        )
+
+
+def max_flow(capacity: dict[str, dict[str, float]], source: str, sink: str) -> float:
+    """Edmonds-Karp on a small graph given as node -> {node: capacity}."""
+    residual: dict[str, dict[str, float]] = {}
+    for u, out in capacity.items():
+        for v, cap in out.items():
+            residual.setdefault(u, {})[v] = residual.get(u, {}).get(v, 0.0) + cap
+            residual.setdefault(v, {}).setdefault(u, 0.0)
+    total = 0.0
+    while True:
+        parent: dict[str, str] = {source: source}
+        queue = deque([source])
+        while queue and sink not in parent:
+            u = queue.popleft()
+            for v, cap in residual.get(u, {}).items():
+                if cap > EPS and v not in parent:
+                    parent[v] = u
+                    queue.append(v)
+        if sink not in parent:
+            return total
+        path, v = [], sink
+        while v != source:
+            path.append((parent[v], v))
+            v = parent[v]
+        push = min(residual[u][v] for u, v in path)
+        for u, v in path:
+            residual[u][v] -= push
+            residual[v][u] += push
+        total += push

@@ -1,0 +1,178 @@
+"""Training: each placed run is one gang on one offering that fits it, inside its window, held long enough,
+with rows exactly in the periods it runs; every other run listed unserved; spot within its share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import cast
+
+import pandas as pd
+
+from models.plan import TrainingPlacement, UnservedTraining
+from models.preemption import DEFAULT_RESTART_MINUTES, DEFAULT_WRITE_MINUTES, spot_overhead
+from models.tiers import Tier
+from models.workloads import TrainingRun
+from planner.verify.context import EPS, HELD, SPOT, Context
+from planner.verify.findings import Findings, Violation
+
+__all__ = ["check_training"]
+
+
+def check_training(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
+    placed: dict[tuple[str, int], TrainingPlacement] = {}
+    for placement in ctx.plan.document.training:
+        key = (placement.job, placement.run)
+        where: dict[str, int | str | None] = {
+            "workload": placement.job, "offering": placement.offering, "period": placement.start_period,
+        }  # fmt: skip
+        run = ctx.runs.get(key)
+        if run is None or key in placed:
+            what = "placed twice" if key in placed else "not a run of the scenario"
+            findings.add("unknown-run", f"{placement.job} run {placement.run}: {what}", **where)
+            continue
+        placed[key] = placement
+        _check_placement(ctx, findings, run, placement)
+    _check_rows(ctx, findings, rows, placed)
+    unserved = {(u.workload, u.run) for u in ctx.plan.document.unserved if isinstance(u, UnservedTraining)}
+    for key, run in ctx.runs.items():
+        if key not in placed and key not in unserved:
+            findings.add(
+                "unserved-unlisted",
+                f"{run.name} run {run.run}: neither placed nor listed unserved",
+                workload=run.name,
+            )
+    served = [(ctx.runs[key], p) for key, p in placed.items()]
+    total = sum(run.gpus * run.job.hours for run, _ in served)
+    on_spot = sum(run.gpus * run.job.hours for run, p in served if p.tier == Tier.SPOT)
+    share = ctx.scenario.purchase.max_spot_share
+    if on_spot > share * total * (1 + 1e-9) + EPS:
+        findings.add(
+            "spot-share",
+            f"{on_spot:,.0f} of {total:,.0f} training GPU-hours on spot ({on_spot / total:.1%}); "
+            f"max_spot_share {share:.0%}",
+        )
+
+
+def _check_placement(
+    ctx: Context, findings: Findings, run: TrainingRun, placement: TrainingPlacement
+) -> None:
+    job = run.job
+    where: dict[str, int | str | None] = {
+        "workload": job.name, "offering": placement.offering, "period": placement.start_period,
+    }  # fmt: skip
+    name = f"{job.name} run {run.run}"
+    offering = ctx.offerings.get(placement.offering)
+    if offering is None:
+        findings.add(
+            "unknown-offering",
+            f"{name} on {placement.offering}: not an offering the scenario may buy",
+            **where,
+        )
+    else:
+        if not offering.matches_gpu(job.gpu_models) or offering.gpus_per_node != job.gpus_per_node:
+            findings.add(
+                "ineligible-offering",
+                f"{name} ({job.gpus_per_node} x {'/'.join(job.gpu_models)} per node) on "
+                f"{offering.gpus_per_node} x {offering.gpu_model} nodes",
+                **where,
+            )
+        if job.needs_fabric and not offering.has_fabric:
+            findings.add(
+                "fabric", f"{name} needs a multi-node fabric; {placement.offering} has none", **where
+            )
+    if placement.nodes != job.nodes:
+        findings.add("gang-size", f"{name}: {placement.nodes} nodes placed, the job is {job.nodes}", **where)
+    end = placement.start_period + placement.periods
+    if placement.start_period < run.first_period or end > run.end_period:
+        findings.add(
+            "window",
+            f"{name} holds periods {placement.start_period}..{end - 1}; its window is {run.first_period}.."
+            f"{run.end_period - 1}",
+            **where,
+        )
+    held = placement.periods * ctx.p
+    needed = job.hours
+    if placement.tier == Tier.SPOT:
+        if not job.preemptible:
+            findings.add("spot-not-preemptible", f"{name} is on spot but not preemptible", **where)
+        if offering is not None:
+            checkpoint = job.checkpoint
+            overhead = spot_overhead(
+                work_hours=job.hours,
+                nodes=job.nodes,
+                per_node_rate_per_hour=offering.spot_interruptions_per_hour,
+                write_minutes=checkpoint.write_minutes if checkpoint else DEFAULT_WRITE_MINUTES,
+                restart_minutes=checkpoint.restart_minutes if checkpoint else DEFAULT_RESTART_MINUTES,
+            )
+            needed = max(needed, overhead.expected_wall_hours)
+    if held < math.ceil(needed / ctx.p - 1e-9) * ctx.p:
+        findings.add(
+            "duration", f"{name} held {held} h; it needs {needed:,.2f} h ({placement.tier})", **where
+        )
+
+
+def _check_rows(
+    ctx: Context, findings: Findings, rows: pd.DataFrame, placed: dict[tuple[str, int], TrainingPlacement]
+) -> None:
+    """Rows of each job: exactly in the periods its runs hold, on their offering and capacity, gang-sized."""
+    training = rows[rows["kind"] == "training"]
+    expected: dict[tuple[str, int], list[TrainingPlacement]] = defaultdict(list)
+    for p in placed.values():
+        for period in range(p.start_period, p.start_period + p.periods):
+            expected[(p.job, period)].append(p)
+    actual = training.groupby(["workload", "period"])
+    for key, group in actual:
+        workload, when = cast(tuple[str, int], key)
+        job, period = str(workload), int(when)
+        runs = expected.get((job, period))
+        if not runs:
+            findings.add(
+                "training-rows",
+                f"{job} has rows in period {period}, where no run of it is placed",
+                period=period,
+                workload=job,
+            )
+            continue
+        offerings = {p.offering for p in runs}
+        seen = sorted(set(zip(group["offering"], group["tier"], strict=True)))
+        capacities = {SPOT if p.tier == Tier.SPOT else HELD for p in runs}
+        if not set(group["offering"]) <= offerings or not set(group["capacity"]) <= capacities:
+            findings.add_many(
+                "gang-split",
+                1,
+                [
+                    Violation(
+                        kind="gang-split",
+                        message=f"{job}: rows on {seen}"
+                        f"; placed on {sorted((p.offering, str(p.tier)) for p in runs)}",
+                        period=period,
+                        workload=job,
+                    )
+                ],
+            )
+        nodes = float(group["nodes"].sum())
+        gang = sum(ctx.jobs[job].nodes for _ in runs)
+        if abs(nodes - gang) > EPS:
+            findings.add(
+                "gang-size",
+                f"{job}: {nodes:g} nodes in its rows, the gang is {gang}",
+                period=period,
+                workload=job,
+            )
+    have = set(actual.groups)
+    missing = [key for key in expected if key not in have]
+    findings.add_many(
+        "training-rows",
+        len(missing),
+        (
+            Violation(
+                kind="training-rows",
+                message=f"{job} is placed in period {period} but has no rows there",
+                period=period,
+                workload=job,
+            )
+            for job, period in sorted(missing)
+        ),
+    )

@@ -1,0 +1,82 @@
+"""`gpuplan verify` end to end: exit codes, the printed groups, --json; and (slow) the seven ready
+scenarios' plans, which today break only the rules the planner does not implement yet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What today's planner is known to break (issue 11): fractional replicas, and the billing rule (committed
+#: rows carry the use, not whole nodes, so held nodes are fractional; on-demand beside idle commitments).
+KNOWN_TODAY = {"fractional-replicas", "fractional-nodes", "billing-committed-first"}
+
+
+def _scenario(kit: SimpleNamespace, directory: Path) -> Path:
+    kit.write_catalog_csv(
+        directory / "catalog.csv",
+        [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0)],
+    )
+    data = kit.scenario_dict(
+        hours=12, terms=["1y"],
+        inference=[{"name": "chat", "team": "t", "gpus_per_replica": 2, "gpu_models": ["H100"],
+                    "replicas": {"profile": "flat", "base": 8}}],
+    )  # fmt: skip
+    return kit.write_scenario_yaml(directory / "scenario.yaml", data)
+
+
+def test_verify_accepts_a_plan_and_rejects_a_broken_one(kit: SimpleNamespace, tmp_path: Path) -> None:
+    runner = CliRunner()
+    scenario = _scenario(kit, tmp_path)
+    plan_dir = tmp_path / "plan"
+    planned = runner.invoke(app, ["plan", str(scenario), "-o", str(plan_dir), "--no-report", "-q"])
+    assert planned.exit_code == 0, planned.output
+    ok = runner.invoke(app, ["verify", str(scenario), str(plan_dir)])
+    assert ok.exit_code == 0, ok.output
+    assert "ok, no violations" in ok.output
+
+    rows = pd.read_csv(plan_dir / "allocations.csv")
+    rows.loc[0, "replicas"] = 3  # chat short of its 8 replicas in period 0
+    rows.loc[1, "replicas"] = 8.5  # and a fractional count
+    rows.to_csv(plan_dir / "allocations.csv", index=False)
+    broken = runner.invoke(app, ["verify", str(scenario), str(plan_dir)])
+    assert broken.exit_code == 1, broken.output
+    assert "demand (1)" in broken.output and "fractional-replicas (1)" in broken.output
+    as_json = runner.invoke(app, ["verify", str(scenario), str(plan_dir), "--json"])
+    assert as_json.exit_code == 1
+    report = json.loads(as_json.stdout)
+    assert {k["kind"]: k["count"] for k in report["kinds"]} == {"fractional-replicas": 1, "demand": 1}
+    assert report["kinds"][1]["examples"][0]["period"] == 0
+
+    missing = runner.invoke(app, ["verify", str(scenario), str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2
+    assert "plan.json: file not found" in missing.output
+
+
+def test_verify_help_says_what_is_checked() -> None:
+    result = CliRunner().invoke(app, ["verify", "--help"])
+    assert result.exit_code == 0
+    for word in ("billing rule", "min(N, C)", "MIG layouts", "packing", "guarantee", "--json"):
+        assert word in result.output
+
+
+@pytest.mark.slow
+def test_the_ready_scenarios_break_only_what_the_planner_does_not_do_yet(tmp_path: Path) -> None:
+    """Plans all seven scenarios (minutes) and verifies each in under 10 s."""
+    runner = CliRunner()
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        plan_dir = tmp_path / path.stem
+        planned = runner.invoke(app, ["plan", str(path), "-o", str(plan_dir), "--no-report", "-q"])
+        assert planned.exit_code == 0, planned.output
+        result = runner.invoke(app, ["verify", str(path), str(plan_dir), "--json"])
+        report = json.loads(result.stdout)
+        kinds = {k["kind"] for k in report["kinds"]}
+        assert kinds <= KNOWN_TODAY, (path.stem, kinds - KNOWN_TODAY)
+        assert report["seconds"] < 10, (path.stem, report["seconds"])
