@@ -55,9 +55,10 @@ Rules that hold by construction: no variable exists that could break them (the i
      prices (sets.build_sets, ``terms``: ``terms: []`` means no commitment column at all).
  12. a gang is one placement group with the fabric it needs: a training option is one offering, one
      capacity kind (non-spot or spot) and one start, and options exist only on offerings with the
-     job's GPU model and GPUs per node, a multi-node fabric where the job needs one (``TrainingJob.needs_fabric``) and
-     max_n[o] >= n_r (sets._training_options); 5 place picks one option, so a run's n_r nodes are
-     never split across offerings, regions or kinds.
+     job's GPU model and GPUs per node, a multi-node fabric where the job needs one
+     (``TrainingJob.needs_fabric``) and max_n[o] >= n_r (sets._training_options); 5 place picks one
+     option, so a run's n_r nodes are never split across offerings or regions, nor between spot and
+     non-spot (M[a] splits a non-spot gang only between committed and on-demand billing).
  13. training inside its window: every option starts at or after the run's first period and ends by
      its end period (earliest_start and deadline in whole periods, workloads.training_runs), on the
      start grid (sets._starts); a run whose window is too short has no option and is unserved, with
@@ -84,7 +85,8 @@ Objective
 
 cost_a is a spot run's own cost, its expected preemption overhead included (``models.preemption``);
 a non-spot run pays c_od[o] * hours_a * (n_a Y[a] - M[a]) for its nodes beyond the commitments.
-Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle guaranteed GPUs may serve anyone.
+Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle
+guaranteed GPUs may serve anyone.
 """
 
 from __future__ import annotations
