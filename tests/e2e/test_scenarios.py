@@ -104,10 +104,16 @@ def test_adjust_is_applied_on_loading():
 # ---- planning (slow) -----------------------------------------------------------------------------
 
 
+#: What ``gpuplan verify`` may still find in a plan: whole-number replicas per offering (issue 11,
+#: point 2) are not in the model yet. Every other kind is a bug.
+VERIFY_KNOWN = {"fractional-replicas"}
+
+
 @dataclass
 class Planned:
     plan: dict[str, Any]
     rows: pd.DataFrame
+    violations: set[str]  # kinds gpuplan verify reports
 
     @property
     def total(self) -> float:
@@ -144,9 +150,13 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Planned]:
                 app, ["plan", str(path), "-o", str(out), "-q", "--time-limit", "60", "--no-report"]
             )
             assert result.exit_code == 0, result.output
+            checked = CliRunner().invoke(app, ["verify", str(path), str(out), "--json"])
+            report = json.loads(checked.stdout)
+            assert report["seconds"] < 10, report["seconds"]
             cache[key] = Planned(
                 json.loads((out / "plan.json").read_text(encoding="utf-8")),
                 pd.read_csv(out / "allocations.csv"),
+                {kind["kind"] for kind in report["kinds"]},
             )
         return cache[key]
 
@@ -160,6 +170,7 @@ def test_scenario_plans_to_its_outcome(name: str, planned: Callable[..., Planned
     plan, rows = result.plan, result.rows
     # sane for every scenario: costs reconcile, cheaper than all on-demand, something committed,
     # latency-critical services never on spot, nothing unserved unless the scenario is about a shortage
+    assert result.violations <= VERIFY_KNOWN, result.violations - VERIFY_KNOWN  # billed as clouds bill
     costs = plan["costs"]
     committed = sum(c["cost_in_horizon_usd"] for c in plan["commitments"])
     assert costs["total_usd"] == pytest.approx(rows["cost_usd"].sum() + committed, rel=1e-6)
