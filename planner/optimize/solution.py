@@ -145,8 +145,10 @@ def _term_shares(commits: dict[Term, int]) -> list[tuple[Tier, float]]:
 
 
 def _split_whole(counts: np.ndarray, share: np.ndarray) -> np.ndarray:
-    """``counts * share`` rounded so that a whole count splits into whole parts (the rest goes on)."""
-    return np.minimum(np.round(counts * share), counts)
+    """The ``share`` part of ``counts``: a whole count splits into whole parts (the rest goes on), a
+    fractional one (a replica split between offerings) exactly, so the parts always add up."""
+    whole = np.abs(counts - np.round(counts)) <= 1e-9
+    return np.where(whole, np.minimum(np.round(counts * share), counts), counts * share)
 
 
 def _use(solution: Solution) -> pd.DataFrame:
