@@ -289,9 +289,9 @@ def define_training(model: PlanningModel) -> None:
         nodes = float(sets.runs[option.run].job.nodes)
         hours = option.periods * sets.period_hours
         model.objective_terms.append((var, nodes * offering.on_demand_usd_h * hours))
-        # M[a]: nodes of the gang its offering's commitments cover; where the run's blocks stand in a
-        # footprint other runs hold (fix_training), it gets none: wholly on demand, on the safe side
-        if sets.terms[option.offering] and option.own_blocks:
+        # M[a]: nodes of the gang its offering's commitments cover (sets.fix_training keeps such a run's
+        # footprint its own, so its M is never a twin's)
+        if sets.terms[option.offering]:
             whole = sets.integral_held or offering.max_nodes is not None
             part = model.var(f"M_{a}", pulp.LpInteger if whole else pulp.LpContinuous, nodes)
             model.committed_part[a] = part

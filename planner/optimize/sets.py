@@ -79,7 +79,6 @@ class TrainingOption:
     blocks: tuple[int, ...]  # blocks the run touches (occupied in the model)
     overhead: SpotOverhead | None = None
     list_usd: float = 0.0  # its nodes at the on-demand (owned: amortized) rate: for ranking fallbacks
-    own_blocks: bool = True  # ``blocks`` are all it occupies (False: fix_training shares a footprint)
 
 
 @dataclass
@@ -677,8 +676,6 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
     signature_id: dict[tuple, int] = {(): -1}
     signature = np.full(periods, -1, dtype=np.int64)
     holders: dict[int, list[int]] = defaultdict(list)
-    held_by: dict[int, set[int]] = {}  # signature -> the runs that stand for it
-    block_signature: dict[int, int] = {}
     for b in np.unique(block[in_window]):
         members = active.get(int(b), [])
         # a non-spot run that may share commitments holds its own footprint: how much of it they cover
@@ -694,18 +691,8 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
             signature_id[key] = len(signature_id) - 1
             for k in members:
                 holders[k].append(signature_id[key])
-            held_by[signature_id[key]] = set(members)
         signature[(block == b) & in_window] = signature_id[key]
-        block_signature[int(b)] = signature_id[key]
-    # a run stands for itself where it holds the footprint of every block it touches
-    fixed = [
-        replace(
-            o,
-            blocks=tuple(holders[k]),
-            own_blocks=all(k in held_by.get(block_signature.get(b, -1), set()) for b in o.blocks),
-        )
-        for k, o in enumerate(options)
-    ]
+    fixed = [replace(o, blocks=tuple(holders[k])) for k, o in enumerate(options)]
     availability = availability_key(sets.offerings, periods, sets.period_hours)
     slots, slot_of_period = _merge_periods(signature, sets.demand, sets.period_hours, availability)
     return replace(
