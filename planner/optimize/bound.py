@@ -69,7 +69,7 @@ from planner.optimize.build import (
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, usable
+from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, shares_commitments, usable
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
@@ -299,11 +299,7 @@ def certified_bound(
         partial: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # block -> energy
         variants: list[tuple[pulp.LpVariable, pulp.LpVariable | None, tuple[int, int, int, int]]] = []
         chosen_by[(r, o, tier)] = (y, variants)
-        cut_gangs = (
-            tier == Capacity.NON_SPOT
-            and sets.offerings[o].on_demand_usd_h is not None
-            and bool(sets.terms[o])
-        )
+        cut_gangs = shares_commitments(sets, o, tier)
         if cut_gangs:
             # the gang holds n nodes for all its hours and at most R of them are committed: at least
             # hours * (n - R) on-demand node-hours, whatever the averaging (see _beyond_commitments)

@@ -100,7 +100,7 @@ import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
 from models.tiers import TERM_TIER, Capacity, Term, Tier
-from planner.optimize.sets import PlanningSets, on_demand_or_dearest, usable
+from planner.optimize.sets import PlanningSets, on_demand_or_dearest, shares_commitments, usable
 
 set_v4_migration_warnings(False)
 
@@ -291,7 +291,7 @@ def define_training(model: PlanningModel) -> None:
         model.objective_terms.append((var, nodes * offering.on_demand_usd_h * hours))
         # M[a]: nodes of the gang its offering's commitments cover (sets.fix_training keeps such a run's
         # footprint its own, so its M is never a twin's)
-        if sets.terms[option.offering]:
+        if shares_commitments(sets, option.offering, option.tier):
             whole = sets.integral_held or offering.max_nodes is not None
             part = model.var(f"M_{a}", pulp.LpInteger if whole else pulp.LpContinuous, nodes)
             model.committed_part[a] = part

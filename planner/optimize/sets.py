@@ -644,14 +644,10 @@ def cheapest_per_tier(candidates: list[tuple[int, float, float, float, int | Non
     return keep
 
 
-def _shares_commitments(sets: PlanningSets, option: TrainingOption) -> bool:
-    """A non-spot run on an offering with both commitments and on-demand nodes (build.py's M[a])."""
-    offering = sets.offerings[option.offering]
-    return (
-        option.tier == Capacity.NON_SPOT
-        and bool(sets.terms[option.offering])
-        and (offering.on_demand_usd_h is not None)
-    )
+def shares_commitments(sets: PlanningSets, o: int, tier: Capacity) -> bool:
+    """Non-spot use of an offering with both commitments and on-demand nodes: commitments cover part of
+    it, on-demand nodes the rest (build.py's M[a], bound.py's gang cuts)."""
+    return tier == Capacity.NON_SPOT and bool(sets.terms[o]) and sets.offerings[o].on_demand_usd_h is not None
 
 
 def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
@@ -683,7 +679,8 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
         key = tuple(
             sorted(
                 (options[k].offering, options[k].tier, sets.runs[options[k].run].job.nodes,
-                 sets.runs[options[k].run].job.team, k if _shares_commitments(sets, options[k]) else -1)
+                 sets.runs[options[k].run].job.team,
+                 k if shares_commitments(sets, options[k].offering, options[k].tier) else -1)
                 for k in members
             )
         )  # fmt: skip
