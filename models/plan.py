@@ -127,7 +127,12 @@ class SolverReport(DocumentPart):
         description="optimal (the certified gap is within the requested gap), feasible (a plan whose gap is "
         "above it), time_limit (staged method without a certified bound), ..."
     )
-    objective_usd: float
+    objective_usd: float = Field(
+        description="what the written plan costs, its penalty for unserved demand included (the gap's cost)"
+    )
+    model_objective_usd: float | None = Field(
+        None, description="the planning model's objective, before replicas were made whole (realize.py)"
+    )
     bound_usd: float = Field(description="certified lower bound on the full hourly problem, when computed")
     gap: float = Field(description="(cost - bound) / cost")
     seconds: float

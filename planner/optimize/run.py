@@ -89,6 +89,7 @@ def _optimize_hourly(
         method="hourly-decomposition",
         elapsed={"build": build_seconds},
         model_slots=done.clusters,
+        realize_seconds=settings.realize_budget,
     )
     solver = plan.document.solver
     solver.bound_method = done.bound_method

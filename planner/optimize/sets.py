@@ -190,15 +190,33 @@ def replicas_per_node(service: InferenceService, offering: Offering) -> float:
     if not offering.matches_gpu(service.gpu_models):
         return 0.0
     if service.gpus_per_replica is not None:
-        return float(offering.gpus_per_node // service.gpus_per_replica)
+        return _whole_replicas(offering.gpus_per_node, service.gpus_per_replica)
     assert service.gpu_memory_gb is not None  # guaranteed by the scenario validator
     per_gpu = replicas_per_gpu(
         offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb, service.gpu_compute_share
     )
     if per_gpu >= 1:
         return float(offering.gpus_per_node * per_gpu)
-    gpus_needed = round(1 / per_gpu)
-    return float(offering.gpus_per_node // gpus_needed)
+    return _whole_replicas(offering.gpus_per_node, round(1 / per_gpu))
+
+
+def whole_gpu_size(gpus: int, gpus_per_node: int) -> int | None:
+    """The GPUs a replica needing ``gpus`` is given on a node of ``gpus_per_node``: the smallest size of
+    the chain 1 | ... | G/4 | G/2 | G (halving while even) that holds it, e.g. 3 -> 4 on 8-GPU nodes.
+    Sizes that divide each other pack without gaps (placed largest first, every free block is a
+    multiple of the next size), so any mix of them fits on ``ceil(GPUs / G)`` nodes. None if the
+    replica needs more than a node."""
+    if gpus > gpus_per_node:
+        return None
+    chain = [gpus_per_node]
+    while chain[-1] % 2 == 0:
+        chain.append(chain[-1] // 2)
+    return min(size for size in [*chain, 1] if size >= gpus)
+
+
+def _whole_replicas(gpus_per_node: int, gpus: int) -> float:
+    size = whole_gpu_size(gpus, gpus_per_node)
+    return float(gpus_per_node // size) if size else 0.0
 
 
 def build_sets(

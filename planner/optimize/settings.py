@@ -22,3 +22,12 @@ class SolveSettings:
     bound_clusters_per_block: int | None = None  # None: by size (bound.clusters_per_block)
     method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (decompose.py); see METHODS
     cluster_relax: bool | None = None  # hourly method: True stops at the cluster model's LP (no MILP)
+    realize_seconds: float | None = None  # whole replicas: the period MILPs' time (None: see below)
+
+    @property
+    def realize_budget(self) -> float:
+        """Seconds the period MILPs of ``realize.py`` may take in all: ``realize_seconds``, else half the
+        time limit (60 s without one); periods beyond it keep the rounded answer (the plan says so)."""
+        if self.realize_seconds is not None:
+            return self.realize_seconds
+        return 60.0 if self.time_limit is None else 0.5 * self.time_limit

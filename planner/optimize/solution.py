@@ -12,8 +12,9 @@ proportion to the nodes committed on each.
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -49,6 +50,8 @@ from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Capacity, T
 from models.workloads import period_start
 from planner.mig.layouts import mig_section
 from planner.optimize.build import PlanningModel
+from planner.optimize.hourly import Occupancy
+from planner.optimize.realize import realize
 from planner.optimize.sets import PlanningSets, TrainingOption
 from planner.optimize.solve import SolveResult
 
@@ -95,23 +98,13 @@ class Solution:
     unserved_runs: list[int]
     guarantee_short: dict[str, float]
     penalty_usd: float
+    notes: list[str] = field(default_factory=list)  # how the solution was made whole, for the report
 
 
 def solution_from_model(model: PlanningModel) -> Solution:
-    """The model's variable values, slots written back out per period.
-
-    Spot rows carry their share of the whole spot nodes held; non-spot rows what they use (whole
-    on-demand nodes are taken per period, under the billing rule, by :func:`extract_allocations`).
-    """
+    """The model's variable values, slots written back out per period (fractional: :func:`realized`
+    makes them whole)."""
     sets = model.sets
-    used: dict[tuple[Capacity, int, int], float] = defaultdict(float)
-    for (tier, _i, o, s), var in model.serve.items():
-        used[(tier, o, s)] += _value(var)
-    scale = {
-        key: (whole_nodes(total) / total if key[0] == Capacity.SPOT else 1.0)
-        for key, total in used.items()
-        if total > EPS
-    }
     records: list[
         tuple[int, int, str, int, float, float]
     ] = []  # slot, offering, tier, service, nodes, replicas
@@ -119,7 +112,7 @@ def solution_from_model(model: PlanningModel) -> Solution:
         nodes = _value(var)
         if nodes <= EPS:
             continue
-        records.append((s, o, tier, i, nodes * scale[(tier, o, s)], nodes * sets.replicas_per_node[(i, o)]))
+        records.append((s, o, tier, i, nodes, nodes * sets.replicas_per_node[(i, o)]))
     slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes", "replicas"])
     period_slot = pd.DataFrame({"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period})
     inference = period_slot.merge(slot_rows, on="slot").drop(columns=["slot"])
@@ -135,6 +128,41 @@ def solution_from_model(model: PlanningModel) -> Solution:
         unserved_runs=[r for r, var in model.unserved_run.items() if _value(var) > 0.5],
         guarantee_short={team: _value(var) for team, var in model.guarantee_short.items()},
         penalty_usd=sum(_value(var) * coef for var, coef in model.penalty_terms),
+    )
+
+
+def realized(solution: Solution, exact_seconds: float = 60.0) -> Solution:
+    """The solution with whole replicas on whole nodes every period (``planner.optimize.realize``):
+    what the plan writes, bills and verifies. Replicas that no node can take within the limits are
+    added to the unserved ones, and to the penalty."""
+    sets = solution.sets
+    teams = {team.name: m for m, team in enumerate(sets.scenario.teams)}
+    occupancy = Occupancy.empty(len(sets.offerings), len(teams), sets.demand.shape[1])
+    for option in solution.placements:
+        occupancy.add(sets, option, teams[sets.runs[option.run].job.team])
+    commits = {o: sum(terms.values()) for o, terms in solution.commits.items()}
+    began = time.perf_counter()
+    result = realize(
+        sets,
+        solution.inference,
+        solution.unserved_replicas,
+        commits,
+        (occupancy.non_spot, occupancy.spot, occupancy.team_gpus),
+        exact_seconds=exact_seconds,
+    )
+    note = (
+        f"whole replicas on whole nodes: {result.distinct_periods:,} distinct periods realized in "
+        f"{time.perf_counter() - began:.1f} s (rounded, improved, then each period's MILP: it beat the "
+        f"rounding in {result.exact_periods:,}"
+        + ("" if result.exact_complete else "; its time budget ran out, later periods kept the rounding")
+        + ")"
+    )
+    return replace(
+        solution,
+        inference=result.inference,
+        unserved_replicas=result.unserved,
+        penalty_usd=solution.penalty_usd + result.penalty_delta_usd,
+        notes=[*solution.notes, note],
     )
 
 
@@ -251,9 +279,12 @@ def build_plan(
     method: SolveMethod,
     elapsed: dict[str, float],
     model_slots: int | None = None,
+    realize_seconds: float = 60.0,
 ) -> Plan:
     """The plan from a solution. ``model_slots``: slots of the model that decided it (the first
-    stage), when that differs from the solution's sets."""
+    stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
+    (``realize.py``)."""
+    solution = realized(solution, realize_seconds)
     sets = solution.sets
     scenario = sets.scenario
     horizon = scenario.horizon
@@ -293,7 +324,8 @@ def build_plan(
     solver = SolverReport(
         name=result.solver,
         status=result.termination.value,
-        objective_usd=result.objective,
+        objective_usd=paid,
+        model_objective_usd=result.objective,
         bound_usd=result.bound,
         gap=gap,
         seconds=round(result.seconds, 3),
@@ -305,7 +337,7 @@ def build_plan(
         build_seconds=round(elapsed.get("build", 0.0), 3),
         penalty_usd=penalty,
         bound_method="the solver's proven lower bound for the planning model",
-        notes=list(sets.notes),
+        notes=[*sets.notes, *solution.notes],
     )
     document = PlanDocument(
         scenario=scenario.name,

@@ -105,6 +105,7 @@ def plan_staged(
         method="staged-milp",
         elapsed={"build": build_seconds},
         model_slots=len(sets.slots),
+        realize_seconds=settings.realize_budget,
     )
     solver = plan.document.solver
     solver.stage2_model_periods = len(fixed_sets.slots)

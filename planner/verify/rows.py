@@ -180,7 +180,7 @@ def _inference_rows(ctx: Context, findings: Findings, rows: pd.DataFrame) -> pd.
         lambda r: f"{r.workload} cannot run on {r.offering} (GPU model, GPUs per replica or memory)",
     )  # fmt: skip
     critical = rows["workload"].map({s.name: s.latency_critical for s in ctx.scenario.inference})
-    on_spot = (rows["capacity"] == SPOT).to_numpy() & critical.fillna(False).to_numpy(dtype=bool)
+    on_spot = (rows["capacity"] == SPOT).to_numpy() & critical.eq(True).to_numpy(dtype=bool)
     _report(
         findings, rows, inference & on_spot,
         "spot-latency", lambda r: f"latency-critical {r.workload} on spot ({r.offering})",

@@ -1,4 +1,5 @@
-"""Teams: burst limits per period, and guarantees backed by committed GPUs.
+"""Teams: burst limits per period (on the GPUs the team's work occupies), and guarantees backed by
+committed GPUs.
 
 A committed GPU backs one team's guarantee only, and only a team that could use its offering (the GPU
 models of the team's workloads); nodes still on order back nothing. Whether the commitments can back
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
 import pandas as pd
 
+from models.mig import COMPUTE_SLICES, MIG_PROFILES, canonical_model
 from models.plan import UnservedGuarantee
 from planner.verify.context import EPS, Context
 from planner.verify.findings import Findings
@@ -22,7 +25,8 @@ __all__ = ["check_teams", "max_flow"]
 
 
 def check_teams(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
-    per_period = rows.groupby(["team", "period"])["gpus"].sum().reset_index()
+    occupied = rows.assign(gpus=occupied_gpus(ctx, rows))
+    per_period = occupied.groupby(["team", "period"])["gpus"].sum().reset_index()
     limit = per_period["team"].map({t.name: t.burst_gpus for t in ctx.scenario.teams}).astype(float)
     over = per_period.assign(limit=limit)[limit.notna() & (per_period["gpus"] > limit + EPS)]
     findings.add_many(
@@ -31,6 +35,24 @@ def check_teams(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
         row_examples(over, "burst", lambda r: f"team {r.team} uses {r.gpus:g} GPUs; burst_gpus {r.limit:g}"),
     )
     _check_guarantees(ctx, findings)
+
+
+def occupied_gpus(ctx: Context, rows: pd.DataFrame) -> np.ndarray:
+    """GPUs each row's work occupies, what a burst limit ("most GPUs the team may use at once") caps, as
+    a quota system such as Kueue counts requests: a gang its nodes' GPUs, a whole-GPU replica the GPUs
+    it asks for, a MIG replica its slice's share of the GPU's compute (slices / 7). Idle GPUs of a node
+    the team pays for are charged to it (the ``gpus`` column) but are not in use."""
+    used: list[float] = []
+    columns = (rows["kind"], rows["shape"], rows["offering"], rows["replicas"], rows["gpus"])
+    for kind, shape, offering_id, replicas, gpus in zip(*(c.tolist() for c in columns), strict=True):
+        if kind != "inference" or shape is None:
+            used.append(float(gpus))
+        elif shape.profile is None:
+            used.append(float(replicas) * shape.gpus)
+        else:
+            model = canonical_model(ctx.offerings[offering_id].gpu_model)
+            used.append(float(replicas) * MIG_PROFILES[model][shape.profile].compute_slices / COMPUTE_SLICES)
+    return np.array(used, dtype=float)
 
 
 def _check_guarantees(ctx: Context, findings: Findings) -> None:

@@ -26,11 +26,13 @@ from models.catalog import Catalog
 from models.plan import ALLOCATION_COLUMNS, Plan
 from models.scenario import parse
 from models.workloads import service_demand
+from planner.inputs import Inputs
 from planner.optimize import optimize
 from planner.optimize.bound import certified_bound
 from planner.optimize.build import create_model
 from planner.optimize.sets import ModelOptions, build_sets
 from planner.optimize.solve import Termination, solve
+from planner.verify import verify
 
 HOURS = 48
 START = "2027-01-08T00:00:00Z"  # a Friday: the horizon holds a weekday and a Saturday
@@ -105,11 +107,15 @@ def scenarios(draw) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 "peak_hour_utc": draw(st.integers(0, 23)),
                 "weekend_factor": draw(st.sampled_from([1.0, 0.5])),
             }
+        # whole GPUs (3 is given 4 on nodes of 4 or 8), or a MIG slice (1g, 2g, 3g on H100 and A100-80GB)
+        size = draw(st.sampled_from([("gpus_per_replica", 1), ("gpus_per_replica", 2),
+                                     ("gpus_per_replica", 3), ("gpu_memory_gb", 9),
+                                     ("gpu_memory_gb", 18), ("gpu_memory_gb", 35)]))  # fmt: skip
         inference.append(
             {
                 "name": f"svc{k}",
                 "team": draw(st.sampled_from(team_names)),
-                "gpus_per_replica": draw(st.integers(1, 2)),
+                size[0]: size[1],
                 "gpu_models": draw(model_choice),
                 "latency_critical": draw(st.booleans()),
                 "replicas": replicas,
@@ -204,19 +210,27 @@ def check_properties(
     for service in scenario.inference:
         rows_of = alloc[(alloc["workload"] == service.name) & (alloc["kind"] == "inference")]
         spec = next(s for s in data["inference"] if s["name"] == service.name)
-        rpn = {
-            oid: (row["gpus_per_node"] // spec["gpus_per_replica"])
-            * _matches(spec["gpu_models"], row["gpu_model"])
-            for oid, row in by_id.items()
-        }
+        models = {oid for oid, row in by_id.items() if _matches(spec["gpu_models"], row["gpu_model"])}
+        if "gpus_per_replica" in spec:  # whole GPUs: a node of g GPUs holds g // size replicas
+            rpn = {oid: (row["gpus_per_node"] // spec["gpus_per_replica"]) * (oid in models)
+                   for oid, row in by_id.items()}  # fmt: skip
+        else:  # a MIG slice: every GPU of the right model holds at least one
+            rpn = {oid: float(oid in models) for oid in by_id}
         for oid in set(rows_of["offering"]):
             assert rpn[oid] > 0, f"{service.name} placed on ineligible {oid}"
         if service.latency_critical:
             assert not (rows_of["tier"] == "spot").any(), f"latency-critical {service.name} on spot"
+        # (j) whole replicas, and whole-GPU rows hold GPUs for all of them
+        replicas = rows_of["replicas"].to_numpy(dtype=float)
+        assert np.allclose(replicas, np.round(replicas)), f"{service.name}: fractional replicas"
+        if "gpus_per_replica" in spec:  # per offering and period (a row's tiers split nodes pro rata)
+            keys = [rows_of["period"], rows_of["offering"]]
+            room = (rows_of["nodes"] * rows_of["offering"].map(rpn)).groupby(keys).sum()
+            assert (room >= rows_of["replicas"].groupby(keys).sum() - TOL).all(), f"{service.name}: no room"
         if service.name in unserved:
             continue
         demand = service_demand(scenario, service, base_dir)
-        served = (rows_of["nodes"] * rows_of["offering"].map(rpn)).groupby(rows_of["period"]).sum()
+        served = rows_of.groupby("period")["replicas"].sum()
         for t in periods:
             have = float(served.get(t, 0.0))
             assert have >= demand[t] - TOL * max(1, demand[t]), (
@@ -308,6 +322,10 @@ def check_properties(
         )
     assert sum(committed_gpus.values()) >= guaranteed
     assert 0.0 <= plan["utilization"]["reserved_used_fraction"] <= 1.0 + TOL
+
+    # (k) the independent checker finds nothing: every hour packs onto the nodes held, bills as clouds bill
+    findings = verify(Inputs(scenario, Catalog.load(base_dir / "catalog.csv"), base_dir), written)
+    assert findings.ok, [(k.kind, k.examples[:2]) for k in findings.summary()]
 
     # (h) the bound is below the objective; the plan beats all-on-demand when that baseline is a plan
     solver = plan["solver"]
