@@ -2,7 +2,8 @@
 
 Exit codes scripts can trust: 0 success; 2 bad input (scenario, catalog, series, arguments); 3 the
 solver produced no plan; 4 a plan was written but demand is unserved and ``--fail-on-unserved`` was
-given; 1 ``verify`` found violations, or anything unexpected. Input errors print one line naming the
+given; 5 the plan was written but fails its own check (``gpuplan verify``: a bug, reported loudly);
+1 ``verify`` found violations, or anything unexpected. Input errors print one line naming the
 file, the field and the problem, never a traceback, and nothing is written.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,6 +24,7 @@ from models.errors import GpuplanError, InputError, SolverError
 from models.plan import Plan, PlanDocument
 from models.scenario import Scenario
 from planner.cli_common import (
+    EXIT_SELF_CHECK,
     EXIT_SOLVER,
     EXIT_UNSERVED,
     EXIT_VIOLATIONS,
@@ -31,6 +34,10 @@ from planner.cli_common import (
     progress_messages,
 )
 from planner.simulate.cli import simulate_app
+
+if TYPE_CHECKING:  # imported where used: `gpuplan --help` loads neither
+    from planner.inputs import Inputs
+    from planner.verify import VerifyReport
 
 app = typer.Typer(
     add_completion=False,
@@ -72,12 +79,17 @@ def plan(
     fail_on_unserved: Annotated[
         bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
     ] = False,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="skip the independent check of the plan (gpuplan verify)")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the solver log")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
 ) -> None:
     """Plan a scenario: commitments, on-demand, spot and training placements at minimum cost.
 
-    Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html.
+    Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html, then checks the
+    written plan against the scenario with `gpuplan verify` (independent of the optimizer). A plan that
+    fails the check is a gpuplan bug: it is still written, for the bug report, and the exit code is 5.
     """
     from planner.inputs import load_inputs
     from planner.optimize import METHODS, SolveSettings, optimize
@@ -113,10 +125,19 @@ def plan(
                 from planner.reports.plan import write_reports
 
                 write_reports(staging)
+        check = None if no_verify else _self_check(inputs, scenario, output, say)
     except GpuplanError as error:
         raise fail(error) from None
     document = result.document
-    _print_summary(document, output)
+    _print_summary(document, output, None if check is None else check.ok)
+    if check is not None and not check.ok:
+        _print_violations(check, f"{output} (the plan just written)")
+        err.print(
+            "[bold red]bug:[/] gpuplan wrote a plan that breaks the rules above; this is a bug in the "
+            f"planner, not in your scenario. Please report it with {output}/ and the scenario.",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_SELF_CHECK)
     if document.unserved:
         err.print(f"[yellow]warning:[/] {len(document.unserved)} unserved demand item(s):", highlight=False)
         for item in document.unserved:
@@ -125,7 +146,17 @@ def plan(
             raise typer.Exit(EXIT_UNSERVED)
 
 
-def _print_summary(document: PlanDocument, output: Path) -> None:
+def _self_check(inputs: Inputs, scenario: Path, output: Path, say: Callable[[str], None]) -> VerifyReport:
+    """``gpuplan verify`` on the directory just written, read back as any reader of it would."""
+    from planner.verify import verify_inputs
+
+    report = verify_inputs(inputs, scenario, output)
+    found = "no violations" if report.ok else f"{report.violations:,} violation(s)"
+    say(f"verified the written plan: {found} ({report.seconds:.1f} s)")
+    return report
+
+
+def _print_summary(document: PlanDocument, output: Path, verified: bool | None = None) -> None:
     """The decision first (what to buy), then the cost and savings, then how sure the plan is."""
     pools = document.utilization.pools
     if document.commitments:
@@ -162,7 +193,7 @@ def _print_summary(document: PlanDocument, output: Path) -> None:
     how = document.solver
     out.print(
         f"  {how.verdict()} (certified bound ${how.bound_usd:,.0f}); {how.method} ({how.name}), "
-        f"{how.seconds:.1f} s; written to {output}/",
+        f"{how.seconds:.1f} s; written to {output}/" + (", verified" if verified else ""),
         highlight=False,
     )
 
@@ -443,26 +474,32 @@ def verify(
             f"{plan_dir}: ok, no violations against {scenario} ({report.seconds:.1f} s)", highlight=False
         )
     else:
-        out.print(
-            f"[bold]{plan_dir}[/]: {report.violations:,} violation(s) of {len(report.kinds)} kind(s) "
-            f"against {scenario} ({report.seconds:.1f} s)",
-            highlight=False,
-        )
-        for group in report.kinds:
-            out.print(f"[bold red]{group.kind}[/] ({group.count:,}): {group.description}", highlight=False)
-            for item in group.examples:
-                where = ", ".join(
-                    f"{label} {value}"
-                    for label, value in (
-                        ("period", item.period),
-                        ("offering", item.offering),
-                        ("workload", item.workload),
-                    )
-                    if value is not None
-                )
-                out.print(f"  - {item.message}" + (f" [dim]({where})[/]" if where else ""), highlight=False)
+        _print_violations(report, str(plan_dir))
     if not report.ok:
         raise typer.Exit(EXIT_VIOLATIONS)
+
+
+def _print_violations(report: VerifyReport, label: str) -> None:
+    """Violations by kind: count, what the rule is, and the examples kept."""
+    console = out if label == report.plan else err
+    console.print(
+        f"[bold]{label}[/]: {report.violations:,} violation(s) of {len(report.kinds)} kind(s) "
+        f"against {report.scenario} ({report.seconds:.1f} s)",
+        highlight=False,
+    )
+    for group in report.kinds:
+        console.print(f"[bold red]{group.kind}[/] ({group.count:,}): {group.description}", highlight=False)
+        for item in group.examples:
+            where = ", ".join(
+                f"{name} {value}"
+                for name, value in (
+                    ("period", item.period),
+                    ("offering", item.offering),
+                    ("workload", item.workload),
+                )
+                if value is not None
+            )
+            console.print(f"  - {item.message}" + (f" [dim]({where})[/]" if where else ""), highlight=False)
 
 
 @app.command()

@@ -21,6 +21,7 @@ from models.errors import GpuplanError, InputError
 
 __all__ = [
     "EXIT_INPUT",
+    "EXIT_SELF_CHECK",
     "EXIT_SOLVER",
     "EXIT_UNSERVED",
     "EXIT_VIOLATIONS",
@@ -32,6 +33,7 @@ __all__ = [
 
 EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
 EXIT_VIOLATIONS = 1  # gpuplan verify: the plan breaks a rule
+EXIT_SELF_CHECK = 5  # gpuplan plan: the plan it wrote breaks a rule (a planner bug)
 
 err = Console(stderr=True)
 

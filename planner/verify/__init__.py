@@ -30,7 +30,16 @@ from planner.verify.rows import check_header, check_rows
 from planner.verify.teams import check_teams
 from planner.verify.training import check_training
 
-__all__ = ["KINDS", "Findings", "KindSummary", "VerifyReport", "Violation", "verify", "verify_directory"]
+__all__ = [
+    "KINDS",
+    "Findings",
+    "KindSummary",
+    "VerifyReport",
+    "Violation",
+    "verify",
+    "verify_directory",
+    "verify_inputs",
+]
 
 
 def verify(inputs: Inputs, plan: Plan, examples: int = 20) -> Findings:
@@ -51,8 +60,13 @@ def verify(inputs: Inputs, plan: Plan, examples: int = 20) -> Findings:
 
 def verify_directory(scenario: Path, plan_dir: Path, examples: int = 20) -> VerifyReport:
     """Read the scenario (InputError if unreadable) and the plan directory, and verify."""
+    return verify_inputs(load_inputs(scenario), scenario, plan_dir, examples)
+
+
+def verify_inputs(inputs: Inputs, scenario: Path, plan_dir: Path, examples: int = 20) -> VerifyReport:
+    """Verify the plan directory against inputs already read from ``scenario`` (``gpuplan plan`` checks
+    what it has just written, read back from disk as any reader would)."""
     began = time.perf_counter()
-    inputs = load_inputs(scenario)
     plan = Plan.read(plan_dir)
     findings = verify(inputs, plan, examples)
     return VerifyReport(

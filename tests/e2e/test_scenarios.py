@@ -104,11 +104,6 @@ def test_adjust_is_applied_on_loading():
 # ---- planning (slow) -----------------------------------------------------------------------------
 
 
-#: What ``gpuplan verify`` may still find in a plan: whole-number replicas per offering (issue 11,
-#: point 2) are not in the model yet. Every other kind is a bug.
-VERIFY_KNOWN = {"fractional-replicas"}
-
-
 @dataclass
 class Planned:
     plan: dict[str, Any]
@@ -170,7 +165,9 @@ def test_scenario_plans_to_its_outcome(name: str, planned: Callable[..., Planned
     plan, rows = result.plan, result.rows
     # sane for every scenario: costs reconcile, cheaper than all on-demand, something committed,
     # latency-critical services never on spot, nothing unserved unless the scenario is about a shortage
-    assert result.violations <= VERIFY_KNOWN, result.violations - VERIFY_KNOWN  # billed as clouds bill
+    assert not result.violations, result.violations  # gpuplan verify: billed as clouds bill, runnable
+    replicas = rows.loc[rows["kind"] == "inference", "replicas"]
+    assert (replicas == replicas.round()).all(), "whole replicas only"
     costs = plan["costs"]
     committed = sum(c["cost_in_horizon_usd"] for c in plan["commitments"])
     assert costs["total_usd"] == pytest.approx(rows["cost_usd"].sum() + committed, rel=1e-6)

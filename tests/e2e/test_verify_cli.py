@@ -8,12 +8,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
-
-#: What today's planner is known to break (issue 11): fractional replicas, and the billing rule (committed
-#: rows carry the use, not whole nodes, so held nodes are fractional; on-demand beside idle commitments).
 
 
 def _scenario(kit: SimpleNamespace, directory: Path) -> Path:
@@ -55,6 +53,62 @@ def test_verify_accepts_a_plan_and_rejects_a_broken_one(kit: SimpleNamespace, tm
     missing = runner.invoke(app, ["verify", str(scenario), str(tmp_path / "nowhere")])
     assert missing.exit_code == 2
     assert "plan.json: file not found" in missing.output
+
+
+def _mig_scenario(kit: SimpleNamespace, directory: Path) -> Path:
+    """Two MIG services whose model serving is fractional (9 + 2 replicas in slices of one H100 pool)."""
+    kit.write_catalog_csv(directory / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0)])
+    data = kit.scenario_dict(
+        hours=6,
+        inference=[
+            {"name": "small", "team": "t", "gpu_memory_gb": 9, "gpu_models": ["H100"],
+             "replicas": {"profile": "flat", "base": 9}},
+            {"name": "big", "team": "t", "gpu_memory_gb": 35, "gpu_models": ["H100"],
+             "replicas": {"profile": "flat", "base": 3}},
+        ],
+    )  # fmt: skip
+    return kit.write_scenario_yaml(directory / "scenario.yaml", data)
+
+
+def test_plan_verifies_what_it_writes(kit: SimpleNamespace, tmp_path: Path) -> None:
+    runner = CliRunner()
+    scenario = _mig_scenario(kit, tmp_path)
+    planned = runner.invoke(app, ["plan", str(scenario), "-o", str(tmp_path / "plan"), "--no-report"])
+    assert planned.exit_code == 0, planned.output
+    assert "verified the written plan: no violations" in planned.output
+    assert planned.output.rstrip().endswith(", verified")
+    skipped = runner.invoke(
+        app, ["plan", str(scenario), "-o", str(tmp_path / "p2"), "--no-report", "--no-verify"]
+    )
+    assert skipped.exit_code == 0 and "verified" not in skipped.output
+
+
+def test_a_plan_that_fails_its_own_check_is_a_loud_bug(
+    kit: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A planner bug injected (the step that makes replicas whole loses a replica of `small` every
+    hour, without saying so): the plan is written for the bug report, the check says what is
+    wrong, and the exit code is 5."""
+    import dataclasses
+
+    import planner.optimize.solution as solution
+
+    whole = solution.realized
+
+    def buggy(s: solution.Solution, seconds: float = 0.0) -> solution.Solution:
+        done = whole(s, seconds)
+        rows = done.inference.copy()
+        first = rows.index[rows["i"] == 0]
+        rows.loc[first, "replicas"] -= 1
+        return dataclasses.replace(done, inference=rows)
+
+    monkeypatch.setattr(solution, "realized", buggy)
+    scenario = _mig_scenario(kit, tmp_path)
+    out = tmp_path / "plan"
+    planned = CliRunner().invoke(app, ["plan", str(scenario), "-o", str(out), "--no-report", "-q"])
+    assert planned.exit_code == 5, planned.output
+    assert "demand (6)" in planned.output and "bug:" in planned.output
+    assert (out / "plan.json").exists() and (out / "allocations.csv").exists()
 
 
 def test_verify_help_says_what_is_checked() -> None:
