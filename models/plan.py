@@ -43,9 +43,11 @@ __all__ = [
     "Baselines",
     "Commitment",
     "Costs",
+    "MigConfigUse",
     "MigNodeLayout",
     "MigPartedConfig",
     "MigPool",
+    "MigScheduleEntry",
     "MigSection",
     "OfferingRecord",
     "Peer",
@@ -333,26 +335,72 @@ class TeamSummary(DocumentPart):
 
 
 class MigNodeLayout(DocumentPart):
+    """GPUs of one node that share a layout, in device order (GPU indices handed out from 0)."""
+
     gpus: int
     mig_devices: dict[str, int] | None = Field(description="profile -> instances per GPU; None: MIG off")
 
 
+class MigScheduleEntry(DocumentPart):
+    """The periods in which a config is carried by the same number of a pool's nodes."""
+
+    periods: list[tuple[int, int]] = Field(
+        description="[start, end) ranges of period indices (allocations.csv's period), merged, ascending"
+    )
+    nodes: int = Field(description="nodes of the pool carrying the config in each of those periods")
+    spot_nodes: int = Field(
+        0, description="of them, spot nodes (spot and non-spot replicas never share a node)"
+    )
+
+
+class MigConfigUse(DocumentPart):
+    """One named mig-parted config of a pool: the layout of a node, and when and on how many nodes."""
+
+    name: str = Field(description="mig-parted config name; the node label nvidia.com/mig.config")
+    node_layout: list[MigNodeLayout] = Field(description="every GPU of one node: MIG layouts, then MIG off")
+    schedule: list[MigScheduleEntry] = Field(
+        description="when the config applies; a period not listed has no node with this config"
+    )
+
+    def nodes_in(self, period: int) -> int:
+        """Nodes carrying this config in ``period`` (0 where it is not scheduled)."""
+        return sum(
+            entry.nodes for entry in self.schedule for start, end in entry.periods if start <= period < end
+        )
+
+
 class MigPool(DocumentPart):
-    """A node pool's MIG slicing at its busiest period."""
+    """A node pool's MIG slicing: the figures at its busiest period, and its configs over the horizon.
+
+    In each period, the nodes of the pool that ``configs`` do not schedule run with MIG disabled
+    (mig-config.yaml's ``all-disabled``): whole-GPU replicas, training, idle nodes.
+    """
 
     offering: str
     gpu_model: str
-    config: str = Field(description="mig-parted config name; the node label nvidia.com/mig.config")
-    peak_period: int
-    peak_demand: dict[str, int]
-    gpus_packed: int
-    gpus_per_service_layouts: int
-    gpus_whole_per_replica: int
-    gpus_planned: float
-    nodes_with_config: int
-    node_layout: list[MigNodeLayout]
-    packed_gpu_hours: float
-    whole_gpu_hours: float
+    peak_period: int = Field(description="the period whose MIG replicas need the most GPUs")
+    peak_demand: dict[str, int] = Field(description="MIG replicas per profile at the peak (allocations.csv)")
+    gpus_packed: int = Field(description="fewest GPUs holding the peak's replicas (spot, non-spot apart)")
+    gpus_per_service_layouts: int = Field(description="GPUs at the peak with one homogeneous layout each")
+    gpus_whole_per_replica: int = Field(description="GPUs at the peak with one replica per whole GPU")
+    gpus_planned: float = Field(description="GPUs the plan's rows hold for MIG services at the peak")
+    packed_gpu_hours: float = Field(description="packed MIG GPUs summed over the periods, in GPU-hours")
+    whole_gpu_hours: float = Field(description="the same with one MIG replica per whole GPU")
+    configs: list[MigConfigUse] = Field(
+        default_factory=list,
+        description="the pool's configs, numbered by first use, each with its schedule (empty only in "
+        "plans written before schedules)",
+    )
+    config: str | None = Field(
+        None, exclude=True, description="deprecated (plans before schedules): one config for the whole pool"
+    )
+    nodes_with_config: int | None = Field(None, exclude=True, description="deprecated, with config")
+    node_layout: list[MigNodeLayout] | None = Field(None, exclude=True, description="deprecated, with config")
+
+    def nodes_in(self, period: int) -> dict[str, int]:
+        """Config name -> nodes carrying it in ``period`` (configs not scheduled then left out)."""
+        used = {c.name: c.nodes_in(period) for c in self.configs}
+        return {name: n for name, n in used.items() if n}
 
 
 class MigDeviceGroup(BaseModel):
@@ -360,13 +408,14 @@ class MigDeviceGroup(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    devices: list[int]
+    devices: list[int] | Literal["all"] = Field(description="GPU indices, or all of the node's GPUs")
     mig_enabled: bool = Field(alias="mig-enabled")
     mig_devices: dict[str, int] | None = Field(None, alias="mig-devices")
 
 
 class MigPartedConfig(BaseModel):
-    """NVIDIA mig-parted / GPU Operator config (FACTS 4.3), one named config per node pool."""
+    """NVIDIA mig-parted / GPU Operator config (FACTS 4.3): every config the pools schedule, and
+    ``all-disabled`` for the nodes no config is scheduled on."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -451,8 +500,10 @@ class Plan:
         frame.to_csv(directory / "allocations.csv", index=False)  # full precision: rows must add up
         mig = self.document.mig
         if mig is not None and mig.config.mig_configs:  # the NVIDIA GPU Operator / mig-parted format
-            header = "# MIG layouts per node pool, written by gpuplan plan: label a pool's nodes\n"
-            header += "# nvidia.com/mig.config=<name> to apply its layout.\n"
+            header = "# MIG layouts of the node pools, written by gpuplan plan: plan.json's\n"
+            header += "# mig.pools[].configs say which config applies in each period and on how many\n"
+            header += "# nodes: label a node nvidia.com/mig.config=<name> to apply one, and the pool's\n"
+            header += "# other nodes nvidia.com/mig.config=all-disabled.\n"
             text = yaml.safe_dump(mig.config.document(), sort_keys=False)
             (directory / "mig-config.yaml").write_text(header + text, encoding="utf-8")
 

@@ -41,6 +41,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from models.plan import (
+    MigNodeLayout,
+    MigPool,
     Plan,
     PlanDocument,
     PlanHorizon,
@@ -634,41 +636,74 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _layout_text(groups: list[MigNodeLayout]) -> str:
+    """One node's layout in words: ``5 GPU(s): 7 x 1g.10gb; 3 GPU(s): MIG off``."""
+    return "; ".join(
+        f"{g.gpus} GPU(s): "
+        + (
+            "MIG off"
+            if g.mig_devices is None
+            else ", ".join(f"{n} x {name}" for name, n in g.mig_devices.items()) or "no slices"
+        )
+        for g in groups
+    )
+
+
+def _mig_peak(pool: MigPool) -> str:
+    """The nodes carrying each config at the pool's peak, and their layouts."""
+    if not pool.configs and pool.node_layout is not None:  # a plan written before schedules
+        return f"{fmt_num(pool.nodes_with_config or 0)} x {pool.config} ({_layout_text(pool.node_layout)})"
+    layouts = {c.name: c.node_layout for c in pool.configs}
+    used = pool.nodes_in(pool.peak_period)
+    return ", ".join(f"{fmt_num(n)} x {name} ({_layout_text(layouts[name])})" for name, n in used.items())
+
+
+def _mig_hours(pool: MigPool, hz: PlanHorizon) -> str:
+    """Hours in which some node of the pool carries a MIG config, of the horizon's."""
+    periods: set[int] = set()
+    for config in pool.configs:
+        for entry in config.schedule:
+            for start, end in entry.periods:
+                periods.update(range(start, end))
+    return f"{fmt_num(len(periods) * hz.period_hours)} of {fmt_num(hz.hours)} h"
+
+
 def _mig(plan: PlanDocument) -> dict[str, Any] | None:
-    """The MIG section: per node pool, the peak slice demand, GPUs packed vs per-service vs whole GPUs."""
+    """The MIG section: per node pool, the peak slice demand, GPUs packed vs per-service vs whole GPUs,
+    the configs over the horizon and the nodes carrying them at the peak."""
     mig = plan.mig
     if mig is None or not mig.pools:
         return None
     table = Table(
-        ["node pool (offering)", "config", "peak slices", "GPUs packed", "per-service layouts",
-         "one replica per GPU", "saved", "layout of each node"],
-        [False, False, False, True, True, True, True, False],
+        ["node pool (offering)", "configs", "peak slices", "GPUs packed", "per-service layouts",
+         "one replica per GPU", "saved", "hours with MIG", "nodes at the peak: config (layout of a node)"],
+        [False, True, False, True, True, True, True, False, False],
     )  # fmt: skip
     for pool in mig.pools:
         demand = ", ".join(f"{n} x {name}" for name, n in pool.peak_demand.items())
-        layout = "; ".join(
-            f"{g.gpus} GPU(s): "
-            + (", ".join(f"{n} x {name}" for name, n in (g.mig_devices or {}).items()) or "no slices")
-            for g in pool.node_layout
-        )
         table.rows.append(
             [
                 pool.offering,
-                pool.config,
+                fmt_num(len(pool.configs) or (1 if pool.config else 0)),
                 demand or DASH,
                 fmt_num(pool.gpus_packed),
                 fmt_num(pool.gpus_per_service_layouts),
                 fmt_num(pool.gpus_whole_per_replica),
                 fmt_num(pool.gpus_whole_per_replica - pool.gpus_packed),
-                f"{layout} (on {fmt_num(pool.nodes_with_config)} node(s) at the peak)",
+                _mig_hours(pool, plan.horizon) if pool.configs else DASH,
+                _mig_peak(pool) or DASH,
             ]
         )
+    configs = sum(len(pool.configs) for pool in mig.pools)
     summary = (
         f"Slicing saves {fmt_num(mig.gpus_saved_vs_whole_at_peak)} GPUs at the pools' peaks and "
         f"{fmt_num(mig.gpu_hours_saved_vs_whole)} GPU-hours over the horizon against one replica per "
         "whole GPU. Replicas of different services share GPUs (packed with a cutting-stock model over "
-        "the valid MIG layouts); training never shares a GPU. Apply a pool's layout with mig-config.yaml "
-        "and the node label nvidia.com/mig.config=<config>."
+        "the valid MIG layouts, every period); training never shares a GPU. "
+        f"{fmt_num(configs)} node layout(s) cover every period's replicas; plan.json's "
+        "mig.pools[].configs say on how many nodes each applies in which periods. Apply one with "
+        "mig-config.yaml and the node label nvidia.com/mig.config=<config> (all-disabled on the other "
+        "nodes)."
     )
     return {"table": table, "summary": summary}
 

@@ -11,7 +11,9 @@ dispatch or extraction cannot hide itself. One module per responsibility:
 - ``demand``: inference replicas against demand and ``unserved[]``;
 - ``training``: gangs, windows, durations, rows per period, unserved runs, the spot share;
 - ``teams``: burst limits and guarantees (a max flow);
-- ``packing``: an explicit assignment of each period's work onto whole nodes, GPUs and MIG slices.
+- ``packing``: an explicit assignment of each period's work onto whole nodes, GPUs and MIG slices;
+- ``mig``: the MIG configs plan.json schedules (and mig-config.yaml writes) hold each period's MIG
+  replicas, in legal layouts, on no more nodes than the plan holds.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from planner.verify.billing import check_billing, check_commitments, check_costs
 from planner.verify.context import Context
 from planner.verify.demand import check_demand
 from planner.verify.findings import KINDS, Findings, KindSummary, VerifyReport, Violation
+from planner.verify.mig import check_mig, read_mig_file
 from planner.verify.packing import check_packing
 from planner.verify.rows import check_header, check_rows
 from planner.verify.teams import check_teams
@@ -42,8 +45,11 @@ __all__ = [
 ]
 
 
-def verify(inputs: Inputs, plan: Plan, examples: int = 20) -> Findings:
-    """Every check on ``plan``; the violations found, by kind (empty: the plan keeps every rule)."""
+def verify(inputs: Inputs, plan: Plan, examples: int = 20, directory: Path | None = None) -> Findings:
+    """Every check on ``plan``; the violations found, by kind (empty: the plan keeps every rule).
+
+    ``directory``, the plan's directory, adds its mig-config.yaml to what is checked (without it, the
+    MIG configs are plan.json's own ``mig.config``)."""
     findings = Findings(examples)
     ctx = Context(inputs.scenario, inputs.catalog, inputs.base_dir, plan)
     check_header(ctx, findings)
@@ -55,6 +61,7 @@ def verify(inputs: Inputs, plan: Plan, examples: int = 20) -> Findings:
     check_training(ctx, findings, rows)
     check_teams(ctx, findings, rows)
     check_packing(ctx, findings, rows, counts)
+    check_mig(ctx, findings, rows, counts, read_mig_file(directory))
     return findings
 
 
@@ -68,7 +75,7 @@ def verify_inputs(inputs: Inputs, scenario: Path, plan_dir: Path, examples: int 
     what it has just written, read back from disk as any reader would)."""
     began = time.perf_counter()
     plan = Plan.read(plan_dir)
-    findings = verify(inputs, plan, examples)
+    findings = verify(inputs, plan, examples, plan_dir)
     return VerifyReport(
         plan=str(plan_dir),
         scenario=str(scenario),

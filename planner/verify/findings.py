@@ -43,6 +43,10 @@ KINDS: dict[str, str] = {
     "max_nodes",
     "packing": "the period's work does not fit on the whole nodes held: gangs on whole nodes, whole-GPU "
     "replicas on one node, MIG slices in legal layouts",
+    "mig-config": "the MIG configs plan.json schedules for a pool in a period (mig-config.yaml's layouts) "
+    "do not hold its MIG replicas, are not legal layouts of every GPU, are on more nodes than the plan "
+    "holds, leave too few MIG-off GPUs for its whole-GPU replicas, or mig-config.yaml is missing or "
+    "differs from plan.json",
     # money
     "cost-row": "a row's cost_usd differs from nodes x the tier's price x period hours (0 on committed "
     "tiers)",

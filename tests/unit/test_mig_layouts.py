@@ -37,7 +37,7 @@ from models.mig import (
     smallest_profile,
     valid_layouts,
 )
-from planner.mig.config import config_name, mig_parted_config
+from planner.mig.config import config_name, mig_parted_config, with_suffix
 from planner.mig.packing import Packing, pack, pack_lower_bound
 
 MODELS = sorted(MIG_PROFILES)
@@ -487,6 +487,29 @@ def test_mig_parted_config_errors() -> None:
         mig_parted_config({"p": [(lay, 1), (other, 1)]})
     with pytest.raises(ValueError, match=">= 0"):
         mig_parted_config({"p": [(lay, -1)]})
+
+
+def test_mig_parted_config_per_node_size_and_all_disabled() -> None:
+    """Configs of nodes with different GPU counts in one document: each lists exactly its node's GPUs;
+    ``all-disabled`` (mig-parted's stock name) turns MIG off on every GPU of any node."""
+    lay = layout_for("H100", {"1g.10gb": 7})
+    assert lay is not None
+    doc = mig_parted_config(
+        {"one": [(lay, 1)], "eight": [(lay, 2)]}, {"one": 1, "eight": 8}, all_disabled=True
+    )
+    assert doc["mig-configs"]["one"] == [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    assert doc["mig-configs"]["eight"][-1] == {"devices": list(range(2, 8)), "mig-enabled": False}
+    assert doc["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+    with pytest.raises(ValueError, match="more than 1"):
+        mig_parted_config({"one": [(lay, 2)]}, {"one": 1})
+    with pytest.raises(ValueError, match="reserved"):
+        mig_parted_config({"all-disabled": [(lay, 1)]}, all_disabled=True)
+
+
+def test_a_suffix_survives_a_long_name() -> None:
+    assert with_suffix("aws-us-east-1-p5.48xlarge", "-2") == "aws-us-east-1-p5.48xlarge-2"
+    long = with_suffix("a" * 70, "-12")
+    assert long == "a" * 60 + "-12" and LABEL.match(long)
 
 
 def test_config_name() -> None:

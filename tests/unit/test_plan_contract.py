@@ -109,6 +109,45 @@ def _message(directory: Path) -> str:
     return str(caught.value)
 
 
+#: plan.json's mig block as gpuplan wrote it before schedules: one config per pool, for the peak
+LEGACY_MIG = {
+    "pools": [
+        {
+            "offering": "aws:us-east-1:p5.48xlarge", "gpu_model": "H100",
+            "config": "aws-us-east-1-p5.48xlarge", "peak_period": 0, "peak_demand": {"1g.10gb": 40},
+            "gpus_packed": 6, "gpus_per_service_layouts": 6,
+            "gpus_whole_per_replica": 40, "gpus_planned": 5.7, "nodes_with_config": 1,
+            "node_layout": [
+                {"gpus": 5, "mig_devices": {"1g.10gb": 7}}, {"gpus": 1, "mig_devices": {"1g.10gb": 5}},
+            ],
+            "packed_gpu_hours": 40742.0, "whole_gpu_hours": 272114.0,
+        }
+    ],
+    "gpus_saved_vs_whole_at_peak": 34,
+    "gpu_hours_saved_vs_whole": 231372.0,
+    "config": {"version": "v1", "mig-configs": {"aws-us-east-1-p5.48xlarge": [
+        {"devices": [0, 1, 2, 3, 4], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+        {"devices": [5], "mig-enabled": True, "mig-devices": {"1g.10gb": 5}},
+        {"devices": [6, 7], "mig-enabled": False, "mig-devices": None},
+    ]}},
+    "note": "",
+}  # fmt: skip
+
+
+def test_a_mig_block_written_before_schedules_still_reads(tmp_path: Path) -> None:
+    """The pool's one config (config, nodes_with_config, node_layout) reads, deprecated: it is not
+    written again, and the pool has no schedule (configs empty)."""
+    plan = Plan.read(_corrupt(tmp_path, lambda d: d.update(mig=LEGACY_MIG)))
+    assert plan.document.mig is not None
+    (pool,) = plan.document.mig.pools
+    assert pool.config == "aws-us-east-1-p5.48xlarge" and pool.nodes_with_config == 1 and pool.configs == []
+    assert pool.node_layout is not None and pool.node_layout[1].mig_devices == {"1g.10gb": 5}
+    written = json.loads(plan.document.to_json())["mig"]["pools"][0]
+    assert not {"config", "nodes_with_config", "node_layout"} & set(written) and written["configs"] == []
+    schema = json_schema("plan")["$defs"]["MigPool"]["properties"]
+    assert "configs" in schema and "config" not in schema  # the contract documents the schedule only
+
+
 def test_a_newer_or_foreign_schema_is_named(tmp_path: Path) -> None:
     message = _message(_corrupt(tmp_path, lambda d: d.update(schema="gpuplan.plan/v2")))
     assert "plan.json: schema:" in message

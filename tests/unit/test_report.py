@@ -25,9 +25,11 @@ from models.plan import (
     Baselines,
     Commitment,
     Costs,
+    MigConfigUse,
     MigNodeLayout,
     MigPartedConfig,
     MigPool,
+    MigScheduleEntry,
     MigSection,
     Peer,
     PeerCommitment,
@@ -534,45 +536,68 @@ def test_unserved_reasons(plan_and_alloc: PlanAndAlloc) -> None:
     assert "Everything is served." in render_html(plan, alloc)
 
 
-def test_mig_section(plan_and_alloc: PlanAndAlloc) -> None:
-    plan, alloc = plan_and_alloc
-    assert "## MIG layouts" not in render_markdown(plan, alloc)
-    plan.mig = MigSection(
-        pools=[
-            MigPool(
-                offering=AWS_P5,
-                gpu_model="H100",
-                config="p5-mixed",
-                peak_period=3,
-                peak_demand={"1g.10gb": 14, "3g.40gb": 3},
-                gpus_packed=4,
-                gpus_per_service_layouts=5,
-                gpus_whole_per_replica=17,
-                gpus_planned=4.0,
-                nodes_with_config=1,
-                node_layout=[
-                    MigNodeLayout(gpus=2, mig_devices={"1g.10gb": 7}),
-                    MigNodeLayout(gpus=2, mig_devices={"3g.40gb": 2}),
-                    MigNodeLayout(gpus=4, mig_devices=None),
-                ],
-                packed_gpu_hours=150.0,
-                whole_gpu_hours=600.0,
-            )
-        ],
+def _mig_section(pool: MigPool) -> MigSection:
+    return MigSection(
+        pools=[pool],
         gpus_saved_vs_whole_at_peak=13,
         gpu_hours_saved_vs_whole=450.0,
         config=MigPartedConfig.model_validate({"mig-configs": {}}),
         note="",
     )
+
+
+def test_mig_section(plan_and_alloc: PlanAndAlloc) -> None:
+    """Per pool: its configs, the hours some node carries one, and the nodes of each config at the peak
+    with the layout of one node."""
+    plan, alloc = plan_and_alloc
+    assert "## MIG layouts" not in render_markdown(plan, alloc)
+    figures = {
+        "offering": AWS_P5, "gpu_model": "H100", "peak_period": 3,
+        "peak_demand": {"1g.10gb": 14, "3g.40gb": 3}, "gpus_packed": 4, "gpus_per_service_layouts": 5,
+        "gpus_whole_per_replica": 17, "gpus_planned": 4.0, "packed_gpu_hours": 150.0,
+        "whole_gpu_hours": 600.0,
+    }  # fmt: skip
+    mixed = MigConfigUse(
+        name="p5-1",
+        node_layout=[
+            MigNodeLayout(gpus=2, mig_devices={"1g.10gb": 7}),
+            MigNodeLayout(gpus=2, mig_devices={"3g.40gb": 2}),
+            MigNodeLayout(gpus=4, mig_devices=None),
+        ],
+        schedule=[MigScheduleEntry(periods=[(0, 10), (20, 24)], nodes=1)],
+    )
+    small = MigConfigUse(
+        name="p5-2",
+        node_layout=[
+            MigNodeLayout(gpus=1, mig_devices={"1g.10gb": 7}),
+            MigNodeLayout(gpus=7, mig_devices=None),
+        ],
+        schedule=[
+            MigScheduleEntry(periods=[(2, 5)], nodes=2, spot_nodes=1),
+            MigScheduleEntry(periods=[(10, 12)], nodes=1),
+        ],
+    )
+    plan.mig = _mig_section(MigPool(**figures, configs=[mixed, small]))
     md = render_markdown(plan, alloc)
     section = md.split("## MIG layouts", 1)[1].split("## Unserved", 1)[0]
     assert "Slicing saves 13 GPUs at the pools' peaks and 450 GPU-hours" in section
+    assert "2 node layout(s) cover every period's replicas" in section
     assert (
-        f"| {AWS_P5} | p5-mixed | 14 x 1g.10gb, 3 x 3g.40gb | 4 | 5 | 17 | 13 | 2 GPU(s): 7 x 1g.10gb; "
-        "2 GPU(s): 2 x 3g.40gb; 4 GPU(s): no slices (on 1 node(s) at the peak) |"
-    ) in section
+        f"| {AWS_P5} | 2 | 14 x 1g.10gb, 3 x 3g.40gb | 4 | 5 | 17 | 13 | 16 of 48 h | "
+        "1 x p5-1 (2 GPU(s): 7 x 1g.10gb; 2 GPU(s): 2 x 3g.40gb; 4 GPU(s): MIG off), "
+        "2 x p5-2 (1 GPU(s): 7 x 1g.10gb; 7 GPU(s): MIG off) |"
+    ) in section  # periods 0-11 and 20-23 carry a config; at the peak (3) both do
     html = render_html(plan, alloc)
     assert '<h2 id="mig">MIG layouts</h2>' in html and '<a href="#mig">MIG</a>' in html
+
+    # a plan written before schedules: its one config for the pool, as it was
+    legacy = MigPool(**figures, config="p5-mixed", nodes_with_config=1, node_layout=mixed.node_layout)
+    plan.mig = _mig_section(legacy)
+    section = render_markdown(plan, alloc).split("## MIG layouts", 1)[1].split("## Unserved", 1)[0]
+    assert (
+        f"| {AWS_P5} | 1 | 14 x 1g.10gb, 3 x 3g.40gb | 4 | 5 | 17 | 13 | — | 1 x p5-mixed (2 GPU(s): 7 x "
+        "1g.10gb; 2 GPU(s): 2 x 3g.40gb; 4 GPU(s): MIG off) |"
+    ) in section
 
 
 def test_costing_more_than_a_baseline_is_said_honestly(plan_and_alloc: PlanAndAlloc) -> None:

@@ -21,7 +21,15 @@ import pandas as pd
 import pytest
 
 from models.catalog import Catalog
-from models.plan import ALLOCATION_COLUMNS, Plan, PlanDocument, UnservedInference, UnservedTraining
+from models.plan import (
+    ALLOCATION_COLUMNS,
+    MigConfigUse,
+    MigNodeLayout,
+    Plan,
+    PlanDocument,
+    UnservedInference,
+    UnservedTraining,
+)
 from models.tiers import COMMITTED_TIERS, TERM_TIER, Tier
 from planner.inputs import load_inputs
 from planner.verify import KINDS, verify, verify_directory
@@ -166,6 +174,7 @@ class Edit:
         self.catalog: Catalog = base.catalog
         self.placements = {t.job: t for t in self.doc.training}
         self.drop_replicas = False
+        self.after_write: Callable[[Path], None] | None = None  # a change to the files written
 
     def row(self, period: int, offering: str, tier: str, workload: str) -> Any:
         """The index of one row (asserting it is there)."""
@@ -300,7 +309,24 @@ class Edit:
         if self.drop_replicas:
             frame = pd.read_csv(directory / "allocations.csv").drop(columns=["replicas"])
             frame.to_csv(directory / "allocations.csv", index=False)
+        if self.after_write is not None:
+            self.after_write(directory)
         return directory
+
+    def mig_config(self) -> MigConfigUse:
+        """The one MIG config of the base plan: embed's 7 x 1g.10gb on M's one GPU, every period."""
+        assert self.doc.mig is not None
+        (pool,) = self.doc.mig.pools
+        (config,) = pool.configs
+        return config
+
+    def mig_layout(self, counts: dict[str, int]) -> None:
+        """The MIG config's GPU re-laid as ``counts``, in plan.json and so in mig-config.yaml."""
+        config = self.mig_config()
+        config.node_layout = [MigNodeLayout(gpus=1, mig_devices=counts)]
+        assert self.doc.mig is not None
+        (group,) = self.doc.mig.config.mig_configs[config.name]
+        group.mig_devices = counts
 
 
 def _set(e: Edit, index: Any, **values: Any) -> None:
@@ -513,6 +539,66 @@ def _unknown_run(e: Edit) -> None:
     e.doc.training = [*e.doc.training, e.placements["ft"]]  # placed twice
 
 
+def _mig_instances(e: Edit) -> None:
+    e.mig_layout({"1g.10gb": 6})  # a legal layout, one instance short of embed's 7 replicas
+
+
+def _mig_too_few_nodes(e: Edit) -> None:
+    """The config scheduled in the first 12 periods only: embed's replicas have no slices after."""
+    (entry,) = e.mig_config().schedule
+    entry.periods = [(0, 12)]
+
+
+def _mig_too_many_nodes(e: Edit) -> None:
+    (entry,) = e.mig_config().schedule
+    entry.nodes = 2  # M holds one node (its commitment) every period
+
+
+def _mig_on_spot_nodes(e: Edit) -> None:
+    (entry,) = e.mig_config().schedule
+    entry.spot_nodes = 1  # embed's rows are non-spot; M holds no spot node
+
+
+def _mig_illegal_layout(e: Edit) -> None:
+    e.mig_layout({"1g.10gb": 8})  # 7 at most per GPU
+
+
+def _mig_yaml_differs(e: Edit) -> None:
+    """plan.json as planned; the mig-config.yaml a GPU Operator would apply one instance short."""
+
+    def change(directory: Path) -> None:
+        path = directory / "mig-config.yaml"
+        path.write_text(path.read_text().replace("1g.10gb: 7", "1g.10gb: 6"))
+
+    e.after_write = change
+
+
+def _mig_yaml_missing(e: Edit) -> None:
+    e.after_write = lambda directory: (directory / "mig-config.yaml").unlink()
+
+
+def _mig_devices_twice(e: Edit) -> None:
+    assert e.doc.mig is not None
+    name = e.mig_config().name
+    (group,) = e.doc.mig.config.mig_configs[name]
+    group.devices = [0, 0]  # the one GPU listed twice
+
+
+MIG_CORRUPTIONS: dict[str, tuple[Callable[[Edit], None], str]] = {
+    "instances": (_mig_instances, "hold [6, 0, 0, 0, 0, 0] instances"),
+    "too-few-nodes": (_mig_too_few_nodes, "hold [0, 0, 0, 0, 0, 0] instances"),
+    "too-many-nodes": (_mig_too_many_nodes, "2 non-spot nodes scheduled a MIG config; the plan holds 1"),
+    "on-spot-nodes": (
+        _mig_on_spot_nodes,
+        "non-spot MIG replicas [7, 0, 0, 0, 0, 0] but the configs scheduled hold [0, 0, 0, 0, 0, 0]",
+    ),  # and, further on, 1 spot node where the plan holds 0
+    "illegal-layout": (_mig_illegal_layout, "is not a legal A100-80GB MIG layout"),
+    "yaml-differs": (_mig_yaml_differs, "mig-config.yaml differs from plan.json"),
+    "yaml-missing": (_mig_yaml_missing, "has no mig-config.yaml"),
+    "devices-twice": (_mig_devices_twice, "are not each of the node's 1 GPUs once"),
+}
+
+
 CORRUPTIONS: dict[str, Callable[[Edit], None]] = {
     "demand": _demand,
     "unserved-understated": _understated,
@@ -550,6 +636,7 @@ CORRUPTIONS: dict[str, Callable[[Edit], None]] = {
     "plan-header": _header,
     "missing-replicas-column": _missing_replicas,
     "unknown-run": _unknown_run,
+    "mig-config": _mig_instances,
 }
 
 
@@ -563,6 +650,29 @@ def test_a_corrupted_plan_is_rejected_with_exactly_its_kind(
     found = {group.kind: group for group in report.kinds}
     assert set(found) == {kind}, {k: [e.message for e in g.examples[:2]] for k, g in found.items()}
     assert not report.ok and report.violations >= 1
+
+
+@pytest.mark.parametrize("name", list(MIG_CORRUPTIONS))
+def test_a_mig_config_that_does_not_hold_the_replicas_is_rejected(
+    base: SimpleNamespace, tmp_path: Path, name: str
+) -> None:
+    """The MIG configs, their schedule and mig-config.yaml corrupted one way each: only mig-config."""
+    corrupt, message = MIG_CORRUPTIONS[name]
+    edit = Edit(base)
+    corrupt(edit)
+    report = verify_directory(base.scenario, edit.write(tmp_path))
+    found = {group.kind: group for group in report.kinds}
+    assert set(found) == {"mig-config"}, {k: [e.message for e in g.examples[:2]] for k, g in found.items()}
+    assert any(message in e.message for e in found["mig-config"].examples), found["mig-config"].examples
+
+
+def test_the_mig_check_counts_every_period_it_misses(base: SimpleNamespace, tmp_path: Path) -> None:
+    edit = Edit(base)
+    _mig_too_few_nodes(edit)
+    report = verify_directory(base.scenario, edit.write(tmp_path))
+    (group,) = report.kinds
+    assert group.count == 12 and [e.period for e in group.examples[:2]] == [12, 13]
+    assert group.examples[0].offering == M
 
 
 def test_every_kind_has_a_corruption_except_owned_delivery() -> None:
