@@ -12,6 +12,8 @@ The planner calls ``pack`` for many (offering, period) demand vectors, so it is 
 * 7g instances take a GPU each and are set aside.
 * One profile: ``ceil(d / max_instances)``, closed form. Several: if one homogeneous pattern per profile
   meets ``pack_lower_bound``, that is optimal too.
+* Otherwise a greedy cover by maximal layouts; when it meets ``pack_lower_bound`` it is optimal
+  (most mixed demands: ~0.05 ms instead of ~0.8 ms).
 * Otherwise the MILP, kept small: patterns are projected onto the demanded profiles and dominated
   projections dropped (at most 27 columns, one row per demanded profile). Its LP relaxation is solved and
   rounded first; reaching ceil(LP) proves optimality (it always did in tests, ~0.5 ms), else HiGHS
@@ -162,18 +164,22 @@ def _new_highs(model: RowwiseModel) -> HighsModel:
 
 
 def _greedy(columns: Sequence[tuple[int, ...]], need: list[int], weights: list[int]) -> list[int]:
-    """Cover ``need`` by repeatedly taking the column that covers the most weighted residual demand."""
+    """Cover ``need`` by repeatedly taking the column that covers the most weighted residual demand.
+
+    A column that fits the residual whole is taken as many times as it keeps fitting whole: its cover
+    stays the same while every other column's can only fall, so one-at-a-time picks it each time too.
+    """
+    cols = np.array(columns, dtype=np.int64).reshape(len(columns), len(need))
+    w = np.array(weights, dtype=np.int64)
+    residual = np.array(need, dtype=np.int64)
     x = [0] * len(columns)
-    residual = list(need)
-    while any(r > 0 for r in residual):
-        j = max(
-            range(len(columns)),
-            key=lambda j: sum(
-                min(c, max(r, 0)) * w for c, r, w in zip(columns[j], residual, weights, strict=True)
-            ),
-        )
-        x[j] += 1
-        residual = [r - c for r, c in zip(residual, columns[j], strict=True)]
+    while (residual > 0).any():
+        j = int(np.argmax(np.minimum(cols, np.maximum(residual, 0)) @ w))
+        c = cols[j]
+        used = c > 0
+        times = max(1, int((residual[used] // c[used]).min())) if used.any() else 1
+        x[j] += times
+        residual = residual - times * c
     return x
 
 
@@ -256,7 +262,10 @@ def _choose(model: str, items: _Demand) -> dict[Layout, int]:
         profile_named(model, name).memory_slices + profile_named(model, name).compute_slices
         for name, _ in items
     ]
-    x = _solve_milp([c for c, _ in patterns], [d for _, d in items], weights, sum(alone.values()))
+    columns, need = [c for c, _ in patterns], [d for _, d in items]
+    x = _greedy(columns, need, weights)  # optimal when it meets the volume bound: no LP needed
+    if sum(x) > _lower_bound(model, items):
+        x = _solve_milp(columns, need, weights, sum(alone.values()))
     return {layout: n for (_c, layout), n in zip(patterns, x, strict=True) if n > 0}
 
 

@@ -19,9 +19,10 @@ demand are taken off where that saves most. (2) Local search: empty a small grou
 node of any, if moving its replicas elsewhere costs less. (3) The period's own MILP
 (``realize_exact.py``: the same hour with commitments and training fixed, MIG as exact layouts), from
 that answer, kept where it is cheaper; within a time budget (``SolveSettings.realize_budget``), after
-which periods keep the answer of (1)-(2) and the plan's notes say so. Limits hold throughout: an
-offering's ``max_nodes`` and team burst limits (GPUs counted as the model counts them); a replica no
-group can take without breaking one is left unserved and reported, and the plan's penalty counts it.
+which periods keep the answer of (1) and the plan's notes say how many had (2) and (3). Limits hold
+throughout: an offering's ``max_nodes`` and team burst limits (GPUs counted as the model counts them);
+a replica no group can take without breaking one is left unserved and reported, and the plan's
+penalty counts it.
 
 Cost follows from the sizes: the non-spot nodes beyond the commitments are whole on-demand nodes, spot
 nodes are whole spot nodes (billed by ``solution.extract_allocations``). Periods with the same
@@ -99,8 +100,9 @@ class Realized:
     unserved: np.ndarray  # (services, periods)
     penalty_delta_usd: float  # the penalty of replicas unserved beyond the model's (or fewer: negative)
     distinct_periods: int
-    exact_periods: int = 0  # distinct periods where the MILP beat the greedy answer
-    exact_complete: bool = True  # False: the MILP budget ran out and later periods kept the greedy answer
+    exact_periods: int = 0  # distinct periods where the MILP beat the rounding
+    refined_periods: int = 0  # distinct periods that had the local search and the MILP (the rest, once
+    # the time budget ran out, keep the rounding)
 
 
 _MIG_GPUS: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
@@ -207,6 +209,10 @@ class _Period:
         after = (changed, before[1]) if kind == 0 else (before[0], changed)
         return self.offering_cost(o, after) - self.offering_cost(o, before)
 
+    def training_cost(self) -> float:
+        """What the period would cost with no inference at all: a lower bound on :meth:`cost`."""
+        return sum(self.offering_cost(o, (0, 0)) for o in self.p.offerings_used)
+
     def cost(self) -> float:
         """This period's cost of the offerings inference may use (training's own part included)."""
         return sum(self.offering_cost(o, self.gpus_of(o)) for o in self.p.offerings_used)
@@ -222,16 +228,22 @@ class _Period:
             key: _Group(model[key[0]].gpu_model, whole, mig) for key, (whole, mig) in groups.items()
         }
 
-    def fill(self, i: int, need: int, exclude: tuple[int, int] | None = None) -> int:
+    def fill(self, i: int, need: int, exclude: tuple[int, int] | None = None, preferred: bool = False) -> int:
         """Place ``need`` replicas of ``i`` one by one where each costs least (ties: where the model put
-        the larger fraction); the number placed (fewer when no group can take one within the limits)."""
-        candidates = [g for g in self.p.candidates[i] if g != exclude]
+        the larger fraction); the number placed (fewer when no group can take one within the limits).
+        ``preferred``: look first among the groups the model gave ``i`` a share of (the rounding: fast
+        where a service has dozens of eligible groups), then everywhere."""
+        everywhere = [g for g in self.p.candidates[i] if g != exclude]
+        chosen = [(o, kind) for (o, kind, j) in self.remainder if j == i] if preferred else []
         for placed in range(need):
-            options = [
-                (round(self.delta(i, o, kind, +1), 6), -self.remainder.get((o, kind, i), 0.0), k)
-                for k, (o, kind) in enumerate(candidates)
-            ]
-            cost, _, k = min(options, default=(math.inf, 0.0, -1))
+            for candidates in (chosen, everywhere) if chosen else (everywhere,):
+                options = [
+                    (round(self.delta(i, o, kind, +1), 6), -self.remainder.get((o, kind, i), 0.0), k)
+                    for k, (o, kind) in enumerate(candidates)
+                ]
+                cost, _, k = min(options, default=(math.inf, 0.0, -1))
+                if math.isfinite(cost):
+                    break
             if not math.isfinite(cost):
                 return placed
             o, kind = candidates[k]
@@ -270,6 +282,7 @@ class _Problem:
         self.penalty = np.array([replica_penalty(sets, i) * p for i in range(len(sets.services))])
         self.exact_seconds_left = exact_seconds
         self.exact_periods = 0  # periods where the MILP beat the greedy answer
+        self.refined_periods = 0  # periods that had the local search and the MILP
         # largest replicas first: they are the hardest to fit into room left over
         self.order = sorted(
             range(len(sets.services)),
@@ -336,7 +349,9 @@ def realize(
             period = _Period(problem, committed[:, t], train_non_spot[:, t], train_spot[:, t], room)
             cache[key] = _realize_period(period, rows, shares, target[:, t])
             if progress is not None and len(cache) % 1000 == 0:
-                progress(f"whole replicas: {len(cache):,} distinct periods realized")
+                progress(
+                    f"whole replicas: {len(cache):,} distinct periods ({problem.refined_periods:,} refined)"
+                )
         result, served = cache[key]
         out += [(t, *row) for row in result]
         new_unserved[:, t] = np.maximum(0, sets.demand[:, t] - served)
@@ -348,7 +363,7 @@ def realize(
     )
     return Realized(
         table.astype({"replicas": np.int64}), new_unserved, delta, len(cache), problem.exact_periods,
-        not exact or problem.exact_seconds_left > 0,
+        problem.refined_periods,
     )  # fmt: skip
 
 
@@ -357,11 +372,23 @@ def _realize_period(
 ) -> tuple[list[tuple[int, int, int, float, int]], np.ndarray]:
     """Rows (o, kind, i, nodes share, replicas) and replicas served per service, for one period."""
     problem = period.p
+    contents: dict[tuple[int, int], tuple[int, dict[str, int]]] = {}
     for (o, kind, i), share in zip(rows.tolist(), shares.tolist(), strict=True):
         whole = math.floor(share + EPS)
         period.remainder[(o, kind, i)] = period.remainder.get((o, kind, i), 0.0) + share - whole
-        for _ in range(whole):
-            period.move(i, o, kind, +1)
+        if not whole:
+            continue
+        shape = problem.shapes[(i, o)]
+        gpus, mig = contents.get((o, kind), (0, {}))
+        if shape.profile is None:
+            gpus += whole * shape.gpus
+        else:
+            mig[shape.profile] = mig.get(shape.profile, 0) + whole
+        contents[(o, kind)] = (gpus, mig)
+        period.replicas[(o, kind, i)] = period.replicas.get((o, kind, i), 0) + whole
+        period.team_room[problem.team_of[i]] -= whole * shape.share
+    for (o, kind), (gpus, mig) in contents.items():  # one packing per group, not one per row
+        period.groups[(o, kind)] = _Group(problem.sets.offerings[o].gpu_model, gpus, mig)
     served = np.zeros(len(target), dtype=np.int64)
     for (_o, _kind, i), n in period.replicas.items():
         served[i] += n
@@ -375,12 +402,16 @@ def _realize_period(
             period.move(i, o, kind, -1)
             served[i] -= 1
         if served[i] < target[i]:
-            served[i] += period.fill(i, int(target[i] - served[i]))
-    _improve(period)
-    if problem.exact_seconds_left > 0 and served.any():
+            served[i] += period.fill(i, int(target[i] - served[i]), preferred=True)
+    free = (served >= target).all() and period.cost() <= period.training_cost() + EPS
+    if free:  # inference costs nothing beyond what training pays: nothing to improve
+        problem.refined_periods += 1
+    elif problem.exact_seconds_left > 0 and served.any():  # (2) and (3), while the budget lasts
         began = time.perf_counter()
+        _improve(period)
         _exact(period, target, served)
         problem.exact_seconds_left -= time.perf_counter() - began
+        problem.refined_periods += 1
     return _rows(period), served
 
 

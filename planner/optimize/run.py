@@ -90,6 +90,7 @@ def _optimize_hourly(
         elapsed={"build": build_seconds},
         model_slots=done.clusters,
         realize_seconds=settings.realize_budget,
+        progress=say,
     )
     solver = plan.document.solver
     solver.bound_method = done.bound_method

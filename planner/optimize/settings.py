@@ -7,6 +7,7 @@ from dataclasses import dataclass
 __all__ = ["METHODS", "SolveSettings"]
 
 METHODS = ("auto", "staged", "hourly")
+REALIZE_SHARE = 0.25  # of the time limit, for refining whole replicas (the rounding itself always runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +27,9 @@ class SolveSettings:
 
     @property
     def realize_budget(self) -> float:
-        """Seconds the period MILPs of ``realize.py`` may take in all: ``realize_seconds``, else half the
-        time limit (60 s without one); periods beyond it keep the rounded answer (the plan says so)."""
+        """Seconds the local search and period MILPs of ``realize.py`` may take in all:
+        ``realize_seconds``, else a quarter of the time limit (30 s without one); periods beyond it keep
+        the rounded answer (the plan's notes say how many were refined)."""
         if self.realize_seconds is not None:
             return self.realize_seconds
-        return 60.0 if self.time_limit is None else 0.5 * self.time_limit
+        return 30.0 if self.time_limit is None else REALIZE_SHARE * self.time_limit

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -131,7 +132,9 @@ def solution_from_model(model: PlanningModel) -> Solution:
     )
 
 
-def realized(solution: Solution, exact_seconds: float = 60.0) -> Solution:
+def realized(
+    solution: Solution, exact_seconds: float = 60.0, progress: Callable[[str], None] | None = None
+) -> Solution:
     """The solution with whole replicas on whole nodes every period (``planner.optimize.realize``):
     what the plan writes, bills and verifies. Replicas that no node can take within the limits are
     added to the unserved ones, and to the penalty."""
@@ -149,13 +152,17 @@ def realized(solution: Solution, exact_seconds: float = 60.0) -> Solution:
         commits,
         (occupancy.non_spot, occupancy.spot, occupancy.team_gpus),
         exact_seconds=exact_seconds,
+        progress=progress,
+    )
+    refined = (
+        "all"
+        if result.refined_periods == result.distinct_periods
+        else f"{result.refined_periods:,} (then the time budget ran out)"
     )
     note = (
-        f"whole replicas on whole nodes: {result.distinct_periods:,} distinct periods realized in "
-        f"{time.perf_counter() - began:.1f} s (rounded, improved, then each period's MILP: it beat the "
-        f"rounding in {result.exact_periods:,}"
-        + ("" if result.exact_complete else "; its time budget ran out, later periods kept the rounding")
-        + ")"
+        f"whole replicas on whole nodes: {result.distinct_periods:,} distinct periods rounded, {refined} "
+        f"refined by local search and their own MILP (cheaper than the rounding in "
+        f"{result.exact_periods:,}), {time.perf_counter() - began:.1f} s"
     )
     return replace(
         solution,
@@ -280,11 +287,12 @@ def build_plan(
     elapsed: dict[str, float],
     model_slots: int | None = None,
     realize_seconds: float = 60.0,
+    progress: Callable[[str], None] | None = None,
 ) -> Plan:
     """The plan from a solution. ``model_slots``: slots of the model that decided it (the first
     stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
     (``realize.py``)."""
-    solution = realized(solution, realize_seconds)
+    solution = realized(solution, realize_seconds, progress)
     sets = solution.sets
     scenario = sets.scenario
     horizon = scenario.horizon

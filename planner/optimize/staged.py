@@ -106,6 +106,7 @@ def plan_staged(
         elapsed={"build": build_seconds},
         model_slots=len(sets.slots),
         realize_seconds=settings.realize_budget,
+        progress=say,
     )
     solver = plan.document.solver
     solver.stage2_model_periods = len(fixed_sets.slots)

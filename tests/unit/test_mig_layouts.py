@@ -306,8 +306,8 @@ def _small_demands(model: str, cases: int, seed: int) -> list[dict[str, int]]:
 
 @pytest.fixture
 def milp_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Force the branch and bound (no LP rounding) and bypass the memo, so the MILP itself is tested;
-    yields a one-element list counting the solver calls.
+    """Force the branch and bound (no greedy shortcut, no LP rounding) and bypass the memo, so the MILP
+    itself is tested; yields a one-element list counting the solver calls.
     """
     calls = [0]
     solve = mig_packing._solve_milp
@@ -316,7 +316,11 @@ def milp_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         calls[0] += 1
         return solve(*args, **{**kwargs, "rounding": False})
 
+    def no_shortcut(columns: Any, need: list[int], weights: Any) -> list[int]:
+        return [max(need) + 1] * len(columns)  # never meets the volume bound: the MILP decides
+
     monkeypatch.setattr(mig_packing, "_solve_milp", branch_and_bound)
+    monkeypatch.setattr(mig_packing, "_greedy", no_shortcut)
     mig_packing._pack.cache_clear()
     yield calls
     mig_packing._pack.cache_clear()
