@@ -383,7 +383,10 @@ class MigPool(DocumentPart):
     gpus_packed: int = Field(description="fewest GPUs holding the peak's replicas (spot, non-spot apart)")
     gpus_per_service_layouts: int = Field(description="GPUs at the peak with one homogeneous layout each")
     gpus_whole_per_replica: int = Field(description="GPUs at the peak with one replica per whole GPU")
-    gpus_planned: float = Field(description="GPUs the plan's rows hold for MIG services at the peak")
+    gpus_planned: float = Field(
+        description="GPUs the plan's rows hold for MIG services at the peak: the GPUs they pack onto, plus "
+        "their share of the idle GPUs of a last, partly used whole node (charged to the workloads on it)"
+    )
     packed_gpu_hours: float = Field(description="packed MIG GPUs summed over the periods, in GPU-hours")
     whole_gpu_hours: float = Field(description="the same with one MIG replica per whole GPU")
     configs: list[MigConfigUse] = Field(
