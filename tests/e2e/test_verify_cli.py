@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -95,8 +96,8 @@ def test_a_plan_that_fails_its_own_check_is_a_loud_bug(
 
     whole = solution.realized
 
-    def buggy(s: solution.Solution, seconds: float = 0.0) -> solution.Solution:
-        done = whole(s, seconds)
+    def buggy(s: solution.Solution, *args: Any, **kwargs: Any) -> solution.Solution:
+        done = whole(s, *args, **kwargs)
         rows = done.inference.copy()
         first = rows.index[rows["i"] == 0]
         rows.loc[first, "replicas"] -= 1
