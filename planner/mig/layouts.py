@@ -13,6 +13,7 @@ horizon. Training never shares a GPU: only inference rows enter here.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, cast
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # only read here; planner.optimize builds the plan from this 
     from planner.optimize.sets import PlanningSets
 
 EPS = 1e-6
+SCHEDULE_SECONDS = 30.0  # the config-reuse programs' time over a plan's pools (a year: ~15,000 of them)
 HELD, SPOT = "held", "spot"
 WHOLE = "whole:"  # prefix of a whole-GPU replica's size in the replica table (MIG profiles have no colon)
 
@@ -158,14 +160,14 @@ def _schedule(plan: PoolPlan, config: int) -> list[MigScheduleEntry]:
 
 
 def _pool(
-    offering: Offering, replicas: pd.Series, planned: pd.Series, p: int, taken: set[str]
+    offering: Offering, replicas: pd.Series, planned: pd.Series, p: int, taken: set[str], deadline: float
 ) -> tuple[MigPool, dict[str, list[tuple[Layout | None, int]]]] | None:
     """One pool's entry and its configs (name -> node layout); None without MIG replicas."""
     works = _works(replicas)
     if not any(work.mig for work in works.values()):
         return None
     model, g = offering.gpu_model, offering.gpus_per_node
-    plan = plan_pool(model, g, works)
+    plan = plan_pool(model, g, works, deadline)
     demand_at: dict[int, dict[str, int]] = defaultdict(dict)
     packed_at: dict[int, int] = defaultdict(int)
     homogeneous_at: dict[int, int] = defaultdict(int)
@@ -214,9 +216,13 @@ def _pool(
     return pool, configs
 
 
-def mig_section(sets: PlanningSets, allocations: pd.DataFrame) -> MigSection | None:
+def mig_section(
+    sets: PlanningSets, allocations: pd.DataFrame, seconds: float = SCHEDULE_SECONDS
+) -> MigSection | None:
     """plan.json's ``mig`` block (pools, savings, configs and their schedule), or None without MIG
-    replicas."""
+    replicas. ``seconds`` bounds the config-reuse programs of all pools together (``schedule.py``):
+    after it, hours keep their own fresh node layouts (more configs, as valid)."""
+    deadline = time.perf_counter() + seconds
     profiles = _mig_profiles(sets)
     if not profiles or not len(allocations):
         return None
@@ -238,7 +244,7 @@ def mig_section(sets: PlanningSets, allocations: pd.DataFrame) -> MigSection | N
             if offering_id in planned.index.get_level_values(0)
             else pd.Series(dtype=float)
         )
-        made = _pool(offering, replicas.loc[offering_id], mine, sets.period_hours, taken)
+        made = _pool(offering, replicas.loc[offering_id], mine, sets.period_hours, taken, deadline)
         if made is None:
             continue
         pool, named = made

@@ -33,6 +33,7 @@ single-node hours alone needs 35 layouts; this gets 38 for the whole pool).
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ import numpy as np
 
 from models.mig import MIG_PROFILES, Layout, canonical_model, valid_layouts
 from planner.highs import HighsModel, RowwiseModel
-from planner.mig.packing import pack
+from planner.mig.packing import pack, pack_lower_bound
 
 __all__ = ["NodeLayout", "PoolPlan", "Work", "envelopes", "lay_out", "merge", "nodes_needed", "plan_pool"]
 
@@ -94,11 +95,13 @@ def _canonical(gpu_model: str, gpus: Sequence[Layout]) -> NodeLayout:
     return tuple((layout, counts[layout]) for layout in sorted(counts, key=order.__getitem__))
 
 
+@lru_cache(maxsize=1 << 14)
 def _instances(gpu_model: str, node: NodeLayout) -> np.ndarray:
-    """Instances per profile (``MIG_PROFILES`` order) summed over a node's GPUs."""
+    """Instances per profile (``MIG_PROFILES`` order) summed over a node's GPUs (cached, read-only)."""
     vector = np.zeros(len(MIG_PROFILES[canonical_model(gpu_model)]), dtype=np.int64)
     for layout, n in node:
         vector += n * np.array(layout.count_vector, dtype=np.int64)
+    vector.setflags(write=False)
     return vector
 
 
@@ -158,21 +161,32 @@ def _choose(
     fresh = lay_out(gpu_model, g, work)
     known = set(existing)
     new = list(dict.fromkeys(node for node in fresh if node and node not in known))
-    types: list[NodeLayout] = [*existing, *new]
+    # a config without an instance of the work's profiles is worth no more than a MIG-off node (always
+    # available): leave it out, so the program stays small however many configs the pool has
+    names = [p.name for p in MIG_PROFILES[canonical_model(gpu_model)]]
+    wanted = [names.index(name) for name, _ in work.mig]
+    useful = [node for node in existing if _instances(gpu_model, node)[wanted].any()]
+    types: list[NodeLayout] = [*useful, *new]
     if not types:
         return fresh
-    chosen = _solve(gpu_model, g, work, n, types, len(existing))
+    chosen = _solve(gpu_model, g, work, n, types, len(useful))
     if chosen is None:
         return fresh
     nodes = [node for node, count in zip(types, chosen, strict=True) for _ in range(count)]
     nodes += [()] * (n - len(nodes))
-    frees = [g - _mig_gpus(node) for node in nodes]
-    held = np.sum([_instances(gpu_model, node) for node in nodes], axis=0)
-    names = [p.name for p in MIG_PROFILES[canonical_model(gpu_model)]]
-    covered = all(held[names.index(name)] >= d for name, d in work.mig)
-    if not covered or not _fits_whole(frees, work.whole):
+    if not _carries(gpu_model, g, nodes, work):
         return fresh  # the program's whole-GPU rows are exact only for sizes that divide one another
     return nodes
+
+
+def _carries(gpu_model: str, gpus_per_node: int, nodes: Sequence[NodeLayout], work: Work) -> bool:
+    """Whether ``nodes`` hold ``work``: every profile's instances summed over them cover its replicas,
+    and the whole-GPU replicas, largest first, fit their MIG-off GPUs."""
+    names = [p.name for p in MIG_PROFILES[canonical_model(gpu_model)]]
+    held = np.sum([_instances(gpu_model, node) for node in nodes], axis=0)
+    if not all(held[names.index(name)] >= d for name, d in work.mig):
+        return False
+    return _fits_whole([gpus_per_node - _mig_gpus(node) for node in nodes], work.whole)
 
 
 def _solve(
@@ -228,6 +242,9 @@ def _solve(
     return [round(v) for v in highs.col_value()[:k]]
 
 
+FIRST_FIT_SCAN = 32  # envelopes a work tries before it starts its own
+
+
 def merge(a: Work, b: Work) -> Work:
     """The envelope of two works: per profile and per size the larger count (holding it holds both)."""
     mig, whole = dict(a.mig), dict(a.whole)
@@ -240,7 +257,8 @@ def merge(a: Work, b: Work) -> Work:
 
 def envelopes(gpu_model: str, gpus_per_node: int, works: Sequence[Work]) -> dict[Work, Work]:
     """Work -> its envelope: works with MIG replicas that need the same nodes merged, largest first, into
-    the first envelope that still needs no more nodes (first fit); a work without MIG is its own. An
+    an envelope that still needs no more nodes (first fit over the ``FIRST_FIT_SCAN`` newest envelopes:
+    a year of distinct hours made the full scan quadratic); a work without MIG is its own. An
     envelope's nodes hold each of its works, so the hours of one envelope share one assignment of
     configs to nodes (and no node is reconfigured between them).
     """
@@ -252,8 +270,12 @@ def envelopes(gpu_model: str, gpus_per_node: int, works: Sequence[Work]) -> dict
     for work in (w for w in order if w.mig):
         n = size[work][0]
         mine = groups.setdefault(n, [])
-        for k, (envelope, members) in enumerate(mine):
+        for k in range(len(mine) - 1, max(-1, len(mine) - 1 - FIRST_FIT_SCAN), -1):  # newest first
+            envelope, members = mine[k]
             merged = merge(envelope, work)
+            # the volume bound rules most merges out without packing them
+            if math.ceil((merged.whole_gpus + pack_lower_bound(gpu_model, dict(merged.mig))) / g) > n:
+                continue
             if nodes_needed(gpu_model, g, merged) <= n:
                 mine[k] = (merged, [*members, work])
                 break
@@ -275,8 +297,12 @@ def _replicas(work: Work) -> int:
     return sum(n for _, n in work.mig)
 
 
-def plan_pool(gpu_model: str, gpus_per_node: int, works: Mapping[tuple[Group, int], Work]) -> PoolPlan:
-    """Configs for one pool over all its (group, period) works (see the module docstring)."""
+def plan_pool(
+    gpu_model: str, gpus_per_node: int, works: Mapping[tuple[Group, int], Work], deadline: float = math.inf
+) -> PoolPlan:
+    """Configs for one pool over all its (group, period) works (see the module docstring). Past
+    ``deadline`` (``time.perf_counter()``) envelopes take their fresh arrangement without the program:
+    more configs, as valid, in bounded time."""
     g = gpus_per_node
     envelope_of = envelopes(gpu_model, g, sorted(set(works.values()), key=lambda w: (w.mig, w.whole)))
     needed = {env: nodes_needed(gpu_model, g, env) for env in set(envelope_of.values())}
@@ -288,12 +314,21 @@ def plan_pool(gpu_model: str, gpus_per_node: int, works: Mapping[tuple[Group, in
     configs: list[NodeLayout] = []
     index: dict[NodeLayout, int] = {}
     carried: dict[Work, dict[int, int]] = {}
+    last: dict[int, list[NodeLayout]] = {}  # nodes -> the nodes chosen for the last envelope of that size
     for env in order:
         if not env.mig:
             carried[env] = {}
             continue
         counts: dict[int, int] = {}
-        for node in _choose(gpu_model, g, env, needed[env], configs):
+        previous = last.get(needed[env])
+        # the envelopes come largest first, so the last one's nodes often hold this one too: check that
+        # explicitly (cheap) before the program (a year of distinct hours asks thousands of times)
+        nodes = previous if previous and _carries(gpu_model, g, previous, env) else None
+        if nodes is None:
+            late = time.perf_counter() > deadline
+            nodes = lay_out(gpu_model, g, env) if late else _choose(gpu_model, g, env, needed[env], configs)
+        last[needed[env]] = nodes
+        for node in nodes:
             if not node:
                 continue
             if node not in index:
