@@ -11,7 +11,6 @@ proportion to the nodes committed on each.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -61,11 +60,6 @@ EPS = 1e-6
 
 def _value(var: Any) -> float:
     return float(var.varValue or 0.0)
-
-
-def whole_nodes(used: float) -> int:
-    """Whole nodes to hold for ``used`` node-equivalents (the model may hold fractions)."""
-    return math.ceil(used - EPS)
 
 
 def term_hours(sets: PlanningSets, term: Term) -> float:

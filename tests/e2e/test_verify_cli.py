@@ -57,7 +57,7 @@ def test_verify_accepts_a_plan_and_rejects_a_broken_one(kit: SimpleNamespace, tm
 
 
 def _mig_scenario(kit: SimpleNamespace, directory: Path) -> Path:
-    """Two MIG services whose model serving is fractional (9 + 2 replicas in slices of one H100 pool)."""
+    """Two MIG services sharing one H100 pool (9 x 1g.10gb and 3 x 3g.40gb replicas every hour)."""
     kit.write_catalog_csv(directory / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0)])
     data = kit.scenario_dict(
         hours=6,
