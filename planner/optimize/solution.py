@@ -2,7 +2,8 @@
 
 Both methods hand over a :class:`Solution` (plain data per period; the staged method's via
 :func:`solution_from_model`). Merged slots are written back out per original period, so every
-period of the horizon can be checked.
+period of the horizon can be checked; :func:`realized` makes every period's replicas whole first
+(``realize.py``), and everything written, billed and verified is that whole plan.
 On-demand and spot nodes are held in whole nodes; a workload's row carries its share of them (the
 idle part of a partly used node is charged to the workloads on it), so allocation rows add up to
 exactly what is paid. Committed capacity used by a workload is split between the 1y and 3y terms in
