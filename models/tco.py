@@ -32,6 +32,7 @@ from models.breakeven import (
     TornadoBar,
     Totals,
 )
+from models.catalog import GPU_MEMORY_GB, OWNED_CLOUD, Offering
 from models.scenario import Colocation
 from models.tiers import HOURS_PER_MONTH, Tier
 
@@ -48,6 +49,7 @@ __all__ = [
     "monthly_rate",
     "monthly_split",
     "opex_usd_per_month",
+    "owned_offering",
     "owned_usd_per_node_hour",
     "tornado",
     "unit_case",
@@ -473,4 +475,30 @@ def breakeven_data(
             capital_usd=capital_usd_per_month(colo), **monthly_split(colo, case.utilization)
         ),
         totals=Totals.model_validate(result, from_attributes=True),  # the result's fields of that name
+    )
+
+
+def owned_offering(colocation: Colocation) -> Offering:
+    """The scenario's own servers as an offering bought only on the ``owned`` term: no on-demand or
+    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time
+    (``available_from_hour``). The planner's sets and ``gpuplan verify`` both take it from here."""
+    memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
+    return Offering(
+        cloud=OWNED_CLOUD,
+        region=colocation.site,
+        instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
+        gpu_model=colocation.gpu_model,
+        gpus_per_node=colocation.gpus_per_node,
+        gpu_memory_gb=memory,
+        fabric=colocation.fabric,
+        fabric_gbps=colocation.fabric_gbps,
+        on_demand_usd_h=None,
+        spot_usd_h=None,
+        reserved_1y_usd_h=None,
+        reserved_3y_usd_h=None,
+        spot_interruptions_per_hour=0.0,
+        max_nodes=colocation.max_nodes,
+        source="scenario colocation section; price = capital recovery + colo, support and energy per 730 h",
+        owned_usd_h=owned_usd_per_node_hour(colocation),
+        available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
     )

@@ -65,7 +65,7 @@ Rules that hold by construction: no variable exists that could break them (the i
      the reason in ``no_option_reason``.
  14. spot training only for preemptible jobs and only when max_spot_share > 0; a spot option's periods
      and cost include the expected preemption overhead (sets._training_options, models.preemption).
- 15. owned nodes only after their lead time: the owned offering (sets.owned_offering) has no on-demand
+ 15. owned nodes only after their lead time: the owned offering (models.tco.owned_offering) has no on-demand
      or spot price and is bought on the ``owned`` term only, so it serves only through R (no NO);
      define_inference creates no XN[i,o,s] in a slot before its delivery (sets.usable; slots never
      straddle it, sets.availability_key), sets._training_options creates no option on it whose first

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.catalog import GPU_MEMORY_GB, OWNED_CLOUD, Catalog, Offering
+from models.catalog import Catalog, Offering
 from models.mig import replicas_per_gpu
 from models.preemption import (
     DEFAULT_RESTART_MINUTES,
@@ -39,9 +39,9 @@ from models.preemption import (
     SpotOverhead,
     spot_overhead,
 )
-from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
-from models.tco import owned_usd_per_node_hour
-from models.tiers import HOURS_PER_MONTH, TERM_TIER, Capacity, Term, Tier
+from models.scenario import InferenceService, Scenario, TrainingJob
+from models.scope import scenario_offerings
+from models.tiers import TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
 MAX_STARTS_PER_RUN = 48
@@ -115,32 +115,6 @@ class PlanningSets:
         return [o for (i, o) in self.replicas_per_node if i == service]
 
 
-def owned_offering(colocation: Colocation) -> Offering:
-    """The scenario's own servers as an offering bought only on the ``owned`` term: no on-demand or
-    spot price, the amortized cost per node-hour (``models/tco.py``), usable after the lead time
-    (``available_from_hour``; rule 15 of build.py)."""
-    memory = colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model]
-    return Offering(
-        cloud=OWNED_CLOUD,
-        region=colocation.site,
-        instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
-        gpu_model=colocation.gpu_model,
-        gpus_per_node=colocation.gpus_per_node,
-        gpu_memory_gb=memory,
-        fabric=colocation.fabric,
-        fabric_gbps=colocation.fabric_gbps,
-        on_demand_usd_h=None,
-        spot_usd_h=None,
-        reserved_1y_usd_h=None,
-        reserved_3y_usd_h=None,
-        spot_interruptions_per_hour=0.0,
-        max_nodes=colocation.max_nodes,
-        source="scenario colocation section; price = capital recovery + colo, support and energy per 730 h",
-        owned_usd_h=owned_usd_per_node_hour(colocation),
-        available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
-    )
-
-
 def non_spot_sold(offering: Offering, terms: list[Term], spot_only: bool) -> bool:
     """Non-spot nodes of ``offering`` exist in the model: it can be committed, or it sells on-demand
     nodes and is not dominated off spot (``spot_only_offerings``)."""
@@ -168,21 +142,6 @@ def on_demand_or_dearest(sets: PlanningSets, o: int) -> float:
 def available_from_period(offering: Offering, period_hours: int) -> int:
     """First period in which ``offering`` can be used (owned nodes wait for their lead time)."""
     return math.ceil(offering.available_from_hour / period_hours - 1e-9)
-
-
-def allowed_offerings(scenario: Scenario, catalog: Catalog) -> list[Offering]:
-    """Offerings in the clouds and regions the scenario allows, plus its own servers if it has any."""
-    result = []
-    for offering in catalog:
-        scope = scenario.clouds.get(offering.cloud)  # type: ignore[call-overload]
-        if scope is None:
-            continue
-        if scope.regions is not None and offering.region not in scope.regions:
-            continue
-        result.append(offering)
-    if scenario.colocation is not None:
-        result.append(owned_offering(scenario.colocation))
-    return result
 
 
 def replicas_per_node(service: InferenceService, offering: Offering) -> float:
@@ -225,7 +184,7 @@ def build_sets(
     options = options or ModelOptions()
     horizon = scenario.horizon
     p = horizon.period_hours
-    offerings = allowed_offerings(scenario, catalog)
+    offerings = scenario_offerings(scenario, catalog)
     spot_only = spot_only_offerings(offerings) if options.prune else set()
     terms = {
         o: [Term.OWNED]

@@ -1,5 +1,5 @@
 """What the checks compare a plan against, re-derived from the scenario and catalog alone (``models.*``):
-the offerings the scenario may buy (its own servers built from ``colocation:`` here, not by the planner),
+the offerings the scenario may buy (its own servers as the domain defines them: ``models.tco``),
 how a replica of a service occupies a node of an offering, committed nodes per period, demand and runs,
 and the allocation rows read into typed columns.
 
@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models.catalog import GPU_MEMORY_GB, OWNED_CLOUD, Catalog, Offering
+from models.catalog import Catalog, Offering
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, canonical_model, smallest_profile
 from models.plan import Plan
-from models.scenario import Colocation, InferenceService, Scenario, TrainingJob
-from models.tco import owned_usd_per_node_hour
+from models.scenario import InferenceService, Scenario, TrainingJob
+from models.scope import scenario_offerings
 from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
-__all__ = ["EPS", "Context", "Shape", "close", "replica_shape", "scenario_offerings", "term_hours"]
+__all__ = ["EPS", "Context", "Shape", "close", "replica_shape", "term_hours"]
 
 EPS = 1e-6
 SPOT = "spot"
@@ -35,45 +35,6 @@ HELD = "held"  # every non-spot tier: committed and on-demand nodes of an offeri
 def close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-6) -> bool:
     """Money and node counts read back from CSV agree to float noise."""
     return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
-
-
-def owned_offering(colocation: Colocation) -> Offering:
-    """The scenario's own servers, as the plan contract prices them: the ``owned`` term only, at the
-    amortized rate of ``models/tco.py``, usable from the lead time on."""
-    return Offering(
-        cloud=OWNED_CLOUD,
-        region=colocation.site,
-        instance_type=f"{colocation.gpus_per_node}x{colocation.gpu_model}",
-        gpu_model=colocation.gpu_model,
-        gpus_per_node=colocation.gpus_per_node,
-        gpu_memory_gb=colocation.gpu_memory_gb or GPU_MEMORY_GB[colocation.gpu_model],
-        fabric=colocation.fabric,
-        fabric_gbps=colocation.fabric_gbps,
-        on_demand_usd_h=None,
-        spot_usd_h=None,
-        reserved_1y_usd_h=None,
-        reserved_3y_usd_h=None,
-        spot_interruptions_per_hour=0.0,
-        max_nodes=colocation.max_nodes,
-        source="scenario colocation section",
-        owned_usd_h=owned_usd_per_node_hour(colocation),
-        available_from_hour=colocation.lead_time_months * HOURS_PER_MONTH,
-    )
-
-
-def scenario_offerings(scenario: Scenario, catalog: Catalog) -> dict[str, Offering]:
-    """Offering id -> offering, for every offering the scenario may buy (its clouds and regions, plus
-    its own servers)."""
-    result: dict[str, Offering] = {}
-    for offering in catalog:
-        scope = scenario.clouds.get(offering.cloud)  # type: ignore[call-overload]
-        if scope is None or (scope.regions is not None and offering.region not in scope.regions):
-            continue
-        result[offering.id] = offering
-    if scenario.colocation is not None:
-        owned = owned_offering(scenario.colocation)
-        result[owned.id] = owned
-    return result
 
 
 def term_hours(scenario: Scenario, term: Term) -> float:
@@ -136,7 +97,7 @@ class Context:
     offerings: dict[str, Offering] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.offerings = scenario_offerings(self.scenario, self.catalog)
+        self.offerings = {o.id: o for o in scenario_offerings(self.scenario, self.catalog)}
 
     @property
     def p(self) -> int:
