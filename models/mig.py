@@ -156,6 +156,18 @@ def smallest_profile(
     return min(candidates, key=lambda p: (p.memory_slices, p.compute_slices), default=None)
 
 
+def replica_slice(
+    gpu_model: str, memory_gb: float | None, compute_fraction: float | None = None
+) -> MigProfile | None:
+    """The MIG slice one replica runs in on ``gpu_model``: the smallest profile holding it, unless that
+    is the whole GPU (a 7g slice) or none fits or the replica is sized in GPUs (``memory_gb`` None):
+    then it takes whole GPUs. The planner's sets, baselines, realization and MIG section all ask this."""
+    if memory_gb is None:
+        return None
+    profile = smallest_profile(gpu_model, memory_gb, compute_fraction)
+    return profile if profile is not None and profile.compute_slices < COMPUTE_SLICES else None
+
+
 def replicas_per_gpu(
     gpu_model: str, gpu_memory_gb: float, replica_memory_gb: float, compute_fraction: float | None = None
 ) -> float:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.mig import replicas_per_gpu, smallest_profile, supports_mig
+from models.mig import replica_slice, replicas_per_gpu
 from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, TERM_TIER, Capacity, Term
 from planner.mig.packing import pack
@@ -86,10 +86,8 @@ class Usage:
 def _mig_profile(sets: PlanningSets, i: int, o: int) -> str | None:
     """The MIG profile one replica of service ``i`` takes on offering ``o`` (None: whole GPUs)."""
     service, offering = sets.services[i], sets.offerings[o]
-    if service.gpu_memory_gb is None or not supports_mig(offering.gpu_model):
-        return None
-    profile = smallest_profile(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
-    return profile.name if profile is not None and profile.compute_slices < 7 else None
+    profile = replica_slice(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
+    return profile.name if profile is not None else None
 
 
 def _gpus_per_replica(sets: PlanningSets, i: int, o: int) -> int:

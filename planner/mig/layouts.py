@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from models.catalog import Offering
-from models.mig import Layout, smallest_profile, supports_mig
+from models.mig import Layout, replica_slice
 from models.plan import (
     MigConfigUse,
     MigNodeLayout,
@@ -49,10 +49,8 @@ def _mig_profiles(sets: PlanningSets) -> dict[tuple[str, str], str]:
     result = {}
     for (i, o), _q in sets.replicas_per_node.items():
         service, offering = sets.services[i], sets.offerings[o]
-        if service.gpu_memory_gb is None or not supports_mig(offering.gpu_model):
-            continue
-        profile = smallest_profile(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
-        if profile is not None and profile.compute_slices < 7:  # a 7g slice is a whole GPU
+        profile = replica_slice(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
+        if profile is not None:
             result[(service.name, offering.id)] = profile.name
     return result
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from models.mig import COMPUTE_SLICES, smallest_profile, supports_mig
+from models.mig import replica_slice
 from models.tiers import Capacity
 from planner.mig.packing import pack
 from planner.optimize.build import replica_penalty
@@ -76,13 +76,9 @@ def replica_shapes(sets: PlanningSets) -> dict[tuple[int, int], ReplicaShape]:
     for (i, o), q in sets.replicas_per_node.items():
         service, offering = sets.services[i], sets.offerings[o]
         g = offering.gpus_per_node
-        profile = None
-        if service.gpu_memory_gb is not None and supports_mig(offering.gpu_model):
-            chosen = smallest_profile(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
-            if chosen is not None and chosen.compute_slices < COMPUTE_SLICES:
-                profile = chosen.name
-        if profile is not None:
-            shapes[(i, o)] = ReplicaShape(0, profile, g / q)
+        chosen = replica_slice(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
+        if chosen is not None:
+            shapes[(i, o)] = ReplicaShape(0, chosen.name, g / q)
         else:
             size = round(g / q)
             if size * q != g:  # pragma: no cover - sets.replicas_per_node rounds sizes to divisors
