@@ -56,10 +56,10 @@ def _mig_profiles(sets: PlanningSets) -> dict[tuple[str, str], str]:
 
 
 def whole_gpus_per_replica(gpus_per_node: int, replicas_per_node: float) -> int:
-    """GPUs a whole-GPU replica takes on one node: ``G / replicas per node``, rounded up to the smallest
-    divisor of ``G`` at least that (a 3-GPU replica on 8 GPUs holds 4: only two fit a node)."""
-    size = gpus_per_node / replicas_per_node
-    return next(d for d in range(1, gpus_per_node + 1) if gpus_per_node % d == 0 and d >= size - 1e-9)
+    """GPUs a whole-GPU replica takes on one node: ``G / replicas per node``, whole by construction (the
+    planner's sets size replicas on a divisor chain of the node, ``sets.whole_gpu_size``: a 3-GPU
+    replica on 8 GPUs holds 4)."""
+    return round(gpus_per_node / replicas_per_node)
 
 
 def _replicas(
