@@ -293,7 +293,6 @@ def realize(
     commits: dict[int, int],
     training: tuple[np.ndarray, np.ndarray, np.ndarray],
     progress: Callable[[str], None] | None = None,
-    exact: bool = True,
     exact_seconds: float = EXACT_BUDGET_SECONDS,
 ) -> Realized:
     """Whole replicas per (offering, kind) every period, on nodes sized by packing.
@@ -301,9 +300,10 @@ def realize(
     ``inference``: the model's rows (period, o, tier, i, nodes, replicas; fractional); ``unserved``:
     its unserved replicas (services, periods); ``commits``: committed nodes per offering;
     ``training``: per period the non-spot and spot nodes training holds per offering and the GPUs it
-    holds per team, arrays (offerings, periods), (offerings, periods), (teams, periods).
+    holds per team, arrays (offerings, periods), (offerings, periods), (teams, periods);
+    ``exact_seconds``: time for the local search and the period MILPs in all (0: the rounding only).
     """
-    problem = _Problem(sets, exact_seconds if exact else 0.0)
+    problem = _Problem(sets, exact_seconds)
     periods = sets.demand.shape[1]
     n_s = len(sets.services)
     p = sets.period_hours

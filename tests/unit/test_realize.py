@@ -51,7 +51,8 @@ def _realize(sets, rows: list[tuple[int, int, Capacity, float]], commits: dict[i
     n_o, n_t = len(sets.offerings), len(sets.scenario.teams)
     zeros = np.zeros((n_o, 1))
     unserved = np.zeros((len(sets.services), 1))
-    return realize(sets, frame, unserved, commits, (zeros, zeros.copy(), np.zeros((n_t, 1))), exact=exact)
+    training = (zeros, zeros.copy(), np.zeros((n_t, 1)))
+    return realize(sets, frame, unserved, commits, training, exact_seconds=60.0 if exact else 0.0)
 
 
 def _period_cost(sets, placed: dict[tuple[int, int, int], int], commits: dict[int, int]) -> float:
