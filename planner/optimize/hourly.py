@@ -95,7 +95,7 @@ class Dispatch:
 
     rows: (
         np.ndarray
-    )  # structured: period, offering, TIER_CODE, service, nodes (whole held nodes' share), replicas
+    )  # structured: period, offering, TIER_CODE, service, nodes serving (node-equivalents), replicas
     unserved: np.ndarray  # (services, periods) replicas
     held_cost_usd: float  # on-demand (inference and non-spot training beyond R) + spot inference, whole nodes
     lp_cost_usd: float  # the same periods' LP optimum (fractional nodes): a bound for these R and training
@@ -410,14 +410,12 @@ def dispatch(
     """
     began = time.perf_counter()
     model = PeriodModel(sets, committed, whole)
-    usable = usable_periods(sets)
     periods = sets.demand.shape[1]
     groups = Distinct.of(sets, occupancy)
     n_groups = len(groups.first)
     if dive is None:  # diving costs ~2 LPs per fractional node count: affordable on fewer periods
         dive = n_groups <= DIVE_PERIODS
     n_s = len(sets.services)
-    n_o = len(sets.offerings)
     solutions: list[np.ndarray] = []
     lp_costs = np.zeros(n_groups)
     held_costs = np.zeros(n_groups)
@@ -439,19 +437,7 @@ def dispatch(
         values = solutions[u]
         t = int(groups.first[u])
         x = values[: model.n_x]
-        held = values[model.n_x : model.n_x + model.n_held]
-        used = np.zeros((len(TIER_CODE), n_o))
-        np.add.at(used, (model.columns[:, 2], model.columns[:, 1]), x)
-        held_nodes = np.zeros((len(TIER_CODE), n_o))
-        for k, (code, o) in enumerate(model.held_keys):
-            held_nodes[code, o] = held[k]
-        # spot rows carry the whole spot nodes held; where non-spot use exceeds the commitments, the
-        # non-spot inference rows carry the whole on-demand nodes beyond them (training is whole)
-        non_spot = committed * usable[:, t] + held_nodes[NON_SPOT_CODE] - occupancy.non_spot[:, t]
-        target = np.where(held_nodes[NON_SPOT_CODE] > EPS, non_spot, used[NON_SPOT_CODE])
-        held_nodes[NON_SPOT_CODE] = target
-        scale = np.where(used > EPS, held_nodes / np.maximum(used, EPS), 0.0)
-        nodes = x * scale[model.columns[:, 2], model.columns[:, 1]]
+        nodes = x  # node-equivalents serving; realize.py makes them whole replicas on whole nodes
         keep = nodes > EPS
         per_unique.append(np.column_stack([model.columns[keep], nodes[keep], (x * per_replica)[keep]]))
         unserved_u[:, u] = values[model.unserved_col : model.unserved_col + n_s]
