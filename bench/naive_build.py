@@ -12,8 +12,11 @@ model rather than on a look-alike. Variables and rows get the fast build's names
 What is deliberately *not* naive: the index sets. Sums over "the options of offering o active in
 block b" use index lists grouped once up front (as a modeller writes ``A[o, b]`` in the data section),
 not a scan of every option inside every (offering, slot) row: a quadratic scan would measure the
-scan, not PuLP, and makes the unmerged hourly model unbuildable. The Python loop structure is the
-formulation's; only the PuLP idiom differs.
+scan, not PuLP, and makes the unmerged hourly model unbuildable. Likewise the commitment columns
+serving in a period, ``C(o, t)`` (new columns: one ``R[c]`` each) and ``K(o, t)`` (the nodes of held
+columns, a constant on the right-hand side), are read from the sets (``columns_active``,
+``existing_nodes``) as a data table. The Python loop structure is the formulation's; only the PuLP
+idiom differs.
 
 :func:`unreduced_sets` builds the planning sets without the two size reductions of ``sets.py``
 (dominance pruning and period merging): the textbook model a planner without those proofs would
@@ -34,12 +37,12 @@ import pulp
 import planner.optimize.build  # noqa: F401  (switches PuLP's per-variable v4 warnings off, as in the product)
 from models.catalog import Catalog
 from models.scenario import Scenario
-from models.tiers import TERM_TIER, Capacity, Term
+from models.tiers import Capacity
 from planner.optimize import sets as sets_module
 from planner.optimize.build import VAR_CODE, guarantee_penalty_per_gpu
 from planner.optimize.build import replica_penalty as build_replica_penalty
 from planner.optimize.build import run_penalty as build_run_penalty
-from planner.optimize.sets import ModelOptions, PlanningSets, Slot
+from planner.optimize.sets import ModelOptions, PlanningSets, Slot, shares_commitments, usable
 
 __all__ = ["NaiveModel", "compare", "create_model_naive", "unreduced_sets"]
 
@@ -49,10 +52,13 @@ class NaiveModel:
     """The textbook-built problem and its variable dicts (keys as in ``PlanningModel``)."""
 
     problem: pulp.LpProblem
-    commit: dict[tuple[int, str], pulp.LpVariable] = field(default_factory=dict)
-    serve: dict[tuple[str, int, int, int], pulp.LpVariable] = field(default_factory=dict)
-    held: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)
+    commit: dict[int, pulp.LpVariable] = field(default_factory=dict)  # new column -> R[c]
+    serve: dict[tuple[Capacity, int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    held: dict[tuple[Capacity, int, int], pulp.LpVariable] = field(default_factory=dict)
     place: dict[int, pulp.LpVariable] = field(default_factory=dict)
+    committed_part: dict[int, pulp.LpVariable] = field(default_factory=dict)  # M[a]
+    guarantee: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # H[m,o,q]
+    guarantee_short: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # UG[m,q]
 
 
 def create_model_naive(sets: PlanningSets) -> NaiveModel:
@@ -61,30 +67,54 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
     I = range(len(sets.services))  # noqa: E741
     O = range(len(sets.offerings))  # noqa: E741
     A = range(len(sets.options))
+    NON_SPOT, SPOT = Capacity.NON_SPOT, Capacity.SPOT
     teams = sets.scenario.teams
     prob = pulp.LpProblem(sets.scenario.name.replace(" ", "_") or "plan", pulp.LpMinimize)
     model = NaiveModel(prob)
 
     # ---- index sets (data section) -----------------------------------------------------------------
     eligible = {i: [o for o in O if (i, o) in sets.replicas_per_node] for i in I}
+    first = {s: int(sets.slots[s].periods[0]) for s in S}  # slots never straddle a column boundary
+    segment_start: dict[int, int] = {}  # segment q -> its first period
+    for t, q in enumerate(sets.segment.tolist()):
+        segment_start.setdefault(q, t)
+    new_columns = set(sets.new_columns)
+
+    def C(o: int, t: int) -> list[int]:  # the formulation's C(o, t): new columns only
+        return [c for c in sets.columns_active(o, t) if c in new_columns]
+
+    def K(o: int, t: int) -> float:  # the held nodes of o serving in period t
+        return float(sets.existing_nodes(o, t))
+
     options_of_run: dict[int, list[int]] = defaultdict(list)
-    pool_options: dict[tuple[int, int], list[int]] = defaultdict(list)  # (o, block) -> a on the pool
-    other_options: dict[tuple[int, int], list[int]] = defaultdict(list)  # (o, block) -> a on OD/spot
+    on_commit: dict[tuple[int, int], list[int]] = defaultdict(list)  # (o, block) -> a on commitments
+    beside: dict[tuple[int, int], list[int]] = defaultdict(list)  # (o, block) -> a on OD or spot
     team_options: dict[tuple[str, int], list[int]] = defaultdict(list)  # (team, block) -> a
     for a in A:
         option = sets.options[a]
         options_of_run[option.run].append(a)
+        has_od = sets.offerings[option.offering].on_demand_usd_h is not None
         for block in option.blocks:
-            target = pool_options if option.tier == Capacity.POOL else other_options
-            target[(option.offering, block)].append(a)
+            if option.tier == NON_SPOT and (
+                not has_od or shares_commitments(sets, option.offering, NON_SPOT)
+            ):
+                on_commit[(option.offering, block)].append(a)  # n Y[a] (owned) or M[a]
+            if option.tier == SPOT or has_od:
+                beside[(option.offering, block)].append(a)  # n Y[a] (spot) or n Y[a] - M[a]
             team_options[(sets.runs[option.run].job.team, block)].append(a)
     nodes = {a: sets.runs[sets.options[a].run].job.nodes for a in A}
+    hours = {a: sets.options[a].periods * sets.period_hours for a in A}
+    guaranteed = [team for team in teams if team.guaranteed_gpus > 0]
 
     # ---- variables ---------------------------------------------------------------------------------
+    def whole(o: int) -> str:
+        limited = sets.integral_held or sets.offerings[o].max_nodes is not None
+        return pulp.LpInteger if limited else pulp.LpContinuous
+
     R = model.commit
-    for o in O:
-        for k in sets.terms[o]:
-            R[o, k] = pulp.LpVariable(f"R_{o}_{k}", 0, sets.offerings[o].max_nodes, pulp.LpInteger)
+    for c in sets.new_columns:
+        limit = sets.offerings[sets.columns[c].offering].max_nodes
+        R[c] = pulp.LpVariable(f"R_{c}", 0, limit, pulp.LpInteger)
     X = model.serve
     UI = {}
     for i in I:
@@ -93,47 +123,49 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
                 continue
             for o in eligible[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
+                    if tier == NON_SPOT and not usable(sets, o, first[s]):
+                        continue  # owned nodes not delivered yet
                     X[tier, i, o, s] = pulp.LpVariable(f"X{VAR_CODE[tier]}_{i}_{o}_{s}", 0)
             UI[i, s] = pulp.LpVariable(f"UI_{i}_{s}", 0, sets.slots[s].demand[i])
-    N = model.held
-    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
-        for o in O:
-            whole = sets.integral_held or sets.offerings[o].max_nodes is not None
-            for s in S:
-                if any((tier, i, o, s) in X for i in I):
-                    N[tier, o, s] = pulp.LpVariable(
-                        f"N{VAR_CODE[tier]}_{o}_{s}",
-                        0,
-                        sets.offerings[o].max_nodes,
-                        pulp.LpInteger if whole else pulp.LpContinuous,
-                    )
     Y = model.place
     for a in A:
         if sets.training_fixed:
             Y[a] = pulp.LpVariable(f"Y_{a}", 1, 1, pulp.LpInteger)
         else:
             Y[a] = pulp.LpVariable(f"Y_{a}", cat=pulp.LpBinary)
+    M = model.committed_part
+    for a in A:
+        option = sets.options[a]
+        if shares_commitments(sets, option.offering, option.tier):  # non-spot, committable, sells OD
+            M[a] = pulp.LpVariable(f"M_{a}", 0, float(nodes[a]), whole(option.offering))
     UT = {r: pulp.LpVariable(f"UT_{r}", cat=pulp.LpBinary) for r in range(len(sets.runs))}
-    H, UG = {}, {}
-    for team in teams:
-        if team.guaranteed_gpus <= 0:
-            continue
-        for o in sets.team_offerings.get(team.name, []):
-            if sets.terms[o]:
-                H[team.name, o] = pulp.LpVariable(f"H_{team.name}_{o}", 0)
-        UG[team.name] = pulp.LpVariable(f"UG_{team.name}", 0, float(team.guaranteed_gpus))
+    N = model.held  # NO[o,s] where a non_spot row exists and o sells on demand; NS[o,s] where spot serves
+    for o in O:
+        for s in S:
+            non_spot_used = any((NON_SPOT, i, o, s) in X for i in I) or on_commit.get(
+                (o, sets.slots[s].block)
+            )
+            if non_spot_used and sets.offerings[o].on_demand_usd_h is not None:
+                N[NON_SPOT, o, s] = pulp.LpVariable(f"Nn_{o}_{s}", 0, sets.offerings[o].max_nodes, whole(o))
+            if any((SPOT, i, o, s) in X for i in I):
+                N[SPOT, o, s] = pulp.LpVariable(f"Ns_{o}_{s}", 0, sets.offerings[o].max_nodes, whole(o))
+    H, UG = model.guarantee, model.guarantee_short
+    for q, t in segment_start.items():
+        for team in guaranteed:
+            for o in sets.team_offerings.get(team.name, []):
+                if sets.columns_active(o, t):  # a column (new or held) serves in q
+                    H[team.name, o, q] = pulp.LpVariable(f"H_{team.name}_{o}_{q}", 0)
+            UG[team.name, q] = pulp.LpVariable(f"UG_{team.name}_{q}", 0, float(team.guaranteed_gpus))
 
     # ---- objective ---------------------------------------------------------------------------------
-    def commit_price(o: int, k: Term) -> float:
-        price = sets.offerings[o].price(TERM_TIER[k])
+    def held_price(tier: Capacity, o: int) -> float:
+        off = sets.offerings[o]
+        price = off.on_demand_usd_h if tier == NON_SPOT else off.spot_usd_h
         assert price is not None
         return price
 
-    def held_price(tier: Capacity, o: int) -> float:
-        off = sets.offerings[o]
-        price = off.on_demand_usd_h if tier == Capacity.ON_DEMAND else off.spot_usd_h
-        assert price is not None
-        return price
+    def od(a: int) -> float:  # the on-demand price of option a's offering (0: it sells none)
+        return sets.offerings[sets.options[a].offering].on_demand_usd_h or 0.0
 
     # penalties are definitions, not formulation: the planner's own (a slack must price the same)
     def replica_penalty(i: int) -> float:
@@ -143,16 +175,20 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
         return build_run_penalty(sets, r)
 
     unserved_gpu = guarantee_penalty_per_gpu(sets)
+    periods = max(1, len(sets.segment))
+    weight = {q: float(np.count_nonzero(sets.segment == q)) / periods for q in segment_start}
     prob += (
-        lpSum(commit_price(o, k) * sets.horizon_hours * R[o, k] for (o, k) in R)
+        lpSum(sets.columns[c].cost_per_node * R[c] for c in R)
         + lpSum(held_price(t, o) * sets.slots[s].hours * N[t, o, s] for (t, o, s) in N)
         + lpSum(sets.options[a].cost_usd * Y[a] for a in A)
+        + lpSum(od(a) * hours[a] * nodes[a] * Y[a] for a in A if sets.options[a].tier == NON_SPOT)
+        - lpSum(od(a) * hours[a] * M[a] for a in M)
         + lpSum(replica_penalty(i) * sets.slots[s].hours * UI[i, s] for (i, s) in UI)
         + lpSum(run_penalty(r) * UT[r] for r in UT)
-        + lpSum(unserved_gpu * UG[m] for m in UG)
+        + lpSum(unserved_gpu * weight[q] * UG[m, q] for (m, q) in UG)
     )
 
-    # ---- 1 demand and 3 held nodes -----------------------------------------------------------------
+    # ---- 1 demand and 3 held spot nodes ------------------------------------------------------------
     for i in I:
         for s in S:
             if (i, s) in UI:
@@ -161,60 +197,72 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
                         sets.replicas_per_node[i, o] * X[t, i, o, s]
                         for o in eligible[i]
                         for t in sets.serve_tiers.get((i, o), ())
+                        if (t, i, o, s) in X
                     )
                     + UI[i, s]
                     >= sets.slots[s].demand[i],
                     f"demand_{i}_{s}",
                 )
-    for tier in (Capacity.ON_DEMAND, Capacity.SPOT):
-        for o in O:
-            for s in S:
-                if (tier, o, s) in N:
-                    prob += (
-                        lpSum(X[tier, i, o, s] for i in I if (tier, i, o, s) in X) <= N[tier, o, s],
-                        f"held_{VAR_CODE[tier]}_{o}_{s}",
-                    )
-    # ---- 5 place -----------------------------------------------------------------------------------
+    for o in O:
+        for s in S:
+            if (SPOT, o, s) in N:
+                prob += (
+                    lpSum(X[SPOT, i, o, s] for i in I if (SPOT, i, o, s) in X) <= N[SPOT, o, s],
+                    f"held_s_{o}_{s}",
+                )
+    # ---- 5 place (and M[a] <= n_a Y[a]) ------------------------------------------------------------
+    for a in M:
+        prob += M[a] <= nodes[a] * Y[a], f"part_{a}"
     for r in UT:
         prob += lpSum(Y[a] for a in options_of_run[r]) + UT[r] == 1, f"place_{r}"
-    # ---- 2 pool and 4 capacity ---------------------------------------------------------------------
+
+    # ---- 2 non-spot and 4 capacity -----------------------------------------------------------------
+    def on_commitments(a: int) -> pulp.LpAffineExpression:  # a's nodes the commitments cover
+        return M[a] if a in M else nodes[a] * Y[a]
+
+    def beside_commitments(a: int) -> pulp.LpAffineExpression:  # a's nodes beyond them
+        return nodes[a] * Y[a] - M[a] if a in M else nodes[a] * Y[a]
+
     for o in O:
-        if not sets.terms[o]:
-            continue
         for s in S:
             block = sets.slots[s].block
-            users = [X[Capacity.POOL, i, o, s] for i in I if (Capacity.POOL, i, o, s) in X]
-            if users or pool_options.get((o, block)):
+            users = [X[NON_SPOT, i, o, s] for i in I if (NON_SPOT, i, o, s) in X]
+            training = on_commit.get((o, block), [])
+            if users or training:
                 prob += (
-                    lpSum(users) + lpSum(nodes[a] * Y[a] for a in pool_options.get((o, block), []))
-                    <= lpSum(R[o, k] for k in sets.terms[o]),
-                    f"pool_{o}_{s}",
+                    lpSum(users) + lpSum(on_commitments(a) for a in training)
+                    <= lpSum(R[c] for c in C(o, first[s]))
+                    + K(o, first[s])
+                    + lpSum(N[t, o, s] for t in (NON_SPOT,) if (t, o, s) in N),
+                    f"non_spot_{o}_{s}",
                 )
     for o in O:
         limit = sets.offerings[o].max_nodes
         if limit is None:
             continue
-        if sets.terms[o]:
-            prob += lpSum(R[o, k] for k in sets.terms[o]) <= limit, f"cap_commit_{o}"
+        for q, t in segment_start.items():
+            if C(o, t):
+                prob += lpSum(R[c] for c in C(o, t)) + K(o, t) <= limit, f"cap_commit_{o}_{q}"
         for s in S:
             block = sets.slots[s].block
-            held = [N[t, o, s] for t in (Capacity.ON_DEMAND, Capacity.SPOT) if (t, o, s) in N]
-            if held or other_options.get((o, block)):
+            held = [N[t, o, s] for t in (NON_SPOT, SPOT) if (t, o, s) in N]
+            if held or beside.get((o, block)):
                 prob += (
-                    lpSum(R[o, k] for k in sets.terms[o])
+                    lpSum(R[c] for c in C(o, first[s]))
+                    + K(o, first[s])
                     + lpSum(held)
-                    + lpSum(nodes[a] * Y[a] for a in other_options.get((o, block), []))
+                    + lpSum(beside_commitments(a) for a in beside.get((o, block), []))
                     <= limit,
                     f"cap_{o}_{s}",
                 )
     # ---- 6 spot share ------------------------------------------------------------------------------
     share = sets.scenario.purchase.max_spot_share
-    if share < 1.0 and any(sets.options[a].tier == Capacity.SPOT for a in A):
+    if share < 1.0 and any(sets.options[a].tier == SPOT for a in A):
         gpu_hours = {
             a: sets.runs[sets.options[a].run].gpus * sets.runs[sets.options[a].run].job.hours for a in A
         }
         prob += (
-            lpSum(gpu_hours[a] * Y[a] for a in A if sets.options[a].tier == Capacity.SPOT)
+            lpSum(gpu_hours[a] * Y[a] for a in A if sets.options[a].tier == SPOT)
             <= share * lpSum(gpu_hours[a] * Y[a] for a in A),
             "spot_share",
         )
@@ -238,20 +286,27 @@ def create_model_naive(sets: PlanningSets) -> NaiveModel:
                     <= team.burst_gpus,
                     f"burst_{team.name}_{s}",
                 )
-    # ---- 8 guarantees ------------------------------------------------------------------------------
-    for team in teams:
-        if team.name in UG:
+    # ---- 8 guarantees, per segment -----------------------------------------------------------------
+    for q, t in segment_start.items():
+        for team in guaranteed:
             prob += (
-                lpSum(H[m, o] for (m, o) in H if m == team.name) + UG[team.name] >= team.guaranteed_gpus,
-                f"guarantee_{team.name}",
+                lpSum(
+                    H[team.name, o, q]
+                    for o in sets.team_offerings.get(team.name, [])
+                    if (team.name, o, q) in H
+                )
+                + UG[team.name, q]
+                >= team.guaranteed_gpus,
+                f"guarantee_{team.name}_{q}",
             )
-    for o in O:
-        backers = [H[team.name, o] for team in teams if (team.name, o) in H]
-        if backers:
-            prob += (
-                lpSum(backers) <= sets.offerings[o].gpus_per_node * lpSum(R[o, k] for k in sets.terms[o]),
-                f"backing_{o}",
-            )
+        for o in O:
+            backers = [H[team.name, o, q] for team in guaranteed if (team.name, o, q) in H]
+            if backers:
+                gpus = sets.offerings[o].gpus_per_node
+                prob += (
+                    lpSum(backers) <= gpus * (lpSum(R[c] for c in C(o, t)) + K(o, t)),
+                    f"backing_{o}_{q}",
+                )
     return model
 
 
@@ -318,10 +373,10 @@ def compare(fast: pulp.LpProblem, naive: pulp.LpProblem, tolerance: float = 1e-9
 
 
 def _one_slot_per_period(
-    block_of: np.ndarray, demand: np.ndarray, p: int, availability: np.ndarray | None = None
+    block_of: np.ndarray, demand: np.ndarray, p: int, segment: np.ndarray | None = None
 ) -> tuple[list[Slot], np.ndarray]:
-    """``_merge_periods`` without the merge: every period is its own slot (availability of owned nodes
-    then needs no key: no two periods share a slot)."""
+    """``_merge_periods`` without the merge: every period is its own slot (the segment key is then not
+    needed: no two periods share a slot, so none straddles a column boundary)."""
     slots = [
         Slot(int(block_of[t]), np.array([t]), float(p), tuple(int(x) for x in demand[:, t]))
         for t in range(len(block_of))

@@ -75,10 +75,14 @@ __all__ = [
 SCHEMA: Final = "gpuplan.plan/v1"
 ALLOCATION_COLUMNS = [
     "period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "replicas", "cost_usd",
+    "commitment",
 ]  # fmt: skip
-#: Columns a plan written before ``replicas`` existed may lack; reading fills them with NaN, so old plans
-#: still load (``gpuplan verify`` reports their replicas as missing).
-OPTIONAL_ALLOCATION_COLUMNS: tuple[str, ...] = ("replicas",)
+#: Columns a plan written before they existed may lack; reading fills them with NaN, so old plans
+#: still load (``gpuplan verify`` reports their replicas as missing). ``commitment`` names the
+#: commitment (plan.json ``commitments[].name``) a row on a committed tier uses, empty elsewhere; rows
+#: are one per (period, offering, tier, workload, commitment): a workload on two commitments of one
+#: tier (a day-one purchase and one from July) has a row on each.
+OPTIONAL_ALLOCATION_COLUMNS: tuple[str, ...] = ("replicas", "commitment")
 #: The cloud tiers every plan's ``costs.by_tier`` lists (``owned`` joins when the scenario has owned nodes).
 TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
 
@@ -190,14 +194,23 @@ class OfferingRecord(DocumentPart):
 
 
 class Commitment(DocumentPart):
-    """Nodes of one offering bought on one term for the whole horizon."""
+    """Nodes of one offering held on one term from ``start`` to ``end``: bought by the plan (a purchase
+    at one of the horizon's purchase steps) or ``existing`` (held already, paid whether used or not)."""
 
     offering: str = Field(description="offering id, cloud:region:instance_type")
     term: Term
     nodes: int
     usd_per_node_hour: float
-    cost_in_horizon_usd: float
+    cost_in_horizon_usd: float = Field(description="its hours inside the horizon at its rate")
     obligation_beyond_horizon_usd: float = Field(description="what is still owed after the horizon ends")
+    name: str = Field("", description="names it in allocations.csv's commitment column")
+    existing: bool = Field(False, description="held before the plan (scenario commitments:), not bought")
+    start: UtcTime | None = Field(None, description="when its term starts (a purchase: when to buy)")
+    end: UtcTime | None = Field(None, description="when its term ends (may be after the horizon)")
+    start_period: int = Field(0, description="first period its nodes serve in")
+    end_period: int | None = Field(None, description="the period after the last one they serve in")
+    used_node_hours: float | None = Field(None, description="node-hours of workloads it covered")
+    used_fraction: float | None = Field(None, description="used node-hours / its node-hours in the horizon")
 
     @property
     def usd_per_year(self) -> float:

@@ -94,9 +94,80 @@ CloudTerm = Annotated[
 ]
 
 
+#: When new commitments may start: only at the horizon's first hour, or at the first hour of any
+#: calendar quarter or month inside it (``planner/optimize/purchases.py``).
+PurchaseSchedule = Literal["horizon", "quarterly", "monthly"]
+
+
 class Purchase(_Strict):
     terms: list[CloudTerm] = Field(default_factory=lambda: list(CLOUD_TERMS))
     max_spot_share: float = Field(1.0, ge=0.0, le=1.0, description="most training GPU-hours on spot")
+    schedule: PurchaseSchedule = Field(
+        "quarterly",
+        description="when new commitments may start: horizon (day one only), quarterly or monthly "
+        "(the first hour of any calendar quarter or month in the horizon)",
+    )
+
+
+def _held_term(value: Any) -> Any:
+    if value not in (*CLOUD_TERMS, Term.RESERVATION):
+        raise ValueError("Input should be '1y', '3y' or 'reservation'")
+    return value
+
+
+#: The term of a commitment already held: a cloud term, or a capacity reservation (with an end date).
+HeldTerm = Annotated[
+    Term,
+    BeforeValidator(_held_term),
+    WithJsonSchema({"enum": [*(t.value for t in CLOUD_TERMS), Term.RESERVATION.value], "type": "string"}),
+]
+
+
+class ExistingCommitment(_Strict):
+    """A commitment the fleet already holds: paid whether used or not, usable from ``start`` to its end.
+
+    A ``1y``/``3y`` term ends one or three years (8,760 h each) after ``start``; a capacity
+    ``reservation`` ends at ``end``. ``usd_per_node_hour`` is the rate actually paid (a negotiated
+    one); without it, the catalog's rate for the term (a reservation: the on-demand rate, which is
+    how AWS, GCP and Azure bill reserved capacity).
+    """
+
+    name: str | None = Field(None, min_length=1, description="a label; default held:offering/term/start date")
+    offering: str = Field(min_length=1, description="offering id, cloud:region:instance_type")
+    term: HeldTerm
+    nodes: int = Field(gt=0)
+    start: datetime = Field(description="when it began (may be before the horizon)")
+    end: datetime | None = Field(None, description="capacity reservations only: when it ends")
+    usd_per_node_hour: float | None = Field(None, ge=0, description="the rate paid; default the catalog's")
+
+    @field_validator("start", "end")
+    @classmethod
+    def _to_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _ends(self) -> ExistingCommitment:
+        if self.term == Term.RESERVATION and self.end is None:
+            raise ValueError("a capacity reservation needs an end (ISO time)")
+        if self.term != Term.RESERVATION and self.end is not None:
+            raise ValueError(
+                f"a {self.term} commitment ends {self.term} after its start; end is only for reservations"
+            )
+        if self.ends <= self.start:
+            raise ValueError(f"end ({self.ends.isoformat()}) is not after start ({self.start.isoformat()})")
+        return self
+
+    @property
+    def ends(self) -> datetime:
+        """When the commitment ends."""
+        if self.end is not None:
+            return self.end
+        return self.start + timedelta(hours=(self.term.years or 0) * HOURS_PER_YEAR)
+
+    @property
+    def label(self) -> str:
+        """Its name, by default ``held:OFFERING/TERM/START-DATE`` (never a purchase's name)."""
+        return self.name or f"held:{self.offering}/{self.term}/{self.start.date().isoformat()}"
 
 
 class Team(_Strict):
@@ -281,6 +352,9 @@ class Colocation(_Strict):
         0.0, ge=0, description="ASSUMPTION, not in FACTS 5: months from order until a node is usable"
     )
     max_nodes: int = Field(gt=0, description="most nodes that may be bought (space, power, budget)")
+    existing_nodes: int = Field(
+        0, ge=0, description="servers already bought and running: usable from the first hour, paid as owned"
+    )
 
     _gpu_model = field_validator("gpu_model")(lambda value: _canonical_gpu(value))
 
@@ -302,6 +376,9 @@ class Scenario(_Strict):
     inference: list[InferenceService] = Field(default_factory=list)
     training: list[TrainingJob] = Field(default_factory=list)
     colocation: Colocation | None = Field(None, description="own servers the planner may buy")
+    commitments: list[ExistingCommitment] = Field(
+        default_factory=list, description="commitments already held (reserved, committed use, reservations)"
+    )
     adjust: list[str] = Field(
         default_factory=list, description="changes to apply first, as gpuplan whatif --vary (spot_price=+50%)"
     )
@@ -331,6 +408,20 @@ class Scenario(_Strict):
                         f"{when.isoformat()} is outside the horizon "
                         f"({self.horizon.start.isoformat()} to {self.horizon.end.isoformat()})",
                     )
+        _no_duplicates([c.label for c in self.commitments], "commitment")
+        for index, held in enumerate(self.commitments):
+            if held.ends <= self.horizon.start or held.start >= self.horizon.end:
+                raise _FieldError(
+                    f"commitments[{index}]",
+                    f"{held.start.isoformat()} to {held.ends.isoformat()} does not overlap the horizon "
+                    f"({self.horizon.start.isoformat()} to {self.horizon.end.isoformat()}); remove it",
+                )
+        colocation = self.colocation
+        if colocation and colocation.existing_nodes > colocation.max_nodes:
+            raise _FieldError(
+                "colocation.existing_nodes",
+                f"{colocation.existing_nodes} is above colocation.max_nodes ({colocation.max_nodes})",
+            )
         return self
 
     @property

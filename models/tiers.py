@@ -4,7 +4,8 @@ capacity kinds. Every module spells these through this file, never as bare strin
 - :class:`Tier` is what a plan's rows and costs say a node-hour was paid on (``plan.json``,
   ``allocations.csv``); ``owned`` is the colocation tier (own servers, amortized).
 - :class:`Term` is how long a commitment binds: ``1y`` and ``3y`` cloud commitments, ``owned``
-  servers for their depreciation life.
+  servers for their depreciation life, and a capacity ``reservation`` until the end date it was
+  made with (scenarios enter these as existing commitments; the plan never buys one).
 - :class:`Capacity` is what the planning model decides between for a node: non-spot or spot. Non-spot
   nodes of an offering are billed the way clouds bill them: its committed nodes (1y, 3y and owned
   together) cover any non-spot node of that offering running in that hour, inference or training,
@@ -42,6 +43,7 @@ class Tier(StrEnum):
     RESERVED_1Y = "reserved_1y"
     RESERVED_3Y = "reserved_3y"
     OWNED = "owned"
+    CAPACITY_RESERVATION = "capacity_reservation"
     ON_DEMAND = "on_demand"
     SPOT = "spot"
 
@@ -57,6 +59,7 @@ class Term(StrEnum):
     ONE_YEAR = "1y"
     THREE_YEARS = "3y"
     OWNED = "owned"
+    RESERVATION = "reservation"
 
     @property
     def tier(self) -> Tier:
@@ -64,7 +67,8 @@ class Term(StrEnum):
 
     @property
     def years(self) -> int | None:
-        """Years of a cloud commitment; None for owned servers (their life is the colocation's)."""
+        """Years of a cloud commitment; None for owned servers (their life is the colocation's) and
+        capacity reservations (they end when they were made to)."""
         return {Term.ONE_YEAR: 1, Term.THREE_YEARS: 3}.get(self)
 
 
@@ -79,11 +83,20 @@ TERM_TIER: dict[Term, Tier] = {
     Term.ONE_YEAR: Tier.RESERVED_1Y,
     Term.THREE_YEARS: Tier.RESERVED_3Y,
     Term.OWNED: Tier.OWNED,
+    Term.RESERVATION: Tier.CAPACITY_RESERVATION,
 }
 #: The terms a scenario may buy from a cloud (``purchase.terms``); owned servers come with its
 #: ``colocation`` section instead.
 CLOUD_TERMS: tuple[Term, ...] = (Term.ONE_YEAR, Term.THREE_YEARS)
-#: Tiers paid for the whole horizon whether used or not: commitments and owned nodes.
-COMMITTED_TIERS: tuple[Tier, ...] = (Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y)
+#: Tiers paid for their whole window whether used or not: commitments, capacity reservations and
+#: owned nodes.
+COMMITTED_TIERS: tuple[Tier, ...] = (
+    Tier.OWNED,
+    Tier.RESERVED_3Y,
+    Tier.RESERVED_1Y,
+    Tier.CAPACITY_RESERVATION,
+)
 #: The order tiers are shown in (cheapest commitment first, spot last).
-TIER_ORDER: tuple[Tier, ...] = (Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.ON_DEMAND, Tier.SPOT)
+TIER_ORDER: tuple[Tier, ...] = (
+    Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.CAPACITY_RESERVATION, Tier.ON_DEMAND, Tier.SPOT,
+)  # fmt: skip

@@ -18,6 +18,8 @@ reserved_price         same                                1y and 3y commitments
 spot_interruptions     same                                expected spot interruptions per node-hour
 capacity               same                                ``max_nodes`` of each matching offering
 max_spot_share         (none)                              sets ``purchase.max_spot_share``
+schedule               (none)                              sets ``purchase.schedule``: horizon,
+                                                           quarterly or monthly (a word, not a number)
 colocation.FIELD       (none)                              a field of the ``colocation`` section
 =====================  ==================================  ============================================
 
@@ -34,11 +36,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from models.catalog import CLOUDS, OWNED_CLOUD, PRICE_FIELD, Catalog, Offering
 from models.errors import InputError
-from models.scenario import Colocation, Scenario, parse
+from models.scenario import Colocation, PurchaseSchedule, Scenario, parse
 from models.tiers import Tier
 
 #: The tiers each price key changes (owned nodes are priced from the colocation section instead).
@@ -50,7 +52,10 @@ PRICE_TIERS: dict[str, tuple[Tier, ...]] = {
 }
 WORKLOAD_KEYS = ("demand", "growth", "training_hours")
 OFFERING_KEYS = (*PRICE_TIERS, "spot_interruptions", "capacity")
-KEYS = (*WORKLOAD_KEYS, *OFFERING_KEYS, "max_spot_share", "colocation.FIELD")
+KEYS = (*WORKLOAD_KEYS, *OFFERING_KEYS, "max_spot_share", "schedule", "colocation.FIELD")
+#: The words ``schedule=`` takes (``models.scenario.PurchaseSchedule``).
+SCHEDULES: tuple[str, ...] = get_args(PurchaseSchedule)
+_SCHEDULE = re.compile(r"^\s*schedule\s*=\s*(?P<word>[a-z]+)\s*$", re.IGNORECASE)
 
 _PATTERN = re.compile(
     r"^\s*(?P<key>[a-z_.]+)(?::(?P<target>[^=]+))?\s*=\s*(?P<value>[x*]?\s*[-+]?[0-9.]+(?:e-?\d+)?\s*%?)\s*$",
@@ -67,6 +72,7 @@ class Variation:
     op: str
     value: float
     text: str
+    word: str | None = None  # ``schedule=``: the schedule's name
 
     def factor(self, current: float) -> float:
         """The new value of a quantity that is ``current`` now."""
@@ -83,6 +89,12 @@ class Variation:
 
 def parse_variation(text: str, where: str = "--vary") -> Variation:
     """``"spot_price:aws=+50%"`` -> Variation; InputError naming ``where`` when it is not understood."""
+    schedule = _SCHEDULE.match(text)
+    if schedule:
+        word = schedule["word"].lower()
+        if word not in SCHEDULES:
+            raise InputError(None, where, f"{text!r}: schedule is one of {', '.join(SCHEDULES)}")
+        return Variation("schedule", None, "=", float(SCHEDULES.index(word)), text, word)
     match = _PATTERN.match(text)
     if not match:
         raise InputError(
@@ -164,6 +176,8 @@ def _apply(
             offerings = _vary_offerings(offerings, variation, reference_nodes)
         elif variation.key == "max_spot_share":
             data["purchase"]["max_spot_share"] = variation.value
+        elif variation.key == "schedule":
+            data["purchase"]["schedule"] = variation.word
         else:
             _vary_colocation(data, variation)
     try:

@@ -30,7 +30,9 @@ team's cheapest committable offering per GPU; those nodes serve usage too.
 
 **Billing rule** of a committing peer: per offering and period, its committed nodes cover any non-spot
 node of that offering (inference or training); usage above them is paid on demand; commitments are paid
-every hour of the horizon, used or not; spot is paid as used. All peers are cloud-only (no owned nodes)
+every hour of the horizon, used or not; spot is paid as used. Every peer, all on-demand included, also
+holds the commitments the fleet holds already (scenario ``commitments:``): paid as the plan pays them,
+covering the peer's usage on their offering inside their window. All peers are cloud-only (no owned nodes)
 and ignore capacity limits (max_nodes) and burst caps: they are reference prices, not plans.
 """
 
@@ -252,8 +254,8 @@ def commit_price(sets: PlanningSets, o: int, term: Term) -> float | None:
 def bill(sets: PlanningSets, usage: Usage, commits: Commits) -> tuple[float, float]:
     """(cost over the horizon, obligation after it) of ``usage`` with ``commits`` (billing rule above)."""
     p, hours = sets.period_hours, sets.horizon_hours
-    covered = np.zeros(len(sets.offerings))
-    total = beyond = 0.0
+    covered = sets.committed({})  # the commitments held already: every peer has them
+    total, beyond = sets.fixed_usd, 0.0
     for (o, term), nodes in commits.items():
         rate = commit_price(sets, o, term) or 0.0
         covered[o] += nodes

@@ -23,6 +23,7 @@ from rich.table import Table
 from models.errors import GpuplanError, InputError, SolverError
 from models.plan import Plan, PlanDocument
 from models.scenario import Scenario
+from models.tiers import Term
 from planner.cli_common import (
     EXIT_SELF_CHECK,
     EXIT_SOLVER,
@@ -158,23 +159,32 @@ def _self_check(inputs: Inputs, scenario: Path, output: Path, say: Callable[[str
 
 def _print_summary(document: PlanDocument, output: Path, verified: bool | None = None) -> None:
     """The decision first (what to buy), then the cost and savings, then how sure the plan is."""
-    pools = document.utilization.pools
-    if document.commitments:
+    held = [c for c in document.commitments if c.existing]
+    bought = [c for c in document.commitments if not c.existing]
+    if held:
+        out.print(f"[bold]{document.scenario}[/]: holds", highlight=False)
+        for c in held:
+            used = f", {c.used_fraction:.0%} used" if c.used_fraction is not None else ""
+            ends = f" until {c.end:%Y-%m-%d}" if c.end is not None else ""
+            term = "a capacity reservation" if c.term == Term.RESERVATION else c.term
+            out.print(f"  {c.name}: {c.nodes} x {c.offering} on {term}{ends}{used}", highlight=False)
+    if bought:
         out.print(f"[bold]{document.scenario}[/]: buy", highlight=False)
-        for c in document.commitments:
-            pool = pools.get(c.offering)
-            used = f", {pool.used_fraction:.0%} used" if pool is not None else ""
+        for c in bought:
+            used = f", {c.used_fraction:.0%} used" if c.used_fraction is not None else ""
+            when = f" from {c.start:%Y-%m-%d}" if c.start is not None else ""
             owed = (
                 f", ${c.obligation_beyond_horizon_usd:,.0f} owed after the horizon"
                 if c.obligation_beyond_horizon_usd > 0
                 else ""
             )
             out.print(
-                f"  {c.nodes} x {c.offering} on {c.term}: ${c.usd_per_year:,.0f}/year{used}{owed}",
+                f"  {c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}",
                 highlight=False,
             )
     else:
-        out.print(f"[bold]{document.scenario}[/]: nothing to commit to (on-demand and spot)", highlight=False)
+        nothing = "nothing more to commit to" if held else "nothing to commit to"
+        out.print(f"[bold]{document.scenario}[/]: {nothing} (on-demand and spot)", highlight=False)
     total = document.costs.total_usd
     beyond = sum(c.obligation_beyond_horizon_usd for c in document.commitments)
     after = f", plus ${beyond:,.0f} owed after it" if beyond > 0 else ""

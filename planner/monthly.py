@@ -3,7 +3,8 @@
 Months are 730-hour slices of the horizon from its start (``models.tiers.HOURS_PER_MONTH``, the month
 ``models/tco.py`` uses too), so a year is 12 months and cost curves line up across variants whatever the
 calendar. Allocation rows are charged to the month of their period; commitments (and owned nodes) are
-paid evenly over the horizon, the way ``plan.json`` charges them (``cost_in_horizon_usd``).
+paid evenly over their hours inside the horizon (from their start, or the horizon's, to their end), the
+way ``plan.json`` charges them (``cost_in_horizon_usd``).
 """
 
 from __future__ import annotations
@@ -34,18 +35,26 @@ def monthly_by_tier(plan: Plan) -> pd.DataFrame:
         grouped = alloc.assign(month=month).groupby(["month", "tier"])["cost_usd"].sum()
         # pandas-stubs types unstack's fill_value as int | str | dict; pandas takes any scalar
         frame = grouped.unstack(fill_value=0.0).reindex(frame.index, fill_value=0.0)  # type: ignore[arg-type]
+    start = horizon.start
     for commitment in plan.document.commitments:
         tier = commitment.term.tier
         if tier not in frame.columns:
             frame[tier] = 0.0
-        frame[tier] = frame[tier] + _spread(commitment.cost_in_horizon_usd, hours, months)
+        begin = 0.0 if commitment.start is None else (commitment.start - start).total_seconds() / 3600
+        end = hours if commitment.end is None else (commitment.end - start).total_seconds() / 3600
+        frame[tier] = frame[tier] + _spread(commitment.cost_in_horizon_usd, hours, months, begin, end)
     return frame.fillna(0.0)
 
 
-def _spread(total: float, hours: float, months: int) -> np.ndarray:
-    """``total`` paid evenly per hour, summed per 730 h month (the last month may be shorter)."""
-    edges = np.minimum(np.arange(months + 1) * HOURS_PER_MONTH, hours)
-    return total * np.diff(edges) / hours
+def _spread(
+    total: float, hours: float, months: int, begin: float = 0.0, end: float | None = None
+) -> np.ndarray:
+    """``total`` paid evenly per hour of [begin, end) inside the horizon, summed per 730 h month (the
+    last month may be shorter)."""
+    first, last = max(0.0, begin), min(hours, hours if end is None else end)
+    edges = np.clip(np.arange(months + 1) * HOURS_PER_MONTH, first, max(first, last))
+    paid = last - first
+    return total * np.diff(edges) / paid if paid > 0 else np.zeros(months)
 
 
 def month_labels(horizon: PlanHorizon) -> list[str]:

@@ -136,6 +136,8 @@ def summarize(variant: Variant, plan: Plan, plan_dir: str) -> SolvedVariant:
     commitments: dict[Term, int] = {}
     gpus = 0
     for c in document.commitments:
+        if c.existing:  # held already: the same in every variant, not a decision to compare
+            continue
         commitments[c.term] = commitments.get(c.term, 0) + c.nodes
         gpus += c.nodes * document.offerings[c.offering].gpus_per_node
     monthly = MonthlyCost.model_validate(series(plan))

@@ -10,32 +10,39 @@ Why it is valid (a proof sketch; the tests check it against full solves on small
    ``n`` nodes are committed (the gang holds them together). Any real schedule, at any hourly start,
    satisfies this, so the relaxed optimum is no higher than the true optimum.
    Dominated (offering, tier) choices are left out; they never make the optimum cheaper
-   (``sets.py`` prunes only where a dominating choice exists).
+   (``sets.py`` prunes only where a dominating choice exists). Replicas are counted by the GPU
+   memory and compute they take (``relaxed_serving``), not by the planning model's homogeneous
+   layouts, so mixed MIG layouts and whole-GPU sizes that do not divide a node are not cut off.
 2. *Separate.* Fix the commitments R, each run's (offering, tier) and its energy spread. What is
    left splits into
    one LP per hour t: cover demand D_t on non-spot nodes (billed as clouds bill: per offering,
    ``NO >= inference + u_t - R`` on-demand nodes beyond the commitments R, where u_t is the non-spot
    training held at t) or on spot nodes, within capacity and burst limits. Its optimal cost
-   f(D_t, u_t) -- the on-demand nodes that non-spot training needs beyond R included -- is the value
-   function of an LP in its right-hand side, hence *convex* in (D_t, u_t), and it is the same
-   function for every hour (prices, capacities and limits do not change with t). The billing rule
-   is exactly this LP's: at its optimum NO = max(0, use - R), what the cloud bills.
-3. *Average.* For a cluster C of hours, Jensen's inequality gives
-   ``sum_{t in C} f(D_t, u_t) >= |C| * f(mean D, mean u)``. So the LP that covers each cluster's
-   *mean* demand with the cluster's *mean* training occupancy costs no more than the relaxed full
-   problem, for every R and training choice; minimizing both over R and training keeps the
-   inequality. The cluster model's optimum, and so the solver's proven bound on it, is a lower
-   bound on the full hourly MILP.
+   f_q(D_t, u_t) -- the on-demand nodes that non-spot training needs beyond R included -- is the
+   value function of an LP in its right-hand side, hence *convex* in (D_t, u_t), and it is the same
+   function for every hour of a *segment* q (prices, capacities and limits do not change with t, and
+   inside a segment the same commitment columns serve: ``purchases.segment_of_period``). The billing
+   rule is exactly this LP's: at its optimum NO = max(0, use - R_t), what the cloud bills, with R_t
+   the nodes of the columns serving at t (new ones and those already held).
+3. *Average.* For a cluster C of hours inside one segment q (clusters never straddle a segment),
+   Jensen's inequality gives ``sum_{t in C} f_q(D_t, u_t) >= |C| * f_q(mean D, mean u)``. So the LP
+   that covers each cluster's *mean* demand with the cluster's *mean* training occupancy costs no more
+   than the relaxed full problem, for every R and training choice; minimizing both over R and
+   training keeps the inequality. The cluster model's optimum, and so the solver's proven bound on
+   it, is a lower bound on the full hourly MILP.
 
 4. *Gangs beyond the commitments.* Averaging lets a cluster's idle commitments absorb a gang that in
    truth runs at the hours inference uses them. One family of cuts keeps the bound honest there: a
-   gang of n nodes held for h hours on offering o has at least n - R_o of them on demand every hour
-   it runs (at most R_o are committed), and at any hour the on-demand nodes cover every active gang's
-   excess at once ((a + b - R)^+ >= (a - R)^+ + (b - R)^+ for R >= 0). So for every plan,
-   ``sum_t NO_t >= sum_gangs on o of h (n - R_o)^+``; with the cluster variables at their cluster
-   means the left side is ``sum_c hours_c NO_c``, so the cut ``sum_c hours_c NO[o,c] >= sum W``,
-   ``W >= h (n Y - R_o)``, ``W >= 0``, removes no plan: the bound stays valid. The same holds block
-   by block, with h the fewest hours a start variant holds the gang in that block.
+   gang of n nodes held for h hours on offering o has at least n - R_t of them on demand every hour
+   t it runs (at most R_t are committed), and at any hour the on-demand nodes cover every active
+   gang's excess at once ((a + b - R)^+ >= (a - R)^+ + (b - R)^+ for R >= 0). So for every plan,
+   ``sum_t NO_t >= sum_gangs on o of sum_{t held} (n - R_t)^+ >= sum_gangs (h n - sum_{t held} R_t)``,
+   and ``sum_{t held} R_t <= sum_c R_c min(h, |window_c ∩ W|)`` for any stretch W of hours that
+   contains the held ones (column c serves at most its overlap with W, and at most h of them).
+   With the cluster variables at their cluster means the left side is ``sum_c hours_c NO_c``, so the
+   cut ``sum_c hours_c NO[o,c] >= sum W``, ``W >= h n Y - sum_c R_c min(h, |window_c ∩ W|)``,
+   ``W >= 0``, removes no plan: the bound stays valid (W: the run's window). The same holds block by
+   block, with h the fewest hours a start variant holds the gang in that block (W: the block).
 
 Keeping R and the run choices whole matters: with fractional runs, a gang could sit 70% on spot and
 30% on demand to meet ``max_spot_share``, and the bound on the example falls 30% below the plan.
@@ -61,15 +68,17 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
-from models.tiers import TERM_TIER, Capacity, Term
+from models.mig import COMPUTE_SLICES, MEMORY_SLICES, replica_slice, replicas_per_gpu
+from models.tiers import Capacity
 from planner.optimize.build import (
     VAR_CODE,
+    committed_terms,
     guarantee_penalty_per_gpu,
     guarantee_rows,
     replica_penalty,
     run_penalty,
 )
-from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, shares_commitments, usable
+from planner.optimize.sets import PlanningSets, TrainingOption, shares_commitments, usable
 from planner.optimize.solve import SolveResult, solve
 
 LpExpr = pulp.LpAffineExpression
@@ -87,7 +96,7 @@ class ClusterDecisions:
     absent. With the LP relaxation (``relax``), each is the largest fraction's choice, rounded.
     """
 
-    commitments: dict[tuple[int, Term], int]  # (offering, term) -> nodes
+    commitments: dict[int, int]  # new column -> nodes
     runs: dict[int, tuple[int, Capacity, int]]
 
 
@@ -111,11 +120,11 @@ def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 
     if per_block is None:
         return cluster
     scale = np.maximum(sets.demand.max(axis=1), 1).astype(float) if len(sets.services) else np.ones(0)
-    # never mix periods before and after owned nodes arrive: averaging across would let them serve early
-    availability = availability_key(sets.offerings, len(sets.slot_of_period), sets.period_hours)
+    # never mix segments (different commitments serve, e.g. owned nodes before and after delivery):
+    # averaging across would let commitments serve outside their window
     by_block: dict[tuple[int, int], list[int]] = defaultdict(list)
     for s, slot in enumerate(sets.slots):
-        by_block[(slot.block, int(availability[slot.periods[0]]))].append(s)
+        by_block[(slot.block, int(sets.segment[slot.periods[0]]))].append(s)
     next_id = 0
     for _block, members in sorted(by_block.items()):
         points = np.array([sets.slots[s].demand for s in members], dtype=float).reshape(len(members), -1)
@@ -199,8 +208,10 @@ def certified_bound(
     block = sets.block_periods
     slot_period_cluster = cluster[sets.slot_of_period]
     cluster_block = np.full(clusters, -1, dtype=np.int64)
+    cluster_period = np.zeros(clusters, dtype=np.int64)  # a period of it: the same columns serve in all
     for s, slot in enumerate(sets.slots):
         cluster_block[cluster[s]] = slot.block
+        cluster_period[cluster[s]] = slot.periods[0]
 
     problem = pulp.LpProblem("bound", pulp.LpMinimize)
 
@@ -209,26 +220,36 @@ def certified_bound(
 
     objective: list[tuple[pulp.LpVariable, float]] = []
     constraints: dict[str, pulp.LpConstraint] = {}
-    commit: dict[tuple[int, Term], pulp.LpVariable] = {}
-    for o, terms in sets.terms.items():
-        offering = sets.offerings[o]
-        for term in terms:
-            commit[(o, term)] = var(f"R_{o}_{term}", offering.max_nodes, pulp.LpInteger)
-            objective.append(
-                (commit[(o, term)], (offering.price(TERM_TIER[term]) or 0.0) * sets.horizon_hours)
-            )
+    commit: dict[int, pulp.LpVariable] = {}
+    for c in sets.new_columns:
+        column = sets.columns[c]
+        commit[c] = var(f"R_{c}", sets.offerings[column.offering].max_nodes, pulp.LpInteger)
+        objective.append((commit[c], column.cost_per_node))
+
+    def covered(
+        o: int, first: int, end: int, most: float
+    ) -> tuple[list[tuple[pulp.LpVariable, float]], float]:
+        """Committed node-hours of ``o`` inside periods [first, end), at most ``most`` hours per node:
+        the new columns' terms and the held nodes' constant (the gang cuts of the docstring)."""
+        terms, held = [], 0.0
+        for k in sets.columns_on.get(o, []):
+            column = sets.columns[k]
+            hours = min(most, max(0, min(end, column.end) - max(first, column.start)) * p)
+            if hours <= 0:
+                continue
+            if column.existing:
+                held += (column.nodes or 0) * hours
+            else:
+                terms.append((commit[k], hours))
+        return terms, held
 
     pool_use: dict[tuple[int, int], list] = defaultdict(list)  # non-spot use of an offering's nodes
-    # owned nodes still on order serve nothing: a cluster offers them only if one of its slots may
-    # (still a relaxation: a cluster's average use of them is zero when none of its slots can)
-    waiting = {o for o, off in enumerate(sets.offerings) if off.available_from_hour > 0}
-    usable_in = {
-        (o, int(cluster[s]))
-        for o in waiting
-        for s, slot in enumerate(sets.slots)
-        if usable(sets.offerings[o], slot, p)
-    }
+    # owned nodes still on order serve nothing: clusters never straddle a segment, so any period
+    # of a cluster says whether a column on the offering serves there
+    waiting = {o for o, off in enumerate(sets.offerings) if off.on_demand_usd_h is None}
+    usable_in = {(o, c) for o in waiting for c in range(clusters) if usable(sets, o, int(cluster_period[c]))}
     held_use: dict[tuple[int, int], list] = defaultdict(list)  # on-demand/spot nodes (capacity)
+    compute_ratio: dict[str, float] = {}  # MIG serving whose compute, not memory, fills the GPUs
     burst_use: dict[tuple[str, int], list] = defaultdict(list)
     held: dict[tuple[Capacity, int, int], pulp.LpVariable] = {}
     held_links: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
@@ -239,16 +260,19 @@ def certified_bound(
             if need <= 0:
                 continue
             terms_: list[tuple[pulp.LpVariable, float]] = []
-            for (ii, o), q in sets.replicas_per_node.items():
+            for (ii, o), _q in sets.replicas_per_node.items():
                 if ii != i:
                     continue
                 gpus = float(sets.offerings[o].gpus_per_node)
+                q, ratio = relaxed_serving(sets, i, o)
                 for tier in sets.serve_tiers.get((i, o), ()):
                     if tier == Capacity.NON_SPOT and o in waiting and (o, c) not in usable_in:
                         continue
                     x = var(f"X{VAR_CODE[tier]}_{i}_{o}_{c}")
                     terms_.append((x, q))
-                    burst_use[(service.team, c)].append((x, gpus))
+                    burst_use[(service.team, c)].append((x, gpus * ratio))  # the GPUs' compute in use
+                    if ratio > 1.0:
+                        compute_ratio[x.name] = ratio
                     if tier == Capacity.NON_SPOT:
                         pool_use[(o, c)].append((x, 1.0))
                     else:
@@ -263,9 +287,11 @@ def certified_bound(
             terms_.append((short, 1.0))
             constraints[f"demand_{i}_{c}"] = LpCon(LpExpr(terms_), pulp.LpConstraintGE, None, need)
     for (tier, o, c), users in held_links.items():
-        constraints[f"held_{VAR_CODE[tier]}_{o}_{c}"] = LpCon(
-            LpExpr([*users, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
-        )
+        for name, scaled in (("held", users), ("held_compute", _compute(users, compute_ratio))):
+            if scaled is not None:
+                constraints[f"{name}_{VAR_CODE[tier]}_{o}_{c}"] = LpCon(
+                    LpExpr([*scaled, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
+                )
 
     # training: each (run, offering, tier) picks a start block and an offset inside it (see
     # _start_variants); blocks it covers whole hold n nodes in every cluster, the first and last
@@ -304,9 +330,9 @@ def certified_bound(
             # the gang holds n nodes for all its hours and at most R of them are committed: at least
             # hours * (n - R) on-demand node-hours, whatever the averaging (see _beyond_commitments)
             w = var(f"W_{name}")
-            covered = [(commit[(o, k)], float(periods * p)) for k in sets.terms[o]]
+            terms_, held_hours = covered(o, run.first_period, run.end_period, float(periods * p))
             constraints[f"beyond_{name}"] = LpCon(
-                LpExpr([(w, 1.0), (y, -nodes * periods * p), *covered]), pulp.LpConstraintGE, None, 0.0
+                LpExpr([(w, 1.0), (y, -nodes * periods * p), *terms_]), pulp.LpConstraintGE, None, -held_hours
             )
             run_beyond[o].append((w, -1.0))
         for k, (b0, last, lo, hi) in enumerate(
@@ -323,12 +349,12 @@ def certified_bound(
                 least |= {b: block for b in range(b0 + 1, last)}
                 for b, held_periods in least.items():
                     w = var(f"W_{name}_{k}_{b}")
-                    covered = [(commit[(o, kk)], float(held_periods * p)) for kk in sets.terms[o]]
+                    terms_, held_hours = covered(o, b * block, (b + 1) * block, float(held_periods * p))
                     constraints[f"beyond_{name}_{k}_{b}"] = LpCon(
-                        LpExpr([(w, 1.0), (v, -nodes * held_periods * p), *covered]),
+                        LpExpr([(w, 1.0), (v, -nodes * held_periods * p), *terms_]),
                         pulp.LpConstraintGE,
                         None,
-                        0.0,
+                        -held_hours,
                     )
                     block_beyond[(o, b)].append((w, -1.0))
             if last == b0:  # the whole run inside one block
@@ -369,8 +395,18 @@ def certified_bound(
             )
         if sets.offerings[o].on_demand_usd_h is None and tier == Capacity.NON_SPOT:
             # no on-demand nodes (owned): the gang holds all n nodes at once, so at least n committed
-            gang = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
-            constraints[f"gang_{r}_{o}"] = LpCon(LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, 0.0)
+            # at some hour of its window: no more than every column serving somewhere in it
+            gang, held_nodes = [], 0.0
+            for k in sets.columns_on.get(o, []):
+                column = sets.columns[k]
+                if column.start < run.end_period and column.end > run.first_period:
+                    if column.existing:
+                        held_nodes += column.nodes or 0
+                    else:
+                        gang.append((commit[k], 1.0))
+            constraints[f"gang_{r}_{o}"] = LpCon(
+                LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, -held_nodes
+            )
     for r in range(len(sets.runs)):
         short = var(f"UT_{r}", 1.0, pulp.LpInteger)
         objective.append((short, run_penalty(sets, r)))
@@ -383,14 +419,21 @@ def certified_bound(
     on_demand_hours: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     on_demand_of: dict[int, list[tuple[tuple[pulp.LpVariable, float], int]]] = defaultdict(list)
     for (o, c), users in pool_use.items():  # the billing rule: commitments first, on demand beyond
-        covering = [(commit[(o, k)], -1.0) for k in sets.terms[o]]
+        covering, held_nodes = committed_terms(sets, commit, o, int(cluster_period[c]), -1.0)
         price = sets.offerings[o].on_demand_usd_h
         if price is not None:
             beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}")
             objective.append((beyond, price * hours[c]))
             held_use[(o, c)].append((beyond, 1.0))
             covering.append((beyond, -1.0))
-        constraints[f"pool_{o}_{c}"] = LpCon(LpExpr([*users, *covering]), pulp.LpConstraintLE, None, 0.0)
+        constraints[f"pool_{o}_{c}"] = LpCon(
+            LpExpr([*users, *covering]), pulp.LpConstraintLE, None, held_nodes
+        )
+        compute = _compute(users, compute_ratio)
+        if compute is not None:  # the same nodes, counted by the compute their MIG slices take
+            constraints[f"pool_compute_{o}_{c}"] = LpCon(
+                LpExpr([*compute, *covering]), pulp.LpConstraintLE, None, held_nodes
+            )
         if price is not None:
             on_demand_hours[o].append((beyond, hours[c]))
             on_demand_of[o].append(((beyond, hours[c]), c))
@@ -408,12 +451,15 @@ def certified_bound(
     for o, offering in enumerate(sets.offerings):
         if offering.max_nodes is None:
             continue
-        committed = [(commit[(o, k)], 1.0) for k in sets.terms[o]]
         for c in range(clusters):
             users = held_use.get((o, c), [])
+            committed, held_nodes = committed_terms(sets, commit, o, int(cluster_period[c]))
             if users or committed:
                 constraints[f"cap_{o}_{c}"] = LpCon(
-                    LpExpr([*committed, *users]), pulp.LpConstraintLE, None, float(offering.max_nodes)
+                    LpExpr([*committed, *users]),
+                    pulp.LpConstraintLE,
+                    None,
+                    float(offering.max_nodes) - held_nodes,
                 )
     for team in sets.scenario.teams:
         if team.burst_gpus is None:
@@ -435,7 +481,7 @@ def certified_bound(
             variable.cat = pulp.LpContinuous
     result = solve(problem, time_limit=time_limit, gap=gap, start=start)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
-    bound = result.bound if result.ok else float("-inf")
+    bound = result.bound + sets.fixed_usd if result.ok else float("-inf")  # held commitments: a constant
     decisions = _decisions(sets, commit, chosen_by) if result.ok else None
     method = METHOD + (", LP relaxation" if relax else "")
     return BoundResult(bound, clusters, time.perf_counter() - began, result, method, decisions)
@@ -443,7 +489,7 @@ def certified_bound(
 
 def start_from(
     sets: PlanningSets,
-    commitments: dict[tuple[int, Term], int],
+    commitments: dict[int, int],
     placements: list[TrainingOption],
     unserved_runs: list[int],
 ) -> dict[str, float]:
@@ -451,9 +497,8 @@ def start_from(
     choice and start variant); HiGHS completes the rest. Any hourly plan maps to a feasible point of
     the cluster model (it is a relaxation), so the completed start is an incumbent."""
     values: dict[str, float] = {}
-    for o, terms in sets.terms.items():
-        for term in terms:
-            values[f"R_{o}_{term}"] = float(commitments.get((o, term), 0))
+    for c in sets.new_columns:
+        values[f"R_{c}"] = float(commitments.get(c, 0))
     combos: dict[tuple[int, int, Capacity], int] = {}
     for option in sets.options:
         combos.setdefault((option.run, option.offering, option.tier), option.periods)
@@ -482,7 +527,7 @@ def _value(variable: pulp.LpVariable | None) -> float:
 
 def _decisions(
     sets: PlanningSets,
-    commit: dict[tuple[int, Term], pulp.LpVariable],
+    commit: dict[int, pulp.LpVariable],
     chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]],
 ) -> ClusterDecisions:
     """Commitments rounded, and per run the combo and start variant holding the largest fraction."""
@@ -505,17 +550,55 @@ def _decisions(
 
 def _guarantees(
     sets: PlanningSets,
-    commit: dict[tuple[int, Term], pulp.LpVariable],
+    commit: dict[int, pulp.LpVariable],
     var: Callable[..., pulp.LpVariable],
     objective: list[tuple[pulp.LpVariable, float]],
     constraints: dict[str, pulp.LpConstraint],
 ) -> None:
-    """Guarantees are backed by committed GPUs, the very rows of the planning model (no time index)."""
+    """Guarantees are backed by committed GPUs, the very rows of the planning model (per segment)."""
     family = guarantee_rows(sets, commit, lambda name, up: var(name, up))
-    for short in family.shortfall.values():
-        objective.append((short, guarantee_penalty_per_gpu(sets)))
+    for key, short in family.shortfall.items():
+        objective.append((short, guarantee_penalty_per_gpu(sets) * family.weight[key]))
     for name, (terms, sense, rhs) in family.rows.items():
         constraints[name] = LpCon(LpExpr(terms), sense, None, rhs)
+
+
+def relaxed_serving(sets: PlanningSets, i: int, o: int) -> tuple[float, float]:
+    """How the bound counts service ``i`` on a node of ``o``: (replicas per node-equivalent, compute per
+    node-equivalent), relaxed so that no packing a plan may use (``gpuplan verify``'s rules) is cut off.
+
+    A MIG replica takes its profile's share of a GPU's 8 memory and 7 compute slices: a node-equivalent
+    is a node's memory (``G * 8 / m`` replicas) and it takes ``(c / 7) / (m / 8)`` of a node's compute
+    (above 1: compute fills the GPUs first, a second row counts it). Every legal MIG layout keeps both
+    sums within the GPU, whatever profiles it mixes, so both rows hold for every plan; the planning
+    model's own count (one profile's homogeneous layout, e.g. 3 x 2g.20gb where the slices would hold
+    3.5) is no relaxation of mixed layouts. A whole-GPU replica takes its GPUs: ``G / gpus`` replicas per
+    node, a fraction where they do not divide the node (a node of 8 holds a 3-GPU replica and five
+    1-GPU ones; the model's divisor rounding gives the 3-GPU replica 4).
+    """
+    service = sets.services[i]
+    offering = sets.offerings[o]
+    g = float(offering.gpus_per_node)
+    profile = replica_slice(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
+    if profile is not None:
+        memory = profile.memory_slices / MEMORY_SLICES
+        return g / memory, (profile.compute_slices / COMPUTE_SLICES) / memory
+    if service.gpus_per_replica is not None:
+        return g / service.gpus_per_replica, 1.0
+    assert service.gpu_memory_gb is not None  # the scenario validator gives exactly one size
+    per_gpu = replicas_per_gpu(
+        offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb, service.gpu_compute_share
+    )
+    return g * per_gpu, 1.0
+
+
+def _compute(
+    users: list[tuple[pulp.LpVariable, float]], ratio: dict[str, float]
+) -> list[tuple[pulp.LpVariable, float]] | None:
+    """``users`` with MIG serving counted by compute (None when none of them is compute-bound)."""
+    if not any(var.name in ratio for var, _coef in users):
+        return None
+    return [(var, coef * ratio.get(var.name, 1.0)) for var, coef in users]
 
 
 def _start_variants(first: int, end: int, periods: int, block: int) -> list[tuple[int, int, int, int]]:

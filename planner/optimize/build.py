@@ -1,13 +1,15 @@
 """The planning MILP, one family of variables or constraints per function.
 
 Notation (indices are positions in :class:`~planner.optimize.sets.PlanningSets`):
-  o offering (a node of g_o GPUs), k term in {1y, 3y} (or {owned} for the scenario's own servers, which
-  serve only in slots after their lead time), s model slot of w_s hours,
+  o offering (a node of g_o GPUs), c commitment column (purchases.py: an offering, a term in {1y, 3y}
+  or {owned} for the scenario's own servers, and the periods it serves in, from its purchase step to
+  its end; held columns have fixed counts), C(o,s) the columns of o serving in slot s, q a segment
+  (the periods between column boundaries: the same columns serve throughout), s model slot of w_s hours,
   i inference service with demand D[i,s] replicas and q[i,o] replicas per node,
   r training run of n_r nodes, a placement option of a run (offering, tier, start), m team.
 
 Variables
-  R[o,k]    integer   nodes committed on term k for the whole horizon
+  R[c]      integer   nodes bought on new column c (held columns: the constant nodes K[c])
   XN[i,o,s] >= 0      non-spot nodes serving service i
   XS[i,o,s] >= 0      spot nodes serving i (not latency-critical); NS[o,s]: spot nodes held
   NO[o,s]   >= 0      on-demand nodes: the non-spot nodes of o beyond its commitments in slot s
@@ -17,7 +19,7 @@ Variables
   M[a]      >= 0      nodes of a non-spot run that its offering's commitments cover (M <= n_a Y[a]); the
                       other n_a Y[a] - M[a] are on demand for exactly the run's hours
   UI[i,s]   >= 0      replicas of i unserved in slot s
-  H[m,o]    >= 0      committed GPUs of o backing team m's guarantee;  UG[m] >= 0: guarantee shortfall
+  H[m,o,q]  >= 0      committed GPUs of o backing team m's guarantee in segment q;  UG[m,q] >= 0: shortfall
 
 The billing rule (how AWS reserved instances, GCP committed-use discounts and Azure reservations
 bill): an offering's committed nodes (1y, 3y and owned together) cover any non-spot node of that
@@ -31,16 +33,17 @@ plan written out, billed hour by hour by the same rule (solution.py), costs no m
 
 Constraints (numbered as in the code)
   1. demand[i,s]:    sum_o q[i,o] (XN + XS)[i,o,s] + UI[i,s] >= D[i,s]
-  2. non_spot[o,s]:  sum_i XN[i,o,s] + sum_{a non-spot on o, active in s} M[a] <= sum_k R[o,k] + NO[o,s]
+  2. non_spot[o,s]:  sum_i XN[i,o,s] + sum_{a non-spot on o, active in s} M[a] <= R(o,s) + NO[o,s]
+                     (R(o,s) = sum_{c in C(o,s)} R[c] + K[c]: what is committed in the slot)
                      (no NO where o sells no on-demand node, e.g. owned servers, where M[a] = n_a Y[a];
                      no R and no M without a term)
   3. held[o,s]:      sum_i XS[i,o,s] <= NS[o,s]
-  4. capacity[o,s]:  sum_k R[o,k] + NO + NS + sum_{a spot on o, active in s} n_a Y[a]
+  4. capacity[o,s]:  R(o,s) + NO + NS + sum_{a spot on o, active in s} n_a Y[a]
                      + sum_{a non-spot on o, active in s} (n_a Y[a] - M[a]) <= max_n[o]
   5. place[r]:       sum_{a of r} Y[a] + UT[r] = 1
   6. spot_share:     sum_{a spot} G_a Y[a] <= share * sum_a G_a Y[a]   (G_a: the run's GPU-hours)
   7. burst[m,s]:     sum_{i of m} g_o (XN + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
-  8. guarantee[m]:   sum_o H[m,o] + UG[m] >= guaranteed_m;  sum_m H[m,o] <= g_o sum_k R[o,k]
+  8. guarantee[m,q]: sum_o H[m,o,q] + UG[m,q] >= guaranteed_m;  sum_m H[m,o,q] <= g_o R(o,q)
 
 Rules that hold by construction: no variable exists that could break them (the index sets of
 ``sets.py`` hold only the allowed tuples; numbered on from the rows)
@@ -51,8 +54,8 @@ Rules that hold by construction: no variable exists that could break them (the i
      so no XS[i,o,s] is ever created for them (define_inference reads ``serve_tiers``).
  11. a kind only where it is sold: NO only on offerings with an on-demand price, XS/NS and spot
      training options only with a spot price, XN and non-spot options only where o has a term or an
-     on-demand price (sets.non_spot_sold); R[o,k] only for the scenario's ``purchase.terms`` that o
-     prices (sets.build_sets, ``terms``: ``terms: []`` means no commitment column at all).
+     on-demand price (sets.non_spot_sold); R[c] only for the scenario's ``purchase.terms`` that o
+     prices, starting on a purchase step (purchases.py; ``terms: []`` means no new column at all).
  12. a gang is one placement group with the fabric it needs: a training option is one offering, one
      capacity kind (non-spot or spot) and one start, and options exist only on offerings with the
      job's GPU model and GPUs per node, a multi-node fabric where the job needs one
@@ -65,23 +68,27 @@ Rules that hold by construction: no variable exists that could break them (the i
      the reason in ``no_option_reason``.
  14. spot training only for preemptible jobs and only when max_spot_share > 0; a spot option's periods
      and cost include the expected preemption overhead (sets._training_options, models.preemption).
- 15. owned nodes only after their lead time: the owned offering (models.tco.owned_offering) has no on-demand
-     or spot price and is bought on the ``owned`` term only, so it serves only through R (no NO);
-     define_inference creates no XN[i,o,s] in a slot before its delivery (sets.usable; slots never
-     straddle it, sets.availability_key), sets._training_options creates no option on it whose first
-     block starts before it, and guarantee_rows gives it no H[m,o] (nodes on order are not "always
-     provisioned").
- 16. a guarantee is backed only by offerings the team can use: H[m,o] only for o in
-     ``team_offerings[m]`` (the GPU models of the team's workloads, sets.build_sets) with a term.
+ 15. committed nodes only inside their column's window; owned nodes only once delivered (or held):
+     R(o,s) sums only the columns serving in s, and the owned offering (models.tco.owned_offering)
+     has no on-demand or spot price, so it serves only through R (no NO); define_inference creates no
+     XN[i,o,s] in a slot where no column on it serves (sets.usable; slots never straddle a column
+     boundary, purchases.segment_of_period), sets._training_options creates no option on it whose
+     first block starts before one does, and guarantee_rows gives it no H[m,o,q] where none serves
+     (nodes on order are not "always provisioned").
+ 16. a guarantee is backed only by offerings the team can use: H[m,o,q] only for o in
+     ``team_offerings[m]`` (the GPU models of the team's workloads, sets.build_sets) with a column
+     serving in q.
 Left out because dominated, not because forbidden: sets.spot_only_offerings, sets._serve_tiers
 (``_beats``) and sets.cheapest_per_tier drop (offering, kind) choices that another choice beats
 whatever else happens, and training starts that cannot matter; the optimum is the same
 (``ModelOptions(prune=False)`` builds them all; tests/unit/test_optimize_properties.py compares).
 
 Objective
-  sum_{o,k} c_k[o] * hours * R[o,k] + sum_s w_s (c_od[o] NO[o,s] + c_spot[o] NS[o,s]) + sum_a cost_a Y[a]
+  sum_c c[c] * paid_hours[c] * R[c] + sum_s w_s (c_od[o] NO[o,s] + c_spot[o] NS[o,s]) + sum_a cost_a Y[a]
   + sum_{a non-spot} c_od[o_a] hours_a (n_a Y[a] - M[a])
   + penalties on UI, UT, UG (large, so slack is used only where demand cannot be met).
+  Held columns cost the same in every plan (sets.fixed_usd); the solver never sees that constant, the
+  plan's cost and bound add it.
 
 cost_a is a spot run's own cost, its expected preemption overhead included (``models.preemption``);
 a non-spot run pays c_od[o] * hours_a * (n_a Y[a] - M[a]) for its nodes beyond the commitments.
@@ -96,10 +103,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
-from models.tiers import TERM_TIER, Capacity, Term, Tier
+from models.tiers import Capacity, Tier
 from planner.optimize.sets import PlanningSets, on_demand_or_dearest, shares_commitments, usable
 
 set_v4_migration_warnings(False)
@@ -125,15 +133,15 @@ class PlanningModel:
 
     sets: PlanningSets
     problem: pulp.LpProblem
-    commit: dict[tuple[int, Term], pulp.LpVariable] = field(default_factory=dict)
+    commit: dict[int, pulp.LpVariable] = field(default_factory=dict)  # new column -> R[c]
     serve: dict[tuple[Capacity, int, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k,i,o,s)
     held: dict[tuple[Capacity, int, int], pulp.LpVariable] = field(default_factory=dict)  # (k, o, s)
     place: list[pulp.LpVariable] = field(default_factory=list)
     committed_part: dict[int, pulp.LpVariable] = field(default_factory=dict)  # M[a]
     unserved_run: dict[int, pulp.LpVariable] = field(default_factory=dict)
     unserved_replicas: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
-    guarantee: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)
-    guarantee_short: dict[str, pulp.LpVariable] = field(default_factory=dict)
+    guarantee: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # H[m,o,q]
+    guarantee_short: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # UG[m,q]
     objective_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
     penalty_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)  # slack only
     constraints: dict[str, pulp.LpConstraint] = field(default_factory=dict)
@@ -173,16 +181,21 @@ def create_model(sets: PlanningSets) -> PlanningModel:
 
 
 def define_commitments(model: PlanningModel) -> None:
-    """R[o,k]: whole nodes committed for the horizon, priced at the term's hourly rate."""
+    """R[c]: whole nodes bought on each new column, priced at its rate for its hours in the horizon."""
     sets = model.sets
-    for o, terms in sets.terms.items():
-        offering = sets.offerings[o]
-        for term in terms:
-            var = model.var(f"R_{o}_{term}", pulp.LpInteger, offering.max_nodes)
-            model.commit[(o, term)] = var
-            price = offering.price(TERM_TIER[term])
-            assert price is not None
-            model.objective_terms.append((var, price * sets.horizon_hours))
+    for c in sets.new_columns:
+        column = sets.columns[c]
+        var = model.var(f"R_{c}", pulp.LpInteger, sets.offerings[column.offering].max_nodes)
+        model.commit[c] = var
+        model.objective_terms.append((var, column.cost_per_node))
+
+
+def committed_terms(
+    sets: PlanningSets, commit: dict[int, pulp.LpVariable], o: int, period: int, sign: float = 1.0
+) -> tuple[list[tuple[pulp.LpVariable, float]], float]:
+    """R(o, period): the new columns' variables serving then (times ``sign``) and the held nodes."""
+    terms = [(commit[c], sign) for c in sets.columns_active(o, period) if c in commit]
+    return terms, float(sets.existing_nodes(o, period))
 
 
 def replica_penalty(sets: PlanningSets, i: int) -> float:
@@ -211,7 +224,7 @@ def define_inference(model: PlanningModel) -> None:
             terms: list[tuple[pulp.LpVariable, float]] = []
             for o, q in by_service[i]:
                 for tier in sets.serve_tiers.get((i, o), ()):
-                    if tier == Capacity.NON_SPOT and not usable(sets.offerings[o], slot, sets.period_hours):
+                    if tier == Capacity.NON_SPOT and not usable(sets, o, int(slot.periods[0])):
                         continue  # owned nodes not delivered yet
                     var = model.var(f"X{VAR_CODE[tier]}_{i}_{o}_{s}")
                     model.serve[(tier, i, o, s)] = var
@@ -282,13 +295,14 @@ def define_training(model: PlanningModel) -> None:
             var = model.var(f"Y_{a}", pulp.LpBinary)
         model.place.append(var)
         by_run[option.run].append((var, 1.0))
-        model.objective_terms.append((var, option.cost_usd))
         offering = sets.offerings[option.offering]
         if option.tier != Capacity.NON_SPOT or offering.on_demand_usd_h is None:
+            model.objective_terms.append((var, option.cost_usd))
             continue  # spot: its own cost; owned servers: all nodes committed
         nodes = float(sets.runs[option.run].job.nodes)
         hours = option.periods * sets.period_hours
-        model.objective_terms.append((var, nodes * offering.on_demand_usd_h * hours))
+        # one term per variable: an expression built from a list keeps only a variable's last coefficient
+        model.objective_terms.append((var, option.cost_usd + nodes * offering.on_demand_usd_h * hours))
         # M[a]: nodes of the gang its offering's commitments cover (sets.fix_training keeps such a run's
         # footprint its own, so its M is never a twin's)
         if shares_commitments(sets, option.offering, option.tier):
@@ -340,21 +354,22 @@ def define_non_spot_and_capacity(model: PlanningModel) -> None:
         if tier == Capacity.NON_SPOT:
             users_of[(o, s)].append((var, 1.0))
     for o, offering in enumerate(sets.offerings):
-        commit = [(model.commit[(o, k)], -1.0) for k in sets.terms[o]]
         for s, slot in enumerate(sets.slots):
             users = users_of.get((o, s), []) + non_spot_train.get((o, slot.block), [])
             if not users:
                 continue
-            rhs: list[tuple[pulp.LpVariable, float]] = list(commit)
+            rhs, held_nodes = committed_terms(sets, model.commit, o, int(slot.periods[0]), -1.0)
             if offering.on_demand_usd_h is not None:
                 rhs.append((_held_nodes(model, Capacity.NON_SPOT, o, s), -1.0))
-            model.add(f"non_spot_{o}_{s}", [*users, *rhs], LE, 0.0)
+            model.add(f"non_spot_{o}_{s}", [*users, *rhs], LE, held_nodes)
     for o, offering in enumerate(sets.offerings):
         if offering.max_nodes is None:
             continue
-        commit = [(model.commit[(o, k)], 1.0) for k in sets.terms[o]]
-        if commit:  # both terms together, even in slots where nothing else holds this offering
-            model.add(f"cap_commit_{o}", commit, LE, float(offering.max_nodes))
+        limit = float(offering.max_nodes)
+        for q, period in segment_starts(sets).items():  # every column, even where nothing else holds o
+            commit, held_nodes = committed_terms(sets, model.commit, o, period)
+            if commit:
+                model.add(f"cap_commit_{o}_{q}", commit, LE, limit - held_nodes)
         for s, slot in enumerate(sets.slots):
             held = [
                 (model.held[(t, o, s)], 1.0)
@@ -363,7 +378,16 @@ def define_non_spot_and_capacity(model: PlanningModel) -> None:
             ]
             train = other_train.get((o, slot.block), [])
             if held or train:
-                model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, float(offering.max_nodes))
+                commit, held_nodes = committed_terms(sets, model.commit, o, int(slot.periods[0]))
+                model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, limit - held_nodes)
+
+
+def segment_starts(sets: PlanningSets) -> dict[int, int]:
+    """Segment -> its first period (purchases.segment_of_period)."""
+    first: dict[int, int] = {}
+    for period, q in enumerate(sets.segment.tolist()):
+        first.setdefault(q, period)
+    return first
 
 
 def define_spot_share(model: PlanningModel) -> None:
@@ -411,42 +435,62 @@ Terms = list[tuple[pulp.LpVariable, float]]
 class GuaranteeRows:
     """The guarantee family, built once for the planning model and for the bound (bound.py)."""
 
-    backing: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # H[m,o]
-    shortfall: dict[str, pulp.LpVariable] = field(default_factory=dict)  # UG[m]
+    backing: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # H[m,o,q]
+    shortfall: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # UG[m,q]
+    weight: dict[tuple[str, int], float] = field(default_factory=dict)  # UG[m,q]: its share of the horizon
     rows: dict[str, tuple[Terms, int, float]] = field(default_factory=dict)  # name -> (terms, sense, rhs)
 
 
 def guarantee_rows(
     sets: PlanningSets,
-    commit: dict[tuple[int, Term], pulp.LpVariable],
+    commit: dict[int, pulp.LpVariable],
     new_var: Callable[[str, float | None], pulp.LpVariable],
 ) -> GuaranteeRows:
-    """8 guarantee: each team's guaranteed GPUs are backed by committed GPUs it could use.
+    """8 guarantee: in every segment, each team's guaranteed GPUs are backed by committed GPUs it could
+    use that serve then.
 
-    ``sum_o H[m,o] + UG[m] >= guaranteed_m`` and ``sum_m H[m,o] <= g_o sum_k R[o,k]``; UG is penalized
-    by the caller at ``guarantee_penalty_per_gpu``. H[m,o] exists only where rules 15 and 16 allow.
+    ``sum_o H[m,o,q] + UG[m,q] >= guaranteed_m`` and ``sum_m H[m,o,q] <= g_o R(o,q)``; the caller
+    penalizes UG[m,q] at ``guarantee_penalty_per_gpu`` times ``weight`` (the segment's share of the
+    horizon). H[m,o,q] exists only where rules 15 and 16 allow: nodes still on order serve in no
+    column yet, so they back nothing.
     """
     family = GuaranteeRows()
-    backing: dict[int, Terms] = defaultdict(list)
-    for team in sets.scenario.teams:
-        if team.guaranteed_gpus <= 0:
-            continue
-        terms: Terms = []
-        for o in sets.team_offerings.get(team.name, []):
-            # nodes still on order are not "always provisioned": they back no guarantee
-            if sets.terms[o] and sets.offerings[o].available_from_hour <= 0:
-                var = new_var(f"H_{team.name}_{o}", None)
-                family.backing[(team.name, o)] = var
-                terms.append((var, 1.0))
-                backing[o].append((var, 1.0))
-        short = new_var(f"UG_{team.name}", float(team.guaranteed_gpus))
-        family.shortfall[team.name] = short
-        family.rows[f"guarantee_{team.name}"] = ([*terms, (short, 1.0)], GE, float(team.guaranteed_gpus))
-    for o, users in backing.items():
-        gpus = float(sets.offerings[o].gpus_per_node)
-        committed = [(commit[(o, k)], -gpus) for k in sets.terms[o]]
-        family.rows[f"backing_{o}"] = ([*users, *committed], LE, 0.0)
+    teams = [team for team in sets.scenario.teams if team.guaranteed_gpus > 0]
+    if not teams:
+        return family
+    starts = segment_starts(sets)
+    lengths = np.bincount(sets.segment, minlength=len(starts)) / max(1, len(sets.segment))
+    for q, period in starts.items():
+        backing: dict[int, Terms] = defaultdict(list)
+        for team in teams:
+            terms: Terms = []
+            for o in sets.team_offerings.get(team.name, []):
+                if sets.columns_active(o, period):
+                    var = new_var(f"H_{team.name}_{o}_{q}", None)
+                    family.backing[(team.name, o, q)] = var
+                    terms.append((var, 1.0))
+                    backing[o].append((var, 1.0))
+            short = new_var(f"UG_{team.name}_{q}", float(team.guaranteed_gpus))
+            family.shortfall[(team.name, q)] = short
+            family.weight[(team.name, q)] = float(lengths[q])
+            family.rows[f"guarantee_{team.name}_{q}"] = (
+                [*terms, (short, 1.0)], GE, float(team.guaranteed_gpus)
+            )  # fmt: skip
+        for o, users in backing.items():
+            gpus = float(sets.offerings[o].gpus_per_node)
+            committed, held_nodes = committed_terms(sets, commit, o, period, -gpus)
+            family.rows[f"backing_{o}_{q}"] = ([*users, *committed], LE, gpus * held_nodes)
     return family
+
+
+def worst_shortfall(
+    shortfall: dict[tuple[str, int], pulp.LpVariable], value: Callable[[pulp.LpVariable], float]
+) -> dict[str, float]:
+    """Per team, the most guaranteed GPUs left unbacked in any segment."""
+    result: dict[str, float] = {}
+    for (team, _q), var in shortfall.items():
+        result[team] = max(result.get(team, 0.0), value(var))
+    return result
 
 
 def define_guarantees(model: PlanningModel) -> None:
@@ -454,7 +498,7 @@ def define_guarantees(model: PlanningModel) -> None:
     family = guarantee_rows(model.sets, model.commit, lambda name, up: model.var(name, up=up))
     model.guarantee.update(family.backing)
     model.guarantee_short.update(family.shortfall)
-    for short in family.shortfall.values():
-        model.penalize(short, guarantee_penalty_per_gpu(model.sets))
+    for key, short in family.shortfall.items():
+        model.penalize(short, guarantee_penalty_per_gpu(model.sets) * family.weight[key])
     for name, (terms, sense, rhs) in family.rows.items():
         model.add(name, terms, sense, rhs)

@@ -31,9 +31,15 @@ import pulp
 
 from models.errors import SolverError
 from models.plan import SolverStage
-from models.tiers import TERM_TIER, Capacity, Term
+from models.tiers import Capacity
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
-from planner.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, replica_penalty, run_penalty
+from planner.optimize.build import (
+    guarantee_penalty_per_gpu,
+    guarantee_rows,
+    replica_penalty,
+    run_penalty,
+    worst_shortfall,
+)
 from planner.optimize.commitments import tune_commitments
 from planner.optimize.hourly import CODE_CAPACITY, Dispatch, dispatch, pool_prices, team_index
 from planner.optimize.schedule import Schedule, improve_schedule, schedule_training
@@ -52,7 +58,7 @@ class Realized:
     solution: Solution
     schedule: Schedule
     dispatch: Dispatch
-    commitments: dict[tuple[int, Term], int]
+    commitments: dict[int, int]  # new column -> nodes
     objective: float
 
 
@@ -152,17 +158,15 @@ def _stage(number: int, what: str, cluster: BoundResult, realized: Realized | No
 
 @dataclass
 class Scheduled:
-    commitments: dict[tuple[int, Term], int]
-    committed: np.ndarray  # nodes per offering, both terms
+    commitments: dict[int, int]  # new column -> nodes
+    committed: np.ndarray  # (offerings, periods) nodes serving, held columns included
     schedule: Schedule
 
 
 def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[str], None]) -> Scheduled:
     """Training placed period by period for the cluster model's decisions."""
     commitments = dict(decisions.commitments)
-    committed = np.zeros(len(sets.offerings))
-    for (o, _term), nodes in commitments.items():
-        committed[o] += nodes
+    committed = sets.committed(commitments)
     preferred = _within_spot_share(sets, dict(decisions.runs))
     base = committed.copy()
     schedule = schedule_training(sets, committed, preferred)  # may commit more nodes for gangs
@@ -241,10 +245,7 @@ def _tune(
         f"commitments re-tuned on every period: ${tuned.cost_before:,.0f} -> ${tuned.cost_after:,.0f} "
         f"(commitments + fractional inference, {tuned.iterations} iterations, {tuned.seconds:.1f} s)"
     )
-    committed = np.zeros(len(sets.offerings))
-    for (o, _term), nodes in tuned.commitments.items():
-        committed[o] += nodes
-    return Scheduled(tuned.commitments, committed, scheduled.schedule)
+    return Scheduled(tuned.commitments, sets.committed(tuned.commitments), scheduled.schedule)
 
 
 def _dispatch(sets: PlanningSets, scheduled: Scheduled, say: Callable[[str], None]) -> Realized:
@@ -306,11 +307,8 @@ def _within_spot_share(
 
 
 def _solution(
-    sets: PlanningSets, commitments: dict[tuple[int, Term], int], schedule: Schedule, hourly: Dispatch
+    sets: PlanningSets, commitments: dict[int, int], schedule: Schedule, hourly: Dispatch
 ) -> Solution:
-    commits: dict[int, dict[Term, int]] = {}
-    for (o, term), nodes in commitments.items():
-        commits.setdefault(o, {})[term] = nodes
     rows = hourly.rows
     inference = pd.DataFrame(
         {
@@ -322,16 +320,16 @@ def _solution(
             "replicas": rows["replicas"],
         }
     )
-    shortfall = _guarantee_shortfall(sets, commitments)
+    shortfall, guarantee_usd = _guarantee_shortfall(sets, commitments)
     p = sets.period_hours
     penalty = sum(
         float(hourly.unserved[i].sum()) * replica_penalty(sets, i) * p for i in range(len(sets.services))
     )
     penalty += sum(run_penalty(sets, r) for r in schedule.unserved_runs)
-    penalty += sum(shortfall.values()) * guarantee_penalty_per_gpu(sets)
+    penalty += guarantee_usd
     return Solution(
         sets=sets,
-        commits=commits,
+        commits={c: nodes for c, nodes in commitments.items() if nodes > 0},
         inference=inference,
         placements=schedule.placements,
         unserved_replicas=hourly.unserved,
@@ -341,35 +339,37 @@ def _solution(
     )
 
 
-def _guarantee_shortfall(sets: PlanningSets, commitments: dict[tuple[int, Term], int]) -> dict[str, float]:
-    """Guaranteed GPUs the fixed commitments cannot back (the guarantee rows of build.py, R fixed)."""
+def _guarantee_shortfall(sets: PlanningSets, commitments: dict[int, int]) -> tuple[dict[str, float], float]:
+    """Guaranteed GPUs the fixed commitments cannot back (the guarantee rows of build.py, R fixed):
+    per team the most in any segment, and their penalty (per segment, by its share of the horizon)."""
     if not any(team.guaranteed_gpus > 0 for team in sets.scenario.teams):
-        return {}
+        return {}, 0.0
     problem = pulp.LpProblem("guarantees", pulp.LpMinimize)
     commit = {}
-    for o, terms in sets.terms.items():
-        for term in terms:
-            nodes = float(commitments.get((o, term), 0))
-            commit[(o, term)] = problem.add_variable(f"R_{o}_{term}", nodes, nodes, pulp.LpContinuous)
+    for c in sets.new_columns:
+        nodes = float(commitments.get(c, 0))
+        commit[c] = problem.add_variable(f"R_{c}", nodes, nodes, pulp.LpContinuous)
     family = guarantee_rows(
         sets, commit, lambda name, up: problem.add_variable(name, 0, up, pulp.LpContinuous)
     )
     for name, (row, sense, rhs) in family.rows.items():
         problem.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(row), sense, name, rhs))
-    problem.setObjective(pulp.lpSum(family.shortfall.values()))
+    problem.setObjective(pulp.lpSum(family.weight[key] * var for key, var in family.shortfall.items()))
     result = solve(problem, gap=0.0)
     if not result.ok:  # pragma: no cover - the shortfall columns make it always feasible
         raise SolverError("the guarantee check failed")
-    return {team: float(var.varValue or 0.0) for team, var in family.shortfall.items()}
+    value = lambda var: float(var.varValue or 0.0)  # noqa: E731
+    penalty = guarantee_penalty_per_gpu(sets) * sum(
+        family.weight[key] * value(var) for key, var in family.shortfall.items()
+    )
+    return worst_shortfall(family.shortfall, value), penalty
 
 
 def _cost(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> float:
     """Commitments + held nodes (spot inference, on-demand nodes beyond the commitments for inference and
     training) + spot training + penalties, as the written plan adds it up."""
-    commitments = sum(
-        nodes * (sets.offerings[o].price(TERM_TIER[term]) or 0.0) * sets.horizon_hours
-        for o, terms in solution.commits.items()
-        for term, nodes in terms.items()
+    commitments = sets.fixed_usd + sum(
+        nodes * sets.columns[c].cost_per_node for c, nodes in solution.commits.items()
     )
     training = sum(option.cost_usd for option in solution.placements)
     return commitments + hourly.held_cost_usd + training + solution.penalty_usd

@@ -29,7 +29,7 @@ from models.errors import SolverError
 from models.tiers import Capacity, Tier
 from planner.highs import HighsModel, RowwiseModel
 from planner.optimize.build import replica_penalty
-from planner.optimize.sets import PlanningSets, TrainingOption, availability_key, usable_periods
+from planner.optimize.sets import PlanningSets, TrainingOption
 
 EPS = 1e-6
 DIVE_PERIODS = 2_000
@@ -74,10 +74,10 @@ class Distinct:
 
     @classmethod
     def of(cls, sets: PlanningSets, occupancy: Occupancy) -> Distinct:
-        # owned nodes still on order make a period different even at equal demand and training
-        availability = availability_key(sets.offerings, sets.demand.shape[1], sets.period_hours)
+        # other commitments serving (a purchase step, owned nodes delivered) make a period different
+        # even at equal demand and training
         _, first, inverse, counts = np.unique(
-            np.hstack([occupancy.signature(sets.demand), availability[:, None]]),
+            np.hstack([occupancy.signature(sets.demand), sets.segment[:, None]]),
             axis=0,
             return_index=True,
             return_inverse=True,
@@ -126,12 +126,13 @@ class PeriodModel:
     """One period's covering LP, built once; re-solved per period with new right-hand sides.
 
     Rows: demand per service; spot nodes held (``sum x_spot <= NS``); per offering with non-spot use,
-    the billing row ``sum x_non_spot - NO <= R - training`` (its committed nodes cover non-spot use
-    first, NO on-demand nodes the rest; no NO where the offering sells none, e.g. owned servers);
-    capacity ``NO + NS <= max_nodes - R - spot training``; team burst limits.
+    the billing row ``sum x_non_spot - NO <= R_t - training`` (the nodes committed in period t cover
+    non-spot use first, NO on-demand nodes the rest; no NO where the offering sells none, e.g. owned
+    servers); capacity ``NO + NS <= max_nodes - R_t - spot training``; team burst limits. ``committed``
+    is (offerings, periods): R_t per period (commitments serve only inside their columns' windows).
     Its columns come from ``sets.serve_tiers``, so build.py's rules 9-11 hold by construction (no spot
     column for a latency-critical service, no kind an offering does not sell); owned nodes before
-    their delivery (rule 15) keep their column but get no room in the billing row (``pool_usable``).
+    their delivery (rule 15) keep their column but get no room in the billing row (R_t is 0 there).
     The billing rows are called the offering's *pool* below: its commitments plus on-demand nodes.
     """
 
@@ -144,7 +145,7 @@ class PeriodModel:
         teams = team_index(sets)
 
         def sells_non_spot(o: int) -> bool:
-            has_commitment = committed[o] > 0 or (every_pool and bool(sets.terms[o]))
+            has_commitment = bool(committed[o].max(initial=0.0) > 0) or (every_pool and sets.committable(o))
             return offerings[o].on_demand_usd_h is not None or has_commitment
 
         columns: list[tuple[int, int, int]] = []  # (service, offering, tier code)
@@ -246,11 +247,8 @@ class PeriodModel:
             np.array([k for k, (_t, oo) in enumerate(held_keys) if oo == o], dtype=np.int64)
             for o in self.cap_offerings
         ]
-        self.cap_room_base = np.array(
-            [offerings[o].max_nodes - committed[o] for o in self.cap_offerings], dtype=float
-        )
-        self.pool_base = np.array([committed[o] for o in self.pool_offerings], dtype=float)
-        self.pool_usable = usable_periods(sets)[self.pool_offerings]  # owned nodes: 0 before delivery
+        self.cap_max = np.array([offerings[o].max_nodes for o in self.cap_offerings], dtype=float)
+        self.set_commitments(committed)
         burst = [sets.scenario.teams[m].burst_gpus for m in self.burst_teams]
         self.burst_base = np.array(burst, dtype=float)
 
@@ -274,11 +272,11 @@ class PeriodModel:
         n_s = len(demand)
         highs.set_row_bounds(self.demand_rows, demand, np.full(n_s, math.inf))
         if len(self.pool_rows):
-            room = self.pool_base * self.pool_usable[:, t] - pool_train[self.pool_offerings]
+            room = self.pool_base[:, t] - pool_train[self.pool_offerings]
             highs.set_row_bounds(self.pool_rows, np.full(len(room), -math.inf), room)
         cap_room = None
         if len(self.cap_rows):
-            cap_room = self.cap_room_base - other_train[self.cap_offerings]
+            cap_room = self.cap_max - self.cap_committed[:, t] - other_train[self.cap_offerings]
             highs.set_row_bounds(self.cap_rows, np.full(len(cap_room), -math.inf), cap_room)
         if len(self.burst_rows):
             room = self.burst_base - team_gpus[self.burst_teams]
@@ -316,10 +314,9 @@ class PeriodModel:
         return values, whole, lp_cost, repaired
 
     def set_commitments(self, committed: np.ndarray) -> None:
-        """New commitments (nodes per offering): they only move right-hand sides."""
+        """New commitments ((offerings, periods) nodes serving): they only move right-hand sides."""
         self.pool_base = committed[self.pool_offerings].astype(float)
-        maximum = np.array([self.sets.offerings[o].max_nodes for o in self.cap_offerings], dtype=float)
-        self.cap_room_base = maximum - committed[self.cap_offerings]
+        self.cap_committed = committed[self.cap_offerings].astype(float)
 
     def lp_at(self, t: int, occupancy: Occupancy) -> tuple[float, np.ndarray, np.ndarray]:
         """Period ``t``'s LP value (fractional nodes) and the duals of its pool and capacity rows."""
@@ -485,14 +482,13 @@ def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy)
     model = PeriodModel(sets, committed)
     groups = Distinct.of(sets, occupancy)
     price = np.zeros((len(sets.offerings), len(groups.first)))
-    usable = usable_periods(sets)[:, groups.first]
-    slack = committed[:, None] * usable - occupancy.non_spot[:, groups.first]  # pools no service uses
+    slack = committed[:, groups.first] - occupancy.non_spot[:, groups.first]  # pools no service uses
     values = np.zeros(len(groups.first))
     for u, t in enumerate(groups.first):
         values[u], pool_dual, _cap = model.lp_at(int(t), occupancy)
         if len(model.pool_rows):
             used = np.asarray(model.highs.solution().row_value)[model.pool_rows]
-            room = model.pool_base * model.pool_usable[:, t] - occupancy.non_spot[model.pool_offerings, t]
+            room = model.pool_base[:, t] - occupancy.non_spot[model.pool_offerings, t]
             price[model.pool_offerings, u] = -pool_dual
             slack[model.pool_offerings, u] = room - used
     total = float(values @ groups.counts)

@@ -45,7 +45,7 @@ from models.tiers import Capacity
 from planner.mig.packing import pack
 from planner.optimize.build import replica_penalty
 from planner.optimize.realize_exact import solve_period
-from planner.optimize.sets import PlanningSets, usable_periods
+from planner.optimize.sets import PlanningSets
 
 __all__ = ["Realized", "ReplicaShape", "realize", "replica_shapes"]
 
@@ -290,7 +290,7 @@ def realize(
     sets: PlanningSets,
     inference: pd.DataFrame,
     unserved: np.ndarray,
-    commits: dict[int, int],
+    committed: np.ndarray,
     training: tuple[np.ndarray, np.ndarray, np.ndarray],
     progress: Callable[[str], None] | None = None,
     exact_seconds: float = EXACT_BUDGET_SECONDS,
@@ -298,7 +298,7 @@ def realize(
     """Whole replicas per (offering, kind) every period, on nodes sized by packing.
 
     ``inference``: the model's rows (period, o, tier, i, nodes, replicas; fractional); ``unserved``:
-    its unserved replicas (services, periods); ``commits``: committed nodes per offering;
+    its unserved replicas (services, periods); ``committed``: (offerings, periods) nodes committed;
     ``training``: per period the non-spot and spot nodes training holds per offering and the GPUs it
     holds per team, arrays (offerings, periods), (offerings, periods), (teams, periods);
     ``exact_seconds``: time for the local search and the period MILPs in all (0: the rounding only).
@@ -308,10 +308,7 @@ def realize(
     n_s = len(sets.services)
     p = sets.period_hours
     train_non_spot, train_spot, team_train = training
-    usable = usable_periods(sets)
-    committed = (
-        np.array([commits.get(o, 0) for o in range(len(sets.offerings))], dtype=float)[:, None] * usable
-    )
+    committed = committed.astype(float)
     kind_code = {kind: k for k, kind in enumerate(KINDS)}
     frame = inference[inference["replicas"] > EPS]
     codes = frame["tier"].map(kind_code).to_numpy(dtype=np.int64)

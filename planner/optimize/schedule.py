@@ -10,7 +10,8 @@ nodes beyond them (the billing rule, build.py row 2), so its cost depends on whe
 Every placement is one of ``sets.options`` moved in time (``at``), to a start between the run's first
 period and its last feasible start (``feasible_starts``): build.py's rules 12-14 (one offering and kind
 per gang, with its fabric; inside the window; spot only for preemptible jobs) hold by construction.
-Owned nodes before delivery (rule 15) have no room: ``_Limits.usable`` is 0 there.
+Owned nodes before delivery (rule 15) have no room: ``committed`` ((offerings, periods), what the
+commitment columns serve in each period) is 0 there.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models.tiers import TERM_TIER, Capacity, Term
+from models.tiers import Capacity
 from planner.optimize.hourly import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
-from planner.optimize.sets import PlanningSets, TrainingOption, on_demand_or_dearest, usable_periods
+from planner.optimize.purchases import CommitColumn
+from planner.optimize.sets import PlanningSets, TrainingOption, on_demand_or_dearest
 
 
 @dataclass
@@ -34,7 +36,7 @@ class Schedule:
     unserved_runs: list[int]
     occupancy: Occupancy
     moved: int = 0  # runs placed away from the preferred start, offering or tier
-    added: dict[tuple[int, Term], int] = field(default_factory=dict)  # (offering, term) -> nodes committed
+    added: dict[int, int] = field(default_factory=dict)  # new column -> nodes committed for gangs
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,6 @@ class _Limits:
 
     cap: np.ndarray  # per offering (inf: none)
     burst: np.ndarray  # (teams, periods) GPUs training may hold (inf: no limit)
-    usable: np.ndarray  # (offerings, periods) 1 where commitments can be used (owned nodes: after delivery)
 
     @classmethod
     def of(cls, sets: PlanningSets, reserve_inference: bool = True) -> _Limits:
@@ -63,7 +64,7 @@ class _Limits:
                 ]
                 if per_replica:
                     burst[teams[service.team]] -= sets.demand[i] * min(per_replica)
-        return cls(max_nodes(sets), burst, usable_periods(sets))
+        return cls(max_nodes(sets), burst)
 
 
 def combos(sets: PlanningSets) -> dict[tuple[int, int, Capacity], TrainingOption]:
@@ -86,7 +87,7 @@ def schedule_training(
     that fits nowhere is left unserved. A gang on an offering without on-demand nodes (owned) needs
     at least its node count committed: where rounded commitments fall short, the missing nodes are
     committed if capacity allows, and that cost counts in the choice. Big gangs and tight windows go
-    first: they are the hardest to fit. ``committed`` (nodes per offering) is updated in place.
+    first: they are the hardest to fit. ``committed`` ((offerings, periods) nodes) is updated in place.
     """
     teams = team_index(sets)
     strict, loose = _Limits.of(sets), _Limits.of(sets, reserve_inference=False)
@@ -97,7 +98,7 @@ def schedule_training(
         by_run[option.run].append(option)
     placements: list[TrainingOption] = []
     unserved: list[int] = []
-    added: dict[tuple[int, Term], int] = defaultdict(int)
+    added: dict[int, int] = defaultdict(int)
     moved = 0
 
     def slack(r: int) -> int:
@@ -123,14 +124,16 @@ def schedule_training(
             raise_by = _shortfall(sets, option, committed, limits, occupancy)
             if raise_by is None:
                 continue
-            committed[option.offering] += raise_by
+            column = _column_for(sets, option)
+            window = slice(0, 0) if column is None else slice(column.start, column.end)
+            committed[option.offering, window] += raise_by
             ok = feasible_starts(sets, option, committed, limits, occupancy, team)
             if not ok.size:
-                committed[option.offering] -= raise_by
+                committed[option.offering, window] -= raise_by
                 continue
             begin = int(ok[0] if start is None else ok[np.argmin(np.abs(ok - start))])
-            if raise_by:
-                added[(option.offering, _cheapest_term(sets, option.offering))] += raise_by
+            if raise_by and column is not None:
+                added[sets.columns.index(column)] += raise_by
             placed = at(sets, option, begin)
             moved += rank > 0 or begin != start
             break
@@ -176,7 +179,7 @@ def improve_schedule(
         for option in by_combo.values():
             if option.run != r or option.tier == Capacity.SPOT:
                 continue  # runs move in time or between offerings off spot (the spot share holds)
-            if _needs_commitment(sets, option) and committed[option.offering] < nodes:
+            if _needs_commitment(sets, option) and committed[option.offering].max(initial=0.0) < nodes:
                 continue
             found = _cheapest_start(sets, option, committed, limits, occupancy, team, prices, slack)
             if found is None or (option.offering, option.tier, found[1]) == (
@@ -229,10 +232,10 @@ def feasible_starts(
     nodes = run.job.nodes
     o = option.offering
     last = run.end_period - option.periods
-    if last < run.first_period or (_needs_commitment(sets, option) and committed[o] < nodes):
+    if last < run.first_period or (_needs_commitment(sets, option) and committed[o].max(initial=0.0) < nodes):
         return np.zeros(0, dtype=np.int64)
     if _needs_commitment(sets, option):
-        room = committed[o] * limits.usable[o] - occupancy.non_spot[o]
+        room = committed[o] - occupancy.non_spot[o]
     elif option.tier == Capacity.NON_SPOT:  # commitments first, on-demand nodes up to max_nodes
         room = limits.cap[o] - occupancy.non_spot[o] - occupancy.spot[o]
     else:  # spot nodes beside whatever non-spot nodes are held (at least the commitments)
@@ -249,9 +252,24 @@ def _periods(option: TrainingOption) -> np.ndarray:
     return np.arange(option.start, option.start + option.periods)
 
 
-def _cheapest_term(sets: PlanningSets, o: int) -> Term:
-    offering = sets.offerings[o]
-    return min(sets.terms[o], key=lambda term: offering.price(TERM_TIER[term]) or math.inf)
+def _column_for(sets: PlanningSets, option: TrainingOption) -> CommitColumn | None:
+    """The new column that gains nodes when a gang on owned servers needs more: of those serving
+    somewhere in the run's window, the cheapest per node."""
+    run = sets.runs[option.run]
+    serving = [
+        sets.columns[c]
+        for c in sets.columns_on.get(option.offering, [])
+        if not sets.columns[c].existing
+        and sets.columns[c].start < run.end_period
+        and sets.columns[c].end > run.first_period
+    ]
+    return min(serving, key=lambda column: column.cost_per_node, default=None)
+
+
+def _window_committed(sets: PlanningSets, option: TrainingOption, committed: np.ndarray) -> float:
+    """The most nodes committed on the option's offering in any period of its run's window."""
+    run = sets.runs[option.run]
+    return float(committed[option.offering, run.first_period : run.end_period].max(initial=0.0))
 
 
 def _needs_commitment(sets: PlanningSets, option: TrainingOption) -> bool:
@@ -267,9 +285,12 @@ def _shortfall(
     if not _needs_commitment(sets, option):
         return 0
     o = option.offering
-    missing = max(0, math.ceil(sets.runs[option.run].job.nodes - committed[o] - EPS))
+    missing = max(
+        0, math.ceil(sets.runs[option.run].job.nodes - _window_committed(sets, option, committed) - EPS)
+    )
     if missing and (
-        not sets.terms[o] or committed[o] + missing + occupancy.spot[o].max() > limits.cap[o] + EPS
+        _column_for(sets, option) is None
+        or (committed[o] + occupancy.spot[o]).max() + missing > limits.cap[o] + EPS
     ):
         return None
     return missing
@@ -280,17 +301,15 @@ def _cost_with_commitment(sets: PlanningSets, option: TrainingOption, committed:
     ordering the fallbacks): spot at its effective cost, non-spot at the on-demand rate beyond the
     nodes committed on its offering."""
     nodes = sets.runs[option.run].job.nodes
-    missing = max(0.0, nodes - committed[option.offering])
+    missing = max(0.0, nodes - _window_committed(sets, option, committed))
     if option.tier == Capacity.SPOT:
         return option.cost_usd
     if not _needs_commitment(sets, option):
         return option.list_usd * missing / nodes
     if not missing:
         return 0.0
-    if not sets.terms[option.offering]:
-        return math.inf
-    price = sets.offerings[option.offering].price(TERM_TIER[_cheapest_term(sets, option.offering)]) or 0.0
-    return missing * price * sets.horizon_hours
+    column = _column_for(sets, option)
+    return math.inf if column is None else missing * column.cost_per_node
 
 
 def _cheapest_start(

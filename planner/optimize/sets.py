@@ -3,13 +3,16 @@
 What is built here (the model in ``build.py`` only reads it):
 - the offerings the scenario may buy (clouds/regions allowed), with the commitment terms each offers,
   plus its own servers (``colocation:``) as an offering bought on the ``owned`` term only;
+- the commitment *columns* (``purchases.py``): every commitment that may be bought, at which purchase
+  step and until when, and the ones the fleet already holds;
 - per inference service, the eligible offerings and how many replicas one node holds (MIG-aware for
   ``gpu_memory_gb`` replicas);
 - model *slots*: the horizon's periods merged where merging cannot change the optimum. Inference is
   coupled across periods only by commitments (and, through shared pools, by training). Inside a block
   of ``block_hours`` where training occupancy is held constant, periods with the same demand vector are
   interchangeable, so they merge into one slot weighted by its hours (load-duration aggregation).
-  Periods that no training run can touch merge across the whole horizon.
+  Periods that no training run can touch merge across the whole horizon. Periods never merge across
+  a column boundary (a purchase step, a term's or an existing commitment's start or end).
 - per training run, its placement options: (offering, tier, start period) with duration and cost.
   Starts lie on a grid of ``start_grid_hours`` (plus the window's first and last feasible start); a run
   *occupies* every block it touches, which is conservative: the hourly plan written out is feasible.
@@ -43,6 +46,12 @@ from models.scenario import InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
+from planner.optimize.purchases import (
+    CommitColumn,
+    commitment_columns,
+    committed_by_period,
+    segment_of_period,
+)
 
 MAX_STARTS_PER_RUN = 48
 
@@ -102,6 +111,37 @@ class PlanningSets:
     notes: list[str] = field(default_factory=list)
     integral_held: bool = False  # whole on-demand/spot nodes everywhere (else only under max_nodes)
     training_fixed: bool = False  # every option is a decided placement
+    columns: list[CommitColumn] = field(default_factory=list)  # existing first, then what may be bought
+    segment: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per period
+    columns_on: dict[int, list[int]] = field(default_factory=dict)  # offering -> its columns
+
+    @property
+    def fixed_usd(self) -> float:
+        """What the commitments already held cost inside the horizon: the same in every plan, so the
+        solvers never see it; plan costs and bounds add it."""
+        return sum((column.nodes or 0) * column.cost_per_node for column in self.columns)
+
+    @property
+    def new_columns(self) -> list[int]:
+        """Columns the plan decides (the others are held already)."""
+        return [c for c, column in enumerate(self.columns) if not column.existing]
+
+    def committable(self, o: int) -> bool:
+        """Offering ``o`` has commitments, bought or held, in some period: its non-spot nodes may run on
+        them (the billing rule), so its non-spot use is never pruned."""
+        return bool(self.columns_on.get(o))
+
+    def committed(self, chosen: dict[int, int] | dict[int, float]) -> np.ndarray:
+        """(offerings, periods) committed nodes: the held columns and ``chosen`` (column -> nodes)."""
+        return committed_by_period(self.columns, chosen, len(self.offerings), len(self.slot_of_period))
+
+    def columns_active(self, o: int, period: int) -> list[int]:
+        """Columns on offering ``o`` whose nodes serve in ``period``."""
+        return [c for c in self.columns_on.get(o, []) if self.columns[c].active(period)]
+
+    def existing_nodes(self, o: int, period: int) -> int:
+        """Nodes of ``o`` already held that serve in ``period``."""
+        return sum(self.columns[c].nodes or 0 for c in self.columns_active(o, period))
 
     @property
     def period_hours(self) -> int:
@@ -139,9 +179,17 @@ def on_demand_or_dearest(sets: PlanningSets, o: int) -> float:
     )
 
 
-def available_from_period(offering: Offering, period_hours: int) -> int:
-    """First period in which ``offering`` can be used (owned nodes wait for their lead time)."""
-    return math.ceil(offering.available_from_hour / period_hours - 1e-9)
+def columns_by_offering(columns: list[CommitColumn]) -> dict[int, list[int]]:
+    result: dict[int, list[int]] = defaultdict(list)
+    for c, column in enumerate(columns):
+        result[column.offering].append(c)
+    return dict(result)
+
+
+def first_committed_period(columns: list[CommitColumn], o: int, periods: int) -> int:
+    """First period in which any commitment on ``o`` serves (owned nodes wait for their lead time
+    unless some are held already); ``periods`` if none ever does."""
+    return min((c.start for c in columns if c.offering == o and c.end > c.start), default=periods)
 
 
 def replicas_per_node(service: InferenceService, offering: Offering) -> float:
@@ -185,15 +233,19 @@ def build_sets(
     horizon = scenario.horizon
     p = horizon.period_hours
     offerings = scenario_offerings(scenario, catalog)
-    spot_only = spot_only_offerings(offerings) if options.prune else set()
-    terms = {
+    buyable = {
         o: [Term.OWNED]
         if off.owned
-        else [
-            t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None and o not in spot_only
-        ]
+        else [t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None]
         for o, off in enumerate(offerings)
     }
+    held = commitment_columns(scenario, offerings, {}, catalog)  # existing ones only (validates them)
+    held_on = {column.offering for column in held}
+    spot_only = spot_only_offerings(offerings, held_on) if options.prune else set()
+    terms = {o: [] if o in spot_only else buyable[o] for o in range(len(offerings))}
+    columns = commitment_columns(scenario, offerings, terms, catalog)
+    # an offering with commitments (bought or held) is never pruned off spot: they may sit idle
+    commit_terms = {o: [*terms[o], *(c.term for c in held if c.offering == o)] for o in range(len(offerings))}
     services = list(scenario.inference)
     demand = (
         np.vstack([service_demand(scenario, s, base_dir) for s in services])
@@ -218,13 +270,13 @@ def build_sets(
                 f"for {size}"
             )
 
-    serve_tiers = _serve_tiers(services, offerings, rpn, terms, spot_only, options.prune)
+    serve_tiers = _serve_tiers(services, offerings, rpn, commit_terms, spot_only, options.prune)
     runs = training_runs(scenario)
     loose = _loose_teams(scenario, services, offerings, rpn, demand, runs) if options.prune else set()
     block_periods = _block_periods(options, p, horizon.hours, bool(runs)) if options.merge else 1
     grid = max(1, round((options.start_grid_hours or min(24, block_periods * p)) / p))
     train_options, no_option = _training_options(
-        scenario, offerings, terms, runs, block_periods, grid, options, spot_only, loose
+        scenario, offerings, commit_terms, columns, runs, block_periods, grid, options, spot_only, loose
     )
 
     in_window = np.zeros(horizon.periods, dtype=bool)
@@ -233,9 +285,8 @@ def build_sets(
     block_of = np.where(in_window, np.arange(horizon.periods) // block_periods, -1)
     if not options.merge:
         block_of = np.arange(horizon.periods)  # every period its own slot
-    slots, slot_of_period = _merge_periods(
-        block_of, demand, p, availability_key(offerings, horizon.periods, p)
-    )
+    segment = segment_of_period(columns, horizon.periods)
+    slots, slot_of_period = _merge_periods(block_of, demand, p, segment)
 
     team_offerings: dict[str, list[int]] = defaultdict(list)
     for team in scenario.teams:
@@ -249,6 +300,17 @@ def build_sets(
             f"{horizon.periods} periods merged into {len(slots)} model slots "
             f"(equal demand inside {block_periods * p} h blocks; exact for inference)"
         )
+    starts = sorted({column.start for column in columns if not column.existing and column.term != Term.OWNED})
+    if starts:
+        first_hours = ", ".join(f"{start * p:g}" for start in starts[:6]) + (
+            ", ..." if len(starts) > 6 else ""
+        )
+        notes.append(
+            f"new commitments may start at {len(starts)} purchase steps ({scenario.purchase.schedule}, "
+            f"and where a held one ends): hours {first_hours}"
+        )
+    if held:
+        notes.append(f"{len(held)} commitments held already: paid whether used or not, used first")
     if runs:
         notes.append(
             f"training starts on a {grid * p} h grid (plus each window's first and last start); "
@@ -272,6 +334,9 @@ def build_sets(
         no_option_reason=no_option,
         no_offering_reason=no_offering,
         notes=notes,
+        columns=columns,
+        segment=segment,
+        columns_on=columns_by_offering(columns),
     )
 
 
@@ -288,26 +353,12 @@ def _block_periods(options: ModelOptions, p: int, hours: int, has_training: bool
     return max(1, round((168 if hours >= 8 * 168 else 24) / p))
 
 
-def availability_key(offerings: list[Offering], periods: int, p: int) -> np.ndarray:
-    """Per period, how many offerings are usable by then: periods merge only where this is equal."""
-    starts = [available_from_period(o, p) for o in offerings if o.available_from_hour > 0]
-    index = np.arange(periods)
-    return sum((index >= start for start in starts), np.zeros(periods, dtype=np.int64)).astype(np.int64)
-
-
-def usable_periods(sets: PlanningSets) -> np.ndarray:
-    """(offerings, periods): 1.0 where an offering's committed nodes can be used (owned nodes after their
-    lead time), else 0.0: the per-period share of the commitments the hourly method may use."""
-    periods = len(sets.slot_of_period)
-    starts = np.array([available_from_period(o, sets.period_hours) for o in sets.offerings], dtype=np.int64)
-    return (np.arange(periods)[None, :] >= starts[:, None]).astype(float)
-
-
-def usable(offering: Offering, slot: Slot, period_hours: int) -> bool:
-    """Slots never straddle an availability start (``availability_key``), so the first period decides."""
-    return offering.available_from_hour <= 0 or slot.periods[0] >= available_from_period(
-        offering, period_hours
-    )
+def usable(sets: PlanningSets, o: int, period: int) -> bool:
+    """Non-spot nodes of ``o`` can serve in ``period``: it sells on-demand nodes, or a commitment on it
+    serves then (owned servers: once delivered). Slots never straddle a column boundary
+    (``purchases.segment_of_period``), so a slot's first period decides for the slot."""
+    offering = sets.offerings[o]
+    return offering.on_demand_usd_h is not None or bool(sets.columns_active(o, period))
 
 
 def _merge_periods(
@@ -329,6 +380,7 @@ def _training_options(
     scenario: Scenario,
     offerings: list[Offering],
     terms: dict[int, list[Term]],
+    columns: list[CommitColumn],
     runs: list[TrainingRun],
     block_periods: int,
     grid: int,
@@ -348,7 +400,7 @@ def _training_options(
     What no option may do is never generated (rules 12-15 of build.py): an option is one offering with
     the job's GPU model and GPUs per node, a fabric if the job needs one and room for the whole gang
     (``eligible``); spot only for preemptible jobs while ``max_spot_share`` > 0; starts only between the
-    window's first period and its last feasible start; no start on owned nodes before they arrive.
+    window's first period and its last feasible start; no start on owned nodes before any serve.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -418,7 +470,11 @@ def _training_options(
                 else _starts(run.first_period, last_start, grid, options.max_starts_per_run)
             )
             seen: set[tuple[int, ...]] = set()
-            usable_from = available_from_period(offerings[o], p)
+            usable_from = (
+                0
+                if offerings[o].on_demand_usd_h is not None
+                else first_committed_period(columns, o, scenario.horizon.periods)
+            )
             for start in starts:
                 blocks = tuple(range(start // block_periods, (start + periods - 1) // block_periods + 1))
                 if blocks[0] * block_periods < usable_from:
@@ -560,19 +616,19 @@ def _no_worse(a: float | None, b: float | None) -> bool:
     return b is None or (a is not None and a <= b)
 
 
-def spot_only_offerings(offerings: list[Offering]) -> set[int]:
+def spot_only_offerings(offerings: list[Offering], held: set[int] | frozenset[int] = frozenset()) -> set[int]:
     """Offerings whose committed and on-demand use is dominated by another offering.
 
     ``o`` is dominated by an offering ``d`` with no capacity limit, the same node (GPU model, count and
     memory), a fabric wherever ``o`` has one, and on-demand and commitment prices no dearer. Anything
     the plan does with ``o`` off spot, it can do with ``d`` at no higher cost, so ``o`` is kept for spot
     only (where its own price may be the best). Ties keep the first offering, so one of a set of
-    identical regions survives.
+    identical regions survives. Offerings in ``held`` (commitments already held on them) are kept.
     """
     dominated = set()
     for o, off in enumerate(offerings):
-        if off.owned:
-            continue  # owned nodes are bought on their own term, never on demand
+        if off.owned or o in held:
+            continue  # owned nodes are bought on their own term, never on demand; held ones are paid
         for d, dom in enumerate(offerings):
             if d == o or d in dominated or dom.max_nodes is not None:
                 continue
@@ -624,7 +680,7 @@ def cheapest_per_tier(candidates: list[tuple[int, float, float, float, int | Non
 def shares_commitments(sets: PlanningSets, o: int, tier: Capacity) -> bool:
     """Non-spot use of an offering with both commitments and on-demand nodes: commitments cover part of
     it, on-demand nodes the rest (build.py's M[a], bound.py's gang cuts)."""
-    return tier == Capacity.NON_SPOT and bool(sets.terms[o]) and sets.offerings[o].on_demand_usd_h is not None
+    return tier == Capacity.NON_SPOT and sets.committable(o) and sets.offerings[o].on_demand_usd_h is not None
 
 
 def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
@@ -667,8 +723,7 @@ def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
                 holders[k].append(signature_id[key])
         signature[(block == b) & in_window] = signature_id[key]
     fixed = [replace(o, blocks=tuple(holders[k])) for k, o in enumerate(options)]
-    availability = availability_key(sets.offerings, periods, sets.period_hours)
-    slots, slot_of_period = _merge_periods(signature, sets.demand, sets.period_hours, availability)
+    slots, slot_of_period = _merge_periods(signature, sets.demand, sets.period_hours, sets.segment)
     return replace(
         sets,
         options=fixed,

@@ -6,8 +6,9 @@ period of the horizon can be checked; :func:`realized` makes every period's repl
 (``realize.py``), and everything written, billed and verified is that whole plan.
 On-demand and spot nodes are held in whole nodes; a workload's row carries its share of them (the
 idle part of a partly used node is charged to the workloads on it), so allocation rows add up to
-exactly what is paid. Committed capacity used by a workload is split between the 1y and 3y terms in
-proportion to the nodes committed on each.
+exactly what is paid. Committed capacity used by a workload is split between the commitments serving
+in that period (``purchases.py``: held ones and purchases, each its own term) in proportion to their
+nodes, and each such row names the commitment it uses.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
@@ -47,10 +48,10 @@ from models.plan import (
     Utilization,
 )
 from models.scenario import Scenario
-from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Capacity, Term, Tier
+from models.tiers import TERM_TIER, Capacity, Tier
 from models.workloads import period_start
 from planner.mig.layouts import mig_section
-from planner.optimize.build import PlanningModel
+from planner.optimize.build import PlanningModel, worst_shortfall
 from planner.optimize.hourly import Occupancy
 from planner.optimize.realize import realize
 from planner.optimize.sets import PlanningSets, TrainingOption
@@ -63,23 +64,26 @@ def _value(var: Any) -> float:
     return float(var.varValue or 0.0)
 
 
-def term_hours(sets: PlanningSets, term: Term) -> float:
-    """How long a commitment binds: 1 or 3 years, or an owned node's depreciation life."""
-    years = Term(term).years
-    if years is None:
-        colocation = sets.scenario.colocation
-        return colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
-    return years * HOURS_PER_YEAR
+def committed_nodes(model: PlanningModel) -> dict[int, int]:
+    """new column -> nodes, for every commitment bought."""
+    return {c: round(_value(var)) for c, var in model.commit.items() if round(_value(var)) > 0}
 
 
-def committed_nodes(model: PlanningModel) -> dict[int, dict[Term, int]]:
-    """offering -> {term: nodes} for every commitment bought."""
-    result: dict[int, dict[Term, int]] = defaultdict(dict)
-    for (o, term), var in model.commit.items():
-        nodes = round(_value(var))
-        if nodes > 0:
-            result[o][term] = nodes
-    return dict(result)
+def column_name(sets: PlanningSets, c: int) -> str:
+    """How plan.json and allocations.csv name column ``c``: a held one by its label, a purchase by
+    offering, term and the day it starts (and the hour, when not midnight)."""
+    column = sets.columns[c]
+    if column.existing:
+        return column.name
+    start = sets.scenario.horizon.start + timedelta(hours=column.starts_hour)
+    when = start.strftime("%Y-%m-%d" if start.hour == 0 and start.minute == 0 else "%Y-%m-%dT%H:%MZ")
+    return f"{sets.offerings[column.offering].id}/{column.term}/{when}"  # unique: one column per start
+
+
+def holding(sets: PlanningSets, commits: dict[int, int]) -> dict[int, int]:
+    """Every column with nodes in the plan: the held ones and the purchases (column -> nodes)."""
+    held = {c: column.nodes or 0 for c, column in enumerate(sets.columns) if column.existing}
+    return {**held, **{c: n for c, n in commits.items() if n > 0}}
 
 
 @dataclass
@@ -87,7 +91,7 @@ class Solution:
     """A solved plan as plain data, whichever method produced it (one model, or the hourly method)."""
 
     sets: PlanningSets
-    commits: dict[int, dict[Term, int]]  # offering -> {term: nodes}
+    commits: dict[int, int]  # new column -> nodes bought (held columns: in sets.columns)
     inference: pd.DataFrame  # period, o, tier (a Capacity), i, nodes (held tiers: whole-node share)
     placements: list[TrainingOption]
     unserved_replicas: np.ndarray  # (services, periods)
@@ -122,7 +126,7 @@ def solution_from_model(model: PlanningModel) -> Solution:
         placements=[option for a, option in enumerate(sets.options) if _value(model.place[a]) >= 0.5],
         unserved_replicas=unserved_slot[:, sets.slot_of_period],
         unserved_runs=[r for r, var in model.unserved_run.items() if _value(var) > 0.5],
-        guarantee_short={team: _value(var) for team, var in model.guarantee_short.items()},
+        guarantee_short=worst_shortfall(model.guarantee_short, _value),
         penalty_usd=sum(_value(var) * coef for var, coef in model.penalty_terms),
     )
 
@@ -138,13 +142,12 @@ def realized(
     occupancy = Occupancy.empty(len(sets.offerings), len(teams), sets.demand.shape[1])
     for option in solution.placements:
         occupancy.add(sets, option, teams[sets.runs[option.run].job.team])
-    commits = {o: sum(terms.values()) for o, terms in solution.commits.items()}
     began = time.perf_counter()
     result = realize(
         sets,
         solution.inference,
         solution.unserved_replicas,
-        commits,
+        sets.committed(solution.commits),
         (occupancy.non_spot, occupancy.spot, occupancy.team_gpus),
         exact_seconds=exact_seconds,
         progress=progress,
@@ -166,12 +169,6 @@ def realized(
         penalty_usd=solution.penalty_usd + result.penalty_delta_usd,
         notes=[*solution.notes, note],
     )
-
-
-def _term_shares(commits: dict[Term, int]) -> list[tuple[Tier, float]]:
-    """How committed use of one offering is split between its terms: by nodes committed on each."""
-    total = sum(commits.values())
-    return [(TERM_TIER[term], nodes / total) for term, nodes in sorted(commits.items()) if nodes]
 
 
 def _split_whole(counts: np.ndarray, share: np.ndarray) -> np.ndarray:
@@ -215,7 +212,7 @@ def _use(solution: Solution) -> pd.DataFrame:
 def extract_allocations(solution: Solution) -> pd.DataFrame:
     """allocations.csv under the billing rule: per period and offering, the committed nodes cover its
     non-spot use first, and only the use beyond them is on demand. Every non-spot row is split in that
-    proportion (committed part by term, in proportion to the nodes committed on each), so each
+    proportion (committed part by commitment, in proportion to the nodes of each serving then), so each
     workload is charged the committed and on-demand node-hours it shares in; replicas are split in
     whole numbers by the same proportion."""
     sets = solution.sets
@@ -227,7 +224,9 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
         return pd.DataFrame(columns=ALLOCATION_COLUMNS)
     spot = use[use["capacity"] == Capacity.SPOT].assign(tier=Tier.SPOT)
     non_spot = use[use["capacity"] == Capacity.NON_SPOT].copy()
-    committed = np.array([sum(solution.commits.get(int(o), {}).values()) for o in non_spot["o"]], dtype=float)
+    held = holding(sets, solution.commits)
+    by_period = sets.committed(solution.commits)
+    committed = by_period[non_spot["o"].to_numpy(np.int64), non_spot["period"].to_numpy(np.int64)]
     # beyond the commitments, nodes are held whole: inference rows take the idle part of the last one
     keys = [non_spot["period"], non_spot["o"]]
     total = non_spot["nodes"].groupby(keys).transform("sum").to_numpy()
@@ -242,18 +241,29 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     nodes = non_spot["nodes"].to_numpy()
     replicas = non_spot["replicas"].to_numpy()
     committed_replicas = _split_whole(replicas, covered)
-    parts = [spot, non_spot.assign(tier=Tier.ON_DEMAND, nodes=nodes * (1 - covered),
-                                   replicas=replicas - committed_replicas)]  # fmt: skip
-    for o, terms in solution.commits.items():
-        mine = (non_spot["o"] == o).to_numpy()
-        left = committed_replicas[mine]
-        for k, (label, share) in enumerate(_term_shares(terms)):
-            last = k == len(terms) - 1
-            part = left if last else _split_whole(left, np.full(len(left), share))
-            left = left - part
-            parts.append(
-                non_spot[mine].assign(tier=label, nodes=nodes[mine] * covered[mine] * share, replicas=part)
-            )
+    parts = [spot.assign(commitment=""), non_spot.assign(tier=Tier.ON_DEMAND, nodes=nodes * (1 - covered),
+                                   replicas=replicas - committed_replicas, commitment="")]  # fmt: skip
+    segment = sets.segment[non_spot["period"].to_numpy(np.int64)]
+    offering_of = non_spot["o"].to_numpy(np.int64)
+    for o in sorted({sets.columns[c].offering for c in held}):
+        for q in np.unique(segment[offering_of == o]):
+            mine = (offering_of == o) & (segment == q)
+            period = int(non_spot["period"].to_numpy()[mine][0])
+            serving = [(c, held[c]) for c in sets.columns_active(int(o), period) if held.get(c, 0) > 0]
+            total_nodes = sum(count for _c, count in serving)
+            left = committed_replicas[mine]
+            for k, (c, count) in enumerate(serving):
+                share = count / total_nodes
+                part = left if k == len(serving) - 1 else _split_whole(left, np.full(len(left), share))
+                left = left - part
+                parts.append(
+                    non_spot[mine].assign(
+                        tier=TERM_TIER[sets.columns[c].term],
+                        nodes=nodes[mine] * covered[mine] * share,
+                        replicas=part,
+                        commitment=column_name(sets, c),
+                    )
+                )
     table = pd.concat(parts, ignore_index=True)
     table = table[table["nodes"] > EPS]
     gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
@@ -293,29 +303,10 @@ def build_plan(
     horizon = scenario.horizon
     p = horizon.period_hours
     allocations = extract_allocations(solution)
-    commits = solution.commits
-
-    commitments = []
-    for o, terms in sorted(commits.items()):
-        offering = sets.offerings[o]
-        for term, nodes in sorted(terms.items()):
-            rate = offering.price(TERM_TIER[term]) or 0.0
-            commitments.append(
-                Commitment(
-                    offering=offering.id,
-                    term=term,
-                    nodes=nodes,
-                    usd_per_node_hour=rate,
-                    cost_in_horizon_usd=nodes * rate * horizon.hours,
-                    obligation_beyond_horizon_usd=nodes
-                    * rate
-                    * max(0, term_hours(sets, term) - horizon.hours),
-                )
-            )
-
+    commitments = _commitments(sets, solution.commits, allocations)
     costs = _costs(sets, allocations, commitments)
     total = costs.total_usd
-    pools = _pools(sets, allocations, commits)
+    pools = _pools(sets, allocations, solution.commits)
     committed_hours = sum(pool.committed_node_hours for pool in pools.values())
     used_hours = sum(pool.used_node_hours for pool in pools.values())
     penalty = solution.penalty_usd
@@ -369,6 +360,43 @@ def build_plan(
     return Plan(document, allocations)
 
 
+def _commitments(sets: PlanningSets, commits: dict[int, int], allocations: pd.DataFrame) -> list[Commitment]:
+    """plan.json ``commitments[]``: the held ones first (in scenario order), then the purchases by
+    start, each with what it costs inside the horizon, what it binds beyond, and how much it was used."""
+    horizon = sets.scenario.horizon
+    p = horizon.period_hours
+    used = (
+        allocations.groupby("commitment")["nodes"].sum() * p if len(allocations) else pd.Series(dtype=float)
+    )
+    result = []
+    held = holding(sets, commits)
+    order = sorted(held, key=lambda c: (not sets.columns[c].existing, sets.columns[c].start, c))
+    for c in order:
+        column, nodes = sets.columns[c], held[c]
+        name = column_name(sets, c)
+        node_hours = nodes * (column.end - column.start) * p
+        used_hours = float(used.get(name, 0.0))
+        result.append(
+            Commitment(
+                offering=sets.offerings[column.offering].id,
+                term=column.term,
+                nodes=nodes,
+                usd_per_node_hour=column.usd_per_node_hour,
+                cost_in_horizon_usd=nodes * column.cost_per_node,
+                obligation_beyond_horizon_usd=nodes * column.usd_per_node_hour * column.beyond_hours,
+                name=name,
+                existing=column.existing,
+                start=horizon.start + timedelta(hours=column.starts_hour),
+                end=horizon.start + timedelta(hours=column.ends_hour),
+                start_period=column.start,
+                end_period=column.end,
+                used_node_hours=used_hours,
+                used_fraction=used_hours / node_hours if node_hours else 0.0,
+            )
+        )
+    return result
+
+
 def _offering_record(o: Offering) -> OfferingRecord:
     return OfferingRecord(
         cloud=o.cloud,
@@ -397,7 +425,6 @@ def covered_share(allocations: pd.DataFrame) -> pd.Series:
 
 def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[TrainingPlacement]:
     sets = solution.sets
-    commits = solution.commits
     horizon = sets.scenario.horizon
     p = horizon.period_hours
     covered = covered_share(allocations)
@@ -412,10 +439,13 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
             periods = range(option.start, option.start + option.periods)
             shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
             fraction = float(shares.mean()) if len(shares) else 0.0
-            terms = commits.get(option.offering, {})
-            tier = (
-                TERM_TIER[max(terms, key=lambda t: terms[t])] if terms and fraction >= 0.5 else Tier.ON_DEMAND
-            )
+            mine = allocations[
+                (allocations["workload"] == run.job.name)
+                & (allocations["offering"] == offering.id)
+                & allocations["tier"].isin(COMMITTED_TIERS)
+            ]
+            by_tier = mine.groupby("tier")["nodes"].sum()
+            tier = Tier(str(by_tier.idxmax())) if len(by_tier) and fraction >= 0.5 else Tier.ON_DEMAND
             cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
         overhead = option.overhead
         records.append(
@@ -509,6 +539,8 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
     by_tier: dict[Tier, float] = {tier: 0.0 for tier in TIERS}
     if any(o.owned for o in sets.offerings):
         by_tier[Tier.OWNED] = 0.0
+    for column in sets.columns:  # tiers only held commitments bring (capacity reservations)
+        by_tier.setdefault(TERM_TIER[column.term], 0.0)
     for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
         by_tier[Tier(str(tier))] += float(value)
     cloud_of = {o.id: o.cloud for o in sets.offerings}
@@ -524,15 +556,16 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
             team, workload = cast(tuple[str, str], key)
             by_team[str(team)] += float(value)
             by_workload[str(workload)] += float(value)
-    # chargeback of commitments: by committed node-hours each workload used on that offering
+    # chargeback of commitments: by the node-hours each workload used of that commitment
     reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
-    use = reserved.groupby(["offering", "team", "workload"])["nodes"].sum()
+    use = reserved.groupby(["commitment", "team", "workload"])["nodes"].sum()
     for commitment in commitments:
         cost = commitment.cost_in_horizon_usd
-        by_tier[TERM_TIER[commitment.term]] += cost
+        tier = TERM_TIER[commitment.term]
+        by_tier[tier] = by_tier.get(tier, 0.0) + cost
         by_cloud[cloud_of[commitment.offering]] += cost
-        if commitment.offering in use.index.get_level_values(0):
-            shares = use.loc[commitment.offering]
+        if commitment.name in use.index.get_level_values(0):
+            shares = use.loc[commitment.name]
             for key, nodes in shares.items():
                 team, workload = cast(tuple[str, str], key)
                 by_team[str(team)] += cost * float(nodes) / float(shares.sum())
@@ -554,16 +587,19 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
 
 
 def _pools(
-    sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, dict[Term, int]]
+    sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, int]
 ) -> dict[str, PoolUtilization]:
+    """Per committed offering: its most nodes committed at once, its committed node-hours inside the
+    horizon (each commitment over its own window) and how many of them workloads used."""
     p = sets.period_hours
     reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
     used = reserved.groupby("offering")["nodes"].sum() * p
+    by_period = sets.committed(commits)
     pools = {}
-    for o, terms in commits.items():
+    for o in sorted({sets.columns[c].offering for c in holding(sets, commits)}):
         offering_id = sets.offerings[o].id
-        nodes = sum(terms.values())
-        committed = nodes * sets.horizon_hours
+        nodes = round(by_period[o].max(initial=0.0))
+        committed = float(by_period[o].sum() * p)
         used_hours = float(used.get(offering_id, 0.0))
         pools[offering_id] = PoolUtilization(
             committed_nodes=nodes,

@@ -84,7 +84,9 @@ def plan_staged(
     best = final if plan_model is second else stage3
     assert best is not None
     bound = min(bound, best.objective)
-    result = SolveResult(best.solver, _termination(best, bound, settings.gap), best.objective, bound, used)
+    fixed = sets.fixed_usd  # commitments already held: a constant the models leave out
+    termination = _termination(best, bound, settings.gap)
+    result = SolveResult(best.solver, termination, best.objective + fixed, bound + fixed, used)
     say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
     certified = None
     if settings.certify:
@@ -112,11 +114,11 @@ def plan_staged(
     solver.stage2_model_periods = len(fixed_sets.slots)
     solver.stages = [
         SolverStage(stage=1, what="node counts relaxed; commitments and training decided; lower bound",
-                    status=relaxed.termination.value, objective_usd=relaxed.objective,
-                    bound_usd=relaxed.bound, seconds=round(relaxed.seconds, 3)),
+                    status=relaxed.termination.value, objective_usd=relaxed.objective + fixed,
+                    bound_usd=relaxed.bound + fixed, seconds=round(relaxed.seconds, 3)),
         SolverStage(stage=2, what="training fixed; whole nodes slot by slot, then commitments re-optimized",
-                    status=final.termination.value, objective_usd=final.objective,
-                    bound_usd=final.bound, seconds=round(final.seconds, 3)),
+                    status=final.termination.value, objective_usd=final.objective + fixed,
+                    bound_usd=final.bound + fixed, seconds=round(final.seconds, 3)),
     ]  # fmt: skip
     if certified is not None:  # bound_usd/gap become the full hourly problem's; the model's stay too
         solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
@@ -129,8 +131,8 @@ def plan_staged(
     if stage3 is not None:
         solver.stages.append(
             SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",
-                        status=stage3.termination.value, objective_usd=stage3.objective,
-                        bound_usd=stage3.bound, seconds=round(stage3.seconds, 3))
+                        status=stage3.termination.value, objective_usd=stage3.objective + fixed,
+                        bound_usd=stage3.bound + fixed, seconds=round(stage3.seconds, 3))
         )  # fmt: skip
     return plan
 

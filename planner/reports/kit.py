@@ -47,6 +47,7 @@ TIER_COLORS: dict[str, str] = {
     Tier.OWNED: "#7030a0",
     Tier.RESERVED_3Y: "#1f4e79",
     Tier.RESERVED_1Y: "#2e75b6",
+    Tier.CAPACITY_RESERVATION: "#5b9bd5",
     IDLE_SERIES: "#bdd7ee",
     Tier.ON_DEMAND: "#ed7d31",
     Tier.SPOT: "#70ad47",

@@ -389,16 +389,24 @@ def _costs(plan: PlanDocument) -> dict[str, Any]:
     return {"total": fmt_usd(total), "breakdowns": breakdowns, "teams": teams_table}
 
 
+def _day(value: Any) -> str:
+    """A commitment's start or end as a date (``—`` for a plan written before they had times)."""
+    return value.strftime("%Y-%m-%d") if value is not None else DASH
+
+
 def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
-    commitments = plan.commitments
+    """The purchase schedule: what to buy, when, for how long and at what cost; what is held already and
+    when it expires; then how the committed pools are used."""
+    commitments = [c for c in plan.commitments if not c.existing]
+    held = sorted((c for c in plan.commitments if c.existing), key=lambda c: (c.end is None, c.end))
     hz = plan.horizon
     table = None
     beyond_total = None
     if commitments:
         table = Table(
-            ["offering", "term", "nodes", "$/node-h", "per year", "pool used", "cost in horizon",
-             "obligation beyond horizon"],
-            [False, False, True, True, True, True, True, True],
+            ["buy on", "offering", "term", "nodes", "until", "$/node-h", "per year", "used",
+             "cost in horizon", "obligation beyond horizon"],
+            [False, False, False, True, False, True, True, True, True, True],
         )  # fmt: skip
         year_cells, year_total = money_column(c.usd_per_year for c in commitments)
         cost_cells, cost_total = money_column(c.cost_in_horizon_usd for c in commitments)
@@ -407,13 +415,51 @@ def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
             commitments, year_cells, cost_cells, beyond_cells, strict=True
         ):
             pool = plan.utilization.pools.get(c.offering)
-            used = fmt_pct(pool.used_fraction) if pool is not None else DASH
+            fraction = (
+                c.used_fraction if c.used_fraction is not None else (pool.used_fraction if pool else None)
+            )
             table.rows.append(
-                [c.offering, str(c.term), fmt_num(c.nodes), fmt_rate(c.usd_per_node_hour), year_cell, used,
-                 cost_cell, beyond_cell]
+                [_day(c.start), c.offering, str(c.term), fmt_num(c.nodes), _day(c.end),
+                 fmt_rate(c.usd_per_node_hour), year_cell, fmt_pct(fraction), cost_cell, beyond_cell]
             )  # fmt: skip
         nodes_sum = sum(c.nodes for c in commitments)
-        table.total = ["Total", "", fmt_num(nodes_sum), "", year_total, "", cost_total, beyond_total]
+        table.total = ["Total", "", "", fmt_num(nodes_sum), "", "", year_total, "", cost_total, beyond_total]
+    held_table = None
+    expiring: list[str] = []
+    if held:
+        held_table = Table(
+            [
+                "commitment",
+                "offering",
+                "term",
+                "nodes",
+                "since",
+                "ends",
+                "$/node-h",
+                "used",
+                "cost in horizon",
+            ],
+            [False, False, False, True, False, False, True, True, True],
+        )
+        cost_cells, cost_total = money_column(c.cost_in_horizon_usd for c in held)
+        for c, cost_cell in zip(held, cost_cells, strict=True):
+            held_table.rows.append(
+                [c.name, c.offering, str(c.term), fmt_num(c.nodes), _day(c.start), _day(c.end),
+                 fmt_rate(c.usd_per_node_hour), fmt_pct(c.used_fraction), cost_cell]
+            )  # fmt: skip
+            if c.end is not None and c.end < hz.start + timedelta(hours=hz.hours):
+                renewals = [
+                    b
+                    for b in commitments
+                    if b.offering == c.offering and b.start is not None and b.start >= c.end
+                ]
+                then = (
+                    f"; the plan buys {renewals[0].nodes} x {renewals[0].term} from {_day(renewals[0].start)}"
+                    if renewals
+                    else "; the plan does not renew it"
+                )
+                expiring.append(f"{c.name} ({c.nodes} x {c.offering}) expires on {_day(c.end)}{then}.")
+        held_table.total = ["Total", "", "", fmt_num(sum(c.nodes for c in held)), "", "", "", "", cost_total]
 
     pools = plan.utilization.pools
     pools_table = None
@@ -466,6 +512,8 @@ def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
         )
     return {
         "table": table,
+        "held": held_table,
+        "expiring": expiring,
         "beyond_total": beyond_total,
         "used_fraction": fmt_pct(plan.utilization.reserved_used_fraction),
         "pools": pools_table,
@@ -743,15 +791,17 @@ def _per_period(alloc: pd.DataFrame, column: str, by: str, hz: PlanHorizon) -> p
 
 
 def _idle_reserved(plan: PlanDocument, alloc: pd.DataFrame) -> pd.Series:
-    """Committed reserved nodes not used in each period, summed over pools (offering, term).
-
-    Assumes each commitment spans the whole horizon (the contract commits "for the horizon").
-    """
-    committed: dict[tuple[str, str], float] = {}
+    """Committed nodes not used in each period, summed over pools (offering, committed tier), each
+    commitment counted in the periods it serves (a plan without windows: the whole horizon)."""
+    periods = plan.horizon.periods
+    committed: dict[tuple[str, str], pd.Series] = {}
     for c in plan.commitments:
         key = (c.offering, str(c.term.tier))
-        committed[key] = committed.get(key, 0.0) + c.nodes
-    idle = pd.Series(0.0, index=pd.RangeIndex(plan.horizon.periods))
+        nodes = pd.Series(0.0, index=pd.RangeIndex(periods))
+        end = periods if c.end_period is None else c.end_period
+        nodes.iloc[c.start_period : end] = float(c.nodes)
+        committed[key] = committed.get(key, 0.0) + nodes
+    idle = pd.Series(0.0, index=pd.RangeIndex(periods))
     if not committed:
         return idle
     reserved = alloc[alloc["tier"].isin(COMMITTED_TIERS)]
@@ -770,9 +820,63 @@ def _idle_reserved(plan: PlanDocument, alloc: pd.DataFrame) -> pd.Series:
 
 
 def _ordered_tiers(names: Iterable[str]) -> list[str]:
-    order = [*TIER_ORDER[:3], IDLE_SERIES, *TIER_ORDER[3:]]
+    committed = [t for t in TIER_ORDER if t.committed]
+    order = [*committed, IDLE_SERIES, *(t for t in TIER_ORDER if not t.committed)]
     rank = {str(n): i for i, n in enumerate(order)}
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def _timeline(plan: PlanDocument) -> Markup | None:
+    """The purchase schedule as a timeline: one bar per commitment over the horizon (held ones grey,
+    purchases in their tier's colour), its whole term in the hover; None without commitments."""
+    import plotly.graph_objects as go  # deferred: only the html needs plotly
+
+    hz = plan.horizon
+    first, last = hz.start, hz.start + timedelta(hours=hz.hours)
+    dated = [c for c in plan.commitments if c.start is not None and c.end is not None]
+    if not dated:
+        return None
+    fig = go.Figure()
+    labels = []
+    for c in dated:
+        assert c.start is not None and c.end is not None
+        label = f"{'held' if c.existing else 'buy'}: {c.nodes} x {c.offering} {c.term}"
+        labels.append(label)
+        begin, end = max(c.start, first), min(c.end, last)
+        colour = "#9aa5b1" if c.existing else TIER_COLORS.get(str(c.term.tier), "#5b6b7f")
+        hover = (
+            f"{c.name}<br>{c.nodes} nodes, {c.term}, {_day(c.start)} to {_day(c.end)}<br>"
+            f"{fmt_usd(c.cost_in_horizon_usd)} in the horizon"
+            + (
+                f", {fmt_usd(c.obligation_beyond_horizon_usd)} after it"
+                if c.obligation_beyond_horizon_usd
+                else ""
+            )
+        )
+        fig.add_trace(
+            go.Bar(
+                x=[(end - begin).total_seconds() * 1000],
+                base=[begin.isoformat()],
+                y=[label],
+                orientation="h",
+                marker={"color": colour},
+                hovertemplate=hover + "<extra></extra>",
+                showlegend=False,
+            )
+        )
+    fig.update_layout(
+        title="Purchase schedule: what is held and bought, when, over the horizon",
+        template="simple_white",
+        height=140 + 36 * len(labels),
+        margin={"l": 20, "r": 20, "t": 60, "b": 40},
+        barmode="overlay",
+        xaxis={"type": "date", "range": [first.isoformat(), last.isoformat()], "title": "date (UTC)"},
+        yaxis={"autorange": "reversed", "automargin": True},
+    )
+    config = {"displaylogo": False, "responsive": True}
+    return Markup(
+        fig.to_html(full_html=False, include_plotlyjs=False, div_id="chart-purchase-schedule", config=config)
+    )
 
 
 def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
@@ -933,7 +1037,12 @@ def render_html(plan: PlanDocument, allocations: pd.DataFrame) -> str:
     from plotly.offline import get_plotlyjs
 
     alloc = _allocations(allocations)
-    return _HTML.render(**_context(plan, alloc), charts=_charts(plan, alloc), plotlyjs=Markup(get_plotlyjs()))
+    return _HTML.render(
+        **_context(plan, alloc),
+        charts=_charts(plan, alloc),
+        timeline=_timeline(plan),
+        plotlyjs=Markup(get_plotlyjs()),
+    )
 
 
 def write_reports(plan_dir: str | Path) -> tuple[Path, Path]:

@@ -49,6 +49,7 @@ TIER_SHORT = {
     Tier.OWNED: "owned",
     Tier.RESERVED_3Y: "3y",
     Tier.RESERVED_1Y: "1y",
+    Tier.CAPACITY_RESERVATION: "reserved capacity",
     Tier.ON_DEMAND: "on-demand",
     Tier.SPOT: "spot",
 }

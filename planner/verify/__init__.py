@@ -23,7 +23,7 @@ from pathlib import Path
 
 from models.plan import Plan
 from planner.inputs import Inputs, load_inputs
-from planner.verify.billing import check_billing, check_commitments, check_costs
+from planner.verify.billing import check_billing, check_commitment_rows, check_commitments, check_costs
 from planner.verify.context import Context
 from planner.verify.demand import check_demand
 from planner.verify.findings import KINDS, Findings, KindSummary, VerifyReport, Violation
@@ -56,6 +56,7 @@ def verify(inputs: Inputs, plan: Plan, examples: int = 20, directory: Path | Non
     rows = check_rows(ctx, findings)
     counts = check_billing(ctx, findings, rows)
     check_commitments(ctx, findings)
+    check_commitment_rows(ctx, findings, rows)
     check_costs(ctx, findings, rows)
     check_demand(ctx, findings, rows)
     check_training(ctx, findings, rows)

@@ -11,19 +11,24 @@ and paid anyway, and rows carry the part they use. Spot nodes S are always whole
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from models.catalog import Offering
+from models.plan import Commitment
+from models.scenario import ExistingCommitment
 from models.tiers import TERM_TIER, Term, Tier
 from planner.verify.context import EPS, HELD, SPOT, Context, close, term_hours
 from planner.verify.findings import Findings, Violation
 from planner.verify.rows import row_examples
 
-__all__ = ["check_billing", "check_commitments", "check_costs", "node_counts"]
+__all__ = ["check_billing", "check_commitment_rows", "check_commitments", "check_costs", "node_counts"]
 
 
 def node_counts(ctx: Context, rows: pd.DataFrame) -> pd.DataFrame:
@@ -107,10 +112,14 @@ def _held_message(column: str, what: str) -> Callable[[Any], str]:
 
 
 def check_commitments(ctx: Context, findings: Findings) -> None:
-    """Each commitment: an offering and term the scenario may buy, at the catalog's rate, costed for the
-    horizon, with what is still owed after it."""
+    """Each commitment: held ones exactly as the scenario lists them; purchases on an offering and term
+    the scenario may buy, at the catalog's rate, starting at a purchase step; each costed for its hours
+    inside the horizon, with what it still binds after it, and serving in the periods its times say."""
     scenario = ctx.scenario
-    hours = scenario.horizon.hours
+    held = {c.label: (k, c) for k, c in enumerate(scenario.commitments)}
+    colocation = scenario.colocation
+    seen: set[str] = set()
+    steps = purchase_hours(ctx)
     for c in ctx.plan.document.commitments:
         offering = ctx.offerings.get(c.offering)
         where: dict[str, int | str | None] = {"offering": c.offering}
@@ -121,43 +130,206 @@ def check_commitments(ctx: Context, findings: Findings) -> None:
                 **where,
             )
             continue
-        tier = TERM_TIER[c.term]
-        rate = offering.price(tier)
-        allowed = (
-            offering.owned
-            if c.term == Term.OWNED
-            else c.term in scenario.purchase.terms and not offering.owned
-        )
-        if rate is None or not allowed:
-            findings.add(
-                "tier-unavailable",
-                f"{c.nodes} nodes on {c.term}: {c.offering} is not sold on that term here",
-                **where,
-            )
-        elif not close(c.usd_per_node_hour, rate, rel=1e-9):
+        if c.existing:
+            seen.add(c.name)
+            rate = _check_held(ctx, findings, c, held, where)
+        else:
+            rate = _check_bought(ctx, findings, c, offering, steps, where)
+        if rate is not None and not close(c.usd_per_node_hour, rate, rel=1e-9):
             findings.add(
                 "commitment-rate",
-                f"{c.term} at ${c.usd_per_node_hour:,.4f}/node-hour; the catalog's rate is ${rate:,.4f}",
+                f"{c.name or c.term} at ${c.usd_per_node_hour:,.4f}/node-hour; the rate is ${rate:,.4f}",
                 **where,
             )
         if c.nodes < 0:
             findings.add("row-identity", f"commitment of {c.nodes} nodes", **where)
-        cost = c.nodes * c.usd_per_node_hour * hours
-        if not close(c.cost_in_horizon_usd, cost, rel=1e-9, abs_=1e-4):
-            findings.add(
-                "commitment-cost",
-                f"{c.term}: cost_in_horizon_usd ${c.cost_in_horizon_usd:,.2f}, expected ${cost:,.2f} "
-                f"({c.nodes} x ${c.usd_per_node_hour:,.4f} x {hours} h)",
-                **where,
+        _check_paid(ctx, findings, c, where)
+    missing = [label for label in held if label not in seen]
+    if colocation is not None and colocation.existing_nodes and "colocation/existing" not in seen:
+        missing.append("colocation/existing")
+    for label in missing:
+        findings.add("existing-commitment", f"{label}: held already, but not in the plan's commitments")
+
+
+def purchase_hours(ctx: Context) -> set[float]:
+    """Hours (from the horizon start) at which a new cloud commitment may start: the first hour, the
+    first hour of each calendar quarter or month inside the horizon (``purchase.schedule``, rounded up
+    to a period), and where a held commitment ends inside the horizon (a renewal)."""
+    horizon = ctx.scenario.horizon
+    months = {"horizon": (), "quarterly": (1, 4, 7, 10), "monthly": tuple(range(1, 13))}
+    wanted = months[ctx.scenario.purchase.schedule]
+    hours = {0.0}
+    when = horizon.start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    while wanted and when < horizon.end:
+        when = (when + timedelta(days=32)).replace(day=1)
+        if when.month in wanted and when < horizon.end:
+            hours.add(math.ceil(horizon.hour_of(when) / ctx.p - 1e-9) * float(ctx.p))
+    for c in ctx.plan.document.commitments:
+        if c.existing and c.end is not None and 0 < horizon.hour_of(c.end) < horizon.hours:
+            hours.add(math.floor(horizon.hour_of(c.end) / ctx.p + 1e-9) * float(ctx.p))
+    return hours
+
+
+def _check_held(
+    ctx: Context,
+    findings: Findings,
+    c: Commitment,
+    held: dict[str, tuple[int, ExistingCommitment]],
+    where: dict[str, int | str | None],
+) -> float | None:
+    """A held commitment as the scenario lists it; returns the rate it must carry."""
+    scenario = ctx.scenario
+    offering = ctx.offerings[c.offering]
+    if c.name == "colocation/existing" and scenario.colocation is not None and offering.owned:
+        start, end, nodes = scenario.horizon.start, scenario.horizon.end, scenario.colocation.existing_nodes
+        listed: tuple[str, Term, int] = (offering.id, Term.OWNED, nodes)
+        rate = offering.owned_usd_h
+    elif c.name in held:
+        _k, entry = held[c.name]
+        start, end = entry.start, entry.ends
+        listed = (entry.offering, entry.term, entry.nodes)
+        rate = entry.usd_per_node_hour
+        if rate is None:
+            rate = (
+                offering.on_demand_usd_h
+                if entry.term == Term.RESERVATION
+                else offering.price(TERM_TIER[entry.term])
             )
-        owed = c.nodes * c.usd_per_node_hour * max(0.0, term_hours(scenario, c.term) - hours)
-        if not close(c.obligation_beyond_horizon_usd, owed, rel=1e-9, abs_=1e-4):
-            findings.add(
-                "obligation",
-                f"{c.term}: obligation_beyond_horizon_usd ${c.obligation_beyond_horizon_usd:,.2f}, "
-                f"expected ${owed:,.2f}",
-                **where,
-            )
+    else:
+        findings.add(
+            "existing-commitment",
+            f"{c.name!r}: marked existing, but the scenario holds no such commitment",
+            **where,
+        )
+        return None
+    if (c.offering, c.term, c.nodes) != listed or c.start != start or c.end != end:
+        findings.add(
+            "existing-commitment",
+            f"{c.name}: {c.nodes} nodes of {c.offering} on {c.term}, {c.start} to {c.end}; the scenario "
+            f"holds {listed[2]} of {listed[0]} on {listed[1]}, {start} to {end}",
+            **where,
+        )
+    return rate
+
+
+def _check_bought(
+    ctx: Context,
+    findings: Findings,
+    c: Commitment,
+    offering: Offering,
+    steps: set[float],
+    where: dict[str, int | str | None],
+) -> float | None:
+    """A purchase: a term the scenario may buy here, starting at a purchase step, ending after its term;
+    returns the catalog's rate."""
+    scenario = ctx.scenario
+    rate = offering.price(TERM_TIER[c.term])
+    allowed = (
+        offering.owned if c.term == Term.OWNED else c.term in scenario.purchase.terms and not offering.owned
+    )
+    if rate is None or not allowed:
+        findings.add(
+            "tier-unavailable",
+            f"{c.nodes} nodes on {c.term}: {c.offering} is not sold on that term here",
+            **where,
+        )
+        return None
+    if c.start is None or c.end is None:
+        return rate  # a plan written before purchases had times: bought at the start for the horizon
+    begins = scenario.horizon.hour_of(c.start)
+    on_step = begins == 0.0 if c.term == Term.OWNED else any(abs(begins - h) < 1e-6 for h in steps)
+    length = term_hours(scenario, c.term)
+    if not on_step or not close(scenario.horizon.hour_of(c.end) - begins, length, abs_=1e-6):
+        findings.add(
+            "commitment-start",
+            f"{c.name or c.term}: starts {c.start.isoformat()}, ends {c.end.isoformat()}; purchases start at "
+            f"a purchase step ({scenario.purchase.schedule}) and last their term ({length:g} h)",
+            **where,
+        )
+    return rate
+
+
+def _check_paid(ctx: Context, findings: Findings, c: Commitment, where: dict[str, int | str | None]) -> None:
+    """Cost: its rate for its hours inside the horizon; obligation: for its hours after it; and the
+    periods it says it serves in are the ones its times give."""
+    horizon = ctx.scenario.horizon
+    hours = float(horizon.hours)
+    if c.start is None or c.end is None:  # a plan written before commitments had times
+        begins, ends = 0.0, term_hours(ctx.scenario, c.term)
+    else:
+        begins, ends = horizon.hour_of(c.start), horizon.hour_of(c.end)
+    inside = max(0.0, min(ends, hours) - max(begins, 0.0))
+    cost = c.nodes * c.usd_per_node_hour * inside
+    if not close(c.cost_in_horizon_usd, cost, rel=1e-9, abs_=1e-4):
+        findings.add(
+            "commitment-cost",
+            f"{c.name or c.term}: cost_in_horizon_usd ${c.cost_in_horizon_usd:,.2f}, expected ${cost:,.2f} "
+            f"({c.nodes} x ${c.usd_per_node_hour:,.4f} x {inside:g} h)",
+            **where,
+        )
+    owed = c.nodes * c.usd_per_node_hour * max(0.0, ends - max(hours, begins))
+    if not close(c.obligation_beyond_horizon_usd, owed, rel=1e-9, abs_=1e-4):
+        findings.add(
+            "obligation",
+            f"{c.name or c.term}: obligation_beyond_horizon_usd ${c.obligation_beyond_horizon_usd:,.2f}, "
+            f"expected ${owed:,.2f}",
+            **where,
+        )
+    first, end = ctx.window(c)
+    if c.end_period is not None and (c.start_period, c.end_period) != (first, end):
+        findings.add(
+            "commitment-window",
+            f"{c.name or c.term}: serves periods {c.start_period}-{c.end_period}; its times give "
+            f"{first}-{end}",
+            **where,
+        )
+
+
+def check_commitment_rows(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
+    """Rows on a committed tier name a commitment of the plan on their offering and tier that serves in
+    their period, other rows name none, and no commitment carries more nodes in a period than it has."""
+    if "commitment" not in ctx.plan.allocations or ctx.plan.allocations["commitment"].isna().all():
+        return  # a plan written before rows named their commitment
+    frame = rows
+    known = pd.DataFrame(
+        [
+            (c.name, c.offering, str(TERM_TIER[c.term]), *ctx.window(c), float(c.nodes))
+            for c in ctx.plan.document.commitments
+        ],
+        columns=["commitment", "c_offering", "c_tier", "c_first", "c_end", "limit"],
+    ).drop_duplicates("commitment")
+    frame = frame.merge(known, on="commitment", how="left")
+    frame[["c_first", "c_end"]] = frame[["c_first", "c_end"]].fillna(-1.0)  # names no commitment: fits none
+    committed = frame["committed"].to_numpy()
+    fits = (
+        (frame["c_offering"] == frame["offering"])
+        & (frame["c_tier"] == frame["tier"])
+        & (frame["period"] >= frame["c_first"])
+        & (frame["period"] < frame["c_end"])
+    ).to_numpy()
+    # a committed tier with no commitment of it on the offering at all is tier-uncommitted's to report
+    pairs = set(zip(known["c_offering"], known["c_tier"], strict=True))
+    held = np.array(
+        [(o, t) in pairs for o, t in zip(frame["offering"], frame["tier"], strict=True)], dtype=bool
+    )
+    bad = np.where(committed, held & ~fits, (frame["commitment"] != "").to_numpy())
+    examples = row_examples(
+        frame[bad], "commitment-row",
+        lambda r: f"{r.workload} on {r.tier} of {r.offering} in period {r.period:g} names commitment "
+        f"{r.commitment!r}: not a commitment of that offering and tier serving then",
+        findings.examples,
+    )  # fmt: skip
+    findings.add_many("commitment-row", int(bad.sum()), examples)
+    load = frame[committed & ~bad].groupby(["commitment", "period"])["nodes"].sum().reset_index()
+    load = load.merge(known[["commitment", "limit"]], on="commitment")
+    over = load[load["nodes"] > load["limit"] + 1e-6]
+    examples = row_examples(
+        over, "commitment-row",
+        lambda r: f"commitment {r.commitment} carries {r.nodes:g} nodes in period {r.period:g}; "
+        f"it has {r.limit:g}",
+        findings.examples,
+    )  # fmt: skip
+    findings.add_many("commitment-row", len(over), examples)
 
 
 def check_costs(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from models.catalog import Catalog, Offering
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, canonical_model, smallest_profile
-from models.plan import Plan
+from models.plan import Commitment, Plan
 from models.scenario import InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
@@ -128,15 +128,29 @@ class Context:
         """First period an offering's nodes can run anything (owned nodes wait for their lead time)."""
         return math.ceil(offering.available_from_hour / self.p - 1e-9)
 
+    def window(self, c: Commitment) -> tuple[int, int]:
+        """Periods [first, end) a commitment's nodes serve in, from its start and end times: the whole
+        periods inside them, owned purchases from their delivery on (a plan without times: the
+        horizon)."""
+        horizon = self.scenario.horizon
+        first, end = 0, self.periods
+        if c.start is not None:
+            first = max(0, math.ceil(horizon.hour_of(c.start) / self.p - 1e-9))
+        if c.end is not None:
+            end = min(self.periods, math.floor(horizon.hour_of(c.end) / self.p + 1e-9))
+        offering = self.offerings.get(c.offering)
+        if c.term == Term.OWNED and not c.existing and offering is not None:
+            first = max(first, self.available_period(offering))
+        return first, max(first, end)
+
     @cached_property
     def committed(self) -> dict[str, np.ndarray]:
-        """Offering id -> committed nodes per period (owned nodes count from their delivery)."""
+        """Offering id -> committed nodes per period (each commitment inside its window)."""
         result: dict[str, np.ndarray] = {}
         for c in self.plan.document.commitments:
-            nodes = np.full(self.periods, float(c.nodes))
-            offering = self.offerings.get(c.offering)
-            if c.term == Term.OWNED and offering is not None:
-                nodes[: self.available_period(offering)] = 0.0
+            nodes = np.zeros(self.periods)
+            first, end = self.window(c)
+            nodes[first:end] = float(c.nodes)
             result[c.offering] = result.get(c.offering, np.zeros(self.periods)) + nodes
         return result
 
@@ -157,6 +171,7 @@ class Context:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
         for column in ("offering", "tier", "workload", "kind", "team"):
             frame[column] = frame[column].astype(str)
+        frame["commitment"] = frame["commitment"].astype(object).fillna("").astype(str)  # NaN: none named
         frame["capacity"] = np.where(frame["tier"] == Tier.SPOT, SPOT, HELD)
         frame["committed"] = frame["tier"].isin([str(t) for t in COMMITTED_TIERS])
         gpn = {oid: float(o.gpus_per_node) for oid, o in self.offerings.items()}

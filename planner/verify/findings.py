@@ -20,7 +20,8 @@ KINDS: dict[str, str] = {
     "plan-header": "plan.json's scenario name or horizon differ from the scenario",
     "missing-replicas-column": "allocations.csv has no integer replicas column (a plan written before it)",
     "row-identity": "a row with an unknown workload, a wrong kind or team, an unknown tier, a period "
-    "outside the horizon, negative or missing numbers, or a duplicate (period, offering, tier, workload)",
+    "outside the horizon, negative or missing numbers, or a duplicate (period, offering, tier, workload, "
+    "commitment)",
     "unknown-offering": "a row, commitment or training run on an offering the scenario may not buy",
     "gpus-column": "a row's gpus differ from nodes x the offering's GPUs per node",
     "tier-unavailable": "a row or commitment on a tier its offering does not sell (or the scenario does "
@@ -38,7 +39,7 @@ KINDS: dict[str, str] = {
     "fractional-nodes": "the non-spot (or spot) nodes of an offering in a period are not a whole number",
     "billing-committed-first": "committed rows do not sum to min(N, C) or on-demand rows to max(0, N - C) "
     "(N held non-spot nodes, C committed nodes): commitments cover first, on-demand only the excess",
-    "owned-before-delivery": "work on owned nodes before their lead time is over",
+    "owned-before-delivery": "work on owned nodes in a period where none is delivered or held yet",
     "max-nodes": "held nodes (non-spot + spot + idle committed) or commitments above the offering's "
     "max_nodes",
     "packing": "the period's work does not fit on the whole nodes held: gangs on whole nodes, whole-GPU "
@@ -50,8 +51,19 @@ KINDS: dict[str, str] = {
     # money
     "cost-row": "a row's cost_usd differs from nodes x the tier's price x period hours (0 on committed "
     "tiers)",
-    "commitment-rate": "a commitment's usd_per_node_hour differs from the catalog's rate for its term",
-    "commitment-cost": "a commitment's cost_in_horizon_usd differs from nodes x rate x horizon hours",
+    "commitment-rate": "a commitment's usd_per_node_hour differs from the catalog's rate for its term (a "
+    "held one: the rate the scenario gives, else the catalog's; a capacity reservation: on demand)",
+    "commitment-cost": "a commitment's cost_in_horizon_usd differs from nodes x rate x its hours inside the "
+    "horizon",
+    "existing-commitment": "a commitment the scenario holds is missing from the plan or differs from it "
+    "(offering, term, nodes, start, end), or one marked existing that the scenario does not hold",
+    "commitment-start": "a purchase that does not start at a purchase step (purchase.schedule, or where a "
+    "held commitment ends) or does not last its term",
+    "commitment-window": "a commitment's start_period/end_period differ from the periods its start and end "
+    "times give (owned purchases: from delivery)",
+    "commitment-row": "a row on a committed tier that names no commitment of its offering and tier serving "
+    "in its period (or a row on another tier that names one), or a commitment carrying more nodes in a "
+    "period than it has",
     "obligation": "a commitment's obligation_beyond_horizon_usd differs from nodes x rate x the term's "
     "hours after the horizon",
     "cost-total": "costs.total_usd differs from the rows' cost plus the commitments' cost in the horizon",

@@ -84,13 +84,16 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
         lambda r: f"row ({r.period}, {r.offering}, {r.tier}, {r.workload}, {r.kind}, {r.team}): unknown "
         "workload/tier, wrong kind or team, period outside the horizon, or negative/missing numbers",
     )  # fmt: skip
-    duplicate = rows.duplicated(["period", "offering", "tier", "workload"], keep="first") & ~broken
+    # rows on a committed tier are one per commitment they use (two 1y purchases of one offering)
+    duplicate = (
+        rows.duplicated(["period", "offering", "tier", "workload", "commitment"], keep="first") & ~broken
+    )
     _report(
         findings,
         rows,
         duplicate,
         "row-identity",
-        lambda r: f"duplicate row for ({r.period}, {r.offering}, {r.tier}, {r.workload})",
+        lambda r: f"duplicate row for ({r.period}, {r.offering}, {r.tier}, {r.workload}, {r.commitment!r})",
     )
     unknown = rows["gpn"].isna() & ~broken
     _report(
@@ -109,11 +112,17 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
 
     # tiers: sold by the offering and allowed by the scenario; committed tiers only where bought
     allowed_terms = {str(TERM_TIER[t]) for t in scenario.purchase.terms}
+    # a commitment held already is on its own term, whatever the scenario may buy
+    held = {(c.offering, str(TERM_TIER[c.term])) for c in scenario.commitments}
 
     def sold(offering_id: str, tier: str) -> bool:
         offering = offerings[offering_id]
+        if (offering_id, tier) in held:
+            return True
         if tier == Tier.OWNED:
             return offering.owned
+        if tier == Tier.CAPACITY_RESERVATION:
+            return False  # only held ones: the plan never buys a capacity reservation
         if tier in (Tier.RESERVED_1Y, Tier.RESERVED_3Y) and tier not in allowed_terms:
             return False
         return offering.price(tier) is not None
@@ -153,10 +162,20 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
         f"expected {r.expected_cost:,.4f}",
     )  # fmt: skip
 
-    delivered = rows["offering"].map({oid: ctx.available_period(o) for oid, o in offerings.items()})
+    # offerings that sell no on-demand node (owned) serve only where their commitments do
+    committed = np.zeros(len(rows))
+    only_committed = np.zeros(len(rows), dtype=bool)
+    for oid, offering in offerings.items():
+        if offering.on_demand_usd_h is None:
+            mine = (rows["offering"] == oid).to_numpy()
+            only_committed |= mine
+            series = ctx.committed.get(oid, np.zeros(ctx.periods))
+            committed[mine] = series[
+                rows["period"].to_numpy()[mine].astype(np.int64).clip(0, ctx.periods - 1)
+            ]
     _report(
-        findings, rows, (rows["period"] < delivered) & (rows["nodes"] > EPS), "owned-before-delivery",
-        lambda r: f"{r.workload} on {r.offering} before its nodes are delivered",
+        findings, rows, only_committed & (committed <= EPS) & (rows["nodes"] > EPS), "owned-before-delivery",
+        lambda r: f"{r.workload} on {r.offering} in a period where none of its nodes is delivered or held",
     )  # fmt: skip
     return _inference_rows(ctx, findings, rows)
 

@@ -2,7 +2,8 @@
 committed GPUs.
 
 A committed GPU backs one team's guarantee only, and only a team that could use its offering (the GPU
-models of the team's workloads); nodes still on order back nothing. Whether the commitments can back
+models of the team's workloads), and only while it serves: nodes still on order, or a commitment
+before its start or after its end, back nothing. Whether the commitments can back
 every guarantee at once is a transportation problem: feasible exactly when the max flow from teams
 (their guarantee less any shortfall listed unserved) to offerings (their committed GPUs) carries every
 team's need. The network is a handful of teams and offerings: a plain augmenting-path max flow.
@@ -56,6 +57,9 @@ def occupied_gpus(ctx: Context, rows: pd.DataFrame) -> np.ndarray:
 
 
 def _check_guarantees(ctx: Context, findings: Findings) -> None:
+    """In every period, the committed GPUs serving then can back every guarantee not listed unserved
+    (checked once per distinct set of committed nodes: they change only where a commitment starts or
+    ends)."""
     scenario = ctx.scenario
     listed: dict[str, float] = {}
     for item in ctx.plan.document.unserved:
@@ -63,29 +67,33 @@ def _check_guarantees(ctx: Context, findings: Findings) -> None:
             listed[item.team] = listed.get(item.team, 0.0) + item.gpus
     need = {t.name: t.guaranteed_gpus - listed.get(t.name, 0.0) for t in scenario.teams}
     need = {team: gpus for team, gpus in need.items() if gpus > EPS}
-    if not need:
+    if not need or not ctx.periods:
         return
-    supply: dict[str, float] = {}
-    for c in ctx.plan.document.commitments:
-        offering = ctx.offerings.get(c.offering)
-        if offering is not None and offering.available_from_hour <= 0:
-            supply[c.offering] = supply.get(c.offering, 0.0) + c.nodes * offering.gpus_per_node
-    edges: dict[str, dict[str, float]] = {"source": {}}
-    for team, gpus in need.items():
-        models = [m for w in scenario.workloads if w.team == team for m in w.gpu_models]
-        usable = [oid for oid in supply if models and ctx.offerings[oid].matches_gpu(models)]
-        edges["source"][f"team:{team}"] = gpus
-        edges[f"team:{team}"] = {f"offering:{oid}": float("inf") for oid in usable}
-    for oid, gpus in supply.items():
-        edges[f"offering:{oid}"] = {"sink": gpus}
-    flow = max_flow(edges, "source", "sink")
+    ids = sorted(ctx.committed)
+    gpus = np.array([[ctx.offerings[oid].gpus_per_node] for oid in ids], dtype=float).reshape(len(ids), 1)
+    supply_by_period = (
+        np.vstack([ctx.committed[oid] for oid in ids]) * gpus if ids else np.zeros((0, ctx.periods))
+    )
+    patterns, first = np.unique(supply_by_period.T, axis=0, return_index=True)
     wanted = sum(need.values())
-    if flow < wanted - EPS:
-        findings.add(
-            "guarantee",
-            f"committed GPUs back {flow:g} of the {wanted:g} guaranteed GPUs not listed unserved "
-            f"(teams {', '.join(sorted(need))}; committed GPUs {supply or 'none'})",
-        )
+    for pattern, period in zip(patterns, first, strict=True):
+        supply = {oid: float(value) for oid, value in zip(ids, pattern, strict=True) if value > 0}
+        edges: dict[str, dict[str, float]] = {"source": {}}
+        for team, gpus_needed in need.items():
+            models = [m for w in scenario.workloads if w.team == team for m in w.gpu_models]
+            usable = [oid for oid in supply if models and ctx.offerings[oid].matches_gpu(models)]
+            edges["source"][f"team:{team}"] = gpus_needed
+            edges[f"team:{team}"] = {f"offering:{oid}": float("inf") for oid in usable}
+        for oid, value in supply.items():
+            edges[f"offering:{oid}"] = {"sink": value}
+        flow = max_flow(edges, "source", "sink")
+        if flow < wanted - EPS:
+            findings.add(
+                "guarantee",
+                f"in period {int(period)}, committed GPUs back {flow:g} of the {wanted:g} guaranteed GPUs "
+                f"not listed unserved (teams {', '.join(sorted(need))}; committed GPUs {supply or 'none'})",
+            )
+            return
 
 
 def max_flow(capacity: dict[str, dict[str, float]], source: str, sink: str) -> float:

@@ -125,7 +125,10 @@ def test_plan_summary_opens_with_the_decision(runner: CliRunner, project: Path) 
         assert lines[0] == "cli-small: buy"
         for line, c in zip(lines[1:], commitments, strict=False):
             per_year = c["nodes"] * c["usd_per_node_hour"] * 8760
-            assert line.startswith(f"{c['nodes']} x {c['offering']} on {c['term']}: ${per_year:,.0f}/year")
+            when = f"from {c['start'][:10]}"  # the day to buy it
+            assert line.startswith(
+                f"{c['nodes']} x {c['offering']} on {c['term']} {when}: ${per_year:,.0f}/year"
+            )
         rest = lines[1 + len(commitments) :]
     else:
         assert lines[0] == "cli-small: nothing to commit to (on-demand and spot)"

@@ -24,7 +24,7 @@ EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"
 # The report's section headings (planner/reports/plan.py's html template) and two chart titles that only
 # plotly draws (inside the charts' svg), so they are visible only if the charts really rendered.
 HEADINGS = [  # in page order: the decision first, solver details last (issue 11)
-    "Commitments to buy",
+    "Purchase schedule",
     "Savings",
     "Charts",
     "Costs",

@@ -37,6 +37,7 @@ NEW = (
     "h100-shortage",
     "colocation-decision",
     "growth-year",
+    "fleet-mid-contract",
 )
 EPS = 1e-6
 
@@ -322,6 +323,37 @@ def _growth_year(result: Planned, planned: Callable[..., Planned]) -> None:
         c["nodes"] * plan["offerings"][c["offering"]]["gpus_per_node"] for c in plan["commitments"]
     )
     assert 0 < committed_gpus < rows.groupby("period")["gpus"].sum().max()
+    # bought in steps as demand grows (quarterly by default), for less than buying everything on day one
+    starts = {c["start"] for c in plan["commitments"]}
+    assert len(starts) >= 2 and "2027-01-01T00:00:00Z" in starts, starts
+    day_one = planned(
+        "growth-year", lambda data: data["purchase"].update(schedule="horizon"), key="growth-year-day-one"
+    )
+    assert {c["start"] for c in day_one.plan["commitments"]} == {"2027-01-01T00:00:00Z"}
+    assert result.total < day_one.total, (result.total, day_one.total)
+
+
+def _fleet_mid_contract(result: Planned, planned: Callable[..., Planned]) -> None:
+    """What is held is in the plan as held and used, each only inside its window; the A100 nodes (which a
+    green-field plan would not pick) serve until their term ends on 15 May; new purchases come in steps."""
+    plan, rows = result.plan, result.rows
+    held = {c["name"]: c for c in plan["commitments"] if c["existing"]}
+    assert set(held) == {"ri-p5-2025", "ri-p4d-2026", "odcr-launch"}
+    ends = {"ri-p4d-2026": 3216, "odcr-launch": 1416}  # 15 May and 1 March, in hours from 1 January
+    for name, c in held.items():
+        mine = rows[rows["commitment"] == name]
+        assert c["used_fraction"] > 0.5, (name, c["used_fraction"])
+        assert mine["period"].max() < ends.get(name, 8760)
+        assert c["end_period"] == ends.get(name, 8760)
+    assert (
+        held["odcr-launch"]["usd_per_node_hour"]
+        == plan["offerings"]["aws:us-east-1:p5.48xlarge"]["on_demand_usd_h"]
+    )
+    bought = [c for c in plan["commitments"] if not c["existing"]]
+    assert len({c["start"] for c in bought}) >= 2, [c["start"] for c in bought]
+    assert not any(
+        c["offering"] == "aws:us-east-2:p4d.24xlarge" and c["start"] < "2027-05-15" for c in bought
+    )
 
 
 OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
@@ -331,4 +363,5 @@ OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
     "h100-shortage": _h100_shortage,
     "colocation-decision": _colocation_decision,
     "growth-year": _growth_year,
+    "fleet-mid-contract": _fleet_mid_contract,
 }

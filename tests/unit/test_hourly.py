@@ -29,6 +29,20 @@ from planner.optimize.schedule import improve_schedule, schedule_training
 from planner.optimize.sets import build_sets
 
 
+def _column(sets, o: int, term: str) -> int:
+    """The one new commitment column of offering ``o`` on ``term`` (short horizons: one purchase step)."""
+    (c,) = [
+        c for c, col in enumerate(sets.columns) if col.offering == o and col.term == term and not col.existing
+    ]
+    return c
+
+
+def flat(sets, nodes) -> np.ndarray:
+    """Committed nodes per offering held through the whole horizon, as (offerings, periods)."""
+    values = np.broadcast_to(np.asarray(nodes, dtype=float), (len(sets.offerings),))
+    return np.repeat(values[:, None], sets.demand.shape[1], axis=1).copy()
+
+
 def _sets(tmp_path: Path, kit, rows: list[dict[str, Any]], **scenario: Any):
     kit.write_catalog_csv(tmp_path / "catalog.csv", rows)
     data = kit.scenario_dict(**scenario)
@@ -55,7 +69,7 @@ def test_dispatch_shares_whole_nodes_between_services(tmp_path: Path, kit) -> No
         hours=48,
         inference=[_service("a", 1, diurnal), _service("b", 2, {"profile": "flat", "base": 3})],
     )
-    result = dispatch(sets, np.zeros(len(sets.offerings)), _empty(sets))
+    result = dispatch(sets, flat(sets, 0.0), _empty(sets))
     gpus = sets.demand[0] * 1 + sets.demand[1] * 2
     expected = sum(math.ceil(g / 8) for g in gpus) * 8.0
     assert result.held_cost_usd == pytest.approx(expected, rel=1e-9)
@@ -82,7 +96,7 @@ def test_per_period_milp_matches_brute_force_and_diving_sits_between(tmp_path: P
             for big, small in itertools.product(range(5), range(13))
             if 8 * big + 2 * small >= need
         )
-    committed = np.zeros(len(sets.offerings))
+    committed = flat(sets, 0.0)
     exact = dispatch(sets, committed, _empty(sets), whole=True)
     dived = dispatch(sets, committed, _empty(sets), dive=True)
     rounded = dispatch(sets, committed, _empty(sets), dive=False)
@@ -105,7 +119,7 @@ def test_runs_move_off_each_other_onto_the_idle_commitment(tmp_path: Path, kit) 
     rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=4.0)]
     jobs = [_job("a", 4, 6, (0, 20)), _job("b", 4, 6, (0, 20))]
     sets = _sets(tmp_path, kit, rows, hours=24, terms=["3y"], training=jobs)
-    committed = np.array([4.0])
+    committed = flat(sets, [4.0])
     schedule = schedule_training(
         sets, committed, {0: (0, Capacity.NON_SPOT, 0), 1: (0, Capacity.NON_SPOT, 0)}
     )
@@ -124,10 +138,10 @@ def test_a_gang_beyond_the_commitment_runs_partly_on_demand(tmp_path: Path, kit)
     other 2 nodes on demand), and the gang starts where it was preferred."""
     rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0, reserved_3y_usd_h=4.0)]
     sets = _sets(tmp_path, kit, rows, hours=24, terms=["1y", "3y"], training=[_job("a", 4, 6, (0, 20))])
-    committed = np.array([2.0])
+    committed = flat(sets, [2.0])
     schedule = schedule_training(sets, committed, {0: (0, Capacity.NON_SPOT, 3)})
     assert schedule.added == {}
-    assert committed[0] == 2 and schedule.placements[0].start == 3
+    assert (committed[0] == 2).all() and schedule.placements[0].start == 3
 
 
 def test_capacity_moves_a_run_to_another_offering(tmp_path: Path, kit) -> None:
@@ -140,7 +154,7 @@ def test_capacity_moves_a_run_to_another_offering(tmp_path: Path, kit) -> None:
     jobs = [_job("a", 4, 6, (0, 8)), _job("b", 4, 6, (0, 8))]
     sets = _sets(tmp_path, kit, rows, hours=24, training=jobs)
     capped = next(o for o, offering in enumerate(sets.offerings) if offering.max_nodes == 6)
-    committed = np.zeros(len(sets.offerings))
+    committed = flat(sets, 0.0)
     schedule = schedule_training(
         sets, committed, {0: (capped, Capacity.NON_SPOT, 0), 1: (capped, Capacity.NON_SPOT, 0)}
     )
@@ -157,7 +171,7 @@ def test_moving_a_run_off_the_peak_saves_what_the_periods_say(tmp_path: Path, ki
         tmp_path, kit, rows, hours=24, terms=["3y"], training=[_job("a", 4, 6, (0, 23))],
         inference=[_service("s", 8, peak)],
     )  # fmt: skip
-    committed = np.array([4.0])
+    committed = flat(sets, [4.0])
     schedule = schedule_training(sets, committed, {0: (0, Capacity.NON_SPOT, 4)})  # 4-10 h: on the 06:00 peak
     before = dispatch(sets, committed, schedule.occupancy, dive=False).lp_cost_usd
     moved, saving = improve_schedule(
@@ -204,7 +218,7 @@ def test_commitment_tuning_reaches_the_load_duration_optimum(tmp_path: Path, kit
     share = [(demand >= r).mean() for r in range(int(demand.max()) + 2)]
     best = max(r for r in range(len(share)) if share[r] >= 0.4 - 1e-12)
     tuned = tune_commitments(sets, {}, _empty(sets), time_limit=60)
-    got = tuned.commitments.get((0, "3y"), 0)
+    got = tuned.commitments.get(_column(sets, 0, "3y"), 0)
     if share[best] > 0.4 + 1e-12:
         assert got == best
     else:  # exactly 40%: committing the node or not costs the same
@@ -220,12 +234,15 @@ def test_cluster_milp_takes_a_plan_as_its_first_incumbent(tmp_path: Path, kit) -
     sets = _sets(
         tmp_path, kit, rows, hours=24, terms=["3y"], training=jobs, inference=[_service("s", 4, diurnal)]
     )
-    committed = np.array([2.0])
+    committed = flat(sets, [2.0])
     schedule = schedule_training(
         sets, committed, {0: (0, Capacity.NON_SPOT, 0), 1: (0, Capacity.NON_SPOT, 4)}
     )
-    start = start_from(sets, {(0, "3y"): 2}, schedule.placements, schedule.unserved_runs)
-    assert start["R_0_3y"] == 2 and sum(v for k, v in start.items() if k.startswith("Y_")) == 2
+    start = start_from(sets, {_column(sets, 0, "3y"): 2}, schedule.placements, schedule.unserved_runs)
+    assert (
+        start[f"R_{_column(sets, 0, '3y')}"] == 2
+        and sum(v for k, v in start.items() if k.startswith("Y_")) == 2
+    )
     result = certified_bound(sets, 2, time_limit=30, start=start)
     assert result.solve.ok and result.bound_usd <= result.solve.objective + 1e-6
 
@@ -243,8 +260,6 @@ def test_diving_never_ends_dearer_than_rounding_up(tmp_path: Path, kit) -> None:
     sets = _sets(
         tmp_path, kit, rows, hours=48, inference=[_service("s", 2, replicas, latency_critical=False)]
     )
-    result = dispatch(
-        sets, np.zeros(len(sets.offerings)), Occupancy.empty(len(sets.offerings), 1, 48), dive=True
-    )
+    result = dispatch(sets, flat(sets, 0.0), Occupancy.empty(len(sets.offerings), 1, 48), dive=True)
     expected = 0.8 * np.ceil(sets.demand[0] / 2).sum()
     assert result.held_cost_usd == pytest.approx(expected)

@@ -67,17 +67,18 @@ def test_a_plan_written_before_the_typed_contract_still_loads() -> None:
     assert doc.commitments[0].term is Term.OWNED and doc.commitments[0].term.tier is Tier.OWNED
     assert doc.horizon.start.isoformat() == "2027-01-01T00:00:00+00:00"
     assert len(plan.allocations) == 40
-    # and reads back what it writes, value for value (absent optional fields come back as null or [])
+    # and reads back what it writes, value for value (absent optional fields come back empty)
     original = json.loads((OLD_PLAN / "plan.json").read_text())
     again = json.loads(doc.to_json())
     assert _same_but_nulls(original, again)
 
 
 def _same_but_nulls(original: object, again: object) -> bool:
-    """Equal, except that fields absent in ``original`` may be null (or an empty list) in ``again``."""
+    """Equal, except that fields absent in ``original`` may come back empty in ``again``: null, an empty
+    list, or the false, zero or empty default of a field added since (``existing``, ``name``)."""
     if isinstance(original, dict) and isinstance(again, dict):
         extra = set(again) - set(original)
-        return all(again[k] is None or again[k] == [] for k in extra) and all(
+        return all(again[k] in (None, [], False, 0, "") for k in extra) and all(
             k in again and _same_but_nulls(v, again[k]) for k, v in original.items()
         )
     if isinstance(original, list) and isinstance(again, list):

@@ -52,7 +52,8 @@ def _realize(sets, rows: list[tuple[int, int, Capacity, float]], commits: dict[i
     zeros = np.zeros((n_o, 1))
     unserved = np.zeros((len(sets.services), 1))
     training = (zeros, zeros.copy(), np.zeros((n_t, 1)))
-    return realize(sets, frame, unserved, commits, training, exact_seconds=60.0 if exact else 0.0)
+    committed = np.array([[float(commits.get(o, 0))] for o in range(n_o)])  # nodes per offering, one hour
+    return realize(sets, frame, unserved, committed, training, exact_seconds=60.0 if exact else 0.0)
 
 
 def _period_cost(sets, placed: dict[tuple[int, int, int], int], commits: dict[int, int]) -> float:
@@ -159,12 +160,12 @@ def test_a_replica_no_node_can_take_is_unserved_and_penalized(tmp_path: Path, ki
     )
     unserved = np.array([[1.0]])
     zeros = np.zeros((1, 1))
-    result = realize(sets, frame, unserved, {}, (zeros, zeros.copy(), zeros.copy()))
+    result = realize(sets, frame, unserved, zeros.copy(), (zeros, zeros.copy(), zeros.copy()))
     assert _placed(result) == {(0, 0, 0): 2} and result.unserved[0, 0] == 1.0
     assert result.penalty_delta_usd == 0.0  # the model already left one out
 
     frame.loc[0, "replicas"] = 2.9
-    result = realize(sets, frame, np.array([[0.1]]), {}, (zeros, zeros.copy(), zeros.copy()))
+    result = realize(sets, frame, np.array([[0.1]]), zeros.copy(), (zeros, zeros.copy(), zeros.copy()))
     assert _placed(result) == {(0, 0, 0): 2} and result.unserved[0, 0] == 1.0
     assert result.penalty_delta_usd > 0
 

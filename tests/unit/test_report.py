@@ -55,7 +55,7 @@ GCP_A3 = "gcp:us-central1:a3-highgpu-8g"
 RATE = {Tier.ON_DEMAND: 98.32, Tier.SPOT: 31.17}  # $/node-hour
 RESERVED_RATE = 61.25
 COMMITTED_NODES = 2
-N_CHARTS = 4
+N_CHARTS = 5  # four charts, and the purchase schedule's timeline (a plan with commitments)
 
 PlanAndAlloc = tuple[PlanDocument, pd.DataFrame]
 
@@ -233,6 +233,9 @@ def _plan(periods: int = 48) -> tuple[PlanDocument, pd.DataFrame]:
                 usd_per_node_hour=RESERVED_RATE,
                 cost_in_horizon_usd=COMMITTED_NODES * periods * RESERVED_RATE,
                 obligation_beyond_horizon_usd=1_000_000.0,
+                name="p5-1y",
+                start=START,
+                end=START + timedelta(hours=8760),
             )
         ],
         training=training,
@@ -304,7 +307,7 @@ def _minimal_plan(**changes: Any) -> tuple[PlanDocument, pd.DataFrame]:
     """What the contract requires and nothing more: one on-demand node-hour, no commitments, teams,
     pools, notes, MIG or spot cap; one spot run on an offering without a fabric."""
     alloc = pd.DataFrame(
-        [[0, AWS_P5, "on_demand", "chat-70b", "inference", "assistant", 1, 8, 4, 98.0]],
+        [[0, AWS_P5, "on_demand", "chat-70b", "inference", "assistant", 1, 8, 4, 98.0, ""]],
         columns=ALLOCATION_COLUMNS,
     )
     fields: dict[str, Any] = {
@@ -459,14 +462,17 @@ def test_commitments_and_utilization(plan_and_alloc: PlanAndAlloc) -> None:
     md = render_markdown(plan, alloc)
     cost = COMMITTED_NODES * 48 * RESERVED_RATE
     per_year = COMMITTED_NODES * 8760 * RESERVED_RATE
-    row = f"| {AWS_P5} | 1y | 2 | $61.25 | ${round(per_year):,} | 83.3% | ${round(cost):,} | $1,000,000 |"
+    row = (
+        f"| 2027-01-01 | {AWS_P5} | 1y | 2 | 2028-01-01 | $61.25 | ${round(per_year):,} | 83.3% | "
+        f"${round(cost):,} | $1,000,000 |"
+    )
     assert row in md
-    assert "The commitments also oblige $1,000,000 after the horizon ends." in md
+    assert "The commitments bought also oblige $1,000,000 after the horizon ends." in md
     assert "Reserved capacity used: **83.3%**" in md
     # Coverage: reserved node-hours / all node-hours on that offering, from allocations.csv.
     on = alloc[alloc["offering"] == AWS_P5]
     coverage = on.loc[on["tier"] == Tier.RESERVED_1Y, "nodes"].sum() / on["nodes"].sum()
-    section = md.split("## Commitments to buy", 1)[1].split("## Savings", 1)[0]
+    section = md.split("## Purchase schedule", 1)[1].split("## Savings", 1)[0]
     assert f"{coverage * 100:.1f}%" in section
     idle_hours = 2.0 * 48 * (1 - 0.8333)
     assert f"${round(idle_hours * RESERVED_RATE):,}" in section  # idle cost at the commitment's rate
@@ -682,7 +688,7 @@ def test_html_is_self_contained_with_one_plotly_copy(plan_and_alloc: PlanAndAllo
     assert html.count(lib[:400]) == 1
     assert html.count(lib[-400:]) == 1
     assert html.count('class="plotly-graph-div"') == N_CHARTS
-    for div in ("nodes-per-tier", "cost-by-tier", "cost-by-team", "gpus-per-team"):
+    for div in ("purchase-schedule", "nodes-per-tier", "cost-by-tier", "cost-by-team", "gpus-per-team"):
         assert html.count(f'id="chart-{div}"') == 1
     assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.IGNORECASE)
     assert not re.search(r"<link[^>]*href\s*=\s*[\"']?(https?:)?//", html, re.IGNORECASE)
@@ -718,13 +724,14 @@ def test_a_plan_with_only_the_required_fields_renders(tmp_path: Path) -> None:
     md_path, html_path = write_reports(_write(tmp_path, plan, alloc))
     md = md_path.read_text(encoding="utf-8")
     assert "Total cost: $98" in md and "Everything is served." in md
-    assert "No reserved capacity is committed." in md and "### Teams" not in md
+    assert "No new commitment is bought." in md and "### Teams" not in md and "Held already" not in md
     assert "No spot share cap in the plan inputs." in md
     assert (
         "| t | 0 | r | aws:us-east-1:p5.48xlarge | spot | 1 | 2027-01-01T01:00:00Z | 1 | pg-t-0 | — |" in md
     )
     assert "| how the lower bound was obtained |" not in md  # no bound method given
-    assert html_path.read_text(encoding="utf-8").count('class="plotly-graph-div"') == N_CHARTS
+    # no commitment with a start and end: no purchase timeline
+    assert html_path.read_text(encoding="utf-8").count('class="plotly-graph-div"') == N_CHARTS - 1
 
 
 def test_a_plan_that_allocates_nothing_renders(tmp_path: Path) -> None:
@@ -757,7 +764,8 @@ def test_a_plan_that_allocates_nothing_renders(tmp_path: Path) -> None:
     assert "Total cost: $80" in md and "No training runs in this plan." in md
     assert "Training on spot: 0 of 0 training GPU-hours (—)" in md
     html = html_path.read_text(encoding="utf-8")
-    assert html.count('class="plotly-graph-div"') == N_CHARTS and '"name":"reserved (idle)"' in html
+    # its commitment has no start and end (a plan written before they had them): no timeline
+    assert html.count('class="plotly-graph-div"') == N_CHARTS - 1 and '"name":"reserved (idle)"' in html
 
 
 def _plan_json(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -824,3 +832,36 @@ def test_year_of_hourly_periods_is_light(tmp_path: Path) -> None:
     assert size < 6_000_000, size
     assert "daily mean of 1-hour periods" in html and "daily max of 1-hour periods" in html
     assert html.count('class="plotly-graph-div"') == N_CHARTS
+
+
+def test_the_purchase_schedule_shows_what_is_held_when_it_expires_and_what_is_bought(
+    plan_and_alloc: PlanAndAlloc,
+) -> None:
+    """A commitment held until hour 24 and its renewal from then: the held table, the expiry line that
+    names the renewal, the purchase's row with its start and end, and the timeline chart in the html."""
+    plan, alloc = plan_and_alloc
+    renewal_start = START + timedelta(hours=24)
+    held = plan.commitments[0].model_copy(
+        update={"name": "ri-old", "existing": True, "start": START - timedelta(hours=8736),
+                "end": renewal_start, "end_period": 24, "cost_in_horizon_usd": 2 * 24 * RESERVED_RATE,
+                "obligation_beyond_horizon_usd": 0.0, "used_fraction": 0.9}
+    )  # fmt: skip
+    renewal = plan.commitments[0].model_copy(
+        update={"name": "p5-renewal", "start": renewal_start, "end": renewal_start + timedelta(hours=8760),
+                "start_period": 24, "cost_in_horizon_usd": 2 * 24 * RESERVED_RATE, "used_fraction": 0.8}
+    )  # fmt: skip
+    document = plan.model_copy(update={"commitments": [held, renewal]})
+    md = render_markdown(document, alloc)
+    section = md.split("## Purchase schedule", 1)[1].split("## Savings", 1)[0]
+    assert "### Held already" in section and "| ri-old | aws:us-east-1:p5.48xlarge | 1y | 2 |" in section
+    assert (
+        "ri-old (2 x aws:us-east-1:p5.48xlarge) expires on 2027-01-02; the plan buys 2 x 1y from 2027-01-02."
+        in section
+    )
+    assert f"| 2027-01-02 | {AWS_P5} | 1y | 2 | 2028-01-02 |" in section and "80.0%" in section
+    html = render_html(document, alloc)
+    timeline = html.split('id="chart-purchase-schedule"', 1)[1].split("</script>", 1)[0]
+    assert (
+        "held: 2 x aws:us-east-1:p5.48xlarge 1y" in timeline
+        and "buy: 2 x aws:us-east-1:p5.48xlarge 1y" in timeline
+    )

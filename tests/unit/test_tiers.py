@@ -22,8 +22,10 @@ from planner.optimize.hourly import CODE_CAPACITY, NON_SPOT_CODE, SPOT_CODE, TIE
 
 
 def test_members_are_the_strings_the_files_use() -> None:
-    assert [tier.value for tier in Tier] == ["reserved_1y", "reserved_3y", "owned", "on_demand", "spot"]
-    assert [term.value for term in Term] == ["1y", "3y", "owned"]
+    assert [tier.value for tier in Tier] == [
+        "reserved_1y", "reserved_3y", "owned", "capacity_reservation", "on_demand", "spot",
+    ]  # fmt: skip
+    assert [term.value for term in Term] == ["1y", "3y", "owned", "reservation"]
     assert [kind.value for kind in Capacity] == ["non_spot", "spot"]
     assert Tier.SPOT == "spot" and {"spot": 1}[Tier.SPOT] == 1  # a member is its string
     assert all(TERM_TIER[term] is term.tier for term in Term)
@@ -47,5 +49,6 @@ def test_one_month_and_one_year() -> None:
 
 def test_every_tier_has_its_price_field() -> None:
     fields = {field.name for field in dataclasses.fields(Offering)}
-    assert set(PRICE_FIELD) == set(Tier) and set(PRICE_FIELD.values()) <= fields
-    assert set(TIERS) == set(Tier) - {Tier.OWNED}
+    # a capacity reservation has no catalog price of its own: it is held at its rate, by default on demand
+    assert set(PRICE_FIELD) == set(Tier) - {Tier.CAPACITY_RESERVATION} and set(PRICE_FIELD.values()) <= fields
+    assert set(TIERS) == set(Tier) - {Tier.OWNED, Tier.CAPACITY_RESERVATION}

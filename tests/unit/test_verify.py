@@ -13,6 +13,7 @@ and re-total ``costs``; those that move, cut or drop a gang move all its tier ro
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -194,13 +195,22 @@ class Edit:
         kind = "training" if workload in ("pretrain", "ft", "probe") else "inference"
         team = "serving" if workload in ("chat", "embed") else "research"
         row = {"period": period, "offering": offering, "tier": tier, "workload": workload, "kind": kind,
-               "team": team, "nodes": nodes, "gpus": 0.0, "replicas": replicas, "cost_usd": 0.0}  # fmt: skip
+               "team": team, "nodes": nodes, "gpus": 0.0, "replicas": replicas, "cost_usd": 0.0,
+               "commitment": self.commitment_of(offering) if Tier(tier).committed else ""}  # fmt: skip
         self.rows = pd.concat([self.rows, pd.DataFrame([row])], ignore_index=True)
         self.reprice()
 
+    def commitment_of(self, offering: str) -> str:
+        """The name of the commitment on ``offering`` (one per offering in these tests; "" if none)."""
+        return next((c.name for c in self.doc.commitments if c.offering == offering), "")
+
     def reprice(self) -> None:
         """GPUs and cost of every row from the catalog (committed rows cost 0), same-key rows merged."""
-        key = ["period", "offering", "tier", "workload", "kind", "team"]
+        self.rows["commitment"] = [
+            self.commitment_of(o) if Tier(t).committed else ""
+            for o, t in zip(self.rows["offering"], self.rows["tier"], strict=True)
+        ]
+        key = ["period", "offering", "tier", "workload", "kind", "team", "commitment"]
         self.rows = self.rows.groupby(key, as_index=False)[["nodes", "gpus", "replicas", "cost_usd"]].sum()
         offerings = {o.id: o for o in self.catalog}
         gpn = self.rows["offering"].map(lambda o: offerings[o].gpus_per_node if o in offerings else 8)
@@ -259,7 +269,9 @@ class Edit:
                     if part > 1e-9:
                         out.append({"period": period, "offering": offering, "tier": str(t),
                                     "workload": workload, "kind": kind, "team": team, "nodes": part,
-                                    "gpus": 0.0, "replicas": r, "cost_usd": 0.0})  # fmt: skip
+                                    "gpus": 0.0, "replicas": r, "cost_usd": 0.0,
+                                    "commitment": self.commitment_of(str(offering))
+                                    if Tier(t).committed else ""})  # fmt: skip
         self.rows = pd.concat([spot, pd.DataFrame(out)], ignore_index=True)
         self.reprice()
         training = []
@@ -474,6 +486,35 @@ def _obligation(e: Edit) -> None:
     _commitment(e, A, obligation_beyond_horizon_usd=c.obligation_beyond_horizon_usd / 2)
 
 
+def _existing_commitment(e: Edit) -> None:
+    """A purchase marked as held already: the scenario holds no such commitment."""
+    c = next(c for c in e.doc.commitments if c.offering == A)
+    _commitment(e, A, existing=True)
+    assert c.name
+
+
+def _commitment_start(e: Edit) -> None:
+    """An extra purchase (no nodes, so it costs and covers nothing) starting 5 h in: not a purchase step."""
+    c = next(c for c in e.doc.commitments if c.offering == A)
+    start = e.doc.horizon.start + timedelta(hours=5)
+    extra = c.model_copy(
+        update={"name": "extra", "nodes": 0, "start": start, "end": start + timedelta(hours=8760),
+                "start_period": 5, "end_period": 24, "cost_in_horizon_usd": 0.0,
+                "obligation_beyond_horizon_usd": 0.0, "used_node_hours": 0.0}
+    )  # fmt: skip
+    e.doc.commitments = [*e.doc.commitments, extra]
+
+
+def _commitment_window(e: Edit) -> None:
+    _commitment(e, A, start_period=3)
+
+
+def _commitment_row(e: Edit) -> None:
+    committed = e.rows["tier"].isin([str(t) for t in COMMITTED_TIERS])
+    first = e.rows.index[committed][0]
+    e.rows.loc[first, "commitment"] = "no-such-commitment"
+
+
 def _spot_share(e: Edit) -> None:
     e.drop_training("pretrain")  # listed unserved: ft's spot GPU-hours are now 75% of what is served
     e.doc.unserved = [UnservedTraining(workload="pretrain", team="research", run=0, gpu_hours=64, reason="x")]
@@ -623,6 +664,10 @@ CORRUPTIONS: dict[str, Callable[[Edit], None]] = {
     "commitment-rate": _rate,
     "commitment-cost": _commitment_cost,
     "obligation": _obligation,
+    "existing-commitment": _existing_commitment,
+    "commitment-start": _commitment_start,
+    "commitment-window": _commitment_window,
+    "commitment-row": _commitment_row,
     "spot-share": _spot_share,
     "unserved-unlisted": _unserved_unlisted,
     "spot-not-preemptible": _spot_not_preemptible,
@@ -712,6 +757,11 @@ def test_work_on_owned_nodes_before_delivery_is_reported(
                 "usd_per_node_hour": rate,
                 "cost_in_horizon_usd": rate * 24,
                 "obligation_beyond_horizon_usd": rate * (36 * 730 - 24),
+                "name": "owned:colo:8xH100/owned",
+                "start": e.doc.horizon.start,
+                "end": e.doc.horizon.start + timedelta(hours=36 * 730),
+                "start_period": 8,  # delivered after 7.3 h
+                "end_period": 24,
             }
         ),
     ]
@@ -722,7 +772,9 @@ def test_work_on_owned_nodes_before_delivery_is_reported(
         update={"by_cloud": {"aws": e.doc.costs.total_usd - rate * 24, "owned": rate * 24}}
     )
     report = verify_directory(scenario, e.write(tmp_path / "plan"))
-    assert {group.kind for group in report.kinds} == {"owned-before-delivery", "billing-committed-first"}
+    # the owned row also names a commitment that does not serve yet in hour 1
+    expected = {"owned-before-delivery", "billing-committed-first", "commitment-row"}
+    assert {group.kind for group in report.kinds} == expected
 
 
 def test_an_old_plan_without_replicas_still_reads() -> None:

@@ -1,0 +1,240 @@
+"""Commitment columns: every commitment the plan may buy, when, for how long, and the ones already held.
+
+A *column* is one way to hold committed nodes of one offering: a term (1y, 3y, owned, or a capacity
+reservation already held), a window of periods in which its nodes serve (start inclusive, end
+exclusive, clipped to the horizon), a rate, and the hours of the horizon it is paid for. The model
+decides a whole node count for each new column; an existing column's count is fixed (it is paid
+whether used or not, so its cost is a constant of every plan).
+
+New cloud commitments may start at the first hour of any purchase step (``purchase.schedule``):
+the horizon's first hour, and the first hour of every calendar quarter or month inside it; also
+where a commitment held already ends, so that renewing (or replacing) it leaves no gap. A term
+that ends inside the horizon is simply a column that stops there; renewing it is buying another
+column from that step on. Each new column is paid for its hours inside the horizon; what its term
+binds beyond the horizon is reported as an obligation, not counted in the plan's cost (as for a
+day-one purchase on a horizon shorter than its term).
+
+Own servers (``colocation``) keep one column, ordered at the horizon start, serving after their lead
+time and paid for the whole horizon (capital is committed when ordered); servers already bought
+(``colocation.existing_nodes``) are an existing owned column from the first hour.
+
+Of columns with the same offering and window, only the cheapest over the horizon is kept: the model
+reads a column only through its window and its cost, so a dearer twin is never part of an optimum.
+
+``segment_of_period`` numbers the stretches between column boundaries: inside a segment the same
+columns are active, which is what lets the model merge periods (``sets.py``), the bound average
+hours (``bound.py``) and guarantees be backed per segment (``build.guarantee_rows``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from models.catalog import Catalog, Offering
+from models.errors import InputError
+from models.scenario import ExistingCommitment, Scenario
+from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Term
+
+__all__ = [
+    "CommitColumn",
+    "commitment_columns",
+    "committed_by_period",
+    "purchase_steps",
+    "segment_of_period",
+]
+
+#: Months that open a purchase step, per schedule (``horizon``: none beyond the first hour).
+STEP_MONTHS: dict[str, tuple[int, ...]] = {
+    "horizon": (),
+    "quarterly": (1, 4, 7, 10),
+    "monthly": tuple(range(1, 13)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CommitColumn:
+    """One way to hold committed nodes of an offering (see the module docstring)."""
+
+    offering: int  # index into the offerings of the sets
+    term: Term
+    start: int  # first period its nodes serve
+    end: int  # the period after the last one they serve inside the horizon
+    usd_per_node_hour: float
+    paid_hours: float  # hours inside the horizon it is paid for
+    beyond_hours: float  # hours its term binds after the horizon ends
+    starts_hour: float  # when the term starts, hours from the horizon start (negative: before it)
+    ends_hour: float  # when the term ends (beyond the horizon for most)
+    nodes: int | None = None  # held nodes of an existing commitment; None: the plan decides
+    name: str = ""  # existing: its label; new: filled in when the plan is written
+
+    @property
+    def existing(self) -> bool:
+        return self.nodes is not None
+
+    @property
+    def cost_per_node(self) -> float:
+        """What one node of it costs inside the horizon."""
+        return self.usd_per_node_hour * self.paid_hours
+
+    def active(self, period: int) -> bool:
+        return self.start <= period < self.end
+
+
+def purchase_steps(scenario: Scenario) -> list[int]:
+    """First periods of the purchase steps: 0 and every calendar month/quarter start inside the
+    horizon (a month start that falls inside a period opens the step at the next period)."""
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    months = STEP_MONTHS[scenario.purchase.schedule]
+    steps = {0}
+    year, month = horizon.start.year, horizon.start.month
+    while months:
+        month += 1
+        if month > 12:
+            year, month = year + 1, 1
+        when = datetime(year, month, 1, tzinfo=horizon.start.tzinfo)
+        if when >= horizon.end:
+            break
+        if month in months:
+            steps.add(math.ceil(horizon.hour_of(when) / p - 1e-9))
+    return sorted(step for step in steps if step < horizon.periods)
+
+
+def commitment_columns(
+    scenario: Scenario,
+    offerings: list[Offering],
+    terms: Mapping[int, list[Term]],
+    catalog: Catalog | None = None,
+) -> list[CommitColumn]:
+    """Existing columns first (in scenario order, colocation's servers last), then the new ones.
+
+    ``terms``: per offering, the terms the plan may buy it on. Raises InputError for an existing
+    commitment on an offering the scenario cannot use, or without a rate.
+    """
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    periods = horizon.periods
+    index = {offering.id: o for o, offering in enumerate(offerings)}
+    columns: list[CommitColumn] = []
+    renewals: set[int] = set()
+    for k, held in enumerate(scenario.commitments):
+        o = _offering_of(held, k, index, catalog)
+        column = _existing(held, k, o, offerings[o], scenario)
+        columns.append(column)
+        if 0 < column.end < periods:
+            renewals.add(column.end)
+    _within_max_nodes(columns, offerings, periods)
+    colocation = scenario.colocation
+    owned = next((o for o, off in enumerate(offerings) if off.owned), None)
+    life = colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
+    if colocation is not None and owned is not None and colocation.existing_nodes:
+        rate = offerings[owned].owned_usd_h or 0.0
+        columns.append(
+            CommitColumn(owned, Term.OWNED, 0, periods, rate, float(horizon.hours), 0.0, 0.0,
+                         float(horizon.hours), nodes=colocation.existing_nodes, name="colocation/existing")
+        )  # fmt: skip
+    steps = purchase_steps(scenario)
+    fresh: dict[tuple[int, int, int], CommitColumn] = {}
+    for o, offering_terms in terms.items():
+        offering = offerings[o]
+        for term in offering_terms:
+            price = offering.price(TERM_TIER[term])
+            if price is None:
+                continue
+            rate = price
+            if term == Term.OWNED:  # ordered at the start, serving after the lead time
+                start = math.ceil(offering.available_from_hour / p - 1e-9)
+                if start < periods:
+                    column = CommitColumn(o, term, start, periods, rate, float(horizon.hours),
+                                          max(0.0, life - horizon.hours), 0.0, life)  # fmt: skip
+                    fresh[(o, start, periods)] = column
+                continue
+            length = (term.years or 0) * HOURS_PER_YEAR
+            for step in sorted({*steps, *renewals}):
+                end = min(periods, step + math.ceil(length / p - 1e-9))
+                paid = float((end - step) * p)
+                column = CommitColumn(o, term, step, end, rate, paid, max(0.0, length - paid),
+                                      float(step * p), float(step * p + length))  # fmt: skip
+                twin = fresh.get((o, step, end))
+                if twin is None or (column.cost_per_node, column.beyond_hours) < (
+                    twin.cost_per_node,
+                    twin.beyond_hours,
+                ):
+                    fresh[(o, step, end)] = column
+    return columns + sorted(fresh.values(), key=lambda c: (c.offering, c.start, c.term))
+
+
+def _within_max_nodes(held: list[CommitColumn], offerings: list[Offering], periods: int) -> None:
+    """Held nodes take capacity like any other: more than ``max_nodes`` at once cannot be right."""
+    nodes = committed_by_period(held, {}, len(offerings), periods)
+    for o, offering in enumerate(offerings):
+        if offering.max_nodes is not None and periods and nodes[o].max() > offering.max_nodes:
+            raise InputError(
+                None,
+                "commitments",
+                f"{nodes[o].max():g} nodes of {offering.id} held at once, above its max_nodes "
+                f"({offering.max_nodes}) in the catalog",
+            )
+
+
+def _offering_of(held: ExistingCommitment, k: int, index: dict[str, int], catalog: Catalog | None) -> int:
+    if held.offering in index:
+        return index[held.offering]
+    where = f"commitments[{k}].offering"
+    known = catalog is not None and any(offering.id == held.offering for offering in catalog)
+    if known:
+        raise InputError(
+            None, where, f"{held.offering} is outside the scenario's clouds/regions; allow its region"
+        )
+    raise InputError(None, where, f"unknown offering {held.offering!r} (see gpuplan catalog for ids)")
+
+
+def _existing(
+    held: ExistingCommitment, k: int, o: int, offering: Offering, scenario: Scenario
+) -> CommitColumn:
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    starts, ends = horizon.hour_of(held.start), horizon.hour_of(held.ends)
+    rate = held.usd_per_node_hour
+    if rate is None:
+        tier = TERM_TIER[held.term]
+        rate = offering.on_demand_usd_h if held.term == Term.RESERVATION else offering.price(tier)
+    if rate is None:
+        raise InputError(
+            None,
+            f"commitments[{k}].usd_per_node_hour",
+            f"the catalog has no {held.term} price for {held.offering}; give the rate paid",
+        )
+    # its nodes serve in the whole periods inside [start, end); it is paid for every hour in the horizon
+    first = max(0, math.ceil(starts / p - 1e-9))
+    last = min(horizon.periods, math.floor(ends / p + 1e-9))
+    paid = max(0.0, min(ends, horizon.hours) - max(starts, 0.0))
+    return CommitColumn(o, held.term, first, max(first, last), rate, paid,
+                        max(0.0, ends - max(float(horizon.hours), starts)), starts, ends,
+                        nodes=held.nodes, name=held.label)  # fmt: skip
+
+
+def committed_by_period(
+    columns: list[CommitColumn], chosen: Mapping[int, float], offerings: int, periods: int
+) -> np.ndarray:
+    """(offerings, periods) committed nodes: the existing columns' and ``chosen`` (column -> nodes)."""
+    delta = np.zeros((offerings, periods + 1))
+    for c, column in enumerate(columns):
+        nodes = column.nodes if column.existing else chosen.get(c, 0.0)
+        if nodes and column.end > column.start:
+            delta[column.offering, column.start] += nodes
+            delta[column.offering, column.end] -= nodes
+    return np.cumsum(delta, axis=1)[:, :periods]
+
+
+def segment_of_period(columns: list[CommitColumn], periods: int) -> np.ndarray:
+    """Per period, the number of column boundaries at or before it: equal numbers, equal columns active."""
+    bounds = sorted({b for column in columns for b in (column.start, column.end) if 0 < b < periods})
+    return np.searchsorted(np.array(bounds, dtype=np.int64), np.arange(periods), side="right").astype(
+        np.int64
+    )
