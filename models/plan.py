@@ -481,6 +481,10 @@ class PlanDocument(DocumentPart):
     teams: dict[str, TeamSummary]
     inputs: ScenarioEcho
     mig: MigSection | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what the scenario asks that the plan cannot give, found before solving",
+    )
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 

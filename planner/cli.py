@@ -139,6 +139,8 @@ def plan(
             highlight=False,
         )
         raise typer.Exit(EXIT_SELF_CHECK)
+    for warning in document.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if document.unserved:
         err.print(f"[yellow]warning:[/] {len(document.unserved)} unserved demand item(s):", highlight=False)
         for item in document.unserved:
@@ -413,6 +415,7 @@ def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) ->
     """Check a scenario (fields, references, catalog, demand series) without solving."""
     from models.workloads import service_demand, training_runs
     from planner.inputs import load_inputs
+    from planner.optimize.checks import check_inputs
 
     try:
         inputs = load_inputs(scenario)
@@ -420,8 +423,11 @@ def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) ->
         for service in loaded.inference:
             service_demand(loaded, service, scenario.parent)
         runs = training_runs(loaded)
+        warnings = check_inputs(loaded, catalog)  # what plan checks before solving: they agree
     except GpuplanError as error:
         raise fail(error) from None
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     out.print(
         f"{scenario}: ok ({len(loaded.inference)} services, {len(loaded.training)} training jobs / "
         f"{len(runs)} runs, {len(loaded.teams)} teams, {len(catalog)} catalog offerings)",

@@ -17,6 +17,7 @@ from models.plan import Plan
 from models.scenario import Scenario
 from planner.baselines import compute_baselines
 from planner.optimize.bound import clusters_per_block
+from planner.optimize.checks import check_inputs
 from planner.optimize.decompose import plan_hourly
 from planner.optimize.sets import ModelOptions, PlanningSets, build_sets
 from planner.optimize.settings import METHODS, SolveSettings
@@ -47,6 +48,7 @@ def optimize(
     settings = settings or SolveSettings()
     say = progress or (lambda _message: None)
     began = time.perf_counter()
+    warnings = check_inputs(scenario, catalog)  # what validate checks; InputError before any solve
     sets = build_sets(
         scenario,
         catalog,
@@ -63,8 +65,11 @@ def optimize(
     if method == "auto":
         method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
     if method == "hourly":
-        return _optimize_hourly(sets, settings, say, time.perf_counter() - began)
-    return plan_staged(sets, settings, say, began)
+        plan = _optimize_hourly(sets, settings, say, time.perf_counter() - began)
+    else:
+        plan = plan_staged(sets, settings, say, began)
+    plan.document.warnings = warnings
+    return plan
 
 
 def _optimize_hourly(

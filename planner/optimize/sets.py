@@ -417,7 +417,7 @@ def _training_options(
             and (off.max_nodes is None or off.max_nodes >= job.nodes)
         ]
         if not eligible:
-            reasons[r] = _why_no_offering(job, offerings)
+            reasons[r] = why_no_offering(job, offerings)
             continue
         before = len(result)
         candidates: list[tuple[int, Capacity, float, int, SpotOverhead | None]] = []
@@ -599,7 +599,7 @@ def _starts(first: int, last: int, grid: int, most: int) -> list[int]:
     return starts
 
 
-def _why_no_offering(job: TrainingJob, offerings: list[Offering]) -> str:
+def why_no_offering(job: TrainingJob, offerings: list[Offering]) -> str:
     models = [o for o in offerings if o.matches_gpu(job.gpu_models)]
     if not models:
         return f"no offering in the allowed clouds/regions has {'/'.join(job.gpu_models)} GPUs"

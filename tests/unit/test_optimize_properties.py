@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
 from models.catalog import Catalog
+from models.errors import InputError
 from models.plan import ALLOCATION_COLUMNS, Plan
 from models.scenario import parse
 from models.workloads import service_demand
@@ -31,6 +32,7 @@ from planner.inputs import Inputs
 from planner.optimize import optimize
 from planner.optimize.bound import certified_bound
 from planner.optimize.build import create_model
+from planner.optimize.checks import check_inputs
 from planner.optimize.sets import ModelOptions, build_sets
 from planner.optimize.solve import Termination, solve
 from planner.verify import verify
@@ -215,9 +217,17 @@ def _matches(patterns: list[str], model: str) -> bool:
 
 
 def _written(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
-    """The case written to ``directory`` (catalog.csv) and read back as the planner reads it."""
+    """The case written to ``directory`` (catalog.csv) and read back as the planner reads it; a case that
+    ``gpuplan validate`` rejects (a service or gang no offering can run, a window shorter than its run:
+    planner/optimize/checks.py) is no plan to check, once its message has named the field."""
     kit.write_catalog_csv(directory / "catalog.csv", rows)
-    return parse(data, directory / "scenario.yaml"), Catalog.load(directory / "catalog.csv")
+    scenario, catalog = parse(data, directory / "scenario.yaml"), Catalog.load(directory / "catalog.csv")
+    try:
+        check_inputs(scenario, catalog)
+    except InputError as error:
+        assert error.where and error.where.split("[")[0] in ("inference", "training", "teams"), error
+        reject()
+    return scenario, catalog
 
 
 def _plan_and_read(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
