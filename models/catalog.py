@@ -33,12 +33,17 @@ __all__ = [
     "FABRICS",
     "GPU_MEMORY_GB",
     "GPU_MODELS",
+    "MAX_GPUS_PER_NODE",
+    "MAX_NODES",
+    "MAX_USD_PER_NODE_HOUR",
     "OWNED_CLOUD",
     "PRICE_FIELD",
     "TIERS",
     "Catalog",
     "Cloud",
     "Offering",
+    "Range",
+    "parse_number",
 ]
 
 GPU_MODELS: tuple[str, ...] = (
@@ -88,6 +93,107 @@ OWNED_CLOUD: str = Tier.OWNED.value
 # A row's spot_interruptions_per_hour overrides these, e.g. after ingesting spot-advisor-data.json.
 DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR: dict[str, float] = {"aws": 0.01, "gcp": 0.015, "azure": 0.012}
 
+# ---- numeric inputs -----------------------------------------------------------------------------------
+# Every number a user gives (a catalog cell, a scenario field, a demand-series cell) is finite and inside a
+# documented range. The bounds are generous; a value past one is a typo or a unit mix-up, and planning
+# with it would give a wrong plan (or a crash much later), so it is an input error naming the value.
+
+#: Most nodes of one gang, one commitment, one colocation site or one offering's capacity.
+MAX_NODES: int = 10_000
+#: Most GPUs in one node (the largest nodes sold have 8 or 16; a rack-scale system counts as many nodes).
+MAX_GPUS_PER_NODE: int = 64
+#: Prices per node-hour are below this (the dearest catalog node is about $114 per hour).
+MAX_USD_PER_NODE_HOUR: float = 10_000.0
+#: Most memory of one GPU (B200: 180 GB).
+MAX_GPU_MEMORY_GB: float = 1_024.0
+#: Most fabric bandwidth of one node (8 x 400 Gb/s is 3,200).
+MAX_FABRIC_GBPS: float = 100_000.0
+#: Most expected spot interruptions per node-hour (one an hour; the defaults are 0.01 to 0.015).
+MAX_INTERRUPTIONS_PER_HOUR: float = 1.0
+
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
+
+
+def _number_text(value: float) -> str:
+    """``10000``, ``0.5``, ``1e+30``: a bound or a value as a message shows it."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return "a number too large to write"
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    return f"{number:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The documented range of a numeric input: bounds (``ge``/``gt`` below, ``le``/``lt`` above), the
+    unit named in messages, and whether only whole numbers are allowed (counts)."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    unit: str = ""
+    whole: bool = False
+
+    def describe(self) -> str:
+        """The range in words for descriptions and docs: ``a whole number, 1 to 64 GPUs``."""
+        unit = f" {self.unit}" if self.unit else ""
+        low, low_open = (self.ge, False) if self.gt is None else (self.gt, True)
+        if self.whole and low_open and low is not None and float(low).is_integer():
+            low, low_open = low + 1, False  # counts: "1 to 10000", not "greater than 0 and at most 10000"
+        high, high_open = (self.le, False) if self.lt is None else (self.lt, True)
+        if low is not None and high is not None and not low_open and not high_open:
+            text = f"{_number_text(low)} to {_number_text(high)}{unit}"
+        else:
+            parts = []
+            if low is not None:
+                parts.append(f"{'greater than' if low_open else 'at least'} {_number_text(low)}")
+            if high is not None:
+                parts.append(f"{'less than' if high_open else 'at most'} {_number_text(high)}")
+            text = " and ".join(parts) + unit
+        return f"a whole number, {text}" if self.whole else text
+
+    def problem(self, value: float) -> str | None:
+        """Why a finite ``value`` is outside the range, or None when it is inside."""
+        unit = f" {self.unit}" if self.unit else ""
+        got = f", got {_number_text(value)}"
+        if self.whole and isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number{got}"
+        if self.ge is not None and value < self.ge:
+            return f"must be at least {_number_text(self.ge)}{got}"
+        if self.gt is not None and value <= self.gt:
+            return f"must be greater than {_number_text(self.gt)}{got}"
+        if self.le is not None and value > self.le:
+            return f"must be at most {_number_text(self.le)}{unit}{got}"
+        if self.lt is not None and value >= self.lt:
+            return f"must be less than {_number_text(self.lt)}{unit}{got}"
+        return None
+
+
+def parse_number(raw: str, allowed: Range) -> float:
+    """One CSV cell read as a number inside ``allowed``.
+
+    Raises:
+        ValueError: the cell is not a number (a word, a boolean such as ``TRUE``), is not finite
+            (``inf``, ``nan``) or is outside the range; the message says which, quoting the cell.
+    """
+    text = raw.strip()
+    if text.lower() in _BOOLEAN_WORDS:
+        raise ValueError(f"a boolean is not a number, got {text!r}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {text!r}")
+    problem = allowed.problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 # Resolved from this file, not the working directory, so the snapshot is found wherever the package is
 # installed (pyproject ships models/data/*.csv as package data). Nothing is read at import time.
 EMBEDDED_CATALOG_PATH: Path = Path(__file__).parent / "data" / "catalog.csv"
@@ -120,6 +226,19 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
 )
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c for c in _COLUMNS if c not in OPTIONAL_COLUMNS)
 _REQUIRED: frozenset[str] = frozenset(REQUIRED_COLUMNS)
+_PRICE_COLUMNS: frozenset[str] = frozenset(
+    ("on_demand_usd_h", "spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h")
+)
+_PRICE_RANGE = Range(gt=0, lt=MAX_USD_PER_NODE_HOUR, unit="USD per node-hour")
+#: The range of each numeric column (catalog format v1); an empty optional cell is "not given".
+COLUMN_RANGES: dict[str, Range] = {
+    "gpus_per_node": Range(ge=1, le=MAX_GPUS_PER_NODE, unit="GPUs", whole=True),
+    "gpu_memory_gb": Range(gt=0, le=MAX_GPU_MEMORY_GB, unit="GB"),
+    "fabric_gbps": Range(ge=0, le=MAX_FABRIC_GBPS, unit="Gb/s"),
+    **dict.fromkeys(sorted(_PRICE_COLUMNS), _PRICE_RANGE),
+    "spot_interruptions_per_hour": Range(ge=0, le=MAX_INTERRUPTIONS_PER_HOUR, unit="per node-hour"),
+    "max_nodes": Range(ge=0, le=MAX_NODES, unit="nodes", whole=True),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +354,9 @@ class Catalog:
         row 2. Required columns must be present; optional ones may be absent altogether, and an empty
         optional cell means "not offered" (prices), "cloud default" (spot_interruptions_per_hour) or
         "unlimited" (max_nodes). Spot or reserved prices above on-demand are accepted as given.
+        Every number must be finite and inside its column's range (:data:`COLUMN_RANGES`: prices above
+        0 and below $10,000 per node-hour, 1 to 64 GPUs per node, ...); region and instance_type are
+        identifiers (no colon, space or control character), and an offering id appears once.
 
         Raises:
             InputError: missing file, empty file, unknown or missing column, or a bad value.
@@ -424,32 +546,32 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
             raise InputError(path, where(column), "required value is empty")
         return value
 
-    def number(column: str, *, positive: bool = False) -> float | None:
+    def number(column: str) -> float | None:
         raw = text(column)
         if not raw:
             return None
         try:
-            value = float(raw)
-        except ValueError:
-            raise InputError(path, where(column), f"{raw!r} is not a number") from None
-        if not math.isfinite(value):
-            raise InputError(path, where(column), f"{raw!r} is not a finite number")
-        if value < 0 or (positive and value == 0):
-            raise InputError(path, where(column), f"must be {'> 0' if positive else '>= 0'}, got {raw}")
-        return value
+            return parse_number(raw, COLUMN_RANGES[column])
+        except ValueError as exc:
+            problem = str(exc)
+            if column in _PRICE_COLUMNS and column not in _REQUIRED and problem.startswith("must be greater"):
+                problem += " (leave the cell empty where the tier is not offered)"
+            raise InputError(path, where(column), problem) from None
 
-    def integer(column: str, *, minimum: int) -> int | None:
-        raw = text(column)
-        if not raw:
-            return None
-        try:
-            value = float(raw)  # spreadsheets export 8 as "8.0"
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value.is_integer() and value >= minimum):
-            kind = "a positive integer" if minimum > 0 else "an integer >= 0"
-            raise InputError(path, where(column), f"must be {kind}, got {raw!r}")
-        return int(value)
+    def integer(column: str) -> int | None:
+        value = number(column)  # spreadsheets export 8 as "8.0"; the range says whole numbers only
+        return None if value is None else int(value)
+
+    def identifier(column: str) -> str:
+        value = text(column)
+        if ":" in value or any(ch.isspace() or not ch.isprintable() for ch in value):
+            raise InputError(
+                path,
+                where(column),
+                f"{value!r} is not an identifier: it is part of the offering id cloud:region:instance_type,"
+                " so no colon, space or control character",
+            )
+        return value
 
     cloud = text("cloud").lower()
     if cloud not in CLOUDS:
@@ -470,8 +592,8 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
             f"unknown fabric {text('fabric')!r}; valid: {', '.join(FABRICS)}"
             " (plain ethernet, ENA and gVNIC are none)",
         )
-    gpus = integer("gpus_per_node", minimum=1)
-    memory = number("gpu_memory_gb", positive=True)
+    gpus = integer("gpus_per_node")
+    memory = number("gpu_memory_gb")
     on_demand = number("on_demand_usd_h")
     # Unreachable (text() rejects empty required cells); narrows the types without an assert.
     if gpus is None or memory is None or on_demand is None:
@@ -479,8 +601,8 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
     rate = number("spot_interruptions_per_hour")
     return Offering(
         cloud=cloud,
-        region=text("region"),
-        instance_type=text("instance_type"),
+        region=identifier("region"),
+        instance_type=identifier("instance_type"),
         gpu_model=gpu_model,
         gpus_per_node=gpus,
         gpu_memory_gb=memory,
@@ -491,9 +613,16 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
         reserved_1y_usd_h=number("reserved_1y_usd_h"),
         reserved_3y_usd_h=number("reserved_3y_usd_h"),
         spot_interruptions_per_hour=DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR[cloud] if rate is None else rate,
-        max_nodes=integer("max_nodes", minimum=0),
-        source=text("source"),
+        max_nodes=integer("max_nodes"),
+        source=_printable(path, where("source"), text("source")),
     )
+
+
+def _printable(path: Path, where: str, value: str) -> str:
+    bad = next((ch for ch in value if not ch.isprintable()), None)
+    if bad is not None:
+        raise InputError(path, where, f"contains a control character ({bad!r}); write it on one line")
+    return value
 
 
 def _canonical(value: str, names: tuple[str, ...]) -> str | None:

@@ -1,19 +1,24 @@
 """The scenario: the validated YAML input, one place for units and defaults.
 
 Units: money in USD, time in hours (timestamps are UTC), counts in nodes unless a name says GPUs.
-Unknown fields are errors (a typo must never be silently ignored). Every error names the file, the
-field path (``inference[0].replicas.peak``) and the problem; see :class:`models.errors.InputError`.
+Unknown fields are errors (a typo must never be silently ignored). Every number is finite and inside
+the range its field's description states (a boolean is not a number; counts are whole numbers), every
+name is printable text (:data:`Name`). Every error names the file, the field path
+(``inference[0].replicas.peak``) and the problem; see :class:`models.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import annotated_types
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,20 +26,160 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
-from models.catalog import CLOUDS, GPU_MODELS, Cloud
+from models.catalog import (
+    CLOUDS,
+    GPU_MODELS,
+    MAX_FABRIC_GBPS,
+    MAX_GPU_MEMORY_GB,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_USD_PER_NODE_HOUR,
+    Cloud,
+    Range,
+)
 from models.errors import InputError
-from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, Term
+from models.tiers import CLOUD_TERMS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term
 
 PRIORITIES = ("production", "standard", "batch")
+
+# ---- numbers and names ------------------------------------------------------------------------------
+# Every numeric field is finite and inside a documented range (the bounds are generous: a value past one
+# is a typo or a unit mix-up). A boolean is not a number (YAML reads `yes` and `true` as booleans, which
+# pydantic would take as 1), and a count takes whole numbers only (2 and 2.0, not 2.5). The range is
+# enforced by _Strict's validator with a short message, and stated in the field's description and as
+# JSON Schema bounds (see _number).
+
+#: The longest horizon (five years of 8,760 h); training hours and period_hours are bounded by it too.
+MAX_HORIZON_HOURS: int = 5 * HOURS_PER_YEAR
+#: Most replicas of one service in any hour (profile values, CSV cells, and the grown, scaled peak).
+MAX_REPLICAS: int = 1_000_000
+#: Most GPUs a team may be guaranteed or burst to.
+MAX_TEAM_GPUS: int = 1_000_000
+#: Timestamps are in [EARLIEST, LATEST): anything else is a typo (and beyond what pandas can represent).
+EARLIEST: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST: datetime = datetime(2200, 1, 1, tzinfo=UTC)
+#: Longest name of a team, workload, commitment, site or scenario.
+MAX_NAME_LENGTH: int = 200
+
+_NODES = Range(gt=0, le=MAX_NODES, unit="nodes", whole=True)
+_GPUS_PER_NODE = Range(gt=0, le=MAX_GPUS_PER_NODE, unit="GPUs", whole=True)
+_TEAM_GPUS = Range(ge=0, le=MAX_TEAM_GPUS, unit="GPUs", whole=True)
+_HOURS = Range(gt=0, le=MAX_HORIZON_HOURS, unit="hours", whole=True)
+_REPLICAS = Range(ge=0, le=MAX_REPLICAS, unit="replicas")
+_GROWTH = Range(gt=-1.0, le=10.0)
+_NODE_HOUR_PRICE = Range(ge=0, lt=MAX_USD_PER_NODE_HOUR, unit="USD per node-hour")
+_PERCENT = Range(ge=0, le=100, unit="%")
+_MINUTES = Range(ge=0, le=24 * 60, unit="minutes")
+
+
+def _number(description: str, allowed: Range, default: Any = PydanticUndefined) -> Any:
+    """A numeric field: ``allowed`` as pydantic bounds (JSON Schema minimum/maximum) and in the description.
+
+    The field's annotation says int (a count: whole numbers only, ``allowed.whole``) or float; the unit
+    rides along in the schema (``unit``), where _Strict's validator finds it for its messages.
+    """
+    return Field(
+        default,
+        description=f"{description}; {allowed.describe()}",
+        ge=allowed.ge,
+        gt=allowed.gt,
+        le=allowed.le,
+        lt=allowed.lt,
+        json_schema_extra={"unit": allowed.unit} if allowed.unit else None,
+    )
+
+
+def _numeric_kind(annotation: Any) -> type | None:
+    """``int`` or ``float`` for a numeric field (``int | None`` too), None for anything else."""
+    if annotation in (int, float):
+        return annotation
+    args = [arg for arg in getattr(annotation, "__args__", ()) if arg is not type(None)]
+    return args[0] if len(args) == 1 and args[0] in (int, float) else None
+
+
+def _field_range(field: FieldInfo, whole: bool) -> Range:
+    bounds: dict[str, Any] = {}
+    for item in field.metadata:
+        for name in ("ge", "gt", "le", "lt"):
+            if isinstance(item, getattr(annotated_types, name.capitalize())):
+                bounds[name] = getattr(item, name)
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return Range(**bounds, whole=whole, unit=str(extra.get("unit", "")))
+
+
+def _checked_number(value: Any, kind: type, field: FieldInfo) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(value, str):
+        try:
+            number: int | float = float(value)  # YAML 1.1 reads 1e30 (no dot) as a string
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+    elif isinstance(value, int | float):
+        number = value
+    else:
+        return value
+    if isinstance(number, float) and not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    problem = _field_range(field, whole=kind is int).problem(number)
+    if problem:
+        raise ValueError(problem)
+    return int(number) if kind is int else number
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every int/float field: not a boolean, finite, whole for an int, inside the field's bounds."""
+        field = cls.model_fields.get(info.field_name or "")
+        kind = None if field is None else _numeric_kind(field.annotation)
+        if field is None or kind is None or value is None:
+            return value
+        return _checked_number(value, kind, field)
+
+
+def _check_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only whitespace")
+    if value != value.strip():
+        raise ValueError(f"{value!r} starts or ends with whitespace; remove it")
+    bad = next((ch for ch in value if not ch.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} contains a control or invisible character ({bad!r})")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(f"is {len(value)} characters long; at most {MAX_NAME_LENGTH}")
+    return value
+
+
+#: A name the user gives (team, workload, commitment, site, scenario): printable text, not empty, no
+#: leading or trailing space, no control character, at most MAX_NAME_LENGTH characters.
+Name = Annotated[
+    str,
+    AfterValidator(_check_name),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_NAME_LENGTH,
+            "pattern": r"^\S(.*\S)?$",
+            "description": f"printable text, 1 to {MAX_NAME_LENGTH} characters, no leading or trailing "
+            "whitespace, no control character",
+        }
+    ),
+]
+#: A GPU model or a prefix of one (``A100`` = A100-40GB and A100-80GB): printable text like a Name.
+GpuPattern = Name
 
 
 def _utc(value: datetime) -> datetime:
@@ -42,17 +187,27 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _checked_time(value: datetime) -> datetime:
+    """A scenario's timestamp, in UTC and in [EARLIEST, LATEST)."""
+    value = _utc(value)
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(
+            f"{value.isoformat()} is outside {EARLIEST.date().isoformat()} to {LATEST.date().isoformat()}"
+        )
+    return value
+
+
 class Horizon(_Strict):
     """The planning window: ``hours`` from ``start``, in periods of ``period_hours``."""
 
-    start: datetime
-    hours: int = Field(gt=0, le=5 * HOURS_PER_YEAR, description="length of the horizon in hours")
-    period_hours: int = Field(1, gt=0, description="planning granularity in hours")
+    start: datetime = Field(description="its first hour (UTC; a naive time is UTC), 1970 to 2200")
+    hours: int = _number("length of the horizon", _HOURS)
+    period_hours: int = _number("planning granularity; hours is a multiple of it", _HOURS, 1)
 
     @field_validator("start")
     @classmethod
     def _to_utc(cls, value: datetime) -> datetime:
-        return _utc(value)
+        return _checked_time(value)
 
     @model_validator(mode="after")
     def _whole_periods(self) -> Horizon:
@@ -101,7 +256,7 @@ PurchaseSchedule = Literal["horizon", "quarterly", "monthly"]
 
 class Purchase(_Strict):
     terms: list[CloudTerm] = Field(default_factory=lambda: list(CLOUD_TERMS))
-    max_spot_share: float = Field(1.0, ge=0.0, le=1.0, description="most training GPU-hours on spot")
+    max_spot_share: float = _number("most training GPU-hours on spot", Range(ge=0, le=1), 1.0)
     schedule: PurchaseSchedule = Field(
         "quarterly",
         description="when new commitments may start: horizon (day one only), quarterly or monthly "
@@ -132,18 +287,18 @@ class ExistingCommitment(_Strict):
     how AWS, GCP and Azure bill reserved capacity).
     """
 
-    name: str | None = Field(None, min_length=1, description="a label; default held:offering/term/start date")
+    name: Name | None = Field(None, description="a label; default held:offering/term/start date")
     offering: str = Field(min_length=1, description="offering id, cloud:region:instance_type")
     term: HeldTerm
-    nodes: int = Field(gt=0)
+    nodes: int = _number("nodes held", _NODES)
     start: datetime = Field(description="when it began (may be before the horizon)")
     end: datetime | None = Field(None, description="capacity reservations only: when it ends")
-    usd_per_node_hour: float | None = Field(None, ge=0, description="the rate paid; default the catalog's")
+    usd_per_node_hour: float | None = _number("the rate paid; default the catalog's", _NODE_HOUR_PRICE, None)
 
     @field_validator("start", "end")
     @classmethod
     def _to_utc(cls, value: datetime | None) -> datetime | None:
-        return _utc(value) if value is not None else None
+        return _checked_time(value) if value is not None else None
 
     @model_validator(mode="after")
     def _ends(self) -> ExistingCommitment:
@@ -171,11 +326,9 @@ class ExistingCommitment(_Strict):
 
 
 class Team(_Strict):
-    name: str = Field(min_length=1)
-    guaranteed_gpus: int = Field(0, ge=0, description="GPUs always provisioned (committed) for the team")
-    burst_gpus: int | None = Field(
-        None, ge=0, description="most GPUs the team may use at once; None = no cap"
-    )
+    name: Name
+    guaranteed_gpus: int = _number("GPUs always provisioned (committed) for the team", _TEAM_GPUS, 0)
+    burst_gpus: int | None = _number("most GPUs the team may use at once; None = no cap", _TEAM_GPUS, None)
     priority: Literal["production", "standard", "batch"] = "standard"
 
     @model_validator(mode="after")
@@ -192,19 +345,19 @@ class Team(_Strict):
 
 class FlatProfile(_Strict):
     profile: Literal["flat"]
-    base: float = Field(ge=0, description="replicas in every hour")
-    monthly_growth: float = Field(0.0, gt=-1.0, description="compound growth per 730 h")
+    base: float = _number("replicas in every hour", _REPLICAS)
+    monthly_growth: float = _number("compound growth per 730 h (0.03: 3% a month)", _GROWTH, 0.0)
 
 
 class DiurnalProfile(_Strict):
     """A daily cosine between ``base`` (trough) and ``peak`` at ``peak_hour_utc``."""
 
     profile: Literal["diurnal"]
-    base: float = Field(ge=0)
-    peak: float = Field(ge=0)
-    peak_hour_utc: float = Field(12.0, ge=0, lt=24)
-    weekend_factor: float = Field(1.0, ge=0, description="multiplier on Saturdays and Sundays (UTC)")
-    monthly_growth: float = Field(0.0, gt=-1.0, description="compound growth per 730 h")
+    base: float = _number("replicas at the daily trough", _REPLICAS)
+    peak: float = _number("replicas at the daily peak, at least base", _REPLICAS)
+    peak_hour_utc: float = _number("hour of the peak (UTC)", Range(ge=0, lt=24, unit="h"), 12.0)
+    weekend_factor: float = _number("multiplier on Saturdays and Sundays (UTC)", Range(ge=0, le=100), 1.0)
+    monthly_growth: float = _number("compound growth per 730 h (0.03: 3% a month)", _GROWTH, 0.0)
 
     @model_validator(mode="after")
     def _peak_above_base(self) -> DiurnalProfile:
@@ -245,6 +398,10 @@ _DEMAND_TAGS = {"flat", "diurnal", "csv"}
 
 def _check_gpu_patterns(patterns: list[str]) -> list[str]:
     """Each entry must prefix-match a canonical model (catalog-format.md), so typos are caught early."""
+    if not patterns:
+        raise ValueError(
+            f"list at least one GPU model or prefix (A100, H100); known: {', '.join(GPU_MODELS)}"
+        )
     for pattern in patterns:
         if not any(model.lower().startswith(pattern.lower()) for model in GPU_MODELS):
             raise ValueError(f"unknown GPU model {pattern!r}; known: {', '.join(GPU_MODELS)}")
@@ -254,17 +411,26 @@ def _check_gpu_patterns(patterns: list[str]) -> list[str]:
 class InferenceService(_Strict):
     """A service whose replicas must be up in every period (demand in replicas)."""
 
-    name: str = Field(min_length=1)
+    name: Name
     team: str
-    gpus_per_replica: int | None = Field(None, gt=0, description="whole GPUs per replica")
-    gpu_memory_gb: float | None = Field(None, gt=0, description="memory per replica (may fit a MIG slice)")
-    gpu_compute_share: float | None = Field(
-        None, gt=0, le=1, description="with gpu_memory_gb: share of a GPU's SMs a replica needs (MIG: g/7)"
+    gpus_per_replica: int | None = _number("whole GPUs per replica (on one node)", _GPUS_PER_NODE, None)
+    gpu_memory_gb: float | None = _number(
+        "memory per replica (may fit a MIG slice)",
+        Range(gt=0, le=MAX_GPUS_PER_NODE * MAX_GPU_MEMORY_GB, unit="GB"),
+        None,
     )
-    gpu_models: list[str] = Field(min_length=1)
+    gpu_compute_share: float | None = _number(
+        "with gpu_memory_gb: share of a GPU's SMs a replica needs (MIG: g/7)", Range(gt=0, le=1), None
+    )
+    gpu_models: list[GpuPattern] = Field(
+        description="GPU models it may run on (prefixes: A100 = A100-40GB and A100-80GB); at least one",
+        json_schema_extra={"minItems": 1},
+    )
     latency_critical: bool = Field(True, description="never on spot")
     replicas: DemandSpec
-    scale: float = Field(1.0, gt=0, description="multiplies the replica series (what-if demand changes)")
+    scale: float = _number(
+        "multiplies the replica series (what-if demand changes)", Range(gt=0, le=1000), 1.0
+    )
 
     _gpu_models = field_validator("gpu_models")(_check_gpu_patterns)
 
@@ -278,19 +444,24 @@ class InferenceService(_Strict):
 
 
 class Checkpoint(_Strict):
-    write_minutes: float = Field(ge=0, description="time to write one checkpoint")
-    restart_minutes: float = Field(ge=0, description="time from an interruption until training resumes")
+    write_minutes: float = _number("time to write one checkpoint", _MINUTES)
+    restart_minutes: float = _number("time from an interruption until training resumes", _MINUTES)
 
 
 class TrainingJob(_Strict):
     """A gang of ``nodes`` nodes that runs ``hours`` once (or once per day/week with ``repeat``)."""
 
-    name: str = Field(min_length=1)
+    name: Name
     team: str
-    nodes: int = Field(gt=0)
-    gpus_per_node: int = Field(8, gt=0)
-    gpu_models: list[str] = Field(min_length=1)
-    hours: float = Field(gt=0, description="run time of an uninterrupted gang")
+    nodes: int = _number("nodes in the gang", _NODES)
+    gpus_per_node: int = _number("GPUs of each node", _GPUS_PER_NODE, 8)
+    gpu_models: list[GpuPattern] = Field(
+        description="GPU models it may run on (prefixes: A100 = A100-40GB and A100-80GB); at least one",
+        json_schema_extra={"minItems": 1},
+    )
+    hours: float = _number(
+        "run time of an uninterrupted gang", Range(gt=0, le=MAX_HORIZON_HOURS, unit="hours")
+    )
     earliest_start: datetime | None = None
     deadline: datetime | None = None
     fabric: Literal["required", "preferred", "none"] | None = Field(
@@ -305,7 +476,7 @@ class TrainingJob(_Strict):
     @field_validator("earliest_start", "deadline")
     @classmethod
     def _to_utc(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else _utc(value)
+        return None if value is None else _checked_time(value)
 
     @model_validator(mode="after")
     def _window_order(self) -> TrainingJob:
@@ -325,38 +496,63 @@ class Colocation(_Strict):
     where it comes from. Two inputs have no figure there and are marked as assumptions.
     """
 
-    site: str = Field("colo", min_length=1, description="a name for the site (offering id owned:SITE:...)")
+    site: Name = Field("colo", description="a name for the site (offering id owned:SITE:...), no colon")
     gpu_model: str = "H100"
-    gpus_per_node: int = Field(8, gt=0)
-    gpu_memory_gb: float | None = Field(None, gt=0, description="per GPU; default: the model's usual size")
+    gpus_per_node: int = _number("GPUs of each node", _GPUS_PER_NODE, 8)
+    gpu_memory_gb: float | None = _number(
+        "per GPU; default: the model's usual size", Range(gt=0, le=MAX_GPU_MEMORY_GB, unit="GB"), None
+    )
     fabric: Literal["infiniband", "none"] = Field(
         "infiniband", description="FACTS 5: node price quoted with IB NICs for 8x400G"
     )
-    fabric_gbps: float = Field(3200.0, ge=0, description="8 x 400 Gb/s NDR (FACTS 5)")
-    capex_per_node_usd: float = Field(
-        335_000.0, gt=0, description="all-in: FACTS 5 worked example, $310k HGX node + ~$25k network share"
+    fabric_gbps: float = _number(
+        "8 x 400 Gb/s NDR (FACTS 5)", Range(ge=0, le=MAX_FABRIC_GBPS, unit="Gb/s"), 3200.0
     )
-    power_kw_per_node: float = Field(10.2, gt=0, description="FACTS 5: DGX H100 max power 10.2 kW")
-    pue: float = Field(1.5, ge=1.0, description="FACTS 5: enterprise colo PUE 1.5-1.8 (Uptime 2024)")
-    power_usd_per_kwh: float = Field(0.09, ge=0, description="FACTS 5: $0.06-0.12 per kWh, midpoint")
-    colo_usd_per_kw_month: float = Field(200.0, ge=0, description="FACTS 5: $150-250 per kW-month, mid")
-    support_pct_per_year: float = Field(
-        10.0, ge=0, description="FACTS 5: not found, ~8-15% of hardware per year assumed; 10% as worked"
+    capex_per_node_usd: float = _number(
+        "all-in: FACTS 5 worked example, $310k HGX node + ~$25k network share",
+        Range(gt=0, le=10_000_000, unit="USD"),
+        335_000.0,
     )
-    depreciation_months: int = Field(36, gt=0, description="FACTS 5: 3-5 years; 36 months as v2-pseo-ai")
-    residual_value_pct: float = Field(30.0, ge=0, le=100, description="FACTS 5: 25-35% after 36 months")
-    cost_of_capital_pct_per_year: float = Field(
-        8.0, ge=0, description="ASSUMPTION, not in FACTS 5: a typical corporate cost of capital"
+    power_kw_per_node: float = _number(
+        "FACTS 5: DGX H100 max power 10.2 kW", Range(gt=0, le=1_000, unit="kW"), 10.2
     )
-    lead_time_months: float = Field(
-        0.0, ge=0, description="ASSUMPTION, not in FACTS 5: months from order until a node is usable"
+    pue: float = _number("FACTS 5: enterprise colo PUE 1.5-1.8 (Uptime 2024)", Range(ge=1, le=5), 1.5)
+    power_usd_per_kwh: float = _number(
+        "FACTS 5: $0.06-0.12 per kWh, midpoint", Range(ge=0, le=10, unit="USD per kWh"), 0.09
     )
-    max_nodes: int = Field(gt=0, description="most nodes that may be bought (space, power, budget)")
-    existing_nodes: int = Field(
-        0, ge=0, description="servers already bought and running: usable from the first hour, paid as owned"
+    colo_usd_per_kw_month: float = _number(
+        "FACTS 5: $150-250 per kW-month, mid", Range(ge=0, le=10_000, unit="USD per kW-month"), 200.0
+    )
+    support_pct_per_year: float = _number(
+        "FACTS 5: not found, ~8-15% of hardware per year assumed; 10% as worked", _PERCENT, 10.0
+    )
+    depreciation_months: int = _number(
+        "FACTS 5: 3-5 years; 36 months as v2-pseo-ai", Range(gt=0, le=240, unit="months", whole=True), 36
+    )
+    residual_value_pct: float = _number("FACTS 5: 25-35% after 36 months", _PERCENT, 30.0)
+    cost_of_capital_pct_per_year: float = _number(
+        "ASSUMPTION, not in FACTS 5: a typical corporate cost of capital", _PERCENT, 8.0
+    )
+    lead_time_months: float = _number(
+        "ASSUMPTION, not in FACTS 5: months from order until a node is usable",
+        Range(ge=0, le=60, unit="months"),
+        0.0,
+    )
+    max_nodes: int = _number("most nodes that may be bought (space, power, budget)", _NODES)
+    existing_nodes: int = _number(
+        "servers already bought and running: usable from the first hour, paid as owned",
+        Range(ge=0, le=MAX_NODES, unit="nodes", whole=True),
+        0,
     )
 
     _gpu_model = field_validator("gpu_model")(lambda value: _canonical_gpu(value))
+
+    @field_validator("site")
+    @classmethod
+    def _site_is_one_id_part(cls, value: str) -> str:
+        if ":" in value:
+            raise ValueError(f"{value!r} contains a colon, which separates the parts of an offering id")
+        return value
 
 
 def _canonical_gpu(value: str) -> str:
@@ -366,7 +562,7 @@ def _canonical_gpu(value: str) -> str:
 
 
 class Scenario(_Strict):
-    name: str = Field(min_length=1)
+    name: Name
     description: str = ""
     horizon: Horizon
     catalog: str = Field("embedded", description="'embedded' or a path to a catalog CSV")
@@ -399,6 +595,14 @@ class Scenario(_Strict):
                         f"{section}[{index}].team",
                         f"unknown team {workload.team!r}; teams: {', '.join(team_names) or '(none)'}",
                     )
+        for index, service in enumerate(self.inference):
+            top = _highest_demand(service, self.horizon)
+            if top > MAX_REPLICAS:
+                raise _FieldError(
+                    f"inference[{index}].replicas",
+                    f"grows to {top:.3g} replicas in the horizon (peak, weekend_factor, monthly_growth "
+                    f"and scale together); at most {MAX_REPLICAS} replicas",
+                )
         for index, job in enumerate(self.training):
             for field in ("earliest_start", "deadline"):
                 when = getattr(job, field)
@@ -432,6 +636,24 @@ class Scenario(_Strict):
     @property
     def team(self) -> dict[str, Team]:
         return {t.name: t for t in self.teams}
+
+
+def _highest_demand(service: InferenceService, horizon: Horizon) -> float:
+    """An upper bound of the service's replicas in any hour of the horizon (a CSV series: 0, its cells
+    are checked when it is read), computed in logarithms so that no growth overflows."""
+    spec = service.replicas
+    if isinstance(spec, CsvSeries):
+        return 0.0
+    top = (
+        spec.base
+        if isinstance(spec, FlatProfile)
+        else max(spec.base, spec.peak) * max(1.0, spec.weekend_factor)
+    )
+    if top <= 0:
+        return 0.0
+    months = max(0.0, (horizon.hours - 1) / HOURS_PER_MONTH) if spec.monthly_growth > 0 else 0.0
+    log_top = math.log(top) + months * math.log1p(spec.monthly_growth) + math.log(service.scale)
+    return math.exp(min(log_top, 700.0))
 
 
 class _FieldError(ValueError):

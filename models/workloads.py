@@ -4,20 +4,29 @@ The scenario (``models.scenario``) says *what* the user asked for; this module s
 - an inference service's demand series, in whole replicas per planning period (the peak hour of the
   period, so a plan that covers a period covers every hour in it);
 - a training job's runs (one, or one per day/week with ``repeat``), each with its window in periods.
+
+A ``{csv: FILE}`` series is read strictly, like a catalog: every cell a finite number in range, times
+increasing, and each problem an :class:`~models.errors.InputError` naming the file, row and column.
 """
 
 from __future__ import annotations
 
+import csv
+import difflib
+import io
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from models.catalog import Range, parse_number
 from models.errors import InputError
 from models.scenario import (
+    MAX_HORIZON_HOURS,
+    MAX_REPLICAS,
     CsvSeries,
     DiurnalProfile,
     FlatProfile,
@@ -55,48 +64,130 @@ def hourly_demand(
     return value * growth
 
 
+#: The columns of a demand series: a time (``hour`` from the horizon start, or an ISO ``timestamp``,
+#: naive = UTC) and the ``replicas`` wanted from that time until the next row's.
+SERIES_COLUMNS: tuple[str, ...] = ("hour", "timestamp", "replicas")
+_SERIES_REPLICAS = Range(ge=0, le=MAX_REPLICAS, unit="replicas")
+# A row's time is within five years (the longest horizon) of the horizon start, before or after it.
+_SERIES_HOURS = Range(ge=-MAX_HORIZON_HOURS, le=MAX_HORIZON_HOURS, unit="hours from the horizon start")
+
+
 def _csv_series(spec: CsvSeries, horizon: Horizon, base_dir: Path | None, where: str) -> np.ndarray:
+    """The series of a ``{csv: FILE}`` demand, every cell checked; errors name the row and the column as
+    a spreadsheet shows them (the header is row 1)."""
     path = Path(spec.csv)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
-        frame = pd.read_csv(path)
+        text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
     except FileNotFoundError:
         raise InputError(path, None, f"demand series not found (referenced by {where}.csv)") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise InputError(
+            path, None, f"is a directory, expected a CSV file (referenced by {where}.csv)"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
+    try:
+        records = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
         raise InputError(path, None, f"not a readable CSV: {exc}") from None
-    if "replicas" not in frame.columns:
-        raise InputError(path, "header", "missing column 'replicas'")
-    if "hour" in frame.columns:
-        times = pd.to_numeric(frame["hour"], errors="coerce")
-        bad = times.isna()
-        column = "hour"
-    elif "timestamp" in frame.columns:
-        stamps = pd.to_datetime(frame["timestamp"], errors="coerce", utc=True)
-        bad = stamps.isna()
-        times = (stamps - pd.Timestamp(horizon.start)).dt.total_seconds() / 3600.0
-        column = "timestamp"
-    else:
-        raise InputError(path, "header", "needs an 'hour' or a 'timestamp' column")
-    replicas = pd.to_numeric(frame["replicas"], errors="coerce")
-    for mask, col, problem in (
-        (bad, column, "not a valid time"),
-        (replicas.isna() | (replicas < 0), "replicas", "must be a number >= 0"),
-    ):
-        if mask.any():
-            row = int(np.flatnonzero(mask.to_numpy())[0]) + 2  # spreadsheet row: header is row 1
-            raise InputError(path, f"row {row}, column {col}", problem)
-    steps = np.diff(times.to_numpy())
-    if (steps <= 0).any():
-        row = int(np.flatnonzero(steps <= 0)[0]) + 3
-        raise InputError(path, f"row {row}, column {column}", "times must increase from row to row")
-    if len(frame) == 0:
-        raise InputError(path, None, "the series has no rows")
-    if times.iloc[0] > 0:
-        raise InputError(path, f"row 2, column {column}", "the series must start at or before the horizon")
+    while records and not any(cell.strip() for cell in records[-1]):
+        records.pop()  # trailing blank lines are not rows anyone meant to write
+    if not records:
+        raise InputError(path, "row 1", "empty file; expected a header row: hour (or timestamp), replicas")
+    header = _series_header(path, records[0])
+    column = "hour" if "hour" in header else "timestamp"
+    at_time, at_replicas = header.index(column), header.index("replicas")
+    rows: list[int] = []
+    times: list[float] = []
+    replicas: list[float] = []
+    for index, record in enumerate(records[1:]):
+        row = index + 2
+        if not any(cell.strip() for cell in record):
+            continue  # a blank line in the middle is skipped, but still counts as a row
+        if any(cell.strip() for cell in record[len(header) :]):
+            raise InputError(
+                path,
+                f"row {row}, column {len(header) + 1}",
+                f"{len(record)} cells but the header has {len(header)}",
+            )
+        cells = [*record, *[""] * (len(header) - len(record))]
+        raw_time, raw_replicas = cells[at_time].strip(), cells[at_replicas].strip()
+        if not raw_time:
+            raise InputError(path, f"row {row}, column {column}", "empty cell; every row needs a time")
+        if not raw_replicas:
+            raise InputError(
+                path, f"row {row}, column replicas", "empty cell; give the replicas (0 for none)"
+            )
+        try:
+            hour = (
+                parse_number(raw_time, _SERIES_HOURS) if column == "hour" else _stamp_hour(raw_time, horizon)
+            )
+        except ValueError as exc:
+            raise InputError(path, f"row {row}, column {column}", str(exc)) from None
+        try:
+            value = parse_number(raw_replicas, _SERIES_REPLICAS)
+        except ValueError as exc:
+            raise InputError(path, f"row {row}, column replicas", str(exc)) from None
+        if times and hour <= times[-1]:
+            raise InputError(
+                path,
+                f"row {row}, column {column}",
+                f"times must increase from row to row (row {rows[-1]} has the same or a later time)",
+            )
+        rows.append(row)
+        times.append(hour)
+        replicas.append(value)
+    if not rows:
+        raise InputError(path, "row 2", "the series has no rows")
+    if times[0] > 0:
+        raise InputError(
+            path, f"row {rows[0]}, column {column}", "the series must start at or before the horizon"
+        )
     # each row holds from its time until the next row's time
-    index = np.searchsorted(times.to_numpy(), np.arange(horizon.hours, dtype=float), side="right") - 1
-    return replicas.to_numpy(dtype=float)[index]
+    holding = np.searchsorted(np.array(times), np.arange(horizon.hours, dtype=float), side="right") - 1
+    return np.array(replicas, dtype=float)[holding]
+
+
+def _series_header(path: Path, raw: list[str]) -> list[str]:
+    header = [name.strip() for name in raw]
+    for position, name in enumerate(header):
+        if name in header[:position]:
+            raise InputError(path, f"row 1, column {name}", "column appears twice in the header")
+        if name not in SERIES_COLUMNS:
+            close = difflib.get_close_matches(name, SERIES_COLUMNS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(
+                path,
+                f"row 1, column {name or '<empty>'}",
+                f"unknown column{hint}; a demand series has the columns hour (or timestamp) and replicas",
+            )
+    if "replicas" not in header:
+        raise InputError(path, "row 1, column replicas", "required column is missing from the header")
+    if "hour" in header and "timestamp" in header:
+        raise InputError(path, "row 1, column timestamp", "give hour or timestamp, not both")
+    if "hour" not in header and "timestamp" not in header:
+        raise InputError(path, "row 1", "needs an 'hour' or a 'timestamp' column")
+    return header
+
+
+def _stamp_hour(raw: str, horizon: Horizon) -> float:
+    """An ISO 8601 timestamp cell (naive = UTC) as hours from the horizon start."""
+    try:
+        stamp = datetime.fromisoformat(raw)
+        stamp = stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{raw!r} is not a valid time (ISO 8601: 2027-01-01T00:00:00Z)") from None
+    hour = horizon.hour_of(stamp)
+    if _SERIES_HOURS.problem(hour):
+        raise ValueError(
+            f"{raw!r} is {abs(hour):.0f} hours {'after' if hour > 0 else 'before'} the horizon start; "
+            f"at most {MAX_HORIZON_HOURS} (five years)"
+        )
+    return hour
 
 
 def per_period_max(hourly: np.ndarray, period_hours: int) -> np.ndarray:
@@ -111,6 +202,13 @@ def service_demand(scenario: Scenario, service: InferenceService, base_dir: Path
     hourly = hourly_demand(service.replicas, scenario.horizon, base_dir, f"inference[{index}].replicas")
     if service.scale != 1.0:
         hourly = hourly * service.scale
+    top = float(hourly.max(initial=0.0))
+    if top > MAX_REPLICAS:  # a CSV series times scale (profiles are bounded when the scenario loads)
+        raise InputError(
+            None,
+            f"inference[{index}].scale",
+            f"the series times scale reaches {top:.3g} replicas; at most {MAX_REPLICAS} replicas",
+        )
     return per_period_max(hourly, scenario.horizon.period_hours)
 
 

@@ -37,7 +37,7 @@ def test_example_loads_with_its_values():
             "inference[0].replicas.peek",
             "unknown field",
         ),
-        (lambda d: d["horizon"].update(hours="a year"), "horizon.hours", "integer"),
+        (lambda d: d["horizon"].update(hours="a year"), "horizon.hours", "not a number"),
         (lambda d: d["training"][0].update(team="nobody"), "training[0].team", "unknown team"),
         (lambda d: d["inference"][1].update(gpu_models=["H10O"]), "inference[1].gpu_models", "unknown GPU"),
         (lambda d: d["inference"][0].update(gpu_memory_gb=40), "inference[0]", "exactly one"),
@@ -47,7 +47,7 @@ def test_example_loads_with_its_values():
             "profile",
         ),
         (lambda d: d["horizon"].update(period_hours=7), "horizon", "multiple"),
-        (lambda d: d["purchase"].update(max_spot_share=1.5), "purchase.max_spot_share", "less than or equal"),
+        (lambda d: d["purchase"].update(max_spot_share=1.5), "purchase.max_spot_share", "at most 1"),
         (lambda d: d["purchase"].update(terms=["5y"]), "purchase.terms[0]", "1y"),
         (
             lambda d: d["training"][0].update(deadline="2030-01-01T00:00:00Z"),
@@ -108,7 +108,7 @@ def test_csv_series_holds_each_row_until_the_next(tmp_path):
     [
         ("hour,replicas\n0,3\n2,x\n", "row 3, column replicas"),
         ("hour,replicas\n0,3\n0,4\n", "row 3, column hour"),
-        ("when,replicas\n0,3\n", "header"),
+        ("when,replicas\n0,3\n", "row 1, column when"),
     ],
 )
 def test_bad_csv_series_names_row_and_column(tmp_path, content, where):
