@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from models.catalog import MAX_NODES
 from models.errors import GpuplanError, InputError, SolverError
 from models.plan import Plan, PlanDocument
 from models.scenario import Scenario
@@ -330,8 +331,8 @@ def breakeven(
     try:
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
-        if nodes is not None and nodes < 1:
-            raise InputError(None, "--nodes", f"must be at least 1, got {nodes}")
+        if nodes is not None and not 1 <= nodes <= MAX_NODES:
+            raise InputError(None, "--nodes", f"must be between 1 and {MAX_NODES:,}, got {nodes}")
         if method.lower() not in METHODS:
             raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
         inputs = load_inputs(scenario)

@@ -28,6 +28,7 @@ hours (``bound.py``) and guarantees be backed per segment (``build.guarantee_row
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -191,7 +192,12 @@ def _offering_of(held: ExistingCommitment, k: int, index: dict[str, int], catalo
         raise InputError(
             None, where, f"{held.offering} is outside the scenario's clouds/regions; allow its region"
         )
-    raise InputError(None, where, f"unknown offering {held.offering!r} (see gpuplan catalog for ids)")
+    ids = [offering.id for offering in catalog] if catalog is not None else list(index)
+    close = difflib.get_close_matches(held.offering, ids, n=3, cutoff=0.6)
+    hint = " (see gpuplan catalog for ids)"
+    if close:
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?"
+    raise InputError(None, where, f"unknown offering {held.offering!r}{hint}")
 
 
 def _existing(

@@ -118,6 +118,7 @@ def test_a_held_commitment_on_an_unknown_offering_is_an_error_at_validate_time(t
     held = {"offering": "aws:us-east-1:p5.4xlarge", "term": "1y", "nodes": 1, "start": "2026-06-01T00:00:00Z"}
     error = _error(tmp_path, kit, _data(kit, commitments=[held]))
     assert error.where == "commitments[0].offering" and "unknown offering" in error.problem
+    assert "did you mean 'aws:us-east-1:p5.48xlarge'?" in error.problem
 
 
 def test_a_gang_larger_than_every_max_nodes_is_a_warning_the_plan_carries(tmp_path: Path, kit) -> None:
