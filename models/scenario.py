@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -29,6 +28,7 @@ from pydantic import (
 from models.catalog import CLOUDS, GPU_MODELS, Cloud
 from models.errors import InputError
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, Term
+from models.yamlfile import read_yaml
 
 PRIORITIES = ("production", "standard", "batch")
 
@@ -488,19 +488,6 @@ def parse(data: Any, file: str | Path | None = None) -> Scenario:
 
 
 def load(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file."""
+    """Read and validate a scenario YAML file (read as :func:`models.yamlfile.read_yaml` reads any)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, None, "file not found") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise InputError(path, where, f"YAML syntax error: {problem}") from None
-    return parse(data, path)
+    return parse(read_yaml(path), path)
