@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import annotated_types
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -47,6 +46,7 @@ from models.catalog import (
 )
 from models.errors import InputError
 from models.tiers import CLOUD_TERMS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term
+from models.yamlfile import read_yaml
 
 PRIORITIES = ("production", "standard", "batch")
 
@@ -710,19 +710,6 @@ def parse(data: Any, file: str | Path | None = None) -> Scenario:
 
 
 def load(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file."""
+    """Read and validate a scenario YAML file (read as :func:`models.yamlfile.read_yaml` reads any)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, None, "file not found") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise InputError(path, where, f"YAML syntax error: {problem}") from None
-    return parse(data, path)
+    return parse(read_yaml(path), path)

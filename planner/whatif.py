@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.errors import GpuplanError, InputError
@@ -30,6 +29,7 @@ from models.plan import Plan, read_document
 from models.tiers import Term
 from models.variation import Variation, parse_all
 from models.whatif import FailedVariant, MonthlyCost, SolvedVariant, WhatifDocument, WhatifHorizon
+from models.yamlfile import read_yaml
 from planner.inputs import load_inputs
 from planner.monthly import series
 
@@ -77,12 +77,7 @@ def variants_from_flags(texts: Sequence[str]) -> list[Variant]:
 def load_sweep(path: str | Path) -> list[Variant]:
     """A sweep file: ``variants: [{name: ..., vary: [spot_price=+50%, ...]}, ...]``."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, None, "sweep file not found") from None
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"YAML syntax error: {exc}") from None
+    data = read_yaml(path, "sweep file")
     try:
         sweep = _Sweep.model_validate(data if not isinstance(data, list) else {"variants": data})
     except ValidationError as exc:

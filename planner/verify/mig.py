@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from models.catalog import Offering
+from models.errors import InputError
 from models.mig import MIG_PROFILES, canonical_model, layout_for
 from models.plan import MigConfigUse, MigPool
+from models.yamlfile import read_yaml
 from planner.verify.context import EPS, HELD, SPOT, Context
 from planner.verify.findings import Findings, Violation
 
@@ -55,9 +56,10 @@ def read_mig_file(directory: Path | None) -> Any:
     if not path.exists():
         return None
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        return f"mig-config.yaml is not readable YAML: {exc}"
+        return read_yaml(path)
+    except InputError as exc:  # also a repeated key, which a plain YAML reader would drop silently
+        where = f"{exc.where}: " if exc.where else ""
+        return f"mig-config.yaml is not readable YAML: {where}{exc.problem}"
 
 
 def check_mig(ctx: Context, findings: Findings, rows: pd.DataFrame, counts: pd.DataFrame, file: Any) -> None:
