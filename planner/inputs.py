@@ -28,6 +28,8 @@ def load_catalog(reference: str, scenario_path: Path) -> Catalog:
     """``embedded`` or a catalog CSV path relative to the scenario file."""
     if reference == "embedded":
         return Catalog.load(None)
+    if not reference.strip():
+        raise InputError(scenario_path, "catalog", "empty: give 'embedded' or the path of a catalog CSV")
     path = Path(reference)
     if not path.is_absolute():
         path = scenario_path.parent / path

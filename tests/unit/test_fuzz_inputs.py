@@ -104,7 +104,8 @@ def _assert_clean(result: Any, what: str) -> None:
     assert "Traceback" not in output, f"{what}: traceback\n{output}"
     if result.exit_code == 2:
         assert "error:" in output, output
-        assert re.search(r"\.yaml|\.csv|line \d+|\w+(\[\d+\])?(\.\w+)+|--\w+", output), f"{what}: {output}"
+        named = r"\.yaml|\.csv|/\S+|line \d+|\w+(\[\d+\])?(\.\w+)+|--\w+"  # a file, line, field or flag
+        assert re.search(named, output), f"{what}: {output}"
 
 
 @settings(max_examples=MUTATIONS, deadline=None, suppress_health_check=list(HealthCheck))
