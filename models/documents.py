@@ -1,8 +1,9 @@
 """Reading the JSON documents gpuplan writes (whatif.json, breakeven.json) back through their models.
 
 A document on disk is validated against the pydantic model of the schema this gpuplan writes; anything
-wrong (not JSON, another schema, a missing or misspelt field, a wrong type) is an :class:`InputError`
-naming the file and the field, never a traceback or a page of dashes.
+wrong (empty, not JSON, not an object, another tool's JSON or another schema, a missing or misspelt
+field, a wrong type) is an :class:`InputError` naming the file and the field, never a traceback or a
+page of dashes.
 """
 
 from __future__ import annotations
@@ -39,25 +40,45 @@ def read_json_document(path: str | Path, model: type[M], schema: str, made_by: s
     """``path`` validated as ``model`` (schema ``schema``); ``made_by`` is the command that writes it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise InputError(path, None, f"empty file (run `{made_by}` again)")
+        data = json.loads(text)
     except FileNotFoundError:
         raise InputError(path, None, f"file not found (run `{made_by}` first)") from None
     except IsADirectoryError:
         raise InputError(path, None, "is a directory, not a JSON file") from None
+    except NotADirectoryError:
+        raise InputError(path.parent, None, f"is a file, not a directory holding {path.name}") from None
     except UnicodeDecodeError:
         raise InputError(path, None, "not a text file (gpuplan writes UTF-8 JSON)") from None
     except json.JSONDecodeError as exc:
         raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise InputError(path, None, f"expected a JSON object, found {type(data).__name__}")
+        raise InputError(path, None, f"expected a JSON object, found {_json_kind(data)}")
     if data.get("schema") != schema:
+        why = (
+            f" (run `{made_by}` again with this version)"
+            if "schema" in data
+            else f": it has no schema field, so it is not a file `{made_by}` writes (another tool's JSON?)"
+        )
         raise InputError(
-            path,
-            "schema",
-            f"this gpuplan reads schema {schema!r}, the file says {data.get('schema')!r}"
-            f" (run `{made_by}` again with this version)",
+            path, "schema", f"this gpuplan reads schema {schema!r}, the file says {data.get('schema')!r}{why}"
         )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(path, schema, exc) from None
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words: ``an array``, ``a string``, ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"

@@ -20,12 +20,17 @@ Totals reconcile by construction:
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
@@ -68,7 +73,9 @@ __all__ = [
     "UnservedInference",
     "UnservedTraining",
     "Utilization",
+    "plan_json_path",
     "plan_json_schema",
+    "read_allocations",
     "read_document",
 ]
 
@@ -529,26 +536,196 @@ class Plan:
 
     @classmethod
     def read(cls, directory: str | Path) -> Plan:
-        """Load a plan directory; InputError naming the file and field for anything wrong."""
-        directory = Path(directory)
-        path = directory / "plan.json"
+        """Load a plan directory; InputError naming the file and field (or row and column) for anything
+        wrong: not a directory, plan.json not the contract (:func:`read_document`), allocations.csv
+        missing, not a CSV, or with a cell that is not what the contract says (:func:`read_allocations`)."""
+        path = plan_json_path(directory)
         document = read_document(path)
-        try:
-            allocations = pd.read_csv(directory / "allocations.csv")
-        except FileNotFoundError:
-            raise InputError(directory / "allocations.csv", None, "file not found") from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise InputError(directory / "allocations.csv", None, f"not a readable CSV: {exc}") from None
-        optional = OPTIONAL_ALLOCATION_COLUMNS
-        missing = [c for c in ALLOCATION_COLUMNS if c not in allocations.columns and c not in optional]
-        if missing:
-            raise InputError(directory / "allocations.csv", None, f"missing columns: {', '.join(missing)}")
-        for column in optional:
-            if column not in allocations.columns:
-                allocations[column] = float("nan")
-        return cls(document, allocations)
+        return cls(document, read_allocations(path.parent / "allocations.csv", document.horizon))
+
+
+def plan_json_path(directory: str | Path) -> Path:
+    """``directory/plan.json``; InputError when ``directory`` is a file (a plan directory was asked for)."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        hint = (
+            f"; give the directory that holds it ({directory.parent})"
+            if directory.name in ("plan.json", "allocations.csv")
+            else " (gpuplan plan writes a directory with plan.json and allocations.csv)"
+        )
+        raise InputError(directory, None, f"is a file, not a plan directory{hint}")
+    return directory / "plan.json"
+
+
+#: allocations.csv's columns that hold text (every row names them) and numbers.
+_TEXT_COLUMNS: Final = ("offering", "tier", "workload", "kind", "team")
+_NUMBER_COLUMNS: Final = ("period", "nodes", "gpus", "replicas", "cost_usd")
+_KINDS: Final = ("inference", "training")
+#: Below this a number is negative, not float noise (what ``gpuplan verify`` tolerates too).
+_NEGATIVE: Final = -1e-6
+
+
+def read_allocations(path: Path, horizon: PlanHorizon) -> pd.DataFrame:
+    """allocations.csv as the contract says it is, else an InputError naming the row and column.
+
+    Rows are numbered as a spreadsheet shows them (the header is row 1). Every row names its offering,
+    tier (a :class:`~models.tiers.Tier`), workload, kind (inference or training) and team; ``period``
+    is a period of ``horizon`` (0 to periods - 1); ``nodes``, ``gpus`` and ``cost_usd`` are finite
+    numbers >= 0, and so is ``replicas`` where it is given (an empty ``replicas`` is a plan written
+    before the column, as is a missing column). Whether the rows keep the scenario's rules is
+    ``gpuplan verify``'s question, not this one's.
+    """
+    if path.is_dir():
+        raise InputError(path, None, "is a directory, not a CSV file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a spreadsheet that saved it may add a BOM
+    except FileNotFoundError:
+        raise InputError(path, None, "file not found") from None
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not a text file (gpuplan writes UTF-8 CSV)") from None
+    columns = ", ".join(ALLOCATION_COLUMNS)
+    if not text.strip():
+        raise InputError(path, "row 1", f"empty file; expected a header row with the columns {columns}")
+    header = next(csv.reader(io.StringIO(text)))
+    for name in header:
+        if header.count(name) > 1:
+            raise InputError(path, f"row 1, column {name}", "column appears twice in the header")
+    optional = OPTIONAL_ALLOCATION_COLUMNS
+    missing = [c for c in ALLOCATION_COLUMNS if c not in header and c not in optional]
+    if missing:
+        names = ", ".join(missing)
+        raise InputError(
+            path, None, f"missing columns: {names} (allocations.csv of gpuplan plan has {columns})"
+        )
+    try:
+        with warnings.catch_warnings():
+            # a first row longer than the header would silently become the index (pandas' guess)
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(io.StringIO(text), index_col=False, skip_blank_lines=False, low_memory=False)
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
+        raise _ragged(path, text, len(header), exc) from None
+    blank = frame.isna().all(axis=1).to_numpy()
+    rows = np.flatnonzero(~blank) + 2  # the spreadsheet row of each row kept (the header is row 1)
+    frame = frame[~blank].reset_index(drop=True)
+    problem = _first_problem(frame, horizon)
+    if problem is not None:
+        position, column, message = problem
+        raise InputError(path, f"row {rows[position]}, column {column}", message)
+    for column in optional:
+        if column not in frame.columns:
+            frame[column] = float("nan")
+    if len(frame):  # numbers (checked) that pandas left as text (" 7") or floats (a blank line's NaN)
+        for column in _NUMBER_COLUMNS:
+            if not pd.api.types.is_numeric_dtype(frame[column]):
+                frame[column] = pd.to_numeric(frame[column]).astype(float)
+        if not pd.api.types.is_integer_dtype(frame["period"]):
+            frame["period"] = frame["period"].astype(np.int64)
+    return frame
+
+
+def _ragged(path: Path, text: str, width: int, exc: Exception) -> InputError:
+    """The first row with more cells than the header, named as a spreadsheet row."""
+    for number, record in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if len(record) > width:
+            return InputError(path, f"row {number}", f"{len(record)} cells but the header has {width}")
+    return InputError(path, None, f"not a readable CSV: {exc}")
+
+
+def _cell(value: Any) -> str:
+    """A cell as the message quotes it: text quoted, numbers as written (``-7``, ``inf``)."""
+    return repr(value) if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _first_problem(frame: pd.DataFrame, horizon: PlanHorizon) -> tuple[int, str, str] | None:
+    """The first (row position, column, problem) of ``frame``, top to bottom, left to right; None if none.
+
+    Each check flags the rows it finds wrong; ``{value}`` in its message is the first such row's cell."""
+    found: list[tuple[int, int, str, str]] = []
+    order = {name: k for k, name in enumerate(frame.columns)}
+
+    def flag(mask: Any, column: str, message: str) -> None:
+        positions = np.flatnonzero(np.asarray(mask, dtype=bool))
+        if len(positions):
+            first = int(positions[0])
+            value = _cell(frame[column].iloc[first])
+            found.append((first, order[column], column, message.format(value=value)))
+
+    tiers, kinds = [str(t) for t in Tier], list(_KINDS)
+    for column in _TEXT_COLUMNS:
+        codes, names = pd.factorize(frame[column])  # a few distinct names: check those, not every cell
+        blank = np.array([not str(name).strip() for name in names] + [True])  # code -1: empty (NaN)
+        empty = blank[codes]
+        flag(empty, column, f"no value (every row names its {column})")
+        if column in ("tier", "kind"):
+            valid = tiers if column == "tier" else kinds
+            unknown = f"unknown {column} {{value}}; valid: {', '.join(valid)}"
+            known = np.array([name in valid for name in names] + [True])
+            flag(~known[codes], column, unknown)
+    last = horizon.periods - 1
+    for column in _NUMBER_COLUMNS:
+        if column not in frame.columns:
+            continue  # replicas, in a plan written before the column
+        cells = frame[column]
+        values = pd.to_numeric(cells, errors="coerce").astype(float).to_numpy()
+        given = cells.notna().to_numpy()
+        if column != "replicas":  # an empty replicas cell: unknown, as in a plan written before the column
+            flag(~given, column, "no value (empty or NaN); the contract needs a number")
+        flag(given & np.isnan(values), column, "{value} is not a number")
+        number = given & ~np.isnan(values)
+        flag(number & np.isinf(values), column, "{value} is not a finite number")
+        finite = number & np.isfinite(values)
+        flag(finite & (np.where(finite, values, 0.0) < _NEGATIVE), column, "must be >= 0, got {value}")
+        if column == "period":
+            whole = np.where(finite, values, 0.0)
+            flag(finite & (whole != np.round(whole)), column, "must be a whole period index, got {value}")
+            flag(
+                finite & (whole > last),
+                column,
+                f"period {{value}} is outside the horizon: plan.json's horizon has {horizon.periods} periods "
+                f"(0 to {last})",
+            )
+    if not found:
+        return None
+    position, _, column, message = min(found)
+    return position, column, message
 
 
 def read_document(path: Path) -> PlanDocument:
-    """plan.json, validated against the contract this gpuplan writes (schema ``gpuplan.plan/v1``)."""
-    return read_json_document(path, PlanDocument, SCHEMA, made_by="gpuplan plan")
+    """plan.json, validated against the contract this gpuplan writes (schema ``gpuplan.plan/v1``): its
+    fields and types, a horizon of whole periods, and money that is a finite number."""
+    document = read_json_document(path, PlanDocument, SCHEMA, made_by="gpuplan plan")
+    _check_document(path, document)
+    return document
+
+
+#: The parts of plan.json that hold the money and node counts the reports add up.
+_FINITE_PARTS: Final = ("costs", "commitments", "baselines", "teams")
+
+
+def _check_document(path: Path, document: PlanDocument) -> None:
+    """What the models' types cannot say: the horizon is whole periods, and money is never NaN or inf
+    (JSON as Python reads it accepts ``NaN`` and ``Infinity``)."""
+    horizon = document.horizon
+    for name in ("hours", "period_hours", "periods"):
+        if getattr(horizon, name) < 1:
+            raise InputError(path, f"horizon.{name}", f"must be at least 1, got {getattr(horizon, name)}")
+    if horizon.hours != horizon.periods * horizon.period_hours:
+        problem = f"hours ({horizon.hours}) is not periods ({horizon.periods}) x period_hours"
+        raise InputError(path, "horizon", f"{problem} ({horizon.period_hours})")
+    data = document.model_dump(mode="python", include=set(_FINITE_PARTS))
+    for part in _FINITE_PARTS:
+        where = _non_finite(data[part], part)
+        if where is not None:
+            raise InputError(path, where[0], f"{where[1]} is not a finite number")
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, float] | None:
+    """The first (field path, value) in ``value`` that is a NaN or infinite float, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where, value)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}")
+        if found is not None:
+            return found
+    return None

@@ -26,7 +26,11 @@ colocation.FIELD       (none)                              a field of the ``colo
 ``capacity`` with a relative value needs a reference for unlimited offerings: ``reference_nodes`` (the
 peak nodes of each offering in a base plan, which ``gpuplan whatif`` supplies), so "-50%" means "half of
 what the unconstrained plan would hold". An absolute value (``capacity:H100=16``) needs none.
-Every problem raises :class:`~models.errors.InputError` naming the change and what is wrong.
+Every problem raises :class:`~models.errors.InputError` naming the change where it was written
+(``--vary[0]``, ``adjust[2]``, a sweep's ``variants[1].vary[0]``) and what is wrong: a target that matches
+nothing, a value set out of its range (``capacity=-4``, ``max_spot_share=1.5``, ``colocation.max_nodes=2.5``),
+a change that makes a number infinite, or one after which the scenario or an offering is no longer valid
+(both are validated again).
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class Variation:
     value: float
     text: str
     word: str | None = None  # ``schedule=``: the schedule's name
+    where: str = "--vary"  # where it was written (``--vary[0]``, ``adjust[2]``): errors name it
 
     def factor(self, current: float) -> float:
         """The new value of a quantity that is ``current`` now."""
@@ -86,6 +91,10 @@ class Variation:
     def label(self) -> str:
         return self.text.strip()
 
+    def error(self, problem: str) -> InputError:
+        """``--vary[0]: 'capacity=-4': <problem>``."""
+        return InputError(None, self.where, f"{self.label!r}: {problem}")
+
 
 def parse_variation(text: str, where: str = "--vary") -> Variation:
     """``"spot_price:aws=+50%"`` -> Variation; InputError naming ``where`` when it is not understood."""
@@ -94,7 +103,7 @@ def parse_variation(text: str, where: str = "--vary") -> Variation:
         word = schedule["word"].lower()
         if word not in SCHEDULES:
             raise InputError(None, where, f"{text!r}: schedule is one of {', '.join(SCHEDULES)}")
-        return Variation("schedule", None, "=", float(SCHEDULES.index(word)), text, word)
+        return Variation("schedule", None, "=", float(SCHEDULES.index(word)), text, word, where)
     match = _PATTERN.match(text)
     if not match:
         raise InputError(
@@ -135,7 +144,35 @@ def parse_variation(text: str, where: str = "--vary") -> Variation:
         )
     if key == "max_spot_share" and (op != "=" or target):
         raise InputError(None, where, f"{text!r}: write max_spot_share=0.3 (a value, no target)")
-    return Variation(key, target, op, value, text)
+    if op == "=":
+        problem = _set_value_problem(key, value)
+        if problem:
+            raise InputError(None, where, f"{text!r}: {problem}")
+    return Variation(key, target, op, value, text, where=where)
+
+
+#: Colocation fields that count (nodes, GPUs, months): a value set must be whole, a factor is rounded.
+_WHOLE_COLOCATION_FIELDS = tuple(name for name, f in Colocation.model_fields.items() if f.annotation is int)
+
+
+def _set_value_problem(key: str, value: float) -> str | None:
+    """What is wrong with setting ``key`` to ``value`` whatever the scenario (None: nothing); the rest is
+    checked when the changed scenario is validated again."""
+    if key == "capacity" and not (value >= 0 and value.is_integer()):
+        return f"capacity is a number of nodes (a whole number >= 0), got {value:g}"
+    if key == "spot_interruptions" and value < 0:
+        return f"spot interruptions per node-hour must be >= 0, got {value:g}"
+    if key == "training_hours" and value <= 0:
+        return f"training hours must be > 0, got {value:g}"
+    if key == "growth" and value <= -1:
+        return f"monthly growth must be > -1 (a shrink of less than 100% a month), got {value:g}"
+    if key == "max_spot_share" and not 0 <= value <= 1:
+        return f"max_spot_share is a share of training GPU-hours, from 0 to 1, got {value:g}"
+    field = key.removeprefix("colocation.")
+    if field in _WHOLE_COLOCATION_FIELDS and not (value >= 0 and value.is_integer()):
+        zero = " (0: no owned nodes)" if field == "max_nodes" else ""
+        return f"colocation.{field} is a whole number >= 0{zero}, got {value:g}"
+    return None
 
 
 def parse_all(texts: Iterable[str], where: str = "--vary") -> list[Variation]:
@@ -151,7 +188,8 @@ def apply_variations(
 ) -> tuple[Scenario, Catalog]:
     """The scenario and catalog with every change applied, in order (the result is validated again).
 
-    ``where`` names the changes' origin in errors (``--vary``, or ``adjust`` for a scenario's own list).
+    Errors name the change they come from (its ``where``: ``--vary[1]``, ``adjust[0]``); ``where`` names
+    the origin of changes that do not say (a :class:`Variation` made in code).
     """
     try:
         return _apply(scenario, catalog, list(variations), reference_nodes)
@@ -167,6 +205,23 @@ def _apply(
     variations: list[Variation],
     reference_nodes: Mapping[str, float] | None,
 ) -> tuple[Scenario, Catalog]:
+    data, offerings = _changed(scenario, catalog, variations, reference_nodes)
+    try:
+        varied = parse(data)
+    except InputError as error:
+        problem = f"the changed scenario is not valid: {error.where}: {error.problem}"
+        culprit = _first_invalid(scenario, catalog, variations, reference_nodes)
+        raise (culprit.error(problem) if culprit else InputError(None, "--vary", problem)) from None
+    return varied, Catalog(offerings, source=catalog.source)
+
+
+def _changed(
+    scenario: Scenario,
+    catalog: Catalog,
+    variations: list[Variation],
+    reference_nodes: Mapping[str, float] | None,
+) -> tuple[dict[str, Any], list[Offering]]:
+    """The scenario's data and the offerings with ``variations`` applied, not validated yet."""
     data = scenario.model_dump(mode="python", exclude={"adjust"})
     offerings = list(catalog.offerings)
     for variation in variations:
@@ -180,13 +235,30 @@ def _apply(
             data["purchase"]["schedule"] = variation.word
         else:
             _vary_colocation(data, variation)
-    try:
-        varied = parse(data)
-    except InputError as error:
-        raise InputError(
-            None, "--vary", f"the changed scenario is not valid: {error.where}: {error.problem}"
-        ) from None
-    return varied, Catalog(offerings, source=catalog.source)
+    return data, offerings
+
+
+def _first_invalid(
+    scenario: Scenario,
+    catalog: Catalog,
+    variations: list[Variation],
+    reference_nodes: Mapping[str, float] | None,
+) -> Variation | None:
+    """The change after which the scenario is no longer valid (to name it in the error)."""
+    for count in range(1, len(variations) + 1):
+        data, _ = _changed(scenario, catalog, variations[:count], reference_nodes)
+        try:
+            parse(data)
+        except InputError:
+            return variations[count - 1]
+    return None
+
+
+def _finite(variation: Variation, what: str, value: float) -> float:
+    """``value``, the new value of ``what``; an error naming the change when it is NaN or infinite."""
+    if not math.isfinite(value):
+        raise variation.error(f"makes {what} {value:g}, not a finite number")
+    return value
 
 
 def _matches_workload(item: Mapping[str, Any], target: str | None) -> bool:
@@ -197,16 +269,39 @@ def _vary_workloads(data: dict[str, Any], variation: Variation) -> None:
     section = "training" if variation.key == "training_hours" else "inference"
     chosen = [item for item in data[section] if _matches_workload(item, variation.target)]
     if not chosen:
-        raise InputError(
-            None, "--vary", f"{variation.label!r}: no {section} workload or team named {variation.target!r}"
+        raise variation.error(f"no {section} workload or team named {variation.target!r}")
+    if variation.key == "growth" and not any("monthly_growth" in item["replicas"] for item in chosen):
+        names = ", ".join(item["name"] for item in chosen)
+        raise variation.error(
+            f"{names} follow a CSV series, which has no monthly growth to change (scale it with demand=x...)"
         )
+    months = data["horizon"]["hours"] / 730.0  # growth compounds per 730 h (models/workloads.py)
     for item in chosen:
+        name = f"{section} {item['name']!r}"
         if variation.key == "demand":
-            item["scale"] = variation.factor(item.get("scale", 1.0))
+            scale = variation.factor(item.get("scale", 1.0))
+            item["scale"] = _finite(variation, f"the scale of {name}", scale)
         elif variation.key == "training_hours":
-            item["hours"] = variation.factor(item["hours"])
+            item["hours"] = _finite(variation, f"the hours of {name}", variation.factor(item["hours"]))
         elif "monthly_growth" in item["replicas"]:  # growth; a CSV series has no growth to change
-            item["replicas"]["monthly_growth"] = variation.factor(item["replicas"]["monthly_growth"])
+            growth = variation.factor(item["replicas"]["monthly_growth"])
+            item["replicas"]["monthly_growth"] = _finite(variation, f"the monthly growth of {name}", growth)
+        _check_peak(variation, name, item, months)
+
+
+def _check_peak(variation: Variation, name: str, item: Mapping[str, Any], months: float) -> None:
+    """The most replicas a changed service asks for over the horizon must be a finite number."""
+    replicas = item.get("replicas")
+    if not isinstance(replicas, Mapping) or "csv" in replicas:
+        return  # training, or a CSV series: its numbers are read (and checked) when planning
+    growth = replicas.get("monthly_growth", 0.0)
+    peak = max(replicas.get("base", 0.0), replicas.get("peak", 0.0)) * item.get("scale", 1.0)
+    try:
+        most = peak * max(1.0, (1.0 + growth) ** months) if growth > -1 else peak
+    except OverflowError:
+        most = math.inf
+    if not math.isfinite(most):
+        raise variation.error(f"makes the replicas of {name} grow to {most:g} over the horizon")
 
 
 def _matches_offering(offering: Offering, target: str | None) -> bool:
@@ -225,7 +320,7 @@ def _vary_offerings(
 ) -> list[Offering]:
     hits = [o for o in offerings if _matches_offering(o, variation.target)]
     if not hits:
-        raise InputError(None, "--vary", f"{variation.label!r}: no offering matches {variation.target!r}")
+        raise variation.error(f"no offering matches {variation.target!r}")
     changed = []
     update: dict[str, Any]  # Offering fields: prices, an interruption rate or a node limit
     for offering in offerings:
@@ -235,52 +330,56 @@ def _vary_offerings(
         if variation.key in PRICE_TIERS:
             prices = {tier: offering.price(tier) for tier in PRICE_TIERS[variation.key]}
             update = {
-                PRICE_FIELD[tier]: None if price is None else variation.factor(price)
+                PRICE_FIELD[tier]: None
+                if price is None
+                else _finite(variation, f"the {tier} price of {offering.id}", variation.factor(price))
                 for tier, price in prices.items()
             }
         elif variation.key == "spot_interruptions":
-            update = {"spot_interruptions_per_hour": variation.factor(offering.spot_interruptions_per_hour)}
+            rate = variation.factor(offering.spot_interruptions_per_hour)
+            what = f"the spot interruptions of {offering.id}"
+            update = {"spot_interruptions_per_hour": _finite(variation, what, rate)}
         else:
             update = {"max_nodes": _capacity(offering, variation, reference_nodes)}
-        changed.append(dataclasses.replace(offering, **update))
+        try:
+            changed.append(dataclasses.replace(offering, **update))
+        except ValueError as exc:  # the offering's own checks (Offering.__post_init__)
+            raise variation.error(f"the changed offering is not valid: {exc}") from None
     return changed
 
 
 def _capacity(offering: Offering, variation: Variation, reference: Mapping[str, float] | None) -> int:
     if variation.op == "=":
-        return max(0, math.floor(variation.value))
+        return int(variation.value)  # a whole number >= 0 (parse_variation)
     current: float | None = offering.max_nodes
     if current is None:
         if reference is None:
-            raise InputError(
-                None,
-                "--vary",
-                f"{variation.label!r}: {offering.id} has no capacity limit to scale; give a node count "
+            raise variation.error(
+                f"{offering.id} has no capacity limit to scale; give a node count "
                 f"(capacity:{variation.target or 'H100'}=16), or use gpuplan whatif, which scales the nodes "
-                "the base plan holds",
+                "the base plan holds"
             )
         current = reference.get(offering.id, 0.0)
-    return max(0, math.floor(variation.factor(float(current)) + 1e-9))
+    nodes = _finite(variation, f"the capacity of {offering.id}", variation.factor(float(current)))
+    return max(0, math.floor(nodes + 1e-9))
 
 
 def _vary_colocation(data: dict[str, Any], variation: Variation) -> None:
     field = variation.key.split(".", 1)[1]
     section = data.get("colocation")
-    if field == "max_nodes" and variation.op == "=" and variation.value < 1:
+    if field == "max_nodes" and variation.op == "=" and variation.value == 0:
         data["colocation"] = None  # no owned nodes: the cloud-only fleet
         return
     if section is None:
         if field != "max_nodes" or variation.op != "=":
-            raise InputError(
-                None,
-                "--vary",
-                f"{variation.label!r}: the scenario has no colocation section; add one, or start with "
-                "colocation.max_nodes=N (the documented defaults for the rest)",
+            raise variation.error(
+                "the scenario has no colocation section; add one, or start with "
+                "colocation.max_nodes=N (the documented defaults for the rest)"
             )
         data["colocation"] = Colocation(max_nodes=int(variation.value)).model_dump()
         return
     current = section.get(field)
     if isinstance(current, str) or (current is None and variation.op != "="):
-        raise InputError(None, "--vary", f"{variation.label!r}: colocation.{field} is not a number to change")
-    value = variation.factor(float(current or 0.0))
-    section[field] = round(value) if field in ("max_nodes", "depreciation_months", "gpus_per_node") else value
+        raise variation.error(f"colocation.{field} is not a number to change")
+    value = _finite(variation, f"colocation.{field}", variation.factor(float(current or 0.0)))
+    section[field] = round(value) if field in _WHOLE_COLOCATION_FIELDS else value

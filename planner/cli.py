@@ -9,10 +9,11 @@ file, the field and the problem, never a traceback, and nothing is written.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,7 +23,7 @@ from rich.table import Table
 
 from models.catalog import MAX_NODES
 from models.errors import GpuplanError, InputError, SolverError
-from models.plan import Plan, PlanDocument
+from models.plan import Plan, PlanDocument, plan_json_path, read_document
 from models.scenario import Scenario
 from models.tiers import Term
 from planner.cli_common import (
@@ -38,6 +39,7 @@ from planner.cli_common import (
 from planner.simulate.cli import simulate_app
 
 if TYPE_CHECKING:  # imported where used: `gpuplan --help` loads neither
+    from models.catalog import Catalog, Offering
     from planner.inputs import Inputs
     from planner.verify import VerifyReport
 
@@ -376,15 +378,18 @@ def catalog(
     ] = None,
     csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False,
 ) -> None:
-    """List GPU offerings and their prices per tier ($ per node-hour)."""
+    """List GPU offerings and their prices per tier ($ per node-hour).
+
+    Filters combine: an offering is listed when it matches every filter given (any of a repeated one).
+    A filter that matches nothing is an error (exit 2) naming it, with the close matches.
+    """
     from models.catalog import Catalog
 
     try:
         loaded = Catalog.load(file)
-        selected = loaded.filter(gpu=gpu or None, cloud=cloud or None, fabric_required=fabric)
+        rows = _select_offerings(loaded, gpu or [], cloud or [], region or [], fabric)
     except GpuplanError as error:
         raise fail(error) from None
-    rows = [o for o in selected if not region or o.region in region]
     if csv:
         frame = Catalog(rows).to_dataframe()
         sys.stdout.write(frame.to_csv(index=False))
@@ -409,6 +414,92 @@ def catalog(
     if not out.is_terminal:
         out.width = max(out.width, 140)  # piped or captured: do not squeeze the table to 80 columns
     out.print(table)
+
+
+#: What a cloud is called besides the name gpuplan gives it (for the hint of an unknown ``--cloud``).
+_CLOUD_NAMES = {"amazon": "aws", "ec2": "aws", "google": "gcp", "gce": "gcp", "microsoft": "azure"}
+
+
+def _select_offerings(
+    loaded: Catalog, gpus: list[str], clouds: list[str], regions: list[str], fabric: bool
+) -> list[Offering]:
+    """The offerings of ``loaded`` that ``gpuplan catalog``'s filters select.
+
+    InputError (exit 2) when a filter cannot match: an unknown cloud, a GPU model, cloud or region the
+    catalog does not have (with the close matches), or filters that each match but not together (the
+    first filter that empties the selection, with what the others leave)."""
+    from models.catalog import CLOUDS
+
+    source = "the embedded catalog" if loaded.source == "embedded" else loaded.source
+    offerings = list(loaded)
+    for flag, values in (("--gpu", gpus), ("--cloud", clouds), ("--region", regions)):
+        if any(not value.strip() for value in values):
+            raise InputError(None, flag, "empty value")
+    for name in clouds:
+        if name.strip().lower() not in CLOUDS:
+            alias = _CLOUD_NAMES.get(name.strip().lower())
+            hint = f" (did you mean {alias!r}?)" if alias else _close_matches(name.strip().lower(), CLOUDS)
+            raise InputError(None, "--cloud", f"unknown cloud {name!r}{hint}; valid: {', '.join(CLOUDS)}")
+    models = sorted({o.gpu_model for o in offerings})
+    for pattern in gpus:
+        if not any(o.matches_gpu([pattern]) for o in offerings):
+            hint = _close_matches(pattern.strip(), models)
+            raise InputError(
+                None,
+                "--gpu",
+                f"no GPU model in {source} starts with {pattern!r}{hint}; its models: {', '.join(models)}",
+            )
+    present = sorted({o.cloud for o in offerings})
+    for name in clouds:
+        if name.strip().lower() not in present:
+            problem = f"{source} has no {name.strip().lower()} offering; its clouds: {', '.join(present)}"
+            raise InputError(None, "--cloud", problem)
+    known = sorted({o.region for o in offerings})
+    for name in regions:
+        if name not in known:
+            hint = _close_matches(name, known) or f"; its regions: {', '.join(known)}"
+            raise InputError(None, "--region", f"no region {name!r} in {source}{hint}")
+    if fabric and not any(o.has_fabric for o in offerings):
+        raise InputError(None, "--fabric", f"no offering in {source} has a multi-node fabric")
+
+    wanted_clouds = {c.strip().lower() for c in clouds}
+    steps: list[tuple[str, list[str], Callable[[Offering], bool]]] = [
+        ("--gpu", gpus, lambda o: o.matches_gpu(gpus)),
+        ("--cloud", clouds, lambda o: o.cloud in wanted_clouds),
+        ("--region", regions, lambda o: o.region in regions),
+        ("--fabric", ["--fabric"] if fabric else [], lambda o: o.has_fabric),
+    ]
+    applied: list[str] = []
+    selected = offerings
+    for flag, values, keep in steps:
+        if not values:
+            continue
+        narrowed = [o for o in selected if keep(o)]
+        given = " ".join(f"{flag} {v}" for v in values) if flag != "--fabric" else flag
+        if not narrowed:
+            before = f"no offering matching {' '.join(applied)}"
+            if flag == "--cloud":
+                clouds_left = ", ".join(sorted({o.cloud for o in selected}))
+                problem = f"{before} is on {given}; the clouds that have them: {clouds_left}"
+            elif flag == "--region":
+                names = sorted({o.region for o in selected})
+                hint = _close_matches(regions[0], names)
+                problem = f"{before} is in {given}{hint}; their regions: {', '.join(names)}"
+            else:
+                problem = f"{before} has a multi-node fabric"
+            raise InputError(None, flag, problem)
+        applied.append(given)
+        selected = narrowed
+    return selected
+
+
+def _close_matches(value: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'H100'?)`` for the choices close to ``value`` (case-insensitive), else ``""``."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(value.lower(), list(by_lower), n=3, cutoff=0.5)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(by_lower[c]) for c in close) + "?)"
 
 
 @app.command()
@@ -466,7 +557,7 @@ def _verify_help() -> str:
         "offering with the fabric, in the window, long enough, rows exactly where they run), the spot "
         "share, team burst limits and guarantees backed by committed GPUs.\n\n"
         "Exit 0: no violation; 1: violations (printed by kind, with a count and examples); 2: unreadable "
-        "input.\n\nViolation kinds:\n\n" + kinds
+        "input, or a plan made from another scenario.\n\nViolation kinds:\n\n" + kinds
     )
 
 
@@ -477,12 +568,15 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="print the violations as JSON")] = False,
     examples: Annotated[int, typer.Option(help="examples kept per violation kind")] = 3,
 ) -> None:
-    from planner.verify import verify_directory
+    from planner.inputs import load_inputs
+    from planner.verify import verify_inputs
 
     try:
         if examples < 0:
             raise InputError(None, "--examples", f"must be at least 0, got {examples}")
-        report = verify_directory(scenario, plan_dir, examples)
+        inputs = load_inputs(scenario)
+        _check_plan_is_of(inputs.scenario, scenario, plan_dir)
+        report = verify_inputs(inputs, scenario, plan_dir, examples)
     except GpuplanError as error:
         raise fail(error) from None
     if as_json:
@@ -495,6 +589,19 @@ def verify(
         _print_violations(report, str(plan_dir))
     if not report.ok:
         raise typer.Exit(EXIT_VIOLATIONS)
+
+
+def _check_plan_is_of(loaded: Scenario, scenario: Path, plan_dir: Path) -> None:
+    """A plan made from another scenario is the wrong argument, not a plan with violations: every check
+    would fail (or find offerings the scenario does not have). InputError naming both scenarios."""
+    document = read_document(plan_json_path(plan_dir))
+    if document.scenario != loaded.name:
+        raise InputError(
+            plan_dir / "plan.json",
+            "scenario",
+            f"the plan was made from scenario {document.scenario!r}, not {loaded.name!r} ({scenario}); "
+            "verify a plan against the scenario it was made from",
+        )
 
 
 def _print_violations(report: VerifyReport, label: str) -> None:

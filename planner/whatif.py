@@ -12,6 +12,7 @@ thread): on this 2-core machine two variants solve at once.
 
 from __future__ import annotations
 
+import difflib
 import multiprocessing
 import os
 import re
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from models.errors import GpuplanError, InputError
 from models.plan import Plan, read_document
 from models.tiers import Term
-from models.variation import Variation, parse_all
+from models.variation import Variation, parse_all, parse_variation
 from models.whatif import FailedVariant, MonthlyCost, SolvedVariant, WhatifDocument, WhatifHorizon
 from models.yamlfile import read_yaml
 from planner.inputs import load_inputs
@@ -38,15 +39,31 @@ BASE = "base"
 
 @dataclass(frozen=True)
 class Variant:
+    """A name and its changes. ``origin`` says where it was given, for errors: a ``--vary`` flag
+    (``--vary[2]``) names all its changes; an entry of the sweep file ``source`` (``variants[1]``) names
+    each of them (``variants[1].vary[0]``)."""
+
     name: str
     changes: list[str] = field(default_factory=list)
+    origin: str = ""
+    source: str | None = None
 
     @property
     def slug(self) -> str:
         return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_") or "variant"
 
     def variations(self) -> list[Variation]:
-        return parse_all(self.changes, f"variant {self.name!r} vary")
+        if self.origin and self.source is None:  # one --vary flag: its changes are named by the flag
+            return [parse_variation(text, self.origin) for text in self.changes]
+        # a sweep entry names each change (variants[1].vary[0]); a variant made in code, by its name
+        where = f"{self.origin}.vary" if self.origin else f"variant {self.name!r} vary"
+        return parse_all(self.changes, where)
+
+    def described(self) -> str:
+        """Where it was given, in words: ``--vary[1]``, ``variants[0] of sweep.yaml``."""
+        if not self.origin:
+            return f"variant {self.name!r}"
+        return f"{self.origin} of {self.source}" if self.source else self.origin
 
     @property
     def relative_capacity(self) -> bool:
@@ -68,9 +85,11 @@ class _Sweep(BaseModel):
 def variants_from_flags(texts: Sequence[str]) -> list[Variant]:
     """One variant per ``--vary``; several changes in one flag (``"demand=x1.3 spot_price=+50%"``) combine."""
     result = []
-    for text in texts:
+    for index, text in enumerate(texts):
         changes = [part for part in re.split(r"[\s,;]+", text.strip()) if part]
-        result.append(Variant(" ".join(changes), changes))
+        if not changes:
+            raise InputError(None, f"--vary[{index}]", "no change given; e.g. --vary demand=x1.3")
+        result.append(Variant(" ".join(changes), changes, origin=f"--vary[{index}]"))
     return result
 
 
@@ -78,19 +97,103 @@ def load_sweep(path: str | Path) -> list[Variant]:
     """A sweep file: ``variants: [{name: ..., vary: [spot_price=+50%, ...]}, ...]``."""
     path = Path(path)
     data = read_yaml(path, "sweep file")
+    return sweep_variants(path, data)
+
+
+def sweep_variants(path: Path, data: Any) -> list[Variant]:
+    """The variants of a sweep file's parsed content, checked: an InputError naming the file and the entry
+    for anything else than ``variants:`` (or a bare list) of ``{name, vary}`` with string changes that
+    parse, unique names, and at most one variant without changes (the base)."""
+    if not isinstance(data, dict | list):
+        found = "nothing (an empty file)" if data is None else _yaml_kind(data)
+        raise InputError(path, None, f"expected variants: [{{name: ..., vary: [...]}}, ...], found {found}")
     try:
         sweep = _Sweep.model_validate(data if not isinstance(data, list) else {"variants": data})
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise InputError(path, where, error["msg"]) from None
-    variants = [Variant(v.name, list(v.vary)) for v in sweep.variants]
-    for variant in variants:
+        raise _sweep_error(path, exc) from None
+    variants: list[Variant] = []
+    first: dict[str, Variant] = {}
+    for index, entry in enumerate(sweep.variants):
+        where = f"variants[{index}]"
+        if not entry.name.strip():
+            raise InputError(path, f"{where}.name", "a variant's name cannot be blank")
+        variant = Variant(entry.name, list(entry.vary), origin=where, source=str(path))
+        other = first.get(variant.slug)
+        if other is not None:
+            problem = (
+                f"{variant.name!r} is already the name of {other.origin}"
+                if other.name == variant.name
+                else f"{variant.name!r} and the name of {other.origin} ({other.name!r}) would both be "
+                f"written to variants/{variant.slug}/"
+            )
+            raise InputError(path, f"{where}.name", problem)
+        first[variant.slug] = variant
+        unchanged = next((v for v in variants if not v.changes), None)
+        if not variant.changes and unchanged is not None:
+            raise InputError(
+                path,
+                f"{where}.vary",
+                f"no changes, as {unchanged.origin} ({unchanged.name!r}): only one variant can be the base",
+            )
         try:
             variant.variations()
         except InputError as error:
             raise InputError(path, error.where, error.problem) from None
+        variants.append(variant)
     return variants
+
+
+#: The keys of a sweep file and of one of its variants (``_Sweep``, ``_SweepVariant``).
+_SWEEP_KEYS = {"file": tuple(_Sweep.model_fields), "variant": tuple(_SweepVariant.model_fields)}
+
+
+def _sweep_error(path: Path, exc: ValidationError) -> InputError:
+    """The first problem of a sweep file's content in words, at its place (``variants[1].vary[0]``)."""
+    errors = exc.errors()
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc, kind, value = error["loc"], error["type"], error.get("input")
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    in_variant = len(loc) > 1
+    keys = _SWEEP_KEYS["variant" if in_variant else "file"]
+    field = next((part for part in reversed(loc) if isinstance(part, str)), "")
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        owner = "a variant" if in_variant else "a sweep file"
+        problem = f"unknown key{hint}; {owner} has {' and '.join(keys)}"
+    elif kind == "missing":
+        problem = "every variant needs a name" if field == "name" else "missing: list the variants here"
+    elif kind == "too_short":
+        problem = "no variants; list at least one: [{name: ..., vary: [demand=x1.3]}]"
+    elif kind == "string_type":
+        problem = f"expected a string, found {_yaml_kind(value)}"
+        if isinstance(value, dict) and field == "vary":
+            problem += " (write a change as one string: 'max_spot_share=0.3', not max_spot_share: 0.3)"
+        elif isinstance(value, int | float):  # name: 2027, name: yes
+            problem += " (put it in quotes)"
+    elif kind == "list_type":
+        problem = f"expected a list, found {_yaml_kind(value)}"
+        if field == "vary":
+            problem += " (vary: [demand=x1.3, spot_price=+50%])"
+        elif field == "variants":
+            problem += " (variants: [{name: ..., vary: [...]}, ...])"
+    elif kind in ("model_type", "model_attributes_type", "dict_type"):
+        problem = f"expected a variant {{name: ..., vary: [...]}}, found {_yaml_kind(value)}"
+    else:
+        problem = error["msg"]
+    more = len(errors) - 1
+    return InputError(path, where or None, problem + (f" (and {more} more)" if more else ""))
+
+
+def _yaml_kind(value: Any) -> str:
+    """What a parsed YAML value is, in words, with the value when it is short: ``a number (3)``."""
+    if value is None:
+        return "null (an empty value)"
+    names = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"),
+             (dict, "a mapping"))  # fmt: skip
+    kind = next((name for types, name in names if isinstance(value, types)), type(value).__name__)
+    shown = repr(value)
+    return f"{kind} ({shown})" if len(shown) <= 40 else kind
 
 
 def plan_variants(base: Sequence[Variant], extra: Sequence[Variant]) -> list[Variant]:
@@ -98,18 +201,31 @@ def plan_variants(base: Sequence[Variant], extra: Sequence[Variant]) -> list[Var
     variants = list(base) + list(extra)
     if not any(not v.changes for v in variants):
         variants.insert(0, Variant(BASE))
-    seen: set[str] = set()
+    seen: dict[str, Variant] = {}
     for variant in variants:
-        if variant.slug in seen:
-            raise InputError(None, "--vary/--sweep", f"two variants are named {variant.name!r} (or alike)")
-        seen.add(variant.slug)
+        other = seen.get(variant.slug)
+        if other is not None:
+            first = other.described() if other.origin else "the base (no changes)"
+            raise InputError(
+                None,
+                "--vary/--sweep",
+                f"two variants are named {variant.name!r} (or alike): {first} and {variant.described()}",
+            )
+        seen[variant.slug] = variant
     return variants
 
 
 def check_variants(scenario: Path, variants: Sequence[Variant]) -> None:
     """Apply every variant's changes before solving anything, so a typo fails in a second, not an hour."""
     for variant in variants:
-        load_inputs(scenario, variant.variations(), reference_nodes={})
+        variations = variant.variations()
+        try:
+            load_inputs(scenario, variations, reference_nodes={})
+        except InputError as error:
+            if variant.source is not None and error.where in {v.where for v in variations}:
+                # a change of the sweep file: name that file, and the scenario it was applied to
+                raise InputError(variant.source, error.where, f"{error.problem} (on {scenario})") from None
+            raise
 
 
 def peak_nodes(plan: Plan) -> dict[str, float]:

@@ -69,7 +69,7 @@ def _check_guarantees(ctx: Context, findings: Findings) -> None:
     need = {team: gpus for team, gpus in need.items() if gpus > EPS}
     if not need or not ctx.periods:
         return
-    ids = sorted(ctx.committed)
+    ids = sorted(oid for oid in ctx.committed if oid in ctx.offerings)  # unknown ones: check_commitments
     gpus = np.array([[ctx.offerings[oid].gpus_per_node] for oid in ids], dtype=float).reshape(len(ids), 1)
     supply_by_period = (
         np.vstack([ctx.committed[oid] for oid in ids]) * gpus if ids else np.zeros((0, ctx.periods))

@@ -180,7 +180,7 @@ def test_a_wrong_field_is_named_with_the_schema(tmp_path: Path, change, where: s
 
 def test_plan_json_that_is_not_an_object(tmp_path: Path) -> None:
     message = _message(_corrupt(tmp_path, lambda d: [d]))
-    assert "expected a JSON object, found list" in message
+    assert "expected a JSON object, found an array" in message
 
 
 def test_plan_json_that_is_binary_or_missing(tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def test_a_scenario_adjust_that_matches_nothing_is_named_as_such(tmp_path: Path,
     path = kit.write_scenario_yaml(tmp_path / "s.yaml", data)
     with pytest.raises(InputError, match="no offering matches 'oracle'") as caught:
         load_inputs(path)
-    assert caught.value.where == "adjust"
+    assert caught.value.file == str(path) and caught.value.where == "adjust[0]"  # the entry itself
 
 
 def test_colocation_max_nodes_zero_means_cloud_only(base) -> None:
