@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from models.csvheader import checked_header
 from models.errors import InputError
 from models.tiers import Tier
 
@@ -508,24 +509,7 @@ def _read_csv(path: Path) -> list[Offering]:
 
 
 def _check_header(path: Path, raw: list[str]) -> list[str]:
-    header = [name.strip() for name in raw]
-    seen: set[str] = set()
-    for name in header:
-        if name in seen:
-            raise InputError(path, f"row 1, column {name}", "column appears twice in the header")
-        seen.add(name)
-        if name not in _COLUMNS:
-            close = difflib.get_close_matches(name, _COLUMNS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(
-                path,
-                f"row 1, column {name or '<empty>'}",
-                f"unknown column{hint}; catalog format v1 columns: {', '.join(_COLUMNS)}",
-            )
-    for name in _COLUMNS:
-        if name in _REQUIRED and name not in seen:
-            raise InputError(path, f"row 1, column {name}", "required column is missing from the header")
-    return header
+    return checked_header(path, raw, _COLUMNS, _REQUIRED, f"catalog format v1 columns: {', '.join(_COLUMNS)}")
 
 
 def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Offering:

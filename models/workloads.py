@@ -12,7 +12,6 @@ increasing, and each problem an :class:`~models.errors.InputError` naming the fi
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 import math
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from models.catalog import Range, parse_number
+from models.csvheader import checked_header
 from models.errors import InputError
 from models.scenario import (
     MAX_HORIZON_HOURS,
@@ -153,20 +153,13 @@ def _csv_series(spec: CsvSeries, horizon: Horizon, base_dir: Path | None, where:
 
 
 def _series_header(path: Path, raw: list[str]) -> list[str]:
-    header = [name.strip() for name in raw]
-    for position, name in enumerate(header):
-        if name in header[:position]:
-            raise InputError(path, f"row 1, column {name}", "column appears twice in the header")
-        if name not in SERIES_COLUMNS:
-            close = difflib.get_close_matches(name, SERIES_COLUMNS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(
-                path,
-                f"row 1, column {name or '<empty>'}",
-                f"unknown column{hint}; a demand series has the columns hour (or timestamp) and replicas",
-            )
-    if "replicas" not in header:
-        raise InputError(path, "row 1, column replicas", "required column is missing from the header")
+    header = checked_header(
+        path,
+        raw,
+        SERIES_COLUMNS,
+        ("replicas",),
+        "a demand series has the columns hour (or timestamp) and replicas",
+    )
     if "hour" in header and "timestamp" in header:
         raise InputError(path, "row 1, column timestamp", "give hour or timestamp, not both")
     if "hour" not in header and "timestamp" not in header:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from cli_output import assert_input_error, output_lines
 from typer.testing import CliRunner
 
 from models.catalog import EMBEDDED_CATALOG_PATH
@@ -95,21 +96,6 @@ def scenario(kit, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def _lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def assert_input_error(result, *needles: str) -> str:
-    """Exit 2, exactly one line of output, no traceback, and the message names every needle."""
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    assert "Traceback" not in result.output
-    lines = _lines(result.output)
-    assert len(lines) == 1, lines
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
-
-
 # ---- gpuplan plan --------------------------------------------------------------------------------
 
 
@@ -119,7 +105,7 @@ def test_plan_summary_opens_with_the_decision(runner: CliRunner, project: Path) 
     result = runner.invoke(app, ["plan", str(project / "scenario.yaml"), "-o", str(out), "-q", "--no-report"])
     assert result.exit_code == 0, result.output
     plan = json.loads((out / "plan.json").read_text())
-    lines = _lines(result.output)
+    lines = output_lines(result.output)
     commitments = plan["commitments"]
     if commitments:
         assert lines[0] == "cli-small: buy"
@@ -304,7 +290,7 @@ def test_installed_console_script_reports_bad_input_in_one_line(project: Path) -
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stdout + done.stderr
-    lines = _lines(done.stderr)
+    lines = output_lines(done.stderr)
     assert len(lines) == 1 and "inference[0].latency_critcal" in lines[0] and "bad.yaml" in lines[0], lines
     assert not out.exists()
 

@@ -154,3 +154,14 @@ def test_validate_and_plan_agree(tmp_path: Path, kit) -> None:
     planned = runner.invoke(app, ["plan", str(warned), "-o", str(tmp_path / "out2"), "-q", "--no-report"])
     assert validated.exit_code == 0 and planned.exit_code == 0
     assert "a gang of 6 nodes" in validated.output and "a gang of 6 nodes" in planned.output
+
+
+def test_a_demand_series_that_is_a_directory_is_an_input_error(tmp_path: Path, kit) -> None:
+    """``replicas: {csv: .}`` used to end in IsADirectoryError."""
+    kit.write_catalog_csv(tmp_path / "catalog.csv", _rows(kit))
+    data = _data(kit)
+    data["inference"][0]["replicas"] = {"csv": "."}
+    path = kit.write_scenario_yaml(tmp_path / "dot.yaml", data)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "is a directory" in result.output and "inference[0].replicas.csv" in result.output
