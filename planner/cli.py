@@ -57,7 +57,13 @@ def plan(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML (see scenarios/ for examples)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="plan directory to write")] = Path("plan"),
     solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc")] = "highs",
-    time_limit: Annotated[float, typer.Option(help="solver time limit, seconds")] = 120.0,
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            help="solver time limit, seconds (the hourly method's cluster LP, without which there is no "
+            "plan, runs to completion past it)"
+        ),
+    ] = 120.0,
     gap: Annotated[float, typer.Option(help="relative optimality gap at which to stop")] = 0.005,
     threads: Annotated[int | None, typer.Option(help="solver threads (default: the solver's choice)")] = None,
     block_hours: Annotated[
