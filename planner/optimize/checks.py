@@ -28,36 +28,26 @@ from models.scenario import InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import TERM_TIER
 from models.workloads import training_runs
-from planner.optimize.purchases import commitment_columns
-from planner.optimize.sets import replicas_per_node, why_no_offering
+from planner.optimize.purchases import held_columns
+from planner.optimize.sets import replicas_per_node, runs_gang, why_no_offering, why_no_service_offering
 
 __all__ = ["check_inputs"]
 
 
 def check_inputs(scenario: Scenario, catalog: Catalog) -> list[str]:
     """Raise InputError for the first problem of the module docstring; return the warnings."""
-    _check_scope(scenario, catalog)
-    _check_gpu_models(scenario, catalog)
     offerings = scenario_offerings(scenario, catalog)
-    commitment_columns(scenario, offerings, {}, catalog)  # held commitments: offerings in scope, max_nodes
+    _check_scope(scenario, catalog, offerings)
+    _check_gpu_models(scenario, catalog)
+    held_columns(scenario, offerings, catalog)  # held commitments: offerings in scope, a rate, max_nodes
     warnings: list[str] = []
     for i, service in enumerate(scenario.inference):
         if not any(replicas_per_node(service, o) > 0 for o in offerings):
-            size = (
-                f"{service.gpus_per_replica} GPUs per replica"
-                if service.gpus_per_replica
-                else f"{service.gpu_memory_gb} GB per replica"
-            )
-            raise InputError(
-                None,
-                f"inference[{i}]",
-                f"{service.name}: no offering in the allowed clouds/regions has "
-                f"{'/'.join(service.gpu_models)} GPUs for {size}",
-            )
+            raise InputError(None, f"inference[{i}]", f"{service.name}: {why_no_service_offering(service)}")
     p = scenario.horizon.period_hours
     runs = training_runs(scenario)
     for k, job in enumerate(scenario.training):
-        eligible = _gang_offerings(job, offerings)
+        eligible = [o for o in offerings if runs_gang(o, job)]
         if not eligible:
             raise InputError(None, f"training[{k}]", f"{job.name}: {why_no_offering(job, offerings)}")
         needed = math.ceil(job.hours / p - 1e-9)
@@ -82,7 +72,7 @@ def check_inputs(scenario: Scenario, catalog: Catalog) -> list[str]:
     return warnings
 
 
-def _check_scope(scenario: Scenario, catalog: Catalog) -> None:
+def _check_scope(scenario: Scenario, catalog: Catalog, offerings: list[Offering]) -> None:
     """Every region asked for exists in the catalog for its cloud, a cloud named explicitly has offerings,
     and some offering is allowed at all."""
     by_cloud: dict[str, set[str]] = {}
@@ -102,7 +92,7 @@ def _check_scope(scenario: Scenario, catalog: Catalog) -> None:
                     f"clouds.{cloud}.regions[{r}]",
                     f"{region!r} is not a {cloud} region of the catalog{_close(region, regions)}",
                 )
-    if not scenario_offerings(scenario, catalog):
+    if not offerings:
         raise InputError(None, "clouds", "no offering of the catalog is in the allowed clouds and regions")
 
 
@@ -125,17 +115,6 @@ def _check_gpu_models(scenario: Scenario, catalog: Catalog) -> None:
                         f"{section}[{k}].gpu_models[{m}]",
                         f"no GPU model of the catalog matches {pattern!r}{_close(pattern, models)}",
                     )
-
-
-def _gang_offerings(job: TrainingJob, offerings: list[Offering]) -> list[Offering]:
-    """Offerings a gang can run on, capacity aside: its GPU model, GPUs per node, a fabric if it needs one."""
-    return [
-        o
-        for o in offerings
-        if o.matches_gpu(job.gpu_models)
-        and o.gpus_per_node == job.gpus_per_node
-        and (o.has_fabric or not job.needs_fabric)
-    ]
 
 
 def _check_guarantees(scenario: Scenario, offerings: list[Offering]) -> None:

@@ -43,8 +43,9 @@ from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Term
 
 __all__ = [
     "CommitColumn",
-    "commitment_columns",
     "committed_by_period",
+    "held_columns",
+    "purchase_columns",
     "purchase_steps",
     "segment_of_period",
 ]
@@ -106,39 +107,41 @@ def purchase_steps(scenario: Scenario) -> list[int]:
     return sorted(step for step in steps if step < horizon.periods)
 
 
-def commitment_columns(
-    scenario: Scenario,
-    offerings: list[Offering],
-    terms: Mapping[int, list[Term]],
-    catalog: Catalog | None = None,
+def held_columns(
+    scenario: Scenario, offerings: list[Offering], catalog: Catalog | None = None
 ) -> list[CommitColumn]:
-    """Existing columns first (in scenario order, colocation's servers last), then the new ones.
-
-    ``terms``: per offering, the terms the plan may buy it on. Raises InputError for an existing
-    commitment on an offering the scenario cannot use, or without a rate.
-    """
+    """The commitments held already, in scenario order, colocation's servers last. Raises InputError
+    for one on an offering the scenario cannot use, without a rate, or above ``max_nodes``."""
     horizon = scenario.horizon
-    p = horizon.period_hours
     periods = horizon.periods
     index = {offering.id: o for o, offering in enumerate(offerings)}
     columns: list[CommitColumn] = []
-    renewals: set[int] = set()
     for k, held in enumerate(scenario.commitments):
         o = _offering_of(held, k, index, catalog)
-        column = _existing(held, k, o, offerings[o], scenario)
-        columns.append(column)
-        if 0 < column.end < periods:
-            renewals.add(column.end)
+        columns.append(_existing(held, k, o, offerings[o], scenario))
     _within_max_nodes(columns, offerings, periods)
     colocation = scenario.colocation
     owned = next((o for o, off in enumerate(offerings) if off.owned), None)
-    life = colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
     if colocation is not None and owned is not None and colocation.existing_nodes:
         rate = offerings[owned].owned_usd_h or 0.0
         columns.append(
             CommitColumn(owned, Term.OWNED, 0, periods, rate, float(horizon.hours), 0.0, 0.0,
                          float(horizon.hours), nodes=colocation.existing_nodes, name="colocation/existing")
         )  # fmt: skip
+    return columns
+
+
+def purchase_columns(
+    scenario: Scenario, offerings: list[Offering], terms: Mapping[int, list[Term]], held: list[CommitColumn]
+) -> list[CommitColumn]:
+    """What the plan may buy: per offering, each of its ``terms`` at each purchase step and where a
+    ``held`` column ends inside the horizon (a renewal)."""
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    periods = horizon.periods
+    renewals = {column.end for column in held if 0 < column.end < periods}
+    colocation = scenario.colocation
+    life = colocation.depreciation_months * HOURS_PER_MONTH if colocation else 0.0
     steps = purchase_steps(scenario)
     fresh: dict[tuple[int, int, int], CommitColumn] = {}
     for o, offering_terms in terms.items():
@@ -167,7 +170,7 @@ def commitment_columns(
                     twin.beyond_hours,
                 ):
                     fresh[(o, step, end)] = column
-    return columns + sorted(fresh.values(), key=lambda c: (c.offering, c.start, c.term))
+    return sorted(fresh.values(), key=lambda c: (c.offering, c.start, c.term))
 
 
 def _within_max_nodes(held: list[CommitColumn], offerings: list[Offering], periods: int) -> None:

@@ -48,8 +48,9 @@ from models.tiers import TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 from planner.optimize.purchases import (
     CommitColumn,
-    commitment_columns,
     committed_by_period,
+    held_columns,
+    purchase_columns,
     segment_of_period,
 )
 
@@ -239,11 +240,11 @@ def build_sets(
         else [t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None]
         for o, off in enumerate(offerings)
     }
-    held = commitment_columns(scenario, offerings, {}, catalog)  # existing ones only (validates them)
+    held = held_columns(scenario, offerings, catalog)
     held_on = {column.offering for column in held}
     spot_only = spot_only_offerings(offerings, held_on) if options.prune else set()
     terms = {o: [] if o in spot_only else buyable[o] for o in range(len(offerings))}
-    columns = commitment_columns(scenario, offerings, terms, catalog)
+    columns = held + purchase_columns(scenario, offerings, terms, held)
     # an offering with commitments (bought or held) is never pruned off spot: they may sit idle
     commit_terms = {o: [*terms[o], *(c.term for c in held if c.offering == o)] for o in range(len(offerings))}
     services = list(scenario.inference)
@@ -260,15 +261,7 @@ def build_sets(
             if value > 0:
                 rpn[(i, o)] = value
         if not any(key[0] == i for key in rpn):
-            size = (
-                f"{service.gpus_per_replica} GPUs per replica"
-                if service.gpus_per_replica
-                else f"{service.gpu_memory_gb} GB per replica"
-            )
-            no_offering[i] = (
-                f"no offering in the allowed clouds/regions has {'/'.join(service.gpu_models)} GPUs "
-                f"for {size}"
-            )
+            no_offering[i] = why_no_service_offering(service)
 
     serve_tiers = _serve_tiers(services, offerings, rpn, commit_terms, spot_only, options.prune)
     runs = training_runs(scenario)
@@ -411,10 +404,7 @@ def _training_options(
         eligible = [
             o
             for o, off in enumerate(offerings)
-            if off.matches_gpu(job.gpu_models)
-            and off.gpus_per_node == job.gpus_per_node
-            and (off.has_fabric or not job.needs_fabric)
-            and (off.max_nodes is None or off.max_nodes >= job.nodes)
+            if runs_gang(off, job) and (off.max_nodes is None or off.max_nodes >= job.nodes)
         ]
         if not eligible:
             reasons[r] = why_no_offering(job, offerings)
@@ -597,6 +587,26 @@ def _starts(first: int, last: int, grid: int, most: int) -> list[int]:
         picks = np.unique(np.round(np.linspace(0, len(starts) - 1, most)).astype(int))
         starts = [starts[k] for k in picks]
     return starts
+
+
+def runs_gang(offering: Offering, job: TrainingJob) -> bool:
+    """A node of ``offering`` runs one of ``job``'s gang, capacity aside: its GPU model, its GPUs per
+    node, a multi-node fabric where the job needs one (rule 12 of build.py)."""
+    return (
+        offering.matches_gpu(job.gpu_models)
+        and offering.gpus_per_node == job.gpus_per_node
+        and (offering.has_fabric or not job.needs_fabric)
+    )
+
+
+def why_no_service_offering(service: InferenceService) -> str:
+    """Why no offering in scope serves ``service`` (no node has its GPU model with room for a replica)."""
+    size = (
+        f"{service.gpus_per_replica} GPUs per replica"
+        if service.gpus_per_replica
+        else f"{service.gpu_memory_gb} GB per replica"
+    )
+    return f"no offering in the allowed clouds/regions has {'/'.join(service.gpu_models)} GPUs for {size}"
 
 
 def why_no_offering(job: TrainingJob, offerings: list[Offering]) -> str:

@@ -308,10 +308,8 @@ def check_commitment_rows(ctx: Context, findings: Findings, rows: pd.DataFrame) 
         & (frame["period"] < frame["c_end"])
     ).to_numpy()
     # a committed tier with no commitment of it on the offering at all is tier-uncommitted's to report
-    pairs = set(zip(known["c_offering"], known["c_tier"], strict=True))
-    held = np.array(
-        [(o, t) in pairs for o, t in zip(frame["offering"], frame["tier"], strict=True)], dtype=bool
-    )
+    pairs = pd.MultiIndex.from_arrays([known["c_offering"], known["c_tier"]])
+    held = pd.MultiIndex.from_arrays([frame["offering"], frame["tier"]]).isin(pairs)
     bad = np.where(committed, held & ~fits, (frame["commitment"] != "").to_numpy())
     examples = row_examples(
         frame[bad], "commitment-row",

@@ -128,7 +128,8 @@ def _short(data: dict[str, Any]) -> dict[str, Any]:
         horizon["hours"], horizon["period_hours"] = 48 if 48 % period == 0 else period * 2, period
     for job in data.get("training") or []:
         if isinstance(job, dict):
-            job.pop("earliest_start", None), job.pop("deadline", None)
+            job.pop("earliest_start", None)
+            job.pop("deadline", None)
             if isinstance(job.get("hours"), int | float) and not isinstance(job.get("hours"), bool):
                 job["hours"] = min(job["hours"], 12)
             job["repeat"] = "none"
