@@ -3,8 +3,9 @@
 Exit codes scripts can trust: 0 success; 2 bad input (scenario, catalog, series, arguments); 3 the
 solver produced no plan; 4 a plan was written but demand is unserved and ``--fail-on-unserved`` was
 given; 5 the plan was written but fails its own check (``gpuplan verify``: a bug, reported loudly);
-1 ``verify`` found violations, or anything unexpected. Input errors print one line naming the
-file, the field and the problem, never a traceback, and nothing is written.
+6 ``provision`` could not read the cloud (credentials, network, settings); 1 ``verify`` found
+violations, a ``provision --apply`` action failed, or anything unexpected. Input errors print one
+line naming the file, the field and the problem, never a traceback, and nothing is written.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from planner.cli_common import (
     fail,
     progress_messages,
 )
+from planner.provision_cli import provision
 from planner.simulate.cli import simulate_app
 
 if TYPE_CHECKING:  # imported where used: `gpuplan --help` loads neither
@@ -50,6 +52,7 @@ app = typer.Typer(
 )
 out = Console(soft_wrap=True)  # a summary line is one line, whatever the terminal's width (greppable)
 app.add_typer(simulate_app, name="simulate")
+app.command()(provision)
 
 
 @app.command()

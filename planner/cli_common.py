@@ -20,6 +20,7 @@ from rich.console import Console
 from models.errors import GpuplanError, InputError
 
 __all__ = [
+    "EXIT_CLOUD",
     "EXIT_INPUT",
     "EXIT_SELF_CHECK",
     "EXIT_SOLVER",
@@ -34,6 +35,7 @@ __all__ = [
 EXIT_INPUT, EXIT_SOLVER, EXIT_UNSERVED = 2, 3, 4
 EXIT_VIOLATIONS = 1  # gpuplan verify: the plan breaks a rule
 EXIT_SELF_CHECK = 5  # gpuplan plan: the plan it wrote breaks a rule (a planner bug)
+EXIT_CLOUD = 6  # gpuplan provision: the provider could not be read (credentials, network, settings)
 
 err = Console(stderr=True)
 

@@ -46,11 +46,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from models.errors import GpuplanError
 
 __all__ = [
+    "GONE_STATES",
     "TAG_PLAN",
     "TAG_POOL",
     "TAG_RUN",
@@ -201,7 +202,7 @@ class Node:
     run: str | None = None
     placement_group: str | None = None
     reservation: str | None = None
-    state: str = "running"  # pending, running, stopping, terminated, as the cloud says (lower case)
+    state: str = "running"  # pending, running, stopping, terminated, failed, as the cloud says (lower case)
     zone: str | None = None
     launched: datetime | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -234,6 +235,10 @@ class CapacityReservation:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+#: Node states (lower case) of nodes that are gone or going: they count towards nothing.
+GONE_STATES: Final = ("shutting-down", "terminated", "stopping", "stopped", "deleting", "deallocated")
+
+
 @dataclass(frozen=True)
 class Inventory:
     """Everything tagged with one plan id, as the cloud reports it."""
@@ -243,9 +248,12 @@ class Inventory:
     reservations: tuple[CapacityReservation, ...] = ()
 
     def live_nodes(self) -> tuple[Node, ...]:
-        """Nodes that count towards a pool: not terminated or on their way out."""
-        gone = ("shutting-down", "terminated", "stopping", "stopped", "deleting")
-        return tuple(n for n in self.nodes if n.state not in gone)
+        """Nodes that count towards a pool: not terminated, on their way out, or failed."""
+        return tuple(n for n in self.nodes if n.state not in GONE_STATES and n.state != "failed")
+
+    def failed_nodes(self) -> tuple[Node, ...]:
+        """Nodes the cloud reports as failed: serving nothing, possibly still billed."""
+        return tuple(n for n in self.nodes if n.state == "failed")
 
 
 @dataclass(frozen=True)

@@ -140,3 +140,19 @@ def kit() -> SimpleNamespace:
         write_scenario_yaml=write_scenario_yaml,
         exact_settings=exact_settings,
     )
+
+
+@pytest.fixture(scope="session")
+def week_plan(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``week_plan(cloud)``: the mixed-fleet week planned on ``cloud`` (``tests/provision_plans.py``), once
+    per test session and cloud; copy it before writing into it."""
+    from provision_plans import mixed_fleet_week
+
+    made: dict[str, Path] = {}
+
+    def get(cloud: str) -> Path:
+        if cloud not in made:
+            made[cloud] = mixed_fleet_week(cloud, tmp_path_factory.mktemp(f"week-{cloud}"))
+        return made[cloud]
+
+    return get

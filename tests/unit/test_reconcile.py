@@ -1,0 +1,309 @@
+"""planner/reconcile.py: the plan's desired state at a time, and the actions that turn an inventory into it.
+
+The desired state is checked against an independent reading of the plan files (pandas over
+allocations.csv, plan.json's training rows); the action rules (order, dependencies, minimality, tokens,
+never terminating a gang) on hand-made inventories.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from models.errors import InputError
+from models.plan import Plan
+from planner.reconcile import (
+    ActionKind,
+    DesiredGang,
+    DesiredPool,
+    DesiredState,
+    desired_state,
+    reconcile,
+)
+from providers.base import Capacity, CapacityReservation, Inventory, Node, PlacementGroup, pool_name
+
+AT = datetime(2027, 2, 5, 0, tzinfo=UTC)  # the week plans' pretraining gang starts then
+P5 = "aws:us-east-1:p5.48xlarge"
+P4 = "aws:us-east-2:p4d.24xlarge"
+
+
+def _everything(_offering: str) -> bool:
+    return True
+
+
+def _aws(offering: str) -> bool:
+    return offering.startswith("aws:")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# desired state from a real plan
+
+
+@pytest.fixture(scope="module")
+def plan(week_plan) -> Plan:  # type: ignore[no-untyped-def]
+    return Plan.read(week_plan("all"))
+
+
+def test_pools_are_the_whole_nodes_of_the_periods_inference_rows(plan: Plan) -> None:
+    for hours in (0, 17, 96, 150):
+        at = plan.document.horizon.start + timedelta(hours=hours, minutes=30)
+        desired = desired_state(plan, at, handles=_everything)
+        assert desired.period == hours
+        rows = plan.allocations
+        rows = rows[(rows.period == hours) & (rows.kind == "inference") & (rows.tier != "owned")]
+        capacity = rows.tier.map(lambda t: "spot" if t == "spot" else "on-demand")
+        expected = rows.groupby([rows.offering, capacity]).nodes.sum()
+        got = {(p.offering, str(p.capacity)): p.nodes for p in desired.pools}
+        assert got == {key: math.ceil(value - 1e-6) for key, value in expected.items()}
+        assert all(p.pool == pool_name(p.offering, p.capacity) for p in desired.pools)
+
+
+def test_a_gang_is_prepared_within_the_lead_time_and_held_while_it_runs(plan: Plan) -> None:
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    before = gang.start - timedelta(hours=3)
+    assert not [
+        g for g in desired_state(plan, before, handles=_everything, lead_hours=2).gangs if g.nodes > 1
+    ]
+    ahead = desired_state(plan, gang.start - timedelta(hours=1), handles=_everything, lead_hours=2)
+    (prepared,) = [g for g in ahead.gangs if g.nodes > 1]
+    assert not prepared.running and prepared.placement_group and prepared.nodes == gang.nodes
+    assert prepared.reserve == (gang.tier != "spot")
+    during = desired_state(plan, gang.start + timedelta(hours=1), handles=_everything)
+    (running,) = [g for g in during.gangs if g.nodes > 1]
+    assert running.running and running.fabric == gang.fabric
+    after = desired_state(plan, gang.end + timedelta(minutes=1), handles=_everything)
+    assert running.run in after.ended_runs and running.run not in {g.run for g in after.gangs}
+
+
+def test_other_clouds_are_left_out_and_said_so(plan: Plan) -> None:
+    desired = desired_state(plan, AT, handles=_aws)
+    assert all(p.offering.startswith("aws:") for p in desired.pools)
+    rows = plan.allocations
+    others = rows[
+        (rows.period == desired.period) & (rows.kind == "inference") & ~rows.offering.str.startswith("aws:")
+    ]
+    for offering in set(others.offering):
+        assert any(note.startswith(offering) for note in desired.notes)
+
+
+def test_purchases_are_recommendations_due_from_their_start(plan: Plan) -> None:
+    desired = desired_state(plan, AT, handles=_everything)
+    bought = [c for c in plan.document.commitments if not c.existing]
+    assert [p.name for p in desired.purchases] == [c.name for c in bought]
+    for purchase, commitment in zip(desired.purchases, bought, strict=True):
+        assert purchase.due == (commitment.start is None or commitment.start <= AT)
+        assert purchase.cost_in_horizon_usd == commitment.cost_in_horizon_usd
+
+
+def test_a_time_outside_the_horizon_is_an_input_error(plan: Plan) -> None:
+    start = plan.document.horizon.start
+    with pytest.raises(InputError, match="outside the plan's horizon"):
+        desired_state(plan, start - timedelta(seconds=1), handles=_everything)
+    with pytest.raises(InputError, match="--at"):
+        desired_state(plan, start + timedelta(hours=plan.document.horizon.hours), handles=_everything)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the action rules, on hand-made states
+
+
+def _pool(offering: str, capacity: Capacity, nodes: int) -> DesiredPool:
+    return DesiredPool(
+        pool=pool_name(offering, capacity),
+        offering=offering,
+        capacity=capacity,
+        nodes=nodes,
+        node_hours=nodes,
+    )
+
+
+def _gang(*, nodes: int = 4, running: bool = True, capacity: Capacity = Capacity.ON_DEMAND) -> DesiredGang:
+    return DesiredGang(
+        run="pretrain-0",
+        job="pretrain",
+        run_index=0,
+        team="research",
+        offering=P5,
+        capacity=capacity,
+        nodes=nodes,
+        placement_group="pg-pretrain-0",
+        fabric="efa",
+        start=AT,
+        end=AT + timedelta(hours=48),
+        running=running,
+        reserve=capacity is Capacity.ON_DEMAND and nodes > 1,
+    )
+
+
+def _state(pools=(), gangs=(), period: int = 96, ended=()) -> DesiredState:  # type: ignore[no-untyped-def]
+    return DesiredState(
+        plan_id="fleet",
+        at=AT,
+        period=period,
+        pools=tuple(pools),
+        gangs=tuple(gangs),
+        ended_runs=tuple(ended),
+        purchases=(),
+        notes=(),
+        prices={P5: {"on-demand": 55.0, "spot": 30.0}, P4: {"on-demand": 22.0, "spot": 9.0}},
+    )
+
+
+def _nodes(
+    offering: str,
+    capacity: Capacity,
+    count: int,
+    *,
+    run: str | None = None,
+    first: int = 0,
+    state: str = "running",
+) -> list[Node]:
+    return [
+        Node(
+            id=f"i-{first + k:04d}",
+            offering=offering,
+            capacity=capacity,
+            pool=pool_name(offering, capacity),
+            run=run,
+            state=state,
+            launched=AT - timedelta(hours=100 - first - k),
+        )
+        for k in range(count)
+    ]
+
+
+def test_an_empty_fleet_gets_groups_then_reservations_then_launches() -> None:
+    desired = _state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()])
+    actions = reconcile(desired, Inventory())
+    kinds = [a.kind for a in actions]
+    assert kinds == [
+        ActionKind.CREATE_PLACEMENT_GROUP,
+        ActionKind.CREATE_RESERVATION,
+        ActionKind.LAUNCH,
+        ActionKind.LAUNCH,
+    ]
+    group, reservation, gang, pool = actions
+    assert reservation.depends_on == (group.id,)
+    assert set(gang.depends_on) == {group.id, reservation.id}
+    assert gang.placement_group == group.target and gang.reservation == reservation.target and gang.count == 4
+    assert pool.count == 3 and pool.capacity is Capacity.SPOT and pool.depends_on == ()
+    assert [a.id for a in actions] == [1, 2, 3, 4]
+    assert reservation.usd_per_hour == pytest.approx(4 * 55.0) and gang.usd_per_hour is None
+    assert pool.usd_per_hour == pytest.approx(3 * 9.0)
+
+
+def test_a_fleet_that_matches_has_no_actions() -> None:
+    desired = _state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()])
+    inventory = Inventory(
+        nodes=(*_nodes(P4, Capacity.SPOT, 3), *_nodes(P5, Capacity.ON_DEMAND, 4, run="pretrain-0", first=10)),
+        placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
+        reservations=(CapacityReservation("res-pretrain-0", P5, 4, "pg-pretrain-0", run="pretrain-0"),),
+    )
+    assert reconcile(desired, inventory) == []
+
+
+def test_a_pool_above_the_plan_terminates_after_the_replacement_launch() -> None:
+    # the plan moves the pool of P5 from spot to on-demand: launch 2 on demand, then let 3 spot nodes go
+    desired = _state(pools=[_pool(P5, Capacity.ON_DEMAND, 2)])
+    inventory = Inventory(nodes=tuple(_nodes(P5, Capacity.SPOT, 3)))
+    launch, terminate = reconcile(desired, inventory)
+    assert launch.kind is ActionKind.LAUNCH and launch.count == 2
+    assert terminate.kind is ActionKind.TERMINATE and terminate.count == 3
+    assert terminate.depends_on == (launch.id,)
+    assert terminate.usd_per_hour == pytest.approx(-3 * 30.0)
+
+
+def test_surplus_nodes_go_pending_first_then_newest() -> None:
+    nodes = [
+        *_nodes(P4, Capacity.ON_DEMAND, 4),
+        *_nodes(P4, Capacity.ON_DEMAND, 1, first=50, state="pending"),
+    ]
+    (terminate,) = reconcile(_state(pools=[_pool(P4, Capacity.ON_DEMAND, 3)]), Inventory(nodes=tuple(nodes)))
+    assert terminate.node_ids == ("i-0050", "i-0003")  # the pending one, then the newest running
+
+
+def test_gang_nodes_are_never_terminated_for_a_pool_or_after_the_run() -> None:
+    gang_nodes = _nodes(P5, Capacity.ON_DEMAND, 4, run="pretrain-0")
+    inventory = Inventory(
+        nodes=tuple(gang_nodes),
+        placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
+    )
+    desired = _state(pools=[_pool(P5, Capacity.ON_DEMAND, 0)], ended=["pretrain-0"])
+    actions = reconcile(desired, inventory)
+    assert actions == []  # the group still holds the run's nodes: not deleted either
+    retired = reconcile(desired, inventory, retire_finished_runs=True)
+    assert [a.kind for a in retired] == [ActionKind.TERMINATE, ActionKind.DELETE_PLACEMENT_GROUP]
+    assert set(retired[0].node_ids) == {n.id for n in gang_nodes}
+
+
+def test_a_finished_runs_reservation_is_released_and_its_empty_group_deleted() -> None:
+    inventory = Inventory(
+        placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
+        reservations=(CapacityReservation("res-pretrain-0", P5, 4, "pg-pretrain-0", run="pretrain-0"),),
+    )
+    release, delete = reconcile(_state(ended=["pretrain-0"]), inventory)
+    assert release.kind is ActionKind.RELEASE_RESERVATION and release.target == "res-pretrain-0"
+    assert delete.kind is ActionKind.DELETE_PLACEMENT_GROUP and delete.target == "pg-pretrain-0"
+    assert "ended" in release.reason and release.usd_per_hour == pytest.approx(-4 * 55.0)
+
+
+def test_a_partly_lost_gang_is_topped_up_in_its_group() -> None:
+    inventory = Inventory(
+        nodes=tuple(_nodes(P5, Capacity.SPOT, 3, run="pretrain-0")),
+        placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
+    )
+    (launch,) = reconcile(_state(gangs=[_gang(capacity=Capacity.SPOT)]), inventory)
+    assert launch.count == 1 and launch.target_nodes == 4 and launch.placement_group == "pg-pretrain-0"
+    assert launch.reservation is None and launch.depends_on == ()
+
+
+def test_an_upcoming_gang_gets_its_group_and_reservation_but_no_nodes_yet() -> None:
+    actions = reconcile(_state(gangs=[_gang(running=False)]), Inventory())
+    assert [a.kind for a in actions] == [ActionKind.CREATE_PLACEMENT_GROUP, ActionKind.CREATE_RESERVATION]
+
+
+def test_tokens_are_deterministic_and_change_with_the_intent() -> None:
+    desired = _state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()])
+    first = reconcile(desired, Inventory())
+    again = reconcile(desired, Inventory())
+    assert [a.token for a in first] == [a.token for a in again]
+    assert len({a.token for a in first}) == len(first)
+    later = reconcile(_state(pools=[_pool(P4, Capacity.SPOT, 3)], period=97), Inventory())
+    assert later[0].token != first[-1].token  # another period is another intent
+    partly = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, Capacity.SPOT, 1))))
+    assert partly[-1].count == 2 and partly[-1].token != first[-1].token
+
+
+def test_launch_specs_carry_the_tags_inventory_finds() -> None:
+    (group, reservation, gang) = reconcile(_state(gangs=[_gang()]), Inventory())
+    spec = gang.launch_spec("fleet")
+    assert spec.tags == {
+        "gpuplan-plan": "fleet",
+        "gpuplan-pool": pool_name(P5, Capacity.ON_DEMAND),
+        "gpuplan-run": "pretrain-0",
+    }
+    assert spec.all_or_nothing and spec.token == gang.token and spec.fabric == "efa"
+    assert group.placement_group_spec("fleet", "us-east-1", 4).tags["gpuplan-run"] == "pretrain-0"
+    assert reservation.reservation_spec("fleet").placement_group == "pg-pretrain-0"
+
+
+def test_the_action_document_round_trips() -> None:
+    from planner.reconcile import ActionPlan
+
+    actions = reconcile(_state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()]), Inventory())
+    document = ActionPlan(
+        plan_id="fleet",
+        provider="sim",
+        at=AT,
+        period=96,
+        actions=tuple(actions),
+        recommended_purchases=(),
+        notes=(),
+        inventory={},
+    )
+    again = ActionPlan.model_validate_json(document.to_json())
+    assert again == document
+    assert pd.Series([a.kind for a in again.actions]).tolist()[0] == "create-placement-group"
