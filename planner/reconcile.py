@@ -227,9 +227,9 @@ class Action(_Frozen):
                 into = f" into reservation {self.reservation}" if self.reservation else ""
                 return f"launch {self.count} x {self.offering} {self.capacity} for {self.target}{where}{into}"
             case ActionKind.TERMINATE:
-                return (
-                    f"terminate {self.count} x {self.offering} of {self.target}: {', '.join(self.node_ids)}"
-                )
+                nodes = ", ".join(self.node_ids)
+                what = f"{self.count} x {self.offering}" if self.offering else f"{self.count} nodes"
+                return f"terminate {what} of {self.target}: {nodes}"
             case ActionKind.RELEASE_RESERVATION:
                 return f"release reservation {self.target}"
             case ActionKind.DELETE_PLACEMENT_GROUP:

@@ -307,3 +307,13 @@ def test_the_action_document_round_trips() -> None:
     again = ActionPlan.model_validate_json(document.to_json())
     assert again == document
     assert pd.Series([a.kind for a in again.actions]).tolist()[0] == "create-placement-group"
+
+
+def test_failed_nodes_are_replaced_then_terminated() -> None:
+    nodes = [*_nodes(P4, Capacity.ON_DEMAND, 2), *_nodes(P4, Capacity.ON_DEMAND, 1, first=7, state="failed")]
+    launch, terminate = reconcile(
+        _state(pools=[_pool(P4, Capacity.ON_DEMAND, 3)]), Inventory(nodes=tuple(nodes))
+    )
+    assert launch.kind is ActionKind.LAUNCH and launch.count == 1  # the failed node counts for nothing
+    assert terminate.kind is ActionKind.TERMINATE and terminate.node_ids == ("i-0007",)
+    assert "terminate 1 nodes of failed nodes" in terminate.describe()
