@@ -959,7 +959,8 @@ def _name_from_id(resource_id: str | None) -> str | None:
 def _scale_set(raw: Any) -> _ScaleSet:
     props = raw.properties
     profile = getattr(props, "virtual_machine_profile", None)
-    priority = str(getattr(profile, "priority", None) or "Regular")
+    raw_priority = getattr(profile, "priority", None) or "Regular"
+    priority = str(getattr(raw_priority, "value", raw_priority))  # the SDK's str enums print their names
     ppg = getattr(getattr(props, "proximity_placement_group", None), "id", None)
     crg = getattr(
         getattr(getattr(profile, "capacity_reservation", None), "capacity_reservation_group", None),

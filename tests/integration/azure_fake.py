@@ -244,6 +244,7 @@ class AzureFake:
                 raise _ArmError(409, "CapacityReservationGroupDeletionNotAllowed", "it still holds resources")
             del self.resources[key]
             self.vms.pop(key, None)
+            self.next_instance.pop(key, None)  # a new scale set of that name counts from 0 again
             return 202, None, self._async({"status": "Succeeded"})
         raise _ArmError(405, "MethodNotAllowed", f"{method} {path}")
 
@@ -318,6 +319,8 @@ class AzureFake:
     def _prices(self, query: dict[str, list[str]]) -> dict[str, Any]:
         flt = (query.get("$filter") or [""])[0]
         wanted = dict(re.findall(r"(\w+) eq '([^']*)'", flt))
+        if "priceType" in wanted:  # the filter says priceType, the items say type
+            wanted["type"] = wanted.pop("priceType")
         items = [p for p in self.prices if all(p.get(k) == v for k, v in wanted.items())]
         return {
             "BillingCurrency": "USD",
