@@ -153,7 +153,7 @@ def map_error(exc: BaseException, operation: str) -> ProviderError:
     name = type(exc).__name__
     if status == 429 or code == "TooManyRequests":
         return Throttled(message, **kw)
-    if code in _CAPACITY_CODES:
+    if code in _CAPACITY_CODES or (code or "").endswith("AllocationFailed"):
         return InsufficientCapacity(message, **kw)
     if code == "QuotaExceeded" or (code in _QUOTA_CODES and "quota" in message.lower()):
         return QuotaExceeded(message, **kw)
@@ -489,7 +489,7 @@ class AzureProvider:
                 placement_group=vmss.placement_group,
                 reservation=vmss.reservation,
                 state=_vm_state(vm),
-                zone=(vm.zones or [None])[0] if getattr(vm, "zones", None) else None,
+                zone=(getattr(vm, "zones", None) or [None])[0],
                 launched=getattr(getattr(vm, "properties", None), "time_created", None),
                 tags=dict(vmss.tags),
             )
@@ -658,7 +658,11 @@ class AzureProvider:
                 ).result(),
             )
         except ProviderError:
-            if created:
+            if created:  # a failed reservation stays as a resource in state Failed: it goes first
+                self._cleanup(
+                    f"delete capacity reservation {name}/{name}",
+                    functools.partial(self._delete_reservation, name, name),
+                )
                 self._cleanup(
                     f"delete capacity reservation group {name}",
                     lambda: groups.begin_delete(self._rg, name).result(),
@@ -739,7 +743,15 @@ class AzureProvider:
                 )
         before_vms = self._vms(name) if before is not None else []
         before_ids = {vm.instance_id for vm in before_vms}
-        target = spec.target if spec.target is not None else (before.capacity if before else 0) + spec.count
+        current = before.capacity if before is not None else 0
+        target = spec.target if spec.target is not None else current + spec.count
+        if target < current:
+            # a lower capacity would make Azure delete VMs of its own choosing: removing nodes is terminate's
+            # job (it names them), so launch never scales in
+            log.warning(
+                "scale set %s holds %d VMs, more than the target %d: left as it is", name, current, target
+            )
+            target = current
         body = self._scale_set_body(spec, name, region, sku, priority, target)
         log.info(
             "launching scale set %s: %s %s in %s to %d VMs (had %d)%s%s",
@@ -850,7 +862,9 @@ class AzureProvider:
         if it had none before. A failure here is logged; the launch's own error is what the caller sees."""
         try:
             vms = self._vms(name)
-        except NotFound:
+        except ProviderError as exc:
+            if not isinstance(exc, NotFound):
+                log.error("cannot list scale set %s to scale it back: %s", name, exc)
             return
         if len(vms) >= target:
             return
@@ -880,8 +894,13 @@ class AzureProvider:
         self._cleanup(f"scale back {name}", lambda: self._delete_instances(name, new))
 
     def _cleanup(self, what: str, fn: Callable[[], object]) -> None:
+        """Undo step of a failed call: gone already is done, any other failure is logged, not raised (the
+        caller raises the failure that made it undo)."""
+        log.info("undoing: %s", what)
         try:
             self._call(what, fn)
+        except NotFound:
+            pass
         except ProviderError as exc:
             log.error("%s failed: %s", what, exc)
 

@@ -211,6 +211,8 @@ class AzureFake:
             return 200, {"value": copy.deepcopy(self.skus)}, {}
         m = re.search(r"^(.*/virtualMachineScaleSets/[^/]+)/virtualMachines$", path)
         if m and method == "GET":
+            if m.group(1).lower() not in self.resources:
+                raise _ArmError(404, "ParentResourceNotFound", f"{m.group(1)} not found")
             return 200, {"value": [copy.deepcopy(v) for v in self.scale_set_vms(m.group(1)).values()]}, {}
         m = re.search(r"^(.*/virtualMachineScaleSets/[^/]+)/delete$", path)
         if m and method == "POST":

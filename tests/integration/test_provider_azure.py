@@ -23,6 +23,7 @@ from providers.base import (
     InvalidRequest,
     LaunchSpec,
     Node,
+    OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
     QuotaExceeded,
@@ -253,6 +254,10 @@ def test_launch_twice_with_the_same_target_does_not_double(provider: AzureProvid
     grown = provider.launch(pool_spec(count=2, target=None))
     assert fake.sent("PUT", "/virtualMachineScaleSets/")[-1].body["sku"]["capacity"] == 5
     assert [n.id.rsplit("/", 1)[1] for n in grown] == ["3", "4"]
+    # a stale target below what it holds never scales in (Azure would pick the VMs to delete)
+    assert provider.launch(pool_spec(count=1, target=1)) == []
+    assert fake.sent("PUT", "/virtualMachineScaleSets/")[-1].body["sku"]["capacity"] == 5
+    assert vm_ids(fake, "azure-eastus-nd-spot") == ["0", "1", "2", "3", "4"]
 
 
 def test_inventory_finds_ours_by_tag(provider: AzureProvider, fake: AzureFake) -> None:
@@ -458,6 +463,23 @@ def test_failed_gang_lro_is_insufficient_capacity_and_scaled_back(
     with pytest.raises(InsufficientCapacity):
         provider.launch(pool_spec())
     assert vm_ids(fake, "azure-eastus-nd-spot") == ["0"]
+
+
+def test_failed_reservation_lro_is_mapped_and_its_new_group_removed(
+    provider: AzureProvider, fake: AzureFake
+) -> None:
+    tags = managed_tags(PLAN, run="r")
+    fake.fail_lro("PUT", "/capacityReservations/cr-r$", "AllocationFailed")
+    with pytest.raises(InsufficientCapacity) as err:
+        provider.ensure_reservation(ReservationSpec("cr-r", ND_OFFERING, 4, None, tags, "t"))
+    assert err.value.code == "AllocationFailed" and err.value.operation == "create capacity reservation cr-r"
+    assert fake.sent("DELETE", "/capacityReservationGroups/cr-r$")
+    assert not [k for k in fake.resources if "cr-r" in k]
+    # a failed operation with a code of no specific meaning: OperationFailed
+    fake.fail_lro("PUT", "/capacityReservations/cr-r$", "InternalExecutionError")
+    with pytest.raises(OperationFailed) as failed:
+        provider.ensure_reservation(ReservationSpec("cr-r", ND_OFFERING, 4, None, tags, "t"))
+    assert failed.value.code == "InternalExecutionError"
 
 
 @pytest.mark.parametrize(
