@@ -1,0 +1,1078 @@
+"""The Azure provider: azure-mgmt-compute against Azure Resource Manager (ARM).
+
+How gpuplan's resources map onto Azure:
+
+- a pool (non-gang nodes of one offering and tier) is one **VM scale set** named after the pool, and a gang is
+  one scale set named after its run (Uniform orchestration, Manual upgrades, no overprovisioning, so the VMs
+  ARM lists are the VMs asked for); nodes are the scale set's VMs;
+- ``launch`` sets the scale set's capacity to ``spec.target``: a PUT by name is idempotent, so a retried
+  launch never doubles a pool (Azure has no client tokens; deterministic names are its idempotency);
+- spot is ``priority Spot`` with ``evictionPolicy Delete`` and ``billingProfile.maxPrice -1`` (pay up to the
+  on-demand price, never evicted for price);
+- a gang's scale set is a single placement group in its **proximity placement group**, on an InfiniBand SKU
+  (ND...r...: the RDMA fabric comes with the SKU and the HPC image's drivers, there is no extra NIC to add);
+- a capacity reservation is a **capacity reservation group** (named after the spec) holding one reservation of
+  the SKU; scale sets launch into it through ``virtualMachineProfile.capacityReservation``.
+
+Node ids are the VM's ARM resource id (``.../virtualMachineScaleSets/<set>/virtualMachines/<instance id>``),
+so ``terminate`` finds the scale set and instance id from the node alone.
+
+Errors: every SDK call goes through :meth:`AzureProvider._call`, which maps azure-core's exceptions with
+:func:`map_error` (the one place that does) and retries Throttled with :func:`retry_throttled`. azure-core's
+own retry policy is kept for transport errors and 5xx but told to leave 429 alone, so throttling is waited
+out here, bounded by the settings' RetryPolicy, and logged.
+
+The SDK is imported inside the provider (:func:`_sdk`), never at module import: ``gpuplan plan`` needs none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ipaddress
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
+
+import pydantic
+
+from providers.base import (
+    TAG_PLAN,
+    TAG_POOL,
+    TAG_RUN,
+    Auth,
+    Capacity,
+    CapacityReservation,
+    Conflict,
+    InsufficientCapacity,
+    Interruption,
+    InvalidRequest,
+    Inventory,
+    LaunchSpec,
+    MissingSDK,
+    Node,
+    NotFound,
+    OfferingInfo,
+    OperationFailed,
+    PlacementGroup,
+    PlacementGroupSpec,
+    ProviderError,
+    QuotaExceeded,
+    ReservationSpec,
+    RetryPolicy,
+    SpotPrice,
+    Throttled,
+    parse_offering,
+    retry_throttled,
+    safe_name,
+    tags_match,
+)
+
+__all__ = [
+    "ACCESS_TOKEN_ENV",
+    "AzureProvider",
+    "AzureSettings",
+    "ImageSettings",
+    "map_error",
+    "open_provider",
+]
+
+log = logging.getLogger("gpuplan.providers.azure")
+
+T = TypeVar("T")
+
+CLOUD = "azure"
+ACCESS_TOKEN_ENV = "AZURE_ACCESS_TOKEN"
+RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
+ARM_SCOPE = "https://management.azure.com/.default"
+
+_CAPACITY_CODES = {
+    "AllocationFailed",
+    "ZonalAllocationFailed",
+    "OverconstrainedAllocationRequest",
+    "OverconstrainedZonalAllocationRequest",
+    "SkuNotAvailable",
+}
+_QUOTA_CODES = {"QuotaExceeded", "OperationNotAllowed"}  # the latter only with a quota message
+_GPU_MODEL = re.compile(r"_(GB300|GB200|B200|H200|H100|A100|MI300X|L40S|A10|T4|V100|P100|P40|M60)(?:_|$)")
+
+
+class ImageSettings(pydantic.BaseModel):
+    """The marketplace image of every VM: by default Microsoft's Ubuntu HPC image, which carries the
+    InfiniBand (OFED) and NVIDIA drivers an ND gang needs."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    publisher: str = "microsoft-dsvm"
+    offer: str = "ubuntu-hpc"
+    sku: str = "2204"
+    version: str = "latest"
+
+
+class AzureSettings(pydantic.BaseModel):
+    """The ``azure:`` section of the provider settings file."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    subscription_id: str
+    resource_group: str
+    image: ImageSettings = ImageSettings()
+    admin_username: str = "gpuplan"
+    ssh_public_key: str | None = None  # required to launch
+    subnet_id: str | None = None  # required to launch: the ARM id of the subnet the VMs' NIC joins
+    base_url: str | None = None  # ARM endpoint; None = the public cloud's (a loopback http:// URL for fakes)
+    prices_url: str = RETAIL_PRICES_URL
+    # default: azure-identity's DefaultAzureCredential; access-token-env: a bearer token fetched beforehand
+    # (CI, fakes) read from $AZURE_ACCESS_TOKEN
+    credential: Literal["default", "access-token-env"] = "default"
+    retry: RetryPolicy = RetryPolicy()
+    polling_interval_seconds: float = pydantic.Field(5.0, ge=0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# errors: the one mapping
+
+
+def map_error(exc: BaseException, operation: str) -> ProviderError:
+    """An azure-core exception as the typed error of base.py. A failed long-running operation arrives as an
+    HttpResponseError carrying the operation's error (its HTTP status is the poll's 200), so the error code
+    decides first and the status only after."""
+    code, message, status = _error_parts(exc)
+    kw: dict[str, Any] = {
+        "cloud": CLOUD,
+        "operation": operation,
+        "code": code or (str(status) if status else None),
+    }
+    name = type(exc).__name__
+    if status == 429 or code == "TooManyRequests":
+        return Throttled(message, **kw)
+    if code in _CAPACITY_CODES or (code or "").endswith("AllocationFailed"):
+        return InsufficientCapacity(message, **kw)
+    if code == "QuotaExceeded" or (code in _QUOTA_CODES and "quota" in message.lower()):
+        return QuotaExceeded(message, **kw)
+    if name == "ResourceNotFoundError" or status == 404:
+        return NotFound(message, **kw)
+    if name == "ResourceExistsError" or status == 409:
+        return Conflict(message, **kw)
+    if name in ("ClientAuthenticationError", "CredentialUnavailableError") or status in (401, 403):
+        return Auth(message, **kw)
+    if status == 400:
+        return InvalidRequest(message, **kw)
+    return OperationFailed(message, **kw)
+
+
+def _error_parts(exc: BaseException) -> tuple[str | None, str, int | None]:
+    """(ARM error code, message, HTTP status) of an azure-core exception; the message is the service's, which
+    never holds request headers (the bearer token)."""
+    status = getattr(exc, "status_code", None)
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None) if error is not None else None
+    message = getattr(error, "message", None) if error is not None else None
+    if not message:
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return code, str(message).splitlines()[0], status if isinstance(status, int) else None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the SDK, imported lazily
+
+
+def _sdk() -> SimpleNamespace:
+    """The azure-core and azure-mgmt-compute pieces the adapter uses; MissingSDK when they are not
+    installed. Classes that subclass SDK classes are built here too, for the same reason."""
+    try:
+        from azure.core import PipelineClient
+        from azure.core.credentials import AccessToken
+        from azure.core.exceptions import AzureError
+        from azure.core.pipeline.policies import RetryPolicy as CoreRetryPolicy
+        from azure.core.pipeline.policies import UserAgentPolicy
+        from azure.core.rest import HttpRequest
+        from azure.mgmt.compute import ComputeManagementClient, models
+        from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy
+    except ImportError as exc:
+        raise MissingSDK(CLOUD, "azure-mgmt-compute", "azure") from exc
+
+    class LoopbackAuthPolicy(ARMChallengeAuthenticationPolicy):
+        """ARM's bearer policy (the token comes from the credential, refreshed as it expires), which also
+        accepts plain http to a loopback host (a local fake); any other http URL is still refused."""
+
+        def on_request(self, request: Any) -> None:
+            if _loopback_http(request.http_request.url):
+                request.context["enforce_https"] = False
+            super().on_request(request)
+
+    class NoThrottleRetry(CoreRetryPolicy):
+        """azure-core's retries minus 429: throttling is retried by the adapter (bounded, logged)."""
+
+        def is_retry(self, settings: Any, response: Any) -> bool:
+            if response.http_response.status_code == 429:
+                return False
+            return bool(super().is_retry(settings, response))
+
+    return SimpleNamespace(
+        PipelineClient=PipelineClient,
+        AccessToken=AccessToken,
+        AzureError=AzureError,
+        HttpRequest=HttpRequest,
+        UserAgentPolicy=UserAgentPolicy,
+        ComputeManagementClient=ComputeManagementClient,
+        models=models,
+        LoopbackAuthPolicy=LoopbackAuthPolicy,
+        NoThrottleRetry=NoThrottleRetry,
+    )
+
+
+def _loopback_http(url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
+
+
+class _EnvTokenCredential:
+    """A TokenCredential over a bearer token fetched beforehand (``$AZURE_ACCESS_TOKEN``). The token is
+    read once, kept out of repr() and never logged."""
+
+    def __init__(self, access_token_cls: Any) -> None:
+        token = os.environ.get(ACCESS_TOKEN_ENV, "").strip()
+        if not token:
+            raise Auth(
+                f"credential access-token-env needs the environment variable {ACCESS_TOKEN_ENV}",
+                cloud=CLOUD,
+                operation="credential",
+            )
+        self._token = token
+        self._cls = access_token_cls
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        return self._cls(self._token, int(time.time()) + 3600)
+
+    def __repr__(self) -> str:
+        return "_EnvTokenCredential(<hidden>)"
+
+
+def _default_credential() -> Any:
+    try:
+        from azure.identity import DefaultAzureCredential
+    except ImportError as exc:
+        raise MissingSDK(CLOUD, "azure-identity", "azure") from exc
+    return DefaultAzureCredential()
+
+
+def open_provider(
+    settings: AzureSettings, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep
+) -> AzureProvider:
+    """The provider for ``settings``; ``credential`` (any object with ``get_token``) overrides the one the
+    settings name."""
+    return AzureProvider(settings, credential=credential, sleep=sleep)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the provider
+
+
+@dataclass(frozen=True)
+class _ScaleSet:
+    """What the adapter needs of a scale set."""
+
+    name: str
+    location: str
+    sku: str
+    capacity: int
+    priority: str
+    tags: Mapping[str, str]
+    placement_group: str | None
+    reservation: str | None
+
+
+class AzureProvider:
+    """gpuplan's provider over one subscription and resource group. See the module docstring."""
+
+    cloud = CLOUD
+
+    def __init__(
+        self, settings: AzureSettings, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._az = _sdk()
+        base_url = settings.base_url
+        if base_url is not None and not base_url.startswith("https://") and not _loopback_http(base_url):
+            raise InvalidRequest(
+                f"azure.base_url {base_url!r}: a bearer token goes over https only (plain http to a loopback "
+                "fake excepted)",
+                cloud=CLOUD,
+            )
+        if credential is None:
+            if settings.credential == "access-token-env":
+                credential = _EnvTokenCredential(self._az.AccessToken)
+            else:
+                credential = _default_credential()
+        self._credential = credential
+        self._rg = settings.resource_group
+        self._sub = settings.subscription_id
+        self._compute = self._az.ComputeManagementClient(
+            credential,
+            settings.subscription_id,
+            base_url=base_url,
+            polling_interval=settings.polling_interval_seconds,
+            authentication_policy=self._az.LoopbackAuthPolicy(credential, ARM_SCOPE),
+            retry_policy=self._az.NoThrottleRetry(retry_total=3),
+        )
+        self._prices = self._az.PipelineClient(
+            base_url=settings.prices_url,
+            policies=[
+                self._az.UserAgentPolicy(sdk_moniker="gpuplan"),
+                self._az.NoThrottleRetry(retry_total=3),
+            ],
+        )
+
+    # -- the boundary -----------------------------------------------------------------------------------
+
+    def _call(self, operation: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (one SDK call, a poller's result or a listing drained), with azure errors mapped and
+        Throttled retried under the settings' policy."""
+
+        def once() -> T:
+            try:
+                return fn()
+            except self._az.AzureError as exc:
+                raise map_error(exc, operation) from exc
+
+        def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
+            log.warning("%s throttled (%s), retry %d in %.2f s", operation, exc.code, attempt, wait)
+
+        return retry_throttled(once, self.settings.retry, sleep=self._sleep, on_retry=on_retry)
+
+    def handles(self, offering: str) -> bool:
+        return offering.startswith(f"{CLOUD}:")
+
+    # -- ids --------------------------------------------------------------------------------------------
+
+    def _id(self, kind: str, name: str) -> str:
+        return (
+            f"/subscriptions/{self._sub}/resourceGroups/{self._rg}/providers/Microsoft.Compute/{kind}/{name}"
+        )
+
+    def _split(self, offering: str) -> tuple[str, str]:
+        cloud, region, sku = parse_offering(offering)
+        if cloud != CLOUD:
+            raise InvalidRequest(f"not an azure offering: {offering}", cloud=CLOUD)
+        return region, sku
+
+    # -- offerings and prices ---------------------------------------------------------------------------
+
+    def offerings(self, regions: Sequence[str]) -> list[OfferingInfo]:
+        """GPU VM sizes from resource_skus: those with a ``GPUs`` capability, not restricted for this
+        subscription in the region. ARM gives the GPU count, not the model or memory: the model is read
+        from the size name, memory is left to the catalog."""
+        out: list[OfferingInfo] = []
+        for region in regions:
+            skus = self._call(f"list skus {region}", functools.partial(self._list_skus, region))
+            for sku in skus:
+                if (sku.resource_type or "") != "virtualMachines" or not sku.name:
+                    continue
+                if sku.locations and region.lower() not in {loc.lower() for loc in sku.locations}:
+                    continue
+                if any(getattr(r, "type", None) == "Location" for r in sku.restrictions or []):
+                    continue
+                caps = {c.name: c.value for c in sku.capabilities or [] if c.name}
+                gpus = int(float(caps.get("GPUs") or 0))
+                if gpus <= 0:
+                    continue
+                model = _GPU_MODEL.search(sku.name)
+                rdma = str(caps.get("RdmaEnabled", "")).lower() == "true"
+                out.append(
+                    OfferingInfo(
+                        offering=f"{CLOUD}:{region}:{sku.name}",
+                        gpu_model=model.group(1) if model else None,
+                        gpus_per_node=gpus,
+                        gpu_memory_gb=None,
+                        fabric="infiniband" if rdma and _infiniband_sku(sku.name) else None,
+                    )
+                )
+        return out
+
+    def spot_prices(self, offerings: Sequence[str]) -> list[SpotPrice]:
+        """Linux spot prices from the Azure Retail Prices API (public, no credential): the ``... Spot`` meter
+        of the size in the region, the newest per offering. Offerings with no such meter are left out."""
+        out: list[SpotPrice] = []
+        for offering in offerings:
+            if not self.handles(offering):
+                continue
+            region, sku = self._split(offering)
+            flt = f"armRegionName eq '{region}' and armSkuName eq '{sku}' and priceType eq 'Consumption'"
+            items = self._call(f"spot price {sku} {region}", functools.partial(self._price_items, flt))
+            spot = [
+                i
+                for i in items
+                if str(i.get("skuName", "")).endswith(" Spot")
+                and "windows" not in str(i.get("productName", "")).lower()
+                and i.get("currencyCode", "USD") == "USD"
+                and str(i.get("unitOfMeasure", "1 Hour")) == "1 Hour"
+            ]
+            if not spot:
+                continue
+            newest = max(spot, key=lambda i: str(i.get("effectiveStartDate", "")))
+            out.append(
+                SpotPrice(
+                    offering=offering,
+                    usd_per_hour=float(newest.get("retailPrice") or newest.get("unitPrice") or 0.0),
+                    at=_parse_time(newest.get("effectiveStartDate")) or datetime.now(UTC),
+                )
+            )
+        return out
+
+    def _list_skus(self, region: str) -> list[Any]:
+        return list(self._compute.resource_skus.list(filter=f"location eq '{region}'"))
+
+    def _price_items(self, flt: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        request = self._az.HttpRequest("GET", self.settings.prices_url, params={"$filter": flt})
+        for _ in range(20):  # pages; a handful at most for one size in one region
+            response = self._prices.send_request(request)
+            response.raise_for_status()
+            body = response.json()
+            items.extend(body.get("Items") or [])
+            nxt = body.get("NextPageLink")
+            if not nxt:
+                break
+            request = self._az.HttpRequest("GET", nxt)
+        return items
+
+    # -- inventory --------------------------------------------------------------------------------------
+
+    def _scale_sets(self) -> list[_ScaleSet]:
+        raw = self._call(
+            "list scale sets", lambda: list(self._compute.virtual_machine_scale_sets.list(self._rg))
+        )
+        return [_scale_set(s) for s in raw]
+
+    def _get_scale_set(self, name: str) -> _ScaleSet | None:
+        try:
+            raw = self._call(
+                f"get scale set {name}", lambda: self._compute.virtual_machine_scale_sets.get(self._rg, name)
+            )
+        except NotFound:
+            return None
+        return _scale_set(raw)
+
+    def _vms(self, scale_set: str) -> list[Any]:
+        return self._call(
+            f"list VMs of {scale_set}",
+            lambda: list(
+                self._compute.virtual_machine_scale_set_vms.list(self._rg, scale_set, expand="instanceView")
+            ),
+        )
+
+    def _nodes(self, vmss: _ScaleSet, vms: Sequence[Any]) -> list[Node]:
+        capacity = Capacity.SPOT if vmss.priority == "Spot" else Capacity.ON_DEMAND
+        return [
+            Node(
+                id=vm.id or f"{vmss.name}/{vm.instance_id}",
+                offering=f"{CLOUD}:{vmss.location}:{vmss.sku}",
+                capacity=capacity,
+                pool=vmss.tags.get(TAG_POOL, vmss.name),
+                run=vmss.tags.get(TAG_RUN),
+                placement_group=vmss.placement_group,
+                reservation=vmss.reservation,
+                state=_vm_state(vm),
+                zone=(getattr(vm, "zones", None) or [None])[0],
+                launched=getattr(getattr(vm, "properties", None), "time_created", None),
+                tags=dict(vmss.tags),
+            )
+            for vm in vms
+        ]
+
+    def inventory(self, plan_id: str) -> Inventory:
+        """Scale sets, proximity placement groups and capacity reservation groups in the resource group
+        tagged ``gpuplan-plan = safe_name(plan_id)``; nodes are the VMs of those scale sets."""
+        ours = {TAG_PLAN: safe_name(plan_id)}
+        nodes: list[Node] = []
+        for vmss in self._scale_sets():
+            if tags_match(vmss.tags, ours):
+                nodes.extend(self._nodes(vmss, self._vms(vmss.name)))
+        ppgs = self._call(
+            "list proximity placement groups",
+            lambda: list(self._compute.proximity_placement_groups.list_by_resource_group(self._rg)),
+        )
+        groups = [
+            PlacementGroup(
+                name=p.name,
+                region=p.location,
+                run=(p.tags or {}).get(TAG_RUN),
+                id=p.id,
+                state="available",
+                tags=dict(p.tags or {}),
+            )
+            for p in ppgs
+            if tags_match(p.tags or {}, ours)
+        ]
+        crgs = self._call(
+            "list capacity reservation groups",
+            lambda: list(self._compute.capacity_reservation_groups.list_by_resource_group(self._rg)),
+        )
+        reservations = [self._reservation(g) for g in crgs if tags_match(g.tags or {}, ours)]
+        return Inventory(tuple(nodes), tuple(groups), tuple(r for r in reservations if r is not None))
+
+    def _reservation(self, group: Any) -> CapacityReservation | None:
+        """A capacity reservation group as one CapacityReservation: its SKU and the capacity it holds (None
+        when it holds no reservation yet)."""
+        items = self._call(
+            f"list reservations of {group.name}",
+            lambda: list(
+                self._compute.capacity_reservations.list_by_capacity_reservation_group(self._rg, group.name)
+            ),
+        )
+        if not items:
+            return None
+        sku = items[0].sku.name
+        state = (getattr(items[0].properties, "provisioning_state", None) or "succeeded").lower()
+        tags = dict(group.tags or {})
+        return CapacityReservation(
+            name=group.name,
+            offering=f"{CLOUD}:{group.location}:{sku}",
+            nodes=sum(int(r.sku.capacity or 0) for r in items if r.sku.name == sku),
+            placement_group=None,
+            run=tags.get(TAG_RUN),
+            id=group.id,
+            state="active" if state == "succeeded" else state,
+            tags=tags,
+        )
+
+    # -- placement groups -------------------------------------------------------------------------------
+
+    def ensure_placement_group(self, spec: PlacementGroupSpec) -> PlacementGroup:
+        """A Standard proximity placement group whose intent is the gang's VM size. ARM's PUT is an upsert,
+        so the adapter reads first: ours is adopted, a stranger's name is a Conflict (never overwritten)."""
+        region, sku = self._split(spec.offering)
+        name = safe_name(spec.name)
+        ops = self._compute.proximity_placement_groups
+
+        def existing() -> PlacementGroup | None:
+            try:
+                got = self._call(f"get proximity placement group {name}", lambda: ops.get(self._rg, name))
+            except NotFound:
+                return None
+            if not tags_match(got.tags or {}, spec.tags):
+                raise Conflict(
+                    f"proximity placement group {name} exists without our tags",
+                    cloud=CLOUD,
+                    operation="ensure placement group",
+                )
+            return _placement_group(got)
+
+        found = existing()
+        if found is not None:
+            log.info("proximity placement group %s exists with our tags: adopted", name)
+            return found
+        body = {
+            "location": region,
+            "tags": dict(spec.tags),
+            "properties": {"proximityPlacementGroupType": "Standard", "intent": {"vmSizes": [sku]}},
+        }
+        log.info("creating proximity placement group %s in %s for %s", name, region, sku)
+        try:
+            made = self._call(
+                f"create proximity placement group {name}",
+                lambda: ops.create_or_update(self._rg, name, self._az.models.ProximityPlacementGroup(body)),
+            )
+        except Conflict:
+            found = existing()  # made meanwhile by another apply: ours or not
+            if found is None:
+                raise
+            log.info("proximity placement group %s was made meanwhile with our tags: adopted", name)
+            return found
+        return _placement_group(made)
+
+    def delete_placement_group(self, group: PlacementGroup) -> None:
+        log.info("deleting proximity placement group %s", group.name)
+        try:
+            self._call(
+                f"delete proximity placement group {group.name}",
+                lambda: self._compute.proximity_placement_groups.delete(self._rg, group.name),
+            )
+        except NotFound:
+            log.info("proximity placement group %s was gone already", group.name)
+
+    # -- capacity reservations --------------------------------------------------------------------------
+
+    def ensure_reservation(self, spec: ReservationSpec) -> CapacityReservation:
+        """A capacity reservation group named ``spec.name`` with one reservation (same name) of the SKU for
+        ``spec.nodes`` VMs, polled to completion; a group without our tags is a Conflict. When Azure cannot
+        reserve (all or nothing), a group this call made is deleted again."""
+        region, sku = self._split(spec.offering)
+        name = safe_name(spec.name)
+        groups = self._compute.capacity_reservation_groups
+        created = False
+        try:
+            group = self._call(f"get capacity reservation group {name}", lambda: groups.get(self._rg, name))
+        except NotFound:
+            group = None
+        if group is not None:
+            if not tags_match(group.tags or {}, spec.tags):
+                raise Conflict(
+                    f"capacity reservation group {name} exists without our tags",
+                    cloud=CLOUD,
+                    operation="ensure reservation",
+                )
+            current = self._reservation(group)
+            if current is not None and current.offering == spec.offering and current.nodes == spec.nodes:
+                log.info(
+                    "capacity reservation %s (%d x %s) exists with our tags: adopted", name, spec.nodes, sku
+                )
+                return current
+        else:
+            log.info("creating capacity reservation group %s in %s", name, region)
+            body: dict[str, Any] = {"location": region, "tags": dict(spec.tags)}
+            group = self._call(
+                f"create capacity reservation group {name}",
+                lambda: groups.create_or_update(
+                    self._rg, name, self._az.models.CapacityReservationGroup(body)
+                ),
+            )
+            created = True
+        reservation = {
+            "location": region,
+            "tags": dict(spec.tags),
+            "sku": {"name": sku, "capacity": spec.nodes},
+        }
+        log.info("reserving %d x %s in capacity reservation group %s", spec.nodes, sku, name)
+        try:
+            self._call(
+                f"create capacity reservation {name}",
+                lambda: self._compute.capacity_reservations.begin_create_or_update(
+                    self._rg, name, name, self._az.models.CapacityReservation(reservation)
+                ).result(),
+            )
+        except ProviderError:
+            if created:  # a failed reservation stays as a resource in state Failed: it goes first
+                self._cleanup(
+                    f"delete capacity reservation {name}/{name}",
+                    functools.partial(self._delete_reservation, name, name),
+                )
+                self._cleanup(
+                    f"delete capacity reservation group {name}",
+                    lambda: groups.begin_delete(self._rg, name).result(),
+                )
+            raise
+        return CapacityReservation(
+            name=name,
+            offering=spec.offering,
+            nodes=spec.nodes,
+            placement_group=None,
+            run=spec.tags.get(TAG_RUN),
+            id=group.id or self._id("capacityReservationGroups", name),
+            tags=dict(spec.tags),
+        )
+
+    def release_reservation(self, reservation: CapacityReservation) -> None:
+        """Delete the group's reservations, then the group (ARM deletes only an empty group); gone = done."""
+        name = reservation.name
+        log.info("releasing capacity reservation group %s", name)
+        try:
+            items = self._call(
+                f"list reservations of {name}",
+                lambda: list(
+                    self._compute.capacity_reservations.list_by_capacity_reservation_group(self._rg, name)
+                ),
+            )
+        except NotFound:
+            log.info("capacity reservation group %s was gone already", name)
+            return
+        for item in items:
+            log.info("deleting capacity reservation %s/%s", name, item.name)
+            with contextlib.suppress(NotFound):
+                self._call(
+                    f"delete capacity reservation {name}/{item.name}",
+                    functools.partial(self._delete_reservation, name, item.name),
+                )
+        try:
+            self._call(
+                f"delete capacity reservation group {name}",
+                lambda: self._compute.capacity_reservation_groups.begin_delete(self._rg, name).result(),
+            )
+        except NotFound:
+            log.info("capacity reservation group %s was gone already", name)
+
+    # -- nodes ------------------------------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec) -> list[Node]:
+        """Set the pool's (or gang's) scale set to ``spec.target`` VMs and return the VMs that are new. A gang
+        is all or nothing: if its scale set ends short, the VMs this launch made are deleted again (the scale
+        set too if it had none) and the error is raised."""
+        region, sku = self._split(spec.offering)
+        if self.settings.ssh_public_key is None:
+            raise InvalidRequest(
+                "launch needs the setting azure.ssh_public_key", cloud=CLOUD, operation="launch"
+            )
+        if self.settings.subnet_id is None:
+            raise InvalidRequest("launch needs the setting azure.subnet_id", cloud=CLOUD, operation="launch")
+        if spec.fabric not in (None, "infiniband"):
+            raise InvalidRequest(
+                f"fabric {spec.fabric} is not an Azure fabric", cloud=CLOUD, operation="launch"
+            )
+        if spec.fabric == "infiniband" and not _infiniband_sku(sku):
+            raise InvalidRequest(
+                f"{sku} has no InfiniBand (an ND...r size has)", cloud=CLOUD, operation="launch"
+            )
+        name = safe_name(spec.run if spec.run is not None else spec.pool)
+        priority = "Spot" if spec.capacity is Capacity.SPOT else "Regular"
+        before = self._get_scale_set(name)
+        if before is not None:
+            if not tags_match(before.tags, spec.tags):
+                raise Conflict(f"scale set {name} exists without our tags", cloud=CLOUD, operation="launch")
+            if before.sku != sku or before.priority != priority or before.location != region:
+                raise Conflict(
+                    f"scale set {name} runs {before.priority} {before.sku} in {before.location}, "
+                    f"not {priority} {sku} in {region}",
+                    cloud=CLOUD,
+                    operation="launch",
+                )
+        before_vms = self._vms(name) if before is not None else []
+        before_ids = {vm.instance_id for vm in before_vms}
+        current = before.capacity if before is not None else 0
+        target = spec.target if spec.target is not None else current + spec.count
+        if target < current:
+            # a lower capacity would make Azure delete VMs of its own choosing: removing nodes is terminate's
+            # job (it names them), so launch never scales in
+            log.warning(
+                "scale set %s holds %d VMs, more than the target %d: left as it is", name, current, target
+            )
+            target = current
+        body = self._scale_set_body(spec, name, region, sku, priority, target)
+        log.info(
+            "launching scale set %s: %s %s in %s to %d VMs (had %d)%s%s",
+            name,
+            priority,
+            sku,
+            region,
+            target,
+            len(before_vms),
+            f", placement group {spec.placement_group}" if spec.placement_group else "",
+            f", reservation {spec.reservation}" if spec.reservation else "",
+        )
+        try:
+            self._call(
+                f"create or update scale set {name}",
+                lambda: self._compute.virtual_machine_scale_sets.begin_create_or_update(
+                    self._rg, name, self._az.models.VirtualMachineScaleSet(body)
+                ).result(),
+            )
+        except ProviderError as exc:
+            if spec.all_or_nothing:
+                self._scale_back(name, before_ids, target, exc)
+            raise
+        after = self._get_scale_set(name)
+        after_vms = self._vms(name)
+        new = [vm for vm in after_vms if vm.instance_id not in before_ids]
+        if spec.all_or_nothing and len(after_vms) < target:
+            short = InsufficientCapacity(
+                f"gang {spec.run} got {len(after_vms)} of {target} VMs",
+                cloud=CLOUD,
+                operation="launch",
+            )
+            self._scale_back(name, before_ids, target, short)
+            raise short
+        log.info("scale set %s holds %d VMs, %d new", name, len(after_vms), len(new))
+        return self._nodes(after or _scale_set_from_body(name, body), new)
+
+    def _scale_set_body(
+        self, spec: LaunchSpec, name: str, region: str, sku: str, priority: str, target: int
+    ) -> dict[str, Any]:
+        s = self.settings
+        profile: dict[str, Any] = {
+            "priority": priority,
+            "osProfile": {
+                "computerNamePrefix": name[:15].rstrip("-"),
+                "adminUsername": s.admin_username,
+                "linuxConfiguration": {
+                    "disablePasswordAuthentication": True,
+                    "ssh": {
+                        "publicKeys": [
+                            {
+                                "path": f"/home/{s.admin_username}/.ssh/authorized_keys",
+                                "keyData": s.ssh_public_key,
+                            }
+                        ]
+                    },
+                },
+            },
+            "storageProfile": {
+                "imageReference": s.image.model_dump(),
+                "osDisk": {
+                    "createOption": "FromImage",
+                    "caching": "ReadWrite",
+                    "managedDisk": {"storageAccountType": "Premium_LRS"},
+                },
+            },
+            "networkProfile": {
+                "networkInterfaceConfigurations": [
+                    {
+                        "name": "nic0",
+                        "properties": {
+                            "primary": True,
+                            "enableAcceleratedNetworking": True,
+                            "ipConfigurations": [
+                                {"name": "ip0", "properties": {"subnet": {"id": s.subnet_id}}}
+                            ],
+                        },
+                    }
+                ]
+            },
+        }
+        if priority == "Spot":
+            profile["evictionPolicy"] = "Delete"
+            profile["billingProfile"] = {"maxPrice": -1}
+        if spec.reservation:
+            rid = self._id("capacityReservationGroups", safe_name(spec.reservation))
+            profile["capacityReservation"] = {"capacityReservationGroup": {"id": rid}}
+        props: dict[str, Any] = {
+            "orchestrationMode": "Uniform",
+            "upgradePolicy": {"mode": "Manual"},
+            "overprovision": False,
+            # a gang's VMs share one InfiniBand fabric only inside one placement group (at most 100 VMs)
+            "singlePlacementGroup": spec.all_or_nothing,
+            "virtualMachineProfile": profile,
+        }
+        if spec.placement_group:
+            ppg = self._id("proximityPlacementGroups", safe_name(spec.placement_group))
+            props["proximityPlacementGroup"] = {"id": ppg}
+        return {
+            "location": region,
+            "tags": dict(spec.tags),
+            "sku": {"name": sku, "tier": "Standard", "capacity": target},
+            "properties": props,
+        }
+
+    def _scale_back(self, name: str, before_ids: set[str], target: int, cause: ProviderError) -> None:
+        """Undo a gang launch that ended short of ``target``: delete the VMs it made, or the whole scale set
+        if it had none before. A failure here is logged; the launch's own error is what the caller sees."""
+        try:
+            vms = self._vms(name)
+        except ProviderError as exc:
+            if not isinstance(exc, NotFound):
+                log.error("cannot list scale set %s to scale it back: %s", name, exc)
+            return
+        if len(vms) >= target:
+            return
+        if not before_ids:
+            log.info(
+                "gang scale set %s ended with %d of %d VMs (%s): deleting it",
+                name,
+                len(vms),
+                target,
+                cause.code,
+            )
+            self._cleanup(
+                f"delete scale set {name}",
+                lambda: self._compute.virtual_machine_scale_sets.begin_delete(self._rg, name).result(),
+            )
+            return
+        new = [vm.instance_id for vm in vms if vm.instance_id not in before_ids]
+        log.info(
+            "gang scale set %s ended with %d of %d VMs (%s): deleting the %d it made",
+            name,
+            len(vms),
+            target,
+            cause.code,
+            len(new),
+        )
+        # deleteInstances lowers the scale set's capacity with the VMs it deletes: back to what it had
+        self._cleanup(f"scale back {name}", lambda: self._delete_instances(name, new))
+
+    def _cleanup(self, what: str, fn: Callable[[], object]) -> None:
+        """Undo step of a failed call: gone already is done, any other failure is logged, not raised (the
+        caller raises the failure that made it undo)."""
+        log.info("undoing: %s", what)
+        try:
+            self._call(what, fn)
+        except NotFound:
+            pass
+        except ProviderError as exc:
+            log.error("%s failed: %s", what, exc)
+
+    def _delete_reservation(self, group: str, name: str) -> None:
+        self._compute.capacity_reservations.begin_delete(self._rg, group, name).result()
+
+    def _delete_instances(self, name: str, instance_ids: Sequence[str]) -> None:
+        if not instance_ids:
+            return
+        log.info("deleting %d VMs of scale set %s: %s", len(instance_ids), name, ", ".join(instance_ids))
+        self._compute.virtual_machine_scale_sets.begin_delete_instances(
+            self._rg, name, {"instanceIds": list(instance_ids)}
+        ).result()
+
+    def terminate(self, nodes: Sequence[Node]) -> None:
+        """deleteInstances per scale set with the nodes' instance ids; VMs (or scale sets) already gone are
+        done. Azure lowers the scale set's capacity by the VMs deleted."""
+        by_set: dict[str, list[str]] = {}
+        for node in nodes:
+            scale_set, instance = _parse_node_id(node.id)
+            by_set.setdefault(scale_set, []).append(instance)
+        for scale_set, ids in by_set.items():
+            try:
+                live = {vm.instance_id for vm in self._vms(scale_set)}
+            except NotFound:
+                log.info("scale set %s was gone already: %d VMs done", scale_set, len(ids))
+                continue
+            present = [i for i in ids if i in live]
+            if len(present) < len(ids):
+                log.info("%d VMs of scale set %s were gone already", len(ids) - len(present), scale_set)
+            try:
+                self._call(
+                    f"delete instances of {scale_set}",
+                    functools.partial(self._delete_instances, scale_set, present),
+                )
+            except NotFound:
+                log.info("scale set %s was gone already", scale_set)
+
+    def interruptions(self, plan_id: str) -> list[Interruption]:
+        """Spot VMs of our scale sets that ARM shows evicted. What the management API exposes is the VM's
+        instance view: an evicted VM under evictionPolicy Deallocate stays, ``PowerState/deallocated``
+        (``deallocating`` while it goes), and gpuplan never deallocates its own VMs, so that state means
+        eviction. Under evictionPolicy Delete (what gpuplan launches) the evicted VM is deleted and simply
+        leaves the list: the reconciler sees a missing node. The 30-second Preempt notice is a Scheduled
+        Event, served by the instance metadata service inside the VM only, not reachable from here."""
+        ours = {TAG_PLAN: safe_name(plan_id)}
+        now = datetime.now(UTC)
+        out: list[Interruption] = []
+        for vmss in self._scale_sets():
+            if vmss.priority != "Spot" or not tags_match(vmss.tags, ours):
+                continue
+            for vm in self._vms(vmss.name):
+                if _power_state(vm) in ("deallocating", "deallocated"):
+                    out.append(
+                        Interruption(
+                            node_id=vm.id or f"{vmss.name}/{vm.instance_id}",
+                            kind="interruption",
+                            at=now,
+                            offering=f"{CLOUD}:{vmss.location}:{vmss.sku}",
+                            pool=vmss.tags.get(TAG_POOL),
+                            run=vmss.tags.get(TAG_RUN),
+                        )
+                    )
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers over SDK models
+
+
+def _name_from_id(resource_id: str | None) -> str | None:
+    return resource_id.rstrip("/").rsplit("/", 1)[-1] if resource_id else None
+
+
+def _scale_set(raw: Any) -> _ScaleSet:
+    props = raw.properties
+    profile = getattr(props, "virtual_machine_profile", None)
+    raw_priority = getattr(profile, "priority", None) or "Regular"
+    priority = str(getattr(raw_priority, "value", raw_priority))  # the SDK's str enums print their names
+    ppg = getattr(getattr(props, "proximity_placement_group", None), "id", None)
+    crg = getattr(
+        getattr(getattr(profile, "capacity_reservation", None), "capacity_reservation_group", None),
+        "id",
+        None,
+    )
+    return _ScaleSet(
+        name=raw.name,
+        location=raw.location,
+        sku=raw.sku.name,
+        capacity=int(raw.sku.capacity or 0),
+        priority="Spot" if priority.lower() == "spot" else "Low" if priority.lower() == "low" else "Regular",
+        tags=dict(raw.tags or {}),
+        placement_group=_name_from_id(ppg),
+        reservation=_name_from_id(crg),
+    )
+
+
+def _scale_set_from_body(name: str, body: Mapping[str, Any]) -> _ScaleSet:
+    profile = body["properties"]["virtualMachineProfile"]
+    return _ScaleSet(
+        name=name,
+        location=body["location"],
+        sku=body["sku"]["name"],
+        capacity=body["sku"]["capacity"],
+        priority=profile["priority"],
+        tags=body["tags"],
+        placement_group=_name_from_id(body["properties"].get("proximityPlacementGroup", {}).get("id")),
+        reservation=_name_from_id(
+            profile.get("capacityReservation", {}).get("capacityReservationGroup", {}).get("id")
+        ),
+    )
+
+
+def _placement_group(raw: Any) -> PlacementGroup:
+    tags = dict(raw.tags or {})
+    return PlacementGroup(name=raw.name, region=raw.location, run=tags.get(TAG_RUN), id=raw.id, tags=tags)
+
+
+def _statuses(vm: Any) -> list[str]:
+    view = getattr(getattr(vm, "properties", None), "instance_view", None)
+    return [str(s.code) for s in getattr(view, "statuses", None) or [] if getattr(s, "code", None)]
+
+
+def _power_state(vm: Any) -> str | None:
+    for code in _statuses(vm):
+        if code.startswith("PowerState/"):
+            return code.split("/", 1)[1].lower()
+    return None
+
+
+def _vm_state(vm: Any) -> str:
+    """A VM's state in base.py's words (Inventory.live_nodes drops stopping/stopped/deleting)."""
+    provisioning = str(getattr(getattr(vm, "properties", None), "provisioning_state", None) or "").lower()
+    power = _power_state(vm)
+    if provisioning == "deleting":
+        return "deleting"
+    if power in ("deallocating", "stopping"):
+        return "stopping"
+    if power in ("deallocated", "stopped"):
+        return "stopped"
+    if provisioning in ("creating", "updating") or power == "starting":
+        return "pending"
+    if provisioning == "failed":
+        return "failed"
+    return "running"
+
+
+_NODE_ID = re.compile(r"/virtualMachineScaleSets/([^/]+)/virtualMachines/([^/]+)$", re.IGNORECASE)
+
+
+def _parse_node_id(node_id: str) -> tuple[str, str]:
+    """(scale set, instance id) of a node id: the VM's resource id or ``<scale set>/<instance id>``."""
+    m = _NODE_ID.search(node_id)
+    if m:
+        return m.group(1), m.group(2)
+    parts = node_id.split("/")
+    if len(parts) == 2 and all(parts):
+        return parts[0], parts[1]
+    raise InvalidRequest(f"not an Azure scale set VM id: {node_id}", cloud=CLOUD, operation="terminate")
+
+
+def _infiniband_sku(sku: str) -> bool:
+    """Whether a size has InfiniBand: ``r`` among the letters after its vCPU count (ND96isr, HB120rs)."""
+    m = re.match(r"Standard_[A-Z]+\d+([a-z]*)", sku)
+    return bool(m and "r" in m.group(1))
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
