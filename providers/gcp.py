@@ -464,7 +464,9 @@ class GcpProvider:
         project = self.settings.project
         label_filter = f'labels.{TAG_PLAN} = "{wanted[TAG_PLAN]}"'
         scoped = self._list(
-            "list instances", self._instances.aggregated_list, project=project, filter=label_filter
+            "list instances",
+            self._instances.aggregated_list,
+            request={"project": project, "filter": label_filter},
         )
         nodes = [
             self._node(i)
@@ -913,9 +915,11 @@ class GcpProvider:
             ops = self._list(
                 "list preemptions",
                 self._zone_ops.list,
-                project=self.settings.project,
-                zone=zone,
-                filter='operationType = "compute.instances.preempted"',
+                request={
+                    "project": self.settings.project,
+                    "zone": zone,
+                    "filter": 'operationType = "compute.instances.preempted"',
+                },
             )
             for op in ops:
                 node = ours.get((zone, _last(op.target_link)))
