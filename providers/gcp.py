@@ -248,6 +248,17 @@ def _error_class(code: str) -> type[ProviderError] | None:
     return None
 
 
+def _short(exc: ProviderError, spec: LaunchSpec, made: int) -> ProviderError:
+    """``exc`` again, saying which pool (or gang) is short and by how much."""
+    what = f"gang {spec.run} of pool {spec.pool}" if spec.run else f"pool {spec.pool}"
+    return type(exc)(
+        f"{exc.message} ({made} of {spec.count} nodes of {what} made)",
+        cloud=CLOUD,
+        operation=exc.operation,
+        code=exc.code,
+    )
+
+
 @dataclass(frozen=True)
 class _Where:
     """Where an operation lives: a zone's operations or a region's."""
@@ -306,15 +317,16 @@ class GcpProvider:
         """The one place SDK exceptions become the error contract's typed errors."""
         g = self._g
         ex = g.api_exceptions
-        if isinstance(exc, ProviderError):
-            return exc
+        if isinstance(exc, g.auth_exceptions.DefaultCredentialsError):
+            # says where credentials were looked for, never what they hold
+            return Auth(f"no credentials: {exc}", cloud=CLOUD, operation=operation)
         if isinstance(exc, g.auth_exceptions.GoogleAuthError):
-            return Auth(f"credentials: {type(exc).__name__}", cloud=CLOUD, operation=operation)
+            return Auth(f"credentials refused: {type(exc).__name__}", cloud=CLOUD, operation=operation)
         if isinstance(exc, g.requests.RequestException):
             return ProviderError(
                 f"no answer from the Compute API: {type(exc).__name__}", cloud=CLOUD, operation=operation
             )
-        if not isinstance(exc, ex.GoogleAPICallError):
+        if not isinstance(exc, ex.GoogleAPICallError):  # RetryError and the like
             return ProviderError(str(exc), cloud=CLOUD, operation=operation)
         reasons = [str(e.get("reason", "")) for e in exc.errors or () if isinstance(e, dict)]
         if exc.reason:
@@ -347,10 +359,16 @@ class GcpProvider:
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         """``fn()`` (one SDK call) with its errors mapped and throttling retried with backoff."""
 
+        sdk_errors = (
+            self._g.api_exceptions.GoogleAPIError,
+            self._g.auth_exceptions.GoogleAuthError,
+            self._g.requests.RequestException,
+        )
+
         def once() -> T:
             try:
                 return fn()
-            except Exception as exc:
+            except sdk_errors as exc:  # anything else is a bug here and should show as one
                 raise self._map_error(exc, operation) from exc
 
         def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
@@ -745,6 +763,8 @@ class GcpProvider:
                 )
             except Conflict:
                 return self._adopt(names, zone, spec)
+            except ProviderError as exc:
+                raise _short(exc, spec, 0) from exc
             return [self._launched(n, zone, spec) for n in names]
 
         ops: list[tuple[str, Any]] = []  # (name, operation), None: the name exists already
@@ -787,12 +807,7 @@ class GcpProvider:
             except ProviderError as exc:
                 failure = failure or exc
         if failure is not None:
-            raise type(failure)(
-                f"{failure.message} ({len(made)} of {spec.count} nodes of pool {spec.pool} made)",
-                cloud=CLOUD,
-                operation="launch",
-                code=failure.code,
-            ) from failure
+            raise _short(failure, spec, len(made)) from failure
         return made
 
     def _boot_disk(self, disk_type: str) -> Any:
@@ -854,6 +869,7 @@ class GcpProvider:
     def terminate(self, nodes: Sequence[Node]) -> None:
         """Delete the instances (all requests first, then the waits); one already gone is done."""
         pending: list[tuple[Node, Any, str]] = []
+        gone = 0
         for node in nodes:
             zone = node.zone or self.settings.zone(self._split(node.offering)[0])
             log.info("gcp: deleting instance %s in %s", node.id, zone)
@@ -866,12 +882,13 @@ class GcpProvider:
                     instance=node.id,
                 )
             except NotFound:
+                gone += 1
                 continue
             pending.append((node, op, zone))
         for _node, op, zone in pending:
             with contextlib.suppress(NotFound):
                 self._wait(op, _Where(zone=zone), "terminate")
-        log.info("gcp: deleted %d instances", len(nodes))
+        log.info("gcp: deleted %d instances (%d were gone already)", len(nodes) - gone, gone)
 
     def release_reservation(self, reservation: CapacityReservation) -> None:
         """Delete the reservation; one already gone is done."""

@@ -57,6 +57,7 @@ class Fault:
 @dataclass
 class FakeCompute:
     project: str = "test-project"
+    url: str = ""  # set by FakeServer
     store: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # "zones/z/instances" -> name
     requests: list[Request] = field(default_factory=list)
     faults: deque[Fault] = field(default_factory=deque)
@@ -294,7 +295,7 @@ class FakeServer:
         self.fake = fake
         handler = type("Handler", (_Handler,), {"fake": fake})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = fake.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

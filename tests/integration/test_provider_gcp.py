@@ -55,8 +55,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def fake() -> Iterator[FakeCompute]:
     compute = FakeCompute(project=PROJECT)
-    with FakeServer(compute) as server:
-        compute.url = server.url  # type: ignore[attr-defined]
+    with FakeServer(compute):
         yield compute
 
 
@@ -64,7 +63,7 @@ def settings(fake: FakeCompute, **overrides: Any) -> GcpSettings:
     values: dict[str, Any] = {
         "project": PROJECT,
         "zones": {REGION: ZONE},
-        "api_endpoint": fake.url,  # type: ignore[attr-defined]
+        "api_endpoint": fake.url,
         "credentials": "anonymous",
         "gpudirect_networks": [
             NicSettings(
@@ -426,9 +425,9 @@ def test_a_stocked_out_gang_fails_whole_with_insufficient_capacity(
     group, _, launch = gang_specs()
     gcp.ensure_placement_group(group)
     fake.fail("POST", "bulkInsert$", op_error="ZONE_RESOURCE_POOL_EXHAUSTED")
-    with pytest.raises(InsufficientCapacity) as caught:
+    with pytest.raises(InsufficientCapacity, match="0 of 2 nodes of gang llm-pretrain-1 of pool") as caught:
         gcp.launch(launch)
-    assert caught.value.code == "ZONE_RESOURCE_POOL_EXHAUSTED"
+    assert (caught.value.code, caught.value.operation) == ("ZONE_RESOURCE_POOL_EXHAUSTED", "launch gang")
     assert not fake.store.get(f"zones/{ZONE}/instances")  # all or nothing: none made
     assert gcp.inventory(PLAN).nodes == ()
 
