@@ -705,7 +705,8 @@ class GcpProvider:
         compact placement policy, consuming ``spec.reservation`` when given. Pool nodes are one insert each,
         each with its own requestId, so a stockout part way keeps the nodes made (they carry our labels and
         the next inventory counts them) and raises InsufficientCapacity. A 409 on a name adopts the
-        instance if its labels are ours.
+        instance if its labels are ours. ``spec.target`` is not used: Compute Engine adds instances rather
+        than sizing a group, and the requestIds already make a repeated launch create nothing twice.
         """
         compute = self._g.compute
         region, machine = self._split(spec.offering)

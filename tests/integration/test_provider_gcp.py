@@ -303,7 +303,11 @@ def test_inventory_finds_our_resources_by_labels_and_descriptions(
     # someone else's: another plan's instance, an unlabelled one, a policy and a reservation named like ours
     fake.put(f"zones/{ZONE}/instances", {"name": "other", "labels": managed_tags("other plan", pool="p")})
     fake.put(f"zones/{ZONE}/instances", {"name": "bare"})
-    fake.put(f"regions/{REGION}/resourcePolicies", {"name": "llm-pretrain-1-pg2", "description": "mine"})
+    compact = {"collocation": "COLLOCATED", "vmCount": 2}
+    fake.put(
+        f"regions/{REGION}/resourcePolicies",
+        {"name": "llm-pretrain-1-pg2", "description": "mine", "groupPlacementPolicy": compact},
+    )
     fake.put(f"zones/{ZONE}/reservations", {"name": "llm-pretrain-1-res2", "description": "{}"})
 
     inv = gcp.inventory(PLAN)
