@@ -1,0 +1,956 @@
+"""The GCP provider: Compute Engine through google-cloud-compute's REST clients.
+
+What gpuplan's resources are on GCP:
+
+- a placement group is a regional *resource policy* with ``groupPlacementPolicy {collocation: COLLOCATED,
+  vmCount}`` (a compact placement policy), attached to a gang's instances;
+- a capacity reservation is a zonal *reservation* with ``specificReservationRequired`` (only instances that
+  name it consume it), the gang's placement policy attached;
+- a node is an *instance*; spot nodes use ``provisioningModel: SPOT`` with ``instanceTerminationAction:
+  DELETE``, and a3 gangs get the GPUDirect NICs (TCPX: 4 on a3-highgpu-8g, TCPXO: 8 on a3-megagpu-8g).
+
+Instances carry our tags as labels and are found by a label filter. Resource policies and reservations have
+no labels in the v1 API, so they carry our tags as a JSON object in their ``description`` (the one exception
+to "tags are labels"); inventory reads that JSON, never the name.
+
+Every insert sends a ``requestId`` (a UUID derived from the spec's token), which Compute Engine uses to
+answer a repeated request with the first one's operation instead of creating anything twice. Operations are
+waited with the public Zone/RegionOperationsClient ``wait`` built with the same endpoint and credentials as
+the other clients: ``ExtendedOperation.result()`` builds its own operations client without the client
+options, so against anything but Google's endpoint it cannot work.
+
+The SDK is imported when a provider is opened (:func:`_sdk`), so ``import providers.gcp`` works without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from models.catalog import GPU_MEMORY_GB
+from providers.base import (
+    TAG_PLAN,
+    TAG_POOL,
+    TAG_RUN,
+    Auth,
+    Capacity,
+    CapacityReservation,
+    Conflict,
+    InsufficientCapacity,
+    Interruption,
+    InvalidRequest,
+    Inventory,
+    LaunchSpec,
+    MissingSDK,
+    Node,
+    NotFound,
+    OfferingInfo,
+    OperationFailed,
+    PlacementGroup,
+    PlacementGroupSpec,
+    ProviderError,
+    QuotaExceeded,
+    ReservationSpec,
+    RetryPolicy,
+    SpotPrice,
+    Throttled,
+    parse_offering,
+    retry_throttled,
+    safe_name,
+    tags_match,
+)
+
+__all__ = ["GcpProvider", "GcpSettings", "NicSettings", "open_provider"]
+
+log = logging.getLogger("gpuplan.providers.gcp")
+
+T = TypeVar("T")
+
+CLOUD = "gcp"
+DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
+#: GPUDirect NICs (besides the primary gVNIC) each a3 fabric needs: A3 High uses 4 for GPUDirect-TCPX,
+#: A3 Mega 8 for GPUDirect-TCPXO.
+GPUDIRECT_NICS: dict[str, int] = {"tcpx": 4, "tcpxo": 8}
+#: The machine types whose gangs run on a GPUDirect fabric.
+MACHINE_FABRIC: dict[str, str] = {"a3-highgpu-8g": "tcpx", "a3-megagpu-8g": "tcpxo"}
+#: Compute Engine accelerator types -> gpuplan's canonical GPU models (models.catalog.GPU_MODELS).
+ACCELERATOR_MODEL: dict[str, str] = {
+    "nvidia-l4": "L4",
+    "nvidia-tesla-a100": "A100-40GB",
+    "nvidia-a100-80gb": "A100-80GB",
+    "nvidia-h100-80gb": "H100",
+    "nvidia-h100-mega-80gb": "H100",
+    "nvidia-h200-141gb": "H200",
+    "nvidia-b200": "B200",
+}
+# Operation and API error codes/reasons, upper-cased, and what they mean in the error contract.
+_CAPACITY_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "RESOURCE_POOL_EXHAUSTED")
+_QUOTA_CODES = ("QUOTA_EXCEEDED", "QUOTAEXCEEDED", "LIMITEXCEEDED")
+_RATE_CODES = ("RATELIMITEXCEEDED", "USERRATELIMITEXCEEDED", "RATE_LIMIT_EXCEEDED")
+_DONE = "DONE"
+# Compute Engine instance status -> Node.state (TERMINATED is a stopped VM on GCP, not a deleted one).
+_INSTANCE_STATE = {
+    "PROVISIONING": "pending",
+    "STAGING": "pending",
+    "REPAIRING": "pending",
+    "RUNNING": "running",
+    "STOPPING": "stopping",
+    "SUSPENDING": "stopping",
+    "SUSPENDED": "stopped",
+    "TERMINATED": "stopped",
+}
+_REQUEST_NAMESPACE = uuid.UUID("5b0c7a52-2d1e-4f0e-9a57-6770706c616e")  # fixed: requestIds must repeat
+
+
+class NicSettings(BaseModel):
+    """One extra (GPUDirect) network interface of an a3 node: its VPC network and subnetwork."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    network: str
+    subnetwork: str
+
+
+class GcpSettings(BaseModel):
+    """The ``gcp:`` section of the provider settings.
+
+    ``zones`` maps a region to the zone gpuplan uses there; a region not listed uses ``<region>-a``.
+    ``gpudirect_networks`` are the extra NICs of a3 gang nodes (4 for tcpx on a3-highgpu-8g, 8 for tcpxo
+    on a3-megagpu-8g; each its own VPC). ``api_endpoint`` points the clients at a fake or an emulator
+    (None: Google's); ``credentials: anonymous`` sends no credentials and is only allowed with an endpoint.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    project: str
+    zones: dict[str, str] = Field(default_factory=dict)
+    image: str = DEFAULT_IMAGE
+    boot_disk_gb: int = Field(200, ge=10)
+    boot_disk_type: str = "pd-balanced"  # a3 machines take no pd-standard boot disk
+    network: str = "global/networks/default"
+    subnetwork: str | None = None
+    gpudirect_networks: list[NicSettings] = Field(default_factory=list)
+    api_endpoint: str | None = None
+    credentials: Literal["default", "anonymous"] = "default"
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    operation_timeout_seconds: float = Field(600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _anonymous_needs_endpoint(self) -> GcpSettings:
+        if self.credentials == "anonymous" and self.api_endpoint is None:
+            raise ValueError("credentials: anonymous is for local fakes only: set api_endpoint too")
+        return self
+
+    def zone(self, region: str) -> str:
+        return self.zones.get(region, f"{region}-a")
+
+
+def open_provider(
+    settings: GcpSettings | Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep
+) -> GcpProvider:
+    """The GCP provider for ``settings`` (a validated section or its raw mapping)."""
+    if not isinstance(settings, GcpSettings):
+        settings = GcpSettings.model_validate(settings)
+    return GcpProvider(settings, sleep=sleep)
+
+
+def _sdk() -> SimpleNamespace:
+    """The SDK modules, imported on first use so the rest of gpuplan needs none of them."""
+    try:
+        import google.api_core.exceptions as api_exceptions
+        import google.auth
+        import google.auth.exceptions as auth_exceptions
+        import requests
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import compute_v1
+    except ImportError as exc:
+        raise MissingSDK(CLOUD, "google-cloud-compute", "gcp") from exc
+    return SimpleNamespace(
+        compute=compute_v1,
+        api_exceptions=api_exceptions,
+        auth=google.auth,
+        auth_exceptions=auth_exceptions,
+        requests=requests,
+        ClientOptions=ClientOptions,
+        AnonymousCredentials=AnonymousCredentials,
+    )
+
+
+def request_id(token: str, *parts: object) -> str:
+    """Compute Engine's requestId for one create: a UUID derived from the spec's token (and what tells the
+    creates of one spec apart), the same every time the spec is applied."""
+    return str(uuid.uuid5(_REQUEST_NAMESPACE, "/".join([token, *(str(p) for p in parts)])))
+
+
+def instance_names(prefix: str, token: str, count: int) -> list[str]:
+    """``<pool or run>-<token[:8]>-<i>``, the prefix cut so the name fits GCP's 63 characters."""
+    names = []
+    for i in range(count):
+        suffix = f"-{token[:8]}-{i}"
+        names.append(safe_name(prefix)[: 63 - len(suffix)].rstrip("-") + suffix)
+    return names
+
+
+def _last(url: str | None) -> str:
+    return (url or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def _time(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _description_tags(description: str | None) -> dict[str, str]:
+    """Our tags from a resource policy's or reservation's description (see the module docstring)."""
+    try:
+        data = json.loads(description or "")
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+
+
+def _describe(tags: Mapping[str, str]) -> str:
+    return json.dumps(dict(tags), sort_keys=True, separators=(",", ":"))
+
+
+def _error_class(code: str) -> type[ProviderError] | None:
+    """The typed error an operation or API error code means, if it means a specific one."""
+    upper = code.upper()
+    if any(upper.startswith(c) for c in _CAPACITY_CODES):
+        return InsufficientCapacity
+    if upper in _QUOTA_CODES or "QUOTA" in upper:
+        return QuotaExceeded
+    if upper in _RATE_CODES:
+        return Throttled
+    return None
+
+
+def _short(exc: ProviderError, spec: LaunchSpec, made: int) -> ProviderError:
+    """``exc`` again, saying which pool (or gang) is short and by how much."""
+    what = f"gang {spec.run} of pool {spec.pool}" if spec.run else f"pool {spec.pool}"
+    return type(exc)(
+        f"{exc.message} ({made} of {spec.count} nodes of {what} made)",
+        cloud=CLOUD,
+        operation=exc.operation,
+        code=exc.code,
+    )
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where an operation lives: a zone's operations or a region's."""
+
+    zone: str | None = None
+    region: str | None = None
+
+
+class GcpProvider:
+    """One GCP project. See the module docstring for how gpuplan's resources map to Compute Engine's."""
+
+    cloud = CLOUD
+
+    def __init__(
+        self,
+        settings: GcpSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._g = _sdk()
+        compute = self._g.compute
+
+        def build() -> dict[str, Any]:
+            if settings.credentials == "anonymous":
+                credentials = self._g.AnonymousCredentials()
+            else:
+                credentials, _ = self._g.auth.default(scopes=["https://www.googleapis.com/auth/compute"])
+            kwargs: dict[str, Any] = {"transport": "rest", "credentials": credentials}
+            if settings.api_endpoint is not None:
+                kwargs["client_options"] = self._g.ClientOptions(api_endpoint=settings.api_endpoint)
+            return {
+                "instances": compute.InstancesClient(**kwargs),
+                "policies": compute.ResourcePoliciesClient(**kwargs),
+                "reservations": compute.ReservationsClient(**kwargs),
+                "zone_ops": compute.ZoneOperationsClient(**kwargs),
+                "region_ops": compute.RegionOperationsClient(**kwargs),
+                "machine_types": compute.MachineTypesClient(**kwargs),
+            }
+
+        clients = self._call("open", build)
+        self._instances = clients["instances"]
+        self._policies = clients["policies"]
+        self._reservations = clients["reservations"]
+        self._zone_ops = clients["zone_ops"]
+        self._region_ops = clients["region_ops"]
+        self._machine_types = clients["machine_types"]
+
+    # ------------------------------------------------------------------------------------------------------
+    # the SDK boundary
+
+    def _map_error(self, exc: BaseException, operation: str) -> ProviderError:
+        """The one place SDK exceptions become the error contract's typed errors."""
+        g = self._g
+        ex = g.api_exceptions
+        if isinstance(exc, g.auth_exceptions.DefaultCredentialsError):
+            # says where credentials were looked for, never what they hold
+            return Auth(f"no credentials: {exc}", cloud=CLOUD, operation=operation)
+        if isinstance(exc, g.auth_exceptions.GoogleAuthError):
+            return Auth(f"credentials refused: {type(exc).__name__}", cloud=CLOUD, operation=operation)
+        if isinstance(exc, g.requests.RequestException):
+            return ProviderError(
+                f"no answer from the Compute API: {type(exc).__name__}", cloud=CLOUD, operation=operation
+            )
+        if not isinstance(exc, ex.GoogleAPICallError):  # RetryError and the like
+            return ProviderError(str(exc), cloud=CLOUD, operation=operation)
+        reasons = [str(e.get("reason", "")) for e in exc.errors or () if isinstance(e, dict)]
+        if exc.reason:
+            reasons.append(str(exc.reason))
+        status = exc.code if isinstance(exc.code, int) else None
+        code = reasons[0] if reasons else (str(status) if status is not None else None)
+        message = exc.message or type(exc).__name__
+        specific = [c for c in (_error_class(r) for r in reasons) if c is not None]
+        if not specific:
+            specific = [c for c in (_error_class(w) for w in re.findall(r"[A-Z_]{8,}", message)) if c]
+        cls: type[ProviderError]
+        if isinstance(exc, ex.TooManyRequests) or status == 429 or Throttled in specific:
+            cls = Throttled
+        elif QuotaExceeded in specific:
+            cls = QuotaExceeded
+        elif isinstance(exc, ex.Conflict) or status == 409:
+            cls = Conflict
+        elif isinstance(exc, ex.NotFound) or status == 404:
+            cls = NotFound
+        elif isinstance(exc, (ex.Unauthenticated, ex.Forbidden)) or status in (401, 403):
+            cls = Auth
+        elif isinstance(exc, ex.BadRequest) or status == 400:
+            cls = InvalidRequest
+        elif InsufficientCapacity in specific:
+            cls = InsufficientCapacity
+        else:
+            cls = ProviderError
+        return cls(message, cloud=CLOUD, operation=operation, code=code)
+
+    def _call(self, operation: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (one SDK call) with its errors mapped and throttling retried with backoff."""
+
+        sdk_errors = (
+            self._g.api_exceptions.GoogleAPIError,
+            self._g.auth_exceptions.GoogleAuthError,
+            self._g.requests.RequestException,
+        )
+
+        def once() -> T:
+            try:
+                return fn()
+            except sdk_errors as exc:  # anything else is a bug here and should show as one
+                raise self._map_error(exc, operation) from exc
+
+        def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
+            log.warning("gcp %s throttled (%s); retry %d in %.2fs", operation, exc.code, attempt, wait)
+
+        return retry_throttled(once, self.settings.retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry)
+
+    def _api(self, operation: str, method: Callable[..., T], /, **kwargs: Any) -> T:
+        """One client method through :meth:`_call`. The clients' own retries are off (``retry=None``): they
+        would sleep for real on a 503, and retries are bounded here, in one place."""
+        return self._call(operation, lambda: method(**kwargs, retry=None))
+
+    def _list(self, operation: str, method: Callable[..., Iterable[T]], /, **kwargs: Any) -> list[T]:
+        """Every item of a list call, all pages fetched inside the retried call."""
+        return self._call(operation, lambda: list(method(**kwargs, retry=None)))
+
+    def _mutate(self, operation: str, where: _Where, method: Callable[..., Any], /, **kwargs: Any) -> None:
+        """A mutating call (insert, delete), waited until its operation is DONE."""
+        op = self._api(operation, method, **kwargs)
+        self._wait(op, where, operation)
+
+    def _wait(self, op: Any, where: _Where, operation: str) -> None:
+        """Wait for ``op`` to be DONE (through the public operations clients, see the module docstring);
+        an operation that ends with an error raises the error its code means."""
+        project = self.settings.project
+        timeout = self.settings.operation_timeout_seconds
+        deadline = time.monotonic() + timeout
+        done = self._g.compute.Operation.Status.DONE
+        name = op.name
+        while op.status != done:
+            if time.monotonic() > deadline:
+                raise OperationFailed(
+                    f"operation {name} still running after {timeout:g}s", cloud=CLOUD, operation=operation
+                )
+            if where.zone is not None:
+                op = self._api(
+                    operation, self._zone_ops.wait, project=project, zone=where.zone, operation=name
+                )
+            else:
+                op = self._api(
+                    operation, self._region_ops.wait, project=project, region=where.region, operation=name
+                )
+        if "error" in op and op.error.errors:
+            first = op.error.errors[0]
+            code = first.code or str(op.http_error_status_code or "")
+            message = "; ".join(e.message or e.code for e in op.error.errors)
+            cls = _error_class(code) or {
+                "RESOURCE_NOT_FOUND": NotFound,
+                "RESOURCE_ALREADY_EXISTS": Conflict,
+            }.get(code.upper(), OperationFailed)
+            raise cls(message, cloud=CLOUD, operation=operation, code=code)
+
+    # ------------------------------------------------------------------------------------------------------
+    # the protocol
+
+    def handles(self, offering: str) -> bool:
+        try:
+            return parse_offering(offering)[0] == CLOUD
+        except ValueError:
+            return False
+
+    def _split(self, offering: str) -> tuple[str, str]:
+        cloud, region, machine = parse_offering(offering)
+        if cloud != CLOUD:
+            raise InvalidRequest(f"not a GCP offering: {offering}", cloud=CLOUD)
+        return region, machine
+
+    def _policy_path(self, region: str, name: str) -> str:
+        return f"projects/{self.settings.project}/regions/{region}/resourcePolicies/{name}"
+
+    def offerings(self, regions: Sequence[str]) -> list[OfferingInfo]:
+        """The machine types with GPUs in each region's configured zone (a2, a3, g2 list their bundled
+        accelerators); a3-highgpu-8g gangs use GPUDirect-TCPX, a3-megagpu-8g GPUDirect-TCPXO."""
+        found: list[OfferingInfo] = []
+        for region in regions:
+            zone = self.settings.zone(region)
+            types = self._list(
+                "list machine types", self._machine_types.list, project=self.settings.project, zone=zone
+            )
+            for mt in types:
+                if not mt.accelerators:
+                    continue
+                acc = mt.accelerators[0]
+                model = ACCELERATOR_MODEL.get(acc.guest_accelerator_type)
+                memory = GPU_MEMORY_GB.get(model) if model else None
+                if memory is None:
+                    m = re.search(r"(\d+)gb", acc.guest_accelerator_type)
+                    memory = float(m.group(1)) if m else None
+                fabric = MACHINE_FABRIC.get(mt.name)
+                found.append(
+                    OfferingInfo(
+                        offering=f"{CLOUD}:{region}:{mt.name}",
+                        gpu_model=model,
+                        gpus_per_node=int(acc.guest_accelerator_count),
+                        gpu_memory_gb=memory,
+                        fabric=fabric,
+                        network_interfaces=1 + GPUDIRECT_NICS.get(fabric or "", 0),
+                    )
+                )
+        return found
+
+    def spot_prices(self, offerings: Sequence[str]) -> list[SpotPrice]:
+        """Always empty: the Compute API has no prices (GCP publishes them in the Cloud Billing Catalog
+        API, a different service and credential), and an unpriced offering is left out, never 0."""
+        return []
+
+    def inventory(self, plan_id: str) -> Inventory:
+        """Instances by the ``gpuplan-plan`` label (aggregated over all zones); resource policies and
+        reservations whose description holds our tags (they have no labels)."""
+        wanted = {TAG_PLAN: safe_name(plan_id)}
+        project = self.settings.project
+        label_filter = f'labels.{TAG_PLAN} = "{wanted[TAG_PLAN]}"'
+        scoped = self._list(
+            "list instances",
+            self._instances.aggregated_list,
+            request={"project": project, "filter": label_filter},
+        )
+        nodes = [
+            self._node(i)
+            for _, scope in scoped
+            for i in scope.instances
+            if tags_match(dict(i.labels), wanted)
+        ]
+        policies = self._list("list resource policies", self._policies.aggregated_list, project=project)
+        groups = []
+        for _, scope in policies:
+            for p in scope.resource_policies:
+                tags = _description_tags(p.description)
+                if tags_match(tags, wanted) and "group_placement_policy" in p:
+                    state = {"READY": "available"}.get(p.status, p.status.lower() or "available")
+                    groups.append(
+                        PlacementGroup(
+                            name=p.name,
+                            region=_last(p.region),
+                            run=tags.get(TAG_RUN),
+                            id=str(p.id) if p.id else None,
+                            state=state,
+                            tags=tags,
+                        )
+                    )
+        reservations = self._list("list reservations", self._reservations.aggregated_list, project=project)
+        held = []
+        for _, scope in reservations:
+            for r in scope.reservations:
+                tags = _description_tags(r.description)
+                if not tags_match(tags, wanted):
+                    continue
+                zone = _last(r.zone)
+                machine = r.specific_reservation.instance_properties.machine_type
+                policy = next(iter(r.resource_policies.values()), None)
+                held.append(
+                    CapacityReservation(
+                        name=r.name,
+                        offering=f"{CLOUD}:{_region_of(zone)}:{_last(machine)}",
+                        nodes=int(r.specific_reservation.count),
+                        placement_group=_last(policy) if policy else None,
+                        run=tags.get(TAG_RUN),
+                        id=f"zones/{zone}/reservations/{r.name}",
+                        state={"READY": "active", "CREATING": "pending"}.get(r.status, r.status.lower()),
+                        tags=tags,
+                    )
+                )
+        return Inventory(nodes=tuple(nodes), placement_groups=tuple(groups), reservations=tuple(held))
+
+    def _node(self, i: Any) -> Node:
+        labels = dict(i.labels)
+        zone = _last(i.zone)
+        spot = i.scheduling.provisioning_model == "SPOT" or bool(i.scheduling.preemptible)
+        affinity = i.reservation_affinity
+        reservation = None
+        if affinity.consume_reservation_type == "SPECIFIC_RESERVATION" and affinity.values:
+            reservation = _last(affinity.values[0])
+        return Node(
+            id=i.name,
+            offering=f"{CLOUD}:{_region_of(zone)}:{_last(i.machine_type)}",
+            capacity=Capacity.SPOT if spot else Capacity.ON_DEMAND,
+            pool=labels.get(TAG_POOL, ""),
+            run=labels.get(TAG_RUN),
+            placement_group=_last(i.resource_policies[0]) if i.resource_policies else None,
+            reservation=reservation,
+            state=_INSTANCE_STATE.get(i.status, i.status.lower() or "pending"),
+            zone=zone,
+            launched=_time(i.creation_timestamp),
+            tags=labels,
+        )
+
+    def ensure_placement_group(self, spec: PlacementGroupSpec) -> PlacementGroup:
+        """A compact placement policy (``COLLOCATED``, ``vmCount`` = the gang's nodes) in the region; a
+        409 adopts the policy if its description holds our tags, else Conflict."""
+        compute = self._g.compute
+        policy = compute.ResourcePolicy(
+            name=spec.name,
+            description=_describe(spec.tags),
+            group_placement_policy=compute.ResourcePolicyGroupPlacementPolicy(
+                collocation="COLLOCATED", vm_count=spec.nodes
+            ),
+        )
+        request = compute.InsertResourcePolicyRequest(
+            project=self.settings.project,
+            region=spec.region,
+            resource_policy_resource=policy,
+            request_id=request_id(spec.token, "placement"),
+        )
+        log.info("gcp: creating placement policy %s in %s for %d nodes", spec.name, spec.region, spec.nodes)
+        try:
+            self._mutate(
+                "create placement policy",
+                _Where(region=spec.region),
+                self._policies.insert_unary,
+                request=request,
+            )
+        except Conflict:
+            existing = self._api(
+                "get placement policy",
+                self._policies.get,
+                project=self.settings.project,
+                region=spec.region,
+                resource_policy=spec.name,
+            )
+            if not tags_match(_description_tags(existing.description), spec.tags):
+                raise Conflict(
+                    f"resource policy {spec.name} in {spec.region} exists and is not gpuplan's",
+                    cloud=CLOUD,
+                    operation="create placement policy",
+                    code="409",
+                ) from None
+            log.info("gcp: adopted existing placement policy %s", spec.name)
+        return PlacementGroup(
+            name=spec.name, region=spec.region, run=spec.tags.get(TAG_RUN), tags=dict(spec.tags)
+        )
+
+    def ensure_reservation(self, spec: ReservationSpec) -> CapacityReservation:
+        """A zonal specific reservation of ``spec.nodes`` machines with the gang's placement policy; a 409
+        adopts ours (description tags), else Conflict. A stockout ends the operation: InsufficientCapacity."""
+        compute = self._g.compute
+        region, machine = self._split(spec.offering)
+        zone = self.settings.zone(region)
+        reservation = compute.Reservation(
+            name=spec.name,
+            description=_describe(spec.tags),
+            specific_reservation_required=True,
+            specific_reservation=compute.AllocationSpecificSKUReservation(
+                count=spec.nodes,
+                instance_properties=compute.AllocationSpecificSKUAllocationReservedInstanceProperties(
+                    machine_type=machine
+                ),
+            ),
+        )
+        if spec.placement_group:
+            reservation.resource_policies = {"placement": self._policy_path(region, spec.placement_group)}
+        request = compute.InsertReservationRequest(
+            project=self.settings.project,
+            zone=zone,
+            reservation_resource=reservation,
+            request_id=request_id(spec.token, "reservation"),
+        )
+        log.info("gcp: creating reservation %s: %d x %s in %s", spec.name, spec.nodes, machine, zone)
+        try:
+            self._mutate(
+                "create reservation", _Where(zone=zone), self._reservations.insert_unary, request=request
+            )
+        except Conflict:
+            existing = self._api(
+                "get reservation",
+                self._reservations.get,
+                project=self.settings.project,
+                zone=zone,
+                reservation=spec.name,
+            )
+            if not tags_match(_description_tags(existing.description), spec.tags):
+                raise Conflict(
+                    f"reservation {spec.name} in {zone} exists and is not gpuplan's",
+                    cloud=CLOUD,
+                    operation="create reservation",
+                    code="409",
+                ) from None
+            log.info("gcp: adopted existing reservation %s", spec.name)
+        return CapacityReservation(
+            name=spec.name,
+            offering=spec.offering,
+            nodes=spec.nodes,
+            placement_group=spec.placement_group,
+            run=spec.tags.get(TAG_RUN),
+            id=f"zones/{zone}/reservations/{spec.name}",
+            tags=dict(spec.tags),
+        )
+
+    def _interfaces(self, fabric: str | None) -> list[Any]:
+        """The primary gVNIC, plus the GPUDirect NICs a tcpx/tcpxo gang needs."""
+        compute = self._g.compute
+        s = self.settings
+        nics = [compute.NetworkInterface(network=s.network, nic_type="GVNIC")]
+        if s.subnetwork:
+            nics[0].subnetwork = s.subnetwork
+        if fabric is None:
+            return nics
+        if fabric not in GPUDIRECT_NICS:
+            raise InvalidRequest(
+                f"fabric {fabric} does not exist on GCP (tcpx or tcpxo)", cloud=CLOUD, operation="launch"
+            )
+        needed = GPUDIRECT_NICS[fabric]
+        if len(s.gpudirect_networks) < needed:
+            raise InvalidRequest(
+                f"a {fabric} gang needs {needed} GPUDirect networks, gcp.gpudirect_networks lists "
+                f"{len(s.gpudirect_networks)}: add {needed - len(s.gpudirect_networks)} "
+                "(network + subnetwork each)",
+                cloud=CLOUD,
+                operation="launch",
+            )
+        nics += [
+            compute.NetworkInterface(network=n.network, subnetwork=n.subnetwork, nic_type="GVNIC")
+            for n in s.gpudirect_networks[:needed]
+        ]
+        return nics
+
+    def _scheduling(self, capacity: Capacity) -> Any:
+        compute = self._g.compute
+        if capacity is Capacity.SPOT:
+            return compute.Scheduling(
+                provisioning_model="SPOT",
+                instance_termination_action="DELETE",
+                on_host_maintenance="TERMINATE",
+                automatic_restart=False,
+            )
+        # GPU VMs cannot live-migrate: host maintenance stops them, and they restart afterwards
+        return compute.Scheduling(
+            provisioning_model="STANDARD", on_host_maintenance="TERMINATE", automatic_restart=True
+        )
+
+    def launch(self, spec: LaunchSpec) -> list[Node]:
+        """Launch ``spec.count`` instances named ``<pool or run>-<token[:8]>-<i>``.
+
+        A gang is one ``bulkInsert`` with ``count = minCount`` (Compute Engine makes all or none) in its
+        compact placement policy, consuming ``spec.reservation`` when given. Pool nodes are one insert each,
+        each with its own requestId, so a stockout part way keeps the nodes made (they carry our labels and
+        the next inventory counts them) and raises InsufficientCapacity. A 409 on a name adopts the
+        instance if its labels are ours. ``spec.target`` is not used: Compute Engine adds instances rather
+        than sizing a group, and the requestIds already make a repeated launch create nothing twice.
+        """
+        compute = self._g.compute
+        region, machine = self._split(spec.offering)
+        zone = self.settings.zone(region)
+        names = instance_names(spec.run or spec.pool, spec.token, spec.count)
+        nics = self._interfaces(spec.fabric)
+        labels = dict(spec.tags)
+        affinity = None
+        if spec.reservation:
+            affinity = compute.ReservationAffinity(
+                consume_reservation_type="SPECIFIC_RESERVATION",
+                key="compute.googleapis.com/reservation-name",
+                values=[spec.reservation],
+            )
+        kind = "gang" if spec.all_or_nothing else "pool"
+        log.info(
+            "gcp: launching %d %s %s nodes of %s in %s (%s %s)",
+            spec.count,
+            spec.capacity.value,
+            kind,
+            machine,
+            zone,
+            kind,
+            spec.run or spec.pool,
+        )
+        if spec.all_or_nothing:
+            props = compute.InstanceProperties(
+                machine_type=machine,
+                labels=labels,
+                scheduling=self._scheduling(spec.capacity),
+                network_interfaces=nics,
+                disks=[self._boot_disk(self.settings.boot_disk_type)],
+            )
+            if spec.placement_group:
+                props.resource_policies = [spec.placement_group]  # names, not URLs, in bulkInsert
+            if affinity is not None:
+                props.reservation_affinity = affinity
+            resource = compute.BulkInsertInstanceResource(
+                count=spec.count,
+                min_count=spec.count,
+                instance_properties=props,
+                per_instance_properties={
+                    n: compute.BulkInsertInstanceResourcePerInstanceProperties() for n in names
+                },
+            )
+            request = compute.BulkInsertInstanceRequest(
+                project=self.settings.project,
+                zone=zone,
+                bulk_insert_instance_resource_resource=resource,
+                request_id=request_id(spec.token, "gang"),
+            )
+            try:
+                self._mutate(
+                    "launch gang", _Where(zone=zone), self._instances.bulk_insert_unary, request=request
+                )
+            except Conflict:
+                return self._adopt(names, zone, spec)
+            except ProviderError as exc:
+                raise _short(exc, spec, 0) from exc
+            return [self._launched(n, zone, spec) for n in names]
+
+        ops: list[tuple[str, Any]] = []  # (name, operation), None: the name exists already
+        failure: ProviderError | None = None
+        for index, name in enumerate(names):
+            instance = compute.Instance(
+                name=name,
+                machine_type=f"zones/{zone}/machineTypes/{machine}",
+                labels=labels,
+                scheduling=self._scheduling(spec.capacity),
+                network_interfaces=nics,
+                disks=[self._boot_disk(f"zones/{zone}/diskTypes/{self.settings.boot_disk_type}")],
+            )
+            if spec.placement_group:
+                instance.resource_policies = [self._policy_path(region, spec.placement_group)]
+            if affinity is not None:
+                instance.reservation_affinity = affinity
+            request = compute.InsertInstanceRequest(
+                project=self.settings.project,
+                zone=zone,
+                instance_resource=instance,
+                request_id=request_id(spec.token, index),
+            )
+            try:
+                op = self._api("launch", self._instances.insert_unary, request=request)
+            except Conflict:
+                op = None
+            except ProviderError as exc:
+                failure = exc  # the ones sent are waited below: they are ours either way
+                break
+            ops.append((name, op))
+        made: list[Node] = []
+        for name, op in ops:
+            try:
+                if op is None:
+                    made += self._adopt([name], zone, spec)
+                else:
+                    self._wait(op, _Where(zone=zone), "launch")
+                    made.append(self._launched(name, zone, spec))
+            except ProviderError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise _short(failure, spec, len(made)) from failure
+        return made
+
+    def _boot_disk(self, disk_type: str) -> Any:
+        compute = self._g.compute
+        return compute.AttachedDisk(
+            boot=True,
+            auto_delete=True,
+            initialize_params=compute.AttachedDiskInitializeParams(
+                source_image=self.settings.image,
+                disk_size_gb=self.settings.boot_disk_gb,
+                disk_type=disk_type,
+            ),
+        )
+
+    def _launched(self, name: str, zone: str, spec: LaunchSpec) -> Node:
+        return Node(
+            id=name,
+            offering=spec.offering,
+            capacity=spec.capacity,
+            pool=spec.pool,
+            run=spec.run,
+            placement_group=spec.placement_group,
+            reservation=spec.reservation,
+            state="pending",
+            zone=zone,
+            tags=dict(spec.tags),
+        )
+
+    def _adopt(self, names: Iterable[str], zone: str, spec: LaunchSpec) -> list[Node]:
+        """Instances whose names were taken: ours (labels match) are adopted, any other is a Conflict."""
+        nodes = []
+        for name in names:
+            try:
+                instance = self._api(
+                    "get instance",
+                    self._instances.get,
+                    project=self.settings.project,
+                    zone=zone,
+                    instance=name,
+                )
+            except NotFound:
+                raise Conflict(
+                    f"the launch of {spec.run or spec.pool} clashed but instance {name} does not exist",
+                    cloud=CLOUD,
+                    operation="launch",
+                    code="409",
+                ) from None
+            if not tags_match(dict(instance.labels), spec.tags):
+                raise Conflict(
+                    f"instance {name} in {zone} exists and is not gpuplan's",
+                    cloud=CLOUD,
+                    operation="launch",
+                    code="409",
+                )
+            nodes.append(self._node(instance))
+        log.info("gcp: adopted %d existing instances of %s", len(nodes), spec.run or spec.pool)
+        return nodes
+
+    def terminate(self, nodes: Sequence[Node]) -> None:
+        """Delete the instances (all requests first, then the waits); one already gone is done."""
+        pending: list[tuple[Node, Any, str]] = []
+        gone = 0
+        for node in nodes:
+            zone = node.zone or self.settings.zone(self._split(node.offering)[0])
+            log.info("gcp: deleting instance %s in %s", node.id, zone)
+            try:
+                op = self._api(
+                    "terminate",
+                    self._instances.delete_unary,
+                    project=self.settings.project,
+                    zone=zone,
+                    instance=node.id,
+                )
+            except NotFound:
+                gone += 1
+                continue
+            pending.append((node, op, zone))
+        for _node, op, zone in pending:
+            with contextlib.suppress(NotFound):
+                self._wait(op, _Where(zone=zone), "terminate")
+        log.info("gcp: deleted %d instances (%d were gone already)", len(nodes) - gone, gone)
+
+    def release_reservation(self, reservation: CapacityReservation) -> None:
+        """Delete the reservation; one already gone is done."""
+        match = re.match(r"zones/([^/]+)/", reservation.id or "")
+        zone = match.group(1) if match else self.settings.zone(self._split(reservation.offering)[0])
+        log.info("gcp: deleting reservation %s in %s", reservation.name, zone)
+        try:
+            self._mutate(
+                "release reservation",
+                _Where(zone=zone),
+                self._reservations.delete_unary,
+                project=self.settings.project,
+                zone=zone,
+                reservation=reservation.name,
+            )
+        except NotFound:
+            log.info("gcp: reservation %s was gone already", reservation.name)
+
+    def delete_placement_group(self, group: PlacementGroup) -> None:
+        """Delete the resource policy; one already gone is done."""
+        log.info("gcp: deleting placement policy %s in %s", group.name, group.region)
+        try:
+            self._mutate(
+                "delete placement policy",
+                _Where(region=group.region),
+                self._policies.delete_unary,
+                project=self.settings.project,
+                region=group.region,
+                resource_policy=group.name,
+            )
+        except NotFound:
+            log.info("gcp: placement policy %s was gone already", group.name)
+
+    def interruptions(self, plan_id: str) -> list[Interruption]:
+        """``compute.instances.preempted`` operations (GCP's record of a spot preemption) on our nodes
+        that still exist. A preempted spot VM is deleted (termination action DELETE) soon after; once it
+        is gone, inventory no longer lists it and the reconciler replaces it anyway."""
+        ours = {(n.zone, n.id): n for n in self.inventory(plan_id).nodes}
+        found = []
+        for zone in sorted({z for z, _ in ours if z}):
+            ops = self._list(
+                "list preemptions",
+                self._zone_ops.list,
+                request={
+                    "project": self.settings.project,
+                    "zone": zone,
+                    "filter": 'operationType = "compute.instances.preempted"',
+                },
+            )
+            for op in ops:
+                node = ours.get((zone, _last(op.target_link)))
+                if node is None or op.operation_type != "compute.instances.preempted":
+                    continue
+                found.append(
+                    Interruption(
+                        node_id=node.id,
+                        kind="interruption",
+                        at=_time(op.insert_time) or datetime.now().astimezone(),
+                        offering=node.offering,
+                        pool=node.pool,
+                        run=node.run,
+                    )
+                )
+        return found
