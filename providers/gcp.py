@@ -83,8 +83,15 @@ DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/com
 #: GPUDirect NICs (besides the primary gVNIC) each a3 fabric needs: A3 High uses 4 for GPUDirect-TCPX,
 #: A3 Mega 8 for GPUDirect-TCPXO.
 GPUDIRECT_NICS: dict[str, int] = {"tcpx": 4, "tcpxo": 8}
+#: RDMA NICs of the machines whose gangs run GPUDirect-RDMA (RoCE on ConnectX-7: A3 Ultra, A4), which the
+#: catalog calls ``infiniband`` as it does every RDMA fabric; they sit on a network with an RDMA profile.
+RDMA_NICS = 8
 #: The machine types whose gangs run on a GPUDirect fabric.
-MACHINE_FABRIC: dict[str, str] = {"a3-highgpu-8g": "tcpx", "a3-megagpu-8g": "tcpxo"}
+MACHINE_FABRIC: dict[str, str] = {
+    "a3-highgpu-8g": "tcpx",
+    "a3-megagpu-8g": "tcpxo",
+    "a3-ultragpu-8g": "infiniband",
+}
 #: Compute Engine accelerator types -> gpuplan's canonical GPU models (models.catalog.GPU_MODELS).
 ACCELERATOR_MODEL: dict[str, str] = {
     "nvidia-l4": "L4",
@@ -142,6 +149,10 @@ class GcpSettings(BaseModel):
     network: str = "global/networks/default"
     subnetwork: str | None = None
     gpudirect_networks: list[NicSettings] = Field(default_factory=list)
+    rdma_networks: list[NicSettings] = Field(
+        default_factory=list,
+        description="the 8 MRDMA NICs of A3 Ultra gangs (a network with an RDMA profile)",
+    )
     api_endpoint: str | None = None
     credentials: Literal["default", "anonymous"] = "default"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
@@ -665,22 +676,27 @@ class GcpProvider:
             nics[0].subnetwork = s.subnetwork
         if fabric is None:
             return nics
-        if fabric not in GPUDIRECT_NICS:
+        if fabric == "infiniband":
+            networks, needed, setting, nic_type = s.rdma_networks, RDMA_NICS, "rdma_networks", "MRDMA"
+        elif fabric in GPUDIRECT_NICS:
+            networks, needed = s.gpudirect_networks, GPUDIRECT_NICS[fabric]
+            setting, nic_type = "gpudirect_networks", "GVNIC"
+        else:
             raise InvalidRequest(
-                f"fabric {fabric} does not exist on GCP (tcpx or tcpxo)", cloud=CLOUD, operation="launch"
+                f"fabric {fabric} does not exist on GCP (tcpx, tcpxo or infiniband: GPUDirect-RDMA)",
+                cloud=CLOUD,
+                operation="launch",
             )
-        needed = GPUDIRECT_NICS[fabric]
-        if len(s.gpudirect_networks) < needed:
+        if len(networks) < needed:
             raise InvalidRequest(
-                f"a {fabric} gang needs {needed} GPUDirect networks, gcp.gpudirect_networks lists "
-                f"{len(s.gpudirect_networks)}: add {needed - len(s.gpudirect_networks)} "
-                "(network + subnetwork each)",
+                f"a {fabric} gang needs {needed} extra networks, gcp.{setting} lists "
+                f"{len(networks)}: add {needed - len(networks)} (network + subnetwork each)",
                 cloud=CLOUD,
                 operation="launch",
             )
         nics += [
-            compute.NetworkInterface(network=n.network, subnetwork=n.subnetwork, nic_type="GVNIC")
-            for n in s.gpudirect_networks[:needed]
+            compute.NetworkInterface(network=n.network, subnetwork=n.subnetwork, nic_type=nic_type)
+            for n in networks[:needed]
         ]
         return nics
 

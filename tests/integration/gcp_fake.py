@@ -32,6 +32,7 @@ ENUMS = {  # field path in a posted body -> the values Compute Engine accepts
         "SPECIFIC_RESERVATION",
     },
 }
+NIC_TYPES = {"GVNIC", "VIRTIO_NET", "MRDMA", "IRDMA", "IDPF"}  # NetworkInterface.nicType
 STATUS = {"instances": "RUNNING", "resourcePolicies": "READY", "reservations": "READY"}
 
 
@@ -207,6 +208,11 @@ class FakeCompute:
                 value = dig(b, path)
                 if value is not None and value not in allowed:
                     return 400, error(400, f"Invalid value for field '{path}': '{value}'", "invalid")
+            for nic in b.get("networkInterfaces", []):
+                if nic.get("nicType", "GVNIC") not in NIC_TYPES:
+                    return 400, error(
+                        400, f"Invalid value for field 'nicType': '{nic['nicType']}'", "invalid"
+                    )
             policies = b.get("resourcePolicies", [])  # a list on instances, a map on reservations
             for policy in policies.values() if isinstance(policies, dict) else policies:
                 ref = "/".join(policy.split("/")[-4:])

@@ -240,7 +240,7 @@ def test_gpudirect_nic_count_follows_the_fabric(fake: FakeCompute, sleeps: list[
     four = open_provider(settings(fake), sleep=sleeps.append)
     group, _, launch = gang_specs(nodes=2, offering=A3_MEGA, fabric="tcpxo")
     four.ensure_placement_group(group)
-    with pytest.raises(InvalidRequest, match=r"needs 8 GPUDirect networks.*gpudirect_networks lists 4"):
+    with pytest.raises(InvalidRequest, match=r"needs 8 extra networks.*gpudirect_networks lists 4"):
         four.launch(launch)
     assert not posts(fake, "instances")  # refused before anything was sent
     nics = [NicSettings(network=f"global/networks/m{i}", subnetwork=f"s{i}") for i in range(8)]
@@ -250,6 +250,14 @@ def test_gpudirect_nic_count_follows_the_fabric(fake: FakeCompute, sleeps: list[
     assert len(bulk.body["instanceProperties"]["networkInterfaces"]) == 9
     with pytest.raises(InvalidRequest, match="does not exist on GCP"):
         eight.launch(gang_specs(fabric="efa")[2])
+    # A3 Ultra's GPUDirect-RDMA (the catalog's infiniband): 8 MRDMA NICs from rdma_networks
+    with pytest.raises(InvalidRequest, match=r"needs 8 extra networks.*rdma_networks lists 0"):
+        eight.launch(gang_specs(fabric="infiniband")[2])
+    rdma = [NicSettings(network=f"global/networks/rdma-{i}", subnetwork=f"r{i}") for i in range(8)]
+    ultra = open_provider(settings(fake, rdma_networks=rdma), sleep=sleeps.append)
+    ultra.launch(gang_specs(nodes=2, offering=A3_MEGA, fabric="infiniband")[2])
+    sent = posts(fake, "bulkInsert$")[-1].body["instanceProperties"]["networkInterfaces"]
+    assert [n["nicType"] for n in sent] == ["GVNIC"] + ["MRDMA"] * 8
 
 
 def test_reservation_is_specific_with_the_placement_policy(gcp: GcpProvider, fake: FakeCompute) -> None:
