@@ -1,0 +1,336 @@
+"""`gpuplan provision` end to end on every provider: the mixed-fleet week, dry run, apply, apply again.
+
+Each cloud's plan is the mixed-fleet example cut to a week on that cloud (``tests/provision_plans.py``),
+provisioned at an hour when its 16-node pretraining gang runs. The real SDK talks to its local stand-in
+(moto for EC2, the loopback fakes of the GCP and Azure REST APIs), and the simulated cloud to its state
+file. Every run plants fake secrets in the environment and checks that no output, log line or written
+file holds one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from models.plan import Plan
+from planner.cli import app
+from planner.reconcile import ActionPlan
+
+#: Planted in the environment of every run: none may appear in any output.
+SECRETS = {
+    "AWS_SECRET_ACCESS_KEY": "planted-aws-secret-8c1f0e",
+    "AWS_SESSION_TOKEN": "planted-aws-session-52d9aa",
+    "AZURE_ACCESS_TOKEN": "planted-azure-token-a41b77",
+    "AZURE_CLIENT_SECRET": "planted-azure-client-secret-19e0c3",
+    "GOOGLE_OAUTH_ACCESS_TOKEN": "planted-google-token-7e22d5",
+}
+
+
+@dataclass
+class Stand:
+    """A provider's stand-in: the CLI flags that reach it, and what it was asked to create."""
+
+    cloud: str
+    flags: list[str]
+    created: Callable[[], dict[str, Any]]  # what exists at the stand-in, by kind
+    fake: Any = None  # the stand-in itself, for injecting faults
+
+
+@pytest.fixture(autouse=True)
+def planted(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def _settings(tmp_path: Path, section: str, body: dict[str, Any]) -> list[str]:
+    path = tmp_path / "providers.yaml"
+    path.write_text(yaml.safe_dump({section: body}), encoding="utf-8")
+    return ["--provider-config", str(path)]
+
+
+@pytest.fixture
+def sim_stand(tmp_path: Path) -> Stand:
+    from providers.sim import SimProvider
+
+    state = tmp_path / "sim.json"
+    SimProvider(state).configure(api_latency_seconds=0.0, boot_seconds=0.0)
+
+    def created() -> dict[str, Any]:
+        data = json.loads(state.read_text(encoding="utf-8"))
+        nodes = [n for n in data["nodes"].values() if n["state"] != "terminated"]
+        writes = [c for c in data["calls"] if c not in ("inventory", "interruptions", "spot_prices")]
+        return {"nodes": nodes, "groups": list(data["placement_groups"].values()),
+                "reservations": list(data["reservations"].values()), "writes": len(writes)}  # fmt: skip
+
+    return Stand("sim", ["--sim-state", str(state)], created)
+
+
+@pytest.fixture
+def gcp_stand(tmp_path: Path) -> Iterator[Stand]:
+    from gcp_fake import FakeCompute, FakeServer
+
+    compute = FakeCompute(project="fleet-project")
+    with FakeServer(compute):
+        body = {
+            "project": "fleet-project",
+            "zones": {"us-central1": "us-central1-a"},
+            "api_endpoint": compute.url,
+            "credentials": "anonymous",
+            "gpudirect_networks": [
+                {
+                    "network": f"global/networks/gpu-{i}",
+                    "subnetwork": f"regions/us-central1/subnetworks/gpu-{i}",
+                }
+                for i in range(4)
+            ],
+        }
+
+        def created() -> dict[str, Any]:
+            store = compute.store
+            return {
+                "nodes": list(store.get("zones/us-central1-a/instances", {}).values()),
+                "groups": list(store.get("regions/us-central1/resourcePolicies", {}).values()),
+                "reservations": list(store.get("zones/us-central1-a/reservations", {}).values()),
+                "writes": len(compute.sent("POST", "")) + len(compute.sent("DELETE", "")),
+            }
+
+        yield Stand("gcp", _settings(tmp_path, "gcp", body), created, compute)
+
+
+@pytest.fixture
+def azure_stand(tmp_path: Path) -> Iterator[Stand]:
+    from azure_fake import AzureFake
+
+    fake = AzureFake()
+    fake.start()
+    body = {
+        "subscription_id": "00000000-0000-0000-0000-000000000001",
+        "resource_group": "gpu-fleet",
+        "base_url": fake.base_url,
+        "credential": "access-token-env",
+        "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 gpuplan@test",
+        "subnet_id": "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/net/providers/"
+        "Microsoft.Network/virtualNetworks/v/subnets/gpu",
+        "polling_interval_seconds": 0,
+    }
+
+    def created() -> dict[str, Any]:
+        puts = {r.path: r.body for r in fake.sent("PUT")}
+        return {
+            "nodes": [b for p, b in puts.items() if "/virtualMachineScaleSets/" in p],
+            "groups": [b for p, b in puts.items() if "/proximityPlacementGroups/" in p],
+            "reservations": [b for p, b in puts.items() if "/capacityReservations/" in p],
+            "writes": sum(len(fake.sent(method)) for method in ("PUT", "POST", "DELETE")),
+        }
+
+    yield Stand("azure", _settings(tmp_path, "azure", body), created, fake)
+    fake.stop()
+
+
+STANDS = ["sim", "gcp", "azure"]
+
+
+@pytest.fixture(params=STANDS)
+def stand(request: pytest.FixtureRequest) -> Stand:
+    return request.getfixturevalue(f"{request.param}_stand")
+
+
+def _run(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def _no_secret(*texts: str) -> None:
+    for text in texts:
+        for name, value in SECRETS.items():
+            assert value not in text, f"{name}'s value leaked"
+
+
+def _plan_for(stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path) -> tuple[Path, str, Plan]:
+    import shutil
+
+    source = week_plan("all" if stand.cloud == "sim" else stand.cloud)
+    plan_dir = tmp_path / "plan"
+    shutil.copytree(source, plan_dir)
+    plan = Plan.read(plan_dir)
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    at = gang.start + timedelta(hours=1)
+    return plan_dir, f"{at:%Y-%m-%dT%H:%M:%SZ}", plan
+
+
+def test_dry_run_then_apply_then_nothing_left_to_do(
+    stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    plan_dir, at, plan = _plan_for(stand, week_plan, tmp_path)
+    base = ["provision", str(plan_dir), "--cloud", stand.cloud, "--at", at, *stand.flags]
+
+    code, dry = _run(base)
+    assert code == 0, dry
+    assert "dry run: nothing was changed" in dry
+    assert stand.created() == {"nodes": [], "groups": [], "reservations": [], "writes": 0}
+    document = ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8"))
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    groups = [a for a in document.actions if a.kind == "create-placement-group"]
+    assert [(g.run, g.fabric, g.count) for g in groups] == [
+        (f"{gang.job}-{gang.run}", gang.fabric, gang.nodes)
+    ]
+    launches = [a for a in document.actions if a.kind == "launch"]
+    assert {str(a.capacity) for a in launches} == {"on-demand", "spot"}  # both kinds of pool
+    assert "provision never buys a commitment" in dry
+
+    code, applied = _run([*base, "--apply"])
+    assert code == 0, applied
+    assert f"applied: {len(document.actions)} done, 0 failed, 0 skipped" in applied
+    made = stand.created()
+    assert len(made["groups"]) == 1 and len(made["reservations"]) == (gang.tier != "spot")
+    _check_fabric(stand.cloud, made, gang.fabric)
+
+    code, again = _run([*base, "--apply"])
+    assert code == 0, again
+    assert "0 actions: the fleet matches the plan" in again
+    assert stand.created() == made  # nothing created, nothing changed, nothing sent but reads
+    logs = capfd.readouterr()
+    _no_secret(
+        dry, applied, again, logs.out, logs.err, (plan_dir / "actions.json").read_text(encoding="utf-8")
+    )
+
+
+def _check_fabric(cloud: str, made: dict[str, Any], fabric: str | None) -> None:
+    """The placement group is the cloud's own kind, built for the gang's fabric."""
+    (group,) = made["groups"]
+    if cloud == "gcp":
+        assert group["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
+        gang_nodes = [n for n in made["nodes"] if n.get("resourcePolicies")]
+        assert gang_nodes and all(len(n["networkInterfaces"]) == 5 for n in gang_nodes)  # gVNIC + 4 TCPX
+    elif cloud == "azure":
+        assert group["properties"]["proximityPlacementGroupType"] == "Standard"
+        gangs = [n for n in made["nodes"] if n["properties"].get("proximityPlacementGroup")]
+        assert gangs and all(n["sku"]["name"].startswith("Standard_ND") for n in gangs)  # InfiniBand SKUs
+    elif cloud == "sim":
+        assert group["fabric"] == fabric
+
+
+def test_a_short_pool_fails_its_action_names_the_pool_and_the_rest_is_done(
+    sim_stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from providers.sim import SimProvider
+
+    plan_dir, at, _ = _plan_for(sim_stand, week_plan, tmp_path)
+    base = ["provision", str(plan_dir), "--cloud", "sim", "--at", at, *sim_stand.flags]
+    _, _ = _run(base)
+    document = ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8"))
+    spot = next(a for a in document.actions if a.kind == "launch" and a.capacity == "spot")
+    sim = SimProvider(Path(sim_stand.flags[1]))
+    sim.inject_fault("launch", "insufficient-capacity", match=spot.target)
+    sim.inject_fault("launch", "throttled", times=2)  # survived: retried with backoff
+
+    code, output = _run([*base, "--apply"])
+    assert code == 1
+    assert (
+        f"FAILED #{spot.id}: pool {spot.target} is short {spot.count} nodes (insufficient-capacity)" in output
+    )
+    assert f"applied: {len(document.actions) - 1} done, 1 failed, 0 skipped" in output
+    code, retry = _run([*base, "--apply"])  # the stock-out is over: only the short pool is left
+    assert code == 0 and "applied: 1 done, 0 failed" in retry
+
+
+def test_a_failed_placement_group_skips_only_its_gang(
+    sim_stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from providers.sim import SimProvider
+
+    plan_dir, at, _ = _plan_for(sim_stand, week_plan, tmp_path)
+    SimProvider(Path(sim_stand.flags[1])).inject_fault("ensure_placement_group", "quota-exceeded")
+    code, output = _run(
+        ["provision", str(plan_dir), "--cloud", "sim", "--at", at, *sim_stand.flags, "--apply"]
+    )
+    assert code == 1
+    document = ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8"))
+    status = {a.kind: document.results[a.id].status for a in document.actions if a.run and a.kind != "launch"}
+    assert status == {"create-placement-group": "failed", "create-reservation": "skipped"}
+    gang_launch = next(a for a in document.actions if a.kind == "launch" and a.run)
+    assert document.results[gang_launch.id].status == "skipped"
+    pools = [a for a in document.actions if a.kind == "launch" and not a.run]
+    assert pools and all(document.results[a.id].status == "done" for a in pools)
+    assert "needs #1, which did not succeed" in output
+
+
+def test_a_gcp_stockout_is_a_clear_failure(
+    gcp_stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    plan_dir, at, _ = _plan_for(gcp_stand, week_plan, tmp_path)
+    # the gang's bulk insert ends in a failed operation: the zone has no capacity
+    gcp_stand.fake.fail("POST", "instances/bulkInsert$", op_error="ZONE_RESOURCE_POOL_EXHAUSTED")
+    code, output = _run(
+        ["provision", str(plan_dir), "--cloud", "gcp", "--at", at, *gcp_stand.flags, "--apply"]
+    )
+    assert code == 1
+    assert "is short 16 nodes (insufficient-capacity)" in output
+    assert "applied:" in output and "1 failed" in output
+
+
+def test_an_azure_eviction_policy_and_a_failed_gang_lro(
+    azure_stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    plan_dir, at, plan = _plan_for(azure_stand, week_plan, tmp_path)
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    run = f"{gang.job}-{gang.run}"
+    azure_stand.fake.fail_lro("PUT", f"/virtualMachineScaleSets/{run}$", "AllocationFailed")
+    code, output = _run(
+        ["provision", str(plan_dir), "--cloud", "azure", "--at", at, *azure_stand.flags, "--apply"]
+    )
+    assert code == 1
+    assert f"gang {run} is short {gang.nodes} nodes (insufficient-capacity)" in output
+    spot = [
+        n
+        for n in azure_stand.created()["nodes"]
+        if n["properties"]["virtualMachineProfile"]["priority"] == "Spot"
+    ]
+    assert spot and all(
+        n["properties"]["virtualMachineProfile"]["evictionPolicy"] == "Delete"
+        and n["properties"]["virtualMachineProfile"]["billingProfile"]["maxPrice"] == -1
+        for n in spot
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--at", "2026-01-01T00:00:00Z"], "--at: 2026-01-01T00:00:00Z is outside the plan's horizon"),
+        (["--at", "next tuesday"], "--at: not an ISO 8601 time"),
+        (["--cloud", "oracle"], "--cloud: unknown provider 'oracle'"),
+        (["--lead-hours", "-1"], "--lead-hours: must be >= 0"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    extra: list[str], message: str, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    code, output = _run(["provision", str(week_plan("aws")), "--sim-state", str(tmp_path / "s.json"), *extra])
+    assert code == 2 and message in output and "Traceback" not in output
+
+
+def test_bad_provider_settings_name_the_field(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
+    flags = _settings(tmp_path, "gcp", {"project": "p", "zone": "us-central1-a"})
+    code, output = _run(["provision", str(week_plan("gcp")), "--cloud", "gcp", *flags])
+    assert code == 2 and "gcp.zone" in output
+    (tmp_path / "providers.yaml").write_text("oci: {}\n", encoding="utf-8")
+    code, output = _run(["provision", str(week_plan("gcp")), "--cloud", "gcp", *flags])
+    assert code == 2 and "oci: unknown section" in output
+
+
+def test_an_unreachable_cloud_exits_6(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
+    flags = _settings(
+        tmp_path, "gcp", {"project": "p", "api_endpoint": "http://127.0.0.1:9", "credentials": "anonymous"}
+    )
+    code, output = _run(["provision", str(week_plan("gcp")), "--cloud", "gcp", *flags])
+    assert code == 6 and "cloud error:" in output
