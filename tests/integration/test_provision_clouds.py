@@ -334,3 +334,19 @@ def test_an_unreachable_cloud_exits_6(week_plan: Callable[[str], Path], tmp_path
     )
     code, output = _run(["provision", str(week_plan("gcp")), "--cloud", "gcp", *flags])
     assert code == 6 and "cloud error:" in output
+
+
+def test_without_at_a_plan_that_has_not_started_is_provisioned_from_its_start(
+    week_plan: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the simulated cloud's default file
+    plan_dir = tmp_path / "plan"
+    import shutil
+
+    shutil.copytree(week_plan("aws"), plan_dir)
+    code, output = _run(["provision", str(plan_dir)])
+    assert code == 0, output
+    assert "is before the plan's horizon: provisioning its start" in output
+    assert "at 2027-02-01T00:00Z (period 0) on sim" in output
+    assert (tmp_path / "state" / "gpuplan" / "sim-cloud.json").exists()
+    assert ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8")).period == 0
