@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ TAG_PURCHASE = "gpuplan-purchase"
 _TERMINATE_BATCH = 500  # well under EC2's per-call limit on instance ids
 _FILTER_BATCH = 200  # filter values per describe call
 _LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{8,17}")
 _SPOT_NOTICE_CODES = {"marked-for-termination", "marked-for-stop"}
 
 
@@ -371,8 +373,8 @@ class AwsProvider:
     # -- offerings and prices ------------------------------------------------------------------------------
 
     def offerings(self, regions: Sequence[str]) -> list[OfferingInfo]:
-        """GPU instance types (those with GpuInfo) that each region sells; EFA types report one network
-        interface per network card, which is what a gang node needs."""
+        """GPU instance types (those with GpuInfo and at least one whole GPU) that each region sells; EFA
+        types report one network interface per network card, which is what a gang node needs."""
         out: list[OfferingInfo] = []
         for region in regions:
             sold = {
@@ -387,6 +389,9 @@ class AwsProvider:
                     continue
                 self._types[(region, t["InstanceType"])] = t
                 gpus = gpu.get("Gpus") or [{}]
+                count = sum(int(g.get("Count", 0)) for g in gpus)
+                if count == 0:
+                    continue  # a fraction of a GPU (g6f: GpuPartitionSize < 1); the planner counts whole GPUs
                 net = t.get("NetworkInfo") or {}
                 efa = bool(net.get("EfaSupported"))
                 mib = gpus[0].get("MemoryInfo", {}).get("SizeInMiB")
@@ -394,7 +399,7 @@ class AwsProvider:
                     OfferingInfo(
                         offering=f"{CLOUD}:{region}:{t['InstanceType']}",
                         gpu_model=gpus[0].get("Name"),
-                        gpus_per_node=sum(int(g.get("Count", 0)) for g in gpus),
+                        gpus_per_node=count,
                         gpu_memory_gb=mib / 1024 if mib else None,
                         fabric="efa" if efa else None,
                         network_interfaces=int(net.get("MaximumNetworkCards", 1)) if efa else 1,
@@ -570,14 +575,16 @@ class AwsProvider:
         return self._reservation(region, made)
 
     def _reservation_id(self, region: str, reservation: str) -> str:
-        if reservation.startswith("cr-"):
-            return reservation
+        """The id of the live reservation named ``reservation`` (its Name tag), or ``reservation`` itself
+        when it is an id (cr- and hex digits) that no reservation is named after."""
         filters = _tag_filters({"Name": reservation})
         for r in self._pages(
             region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
         ):
             if r.get("State") in ("active", "pending"):
                 return str(r["CapacityReservationId"])
+        if _RESERVATION_ID.fullmatch(reservation):
+            return reservation
         raise NotFound(
             f"no capacity reservation named {reservation} in {region}", cloud=CLOUD, operation="launch"
         )
