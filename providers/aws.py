@@ -664,6 +664,12 @@ class AwsProvider:
         region, instance_type = _region_of(spec.offering)
         if spec.count < 1:
             raise InvalidRequest(f"launch of {spec.count} nodes", cloud=CLOUD, operation="launch")
+        if spec.reservation and spec.capacity is Capacity.SPOT:
+            raise InvalidRequest(
+                f"spot nodes cannot use capacity reservation {spec.reservation} (an ODCR is on-demand)",
+                cloud=CLOUD,
+                operation="launch",
+            )
         plan = spec.tags.get(TAG_PLAN, "x")
         subnets = self._subnets(region)
         template = self._template(region, instance_type, spec.fabric if spec.all_or_nothing else None, plan)

@@ -5,6 +5,7 @@ so those are checked in the requests only."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -554,6 +555,52 @@ def test_interruptions_from_spot_request_status(cloud: Cloud) -> None:
     ]
     (sent,) = cloud.stand_in.calls("DescribeSpotInstanceRequests")
     assert sorted(sent["Filters"][0]["Values"]) == sorted(n.id for n in nodes), "spot nodes only"
+
+
+def test_interruptions_from_a_spot_termination_state_reason(cloud: Cloud) -> None:
+    spec = gang_spec(Capacity.SPOT)
+    cloud.provider.ensure_placement_group(group_spec())
+    reclaimed, _ = cloud.provider.launch(spec)
+
+    def reclaim(parsed: dict[str, Any]) -> None:
+        for res in parsed["Reservations"]:
+            for inst in res["Instances"]:
+                if inst["InstanceId"] == reclaimed.id:
+                    inst["State"] = {"Code": 32, "Name": "shutting-down"}
+                    inst["StateReason"] = {
+                        "Code": "Server.SpotInstanceTermination",
+                        "Message": "Server.SpotInstanceTermination: Spot instance termination",
+                    }
+
+    cloud.stand_in.rewrites["DescribeInstances"] = reclaim
+    found = cloud.provider.interruptions(PLAN)
+    assert [(i.node_id, i.kind, i.run, i.pool) for i in found] == [
+        (reclaimed.id, "interruption", "pretrain-r1", spec.pool)
+    ]
+    # interruptions look at every state (a reclaimed node is on its way out), inventory only at live ones
+    first = cloud.stand_in.calls("DescribeInstances")[-1]
+    assert not any(f["Name"] == "instance-state-name" for f in first["Filters"])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"fabric": "infiniband"}, "no infiniband fabric"),
+        (
+            {"capacity": Capacity.SPOT, "reservation": "cr-pretrain-r1"},
+            "cannot use capacity reservation",
+        ),
+        ({"count": 0}, "launch of 0 nodes"),
+        ({"offering": "gcp:us-central1:a3-highgpu-8g"}, "not an AWS offering"),
+    ],
+)
+def test_gang_requests_aws_cannot_serve_are_refused_before_any_launch(
+    cloud: Cloud, change: dict[str, Any], message: str
+) -> None:
+    spec = dataclasses.replace(gang_spec(), **change)
+    with pytest.raises(InvalidRequest, match=message):
+        cloud.provider.launch(spec)
+    assert not cloud.stand_in.calls("RunInstances") and not cloud.stand_in.calls("CreateLaunchTemplate")
 
 
 def test_capacity_blocks_are_listed_and_bought_only_under_the_cap(cloud: Cloud) -> None:
