@@ -232,7 +232,10 @@ def _group_name_from_arn(arn: str | None) -> str | None:
 
 
 def _region_of(offering: str) -> tuple[str, str]:
-    cloud, region, instance_type = parse_offering(offering)
+    try:
+        cloud, region, instance_type = parse_offering(offering)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), cloud=CLOUD) from None
     if cloud != CLOUD:
         raise InvalidRequest(f"not an AWS offering: {offering}", cloud=CLOUD)
     return region, instance_type

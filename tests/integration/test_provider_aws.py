@@ -34,6 +34,7 @@ from providers.base import (
     NotFound,
     PlacementGroup,
     PlacementGroupSpec,
+    Provider,
     ProviderError,
     QuotaExceeded,
     ReservationSpec,
@@ -146,6 +147,8 @@ def tag_dict(params: dict[str, Any], resource_type: str) -> dict[str, str]:
 
 
 def test_offerings_are_gpu_types_with_efa_interfaces_from_network_cards(cloud: Cloud) -> None:
+    assert isinstance(cloud.provider, Provider) and cloud.provider.handles(P5)
+    assert not cloud.provider.handles("gcp:us-central1:a3-highgpu-8g")
     offers = {o.offering: o for o in cloud.provider.offerings([REGION])}
     p5 = offers[P5]
     assert (p5.gpu_model, p5.gpus_per_node, p5.gpu_memory_gb) == ("H100", 8, 80.0)
@@ -592,6 +595,7 @@ def test_interruptions_from_a_spot_termination_state_reason(cloud: Cloud) -> Non
         ),
         ({"count": 0}, "launch of 0 nodes"),
         ({"offering": "gcp:us-central1:a3-highgpu-8g"}, "not an AWS offering"),
+        ({"offering": "p5.48xlarge"}, "not an offering id"),
     ],
 )
 def test_gang_requests_aws_cannot_serve_are_refused_before_any_launch(
