@@ -1,0 +1,946 @@
+"""The AWS adapter: EC2 through boto3, for gpuplan's protocol (:mod:`providers.base`).
+
+What each protocol call becomes on EC2:
+
+- a gang's placement group is a *cluster* placement group, and its nodes get one EFA interface per
+  network card (p5.48xlarge: 32) through a launch template built from ``describe_instance_types``;
+- a gang launches with one ``run_instances`` (MinCount = MaxCount, so EC2 itself makes it all or nothing)
+  in one subnet (the region's first: a cluster group and an ODCR live in one AZ), into its reservation
+  when it has one;
+- a pool that is not a gang launches as an *instant* EC2 Fleet across the region's subnets
+  (price-capacity-optimized for spot, lowest-price for on-demand), which picks the AZs with capacity;
+- a reservation is a targeted on-demand capacity reservation (ODCR) in the gang's AZ and group;
+- Capacity Blocks for ML are listed, and bought only through :meth:`AwsProvider.purchase_capacity_block`
+  with a cost cap, which nothing calls without the user's explicit flag.
+
+boto3 is imported inside :func:`_sdk`, so ``import providers.aws`` works without it. Every SDK call goes
+through :meth:`AwsProvider._call`, which maps errors (:func:`_error`, the one table of EC2 codes) and
+retries throttling with the policy's bounded, jittered backoff. botocore's own retries are off, so that
+bound is the only one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from providers.base import (
+    TAG_PLAN,
+    TAG_POOL,
+    TAG_RUN,
+    Auth,
+    Capacity,
+    CapacityReservation,
+    Conflict,
+    InsufficientCapacity,
+    Interruption,
+    InvalidRequest,
+    Inventory,
+    LaunchSpec,
+    MissingSDK,
+    Node,
+    NotFound,
+    OfferingInfo,
+    PlacementGroup,
+    PlacementGroupSpec,
+    ProviderError,
+    QuotaExceeded,
+    ReservationSpec,
+    RetryPolicy,
+    SpotPrice,
+    Throttled,
+    client_token,
+    parse_offering,
+    retry_throttled,
+    safe_name,
+    tags_match,
+)
+
+__all__ = ["AwsProvider", "AwsSettings", "CapacityBlockOffer", "open_provider"]
+
+log = logging.getLogger("gpuplan.providers.aws")
+
+CLOUD = "aws"
+PLATFORM = "Linux/UNIX"
+# the tag that records which purchase token bought a capacity block (EC2's PurchaseCapacityBlock takes no
+# ClientToken, so a repeated purchase is recognised by this tag instead)
+TAG_PURCHASE = "gpuplan-purchase"
+_TERMINATE_BATCH = 500  # well under EC2's per-call limit on instance ids
+_FILTER_BATCH = 200  # filter values per describe call
+_LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{8,17}")
+_SPOT_NOTICE_CODES = {"marked-for-termination", "marked-for-stop"}
+
+
+class AwsSettings(BaseModel):
+    """The ``aws:`` section of the provider settings file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_url: str | None = None  # moto / LocalStack; None = AWS's own endpoints
+    profile: str | None = None  # a named profile of the shared credentials file
+    image_id: str | dict[str, str] | None = None  # one AMI, or region -> AMI; required to launch
+    subnets: dict[str, list[str]] = {}  # region -> subnet ids; gangs use the first, fleets span all
+    security_group_ids: list[str] = []
+    key_name: str | None = None
+    retry: RetryPolicy = RetryPolicy()
+
+
+@dataclass(frozen=True)
+class CapacityBlockOffer:
+    """A Capacity Block for ML that EC2 offers: ``nodes`` instances for ``hours`` at a fixed upfront fee."""
+
+    id: str
+    offering: str
+    zone: str | None
+    nodes: int
+    start: datetime | None
+    end: datetime | None
+    hours: int
+    upfront_usd: float
+    currency: str = "USD"
+
+
+def _sdk() -> Any:
+    """boto3, imported only when an AWS provider is opened (``gpuplan plan`` needs no SDK)."""
+    try:
+        # botocore comes with boto3; its config and exceptions are imported where they are used
+        import boto3
+    except ImportError as exc:
+        raise MissingSDK(CLOUD, "boto3", "aws") from exc
+    return boto3
+
+
+def open_provider(
+    settings: AwsSettings, *, session: Any = None, sleep: Callable[[float], None] = time.sleep
+) -> AwsProvider:
+    """The AWS provider for ``settings``; ``session`` is a boto3 Session (tests pass one with hooks)."""
+    boto3 = _sdk()
+    if session is None:
+        session = boto3.Session(profile_name=settings.profile)
+    return AwsProvider(settings, session=session, sleep=sleep)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# errors: the one table of EC2 codes
+
+
+_THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "SlowDown", "RequestThrottled"}
+_CAPACITY = {
+    "InsufficientInstanceCapacity",
+    "InsufficientCapacityOnHost",
+    "InsufficientReservedInstanceCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientCapacity",
+    "Unsupported",
+}
+_QUOTA = {"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded"}
+_AUTH = {
+    "AuthFailure",
+    "UnauthorizedOperation",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "NoCredentialsError",
+    "PartialCredentialsError",
+}
+_INVALID = {"MissingParameter", "ParamValidationError", "UnknownParameter", "ValidationError"}
+
+
+def _error(code: str | None, message: str, operation: str, status: int | None = None) -> ProviderError:
+    """The typed error for an EC2 error code (a ClientError's code, a fleet ``Errors[]`` entry's code, or
+    a botocore exception's class name). The order matters: RequestLimitExceeded is throttling, not a
+    quota; ``InvalidInstanceID.NotFound`` is a missing resource, not a bad parameter."""
+    c = code or ""
+    kind: type[ProviderError] = ProviderError
+    if c in _THROTTLED or (status == 503 and c in ("", "SlowDown", "ServiceUnavailable")):
+        kind = Throttled
+    elif c in _CAPACITY:
+        kind = InsufficientCapacity
+    elif c in _QUOTA or c.endswith("LimitExceeded"):
+        kind = QuotaExceeded
+    elif c in _AUTH:
+        kind = Auth
+    elif c.endswith(("NotFound", "NotFoundException", ".Unknown")):
+        kind = NotFound  # InvalidPlacementGroup.Unknown is how EC2 says a group does not exist
+    elif (
+        c.endswith(".Duplicate")
+        or "AlreadyExists" in c
+        or c in ("IdempotentParameterMismatch", "IncorrectState")
+    ):
+        kind = Conflict
+    elif c.startswith("InvalidParameter") or c in _INVALID or c.endswith(".Malformed"):
+        kind = InvalidRequest
+    return kind(message or c or "request failed", cloud=CLOUD, operation=operation, code=c or None)
+
+
+def _from_exception(exc: BaseException, operation: str) -> ProviderError | None:
+    """The typed error for a botocore exception (None for anything else, which is a bug to surface)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return _error(err.get("Code"), err.get("Message", ""), operation, status)
+    if isinstance(exc, BotoCoreError):
+        # NoCredentialsError, ParamValidationError, EndpointConnectionError, ...: the class name is the
+        # code; their messages name the missing thing, never a secret
+        return _error(type(exc).__name__, str(exc), operation)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+def _tag_specs(tags: Mapping[str, str], *resource_types: str) -> list[dict[str, Any]]:
+    return [{"ResourceType": rt, "Tags": _tag_list(tags)} for rt in resource_types]
+
+
+def _tags(item: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in item.get("Tags") or []}
+
+
+def _tag_filters(tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])
+
+
+def _group_name_from_arn(arn: str | None) -> str | None:
+    # arn:aws:ec2:us-east-1:123456789012:placement-group/NAME
+    if not arn or "placement-group/" not in arn:
+        return None
+    return arn.rsplit("placement-group/", 1)[1]
+
+
+def _region_of(offering: str) -> tuple[str, str]:
+    try:
+        cloud, region, instance_type = parse_offering(offering)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), cloud=CLOUD) from None
+    if cloud != CLOUD:
+        raise InvalidRequest(f"not an AWS offering: {offering}", cloud=CLOUD)
+    return region, instance_type
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the provider
+
+
+class AwsProvider:
+    """gpuplan's protocol over EC2: one client per region, made on first use."""
+
+    cloud = CLOUD
+
+    def __init__(
+        self,
+        settings: AwsSettings,
+        *,
+        session: Any,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self._session = session
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._clients: dict[str, Any] = {}
+        self._types: dict[tuple[str, str], dict[str, Any]] = {}  # (region, type) -> describe_instance_types
+        self._templates: dict[tuple[str, str, str, str | None], str] = {}  # -> launch template id
+        self._zones: dict[tuple[str, str], str] = {}  # (region, subnet) -> AZ
+        self._blocks: dict[str, tuple[str, CapacityBlockOffer]] = {}  # offer id -> (region, offer)
+
+    # -- the SDK boundary ----------------------------------------------------------------------------------
+
+    def _client(self, region: str) -> Any:
+        client = self._clients.get(region)
+        if client is None:
+            from botocore.config import Config
+
+            client = self._session.client(
+                "ec2",
+                region_name=region,
+                endpoint_url=self.settings.endpoint_url,
+                config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+            )
+            self._clients[region] = client
+        return client
+
+    def _call(self, region: str, operation: str, **params: Any) -> dict[str, Any]:
+        """``client.<operation>(**params)`` in ``region``: errors mapped, throttling retried (bounded)."""
+        client = self._client(region)
+
+        def once() -> dict[str, Any]:
+            try:
+                result: dict[str, Any] = getattr(client, operation)(**params)
+            except Exception as exc:
+                mapped = _from_exception(exc, operation)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+            return result
+
+        def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
+            log.warning(
+                "%s in %s throttled (%s); retry %d in %.2f s", operation, region, exc.code, attempt, wait
+            )
+
+        return retry_throttled(once, self.settings.retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry)
+
+    def _pages(self, region: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every item under ``key`` across the pages (each page one wrapped call, so each is retried on
+        its own rather than restarting the listing)."""
+        token: str | None = None
+        while True:
+            page = self._call(region, operation, **params, **({"NextToken": token} if token else {}))
+            yield from page.get(key) or []
+            token = page.get("NextToken")
+            if not token:
+                return
+
+    # -- settings ------------------------------------------------------------------------------------------
+
+    def handles(self, offering: str) -> bool:
+        return offering.split(":", 1)[0] == CLOUD
+
+    def _regions(self) -> list[str]:
+        """The regions inventory looks in: those with subnets configured (a region gpuplan can launch in
+        needs them), else the session's own region."""
+        regions = sorted(self.settings.subnets)
+        if not regions and getattr(self._session, "region_name", None):
+            regions = [self._session.region_name]
+        return regions
+
+    def _image(self, region: str) -> str:
+        image = self.settings.image_id
+        if isinstance(image, dict):
+            image = image.get(region)
+        if not image:
+            raise InvalidRequest(
+                f"no AMI to launch in {region}: set aws.image_id (one AMI id, or a map of region to AMI id)",
+                cloud=CLOUD,
+                operation="launch",
+            )
+        return image
+
+    def _subnets(self, region: str) -> list[str]:
+        subnets = self.settings.subnets.get(region) or []
+        if not subnets:
+            raise InvalidRequest(
+                f"no subnets for {region}: set aws.subnets.{region} (a list of subnet ids)",
+                cloud=CLOUD,
+                operation="launch",
+            )
+        return subnets
+
+    def _zone(self, region: str, subnet: str) -> str:
+        key = (region, subnet)
+        if key not in self._zones:
+            found = self._call(region, "describe_subnets", SubnetIds=[subnet])["Subnets"]
+            self._zones[key] = found[0]["AvailabilityZone"]
+        return self._zones[key]
+
+    def _instance_type(self, region: str, instance_type: str) -> dict[str, Any]:
+        key = (region, instance_type)
+        if key not in self._types:
+            found = self._call(region, "describe_instance_types", InstanceTypes=[instance_type])[
+                "InstanceTypes"
+            ]
+            if not found:
+                raise InvalidRequest(f"unknown instance type {instance_type} in {region}", cloud=CLOUD)
+            self._types[key] = found[0]
+        return self._types[key]
+
+    # -- offerings and prices ------------------------------------------------------------------------------
+
+    def offerings(self, regions: Sequence[str]) -> list[OfferingInfo]:
+        """GPU instance types (those with GpuInfo and at least one whole GPU) that each region sells; EFA
+        types report one network interface per network card, which is what a gang node needs."""
+        out: list[OfferingInfo] = []
+        for region in regions:
+            sold = {
+                o["InstanceType"]
+                for o in self._pages(
+                    region, "describe_instance_type_offerings", "InstanceTypeOfferings", LocationType="region"
+                )
+            }
+            for t in self._pages(region, "describe_instance_types", "InstanceTypes"):
+                gpu = t.get("GpuInfo")
+                if not gpu or t["InstanceType"] not in sold:
+                    continue
+                self._types[(region, t["InstanceType"])] = t
+                gpus = gpu.get("Gpus") or [{}]
+                count = sum(int(g.get("Count", 0)) for g in gpus)
+                if count == 0:
+                    continue  # a fraction of a GPU (g6f: GpuPartitionSize < 1); the planner counts whole GPUs
+                net = t.get("NetworkInfo") or {}
+                efa = bool(net.get("EfaSupported"))
+                mib = gpus[0].get("MemoryInfo", {}).get("SizeInMiB")
+                out.append(
+                    OfferingInfo(
+                        offering=f"{CLOUD}:{region}:{t['InstanceType']}",
+                        gpu_model=gpus[0].get("Name"),
+                        gpus_per_node=count,
+                        gpu_memory_gb=mib / 1024 if mib else None,
+                        fabric="efa" if efa else None,
+                        network_interfaces=int(net.get("MaximumNetworkCards", 1)) if efa else 1,
+                    )
+                )
+        return sorted(out, key=lambda o: o.offering)
+
+    def spot_prices(self, offerings: Sequence[str]) -> list[SpotPrice]:
+        """The newest Linux spot price per offering and AZ (StartTime now: EC2 then returns the price in
+        force now for each AZ)."""
+        by_region: dict[str, list[str]] = {}
+        for offering in offerings:
+            if self.handles(offering):
+                region, instance_type = _region_of(offering)
+                by_region.setdefault(region, []).append(instance_type)
+        newest: dict[tuple[str, str], SpotPrice] = {}
+        for region, types in sorted(by_region.items()):
+            rows = self._pages(
+                region,
+                "describe_spot_price_history",
+                "SpotPriceHistory",
+                InstanceTypes=sorted(set(types)),
+                ProductDescriptions=[PLATFORM],
+                StartTime=_now(),
+            )
+            for row in rows:
+                offering = f"{CLOUD}:{region}:{row['InstanceType']}"
+                price = SpotPrice(
+                    offering, float(row["SpotPrice"]), row["Timestamp"], row.get("AvailabilityZone")
+                )
+                key = (offering, price.zone or "")
+                if key not in newest or newest[key].at < price.at:
+                    newest[key] = price
+        return [newest[k] for k in sorted(newest)]
+
+    # -- inventory -----------------------------------------------------------------------------------------
+
+    def _node(self, region: str, inst: Mapping[str, Any]) -> Node:
+        tags = _tags(inst)
+        placement = inst.get("Placement") or {}
+        return Node(
+            id=inst["InstanceId"],
+            offering=f"{CLOUD}:{region}:{inst['InstanceType']}",
+            capacity=Capacity.SPOT if inst.get("InstanceLifecycle") == "spot" else Capacity.ON_DEMAND,
+            pool=tags.get(TAG_POOL, ""),
+            run=tags.get(TAG_RUN),
+            placement_group=placement.get("GroupName") or None,
+            reservation=inst.get("CapacityReservationId") or None,
+            state=str((inst.get("State") or {}).get("Name", "pending")).lower(),
+            zone=placement.get("AvailabilityZone"),
+            launched=inst.get("LaunchTime"),
+            tags=tags,
+        )
+
+    def _reservation(self, region: str, r: Mapping[str, Any]) -> CapacityReservation:
+        tags = _tags(r)
+        return CapacityReservation(
+            name=tags.get("Name", r["CapacityReservationId"]),
+            offering=f"{CLOUD}:{region}:{r['InstanceType']}",
+            nodes=int(r.get("TotalInstanceCount", 0)),
+            placement_group=_group_name_from_arn(r.get("PlacementGroupArn")),
+            run=tags.get(TAG_RUN),
+            id=r["CapacityReservationId"],
+            state=str(r.get("State", "active")),
+            tags=tags,
+        )
+
+    @staticmethod
+    def _group(region: str, g: Mapping[str, Any]) -> PlacementGroup:
+        tags = _tags(g)
+        return PlacementGroup(
+            name=g["GroupName"],
+            region=region,
+            run=tags.get(TAG_RUN),
+            id=g.get("GroupId"),
+            state=str(g.get("State", "available")),
+            tags=tags,
+        )
+
+    def _instances(self, region: str, plan: str, states: list[str] | None) -> Iterator[dict[str, Any]]:
+        filters = _tag_filters({TAG_PLAN: plan})
+        if states:
+            filters.append({"Name": "instance-state-name", "Values": states})
+        for res in self._pages(region, "describe_instances", "Reservations", Filters=filters):
+            yield from res.get("Instances") or []
+
+    def inventory(self, plan_id: str) -> Inventory:
+        """Instances (not terminated), cluster placement groups and live capacity reservations that carry
+        ``gpuplan-plan``, in every configured region."""
+        plan = safe_name(plan_id)
+        nodes: list[Node] = []
+        groups: list[PlacementGroup] = []
+        reservations: list[CapacityReservation] = []
+        for region in self._regions():
+            nodes.extend(self._node(region, i) for i in self._instances(region, plan, _LIVE_STATES))
+            found = self._call(region, "describe_placement_groups", Filters=_tag_filters({TAG_PLAN: plan}))
+            groups.extend(self._group(region, g) for g in found.get("PlacementGroups") or [])
+            filters = [*_tag_filters({TAG_PLAN: plan}), {"Name": "state", "Values": ["active", "pending"]}]
+            for r in self._pages(
+                region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
+            ):
+                reservations.append(self._reservation(region, r))
+        return Inventory(tuple(nodes), tuple(groups), tuple(reservations))
+
+    # -- placement groups and reservations -----------------------------------------------------------------
+
+    def ensure_placement_group(self, spec: PlacementGroupSpec) -> PlacementGroup:
+        """A cluster placement group named ``spec.name``. EC2 names are unique per region, so a Duplicate
+        is either ours (adopted) or someone else's (Conflict). CreatePlacementGroup takes no ClientToken:
+        the name is what makes it idempotent."""
+        region = spec.region
+        try:
+            made = self._call(
+                region,
+                "create_placement_group",
+                GroupName=spec.name,
+                Strategy="cluster",
+                TagSpecifications=_tag_specs(spec.tags, "placement-group"),
+            )
+        except Conflict:
+            found = self._call(region, "describe_placement_groups", GroupNames=[spec.name])["PlacementGroups"]
+            if found and tags_match(_tags(found[0]), spec.tags):
+                log.info("placement group %s in %s exists with our tags: adopted", spec.name, region)
+                return self._group(region, found[0])
+            raise Conflict(
+                f"placement group {spec.name} exists in {region} without our tags",
+                cloud=CLOUD,
+                operation="create_placement_group",
+            ) from None
+        log.info("created cluster placement group %s in %s (%d nodes)", spec.name, region, spec.nodes)
+        group = made.get("PlacementGroup") or {"GroupName": spec.name, "Tags": _tag_list(spec.tags)}
+        return self._group(region, group)
+
+    def _find_reservation(self, region: str, name: str, tags: Mapping[str, str]) -> dict[str, Any] | None:
+        filters = [*_tag_filters({"Name": name}), {"Name": "state", "Values": ["active", "pending"]}]
+        for r in self._pages(
+            region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
+        ):
+            if tags_match(_tags(r), tags):
+                return r
+        return None
+
+    def ensure_reservation(self, spec: ReservationSpec) -> CapacityReservation:
+        """A targeted ODCR for the gang, in the AZ of the gang's subnet and in its cluster group; ours (by
+        name tag and our tags) is returned if it exists, and ClientToken covers a lost reply."""
+        region, instance_type = _region_of(spec.offering)
+        tags = {**spec.tags, "Name": spec.name}
+        found = self._find_reservation(region, spec.name, spec.tags)
+        if found is not None:
+            return self._reservation(region, found)
+        params: dict[str, Any] = {
+            "ClientToken": spec.token,
+            "InstanceType": instance_type,
+            "InstancePlatform": PLATFORM,
+            "AvailabilityZone": self._zone(region, self._subnets(region)[0]),
+            "InstanceCount": spec.nodes,
+            "InstanceMatchCriteria": "targeted",
+            "EndDateType": "unlimited",
+            "TagSpecifications": _tag_specs(tags, "capacity-reservation"),
+        }
+        if spec.placement_group:
+            groups = self._call(region, "describe_placement_groups", GroupNames=[spec.placement_group])
+            params["PlacementGroupArn"] = groups["PlacementGroups"][0]["GroupArn"]
+        made = self._call(region, "create_capacity_reservation", **params)["CapacityReservation"]
+        log.info(
+            "created capacity reservation %s (%s) for %d x %s in %s",
+            spec.name,
+            made.get("CapacityReservationId"),
+            spec.nodes,
+            instance_type,
+            params["AvailabilityZone"],
+        )
+        return self._reservation(region, made)
+
+    def _reservation_id(self, region: str, reservation: str) -> str:
+        """The id of the live reservation named ``reservation`` (its Name tag), or ``reservation`` itself
+        when it is an id (cr- and hex digits) that no reservation is named after."""
+        filters = _tag_filters({"Name": reservation})
+        for r in self._pages(
+            region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
+        ):
+            if r.get("State") in ("active", "pending"):
+                return str(r["CapacityReservationId"])
+        if _RESERVATION_ID.fullmatch(reservation):
+            return reservation
+        raise NotFound(
+            f"no capacity reservation named {reservation} in {region}", cloud=CLOUD, operation="launch"
+        )
+
+    # -- launching -----------------------------------------------------------------------------------------
+
+    def _template(self, region: str, instance_type: str, fabric: str | None, plan: str) -> str:
+        """The launch template for (type, fabric): the AMI, and for EFA one interface per network card
+        (card 0 at device index 0, the rest at 1, as AWS documents for p5). Its name carries a digest of
+        its data, so changed settings get a new template instead of silently reusing a stale one."""
+        key = (region, instance_type, plan, fabric)
+        if key in self._templates:
+            return self._templates[key]
+        data: dict[str, Any] = {"ImageId": self._image(region), "InstanceType": instance_type}
+        if self.settings.key_name:
+            data["KeyName"] = self.settings.key_name
+        if fabric == "efa":
+            info = self._instance_type(region, instance_type)
+            net = info.get("NetworkInfo") or {}
+            if not net.get("EfaSupported"):
+                raise InvalidRequest(f"{instance_type} does not support EFA", cloud=CLOUD, operation="launch")
+            subnet = self._subnets(region)[0]
+            data["NetworkInterfaces"] = [
+                {
+                    "NetworkCardIndex": card,
+                    "DeviceIndex": 0 if card == 0 else 1,
+                    "InterfaceType": "efa",
+                    "SubnetId": subnet,
+                    "DeleteOnTermination": True,
+                    **(
+                        {"Groups": list(self.settings.security_group_ids)}
+                        if self.settings.security_group_ids
+                        else {}
+                    ),
+                }
+                for card in range(int(net.get("MaximumNetworkCards", 1)))
+            ]
+        elif fabric is not None:
+            raise InvalidRequest(f"AWS has no {fabric} fabric (only efa)", cloud=CLOUD, operation="launch")
+        elif self.settings.security_group_ids:
+            data["SecurityGroupIds"] = list(self.settings.security_group_ids)
+        digest = client_token(json.dumps(data, sort_keys=True))
+        name = safe_name(f"gpuplan-{plan}-{instance_type}-{fabric or 'ena'}-{digest[:8]}", limit=128)
+        found = self._call(
+            region, "describe_launch_templates", Filters=[{"Name": "launch-template-name", "Values": [name]}]
+        )["LaunchTemplates"]
+        if found:
+            template_id = str(found[0]["LaunchTemplateId"])
+        else:
+            made = self._call(
+                region,
+                "create_launch_template",
+                LaunchTemplateName=name,
+                LaunchTemplateData=data,
+                ClientToken=client_token(name),
+                TagSpecifications=_tag_specs({TAG_PLAN: plan}, "launch-template"),
+            )
+            template_id = str(made["LaunchTemplate"]["LaunchTemplateId"])
+            log.info(
+                "created launch template %s in %s (%d network interfaces)",
+                name,
+                region,
+                len(data.get("NetworkInterfaces", [])) or 1,
+            )
+        self._templates[key] = template_id
+        return template_id
+
+    def launch(self, spec: LaunchSpec) -> list[Node]:
+        """Launch ``spec.count`` nodes tagged ``spec.tags``, with ``spec.token`` as EC2's ClientToken.
+
+        A gang is one ``run_instances`` with MinCount = MaxCount: EC2 launches all of it or none. A pool is
+        an instant EC2 Fleet; when the fleet makes fewer nodes than asked, the ones it made are kept (they
+        carry our tags, so the next inventory counts them and the next apply tops the pool up) and the
+        error its ``Errors[]`` names (InsufficientCapacity if none) is raised, saying how many are short,
+        with the made nodes on the exception's ``launched`` attribute.
+        """
+        region, instance_type = _region_of(spec.offering)
+        if spec.count < 1:
+            raise InvalidRequest(f"launch of {spec.count} nodes", cloud=CLOUD, operation="launch")
+        if spec.reservation and spec.capacity is Capacity.SPOT:
+            raise InvalidRequest(
+                f"spot nodes cannot use capacity reservation {spec.reservation} (an ODCR is on-demand)",
+                cloud=CLOUD,
+                operation="launch",
+            )
+        plan = spec.tags.get(TAG_PLAN, "x")
+        subnets = self._subnets(region)
+        template = self._template(region, instance_type, spec.fabric if spec.all_or_nothing else None, plan)
+        if spec.all_or_nothing:
+            return self._launch_gang(region, spec, template, subnets[0])
+        return self._launch_fleet(region, instance_type, spec, template, subnets)
+
+    def _launch_gang(self, region: str, spec: LaunchSpec, template: str, subnet: str) -> list[Node]:
+        params: dict[str, Any] = {
+            "MinCount": spec.count,
+            "MaxCount": spec.count,
+            "LaunchTemplate": {"LaunchTemplateId": template, "Version": "$Latest"},
+            "TagSpecifications": _tag_specs(spec.tags, "instance", "volume"),
+            "ClientToken": spec.token,
+        }
+        if spec.fabric != "efa":
+            params["SubnetId"] = subnet  # EFA templates name the subnet on each interface
+        if spec.placement_group:
+            params["Placement"] = {"GroupName": spec.placement_group}
+        if spec.capacity is Capacity.SPOT:
+            params["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
+        if spec.reservation:
+            reservation = self._reservation_id(region, spec.reservation)
+            params["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": reservation}
+            }
+        made = self._call(region, "run_instances", **params)
+        nodes = [self._node(region, i) for i in made.get("Instances") or []]
+        log.info(
+            "launched gang %s: %d x %s (%s) in %s, placement group %s, reservation %s",
+            spec.run,
+            len(nodes),
+            spec.offering,
+            spec.capacity.value,
+            region,
+            spec.placement_group,
+            spec.reservation,
+        )
+        return nodes
+
+    def _launch_fleet(
+        self, region: str, instance_type: str, spec: LaunchSpec, template: str, subnets: list[str]
+    ) -> list[Node]:
+        spot = spec.capacity is Capacity.SPOT
+        # the target is in units of instances: EC2 Fleet's default unit (TargetCapacityUnitType is only
+        # accepted with attribute-based instance selection)
+        made = self._call(
+            region,
+            "create_fleet",
+            Type="instant",
+            ClientToken=spec.token,
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"},
+                    "Overrides": [{"InstanceType": instance_type, "SubnetId": s} for s in subnets],
+                }
+            ],
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": spec.count,
+                "OnDemandTargetCapacity": 0 if spot else spec.count,
+                "SpotTargetCapacity": spec.count if spot else 0,
+                "DefaultTargetCapacityType": "spot" if spot else "on-demand",
+            },
+            SpotOptions={
+                "AllocationStrategy": "price-capacity-optimized",
+                "InstanceInterruptionBehavior": "terminate",
+            },
+            OnDemandOptions={"AllocationStrategy": "lowest-price"},
+            TagSpecifications=_tag_specs(spec.tags, "instance", "fleet"),
+        )
+        ids = [i for group in made.get("Instances") or [] for i in group.get("InstanceIds") or []]
+        nodes: list[Node] = []
+        for chunk in _chunks(ids, _FILTER_BATCH):
+            for res in self._pages(region, "describe_instances", "Reservations", InstanceIds=chunk):
+                nodes.extend(self._node(region, i) for i in res.get("Instances") or [])
+        log.info(
+            "launched fleet %s for pool %s: %d of %d x %s (%s) in %s",
+            made.get("FleetId"),
+            spec.pool,
+            len(nodes),
+            spec.count,
+            spec.offering,
+            spec.capacity.value,
+            region,
+        )
+        if len(ids) < spec.count:
+            errors = made.get("Errors") or []
+            first = errors[0] if errors else {}
+            short = spec.count - len(ids)
+            exc = _error(
+                first.get("ErrorCode") or "InsufficientInstanceCapacity",
+                f"fleet made {len(ids)} of {spec.count} nodes for pool {spec.pool} ({short} short): "
+                + (first.get("ErrorMessage") or "no error given"),
+                "create_fleet",
+            )
+            exc.launched = tuple(nodes)  # type: ignore[attr-defined]
+            raise exc
+        return nodes
+
+    # -- removing ------------------------------------------------------------------------------------------
+
+    def terminate(self, nodes: Sequence[Node]) -> None:
+        """Terminate in batches per region. EC2 refuses a whole batch when one id is gone, so a batch that
+        hits NotFound is retried one id at a time, each gone one counting as done."""
+        by_region: dict[str, list[str]] = {}
+        for node in nodes:
+            by_region.setdefault(_region_of(node.offering)[0], []).append(node.id)
+        for region, ids in sorted(by_region.items()):
+            for batch in _chunks(ids, _TERMINATE_BATCH):
+                try:
+                    self._call(region, "terminate_instances", InstanceIds=batch)
+                    log.info("terminated %d instances in %s: %s", len(batch), region, ", ".join(batch))
+                except NotFound:
+                    for one in batch:
+                        try:
+                            self._call(region, "terminate_instances", InstanceIds=[one])
+                            log.info("terminated instance %s in %s", one, region)
+                        except NotFound:
+                            log.info("instance %s in %s is gone already", one, region)
+
+    def release_reservation(self, reservation: CapacityReservation) -> None:
+        region, _ = _region_of(reservation.offering)
+        try:
+            rid = reservation.id or self._reservation_id(region, reservation.name)
+            self._call(region, "cancel_capacity_reservation", CapacityReservationId=rid)
+        except NotFound:
+            log.info("capacity reservation %s in %s is gone already", reservation.name, region)
+            return
+        log.info("cancelled capacity reservation %s (%s) in %s", reservation.name, rid, region)
+
+    def delete_placement_group(self, group: PlacementGroup) -> None:
+        try:
+            self._call(group.region, "delete_placement_group", GroupName=group.name)
+        except NotFound:
+            log.info("placement group %s in %s is gone already", group.name, group.region)
+            return
+        log.info("deleted placement group %s in %s", group.name, group.region)
+
+    # -- interruptions -------------------------------------------------------------------------------------
+
+    def interruptions(self, plan_id: str) -> list[Interruption]:
+        """Spot notices EC2's API shows for our nodes: spot requests whose status is marked-for-termination,
+        marked-for-stop or instance-terminated-*, and instances whose state reason is
+        Server.SpotInstanceTermination.
+
+        Rebalance recommendations are not reported: EC2 publishes them only in the instance metadata
+        service (``/latest/meta-data/events/recommendations/rebalance``, reachable from the instance
+        itself) and as EventBridge events ("EC2 Instance Rebalance Recommendation"); no describe call
+        returns them, and the two-minute interruption notice likewise appears in the API only as the spot
+        request status used here.
+        """
+        plan = safe_name(plan_id)
+        found: dict[str, Interruption] = {}
+        for region in self._regions():
+            spot: dict[str, Node] = {}
+            for inst in self._instances(region, plan, None):
+                node = self._node(region, inst)
+                if node.capacity is not Capacity.SPOT:
+                    continue
+                spot[node.id] = node
+                if (inst.get("StateReason") or {}).get("Code") == "Server.SpotInstanceTermination":
+                    found[node.id] = Interruption(
+                        node.id, "interruption", _now(), node.offering, node.pool, node.run
+                    )
+            for chunk in _chunks(sorted(spot), _FILTER_BATCH):
+                requests = self._pages(
+                    region,
+                    "describe_spot_instance_requests",
+                    "SpotInstanceRequests",
+                    Filters=[{"Name": "instance-id", "Values": chunk}],
+                )
+                for req in requests:
+                    status = req.get("Status") or {}
+                    code = str(status.get("Code", ""))
+                    node_id = req.get("InstanceId")
+                    if node_id in spot and (
+                        code in _SPOT_NOTICE_CODES or code.startswith("instance-terminated-")
+                    ):
+                        n = spot[node_id]
+                        at = status.get("UpdateTime") or _now()
+                        found.setdefault(
+                            node_id, Interruption(node_id, "interruption", at, n.offering, n.pool, n.run)
+                        )
+        return [found[k] for k in sorted(found)]
+
+    # -- Capacity Blocks for ML ----------------------------------------------------------------------------
+
+    def capacity_block_offerings(
+        self,
+        offering: str,
+        nodes: int,
+        hours: int,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[CapacityBlockOffer]:
+        """Capacity Blocks EC2 offers for ``nodes`` x ``offering`` for ``hours``, starting between
+        ``start`` and ``end``; listing buys nothing."""
+        region, instance_type = _region_of(offering)
+        params: dict[str, Any] = {
+            "InstanceType": instance_type,
+            "InstanceCount": nodes,
+            "CapacityDurationHours": hours,
+        }
+        if start is not None:
+            params["StartDateRange"] = start
+        if end is not None:
+            params["EndDateRange"] = end
+        offers: list[CapacityBlockOffer] = []
+        for o in self._pages(region, "describe_capacity_block_offerings", "CapacityBlockOfferings", **params):
+            offer = CapacityBlockOffer(
+                id=o["CapacityBlockOfferingId"],
+                offering=f"{CLOUD}:{region}:{o.get('InstanceType', instance_type)}",
+                zone=o.get("AvailabilityZone"),
+                nodes=int(o.get("InstanceCount", nodes)),
+                start=o.get("StartDate"),
+                end=o.get("EndDate"),
+                hours=int(o.get("CapacityBlockDurationHours", hours)),
+                upfront_usd=float(o.get("UpfrontFee", "nan")),
+                currency=str(o.get("CurrencyCode", "USD")),
+            )
+            self._blocks[offer.id] = (region, offer)
+            offers.append(offer)
+        return offers
+
+    def purchase_capacity_block(
+        self, offering_id: str, *, max_usd: float, token: str, tags: Mapping[str, str] | None = None
+    ) -> CapacityReservation:
+        """Buy a Capacity Block listed by :meth:`capacity_block_offerings` in this provider, only if its
+        upfront fee is at most ``max_usd``. EC2's purchase takes no client token, so the block is tagged
+        with ``token`` and a repeated purchase with the same token returns the block already bought."""
+        if offering_id not in self._blocks:
+            raise InvalidRequest(
+                f"capacity block offering {offering_id} was not listed: list the offerings first",
+                cloud=CLOUD,
+                operation="purchase_capacity_block",
+            )
+        region, offer = self._blocks[offering_id]
+        if offer.currency != "USD" or not offer.upfront_usd <= max_usd:
+            raise InvalidRequest(
+                f"capacity block {offering_id} costs {offer.upfront_usd:.2f} {offer.currency} upfront, "
+                f"over the cap of {max_usd:.2f} USD: not bought",
+                cloud=CLOUD,
+                operation="purchase_capacity_block",
+            )
+        filters = _tag_filters({TAG_PURCHASE: token})
+        for r in self._pages(
+            region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
+        ):
+            log.info("capacity block for token %s was bought already: %s", token, r["CapacityReservationId"])
+            return self._reservation(region, r)
+        all_tags = {**(tags or {}), TAG_PURCHASE: token}
+        bought = self._call(
+            region,
+            "purchase_capacity_block",
+            CapacityBlockOfferingId=offering_id,
+            InstancePlatform=PLATFORM,
+            TagSpecifications=_tag_specs(all_tags, "capacity-reservation"),
+        )["CapacityReservation"]
+        log.info(
+            "bought capacity block %s: %d x %s for %d h, %.2f USD upfront (cap %.2f)",
+            offering_id,
+            offer.nodes,
+            offer.offering,
+            offer.hours,
+            offer.upfront_usd,
+            max_usd,
+        )
+        return self._reservation(region, bought)

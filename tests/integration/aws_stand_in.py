@@ -1,0 +1,354 @@
+"""A local EC2 for the AWS adapter's tests: moto for what it implements, a botocore hook for the rest.
+
+moto (5.2.5) has no placement groups, capacity reservations or capacity blocks, and does not replay
+ClientTokens (see shared/reference/CLOUD-TESTING.md). :class:`Ec2StandIn` registers two hooks on a boto3
+Session, so every client the adapter makes from it carries them:
+
+- ``before-parameter-build.ec2.*`` hands the caller's parameters to the request context, and
+  ``before-call.ec2.*`` records them (one entry per attempt, so retries show) and then either answers
+  the call itself (a queued fault, a call moto lacks, a canned answer) or lets it go on to moto;
+- ``after-call.ec2.*`` lets a test rewrite a parsed answer moto gave (a fleet that comes back short).
+
+The placement groups and reservations it answers for live in its own small state, so a create and a
+later describe agree, and a create of a reservation replays its ClientToken as EC2 does.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+ACCOUNT = "123456789012"
+FAKE_SECRET = "gpuplan-FAKE-SECRET-do-not-log-3f9c"  # planted in the environment; must never be logged
+
+Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+
+
+def _ok(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+    parsed.setdefault("ResponseMetadata", {"HTTPStatusCode": 200, "RequestId": "stand-in"})
+    return AWSResponse("https://stand-in.invalid/", 200, {}, None), parsed
+
+
+def _fail(code: str, message: str, status: int = 400) -> tuple[AWSResponse, dict[str, Any]]:
+    parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    return AWSResponse("https://stand-in.invalid/", status, {}, None), parsed
+
+
+def _tags_of(params: dict[str, Any], resource_type: str) -> list[dict[str, str]]:
+    for spec in params.get("TagSpecifications") or []:
+        if spec["ResourceType"] == resource_type:
+            return list(spec["Tags"])
+    return []
+
+
+def _matches(item: dict[str, Any], filters: list[dict[str, Any]], fields: dict[str, str]) -> bool:
+    """EC2 filter semantics on a stand-in item: every filter matches, any of its values."""
+    tags = {t["Key"]: t["Value"] for t in item.get("Tags") or []}
+    for f in filters:
+        name, values = f["Name"], f["Values"]
+        if name.startswith("tag:"):
+            have = tags.get(name[4:])
+        elif name in fields:
+            have = item.get(fields[name])
+        else:
+            raise NotImplementedError(f"stand-in filter {name}")
+        if have not in values:
+            return False
+    return True
+
+
+@dataclass
+class Request:
+    operation: str  # the API name, CreateFleet
+    region: str
+    params: dict[str, Any]
+
+
+@dataclass
+class Ec2StandIn:
+    requests: list[Request] = field(default_factory=list)
+    groups: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (region, name) -> group
+    reservations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> reservation
+    block_offerings: list[dict[str, Any]] = field(default_factory=list)
+    reservation_capacity: int | None = None  # instances EC2 can reserve per request (None: any)
+    faults: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    always_fail: dict[str, tuple[str, int]] = field(default_factory=dict)
+    answers: dict[str, Handler] = field(default_factory=dict)  # canned answers (None: go on to moto)
+    rewrites: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def install(self, session: Any) -> None:
+        session.events.register("before-parameter-build.ec2.*", self._keep_params)
+        session.events.register("before-call.ec2.*", self._before_call)
+        session.events.register("after-call.ec2.*", self._after_call)
+
+    # what tests look at
+
+    def calls(self, operation: str) -> list[dict[str, Any]]:
+        return [r.params for r in self.requests if r.operation == operation]
+
+    def fail(self, operation: str, code: str, *, times: int | None = 1, status: int = 400) -> None:
+        """Answer ``operation`` with the error ``code`` the next ``times`` calls (None: every call)."""
+        if times is None:
+            self.always_fail[operation] = (code, status)
+        else:
+            self.faults.setdefault(operation, []).extend([(code, status)] * times)
+
+    def add_group(self, region: str, name: str, tags: dict[str, str]) -> None:
+        self._store_group(region, name, [{"Key": k, "Value": v} for k, v in tags.items()])
+
+    # the hooks
+
+    @staticmethod
+    def _keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["stand_in_params"] = params
+
+    def _before_call(
+        self, model: Any, context: dict[str, Any], request_signer: Any, **_: Any
+    ) -> tuple[AWSResponse, dict[str, Any]] | None:
+        op = model.name
+        region = request_signer.region_name
+        params = copy.deepcopy(context.get("stand_in_params", {}))
+        self.requests.append(Request(op, region, params))
+        if op in self.always_fail:
+            code, status = self.always_fail[op]
+            return _fail(code, "stand-in fault", status)
+        if self.faults.get(op):
+            code, status = self.faults[op].pop(0)
+            return _fail(code, "stand-in fault", status)
+        if op in self.answers:
+            answer = self.answers[op](region, params)
+            if answer is not None:
+                return _ok(answer)
+        own = getattr(self, f"_op_{op}", None)
+        return own(region, params) if own is not None else None
+
+    def _after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        rewrite = self.rewrites.get(model.name)
+        if rewrite is not None:
+            rewrite(parsed)
+
+    # placement groups
+
+    def _store_group(self, region: str, name: str, tags: list[dict[str, str]]) -> dict[str, Any]:
+        group = {
+            "GroupName": name,
+            "GroupId": f"pg-{next(self._ids):017x}",
+            "GroupArn": f"arn:aws:ec2:{region}:{ACCOUNT}:placement-group/{name}",
+            "Strategy": "cluster",
+            "State": "available",
+            "Tags": tags,
+        }
+        self.groups[(region, name)] = group
+        return group
+
+    def _op_CreatePlacementGroup(self, region: str, p: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        if (region, p["GroupName"]) in self.groups:
+            return _fail(
+                "InvalidPlacementGroup.Duplicate", f"The placement group '{p['GroupName']}' already exists."
+            )
+        group = self._store_group(region, p["GroupName"], _tags_of(p, "placement-group"))
+        return _ok({"PlacementGroup": copy.deepcopy(group)})
+
+    def _op_DescribePlacementGroups(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        mine = {name: g for (r, name), g in self.groups.items() if r == region}
+        names = p.get("GroupNames")
+        if names:
+            missing = [n for n in names if n not in mine]
+            if missing:
+                return _fail(
+                    "InvalidPlacementGroup.Unknown", f"The Placement Group '{missing[0]}' is unknown."
+                )
+            found = [mine[n] for n in names]
+        else:
+            fields = {"group-name": "GroupName", "strategy": "Strategy", "state": "State"}
+            found = [g for g in mine.values() if _matches(g, p.get("Filters") or [], fields)]
+        return _ok({"PlacementGroups": copy.deepcopy(found)})
+
+    def _op_DeletePlacementGroup(self, region: str, p: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        if self.groups.pop((region, p["GroupName"]), None) is None:
+            return _fail(
+                "InvalidPlacementGroup.Unknown", f"The Placement Group '{p['GroupName']}' is unknown."
+            )
+        return _ok({})
+
+    # capacity reservations and capacity blocks
+
+    def _op_CreateCapacityReservation(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        for r in self.reservations.values():
+            if r["_token"] == p.get("ClientToken"):
+                return _ok({"CapacityReservation": self._public(r)})  # EC2 replays a token
+        if self.reservation_capacity is not None and p["InstanceCount"] > self.reservation_capacity:
+            return _fail("InsufficientInstanceCapacity", "There is no Spot capacity available that matches.")
+        rid = f"cr-{next(self._ids):017x}"
+        self.reservations[rid] = {
+            "_token": p.get("ClientToken"),
+            "CapacityReservationId": rid,
+            "CapacityReservationArn": f"arn:aws:ec2:{region}:{ACCOUNT}:capacity-reservation/{rid}",
+            "InstanceType": p["InstanceType"],
+            "InstancePlatform": p["InstancePlatform"],
+            "AvailabilityZone": p["AvailabilityZone"],
+            "TotalInstanceCount": p["InstanceCount"],
+            "AvailableInstanceCount": p["InstanceCount"],
+            "InstanceMatchCriteria": p.get("InstanceMatchCriteria", "open"),
+            "EndDateType": p.get("EndDateType", "unlimited"),
+            "State": "active",
+            "Tags": _tags_of(p, "capacity-reservation"),
+            "_region": region,
+            **({"PlacementGroupArn": p["PlacementGroupArn"]} if "PlacementGroupArn" in p else {}),
+        }
+        return _ok({"CapacityReservation": self._public(self.reservations[rid])})
+
+    @staticmethod
+    def _public(r: dict[str, Any]) -> dict[str, Any]:
+        return copy.deepcopy({k: v for k, v in r.items() if not k.startswith("_")})
+
+    def _op_DescribeCapacityReservations(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        ids = p.get("CapacityReservationIds")
+        fields = {"state": "State", "instance-type": "InstanceType", "availability-zone": "AvailabilityZone"}
+        found = [
+            self._public(r)
+            for r in self.reservations.values()
+            if r["_region"] == region
+            and (not ids or r["CapacityReservationId"] in ids)
+            and _matches(r, p.get("Filters") or [], fields)
+        ]
+        return _ok({"CapacityReservations": found})
+
+    def _op_CancelCapacityReservation(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        r = self.reservations.get(p["CapacityReservationId"])
+        if r is None or r["_region"] != region:
+            return _fail(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{p['CapacityReservationId']}' does not exist",
+            )
+        r["State"] = "cancelled"
+        return _ok({"Return": True})
+
+    def _op_DescribeCapacityBlockOfferings(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        found = [
+            copy.deepcopy(o)
+            for o in self.block_offerings
+            if o["InstanceType"] == p.get("InstanceType", o["InstanceType"])
+            and o["InstanceCount"] == p.get("InstanceCount", o["InstanceCount"])
+            and o["CapacityBlockDurationHours"] == p["CapacityDurationHours"]
+        ]
+        return _ok({"CapacityBlockOfferings": found})
+
+    def _op_PurchaseCapacityBlock(self, region: str, p: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        offer = next(
+            (o for o in self.block_offerings if o["CapacityBlockOfferingId"] == p["CapacityBlockOfferingId"]),
+            None,
+        )
+        if offer is None:
+            return _fail("InvalidCapacityBlockOfferingId.NotFound", "no such offering")
+        rid = f"cr-{next(self._ids):017x}"
+        self.reservations[rid] = {
+            "_token": None,
+            "_region": region,
+            "CapacityReservationId": rid,
+            "InstanceType": offer["InstanceType"],
+            "InstancePlatform": p["InstancePlatform"],
+            "AvailabilityZone": offer["AvailabilityZone"],
+            "TotalInstanceCount": offer["InstanceCount"],
+            "AvailableInstanceCount": offer["InstanceCount"],
+            "ReservationType": "capacity-block",
+            "StartDate": offer["StartDate"],
+            "EndDate": offer["EndDate"],
+            "State": "scheduled",
+            "Tags": _tags_of(p, "capacity-reservation"),
+        }
+        return _ok({"CapacityReservation": self._public(self.reservations[rid])})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials and region, and no shared config that could point a client anywhere else."""
+    for key in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_EC2",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKEFAKE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@dataclass
+class Vpc:
+    subnets: list[str]  # one per AZ, us-east-1a then us-east-1b
+    image_id: str
+
+
+def make_vpc(session: Any, endpoint_url: str | None = None) -> Vpc:
+    """A VPC with two subnets in two AZs, made with a client without hooks, and an AMI id."""
+    ec2 = session.client("ec2", region_name="us-east-1", endpoint_url=endpoint_url)
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.20.{i}.0/24", AvailabilityZone=f"us-east-1{az}")[
+            "Subnet"
+        ]["SubnetId"]
+        for i, az in enumerate("ab", start=1)
+    ]
+    # moto does not check the AMI id, and describe_images costs a second and a half per test
+    return Vpc(subnets, "ami-0a1b2c3d4e5f60718")
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    """moto's server on 127.0.0.1 and a free port; its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def block_offering(offer_id: str, fee: str, *, count: int = 2, hours: int = 24) -> dict[str, Any]:
+    start = datetime(2027, 1, 4, 11, 30, tzinfo=UTC)
+    return {
+        "CapacityBlockOfferingId": offer_id,
+        "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-east-1a",
+        "InstanceCount": count,
+        "StartDate": start,
+        "EndDate": start.replace(day=start.day + hours // 24),
+        "CapacityBlockDurationHours": hours,
+        "UpfrontFee": fee,
+        "CurrencyCode": "USD",
+        "Tenancy": "default",
+    }

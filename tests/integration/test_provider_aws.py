@@ -1,0 +1,685 @@
+"""The AWS adapter against moto (in process, and once through moto's server on 127.0.0.1), with the calls
+moto lacks answered by the stand-in's hook. Assertions are on the requests the adapter actually sent
+(recorded by the hook) and on what it returns; moto drops Placement.GroupName and the EFA interface type,
+so those are checked in the requests only."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pydantic
+import pytest
+from aws_stand_in import FAKE_SECRET, Ec2StandIn, aws_env, block_offering, make_vpc, moto_server
+from moto import mock_aws
+
+from providers.aws import AwsProvider, AwsSettings, _error, open_provider
+from providers.base import (
+    TAG_PLAN,
+    Auth,
+    Capacity,
+    CapacityReservation,
+    Conflict,
+    InsufficientCapacity,
+    InvalidRequest,
+    LaunchSpec,
+    Node,
+    NotFound,
+    PlacementGroup,
+    PlacementGroupSpec,
+    Provider,
+    ProviderError,
+    QuotaExceeded,
+    ReservationSpec,
+    RetryPolicy,
+    Throttled,
+    client_token,
+    managed_tags,
+    pool_name,
+)
+
+__all__ = ["aws_env", "moto_server"]  # fixtures used by name
+
+REGION = "us-east-1"
+P5 = f"aws:{REGION}:p5.48xlarge"
+G6E = f"aws:{REGION}:g6e.xlarge"
+PLAN = "mixed-fleet"
+
+
+@dataclass
+class Cloud:
+    provider: AwsProvider
+    stand_in: Ec2StandIn
+    sleeps: list[float]
+    subnets: list[str]
+    ec2: Any  # a plain client (no hooks) for checking moto's state
+
+
+@pytest.fixture
+def cloud(aws_env: None) -> Iterator[Cloud]:
+    with mock_aws():
+        session = boto3.Session(region_name=REGION)
+        vpc = make_vpc(session)
+        stand_in = Ec2StandIn()
+        stand_in.install(session)
+        sleeps: list[float] = []
+        settings = AwsSettings(
+            image_id={REGION: vpc.image_id},
+            subnets={REGION: vpc.subnets},
+            security_group_ids=[],
+            retry=RetryPolicy(attempts=4, base_seconds=0.5, cap_seconds=20.0),
+        )
+        provider = open_provider(settings, session=session, sleep=sleeps.append)
+        yield Cloud(provider, stand_in, sleeps, vpc.subnets, boto3.client("ec2", region_name=REGION))
+
+
+def gang_spec(
+    capacity: Capacity = Capacity.ON_DEMAND, *, reservation: str | None = None, count: int = 2
+) -> LaunchSpec:
+    pool = pool_name(P5, capacity)
+    return LaunchSpec(
+        offering=P5,
+        capacity=capacity,
+        count=count,
+        pool=pool,
+        tags=managed_tags(PLAN, pool=pool, run="pretrain-r1"),
+        token=client_token(PLAN, pool, "pretrain-r1", 0),
+        run="pretrain-r1",
+        placement_group="pg-pretrain-r1",
+        reservation=reservation,
+        fabric="efa",
+        target=count,
+    )
+
+
+def pool_spec(capacity: Capacity = Capacity.SPOT, count: int = 3) -> LaunchSpec:
+    pool = pool_name(G6E, capacity)
+    return LaunchSpec(
+        offering=G6E,
+        capacity=capacity,
+        count=count,
+        pool=pool,
+        tags=managed_tags(PLAN, pool=pool),
+        token=client_token(PLAN, pool, "2027-01-01T00", count),
+        target=count,
+    )
+
+
+def group_spec() -> PlacementGroupSpec:
+    return PlacementGroupSpec(
+        name="pg-pretrain-r1",
+        region=REGION,
+        offering=P5,
+        nodes=2,
+        fabric="efa",
+        tags=managed_tags(PLAN, run="pretrain-r1"),
+        token=client_token(PLAN, "pg-pretrain-r1"),
+    )
+
+
+def reservation_spec() -> ReservationSpec:
+    pool = pool_name(P5, Capacity.ON_DEMAND)
+    return ReservationSpec(
+        name="cr-pretrain-r1",
+        offering=P5,
+        nodes=2,
+        placement_group="pg-pretrain-r1",
+        tags=managed_tags(PLAN, pool=pool, run="pretrain-r1"),
+        token=client_token(PLAN, "cr-pretrain-r1"),
+    )
+
+
+def tag_dict(params: dict[str, Any], resource_type: str) -> dict[str, str]:
+    specs = [s for s in params.get("TagSpecifications", []) if s["ResourceType"] == resource_type]
+    assert len(specs) == 1, f"one {resource_type} tag specification in {params.get('TagSpecifications')}"
+    return {t["Key"]: t["Value"] for t in specs[0]["Tags"]}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# offerings and prices
+
+
+def test_offerings_are_gpu_types_with_efa_interfaces_from_network_cards(cloud: Cloud) -> None:
+    assert isinstance(cloud.provider, Provider) and cloud.provider.handles(P5)
+    assert not cloud.provider.handles("gcp:us-central1:a3-highgpu-8g")
+    offers = {o.offering: o for o in cloud.provider.offerings([REGION])}
+    p5 = offers[P5]
+    assert (p5.gpu_model, p5.gpus_per_node, p5.gpu_memory_gb) == ("H100", 8, 80.0)
+    assert (p5.fabric, p5.network_interfaces) == ("efa", 32)
+    assert offers["aws:us-east-1:p4d.24xlarge"].gpu_model == "A100"
+    assert all(o.gpus_per_node > 0 for o in offers.values())
+    assert "aws:us-east-1:m5.large" not in offers and "aws:us-east-1:c5.xlarge" not in offers
+    assert offers[G6E].fabric is None and offers[G6E].network_interfaces == 1
+    assert cloud.stand_in.calls("DescribeInstanceTypes"), "the types come from describe_instance_types"
+
+
+def test_spot_prices_keep_the_newest_per_zone(cloud: Cloud) -> None:
+    t0 = datetime(2027, 1, 1, tzinfo=UTC)
+
+    def history(region: str, params: dict[str, Any]) -> dict[str, Any]:
+        rows = [
+            ("us-east-1a", "3.10", 0),
+            ("us-east-1a", "2.50", 2),
+            ("us-east-1a", "2.90", 1),
+            ("us-east-1b", "4.00", 0),
+        ]
+        return {
+            "SpotPriceHistory": [
+                {
+                    "AvailabilityZone": az,
+                    "InstanceType": "p5.48xlarge",
+                    "ProductDescription": "Linux/UNIX",
+                    "SpotPrice": price,
+                    "Timestamp": t0 + timedelta(hours=h),
+                }
+                for az, price, h in rows
+            ]
+        }
+
+    cloud.stand_in.answers["DescribeSpotPriceHistory"] = history
+    prices = cloud.provider.spot_prices([P5, "gcp:us-central1:a3-highgpu-8g"])
+    assert [(p.zone, p.usd_per_hour, p.at) for p in prices] == [
+        ("us-east-1a", 2.50, t0 + timedelta(hours=2)),
+        ("us-east-1b", 4.00, t0),
+    ]
+    (sent,) = cloud.stand_in.calls("DescribeSpotPriceHistory")
+    assert sent["InstanceTypes"] == ["p5.48xlarge"] and sent["ProductDescriptions"] == ["Linux/UNIX"]
+    assert abs((sent["StartTime"] - datetime.now(UTC)).total_seconds()) < 60
+
+
+# ----------------------------------------------------------------------------------------------------------
+# a gang: placement group, reservation, EFA launch template, run_instances
+
+
+def test_on_demand_gang_launches_into_its_group_and_reservation_with_one_efa_interface_per_card(
+    cloud: Cloud,
+) -> None:
+    p, s = cloud.provider, cloud.stand_in
+    group = p.ensure_placement_group(group_spec())
+    reservation = p.ensure_reservation(reservation_spec())
+    nodes = p.launch(gang_spec(reservation=reservation.name))
+
+    (pg,) = s.calls("CreatePlacementGroup")
+    assert pg["Strategy"] == "cluster" and pg["GroupName"] == "pg-pretrain-r1"
+    assert tag_dict(pg, "placement-group") == group_spec().tags
+    assert group.name == "pg-pretrain-r1" and group.run == "pretrain-r1"
+
+    (cr,) = s.calls("CreateCapacityReservation")
+    assert cr["ClientToken"] == reservation_spec().token
+    assert (cr["InstanceType"], cr["InstanceCount"], cr["AvailabilityZone"]) == (
+        "p5.48xlarge",
+        2,
+        "us-east-1a",
+    )
+    assert cr["PlacementGroupArn"].endswith(":placement-group/pg-pretrain-r1")
+    assert (cr["InstanceMatchCriteria"], cr["EndDateType"], cr["InstancePlatform"]) == (
+        "targeted",
+        "unlimited",
+        "Linux/UNIX",
+    )
+    assert tag_dict(cr, "capacity-reservation") == {**reservation_spec().tags, "Name": "cr-pretrain-r1"}
+
+    (lt,) = s.calls("CreateLaunchTemplate")
+    interfaces = lt["LaunchTemplateData"]["NetworkInterfaces"]
+    assert len(interfaces) == 32  # p5.48xlarge's MaximumNetworkCards in moto's instance type data
+    assert [i["NetworkCardIndex"] for i in interfaces] == list(range(32))
+    assert [i["DeviceIndex"] for i in interfaces] == [0] + [1] * 31
+    assert {i["InterfaceType"] for i in interfaces} == {"efa"}
+    assert {i["SubnetId"] for i in interfaces} == {cloud.subnets[0]}
+    assert lt["LaunchTemplateData"]["ImageId"].startswith("ami-")
+    assert lt["ClientToken"] and tag_dict(lt, "launch-template") == {TAG_PLAN: PLAN}
+
+    (run,) = s.calls("RunInstances")
+    spec = gang_spec(reservation=reservation.name)
+    assert (run["MinCount"], run["MaxCount"]) == (2, 2)
+    assert run["Placement"] == {"GroupName": "pg-pretrain-r1"}
+    assert run["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": reservation.id}
+    }
+    assert "InstanceMarketOptions" not in run
+    assert run["ClientToken"] == spec.token
+    assert tag_dict(run, "instance") == dict(spec.tags) and tag_dict(run, "volume") == dict(spec.tags)
+    assert run["LaunchTemplate"]["LaunchTemplateId"].startswith("lt-")
+
+    assert len(nodes) == 2 and {n.capacity for n in nodes} == {Capacity.ON_DEMAND}
+    inv = p.inventory(PLAN)
+    assert sorted(n.id for n in inv.live_nodes()) == sorted(n.id for n in nodes)
+    assert {(n.pool, n.run, n.capacity, n.offering) for n in inv.nodes} == {
+        (spec.pool, "pretrain-r1", Capacity.ON_DEMAND, P5)
+    }
+    assert [g.name for g in inv.placement_groups] == ["pg-pretrain-r1"]
+    assert [(r.name, r.nodes, r.placement_group, r.run) for r in inv.reservations] == [
+        ("cr-pretrain-r1", 2, "pg-pretrain-r1", "pretrain-r1")
+    ]
+
+
+def test_spot_gang_sends_one_time_terminate_market_options_and_inventory_says_spot(cloud: Cloud) -> None:
+    cloud.provider.ensure_placement_group(group_spec())
+    spec = gang_spec(Capacity.SPOT)
+    cloud.provider.launch(spec)
+    (run,) = cloud.stand_in.calls("RunInstances")
+    assert run["InstanceMarketOptions"] == {
+        "MarketType": "spot",
+        "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+    }
+    assert "CapacityReservationSpecification" not in run
+    assert {(n.capacity, n.pool, n.run) for n in cloud.provider.inventory(PLAN).nodes} == {
+        (Capacity.SPOT, spec.pool, "pretrain-r1")
+    }
+
+
+def test_existing_reservation_of_ours_is_returned_without_a_create(cloud: Cloud) -> None:
+    cloud.provider.ensure_placement_group(group_spec())
+    first = cloud.provider.ensure_reservation(reservation_spec())
+    again = cloud.provider.ensure_reservation(reservation_spec())
+    assert again.id == first.id and len(cloud.stand_in.calls("CreateCapacityReservation")) == 1
+
+
+def test_reservation_without_capacity_is_insufficient_capacity(cloud: Cloud) -> None:
+    cloud.provider.ensure_placement_group(group_spec())
+    cloud.stand_in.reservation_capacity = 1
+    with pytest.raises(InsufficientCapacity) as err:
+        cloud.provider.ensure_reservation(reservation_spec())
+    assert (
+        err.value.code == "InsufficientInstanceCapacity"
+        and err.value.operation == "create_capacity_reservation"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# a pool: instant EC2 Fleet
+
+
+def test_spot_pool_is_an_instant_price_capacity_optimized_fleet_across_the_subnets(cloud: Cloud) -> None:
+    spec = pool_spec(Capacity.SPOT, 3)
+    nodes = cloud.provider.launch(spec)
+    (fleet,) = cloud.stand_in.calls("CreateFleet")
+    assert fleet["Type"] == "instant" and fleet["ClientToken"] == spec.token
+    assert fleet["SpotOptions"]["AllocationStrategy"] == "price-capacity-optimized"
+    assert fleet["OnDemandOptions"]["AllocationStrategy"] == "lowest-price"
+    assert fleet["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 3,
+        "OnDemandTargetCapacity": 0,
+        "SpotTargetCapacity": 3,
+        "DefaultTargetCapacityType": "spot",
+    }
+    (config,) = fleet["LaunchTemplateConfigs"]
+    assert [o["SubnetId"] for o in config["Overrides"]] == cloud.subnets
+    assert {o["InstanceType"] for o in config["Overrides"]} == {"g6e.xlarge"}
+    assert tag_dict(fleet, "instance") == dict(spec.tags) and tag_dict(fleet, "fleet") == dict(spec.tags)
+    (lt,) = cloud.stand_in.calls("CreateLaunchTemplate")
+    assert "NetworkInterfaces" not in lt["LaunchTemplateData"], "a pool node needs no EFA interfaces"
+
+    assert len(nodes) == 3
+    inv = cloud.provider.inventory(PLAN)
+    assert {(n.pool, n.run, n.capacity) for n in inv.nodes} == {(spec.pool, None, Capacity.SPOT)}
+    assert len(inv.live_nodes()) == 3
+
+
+def test_on_demand_pool_targets_on_demand(cloud: Cloud) -> None:
+    cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 2))
+    (fleet,) = cloud.stand_in.calls("CreateFleet")
+    target = fleet["TargetCapacitySpecification"]
+    assert (
+        target["DefaultTargetCapacityType"],
+        target["OnDemandTargetCapacity"],
+        target["SpotTargetCapacity"],
+    ) == (
+        "on-demand",
+        2,
+        0,
+    )
+
+
+def test_short_fleet_keeps_what_it_made_and_raises_insufficient_capacity(cloud: Cloud) -> None:
+    def short(parsed: dict[str, Any]) -> None:
+        parsed["Instances"] = parsed["Instances"][:1]
+        parsed["Errors"] = [
+            {
+                "ErrorCode": "InsufficientInstanceCapacity",
+                "ErrorMessage": "no g6e in us-east-1b",
+                "Lifecycle": "spot",
+            }
+        ]
+
+    cloud.stand_in.rewrites["CreateFleet"] = short
+    with pytest.raises(InsufficientCapacity) as err:
+        cloud.provider.launch(pool_spec(Capacity.SPOT, 3))
+    assert "made 1 of 3" in str(err.value) and "2 short" in str(err.value)
+    launched = err.value.launched  # type: ignore[attr-defined]
+    assert len(launched) == 1 and isinstance(launched[0], Node)
+    assert launched[0].pool == pool_spec().pool
+
+
+def test_same_launch_twice_sends_the_same_client_token_and_reuses_the_template(cloud: Cloud) -> None:
+    spec = pool_spec(Capacity.SPOT, 1)
+    cloud.provider.launch(spec)
+    cloud.provider.launch(spec)
+    # a second provider (a new gpuplan run) finds the template by name instead of making another
+    again = AwsProvider(cloud.provider.settings, session=cloud.provider._session, sleep=cloud.sleeps.append)
+    again.launch(spec)
+    tokens = [f["ClientToken"] for f in cloud.stand_in.calls("CreateFleet")]
+    assert tokens == [spec.token] * 3  # moto does not replay tokens; EC2 would return the first fleet
+    assert len(cloud.stand_in.calls("CreateLaunchTemplate")) == 1
+
+
+def test_launch_without_an_image_names_the_setting(cloud: Cloud) -> None:
+    settings = cloud.provider.settings.model_copy(update={"image_id": None})
+    bare = AwsProvider(settings, session=cloud.provider._session)
+    with pytest.raises(InvalidRequest, match=r"aws\.image_id"):
+        bare.launch(pool_spec())
+    assert not cloud.stand_in.calls("CreateFleet")
+
+
+def test_settings_refuse_unknown_fields() -> None:
+    with pytest.raises(pydantic.ValidationError, match="subnet_ids"):
+        AwsSettings.model_validate({"subnet_ids": {}})
+    parsed = AwsSettings.model_validate({"image_id": "ami-1", "retry": {"attempts": 2}})
+    assert parsed.retry == RetryPolicy(attempts=2)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# faults
+
+
+def test_throttling_is_retried_with_jittered_bounded_sleeps(
+    cloud: Cloud, caplog: pytest.LogCaptureFixture
+) -> None:
+    cloud.stand_in.fail("CreatePlacementGroup", "RequestLimitExceeded", times=2)
+    with caplog.at_level(logging.INFO, logger="gpuplan.providers.aws"):
+        group = cloud.provider.ensure_placement_group(group_spec())
+    assert group.name == "pg-pretrain-r1"
+    assert len(cloud.stand_in.calls("CreatePlacementGroup")) == 3
+    assert len(cloud.sleeps) == 2
+    assert 0 <= cloud.sleeps[0] <= 0.5 and 0 <= cloud.sleeps[1] <= 1.0  # base * 2**attempt, full jitter
+    retries = [r for r in caplog.records if "throttled" in r.getMessage()]
+    assert len(retries) == 2 and "RequestLimitExceeded" in retries[0].getMessage()
+
+
+def test_always_throttled_gives_up_after_the_policy_attempts(cloud: Cloud) -> None:
+    cloud.stand_in.fail("DescribeInstances", "Throttling", times=None)
+    with pytest.raises(Throttled) as err:
+        cloud.provider.inventory(PLAN)
+    assert err.value.code == "Throttling"
+    assert len(cloud.stand_in.calls("DescribeInstances")) == 4 and len(cloud.sleeps) == 3
+
+
+def test_503_slowdown_is_throttling(cloud: Cloud) -> None:
+    cloud.stand_in.fail("TerminateInstances", "SlowDown", times=1, status=503)
+    cloud.provider.terminate([])  # nothing to do sends nothing
+    assert not cloud.stand_in.calls("TerminateInstances")
+    nodes = cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 1))
+    cloud.provider.terminate(nodes)
+    assert len(cloud.stand_in.calls("TerminateInstances")) == 2 and len(cloud.sleeps) == 1
+
+
+def test_insufficient_capacity_on_a_gang_launch(cloud: Cloud) -> None:
+    cloud.stand_in.fail("RunInstances", "InsufficientInstanceCapacity")
+    with pytest.raises(InsufficientCapacity) as err:
+        cloud.provider.launch(gang_spec())
+    assert err.value.code == "InsufficientInstanceCapacity" and err.value.cloud == "aws"
+    assert len(cloud.stand_in.calls("RunInstances")) == 1, "capacity errors are not retried"
+
+
+def test_vcpu_limit_is_quota_exceeded(cloud: Cloud) -> None:
+    cloud.stand_in.fail("CreateFleet", "VcpuLimitExceeded")
+    with pytest.raises(QuotaExceeded, match="VcpuLimitExceeded"):
+        cloud.provider.launch(pool_spec())
+
+
+def test_a_duplicate_placement_group_of_ours_is_adopted(cloud: Cloud) -> None:
+    cloud.stand_in.add_group(REGION, "pg-pretrain-r1", dict(group_spec().tags))
+    group = cloud.provider.ensure_placement_group(group_spec())
+    assert (group.name, group.run) == ("pg-pretrain-r1", "pretrain-r1") and group.id
+    assert len(cloud.stand_in.calls("CreatePlacementGroup")) == 1
+    assert cloud.stand_in.calls("DescribePlacementGroups")[-1]["GroupNames"] == ["pg-pretrain-r1"]
+
+
+def test_a_duplicate_placement_group_not_ours_is_a_conflict(cloud: Cloud) -> None:
+    cloud.stand_in.add_group(REGION, "pg-pretrain-r1", {TAG_PLAN: "someone-else"})
+    with pytest.raises(Conflict, match="without our tags"):
+        cloud.provider.ensure_placement_group(group_spec())
+
+
+def test_terminate_counts_missing_instances_as_done(cloud: Cloud) -> None:
+    nodes = cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 2))
+    gone = Node(id="i-0123456789abcdef0", offering=G6E, capacity=Capacity.ON_DEMAND, pool="x")
+    cloud.provider.terminate([*nodes, gone])
+    batches = [c["InstanceIds"] for c in cloud.stand_in.calls("TerminateInstances")]
+    assert len(batches[0]) == 3 and sorted(len(b) for b in batches[1:]) == [1, 1, 1]
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in cloud.ec2.describe_instances(InstanceIds=[n.id for n in nodes])["Reservations"]
+        for i in r["Instances"]
+    }
+    assert set(states.values()) <= {"shutting-down", "terminated"}
+    assert not cloud.provider.inventory(PLAN).live_nodes()
+
+
+def test_release_and_delete_of_what_is_gone_are_done(cloud: Cloud) -> None:
+    cloud.provider.ensure_placement_group(group_spec())
+    reservation = cloud.provider.ensure_reservation(reservation_spec())
+    cloud.provider.release_reservation(reservation)
+    cloud.provider.release_reservation(reservation)
+    cloud.provider.delete_placement_group(PlacementGroup("pg-pretrain-r1", REGION))
+    cloud.provider.delete_placement_group(PlacementGroup("pg-pretrain-r1", REGION))
+    cloud.provider.release_reservation(CapacityReservation("gone", P5, 1, id="cr-00000000000000000"))
+    assert len(cloud.stand_in.calls("CancelCapacityReservation")) == 3
+    assert len(cloud.stand_in.calls("DeletePlacementGroup")) == 2
+    inv = cloud.provider.inventory(PLAN)
+    assert not inv.reservations and not inv.placement_groups
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("InsufficientInstanceCapacity", InsufficientCapacity),
+        ("InsufficientCapacityOnHost", InsufficientCapacity),
+        ("InsufficientReservedInstanceCapacity", InsufficientCapacity),
+        ("Unsupported", InsufficientCapacity),
+        ("InstanceLimitExceeded", QuotaExceeded),
+        ("MaxSpotInstanceCountExceeded", QuotaExceeded),
+        ("ReservationCapacityExceeded", ProviderError),
+        ("PlacementGroupLimitExceeded", QuotaExceeded),
+        ("RequestLimitExceeded", Throttled),
+        ("ThrottlingException", Throttled),
+        ("InvalidInstanceID.NotFound", NotFound),
+        ("InvalidLaunchTemplateName.NotFoundException", NotFound),
+        ("InvalidPlacementGroup.Unknown", NotFound),
+        ("InvalidPlacementGroup.Duplicate", Conflict),
+        ("IdempotentParameterMismatch", Conflict),
+        ("AuthFailure", Auth),
+        ("UnauthorizedOperation", Auth),
+        ("ExpiredToken", Auth),
+        ("NoCredentialsError", Auth),
+        ("InvalidParameterValue", InvalidRequest),
+        ("MissingParameter", InvalidRequest),
+        ("ParamValidationError", InvalidRequest),
+        ("EndpointConnectionError", ProviderError),
+    ],
+)
+def test_error_codes_map_to_typed_errors(code: str, kind: type[ProviderError]) -> None:
+    err = _error(code, "message", "op")
+    assert type(err) is kind and err.code == code and err.cloud == "aws"
+
+
+def test_missing_credentials_are_auth_and_no_secret_is_logged(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="gpuplan"):
+        cloud.provider.ensure_placement_group(group_spec())
+        cloud.provider.launch(pool_spec())
+        cloud.provider.inventory(PLAN)
+    assert caplog.records and FAKE_SECRET not in caplog.text
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    bare = AwsProvider(cloud.provider.settings, session=boto3.Session(region_name=REGION))
+    with pytest.raises(Auth) as err:
+        bare.inventory(PLAN)
+    assert err.value.code == "NoCredentialsError"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# interruptions and capacity blocks
+
+
+def test_interruptions_from_spot_request_status(cloud: Cloud) -> None:
+    nodes = cloud.provider.launch(pool_spec(Capacity.SPOT, 2))
+    cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 1))
+    when = datetime(2027, 1, 2, 3, 4, tzinfo=UTC)
+    doomed, fine = nodes
+
+    def requests(region: str, params: dict[str, Any]) -> dict[str, Any]:
+        asked = params["Filters"][0]["Values"]
+        status = {doomed.id: "marked-for-termination", fine.id: "fulfilled"}
+        return {
+            "SpotInstanceRequests": [
+                {
+                    "SpotInstanceRequestId": f"sir-{i}",
+                    "InstanceId": i,
+                    "Status": {"Code": status[i], "UpdateTime": when},
+                }
+                for i in asked
+                if i in status
+            ]
+        }
+
+    cloud.stand_in.answers["DescribeSpotInstanceRequests"] = requests
+    found = cloud.provider.interruptions(PLAN)
+    assert [(i.node_id, i.kind, i.at, i.pool, i.offering) for i in found] == [
+        (doomed.id, "interruption", when, pool_spec().pool, G6E)
+    ]
+    (sent,) = cloud.stand_in.calls("DescribeSpotInstanceRequests")
+    assert sorted(sent["Filters"][0]["Values"]) == sorted(n.id for n in nodes), "spot nodes only"
+
+
+def test_interruptions_from_a_spot_termination_state_reason(cloud: Cloud) -> None:
+    spec = gang_spec(Capacity.SPOT)
+    cloud.provider.ensure_placement_group(group_spec())
+    reclaimed, _ = cloud.provider.launch(spec)
+
+    def reclaim(parsed: dict[str, Any]) -> None:
+        for res in parsed["Reservations"]:
+            for inst in res["Instances"]:
+                if inst["InstanceId"] == reclaimed.id:
+                    inst["State"] = {"Code": 32, "Name": "shutting-down"}
+                    inst["StateReason"] = {
+                        "Code": "Server.SpotInstanceTermination",
+                        "Message": "Server.SpotInstanceTermination: Spot instance termination",
+                    }
+
+    cloud.stand_in.rewrites["DescribeInstances"] = reclaim
+    found = cloud.provider.interruptions(PLAN)
+    assert [(i.node_id, i.kind, i.run, i.pool) for i in found] == [
+        (reclaimed.id, "interruption", "pretrain-r1", spec.pool)
+    ]
+    # interruptions look at every state (a reclaimed node is on its way out), inventory only at live ones
+    first = cloud.stand_in.calls("DescribeInstances")[-1]
+    assert not any(f["Name"] == "instance-state-name" for f in first["Filters"])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"fabric": "infiniband"}, "no infiniband fabric"),
+        (
+            {"capacity": Capacity.SPOT, "reservation": "cr-pretrain-r1"},
+            "cannot use capacity reservation",
+        ),
+        ({"count": 0}, "launch of 0 nodes"),
+        ({"offering": "gcp:us-central1:a3-highgpu-8g"}, "not an AWS offering"),
+        ({"offering": "p5.48xlarge"}, "not an offering id"),
+    ],
+)
+def test_gang_requests_aws_cannot_serve_are_refused_before_any_launch(
+    cloud: Cloud, change: dict[str, Any], message: str
+) -> None:
+    spec = dataclasses.replace(gang_spec(), **change)
+    with pytest.raises(InvalidRequest, match=message):
+        cloud.provider.launch(spec)
+    assert not cloud.stand_in.calls("RunInstances") and not cloud.stand_in.calls("CreateLaunchTemplate")
+
+
+def test_capacity_blocks_are_listed_and_bought_only_under_the_cap(cloud: Cloud) -> None:
+    cloud.stand_in.block_offerings = [
+        block_offering("cb-cheap", "1234.50"),
+        block_offering("cb-dear", "98765.00"),
+    ]
+    offers = cloud.provider.capacity_block_offerings(P5, 2, 24)
+    assert [(o.id, o.upfront_usd, o.nodes, o.hours, o.zone) for o in offers] == [
+        ("cb-cheap", 1234.50, 2, 24, "us-east-1a"),
+        ("cb-dear", 98765.00, 2, 24, "us-east-1a"),
+    ]
+    (listing,) = cloud.stand_in.calls("DescribeCapacityBlockOfferings")
+    assert (listing["InstanceType"], listing["InstanceCount"], listing["CapacityDurationHours"]) == (
+        "p5.48xlarge",
+        2,
+        24,
+    )
+    with pytest.raises(InvalidRequest) as err:
+        cloud.provider.purchase_capacity_block("cb-dear", max_usd=5000, token="t-1")
+    assert "98765.00" in str(err.value) and "5000.00" in str(err.value)
+    assert not cloud.stand_in.calls("PurchaseCapacityBlock")
+    with pytest.raises(InvalidRequest, match="not listed"):
+        cloud.provider.purchase_capacity_block("cb-unknown", max_usd=1e9, token="t-2")
+
+    tags = managed_tags(PLAN, run="pretrain-r1")
+    bought = cloud.provider.purchase_capacity_block("cb-cheap", max_usd=5000, token="t-3", tags=tags)
+    again = cloud.provider.purchase_capacity_block("cb-cheap", max_usd=5000, token="t-3", tags=tags)
+    (purchase,) = cloud.stand_in.calls("PurchaseCapacityBlock")
+    assert purchase["CapacityBlockOfferingId"] == "cb-cheap" and purchase["InstancePlatform"] == "Linux/UNIX"
+    assert tag_dict(purchase, "capacity-reservation") == {**tags, "gpuplan-purchase": "t-3"}
+    assert again.id == bought.id and bought.nodes == 2 and bought.run == "pretrain-r1"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# moto's server, and no SDK
+
+
+def test_against_moto_server_on_loopback(aws_env: None, moto_server: str) -> None:
+    session = boto3.Session(region_name=REGION)
+    vpc = make_vpc(session, moto_server)
+    stand_in = Ec2StandIn()
+    stand_in.install(session)
+    settings = AwsSettings(endpoint_url=moto_server, image_id=vpc.image_id, subnets={REGION: vpc.subnets})
+    provider = open_provider(settings, session=session, sleep=lambda s: None)
+    provider.ensure_placement_group(group_spec())
+    gang = provider.launch(gang_spec(Capacity.SPOT))
+    pool = provider.launch(pool_spec(Capacity.ON_DEMAND, 2))
+    inv = provider.inventory(PLAN)
+    assert sorted(n.id for n in inv.live_nodes()) == sorted(n.id for n in [*gang, *pool])
+    assert {(n.pool, n.run, n.capacity) for n in inv.nodes} == {
+        (gang_spec(Capacity.SPOT).pool, "pretrain-r1", Capacity.SPOT),
+        (pool_spec(Capacity.ON_DEMAND).pool, None, Capacity.ON_DEMAND),
+    }
+    provider.terminate(inv.nodes)
+    assert not provider.inventory(PLAN).live_nodes()
+    assert {r.region for r in stand_in.requests} == {REGION}
+    (run,) = stand_in.calls("RunInstances")
+    assert len(run["LaunchTemplate"]) == 2 and run["Placement"] == {"GroupName": "pg-pretrain-r1"}
+    client = provider._client(REGION)
+    assert client.meta.endpoint_url == moto_server
+
+
+def test_import_without_boto3_then_open_names_the_extra(tmp_path: Any) -> None:
+    code = (
+        "import sys; sys.modules['boto3'] = None\n"
+        "import providers.aws as aws\n"
+        "from providers.base import MissingSDK\n"
+        "try:\n"
+        "    aws.open_provider(aws.AwsSettings())\n"
+        "except MissingSDK as exc:\n"
+        "    print('missing:', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "missing:" in done.stdout and "gpuplan[aws]" in done.stdout and "boto3" in done.stdout
