@@ -118,7 +118,9 @@ def apply(
             try:
                 made = _execute(action, provider, plan_id, nodes, groups, reservations)
             except ProviderError as exc:
-                result = ActionResult(status="failed", error_kind=exc.kind, message=_failure(action, exc))
+                kept = tuple(n.id for n in exc.launched)  # a pool that got part of its nodes keeps them
+                message = _failure(action, exc)
+                result = ActionResult(status="failed", error_kind=exc.kind, message=message, made=kept)
                 log.warning("#%d failed: %s", action.id, result.message)
             except Exception as exc:  # a bug in an adapter: record it, keep going, report it loudly
                 log.exception("#%d failed unexpectedly", action.id)
@@ -166,5 +168,6 @@ def _failure(action: Action, exc: ProviderError) -> str:
     """What failed, in the words the summary uses: a short pool says which pool and by how many nodes."""
     if action.kind is ActionKind.LAUNCH:
         what = "gang" if action.run else "pool"
-        return f"{what} {action.target} is short {action.count} nodes ({exc.kind}): {exc}"
+        short = action.count - len(exc.launched)
+        return f"{what} {action.target} is short {short} nodes ({exc.kind}): {exc}"
     return f"{exc.kind}: {exc}"

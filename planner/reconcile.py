@@ -45,7 +45,7 @@ from models.errors import InputError
 from models.plan import Plan, PlanDocument, TrainingPlacement, UtcTime
 from models.tiers import Tier
 from providers.base import (
-    Capacity,
+    CapacityType,
     Inventory,
     LaunchSpec,
     Node,
@@ -100,7 +100,7 @@ class DesiredPool(_Frozen):
 
     pool: str
     offering: str
-    capacity: Capacity
+    capacity: CapacityType
     nodes: int
     node_hours: float = Field(description="the plan's node-hours per hour for the pool (before rounding up)")
 
@@ -113,7 +113,7 @@ class DesiredGang(_Frozen):
     run_index: int
     team: str
     offering: str
-    capacity: Capacity
+    capacity: CapacityType
     nodes: int
     placement_group: str | None = Field(description="multi-node runs only")
     fabric: str | None
@@ -160,7 +160,7 @@ class Action(_Frozen):
     kind: ActionKind
     target: str = Field(description="the pool or run (or the group / reservation) it acts on")
     offering: str | None = None
-    capacity: Capacity | None = None
+    capacity: CapacityType | None = None
     count: int = 0
     target_nodes: int | None = Field(None, description="launch: nodes the pool or gang has afterwards")
     node_ids: tuple[str, ...] = ()
@@ -188,7 +188,7 @@ class Action(_Frozen):
 
     def reservation_spec(self, plan_id: str) -> ReservationSpec:
         assert self.offering is not None
-        pool = pool_name(self.offering, Capacity.ON_DEMAND)
+        pool = pool_name(self.offering, CapacityType.ON_DEMAND)
         return ReservationSpec(
             name=self.target,
             offering=self.offering,
@@ -279,8 +279,8 @@ def run_name(job: str, run: int) -> str:
     return safe_name(f"{job}-{run}")
 
 
-def _capacity_of(tier: str) -> Capacity:
-    return Capacity.SPOT if tier == Tier.SPOT else Capacity.ON_DEMAND
+def _capacity_of(tier: str) -> CapacityType:
+    return CapacityType.SPOT if tier == Tier.SPOT else CapacityType.ON_DEMAND
 
 
 def period_of(document: PlanDocument, at: datetime) -> int:
@@ -316,7 +316,7 @@ def desired_state(
 
     rows = plan.allocations
     rows = rows[(rows["period"].to_numpy() == period) & (rows["kind"].to_numpy() == "inference")]
-    held: dict[tuple[str, Capacity], float] = defaultdict(float)
+    held: dict[tuple[str, CapacityType], float] = defaultdict(float)
     owned = 0.0
     for offering, tier, nodes in zip(rows["offering"], rows["tier"], rows["nodes"], strict=True):
         if tier == Tier.OWNED:
@@ -374,8 +374,8 @@ def desired_state(
     )
     prices = {
         offering: {
-            str(Capacity.ON_DEMAND): record.on_demand_usd_h or 0.0,
-            str(Capacity.SPOT): record.spot_usd_h or 0.0,
+            str(CapacityType.ON_DEMAND): record.on_demand_usd_h or 0.0,
+            str(CapacityType.SPOT): record.spot_usd_h or 0.0,
         }
         for offering, record in document.offerings.items()
     }
@@ -408,7 +408,7 @@ def _gang(placement: TrainingPlacement, name: str, *, running: bool) -> DesiredG
         start=placement.start,
         end=placement.end,
         running=running,
-        reserve=multi and capacity is Capacity.ON_DEMAND,
+        reserve=multi and capacity is CapacityType.ON_DEMAND,
     )
 
 
@@ -428,7 +428,7 @@ class _Builder:
         self.actions.append(action)
         return action
 
-    def price(self, offering: str, capacity: Capacity) -> float | None:
+    def price(self, offering: str, capacity: CapacityType) -> float | None:
         rate = self.desired.prices.get(offering, {}).get(str(capacity))
         return rate or None
 
@@ -474,14 +474,14 @@ def reconcile(
                 ActionKind.CREATE_RESERVATION,
                 name,
                 offering=gang.offering,
-                capacity=Capacity.ON_DEMAND,
+                capacity=CapacityType.ON_DEMAND,
                 count=gang.nodes,
                 run=gang.run,
                 placement_group=gang.placement_group,
                 token=client_token(plan_id, "reservation", name, gang.nodes),
                 depends_on=_ids(group_action.get(gang.run)),
                 reason=f"holds {gang.nodes} nodes for {gang.run}, billed at on demand until its nodes use it",
-                usd_per_hour=_per_hour(build.price(gang.offering, Capacity.ON_DEMAND), gang.nodes),
+                usd_per_hour=_per_hour(build.price(gang.offering, CapacityType.ON_DEMAND), gang.nodes),
             )
             reservation_action[gang.run] = made.id
 
@@ -590,7 +590,9 @@ def reconcile(
             count=reservation.nodes,
             run=reservation.run,
             reason="its run ended" if reservation.run in ended else "no gang of the plan needs it now",
-            usd_per_hour=_per_hour(build.price(reservation.offering, Capacity.ON_DEMAND), -reservation.nodes),
+            usd_per_hour=_per_hour(
+                build.price(reservation.offering, CapacityType.ON_DEMAND), -reservation.nodes
+            ),
         )
     for group in sorted(inventory.placement_groups, key=lambda g: g.name):
         if group.run in active or by_run.get(group.run or "", []):

@@ -38,8 +38,8 @@ from providers.base import (
     TAG_POOL,
     TAG_RUN,
     Auth,
-    Capacity,
     CapacityReservation,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     Interruption,
@@ -97,7 +97,7 @@ class AwsSettings(BaseModel):
 
 @dataclass(frozen=True)
 class CapacityBlockOffer:
-    """A Capacity Block for ML that EC2 offers: ``nodes`` instances for ``hours`` at a fixed upfront fee."""
+    """A Capacity Block for ML EC2 offers: ``nodes`` instances for ``hours`` at a fixed upfront fee."""
 
     id: str
     offering: str
@@ -446,7 +446,7 @@ class AwsProvider:
         return Node(
             id=inst["InstanceId"],
             offering=f"{CLOUD}:{region}:{inst['InstanceType']}",
-            capacity=Capacity.SPOT if inst.get("InstanceLifecycle") == "spot" else Capacity.ON_DEMAND,
+            capacity=CapacityType.SPOT if inst.get("InstanceLifecycle") == "spot" else CapacityType.ON_DEMAND,
             pool=tags.get(TAG_POOL, ""),
             run=tags.get(TAG_RUN),
             placement_group=placement.get("GroupName") or None,
@@ -662,12 +662,12 @@ class AwsProvider:
         an instant EC2 Fleet; when the fleet makes fewer nodes than asked, the ones it made are kept (they
         carry our tags, so the next inventory counts them and the next apply tops the pool up) and the
         error its ``Errors[]`` names (InsufficientCapacity if none) is raised, saying how many are short,
-        with the made nodes on the exception's ``launched`` attribute.
+        with the made nodes on the exception's ``launched`` (``ProviderError.launched``).
         """
         region, instance_type = _region_of(spec.offering)
         if spec.count < 1:
             raise InvalidRequest(f"launch of {spec.count} nodes", cloud=CLOUD, operation="launch")
-        if spec.reservation and spec.capacity is Capacity.SPOT:
+        if spec.reservation and spec.capacity is CapacityType.SPOT:
             raise InvalidRequest(
                 f"spot nodes cannot use capacity reservation {spec.reservation} (an ODCR is on-demand)",
                 cloud=CLOUD,
@@ -692,7 +692,7 @@ class AwsProvider:
             params["SubnetId"] = subnet  # EFA templates name the subnet on each interface
         if spec.placement_group:
             params["Placement"] = {"GroupName": spec.placement_group}
-        if spec.capacity is Capacity.SPOT:
+        if spec.capacity is CapacityType.SPOT:
             params["InstanceMarketOptions"] = {
                 "MarketType": "spot",
                 "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
@@ -719,7 +719,7 @@ class AwsProvider:
     def _launch_fleet(
         self, region: str, instance_type: str, spec: LaunchSpec, template: str, subnets: list[str]
     ) -> list[Node]:
-        spot = spec.capacity is Capacity.SPOT
+        spot = spec.capacity is CapacityType.SPOT
         # the target is in units of instances: EC2 Fleet's default unit (TargetCapacityUnitType is only
         # accepted with attribute-based instance selection)
         made = self._call(
@@ -771,7 +771,7 @@ class AwsProvider:
                 + (first.get("ErrorMessage") or "no error given"),
                 "create_fleet",
             )
-            exc.launched = tuple(nodes)  # type: ignore[attr-defined]
+            exc.launched = tuple(nodes)
             raise exc
         return nodes
 
@@ -833,7 +833,7 @@ class AwsProvider:
             spot: dict[str, Node] = {}
             for inst in self._instances(region, plan, None):
                 node = self._node(region, inst)
-                if node.capacity is not Capacity.SPOT:
+                if node.capacity is not CapacityType.SPOT:
                     continue
                 spot[node.id] = node
                 if (inst.get("StateReason") or {}).get("Code") == "Server.SpotInstanceTermination":
@@ -861,7 +861,7 @@ class AwsProvider:
                         )
         return [found[k] for k in sorted(found)]
 
-    # -- Capacity Blocks for ML ----------------------------------------------------------------------------
+    # -- Capacity Blocks for ML ------------------------------------------------------------------------
 
     def capacity_block_offerings(
         self,

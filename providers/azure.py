@@ -48,8 +48,8 @@ from providers.base import (
     TAG_POOL,
     TAG_RUN,
     Auth,
-    Capacity,
     CapacityReservation,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     Interruption,
@@ -478,7 +478,7 @@ class AzureProvider:
         )
 
     def _nodes(self, vmss: _ScaleSet, vms: Sequence[Any]) -> list[Node]:
-        capacity = Capacity.SPOT if vmss.priority == "Spot" else Capacity.ON_DEMAND
+        capacity = CapacityType.SPOT if vmss.priority == "Spot" else CapacityType.ON_DEMAND
         return [
             Node(
                 id=vm.id or f"{vmss.name}/{vm.instance_id}",
@@ -729,7 +729,7 @@ class AzureProvider:
                 f"{sku} has no InfiniBand (an ND...r size has)", cloud=CLOUD, operation="launch"
             )
         name = safe_name(spec.run if spec.run is not None else spec.pool)
-        priority = "Spot" if spec.capacity is Capacity.SPOT else "Regular"
+        priority = "Spot" if spec.capacity is CapacityType.SPOT else "Regular"
         before = self._get_scale_set(name)
         if before is not None:
             if not tags_match(before.tags, spec.tags):

@@ -56,8 +56,8 @@ __all__ = [
     "TAG_POOL",
     "TAG_RUN",
     "Auth",
-    "Capacity",
     "CapacityReservation",
+    "CapacityType",
     "Conflict",
     "InsufficientCapacity",
     "Interruption",
@@ -92,8 +92,9 @@ TAG_POOL = "gpuplan-pool"
 TAG_RUN = "gpuplan-run"
 
 
-class Capacity(StrEnum):
-    """How a node is bought from the cloud. Reserved and committed tiers are billing constructs over
+class CapacityType(StrEnum):
+    """How a node is bought from the cloud (Karpenter's capacity type; not ``models.tiers.Capacity``, the
+    planning model's non-spot / spot). Reserved and committed tiers are billing constructs over
     on-demand nodes (RIs, savings plans, CUDs and Azure reservations discount on-demand usage), so they
     launch ``on-demand``; a capacity reservation is a separate resource nodes launch into."""
 
@@ -112,12 +113,21 @@ class ProviderError(GpuplanError):
     kind = "error"
 
     def __init__(
-        self, message: str, *, cloud: str = "", operation: str = "", code: str | None = None
+        self,
+        message: str,
+        *,
+        cloud: str = "",
+        operation: str = "",
+        code: str | None = None,
+        launched: tuple[Node, ...] = (),
     ) -> None:
         self.message = message
         self.cloud = cloud
         self.operation = operation
         self.code = code
+        #: a launch that failed part way: the nodes it made, which carry our tags and stay (a pool keeps
+        #: them; a gang, all or nothing, never has any)
+        self.launched = launched
         super().__init__(self.format())
 
     def format(self) -> str:
@@ -197,7 +207,7 @@ class Node:
 
     id: str
     offering: str
-    capacity: Capacity
+    capacity: CapacityType
     pool: str
     run: str | None = None
     placement_group: str | None = None
@@ -300,14 +310,14 @@ class LaunchSpec:
     all or nothing into its placement group (and reservation, if any), with its fabric's interfaces."""
 
     offering: str
-    capacity: Capacity
+    capacity: CapacityType
     count: int
     pool: str
     tags: Mapping[str, str]
     token: str
     run: str | None = None
     placement_group: str | None = None
-    reservation: str | None = None
+    reservation: str | None = None  # the reservation's name (adapters also accept its cloud id)
     fabric: str | None = None
     target: int | None = None  # nodes the pool (or gang) holds once this launch is done: clouds that size a
     # group (Azure scale sets) set its capacity to this, which repeats safely where "add count" would not
@@ -400,7 +410,7 @@ def safe_name(text: str, limit: int = 63) -> str:
     return slug[: limit - 9].rstrip("-") + "-" + digest
 
 
-def pool_name(offering: str, capacity: Capacity) -> str:
+def pool_name(offering: str, capacity: CapacityType) -> str:
     """The pool of ``offering``'s nodes bought on ``capacity``: ``aws-us-east-1-p5-48xlarge-spot``."""
     return safe_name(f"{offering}-{capacity.value}")
 

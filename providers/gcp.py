@@ -45,8 +45,8 @@ from providers.base import (
     TAG_POOL,
     TAG_RUN,
     Auth,
-    Capacity,
     CapacityReservation,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     Interruption,
@@ -259,14 +259,15 @@ def _error_class(code: str) -> type[ProviderError] | None:
     return None
 
 
-def _short(exc: ProviderError, spec: LaunchSpec, made: int) -> ProviderError:
-    """``exc`` again, saying which pool (or gang) is short and by how much."""
+def _short(exc: ProviderError, spec: LaunchSpec, made: Sequence[Node] = ()) -> ProviderError:
+    """``exc`` again, saying which pool (or gang) is short and by how much, with the nodes it made."""
     what = f"gang {spec.run} of pool {spec.pool}" if spec.run else f"pool {spec.pool}"
     return type(exc)(
-        f"{exc.message} ({made} of {spec.count} nodes of {what} made)",
+        f"{exc.message} ({len(made)} of {spec.count} nodes of {what} made)",
         cloud=CLOUD,
         operation=exc.operation,
         code=exc.code,
+        launched=tuple(made),
     )
 
 
@@ -555,7 +556,7 @@ class GcpProvider:
         return Node(
             id=i.name,
             offering=f"{CLOUD}:{_region_of(zone)}:{_last(i.machine_type)}",
-            capacity=Capacity.SPOT if spot else Capacity.ON_DEMAND,
+            capacity=CapacityType.SPOT if spot else CapacityType.ON_DEMAND,
             pool=labels.get(TAG_POOL, ""),
             run=labels.get(TAG_RUN),
             placement_group=_last(i.resource_policies[0]) if i.resource_policies else None,
@@ -700,9 +701,9 @@ class GcpProvider:
         ]
         return nics
 
-    def _scheduling(self, capacity: Capacity) -> Any:
+    def _scheduling(self, capacity: CapacityType) -> Any:
         compute = self._g.compute
-        if capacity is Capacity.SPOT:
+        if capacity is CapacityType.SPOT:
             return compute.Scheduling(
                 provisioning_model="SPOT",
                 instance_termination_action="DELETE",
@@ -781,7 +782,7 @@ class GcpProvider:
             except Conflict:
                 return self._adopt(names, zone, spec)
             except ProviderError as exc:
-                raise _short(exc, spec, 0) from exc
+                raise _short(exc, spec) from exc
             return [self._launched(n, zone, spec) for n in names]
 
         ops: list[tuple[str, Any]] = []  # (name, operation), None: the name exists already
@@ -824,7 +825,7 @@ class GcpProvider:
             except ProviderError as exc:
                 failure = failure or exc
         if failure is not None:
-            raise _short(failure, spec, len(made)) from failure
+            raise _short(failure, spec, made) from failure
         return made
 
     def _boot_disk(self, disk_type: str) -> Any:

@@ -36,8 +36,8 @@ from models.errors import InputError
 from providers.base import (
     TAG_PLAN,
     Auth,
-    Capacity,
     CapacityReservation,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     Interruption,
@@ -320,7 +320,7 @@ class SimProvider:
                     cloud=self.cloud,
                     operation="ensure_reservation",
                 )
-            _check_capacity(state, spec.offering, Capacity.ON_DEMAND, spec.nodes, "ensure_reservation")
+            _check_capacity(state, spec.offering, CapacityType.ON_DEMAND, spec.nodes, "ensure_reservation")
             record = {
                 "name": spec.name,
                 "offering": spec.offering,
@@ -449,7 +449,7 @@ def _take_fault(state: dict[str, Any], operation: str, subject: str) -> dict[str
 
 
 def _check_capacity(
-    state: dict[str, Any], offering: str, capacity: Capacity, count: int, operation: str
+    state: dict[str, Any], offering: str, capacity: CapacityType, count: int, operation: str
 ) -> None:
     """InsufficientCapacity when ``count`` more nodes exceed the limit the state sets for the offering."""
     limit = state["capacity"].get(f"{offering}/{capacity}")
@@ -460,7 +460,7 @@ def _check_capacity(
         for n in state["nodes"].values()
         if n["offering"] == offering and n["capacity"] == str(capacity) and n["state"] != "terminated"
     )
-    if capacity is Capacity.ON_DEMAND:
+    if capacity is CapacityType.ON_DEMAND:
         used += sum(r["nodes"] for r in state["reservations"].values() if r["offering"] == offering)
     if used + count > int(limit):
         raise InsufficientCapacity(
@@ -475,7 +475,7 @@ def _node(record: dict[str, Any], state: str) -> Node:
     return Node(
         id=record["id"],
         offering=record["offering"],
-        capacity=Capacity(record["capacity"]),
+        capacity=CapacityType(record["capacity"]),
         pool=record["pool"],
         run=record["run"],
         placement_group=record["placement_group"],

@@ -24,8 +24,8 @@ from providers.aws import AwsProvider, AwsSettings, _error, open_provider
 from providers.base import (
     TAG_PLAN,
     Auth,
-    Capacity,
     CapacityReservation,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     InvalidRequest,
@@ -81,7 +81,7 @@ def cloud(aws_env: None) -> Iterator[Cloud]:
 
 
 def gang_spec(
-    capacity: Capacity = Capacity.ON_DEMAND, *, reservation: str | None = None, count: int = 2
+    capacity: CapacityType = CapacityType.ON_DEMAND, *, reservation: str | None = None, count: int = 2
 ) -> LaunchSpec:
     pool = pool_name(P5, capacity)
     return LaunchSpec(
@@ -99,7 +99,7 @@ def gang_spec(
     )
 
 
-def pool_spec(capacity: Capacity = Capacity.SPOT, count: int = 3) -> LaunchSpec:
+def pool_spec(capacity: CapacityType = CapacityType.SPOT, count: int = 3) -> LaunchSpec:
     pool = pool_name(G6E, capacity)
     return LaunchSpec(
         offering=G6E,
@@ -125,7 +125,7 @@ def group_spec() -> PlacementGroupSpec:
 
 
 def reservation_spec() -> ReservationSpec:
-    pool = pool_name(P5, Capacity.ON_DEMAND)
+    pool = pool_name(P5, CapacityType.ON_DEMAND)
     return ReservationSpec(
         name="cr-pretrain-r1",
         offering=P5,
@@ -248,11 +248,11 @@ def test_on_demand_gang_launches_into_its_group_and_reservation_with_one_efa_int
     assert tag_dict(run, "instance") == dict(spec.tags) and tag_dict(run, "volume") == dict(spec.tags)
     assert run["LaunchTemplate"]["LaunchTemplateId"].startswith("lt-")
 
-    assert len(nodes) == 2 and {n.capacity for n in nodes} == {Capacity.ON_DEMAND}
+    assert len(nodes) == 2 and {n.capacity for n in nodes} == {CapacityType.ON_DEMAND}
     inv = p.inventory(PLAN)
     assert sorted(n.id for n in inv.live_nodes()) == sorted(n.id for n in nodes)
     assert {(n.pool, n.run, n.capacity, n.offering) for n in inv.nodes} == {
-        (spec.pool, "pretrain-r1", Capacity.ON_DEMAND, P5)
+        (spec.pool, "pretrain-r1", CapacityType.ON_DEMAND, P5)
     }
     assert [g.name for g in inv.placement_groups] == ["pg-pretrain-r1"]
     assert [(r.name, r.nodes, r.placement_group, r.run) for r in inv.reservations] == [
@@ -262,7 +262,7 @@ def test_on_demand_gang_launches_into_its_group_and_reservation_with_one_efa_int
 
 def test_spot_gang_sends_one_time_terminate_market_options_and_inventory_says_spot(cloud: Cloud) -> None:
     cloud.provider.ensure_placement_group(group_spec())
-    spec = gang_spec(Capacity.SPOT)
+    spec = gang_spec(CapacityType.SPOT)
     cloud.provider.launch(spec)
     (run,) = cloud.stand_in.calls("RunInstances")
     assert run["InstanceMarketOptions"] == {
@@ -271,7 +271,7 @@ def test_spot_gang_sends_one_time_terminate_market_options_and_inventory_says_sp
     }
     assert "CapacityReservationSpecification" not in run
     assert {(n.capacity, n.pool, n.run) for n in cloud.provider.inventory(PLAN).nodes} == {
-        (Capacity.SPOT, spec.pool, "pretrain-r1")
+        (CapacityType.SPOT, spec.pool, "pretrain-r1")
     }
 
 
@@ -298,7 +298,7 @@ def test_reservation_without_capacity_is_insufficient_capacity(cloud: Cloud) -> 
 
 
 def test_spot_pool_is_an_instant_price_capacity_optimized_fleet_across_the_subnets(cloud: Cloud) -> None:
-    spec = pool_spec(Capacity.SPOT, 3)
+    spec = pool_spec(CapacityType.SPOT, 3)
     nodes = cloud.provider.launch(spec)
     (fleet,) = cloud.stand_in.calls("CreateFleet")
     assert fleet["Type"] == "instant" and fleet["ClientToken"] == spec.token
@@ -319,12 +319,12 @@ def test_spot_pool_is_an_instant_price_capacity_optimized_fleet_across_the_subne
 
     assert len(nodes) == 3
     inv = cloud.provider.inventory(PLAN)
-    assert {(n.pool, n.run, n.capacity) for n in inv.nodes} == {(spec.pool, None, Capacity.SPOT)}
+    assert {(n.pool, n.run, n.capacity) for n in inv.nodes} == {(spec.pool, None, CapacityType.SPOT)}
     assert len(inv.live_nodes()) == 3
 
 
 def test_on_demand_pool_targets_on_demand(cloud: Cloud) -> None:
-    cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 2))
+    cloud.provider.launch(pool_spec(CapacityType.ON_DEMAND, 2))
     (fleet,) = cloud.stand_in.calls("CreateFleet")
     target = fleet["TargetCapacitySpecification"]
     assert (
@@ -351,7 +351,7 @@ def test_short_fleet_keeps_what_it_made_and_raises_insufficient_capacity(cloud: 
 
     cloud.stand_in.rewrites["CreateFleet"] = short
     with pytest.raises(InsufficientCapacity) as err:
-        cloud.provider.launch(pool_spec(Capacity.SPOT, 3))
+        cloud.provider.launch(pool_spec(CapacityType.SPOT, 3))
     assert "made 1 of 3" in str(err.value) and "2 short" in str(err.value)
     launched = err.value.launched  # type: ignore[attr-defined]
     assert len(launched) == 1 and isinstance(launched[0], Node)
@@ -359,7 +359,7 @@ def test_short_fleet_keeps_what_it_made_and_raises_insufficient_capacity(cloud: 
 
 
 def test_same_launch_twice_sends_the_same_client_token_and_reuses_the_template(cloud: Cloud) -> None:
-    spec = pool_spec(Capacity.SPOT, 1)
+    spec = pool_spec(CapacityType.SPOT, 1)
     cloud.provider.launch(spec)
     cloud.provider.launch(spec)
     # a second provider (a new gpuplan run) finds the template by name instead of making another
@@ -415,7 +415,7 @@ def test_503_slowdown_is_throttling(cloud: Cloud) -> None:
     cloud.stand_in.fail("TerminateInstances", "SlowDown", times=1, status=503)
     cloud.provider.terminate([])  # nothing to do sends nothing
     assert not cloud.stand_in.calls("TerminateInstances")
-    nodes = cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 1))
+    nodes = cloud.provider.launch(pool_spec(CapacityType.ON_DEMAND, 1))
     cloud.provider.terminate(nodes)
     assert len(cloud.stand_in.calls("TerminateInstances")) == 2 and len(cloud.sleeps) == 1
 
@@ -449,8 +449,8 @@ def test_a_duplicate_placement_group_not_ours_is_a_conflict(cloud: Cloud) -> Non
 
 
 def test_terminate_counts_missing_instances_as_done(cloud: Cloud) -> None:
-    nodes = cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 2))
-    gone = Node(id="i-0123456789abcdef0", offering=G6E, capacity=Capacity.ON_DEMAND, pool="x")
+    nodes = cloud.provider.launch(pool_spec(CapacityType.ON_DEMAND, 2))
+    gone = Node(id="i-0123456789abcdef0", offering=G6E, capacity=CapacityType.ON_DEMAND, pool="x")
     cloud.provider.terminate([*nodes, gone])
     batches = [c["InstanceIds"] for c in cloud.stand_in.calls("TerminateInstances")]
     assert len(batches[0]) == 3 and sorted(len(b) for b in batches[1:]) == [1, 1, 1]
@@ -531,8 +531,8 @@ def test_missing_credentials_are_auth_and_no_secret_is_logged(
 
 
 def test_interruptions_from_spot_request_status(cloud: Cloud) -> None:
-    nodes = cloud.provider.launch(pool_spec(Capacity.SPOT, 2))
-    cloud.provider.launch(pool_spec(Capacity.ON_DEMAND, 1))
+    nodes = cloud.provider.launch(pool_spec(CapacityType.SPOT, 2))
+    cloud.provider.launch(pool_spec(CapacityType.ON_DEMAND, 1))
     when = datetime(2027, 1, 2, 3, 4, tzinfo=UTC)
     doomed, fine = nodes
 
@@ -561,7 +561,7 @@ def test_interruptions_from_spot_request_status(cloud: Cloud) -> None:
 
 
 def test_interruptions_from_a_spot_termination_state_reason(cloud: Cloud) -> None:
-    spec = gang_spec(Capacity.SPOT)
+    spec = gang_spec(CapacityType.SPOT)
     cloud.provider.ensure_placement_group(group_spec())
     reclaimed, _ = cloud.provider.launch(spec)
 
@@ -590,7 +590,7 @@ def test_interruptions_from_a_spot_termination_state_reason(cloud: Cloud) -> Non
     [
         ({"fabric": "infiniband"}, "no infiniband fabric"),
         (
-            {"capacity": Capacity.SPOT, "reservation": "cr-pretrain-r1"},
+            {"capacity": CapacityType.SPOT, "reservation": "cr-pretrain-r1"},
             "cannot use capacity reservation",
         ),
         ({"count": 0}, "launch of 0 nodes"),
@@ -651,13 +651,13 @@ def test_against_moto_server_on_loopback(aws_env: None, moto_server: str) -> Non
     settings = AwsSettings(endpoint_url=moto_server, image_id=vpc.image_id, subnets={REGION: vpc.subnets})
     provider = open_provider(settings, session=session, sleep=lambda s: None)
     provider.ensure_placement_group(group_spec())
-    gang = provider.launch(gang_spec(Capacity.SPOT))
-    pool = provider.launch(pool_spec(Capacity.ON_DEMAND, 2))
+    gang = provider.launch(gang_spec(CapacityType.SPOT))
+    pool = provider.launch(pool_spec(CapacityType.ON_DEMAND, 2))
     inv = provider.inventory(PLAN)
     assert sorted(n.id for n in inv.live_nodes()) == sorted(n.id for n in [*gang, *pool])
     assert {(n.pool, n.run, n.capacity) for n in inv.nodes} == {
-        (gang_spec(Capacity.SPOT).pool, "pretrain-r1", Capacity.SPOT),
-        (pool_spec(Capacity.ON_DEMAND).pool, None, Capacity.ON_DEMAND),
+        (gang_spec(CapacityType.SPOT).pool, "pretrain-r1", CapacityType.SPOT),
+        (pool_spec(CapacityType.ON_DEMAND).pool, None, CapacityType.ON_DEMAND),
     }
     provider.terminate(inv.nodes)
     assert not provider.inventory(PLAN).live_nodes()

@@ -17,7 +17,7 @@ from providers.azure import AzureProvider, AzureSettings, open_provider
 from providers.base import (
     TAG_PLAN,
     Auth,
-    Capacity,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     InvalidRequest,
@@ -82,7 +82,7 @@ def provider(fake: AzureFake, sleeps: list[float], monkeypatch: pytest.MonkeyPat
 def pool_spec(
     pool: str = "azure-eastus-nd-spot",
     *,
-    capacity: Capacity = Capacity.SPOT,
+    capacity: CapacityType = CapacityType.SPOT,
     count: int = 2,
     target: int | None = 2,
 ) -> LaunchSpec:
@@ -100,7 +100,7 @@ def pool_spec(
 def gang_spec(
     run: str = "llm-pretrain-r1",
     *,
-    capacity: Capacity = Capacity.SPOT,
+    capacity: CapacityType = CapacityType.SPOT,
     count: int = 2,
     target: int | None = 2,
     reservation: str | None = None,
@@ -199,7 +199,7 @@ def test_spot_gang_scale_set_body(provider: AzureProvider, fake: AzureFake) -> N
     assert {(n.offering, n.capacity, n.pool, n.run, n.placement_group, n.state) for n in nodes} == {
         (
             ND_OFFERING,
-            Capacity.SPOT,
+            CapacityType.SPOT,
             "azure-eastus-nd-gang",
             "llm-pretrain-r1",
             "pg-llm-pretrain-r1",
@@ -233,7 +233,7 @@ def test_reservation_bodies_and_on_demand_gang_into_it(provider: AzureProvider, 
     assert provider.ensure_reservation(spec).nodes == 2
     assert len(fake.sent("PUT")) == 2
 
-    provider.launch(gang_spec(capacity=Capacity.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
+    provider.launch(gang_spec(capacity=CapacityType.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
     profile = fake.sent("PUT", "/virtualMachineScaleSets/")[0].body["properties"]["virtualMachineProfile"]
     assert profile["priority"] == "Regular"
     assert "evictionPolicy" not in profile and "billingProfile" not in profile
@@ -265,10 +265,10 @@ def test_inventory_finds_ours_by_tag(provider: AzureProvider, fake: AzureFake) -
     tags = managed_tags(PLAN, pool="azure-eastus-nd-gang", run="llm-pretrain-r1")
     provider.ensure_reservation(ReservationSpec("cr-llm-pretrain-r1", ND_OFFERING, 2, None, tags, "t" * 32))
     provider.launch(pool_spec(count=1, target=1))
-    provider.launch(gang_spec(capacity=Capacity.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
+    provider.launch(gang_spec(capacity=CapacityType.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
     # another plan's scale set and placement group in the same resource group
     theirs = managed_tags("someone-else", pool="other-pool")
-    provider.launch(LaunchSpec(ND_OFFERING, Capacity.SPOT, 1, "other-pool", theirs, "x", target=1))
+    provider.launch(LaunchSpec(ND_OFFERING, CapacityType.SPOT, 1, "other-pool", theirs, "x", target=1))
     fake.put_resource(
         f"{ARM}/proximityPlacementGroups/theirs", {"location": "eastus", "tags": {TAG_PLAN: "x"}}
     )
@@ -276,9 +276,21 @@ def test_inventory_finds_ours_by_tag(provider: AzureProvider, fake: AzureFake) -
     inv = provider.inventory(PLAN)
     summary = sorted((n.pool, n.run, n.capacity, n.offering, n.reservation) for n in inv.nodes)
     assert summary == [
-        ("azure-eastus-nd-gang", "llm-pretrain-r1", Capacity.ON_DEMAND, ND_OFFERING, "cr-llm-pretrain-r1"),
-        ("azure-eastus-nd-gang", "llm-pretrain-r1", Capacity.ON_DEMAND, ND_OFFERING, "cr-llm-pretrain-r1"),
-        ("azure-eastus-nd-spot", None, Capacity.SPOT, ND_OFFERING, None),
+        (
+            "azure-eastus-nd-gang",
+            "llm-pretrain-r1",
+            CapacityType.ON_DEMAND,
+            ND_OFFERING,
+            "cr-llm-pretrain-r1",
+        ),
+        (
+            "azure-eastus-nd-gang",
+            "llm-pretrain-r1",
+            CapacityType.ON_DEMAND,
+            ND_OFFERING,
+            "cr-llm-pretrain-r1",
+        ),
+        ("azure-eastus-nd-spot", None, CapacityType.SPOT, ND_OFFERING, None),
     ]
     assert len(inv.live_nodes()) == 3
     assert [(g.name, g.run) for g in inv.placement_groups] == [("pg-llm-pretrain-r1", "llm-pretrain-r1")]
@@ -294,10 +306,10 @@ def test_terminate_sends_delete_instances(provider: AzureProvider, fake: AzureFa
     gone = Node(
         id=f"{ARM}/virtualMachineScaleSets/azure-eastus-nd-spot/virtualMachines/99",
         offering=ND_OFFERING,
-        capacity=Capacity.SPOT,
+        capacity=CapacityType.SPOT,
         pool="azure-eastus-nd-spot",
     )
-    elsewhere = Node(id="vanished-set/0", offering=ND_OFFERING, capacity=Capacity.SPOT, pool="p")
+    elsewhere = Node(id="vanished-set/0", offering=ND_OFFERING, capacity=CapacityType.SPOT, pool="p")
     provider.terminate([nodes[0], nodes[2], gone, elsewhere])
     (post,) = fake.sent("POST", "/delete$")
     assert post.path == f"{ARM}/virtualMachineScaleSets/azure-eastus-nd-spot/delete"
@@ -308,7 +320,9 @@ def test_terminate_sends_delete_instances(provider: AzureProvider, fake: AzureFa
 
 def test_interruptions_are_evicted_spot_vms(provider: AzureProvider, fake: AzureFake) -> None:
     provider.launch(pool_spec(count=2, target=2))
-    provider.launch(pool_spec("azure-eastus-nd-on-demand", capacity=Capacity.ON_DEMAND, count=1, target=1))
+    provider.launch(
+        pool_spec("azure-eastus-nd-on-demand", capacity=CapacityType.ON_DEMAND, count=1, target=1)
+    )
     assert provider.interruptions(PLAN) == []
     fake.set_vm_power_state(
         f"{ARM}/virtualMachineScaleSets/azure-eastus-nd-spot", "1", "PowerState/deallocated"
@@ -324,7 +338,9 @@ def test_interruptions_are_evicted_spot_vms(provider: AzureProvider, fake: Azure
         ND_OFFERING,
     )
     states = {
-        n.id.rsplit("/", 1)[1]: n.state for n in provider.inventory(PLAN).nodes if n.capacity is Capacity.SPOT
+        n.id.rsplit("/", 1)[1]: n.state
+        for n in provider.inventory(PLAN).nodes
+        if n.capacity is CapacityType.SPOT
     }
     assert states == {"0": "running", "1": "stopped"}
 
@@ -599,7 +615,7 @@ def test_settings_and_launch_preconditions(fake: AzureFake, monkeypatch: pytest.
         provider.launch(
             LaunchSpec(
                 "azure:eastus:Standard_NC24ads_A100_v4",
-                Capacity.SPOT,
+                CapacityType.SPOT,
                 2,
                 "p",
                 {},

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from providers.base import (
     Auth,
-    Capacity,
     CapacityReservation,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     InvalidRequest,
@@ -87,7 +87,7 @@ def gcp(fake: FakeCompute, sleeps: list[float]) -> GcpProvider:
     return open_provider(settings(fake), sleep=sleeps.append)
 
 
-def pool_spec(capacity: Capacity = Capacity.SPOT, count: int = 2, offering: str = A3) -> LaunchSpec:
+def pool_spec(capacity: CapacityType = CapacityType.SPOT, count: int = 2, offering: str = A3) -> LaunchSpec:
     pool = pool_name(offering, capacity)
     return LaunchSpec(
         offering=offering,
@@ -101,7 +101,7 @@ def pool_spec(capacity: Capacity = Capacity.SPOT, count: int = 2, offering: str 
 
 
 def gang_specs(
-    nodes: int = 2, offering: str = A3, fabric: str = "tcpx", capacity: Capacity = Capacity.ON_DEMAND
+    nodes: int = 2, offering: str = A3, fabric: str = "tcpx", capacity: CapacityType = CapacityType.ON_DEMAND
 ) -> tuple[PlacementGroupSpec, ReservationSpec, LaunchSpec]:
     run = "llm-pretrain-1"
     pool = pool_name(offering, capacity)
@@ -168,7 +168,7 @@ def test_placement_policy_is_compact_with_our_tags(gcp: GcpProvider, fake: FakeC
 def test_spot_pool_instances_carry_spot_scheduling_labels_and_request_ids(
     gcp: GcpProvider, fake: FakeCompute
 ) -> None:
-    spec = pool_spec(Capacity.SPOT, count=2)
+    spec = pool_spec(CapacityType.SPOT, count=2)
     nodes = gcp.launch(spec)
     sent = posts(fake, f"^zones/{ZONE}/instances$")
     assert [s.body["name"] for s in sent] == [f"{spec.pool}-{spec.token[:8]}-{i}" for i in range(2)]
@@ -191,12 +191,12 @@ def test_spot_pool_instances_carry_spot_scheduling_labels_and_request_ids(
     assert len(set(ids)) == 2 and all(uuid.UUID(i) for i in ids)
     assert [n.id for n in nodes] == [s.body["name"] for s in sent]
     assert {(n.capacity, n.pool, n.run, n.zone, n.offering) for n in nodes} == {
-        (Capacity.SPOT, spec.pool, None, ZONE, A3)
+        (CapacityType.SPOT, spec.pool, None, ZONE, A3)
     }
 
 
 def test_on_demand_instances_terminate_on_host_maintenance(gcp: GcpProvider, fake: FakeCompute) -> None:
-    gcp.launch(pool_spec(Capacity.ON_DEMAND, count=1))
+    gcp.launch(pool_spec(CapacityType.ON_DEMAND, count=1))
     [sent] = posts(fake, f"^zones/{ZONE}/instances$")
     assert sent.body["scheduling"]["provisioningModel"] == "STANDARD"
     assert sent.body["scheduling"]["onHostMaintenance"] == "TERMINATE"
@@ -282,7 +282,7 @@ def test_reservation_is_specific_with_the_placement_policy(gcp: GcpProvider, fak
 def test_relaunching_the_same_spec_repeats_its_request_ids_and_creates_nothing_twice(
     gcp: GcpProvider, fake: FakeCompute
 ) -> None:
-    spec = pool_spec(Capacity.SPOT, count=2)
+    spec = pool_spec(CapacityType.SPOT, count=2)
     first = gcp.launch(spec)
     second = gcp.launch(spec)
     sent = posts(fake, f"^zones/{ZONE}/instances$")
@@ -302,7 +302,7 @@ def test_relaunching_the_same_spec_repeats_its_request_ids_and_creates_nothing_t
 def test_inventory_finds_our_resources_by_labels_and_descriptions(
     gcp: GcpProvider, fake: FakeCompute
 ) -> None:
-    spot = pool_spec(Capacity.SPOT, count=2)
+    spot = pool_spec(CapacityType.SPOT, count=2)
     gcp.launch(spot)
     group, reservation, launch = gang_specs(nodes=2)
     gcp.ensure_placement_group(group)
@@ -326,12 +326,12 @@ def test_inventory_finds_our_resources_by_labels_and_descriptions(
         f"llm-pretrain-1-33333333-{i}" for i in range(2)
     ]
     spot_node = by_id[f"{spot.pool}-{spot.token[:8]}-0"]
-    assert (spot_node.capacity, spot_node.pool, spot_node.run) == (Capacity.SPOT, spot.pool, None)
+    assert (spot_node.capacity, spot_node.pool, spot_node.run) == (CapacityType.SPOT, spot.pool, None)
     assert (spot_node.offering, spot_node.zone, spot_node.state) == (A3, ZONE, "running")
     assert spot_node.launched is not None
     gang_node = by_id["llm-pretrain-1-33333333-0"]
     assert (gang_node.capacity, gang_node.pool, gang_node.run) == (
-        Capacity.ON_DEMAND,
+        CapacityType.ON_DEMAND,
         launch.pool,
         launch.run,
     )
@@ -374,7 +374,7 @@ def test_offerings_list_gpu_machine_types_with_their_fabric(gcp: GcpProvider, fa
 
 
 def test_interruptions_are_preemption_operations_on_our_nodes(gcp: GcpProvider, fake: FakeCompute) -> None:
-    spec = pool_spec(Capacity.SPOT, count=2)
+    spec = pool_spec(CapacityType.SPOT, count=2)
     nodes = gcp.launch(spec)
     fake.put(f"zones/{ZONE}/instances", {"name": "theirs"})
     fake.preempt(ZONE, nodes[1].id)
@@ -395,7 +395,7 @@ def test_mutating_calls_are_logged_without_credentials(
     gcp: GcpProvider, fake: FakeCompute, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="gpuplan.providers.gcp")
-    spec = pool_spec(Capacity.SPOT, count=2)
+    spec = pool_spec(CapacityType.SPOT, count=2)
     nodes = gcp.launch(spec)
     gcp.terminate(nodes)
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "gpuplan.providers.gcp")
@@ -519,7 +519,7 @@ def test_deletes_of_what_is_gone_are_done(gcp: GcpProvider, fake: FakeCompute) -
     group, reservation, _ = gang_specs()
     pg = gcp.ensure_placement_group(group)
     res = gcp.ensure_reservation(reservation)
-    gone = Node(id="never-made", offering=A3, capacity=Capacity.SPOT, pool="p", zone=ZONE)
+    gone = Node(id="never-made", offering=A3, capacity=CapacityType.SPOT, pool="p", zone=ZONE)
     gcp.terminate([*nodes, gone])
     gcp.release_reservation(res)
     gcp.delete_placement_group(pg)

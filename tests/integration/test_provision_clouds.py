@@ -137,7 +137,60 @@ def azure_stand(tmp_path: Path) -> Iterator[Stand]:
     fake.stop()
 
 
-STANDS = ["sim", "gcp", "azure"]
+@pytest.fixture
+def aws_stand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stand]:
+    """moto in process for EC2, with the stand-in's hooks (placement groups, reservations) on every
+    session the CLI makes."""
+    import boto3
+    from aws_stand_in import Ec2StandIn
+    from moto import mock_aws
+
+    stand_in = Ec2StandIn()
+    real_session = boto3.Session
+
+    class HookedSession(real_session):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            stand_in.install(self)
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with mock_aws():
+        subnets = {}
+        for region in ("us-east-1", "us-east-2"):
+            ec2 = real_session(region_name=region).client("ec2")
+            vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
+            subnets[region] = [
+                ec2.create_subnet(VpcId=vpc, CidrBlock="10.30.1.0/24", AvailabilityZone=f"{region}a")[
+                    "Subnet"
+                ]["SubnetId"]
+            ]
+        monkeypatch.setattr(boto3, "Session", HookedSession)
+        body = {"image_id": "ami-0a1b2c3d4e5f60718", "subnets": subnets}
+        mutating = ("Create", "Run", "Terminate", "Cancel", "Delete", "Purchase")
+
+        def created() -> dict[str, Any]:
+            nodes = []
+            for region in subnets:
+                pages = real_session(region_name=region).client("ec2").describe_instances()["Reservations"]
+                nodes += [
+                    i
+                    for r in pages
+                    for i in r["Instances"]
+                    if i["State"]["Name"] not in ("terminated", "shutting-down")
+                ]
+            return {
+                "nodes": nodes,
+                "groups": list(stand_in.groups.values()),
+                "reservations": list(stand_in.reservations.values()),
+                "writes": sum(1 for r in stand_in.requests if r.operation.startswith(mutating)),
+            }
+
+        yield Stand("aws", _settings(tmp_path, "aws", body), created, stand_in)
+
+
+STANDS = ["sim", "aws", "gcp", "azure"]
 
 
 @pytest.fixture(params=STANDS)
@@ -193,7 +246,7 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     assert f"applied: {len(document.actions)} done, 0 failed, 0 skipped" in applied
     made = stand.created()
     assert len(made["groups"]) == 1 and len(made["reservations"]) == (gang.tier != "spot")
-    _check_fabric(stand.cloud, made, gang.fabric)
+    _check_fabric(stand, made, gang.fabric, gang.nodes)
 
     code, again = _run([*base, "--apply"])
     assert code == 0, again
@@ -205,8 +258,9 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     )
 
 
-def _check_fabric(cloud: str, made: dict[str, Any], fabric: str | None) -> None:
-    """The placement group is the cloud's own kind, built for the gang's fabric."""
+def _check_fabric(stand: Stand, made: dict[str, Any], fabric: str | None, nodes: int) -> None:
+    """The placement group is the cloud's own kind, and the gang is launched in it with its fabric."""
+    cloud = stand.cloud
     (group,) = made["groups"]
     if cloud == "gcp":
         assert group["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
@@ -216,6 +270,20 @@ def _check_fabric(cloud: str, made: dict[str, Any], fabric: str | None) -> None:
         assert group["properties"]["proximityPlacementGroupType"] == "Standard"
         gangs = [n for n in made["nodes"] if n["properties"].get("proximityPlacementGroup")]
         assert gangs and all(n["sku"]["name"].startswith("Standard_ND") for n in gangs)  # InfiniBand SKUs
+    elif cloud == "aws":
+        assert group["Strategy"] == "cluster"
+        (gang_run,) = [p for p in stand.fake.calls("RunInstances") if p.get("Placement")]
+        assert gang_run["Placement"]["GroupName"] == group["GroupName"]
+        assert gang_run["MinCount"] == gang_run["MaxCount"] == nodes  # all or nothing
+        assert "LaunchTemplateId" in gang_run["LaunchTemplate"]
+        (template,) = [  # the gang's type has one template: with its EFA interfaces
+            t["LaunchTemplateData"]
+            for t in stand.fake.calls("CreateLaunchTemplate")
+            if t["LaunchTemplateData"].get("InstanceType") == "p5.48xlarge"
+            and "NetworkInterfaces" in t["LaunchTemplateData"]
+        ]
+        interfaces = template["NetworkInterfaces"]
+        assert len(interfaces) == 32 and {i["InterfaceType"] for i in interfaces} == {"efa"}  # p5: 32 cards
     elif cloud == "sim":
         assert group["fabric"] == fabric
 
@@ -350,3 +418,20 @@ def test_without_at_a_plan_that_has_not_started_is_provisioned_from_its_start(
     assert "at 2027-02-01T00:00Z (period 0) on sim" in output
     assert (tmp_path / "state" / "gpuplan" / "sim-cloud.json").exists()
     assert ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8")).period == 0
+
+
+def test_an_aws_stockout_and_quota_are_clear_failures(
+    aws_stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    plan_dir, at, plan = _plan_for(aws_stand, week_plan, tmp_path)
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    aws_stand.fake.fail("RunInstances", "InsufficientInstanceCapacity")
+    aws_stand.fake.fail("CreateFleet", "VcpuLimitExceeded")
+    aws_stand.fake.fail("DescribeInstances", "RequestLimitExceeded", times=2)  # survived: retried
+    code, output = _run(
+        ["provision", str(plan_dir), "--cloud", "aws", "--at", at, *aws_stand.flags, "--apply"]
+    )
+    assert code == 1
+    run = f"{gang.job}-{gang.run}"
+    assert f"gang {run} is short {gang.nodes} nodes (insufficient-capacity)" in output
+    assert "(quota-exceeded)" in output and "2 failed" in output

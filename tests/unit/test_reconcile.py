@@ -23,7 +23,7 @@ from planner.reconcile import (
     desired_state,
     reconcile,
 )
-from providers.base import Capacity, CapacityReservation, Inventory, Node, PlacementGroup, pool_name
+from providers.base import CapacityReservation, CapacityType, Inventory, Node, PlacementGroup, pool_name
 
 AT = datetime(2027, 2, 5, 0, tzinfo=UTC)  # the week plans' pretraining gang starts then
 P5 = "aws:us-east-1:p5.48xlarge"
@@ -110,7 +110,7 @@ def test_a_time_outside_the_horizon_is_an_input_error(plan: Plan) -> None:
 # the action rules, on hand-made states
 
 
-def _pool(offering: str, capacity: Capacity, nodes: int) -> DesiredPool:
+def _pool(offering: str, capacity: CapacityType, nodes: int) -> DesiredPool:
     return DesiredPool(
         pool=pool_name(offering, capacity),
         offering=offering,
@@ -120,7 +120,9 @@ def _pool(offering: str, capacity: Capacity, nodes: int) -> DesiredPool:
     )
 
 
-def _gang(*, nodes: int = 4, running: bool = True, capacity: Capacity = Capacity.ON_DEMAND) -> DesiredGang:
+def _gang(
+    *, nodes: int = 4, running: bool = True, capacity: CapacityType = CapacityType.ON_DEMAND
+) -> DesiredGang:
     return DesiredGang(
         run="pretrain-0",
         job="pretrain",
@@ -134,7 +136,7 @@ def _gang(*, nodes: int = 4, running: bool = True, capacity: Capacity = Capacity
         start=AT,
         end=AT + timedelta(hours=48),
         running=running,
-        reserve=capacity is Capacity.ON_DEMAND and nodes > 1,
+        reserve=capacity is CapacityType.ON_DEMAND and nodes > 1,
     )
 
 
@@ -154,7 +156,7 @@ def _state(pools=(), gangs=(), period: int = 96, ended=()) -> DesiredState:  # t
 
 def _nodes(
     offering: str,
-    capacity: Capacity,
+    capacity: CapacityType,
     count: int,
     *,
     run: str | None = None,
@@ -176,7 +178,7 @@ def _nodes(
 
 
 def test_an_empty_fleet_gets_groups_then_reservations_then_launches() -> None:
-    desired = _state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()])
+    desired = _state(pools=[_pool(P4, CapacityType.SPOT, 3)], gangs=[_gang()])
     actions = reconcile(desired, Inventory())
     kinds = [a.kind for a in actions]
     assert kinds == [
@@ -189,16 +191,19 @@ def test_an_empty_fleet_gets_groups_then_reservations_then_launches() -> None:
     assert reservation.depends_on == (group.id,)
     assert set(gang.depends_on) == {group.id, reservation.id}
     assert gang.placement_group == group.target and gang.reservation == reservation.target and gang.count == 4
-    assert pool.count == 3 and pool.capacity is Capacity.SPOT and pool.depends_on == ()
+    assert pool.count == 3 and pool.capacity is CapacityType.SPOT and pool.depends_on == ()
     assert [a.id for a in actions] == [1, 2, 3, 4]
     assert reservation.usd_per_hour == pytest.approx(4 * 55.0) and gang.usd_per_hour is None
     assert pool.usd_per_hour == pytest.approx(3 * 9.0)
 
 
 def test_a_fleet_that_matches_has_no_actions() -> None:
-    desired = _state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()])
+    desired = _state(pools=[_pool(P4, CapacityType.SPOT, 3)], gangs=[_gang()])
     inventory = Inventory(
-        nodes=(*_nodes(P4, Capacity.SPOT, 3), *_nodes(P5, Capacity.ON_DEMAND, 4, run="pretrain-0", first=10)),
+        nodes=(
+            *_nodes(P4, CapacityType.SPOT, 3),
+            *_nodes(P5, CapacityType.ON_DEMAND, 4, run="pretrain-0", first=10),
+        ),
         placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
         reservations=(CapacityReservation("res-pretrain-0", P5, 4, "pg-pretrain-0", run="pretrain-0"),),
     )
@@ -207,8 +212,8 @@ def test_a_fleet_that_matches_has_no_actions() -> None:
 
 def test_a_pool_above_the_plan_terminates_after_the_replacement_launch() -> None:
     # the plan moves the pool of P5 from spot to on-demand: launch 2 on demand, then let 3 spot nodes go
-    desired = _state(pools=[_pool(P5, Capacity.ON_DEMAND, 2)])
-    inventory = Inventory(nodes=tuple(_nodes(P5, Capacity.SPOT, 3)))
+    desired = _state(pools=[_pool(P5, CapacityType.ON_DEMAND, 2)])
+    inventory = Inventory(nodes=tuple(_nodes(P5, CapacityType.SPOT, 3)))
     launch, terminate = reconcile(desired, inventory)
     assert launch.kind is ActionKind.LAUNCH and launch.count == 2
     assert terminate.kind is ActionKind.TERMINATE and terminate.count == 3
@@ -218,20 +223,22 @@ def test_a_pool_above_the_plan_terminates_after_the_replacement_launch() -> None
 
 def test_surplus_nodes_go_pending_first_then_newest() -> None:
     nodes = [
-        *_nodes(P4, Capacity.ON_DEMAND, 4),
-        *_nodes(P4, Capacity.ON_DEMAND, 1, first=50, state="pending"),
+        *_nodes(P4, CapacityType.ON_DEMAND, 4),
+        *_nodes(P4, CapacityType.ON_DEMAND, 1, first=50, state="pending"),
     ]
-    (terminate,) = reconcile(_state(pools=[_pool(P4, Capacity.ON_DEMAND, 3)]), Inventory(nodes=tuple(nodes)))
+    (terminate,) = reconcile(
+        _state(pools=[_pool(P4, CapacityType.ON_DEMAND, 3)]), Inventory(nodes=tuple(nodes))
+    )
     assert terminate.node_ids == ("i-0050", "i-0003")  # the pending one, then the newest running
 
 
 def test_gang_nodes_are_never_terminated_for_a_pool_or_after_the_run() -> None:
-    gang_nodes = _nodes(P5, Capacity.ON_DEMAND, 4, run="pretrain-0")
+    gang_nodes = _nodes(P5, CapacityType.ON_DEMAND, 4, run="pretrain-0")
     inventory = Inventory(
         nodes=tuple(gang_nodes),
         placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
     )
-    desired = _state(pools=[_pool(P5, Capacity.ON_DEMAND, 0)], ended=["pretrain-0"])
+    desired = _state(pools=[_pool(P5, CapacityType.ON_DEMAND, 0)], ended=["pretrain-0"])
     actions = reconcile(desired, inventory)
     assert actions == []  # the group still holds the run's nodes: not deleted either
     retired = reconcile(desired, inventory, retire_finished_runs=True)
@@ -252,10 +259,10 @@ def test_a_finished_runs_reservation_is_released_and_its_empty_group_deleted() -
 
 def test_a_partly_lost_gang_is_topped_up_in_its_group() -> None:
     inventory = Inventory(
-        nodes=tuple(_nodes(P5, Capacity.SPOT, 3, run="pretrain-0")),
+        nodes=tuple(_nodes(P5, CapacityType.SPOT, 3, run="pretrain-0")),
         placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
     )
-    (launch,) = reconcile(_state(gangs=[_gang(capacity=Capacity.SPOT)]), inventory)
+    (launch,) = reconcile(_state(gangs=[_gang(capacity=CapacityType.SPOT)]), inventory)
     assert launch.count == 1 and launch.target_nodes == 4 and launch.placement_group == "pg-pretrain-0"
     assert launch.reservation is None and launch.depends_on == ()
 
@@ -266,14 +273,14 @@ def test_an_upcoming_gang_gets_its_group_and_reservation_but_no_nodes_yet() -> N
 
 
 def test_tokens_are_deterministic_and_change_with_the_intent() -> None:
-    desired = _state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()])
+    desired = _state(pools=[_pool(P4, CapacityType.SPOT, 3)], gangs=[_gang()])
     first = reconcile(desired, Inventory())
     again = reconcile(desired, Inventory())
     assert [a.token for a in first] == [a.token for a in again]
     assert len({a.token for a in first}) == len(first)
-    later = reconcile(_state(pools=[_pool(P4, Capacity.SPOT, 3)], period=97), Inventory())
+    later = reconcile(_state(pools=[_pool(P4, CapacityType.SPOT, 3)], period=97), Inventory())
     assert later[0].token != first[-1].token  # another period is another intent
-    partly = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, Capacity.SPOT, 1))))
+    partly = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1))))
     assert partly[-1].count == 2 and partly[-1].token != first[-1].token
 
 
@@ -282,7 +289,7 @@ def test_launch_specs_carry_the_tags_inventory_finds() -> None:
     spec = gang.launch_spec("fleet")
     assert spec.tags == {
         "gpuplan-plan": "fleet",
-        "gpuplan-pool": pool_name(P5, Capacity.ON_DEMAND),
+        "gpuplan-pool": pool_name(P5, CapacityType.ON_DEMAND),
         "gpuplan-run": "pretrain-0",
     }
     assert spec.all_or_nothing and spec.token == gang.token and spec.fabric == "efa"
@@ -293,7 +300,7 @@ def test_launch_specs_carry_the_tags_inventory_finds() -> None:
 def test_the_action_document_round_trips() -> None:
     from planner.reconcile import ActionPlan
 
-    actions = reconcile(_state(pools=[_pool(P4, Capacity.SPOT, 3)], gangs=[_gang()]), Inventory())
+    actions = reconcile(_state(pools=[_pool(P4, CapacityType.SPOT, 3)], gangs=[_gang()]), Inventory())
     document = ActionPlan(
         plan_id="fleet",
         provider="sim",
@@ -310,9 +317,12 @@ def test_the_action_document_round_trips() -> None:
 
 
 def test_failed_nodes_are_replaced_then_terminated() -> None:
-    nodes = [*_nodes(P4, Capacity.ON_DEMAND, 2), *_nodes(P4, Capacity.ON_DEMAND, 1, first=7, state="failed")]
+    nodes = [
+        *_nodes(P4, CapacityType.ON_DEMAND, 2),
+        *_nodes(P4, CapacityType.ON_DEMAND, 1, first=7, state="failed"),
+    ]
     launch, terminate = reconcile(
-        _state(pools=[_pool(P4, Capacity.ON_DEMAND, 3)]), Inventory(nodes=tuple(nodes))
+        _state(pools=[_pool(P4, CapacityType.ON_DEMAND, 3)]), Inventory(nodes=tuple(nodes))
     )
     assert launch.kind is ActionKind.LAUNCH and launch.count == 1  # the failed node counts for nothing
     assert terminate.kind is ActionKind.TERMINATE and terminate.node_ids == ("i-0007",)

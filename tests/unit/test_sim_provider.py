@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from providers.base import (
-    Capacity,
+    CapacityType,
     Conflict,
     InsufficientCapacity,
     LaunchSpec,
@@ -28,7 +28,7 @@ from providers.base import (
 from providers.sim import SimProvider
 
 P5 = "aws:us-east-1:p5.48xlarge"
-POOL = pool_name(P5, Capacity.SPOT)
+POOL = pool_name(P5, CapacityType.SPOT)
 
 
 def _sim(path: Path, **kwargs) -> SimProvider:  # type: ignore[no-untyped-def]
@@ -40,7 +40,7 @@ def _sim(path: Path, **kwargs) -> SimProvider:  # type: ignore[no-untyped-def]
 def _launch(count: int, token: str = "t1", *, run: str | None = None, group: str | None = None) -> LaunchSpec:
     return LaunchSpec(
         offering=P5,
-        capacity=Capacity.SPOT,
+        capacity=CapacityType.SPOT,
         count=count,
         pool=POOL,
         tags=managed_tags("fleet", pool=POOL, run=run),
@@ -58,7 +58,7 @@ def test_it_is_a_provider_and_its_state_outlives_the_process(tmp_path: Path) -> 
     again = SimProvider(state)  # another run of gpuplan: the same cloud
     nodes = again.inventory("fleet").nodes
     assert sorted(n.id for n in nodes) == sorted(n.id for n in made)
-    assert {(n.pool, n.capacity, n.offering) for n in nodes} == {(POOL, Capacity.SPOT, P5)}
+    assert {(n.pool, n.capacity, n.offering) for n in nodes} == {(POOL, CapacityType.SPOT, P5)}
     assert again.inventory("another-plan").nodes == ()  # found by the plan tag only
 
 
@@ -151,12 +151,12 @@ def test_concurrent_runs_never_lose_or_share_a_node(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from providers.base import Capacity, LaunchSpec
+        from providers.base import CapacityType, LaunchSpec
         from providers.sim import SimProvider
         sim = SimProvider({str(state)!r})
         tags = {{"gpuplan-plan": "fleet"}}
         for k in range(15):
-            sim.launch(LaunchSpec("{P5}", Capacity.SPOT, 1, "p", tags, sys.argv[1] + str(k)))
+            sim.launch(LaunchSpec("{P5}", CapacityType.SPOT, 1, "p", tags, sys.argv[1] + str(k)))
         """
     )
     workers = [subprocess.Popen([sys.executable, "-c", script, name]) for name in ("a", "b", "c")]
