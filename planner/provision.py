@@ -10,9 +10,10 @@ nothing from the provider's settings or the environment is ever put in a message
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from models.plan import Plan
 from planner.reconcile import (
@@ -29,7 +30,7 @@ from planner.reconcile import (
 )
 from providers.base import CapacityReservation, Inventory, Node, PlacementGroup, Provider, ProviderError
 
-__all__ = ["Provisioning", "apply", "prepare"]
+__all__ = ["BlockRequest", "Provisioning", "apply", "capacity_block_requests", "prepare"]
 
 log = logging.getLogger("gpuplan.provision")
 
@@ -171,3 +172,56 @@ def _failure(action: Action, exc: ProviderError) -> str:
         short = action.count - len(exc.launched)
         return f"{what} {action.target} is short {short} nodes ({exc.kind}): {exc}"
     return f"{exc.kind}: {exc}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# capacity blocks (AWS Capacity Blocks for ML): listed for the plan's gangs, bought only when asked
+
+#: How far ahead EC2 sells Capacity Blocks (8 weeks), and the unit of their durations (whole days).
+CAPACITY_BLOCK_AHEAD = timedelta(weeks=8)
+CAPACITY_BLOCK_UNIT_HOURS = 24
+
+
+@dataclass(frozen=True)
+class BlockRequest:
+    """A non-spot gang of the plan that a Capacity Block could hold: its size, its hours rounded up to
+    whole days, the start window to ask for (its planned start, or up to a day earlier), and what the
+    plan pays for it on demand (the figure a block's upfront fee is compared with)."""
+
+    run: str
+    offering: str
+    nodes: int
+    hours: int
+    start_from: datetime
+    start_to: datetime
+    on_demand_usd: float
+
+
+def capacity_block_requests(plan: Plan, at: datetime, handles: Callable[[str], bool]) -> list[BlockRequest]:
+    """The plan's multi-node non-spot gangs that start after ``at`` and within the 8 weeks EC2 sells
+    blocks for, on offerings ``handles`` says are its own."""
+    from planner.reconcile import run_name
+
+    document = plan.document
+    requests = []
+    for placement in document.training:
+        if placement.nodes < 2 or placement.tier == "spot" or not handles(placement.offering):
+            continue
+        if not at < placement.start <= at + CAPACITY_BLOCK_AHEAD:
+            continue
+        unit = CAPACITY_BLOCK_UNIT_HOURS
+        hours = max(1, math.ceil(placement.hours / unit - 1e-9)) * unit
+        record = document.offerings.get(placement.offering)
+        rate = record.on_demand_usd_h if record is not None and record.on_demand_usd_h else 0.0
+        requests.append(
+            BlockRequest(
+                run=run_name(placement.job, placement.run),
+                offering=placement.offering,
+                nodes=placement.nodes,
+                hours=hours,
+                start_from=max(at, placement.start - timedelta(days=1)),
+                start_to=placement.start,
+                on_demand_usd=rate * placement.nodes * placement.hours,
+            )
+        )
+    return requests

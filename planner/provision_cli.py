@@ -12,7 +12,7 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from models.plan import Plan
     from planner.provision import Provisioning
     from planner.reconcile import Action, ActionResult
+    from providers.base import Provider
 
 __all__ = ["provision"]
 
@@ -76,6 +77,20 @@ def provision(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print actions.json instead of the table")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no log of each call on stderr")] = False,
+    capacity_blocks: Annotated[
+        bool,
+        typer.Option(
+            help="aws: list Capacity Blocks for ML for the plan's non-spot gangs of the next 8 weeks "
+            "(listing buys nothing)"
+        ),
+    ] = False,
+    buy_capacity_block: Annotated[
+        str | None,
+        typer.Option(help="aws: buy this listed Capacity Block (with --apply and --max-usd only)"),
+    ] = None,
+    max_usd: Annotated[
+        float | None, typer.Option(help="the most a Capacity Block bought may cost upfront, USD")
+    ] = None,
 ) -> None:
     """Make the fleet match the plan: placement groups, reservations, launches and terminations.
 
@@ -95,6 +110,10 @@ def provision(
     try:
         if lead_hours < 0:
             raise InputError(None, "--lead-hours", f"must be >= 0, got {lead_hours}")
+        if buy_capacity_block is not None and (max_usd is None or not max_usd > 0):
+            raise InputError(
+                None, "--max-usd", "give the most the block may cost upfront (a positive USD figure)"
+            )
         loaded = Plan.read(plan_dir)
         when, note = _when(at, loaded)
         config = load_provider_config(provider_config)
@@ -119,8 +138,85 @@ def provision(
         out.print_json(run.document().to_json())
     else:
         _print_summary(run, apply_, target)
-    if run.failed():
+    blocks_failed = False
+    if capacity_blocks or buy_capacity_block is not None:
+        blocks_failed = _capacity_blocks(
+            loaded, provider, when, buy=buy_capacity_block, max_usd=max_usd, apply_=apply_
+        )
+    if run.failed() or blocks_failed:
         raise typer.Exit(1)
+
+
+def _capacity_blocks(
+    plan: Plan, provider: Provider, at: datetime, *, buy: str | None, max_usd: float | None, apply_: bool
+) -> bool:
+    """List the Capacity Blocks EC2 offers for the plan's coming non-spot gangs, and buy the one asked
+    for (only with --apply, only under --max-usd); True if something failed."""
+    from planner.provision import capacity_block_requests
+    from planner.reconcile import plan_id_of
+    from providers.base import ProviderError, client_token, managed_tags
+
+    lister = getattr(provider, "capacity_block_offerings", None)
+    if lister is None:
+        raise fail(InputError(None, "--capacity-blocks", "only --cloud aws sells Capacity Blocks for ML"))
+    requests = capacity_block_requests(plan, at, provider.handles)
+    out.print(
+        "capacity blocks for the plan's non-spot gangs (AWS Capacity Blocks for ML; listing buys nothing):",
+        highlight=False,
+    )
+    if not requests:
+        out.print("  no non-spot multi-node gang of the plan starts in the next 8 weeks", highlight=False)
+    listed: dict[str, tuple[str, Any]] = {}
+    try:
+        for request in requests:
+            out.print(
+                f"  {request.run}: {request.nodes} x {request.offering} for {request.hours} h, starting "
+                f"{request.start_from:%Y-%m-%d %H:%M}Z to {request.start_to:%Y-%m-%d %H:%M}Z; on demand "
+                f"the plan pays ${request.on_demand_usd:,.0f}",
+                highlight=False,
+            )
+            offers = lister(
+                request.offering, request.nodes, request.hours, request.start_from, request.start_to
+            )
+            if not offers:
+                out.print("    no block offered for these dates", highlight=False)
+            for offer in offers:
+                listed[offer.id] = (request.run, offer)
+                saves = request.on_demand_usd - offer.upfront_usd
+                start = f"{offer.start:%Y-%m-%d %H:%M}Z" if offer.start else "?"
+                out.print(
+                    f"    {offer.id}: {offer.zone or ''} from {start}, {offer.hours} h, "
+                    f"${offer.upfront_usd:,.2f} upfront ({'saves' if saves >= 0 else 'costs'} "
+                    f"${abs(saves):,.0f} against on demand)",
+                    highlight=False,
+                )
+        if buy is None:
+            return False
+        if buy not in listed:
+            raise fail(
+                InputError(None, "--buy-capacity-block", f"{buy} is not among the blocks listed above")
+            )
+        run, offer = listed[buy]
+        assert max_usd is not None
+        if not apply_:
+            out.print(
+                f"dry run: would buy {buy} for ${offer.upfront_usd:,.2f} (cap ${max_usd:,.2f}) for {run}; "
+                "--apply buys it",
+                highlight=False,
+            )
+            return False
+        plan_id = plan_id_of(plan.document)
+        bought = provider.purchase_capacity_block(  # type: ignore[attr-defined]
+            buy,
+            max_usd=max_usd,
+            token=client_token(plan_id, "capacity-block", buy),
+            tags=managed_tags(plan_id, run=run),
+        )
+        out.print(f"bought {buy} for {run}: capacity reservation {bought.id or bought.name}", highlight=False)
+        return False
+    except ProviderError as exc:
+        out.print(f"[bold red]FAILED[/] capacity blocks: {exc}", highlight=False)
+        return True
 
 
 def _configure_logging(quiet: bool) -> None:

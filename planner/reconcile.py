@@ -446,6 +446,12 @@ def reconcile(
     live = inventory.live_nodes()
     groups = {g.name for g in inventory.placement_groups}
     reservations = {r.name: r for r in inventory.reservations}
+    # a run's reservation: the one provision made (by name) or any other tagged with the run, such as a
+    # Capacity Block bought for it (provision --buy-capacity-block)
+    run_reservation = {r.run: r.name for r in sorted(inventory.reservations, key=lambda r: r.name) if r.run}
+    for name, found in reservations.items():
+        if found.run and name == safe_name(f"res-{found.run}"):
+            run_reservation[found.run] = name
     by_run: dict[str, list[Node]] = defaultdict(list)
     by_pool: dict[str, list[Node]] = defaultdict(list)
     for node in live:
@@ -469,7 +475,7 @@ def reconcile(
     for gang in desired.gangs:
         have = len(by_run.get(gang.run, []))
         name = _reservation_name(gang)
-        if gang.reserve and name not in reservations and have < gang.nodes:
+        if gang.reserve and gang.run not in run_reservation and have < gang.nodes:
             made = build.add(
                 ActionKind.CREATE_RESERVATION,
                 name,
@@ -490,9 +496,10 @@ def reconcile(
         have = len(by_run.get(gang.run, []))
         if not gang.running or have >= gang.nodes:
             continue
-        reserved = gang.reserve and (
-            _reservation_name(gang) in reservations or gang.run in reservation_action
-        )
+        held = run_reservation.get(gang.run)
+        if held is None and gang.run in reservation_action:
+            held = _reservation_name(gang)
+        reserved = held is not None and gang.capacity is CapacityType.ON_DEMAND
         count = gang.nodes - have
         made = build.add(
             ActionKind.LAUNCH,
@@ -503,7 +510,7 @@ def reconcile(
             target_nodes=gang.nodes,
             run=gang.run,
             placement_group=gang.placement_group,
-            reservation=_reservation_name(gang) if reserved else None,
+            reservation=held if reserved else None,
             fabric=gang.fabric,
             token=client_token(plan_id, "launch", gang.run, period, have, gang.nodes),
             depends_on=_ids(group_action.get(gang.run), reservation_action.get(gang.run)),

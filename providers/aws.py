@@ -500,7 +500,10 @@ class AwsProvider:
             nodes.extend(self._node(region, i) for i in self._instances(region, plan, _LIVE_STATES))
             found = self._call(region, "describe_placement_groups", Filters=_tag_filters({TAG_PLAN: plan}))
             groups.extend(self._group(region, g) for g in found.get("PlacementGroups") or [])
-            filters = [*_tag_filters({TAG_PLAN: plan}), {"Name": "state", "Values": ["active", "pending"]}]
+            filters = [
+                *_tag_filters({TAG_PLAN: plan}),
+                {"Name": "state", "Values": ["active", "pending", "scheduled"]},
+            ]
             for r in self._pages(
                 region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
             ):
@@ -577,20 +580,27 @@ class AwsProvider:
         )
         return self._reservation(region, made)
 
-    def _reservation_id(self, region: str, reservation: str) -> str:
-        """The id of the live reservation named ``reservation`` (its Name tag), or ``reservation`` itself
-        when it is an id (cr- and hex digits) that no reservation is named after."""
+    def _reservation_target(self, region: str, reservation: str) -> tuple[str, bool]:
+        """The id of the live reservation named ``reservation`` (its Name tag), or of the one whose id it
+        is (cr- and hex digits), and whether it is a Capacity Block (whose nodes launch with the
+        ``capacity-block`` market type)."""
         filters = _tag_filters({"Name": reservation})
-        for r in self._pages(
-            region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
-        ):
-            if r.get("State") in ("active", "pending"):
-                return str(r["CapacityReservationId"])
-        if _RESERVATION_ID.fullmatch(reservation):
-            return reservation
-        raise NotFound(
-            f"no capacity reservation named {reservation} in {region}", cloud=CLOUD, operation="launch"
-        )
+        found = [
+            r
+            for r in self._pages(
+                region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
+            )
+            if r.get("State") in ("active", "pending", "scheduled")
+        ]
+        if not found and _RESERVATION_ID.fullmatch(reservation):
+            found = self._call(
+                region, "describe_capacity_reservations", CapacityReservationIds=[reservation]
+            )["CapacityReservations"]
+        if not found:
+            raise NotFound(
+                f"no capacity reservation named {reservation} in {region}", cloud=CLOUD, operation="launch"
+            )
+        return str(found[0]["CapacityReservationId"]), found[0].get("ReservationType") == "capacity-block"
 
     # -- launching -----------------------------------------------------------------------------------------
 
@@ -698,10 +708,12 @@ class AwsProvider:
                 "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
             }
         if spec.reservation:
-            reservation = self._reservation_id(region, spec.reservation)
+            reservation, block = self._reservation_target(region, spec.reservation)
             params["CapacityReservationSpecification"] = {
                 "CapacityReservationTarget": {"CapacityReservationId": reservation}
             }
+            if block:  # a Capacity Block's nodes launch on its own market type
+                params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         made = self._call(region, "run_instances", **params)
         nodes = [self._node(region, i) for i in made.get("Instances") or []]
         log.info(
@@ -799,7 +811,7 @@ class AwsProvider:
     def release_reservation(self, reservation: CapacityReservation) -> None:
         region, _ = _region_of(reservation.offering)
         try:
-            rid = reservation.id or self._reservation_id(region, reservation.name)
+            rid = reservation.id or self._reservation_target(region, reservation.name)[0]
             self._call(region, "cancel_capacity_reservation", CapacityReservationId=rid)
         except NotFound:
             log.info("capacity reservation %s in %s is gone already", reservation.name, region)

@@ -435,3 +435,64 @@ def test_an_aws_stockout_and_quota_are_clear_failures(
     run = f"{gang.job}-{gang.run}"
     assert f"gang {run} is short {gang.nodes} nodes (insufficient-capacity)" in output
     assert "(quota-exceeded)" in output and "2 failed" in output
+
+
+def test_capacity_blocks_are_listed_and_bought_only_when_asked_under_the_cap(
+    aws_stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from aws_stand_in import block_offering
+
+    plan_dir, _, plan = _plan_for(aws_stand, week_plan, tmp_path)
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    run = f"{gang.job}-{gang.run}"
+    at = f"{gang.start - timedelta(days=2):%Y-%m-%dT%H:%M:%SZ}"  # two days before the gang starts
+    hours = 48 if gang.hours <= 48 else 72
+    aws_stand.fake.block_offerings += [
+        block_offering("cb-cheap", "30000.00", count=gang.nodes, hours=hours),
+        block_offering("cb-dear", "90000.00", count=gang.nodes, hours=hours),
+    ]
+    base = ["provision", str(plan_dir), "--cloud", "aws", "--at", at, *aws_stand.flags, "--capacity-blocks"]
+    code, listing = _run(base)
+    assert code == 0, listing
+    (asked,) = aws_stand.fake.calls("DescribeCapacityBlockOfferings")
+    assert (asked["InstanceType"], asked["InstanceCount"], asked["CapacityDurationHours"]) == (
+        "p5.48xlarge",
+        gang.nodes,
+        hours,
+    )
+    assert f"  {run}: {gang.nodes} x {gang.offering} for {hours} h" in listing
+    assert "cb-cheap" in listing and "$30,000.00 upfront" in listing and "cb-dear" in listing
+
+    code, output = _run([*base, "--buy-capacity-block", "cb-cheap"])
+    assert code == 2 and "--max-usd" in output  # no cap, no purchase
+    code, output = _run([*base, "--buy-capacity-block", "cb-cheap", "--max-usd", "40000"])
+    assert code == 0 and "dry run: would buy cb-cheap" in output
+    code, output = _run([*base, "--apply", "--buy-capacity-block", "cb-dear", "--max-usd", "40000"])
+    assert code == 1 and "over the cap of 40000.00 USD: not bought" in output
+    assert not aws_stand.fake.calls("PurchaseCapacityBlock")
+    code, output = _run([*base, "--apply", "--buy-capacity-block", "cb-cheap", "--max-usd", "40000"])
+    assert code == 0 and f"bought cb-cheap for {run}" in output
+    (bought,) = aws_stand.fake.calls("PurchaseCapacityBlock")
+    tags = {t["Key"]: t["Value"] for t in bought["TagSpecifications"][0]["Tags"]}
+    assert tags["gpuplan-run"] == run
+
+    # at the gang's start, it launches into the block (the block's market type), with no ODCR made for it
+    start = f"{gang.start + timedelta(minutes=30):%Y-%m-%dT%H:%M:%SZ}"
+    code, output = _run(
+        ["provision", str(plan_dir), "--cloud", "aws", "--at", start, *aws_stand.flags, "--apply"]
+    )
+    assert code == 0, output
+    assert not aws_stand.fake.calls("CreateCapacityReservation")
+    (gang_run,) = [p for p in aws_stand.fake.calls("RunInstances") if p.get("Placement")]
+    assert gang_run["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    target = gang_run["CapacityReservationSpecification"]["CapacityReservationTarget"][
+        "CapacityReservationId"
+    ]
+    assert target.startswith("cr-")
+
+
+def test_capacity_blocks_only_on_aws(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
+    args = ["provision", str(week_plan("aws")), "--sim-state", str(tmp_path / "s.json"), "--capacity-blocks"]
+    args += ["--actions", str(tmp_path / "actions.json")]  # not into the shared plan directory
+    code, output = _run(args)
+    assert code == 2 and "only --cloud aws sells Capacity Blocks" in output

@@ -327,3 +327,14 @@ def test_failed_nodes_are_replaced_then_terminated() -> None:
     assert launch.kind is ActionKind.LAUNCH and launch.count == 1  # the failed node counts for nothing
     assert terminate.kind is ActionKind.TERMINATE and terminate.node_ids == ("i-0007",)
     assert "terminate 1 nodes of failed nodes" in terminate.describe()
+
+
+def test_a_reservation_bought_for_the_run_is_used_not_duplicated() -> None:
+    # a Capacity Block bought for the run (named by its id, tagged with the run) serves the gang
+    block = CapacityReservation("cr-0123456789abcdef0", P5, 4, None, run="pretrain-0")
+    inventory = Inventory(
+        placement_groups=(PlacementGroup("pg-pretrain-0", "us-east-1", run="pretrain-0"),),
+        reservations=(block,),
+    )
+    (launch,) = reconcile(_state(gangs=[_gang()]), inventory)
+    assert launch.kind is ActionKind.LAUNCH and launch.reservation == "cr-0123456789abcdef0"
