@@ -247,6 +247,8 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     made = stand.created()
     assert len(made["groups"]) == 1 and len(made["reservations"]) == (gang.tier != "spot")
     _check_fabric(stand, made, gang.fabric, gang.nodes)
+    wanted = {a.target: a.target_nodes for a in document.actions if a.kind == "launch"}
+    assert _held(stand.cloud, made) == wanted  # every pool and the gang, whole, as the stand-in saw them
 
     code, again = _run([*base, "--apply"])
     assert code == 0, again
@@ -256,6 +258,26 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     _no_secret(
         dry, applied, again, logs.out, logs.err, (plan_dir / "actions.json").read_text(encoding="utf-8")
     )
+
+
+def _held(cloud: str, made: dict[str, Any]) -> dict[str, int]:
+    """Nodes per pool (or run, for a gang's nodes), read from the stand-in's own records by tag."""
+    held: dict[str, int] = {}
+    for node in made["nodes"]:
+        if cloud == "sim":
+            key, count = node["run"] or node["pool"], 1
+        elif cloud == "aws":
+            tags = {t["Key"]: t["Value"] for t in node.get("Tags", [])}
+            key, count = tags.get("gpuplan-run") or tags["gpuplan-pool"], 1
+        elif cloud == "gcp":
+            key, count = node["labels"].get("gpuplan-run") or node["labels"]["gpuplan-pool"], 1
+        else:  # azure: a scale set per pool or gang, of sku.capacity VMs
+            key, count = (
+                node["tags"].get("gpuplan-run") or node["tags"]["gpuplan-pool"],
+                node["sku"]["capacity"],
+            )
+        held[key] = held.get(key, 0) + int(count)
+    return held
 
 
 def _check_fabric(stand: Stand, made: dict[str, Any], fabric: str | None, nodes: int) -> None:
