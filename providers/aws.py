@@ -60,8 +60,8 @@ from providers.base import (
     Throttled,
     client_token,
     parse_offering,
-    retry_throttled,
     safe_name,
+    sdk_call,
     tags_match,
 )
 
@@ -290,24 +290,18 @@ class AwsProvider:
 
     def _call(self, region: str, operation: str, **params: Any) -> dict[str, Any]:
         """``client.<operation>(**params)`` in ``region``: errors mapped, throttling retried (bounded)."""
-        client = self._client(region)
-
-        def once() -> dict[str, Any]:
-            try:
-                result: dict[str, Any] = getattr(client, operation)(**params)
-            except Exception as exc:
-                mapped = _from_exception(exc, operation)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-            return result
-
-        def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
-            log.warning(
-                "%s in %s throttled (%s); retry %d in %.2f s", operation, region, exc.code, attempt, wait
-            )
-
-        return retry_throttled(once, self.settings.retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry)
+        method = getattr(self._client(region), operation)
+        result: dict[str, Any] = sdk_call(
+            lambda: method(**params),
+            f"{operation} in {region}",
+            errors=Exception,  # botocore's errors have no one base; _from_exception tells them apart
+            to_provider_error=lambda exc, _where: _from_exception(exc, operation),
+            policy=self.settings.retry,
+            sleep=self._sleep,
+            logger=log,
+            rng=self._rng,
+        )
+        return result
 
     def _pages(self, region: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
         """Every item under ``key`` across the pages (each page one wrapped call, so each is retried on

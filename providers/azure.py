@@ -18,8 +18,8 @@ Node ids are the VM's ARM resource id (``.../virtualMachineScaleSets/<set>/virtu
 so ``terminate`` finds the scale set and instance id from the node alone.
 
 Errors: every SDK call goes through :meth:`AzureProvider._call`, which maps azure-core's exceptions with
-:func:`map_error` (the one place that does) and retries Throttled with :func:`retry_throttled`. azure-core's
-own retry policy is kept for transport errors and 5xx but told to leave 429 alone, so throttling is waited
+:func:`map_error` (the one place that does) and retries Throttled (``providers.base.sdk_call``).
+azure-core's own retry policy is kept for transport errors and 5xx but told to leave 429 alone, so throttling is waited
 out here, bounded by the settings' RetryPolicy, and logged.
 
 The SDK is imported inside the provider (:func:`_sdk`), never at module import: ``gpuplan plan`` needs none.
@@ -70,8 +70,8 @@ from providers.base import (
     SpotPrice,
     Throttled,
     parse_offering,
-    retry_throttled,
     safe_name,
+    sdk_call,
     tags_match,
 )
 
@@ -345,16 +345,15 @@ class AzureProvider:
         """``fn()`` (one SDK call, a poller's result or a listing drained), with azure errors mapped and
         Throttled retried under the settings' policy."""
 
-        def once() -> T:
-            try:
-                return fn()
-            except self._az.AzureError as exc:
-                raise map_error(exc, operation) from exc
-
-        def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
-            log.warning("%s throttled (%s), retry %d in %.2f s", operation, exc.code, attempt, wait)
-
-        return retry_throttled(once, self.settings.retry, sleep=self._sleep, on_retry=on_retry)
+        return sdk_call(
+            fn,
+            operation,
+            errors=self._az.AzureError,
+            to_provider_error=map_error,
+            policy=self.settings.retry,
+            sleep=self._sleep,
+            logger=log,
+        )
 
     def handles(self, offering: str) -> bool:
         return offering.startswith(f"{CLOUD}:")

@@ -39,6 +39,7 @@ The SDKs are imported inside each adapter, never here: ``gpuplan plan`` needs no
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import re
 import time
@@ -84,6 +85,7 @@ __all__ = [
     "pool_name",
     "retry_throttled",
     "safe_name",
+    "sdk_call",
     "tags_match",
 ]
 
@@ -472,6 +474,36 @@ def retry_throttled(
                 on_retry(exc, attempt + 1, wait)
             sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def sdk_call(
+    call: Callable[[], T],
+    operation: str,
+    *,
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    to_provider_error: Callable[[BaseException, str], ProviderError | None],
+    policy: RetryPolicy,
+    sleep: Callable[[float], None],
+    logger: logging.Logger,
+    rng: random.Random | None = None,
+) -> T:
+    """One SDK call at an adapter's boundary: the SDK's ``errors`` mapped by ``to_provider_error`` (None:
+    not a cloud error, re-raised as the bug it is), Throttled retried under ``policy``, each retry logged.
+    Every adapter's calls go through here, so the mapping and the bound are in one place per cloud."""
+
+    def once() -> T:
+        try:
+            return call()
+        except errors as exc:
+            mapped = to_provider_error(exc, operation)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
+        logger.warning("%s throttled (%s); retry %d in %.2f s", operation, exc.code, attempt, wait)
+
+    return retry_throttled(once, policy, sleep=sleep, rng=rng, on_retry=on_retry)
 
 
 def tags_match(tags: Mapping[str, str], wanted: Mapping[str, str]) -> bool:

@@ -67,8 +67,8 @@ from providers.base import (
     SpotPrice,
     Throttled,
     parse_offering,
-    retry_throttled,
     safe_name,
+    sdk_call,
     tags_match,
 )
 
@@ -371,22 +371,21 @@ class GcpProvider:
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         """``fn()`` (one SDK call) with its errors mapped and throttling retried with backoff."""
 
-        sdk_errors = (
+        sdk_errors = (  # anything else is a bug here and should show as one
             self._g.api_exceptions.GoogleAPIError,
             self._g.auth_exceptions.GoogleAuthError,
             self._g.requests.RequestException,
         )
-
-        def once() -> T:
-            try:
-                return fn()
-            except sdk_errors as exc:  # anything else is a bug here and should show as one
-                raise self._map_error(exc, operation) from exc
-
-        def on_retry(exc: Throttled, attempt: int, wait: float) -> None:
-            log.warning("gcp %s throttled (%s); retry %d in %.2fs", operation, exc.code, attempt, wait)
-
-        return retry_throttled(once, self.settings.retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry)
+        return sdk_call(
+            fn,
+            operation,
+            errors=sdk_errors,
+            to_provider_error=self._map_error,
+            policy=self.settings.retry,
+            sleep=self._sleep,
+            logger=log,
+            rng=self._rng,
+        )
 
     def _api(self, operation: str, method: Callable[..., T], /, **kwargs: Any) -> T:
         """One client method through :meth:`_call`. The clients' own retries are off (``retry=None``): they
