@@ -19,8 +19,8 @@ so ``terminate`` finds the scale set and instance id from the node alone.
 
 Errors: every SDK call goes through :meth:`AzureProvider._call`, which maps azure-core's exceptions with
 :func:`map_error` (the one place that does) and retries Throttled (``providers.base.sdk_call``).
-azure-core's own retry policy is kept for transport errors and 5xx but told to leave 429 alone, so throttling is waited
-out here, bounded by the settings' RetryPolicy, and logged.
+azure-core's own retry policy is kept for transport errors and 5xx but told to leave 429 alone, so
+throttling is waited out here, bounded by the settings' RetryPolicy, and logged.
 
 The SDK is imported inside the provider (:func:`_sdk`), never at module import: ``gpuplan plan`` needs none.
 """
