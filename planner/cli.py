@@ -37,6 +37,7 @@ from planner.cli_common import (
     fail,
     progress_messages,
 )
+from planner.exports.cli import terraform
 from planner.provision_cli import provision
 from planner.simulate.cli import simulate_app
 
@@ -53,6 +54,7 @@ app = typer.Typer(
 out = Console(soft_wrap=True)  # a summary line is one line, whatever the terminal's width (greppable)
 app.add_typer(simulate_app, name="simulate")
 app.command()(provision)
+app.command()(terraform)
 
 
 @app.command()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from planner.reconcile import Action, ActionResult
     from providers.base import Provider
 
-__all__ = ["provision"]
+__all__ = ["parse_time", "provision"]
 
 out = Console(soft_wrap=True)
 #: Loggers of the SDKs: warnings only (their INFO and DEBUG lines carry request details we do not need).
@@ -239,15 +239,20 @@ def _when(at: str | None, plan: Plan) -> tuple[datetime, str | None]:
         if now < start:
             return start, f"now ({now:%Y-%m-%d %H:%M}Z) is before the plan's horizon: provisioning its start"
         return now, None
+    return parse_time(at), None
+
+
+def parse_time(text: str) -> datetime:
+    """``--at``'s value as a UTC time: ISO 8601, a date alone meaning its midnight, no zone meaning UTC."""
     try:
-        value = datetime.fromisoformat(at.strip().replace("Z", "+00:00"))
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise InputError(
-            None, "--at", f"not an ISO 8601 time: {at!r} (e.g. 2027-02-01T00:00:00Z or 2027-02-01)"
+            None, "--at", f"not an ISO 8601 time: {text!r} (e.g. 2027-02-01T00:00:00Z or 2027-02-01)"
         ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC), None
+    return value.astimezone(UTC)
 
 
 def _money(value: float | None) -> str:

@@ -1,0 +1,1 @@
+"""Plans written out for other tools: Terraform roots (``terraform.py``)."""
