@@ -1,0 +1,289 @@
+"""`gpuplan terraform` end to end: the mixed-fleet plans as Terraform roots.
+
+Every root and its copied module parse with python-hcl2 and use only the attribute paths of each
+cloud's allow-list (``terraform_allowlist_<cloud>.py``, written from the providers' documentation); the
+root passes its module exactly the variables the module declares (every required one, no unknown one);
+the pools in ``terraform.tfvars.json`` are checked against an independent reading of allocations.csv;
+a second run writes the same bytes. With the ``terraform`` binary and the local AWS provider mirror,
+the AWS root also passes ``init``, ``validate`` and ``fmt -check``, and a root of pools applies and
+destroys against moto's server on 127.0.0.1; without them those tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hcl_walk import attribute_paths, blocks, check_allowed, load
+from typer.testing import CliRunner
+
+from models.plan import Plan
+from planner.cli import app
+
+TERRAFORM = shutil.which("terraform")
+MIRROR = Path(os.environ.get("GPUPLAN_TF_MIRROR", "/opt/tf-plugins"))
+HAS_AWS_PROVIDER = (MIRROR / "registry.terraform.io" / "hashicorp" / "aws").is_dir()
+needs_terraform = pytest.mark.skipif(
+    TERRAFORM is None or not HAS_AWS_PROVIDER,
+    reason="needs the terraform binary on PATH and the AWS provider in a local mirror (GPUPLAN_TF_MIRROR, "
+    "default /opt/tf-plugins): see CLOUD-TESTING.md section 4",
+)
+
+
+def _write(plan_dir: Path, output: Path, *extra: str) -> str:
+    result = CliRunner().invoke(
+        app, ["terraform", str(plan_dir), "-o", str(output), *extra], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _gang_hour(plan_dir: Path) -> str:
+    plan = Plan.read(plan_dir)
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    return f"{gang.start + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def roots(week_plan: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each cloud's root, written --at the hour its week plan's gang runs."""
+    out: dict[str, Path] = {}
+    for cloud in ("aws", "gcp", "azure"):
+        plan_dir = week_plan(cloud)
+        target = tmp_path_factory.mktemp(f"tf-{cloud}")
+        _write(plan_dir, target / "roots", "--at", _gang_hour(plan_dir))
+        out[cloud] = target / "roots" / cloud
+    return out
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_roots_and_modules_parse_and_keep_to_the_allow_list(cloud: str, roots: dict[str, Path]) -> None:
+    root = roots[cloud]
+    allowed: dict[str, set[str]] = importlib.import_module(f"terraform_allowlist_{cloud}").ALLOWED
+    files = sorted(root.rglob("*.tf"))
+    assert {f.name for f in files} >= {"main.tf", "variables.tf", "versions.tf", "outputs.tf"}
+    found = attribute_paths(files)
+    assert found, "no resources found"
+    assert check_allowed(found, allowed) == []
+    text = (root / "main.tf").read_text(encoding="utf-8")
+    assert all(word not in text.lower() for word in ("access_key", "secret", "client_secret", "credentials"))
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_the_root_passes_the_module_exactly_its_variables(cloud: str, roots: dict[str, Path]) -> None:
+    root = roots[cloud]
+    module_dir = root / "modules" / f"{cloud}-gpu-pool"
+    declared: dict[str, bool] = {}  # variable -> required (no default)
+    for path in sorted(module_dir.glob("*.tf")):
+        for name, _label, body in blocks(load(path), "variable"):
+            declared[name] = "default" not in body
+    calls = [body for _name, _label, body in blocks(load(root / "main.tf"), "module")]
+    assert calls
+    meta = {"source", "for_each", "providers", "count", "depends_on", "__is_block__"}
+    for call in calls:
+        passed = {k for k in call if k not in meta}
+        assert passed - set(declared) == set(), "arguments the module does not declare"
+        assert {v for v, required in declared.items() if required} - passed == set(), "required ones missing"
+
+
+def _independent_pools(plan: Plan, cloud: str, period: int) -> dict[str, tuple[int, int]]:
+    """offering -> (on-demand, spot) whole nodes of the period's inference rows, by pandas."""
+    rows = plan.allocations
+    rows = rows[
+        (rows.period == period) & (rows.kind == "inference") & rows.offering.str.startswith(f"{cloud}:")
+    ]
+    out: dict[str, tuple[int, int]] = {}
+    for offering, group in rows.groupby("offering"):
+        spot = group[group.tier == "spot"].nodes.sum()
+        other = group[group.tier != "spot"].nodes.sum()
+        out[str(offering)] = (math.ceil(other - 1e-6), math.ceil(spot - 1e-6))
+    return {k: v for k, v in out.items() if v != (0, 0)}
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_the_pools_are_the_plans_at_that_hour(
+    cloud: str, roots: dict[str, Path], week_plan: Callable[[str], Path]
+) -> None:
+    plan = Plan.read(week_plan(cloud))
+    tfvars = json.loads((roots[cloud] / "terraform.tfvars.json").read_text(encoding="utf-8"))
+    pools = tfvars["pools"]
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    period = gang.start_period + 1
+    type_field = {"aws": "instance_type", "gcp": "machine_type", "azure": "vm_size"}[cloud]
+    plain = {
+        f"{cloud}:{p['region']}:{p[type_field]}": (p["on_demand_nodes"], p["spot_nodes"])
+        for p in pools.values()
+        if p["run"] is None
+    }
+    assert plain == _independent_pools(plan, cloud, period)
+    (gang_pool,) = [p for p in pools.values() if p["run"] is not None]
+    kind = "spot_nodes" if gang.tier == "spot" else "on_demand_nodes"
+    assert gang_pool[kind] == gang.nodes and gang_pool["fabric"] == gang.fabric
+    assert gang_pool["reserved_nodes"] == (gang.nodes if gang.tier != "spot" else 0)
+    assert tfvars["plan_id"] == f"mixed-fleet-week-{cloud}"
+
+
+def test_the_steady_state_holds_each_pools_peak_and_the_committed_baseline(
+    week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    plan_dir = week_plan("aws")
+    _write(plan_dir, tmp_path / "roots", "--peak")
+    plan = Plan.read(plan_dir)
+    pools = json.loads((tmp_path / "roots" / "aws" / "terraform.tfvars.json").read_text(encoding="utf-8"))[
+        "pools"
+    ]
+    assert all(p["run"] is None for p in pools.values())  # gangs are transient: not in the steady state
+    rows = plan.allocations[plan.allocations.kind == "inference"]
+    for pool in pools.values():
+        offering = f"aws:{pool['region']}:{pool['instance_type']}"
+        mine = rows[rows.offering == offering]
+        spot = mine[mine.tier == "spot"].groupby("period").nodes.sum()
+        other = mine[mine.tier != "spot"].groupby("period").nodes.sum()
+        periods = plan.document.horizon.periods
+        held = [0] * periods
+        for c in (c for c in plan.document.commitments if c.offering == offering):
+            for t in range(c.start_period, periods if c.end_period is None else c.end_period):
+                held[t] += c.nodes
+        committed = max(held)
+        assert pool["spot_nodes"] == (math.ceil(spot.max() - 1e-6) if len(spot) else 0)
+        assert pool["on_demand_nodes"] == max(committed, math.ceil(other.max() - 1e-6) if len(other) else 0)
+    main = (tmp_path / "roots" / "aws" / "main.tf").read_text(encoding="utf-8")
+    assert "the steady state" in main
+
+
+def test_a_second_run_writes_the_same_bytes(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
+    plan_dir = week_plan("all")
+    at = _gang_hour(plan_dir)
+    _write(plan_dir, tmp_path / "first", "--at", at)
+    _write(plan_dir, tmp_path / "second", "--at", at)
+    first, second = _tree(tmp_path / "first"), _tree(tmp_path / "second")
+    assert first == second
+    assert {name.split("/")[0] for name in first} == {"aws", "azure"}  # the clouds the plan uses
+    readme = (tmp_path / "first" / "aws" / "README.md").read_text(encoding="utf-8")
+    plan = Plan.read(plan_dir)
+    for commitment in (c for c in plan.document.commitments if c.offering.startswith("aws:")):
+        assert f"| {commitment.offering} | {commitment.term} | {commitment.nodes} |" in readme
+    assert "decisions, not resources" in readme
+
+
+def test_bad_options_exit_2(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
+    runner = CliRunner()
+    plan_dir = str(week_plan("aws"))
+    for extra, message in (
+        (["--at", "2027-02-01T00:00:00Z", "--peak"], "not both"),
+        (["--at", "2031-01-01"], "outside the plan's horizon"),
+        (["--cloud", "oci"], "unknown cloud 'oci'"),
+    ):
+        result = runner.invoke(app, ["terraform", plan_dir, "-o", str(tmp_path / "x"), *extra])
+        assert result.exit_code == 2 and message in result.output
+        assert not (tmp_path / "x").exists()  # nothing half-written
+
+
+# ----------------------------------------------------------------------------------------------------------
+# with the terraform binary
+
+
+def _terraform(root: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> str:
+    assert TERRAFORM is not None
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CLI_CONFIG_FILE"}
+    environment.update(TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1", **(env or {}))
+    done = subprocess.run(
+        [TERRAFORM, f"-chdir={root}", *args], capture_output=True, text=True, env=environment, timeout=timeout
+    )
+    assert done.returncode == 0, f"terraform {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@needs_terraform
+def test_the_aws_root_validates_with_the_real_provider(roots: dict[str, Path], tmp_path: Path) -> None:
+    root = tmp_path / "aws"
+    shutil.copytree(roots["aws"], root)
+    _terraform(root, "init", "-backend=false", "-input=false", f"-plugin-dir={MIRROR}")
+    _terraform(root, "validate")
+    _terraform(root, "fmt", "-check", "-recursive")
+
+
+@needs_terraform
+def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
+    week_plan: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+
+    plan_dir = week_plan("aws")
+    plan = Plan.read(plan_dir)
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    quiet = f"{gang.start - timedelta(hours=12):%Y-%m-%dT%H:%M:%SZ}"  # pools only: no placement group
+    _write(plan_dir, tmp_path / "roots", "--at", quiet)
+    root = tmp_path / "roots" / "aws"
+    pools = json.loads((root / "terraform.tfvars.json").read_text(encoding="utf-8"))["pools"]
+    assert pools and all(p["run"] is None for p in pools.values())
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        url = f"http://{host}:{port}"
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+            monkeypatch.setenv(key, value)
+        site: dict[str, Any] = {"image_id": {}, "subnet_ids": {}}
+        regions = sorted({p["region"] for p in pools.values()})
+        for region in regions:
+            ec2 = boto3.client("ec2", region_name=region, endpoint_url=url)
+            vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.40.1.0/24", AvailabilityZone=f"{region}a")
+            site["subnet_ids"][region] = [subnet["Subnet"]["SubnetId"]]
+            site["image_id"][region] = "ami-0a1b2c3d4e5f60718"
+        (root / "site.auto.tfvars.json").write_text(json.dumps(site), encoding="utf-8")
+        overrides = []
+        for region in regions:  # override files merge into the root's provider blocks (Terraform's own rule)
+            overrides += [
+                'provider "aws" {',
+                f'  alias                       = "{region.replace("-", "_")}"',
+                "  skip_credentials_validation = true",
+                "  skip_requesting_account_id  = true",
+                "  skip_metadata_api_check     = true",
+                "  max_retries                 = 1",
+                "  endpoints {",
+                f'    ec2         = "{url}"',
+                f'    autoscaling = "{url}"',
+                f'    sts         = "{url}"',
+                f'    iam         = "{url}"',
+                "  }",
+                "}",
+            ]
+        (root / "moto_override.tf").write_text("\n".join(overrides) + "\n", encoding="utf-8")
+        _terraform(root, "init", "-backend=false", "-input=false", f"-plugin-dir={MIRROR}")
+        _terraform(root, "apply", "-auto-approve", "-input=false")
+        for region in regions:
+            groups = boto3.client(
+                "autoscaling", region_name=region, endpoint_url=url
+            ).describe_auto_scaling_groups()
+            held = {g["DesiredCapacity"] for g in groups["AutoScalingGroups"]}
+            wanted = {p["on_demand_nodes"] + p["spot_nodes"] for p in pools.values() if p["region"] == region}
+            assert held == wanted
+        _terraform(root, "destroy", "-auto-approve", "-input=false")
+        for region in regions:
+            groups = boto3.client(
+                "autoscaling", region_name=region, endpoint_url=url
+            ).describe_auto_scaling_groups()
+            assert groups["AutoScalingGroups"] == []
+    finally:
+        server.stop()
