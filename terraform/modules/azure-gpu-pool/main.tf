@@ -37,6 +37,7 @@ resource "azurerm_capacity_reservation" "this" {
 
 # One Uniform scale set per kind present (on-demand, spot). Fixed size: instances is the plan's count,
 # upgrades are manual and nothing is overprovisioned, so the VMs Azure lists are the VMs asked for.
+# depends_on: the reservation must hold its capacity before VMs launch into its group, and outlive them.
 resource "azurerm_linux_virtual_machine_scale_set" "this" {
   for_each = local.scale_sets
 
@@ -93,6 +94,5 @@ resource "azurerm_linux_virtual_machine_scale_set" "this" {
 
   tags = local.tags
 
-  # The reservation must hold its capacity before VMs launch into its group, and outlive them on destroy.
   depends_on = [azurerm_capacity_reservation.this]
 }
