@@ -211,6 +211,11 @@ def test_scale_set_settings_of_every_kind() -> None:
     assert vmss["disable_password_authentication"] is True
     assert vmss["sku"] == "${var.vm_size}" and vmss["instances"] == "${each.value.instances}"
     assert vmss["depends_on"] == ["${azurerm_capacity_reservation.this}"]
+    # each kind's decisions (locals.tf, evaluated by the terraform tests below) reach the scale set
+    for attribute in ("priority", "eviction_policy", "max_bid_price", "single_placement_group", "zones"):
+        assert vmss[attribute] == f"${{each.value.{attribute}}}", attribute
+    assert vmss["proximity_placement_group_id"].startswith("${each.value.placement_group ?")
+    assert vmss["capacity_reservation_group_id"].startswith("${each.value.reservation ?")
     ppg = resource("azurerm_proximity_placement_group")
     assert ppg["count"] == "${local.gang ? 1 : 0}" and ppg["allowed_vm_sizes"] == ["${var.vm_size}"]
     for type_ in RESOURCES - {"azurerm_proximity_placement_group"}:
