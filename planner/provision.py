@@ -88,7 +88,9 @@ def prepare(
     retire_finished_runs: bool = False,
 ) -> Provisioning:
     """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done)."""
-    desired = desired_state(plan, at, handles=provider.handles, lead_hours=lead_hours)
+    desired = desired_state(
+        plan, at, handles=provider.handles, lead_hours=lead_hours, reserve_gangs=provider.reserves_gangs
+    )
     log.info("reading the inventory of %s on %s", desired.plan_id, provider.cloud)
     inventory = provider.inventory(desired.plan_id)
     actions = reconcile(desired, inventory, retire_finished_runs=retire_finished_runs)

@@ -305,8 +305,10 @@ def desired_state(
     *,
     handles: Callable[[str], bool],
     lead_hours: float = DEFAULT_LEAD_HOURS,
+    reserve_gangs: bool = True,
 ) -> DesiredState:
-    """What ``plan`` asks of the provider that ``handles`` its offerings, at ``at``."""
+    """What ``plan`` asks of the provider that ``handles`` its offerings, at ``at``; ``reserve_gangs``
+    False (a cloud whose reservations cannot hold a placement group) reserves no gang."""
     document = plan.document
     period = period_of(document, at)
     at = at.astimezone(UTC)
@@ -352,7 +354,7 @@ def desired_state(
         if placement.end <= at:
             ended.append(name)
         elif placement.start <= lead_end:
-            gangs.append(_gang(placement, name, running=placement.start <= at))
+            gangs.append(_gang(placement, name, running=placement.start <= at, reserve=reserve_gangs))
     for offering, nodes in sorted(skipped.items()):
         notes.append(f"{offering}: {nodes:g} nodes at this time belong to another provider, left out")
 
@@ -392,7 +394,7 @@ def desired_state(
     )
 
 
-def _gang(placement: TrainingPlacement, name: str, *, running: bool) -> DesiredGang:
+def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bool) -> DesiredGang:
     capacity = _capacity_of(placement.tier)
     multi = placement.nodes > 1
     return DesiredGang(
@@ -408,7 +410,7 @@ def _gang(placement: TrainingPlacement, name: str, *, running: bool) -> DesiredG
         start=placement.start,
         end=placement.end,
         running=running,
-        reserve=multi and capacity is CapacityType.ON_DEMAND,
+        reserve=reserve and multi and capacity is CapacityType.ON_DEMAND,
     )
 
 

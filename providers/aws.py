@@ -253,6 +253,7 @@ class AwsProvider:
     """gpuplan's protocol over EC2: one client per region, made on first use."""
 
     cloud = CLOUD
+    reserves_gangs = True  # an ODCR takes the cluster placement group's ARN
 
     def __init__(
         self,

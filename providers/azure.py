@@ -301,6 +301,9 @@ class AzureProvider:
     """gpuplan's provider over one subscription and resource group. See the module docstring."""
 
     cloud = CLOUD
+    #: Azure refuses a scale set with both a capacity reservation group and a proximity placement group
+    #: (azurerm's linux_virtual_machine_scale_set page; Azure's capacity reservation limitations)
+    reserves_gangs = False
 
     def __init__(
         self, settings: AzureSettings, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep
@@ -836,6 +839,13 @@ class AzureProvider:
             profile["evictionPolicy"] = "Delete"
             profile["billingProfile"] = {"maxPrice": -1}
         if spec.reservation:
+            if spec.placement_group:
+                raise InvalidRequest(
+                    f"{spec.run or spec.pool}: a scale set cannot join a proximity placement group and a "
+                    "capacity reservation group at once (reserves_gangs is False on Azure)",
+                    cloud=CLOUD,
+                    operation="launch",
+                )
             rid = self._id("capacityReservationGroups", safe_name(spec.reservation))
             profile["capacityReservation"] = {"capacityReservationGroup": {"id": rid}}
         props: dict[str, Any] = {

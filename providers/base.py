@@ -334,6 +334,10 @@ class Provider(Protocol):
     """One cloud account (or the simulated cloud). See the module docstring for the error contract."""
 
     cloud: str  # aws, gcp, azure, sim
+    #: whether a capacity reservation can hold a gang inside its placement group (AWS ODCRs take a
+    #: cluster placement group, GCP reservations a compact policy; Azure's capacity reservations do not
+    #: combine with proximity placement groups, so its gangs are never reserved)
+    reserves_gangs: bool
 
     def handles(self, offering: str) -> bool:
         """Whether this provider can run ``offering`` (its cloud is this provider's cloud)."""

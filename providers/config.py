@@ -26,7 +26,7 @@ from models.errors import InputError
 from models.yamlfile import read_yaml
 from providers.base import Provider
 
-__all__ = ["CLOUDS", "load_provider_config", "open_provider"]
+__all__ = ["CLOUDS", "load_provider_config", "open_provider", "reserves_gangs"]
 
 #: Provider name -> (module, settings class) of its adapter; ``sim`` needs no settings.
 _ADAPTERS: Final = {
@@ -52,6 +52,18 @@ def load_provider_config(path: Path | None) -> dict[str, Any]:
         if section is not None and not isinstance(section, dict):
             raise InputError(path, str(key), "must be a mapping of settings")
     return data
+
+
+def reserves_gangs(cloud: str) -> bool:
+    """Whether ``cloud``'s capacity reservations can hold a gang in its placement group (the adapter's
+    ``reserves_gangs``; Terraform roots follow the same rule as provision)."""
+    if cloud == "sim":
+        from providers.sim import SimProvider
+
+        return SimProvider.reserves_gangs
+    module_name, _ = _ADAPTERS[cloud]
+    adapter = {"aws": "AwsProvider", "gcp": "GcpProvider", "azure": "AzureProvider"}[cloud]
+    return bool(getattr(importlib.import_module(module_name), adapter).reserves_gangs)
 
 
 def open_provider(

@@ -283,6 +283,7 @@ class GcpProvider:
     """One GCP project. See the module docstring for how gpuplan's resources map to Compute Engine's."""
 
     cloud = CLOUD
+    reserves_gangs = True  # a reservation takes the compact placement policy
 
     def __init__(
         self,

@@ -115,6 +115,7 @@ class SimProvider:
     """The simulated cloud (cloud = ``sim``), its state in ``path``."""
 
     cloud = "sim"
+    reserves_gangs = True
 
     def __init__(
         self,

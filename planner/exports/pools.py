@@ -76,7 +76,15 @@ def at_time(
 ) -> list[TerraformPool]:
     """What the plan holds on ``cloud`` at ``at``: the pools of that period and the gangs running then
     or starting within ``lead_hours`` (an upcoming gang: its group and reservation, no nodes yet)."""
-    desired = desired_state(plan, at, handles=lambda o: parse_offering(o)[0] == cloud, lead_hours=lead_hours)
+    from providers.config import reserves_gangs
+
+    desired = desired_state(
+        plan,
+        at,
+        handles=lambda o: parse_offering(o)[0] == cloud,
+        lead_hours=lead_hours,
+        reserve_gangs=reserves_gangs(cloud),
+    )
     nodes: dict[str, dict[CapacityType, int]] = defaultdict(lambda: defaultdict(int))
     for pool in desired.pools:
         nodes[pool.offering][pool.capacity] += pool.nodes

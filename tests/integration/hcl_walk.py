@@ -18,7 +18,7 @@ import hcl2
 
 __all__ = ["attribute_paths", "blocks", "check_allowed", "load"]
 
-META = {"count", "for_each", "depends_on", "lifecycle", "provider", "__is_block__"}
+META = {"count", "for_each", "depends_on", "lifecycle", "provider", "__is_block__", "__comments__"}
 
 
 def load(path: Path) -> dict[str, Any]:
