@@ -121,6 +121,21 @@ def gang_spec(
     )
 
 
+def reserved_pool_spec(reservation: str, count: int = 2) -> LaunchSpec:
+    """On-demand nodes of a pool (no placement group) launched into a capacity reservation."""
+    pool = "azure-eastus-nd-reserved"
+    return LaunchSpec(
+        offering=ND_OFFERING,
+        capacity=CapacityType.ON_DEMAND,
+        count=count,
+        pool=pool,
+        tags=managed_tags(PLAN, pool=pool),
+        token=client_token(PLAN, pool, count),
+        reservation=reservation,
+        target=count,
+    )
+
+
 def ppg_spec(run: str = "llm-pretrain-r1") -> PlacementGroupSpec:
     return PlacementGroupSpec(
         name=f"pg-{run}",
@@ -233,7 +248,11 @@ def test_reservation_bodies_and_on_demand_gang_into_it(provider: AzureProvider, 
     assert provider.ensure_reservation(spec).nodes == 2
     assert len(fake.sent("PUT")) == 2
 
-    provider.launch(gang_spec(capacity=CapacityType.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
+    # a gang (in a proximity placement group) cannot also take the reservation: refused, nothing sent
+    with pytest.raises(InvalidRequest, match="cannot join a proximity placement group and a capacity"):
+        provider.launch(gang_spec(capacity=CapacityType.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
+    assert not fake.sent("PUT", "/virtualMachineScaleSets/")
+    provider.launch(reserved_pool_spec("cr-llm-pretrain-r1"))
     profile = fake.sent("PUT", "/virtualMachineScaleSets/")[0].body["properties"]["virtualMachineProfile"]
     assert profile["priority"] == "Regular"
     assert "evictionPolicy" not in profile and "billingProfile" not in profile
@@ -265,7 +284,8 @@ def test_inventory_finds_ours_by_tag(provider: AzureProvider, fake: AzureFake) -
     tags = managed_tags(PLAN, pool="azure-eastus-nd-gang", run="llm-pretrain-r1")
     provider.ensure_reservation(ReservationSpec("cr-llm-pretrain-r1", ND_OFFERING, 2, None, tags, "t" * 32))
     provider.launch(pool_spec(count=1, target=1))
-    provider.launch(gang_spec(capacity=CapacityType.ON_DEMAND, reservation="cr-llm-pretrain-r1"))
+    provider.launch(gang_spec(capacity=CapacityType.ON_DEMAND))
+    provider.launch(reserved_pool_spec("cr-llm-pretrain-r1"))
     # another plan's scale set and placement group in the same resource group
     theirs = managed_tags("someone-else", pool="other-pool")
     provider.launch(LaunchSpec(ND_OFFERING, CapacityType.SPOT, 1, "other-pool", theirs, "x", target=1))
@@ -275,24 +295,11 @@ def test_inventory_finds_ours_by_tag(provider: AzureProvider, fake: AzureFake) -
 
     inv = provider.inventory(PLAN)
     summary = sorted((n.pool, n.run, n.capacity, n.offering, n.reservation) for n in inv.nodes)
-    assert summary == [
-        (
-            "azure-eastus-nd-gang",
-            "llm-pretrain-r1",
-            CapacityType.ON_DEMAND,
-            ND_OFFERING,
-            "cr-llm-pretrain-r1",
-        ),
-        (
-            "azure-eastus-nd-gang",
-            "llm-pretrain-r1",
-            CapacityType.ON_DEMAND,
-            ND_OFFERING,
-            "cr-llm-pretrain-r1",
-        ),
-        ("azure-eastus-nd-spot", None, CapacityType.SPOT, ND_OFFERING, None),
-    ]
-    assert len(inv.live_nodes()) == 3
+    gang = ("azure-eastus-nd-gang", "llm-pretrain-r1", CapacityType.ON_DEMAND, ND_OFFERING, None)
+    reserved = ("azure-eastus-nd-reserved", None, CapacityType.ON_DEMAND, ND_OFFERING, "cr-llm-pretrain-r1")
+    spot = ("azure-eastus-nd-spot", None, CapacityType.SPOT, ND_OFFERING, None)
+    assert summary == [gang, gang, reserved, reserved, spot]
+    assert len(inv.live_nodes()) == 5
     assert [(g.name, g.run) for g in inv.placement_groups] == [("pg-llm-pretrain-r1", "llm-pretrain-r1")]
     assert [(r.name, r.offering, r.nodes, r.run) for r in inv.reservations] == [
         ("cr-llm-pretrain-r1", ND_OFFERING, 2, "llm-pretrain-r1")
