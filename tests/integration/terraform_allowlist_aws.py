@@ -3,8 +3,8 @@
 Written by hand from the hashicorp/terraform-provider-aws documentation pages named per entry
 (``website/docs/r/<name>.html.markdown`` for resources, ``website/docs/d/<name>.html.markdown`` for data
 sources) and checked path by path against the exact schema of **hashicorp/aws 5.100.0**
-(``terraform providers schema -json``): ``test_terraform_aws_module.py::test_allowlist_paths_exist_in_the_
-provider_schema`` fails on any entry the provider does not know. Nested blocks are dotted
+(``terraform providers schema -json``): ``test_allowlist_paths_exist_in_the_provider_schema`` in
+``test_terraform_aws_module.py`` fails on any entry the provider does not know. Nested blocks are dotted
 (``network_interfaces.interface_type``); data sources are keyed ``data.<type>``. Only the arguments a GPU
 pool needs (and a few close neighbours) are listed, so a misspelt or misplaced attribute fails the
 allow-list check with its path. ``tests/integration/hcl_walk.py`` does the walking.
