@@ -132,7 +132,8 @@ def test_the_pools_are_the_plans_at_that_hour(
     (gang_pool,) = [p for p in pools.values() if p["run"] is not None]
     kind = "spot_nodes" if gang.tier == "spot" else "on_demand_nodes"
     assert gang_pool[kind] == gang.nodes and gang_pool["fabric"] == gang.fabric
-    assert gang_pool["reserved_nodes"] == (gang.nodes if gang.tier != "spot" else 0)
+    reserved = gang.tier != "spot" and cloud != "azure"  # Azure: a proximity placement group takes none
+    assert gang_pool["reserved_nodes"] == (gang.nodes if reserved else 0)
     assert tfvars["plan_id"] == f"mixed-fleet-week-{cloud}"
 
 
@@ -216,6 +217,7 @@ def test_the_aws_root_validates_with_the_real_provider(roots: dict[str, Path], t
     _terraform(root, "fmt", "-check", "-recursive")
 
 
+@pytest.mark.slow  # ~40 s: every terraform command starts the AWS provider several times
 @needs_terraform
 def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
     week_plan: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
