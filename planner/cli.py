@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from models.catalog import MAX_NODES
@@ -658,7 +659,7 @@ def main() -> None:
     try:
         app()
     except SolverError as error:  # pragma: no cover - commands map their own errors
-        err.print(f"[bold red]solver error:[/] {error}")
+        err.print(f"[bold red]solver error:[/] {escape(str(error))}")
         sys.exit(EXIT_SOLVER)
 
 

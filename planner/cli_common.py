@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
 
@@ -44,7 +45,8 @@ def fail(error: GpuplanError) -> typer.Exit:
     """Print ``error`` as one line on stderr; the exit to raise: 2 for bad input, 3 for the solver."""
     code = EXIT_INPUT if isinstance(error, InputError) else EXIT_SOLVER
     kind = "error" if isinstance(error, InputError) else "solver error"
-    err.print(f"[bold red]{kind}:[/] {error}", highlight=False, soft_wrap=True)
+    # escaped: a message may hold brackets (``pip install 'gpuplan[aws]'``) that rich would read as markup
+    err.print(f"[bold red]{kind}:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
 from planner.cli_common import EXIT_CLOUD, err, fail
@@ -122,7 +123,7 @@ def provision(
             loaded, provider, when, lead_hours=lead_hours, retire_finished_runs=retire_finished_runs
         )
     except ProviderError as exc:
-        err.print(f"[bold red]cloud error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]cloud error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_CLOUD) from None
     except GpuplanError as exc:
         raise fail(exc) from None
@@ -215,7 +216,7 @@ def _capacity_blocks(
         out.print(f"bought {buy} for {run}: capacity reservation {bought.id or bought.name}", highlight=False)
         return False
     except ProviderError as exc:
-        out.print(f"[bold red]FAILED[/] capacity blocks: {exc}", highlight=False)
+        out.print(f"[bold red]FAILED[/] capacity blocks: {escape(str(exc))}", highlight=False)
         return True
 
 
@@ -283,12 +284,12 @@ def _print_actions(run: Provisioning, cloud: str, sim_state: Path | None) -> Non
         cost = f" {_money(action.usd_per_hour)}/h" if action.usd_per_hour else ""
         after = f" (after {', '.join(f'#{d}' for d in action.depends_on)})" if action.depends_on else ""
         out.print(f"  {_SIGNS[action.kind]} #{action.id} {action.describe()}{cost}{after}", highlight=False)
-        out.print(f"      [dim]{action.reason}[/]", highlight=False)
+        out.print(f"      [dim]{escape(action.reason)}[/]", highlight=False)
 
 
 def _print_result(action: Action, result: ActionResult) -> None:
     mark = {"done": "[green]done[/]", "failed": "[bold red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
-    detail = f": {result.message}" if result.message else ""
+    detail = f": {escape(result.message)}" if result.message else ""
     out.print(f"  #{action.id} {action.describe()} ... {mark[result.status]}{detail}", highlight=False)
 
 
@@ -319,7 +320,7 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
                 highlight=False,
             )
     for note in run.notes:
-        out.print(f"note: {note}", highlight=False)
+        out.print(f"note: {note}", highlight=False, markup=False)
     if applied and run.actions:
         done = sum(1 for r in run.results.values() if r.status == "done")
         failed, skipped = run.failed(), run.skipped()
@@ -328,9 +329,13 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
             highlight=False,
         )
         for action in failed:
-            out.print(f"  FAILED #{action.id}: {run.results[action.id].message}", highlight=False)
+            out.print(
+                f"  FAILED #{action.id}: {run.results[action.id].message}", highlight=False, markup=False
+            )
         for action in skipped:
-            out.print(f"  skipped #{action.id}: {run.results[action.id].message}", highlight=False)
+            out.print(
+                f"  skipped #{action.id}: {run.results[action.id].message}", highlight=False, markup=False
+            )
     elif run.actions:
         out.print(f"dry run: nothing was changed; --apply executes these actions. Written to {target}")
     else:

@@ -37,7 +37,7 @@ __all__ = ["CLOUD_ROOTS", "Moment", "modules_dir", "write_roots"]
 AWS_PROVIDER: Final = ">= 5.0, < 7.0"
 GOOGLE_PROVIDER: Final = ">= 5.0, < 7.0"
 AZURERM_PROVIDER: Final = ">= 4.0, < 5.0"
-TERRAFORM_VERSION: Final = ">= 1.5"
+TERRAFORM_VERSION: Final = ">= 1.9"  # the modules' validations refer to other variables
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,14 @@ def modules_dir() -> Path:
     source = Path(__file__).resolve().parents[2] / "terraform" / "modules"
     if source.is_dir():
         return source
-    from importlib.resources import files
+    from importlib.util import find_spec
 
-    installed = Path(str(files("gpuplan_terraform"))) / "modules"
-    if not installed.is_dir():
-        raise InputError(None, None, "the Terraform modules are missing from this installation of gpuplan")
-    return installed
+    spec = find_spec("gpuplan_terraform")  # a data-only (namespace) package: its folders are the locations
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        installed = Path(location) / "modules"
+        if installed.is_dir():
+            return installed
+    raise InputError(None, None, "the Terraform modules are missing from this installation of gpuplan")
 
 
 def write_roots(plan: Plan, output: Path, moment: Moment, clouds: Sequence[str] | None = None) -> list[Path]:
@@ -142,6 +144,7 @@ class CloudRoot:
     provider_source: str = ""
     provider_version: str = ""
     provider_name: str = ""
+    notes: tuple[str, ...] = ()  # what the README says of this cloud's roots in particular
 
     def write(self, root: Path, plan: Plan, moment: Moment, pools: list[TerraformPool]) -> None:
         plan_id = plan_id_of(plan.document)
@@ -303,6 +306,7 @@ class CloudRoot:
         purchases = [
             c for c in document.commitments if not c.existing and c.offering.split(":", 1)[0] == self.cloud
         ]
+        lines += ["", *self.notes] if self.notes else []
         lines += [
             "",
             "## Commitments to buy (decisions, not resources)",
@@ -489,6 +493,10 @@ class _GcpRoot(_SingleModuleRoot):
 
 class _AzureRoot(_SingleModuleRoot):
     cloud = "azure"
+    notes = (
+        "Gangs get no capacity reservation here: Azure does not let a scale set join a proximity placement "
+        "group and a capacity reservation group at once (gpuplan provision does the same).",
+    )
     module = "azure-gpu-pool"
     type_field = "vm_size"
     provider_name = "azurerm"

@@ -520,3 +520,19 @@ def test_capacity_blocks_only_on_aws(week_plan: Callable[[str], Path], tmp_path:
     args += ["--actions", str(tmp_path / "actions.json")]  # not into the shared plan directory
     code, output = _run(args)
     assert code == 2 and "only --cloud aws sells Capacity Blocks" in output
+
+
+def test_a_missing_sdk_names_the_extra_to_install(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['boto3'] = None\n"  # boto3 not installed
+        "from planner.cli import main\n"
+        f"sys.argv = ['gpuplan', 'provision', {str(week_plan('aws'))!r}, '--cloud', 'aws',"
+        f" '--actions', {str(tmp_path / 'a.json')!r}]\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 6, done.stderr
+    assert "pip install 'gpuplan[aws]'" in done.stderr and "Traceback" not in done.stderr
