@@ -1,6 +1,8 @@
-"""JSON Schemas of the documents users and tools exchange with gpuplan: ``plan.json`` and the scenario.
+"""JSON Schemas of the documents users and tools exchange with gpuplan: ``plan.json``, the scenario and
+``actions.json``.
 
-Generated from the pydantic models (``models/plan.py``, ``models/scenario.py``), so they cannot disagree
+Generated from the pydantic models (``models/plan.py``, ``models/scenario.py``, ``models/actions.py``),
+so they cannot disagree
 with what gpuplan writes and reads. Committed copies ship in ``models/data/*.schema.json``; a test fails
 when a model changes without its copy (regenerate with ``python -m models.schemas``).
 """
@@ -17,18 +19,26 @@ from models.scenario import Scenario
 
 __all__ = ["DOCUMENTS", "committed_path", "json_schema"]
 
-DOCUMENTS = ("plan", "scenario")
+DOCUMENTS = ("plan", "scenario", "actions")
 _DATA = Path(__file__).parent / "data"
 
 
 def json_schema(document: str) -> dict[str, Any]:
-    """The JSON Schema of ``plan`` (plan.json) or ``scenario`` (a scenario file)."""
+    """The JSON Schema of ``plan`` (plan.json), ``scenario`` (a scenario file) or ``actions``
+    (actions.json of gpuplan provision)."""
     if document == "plan":
         return plan_json_schema()
     if document == "scenario":
         schema = Scenario.model_json_schema(mode="validation")
         schema["$id"] = "gpuplan.scenario/v1"
         schema["title"] = "gpuplan scenario"
+        return schema
+    if document == "actions":
+        from models.actions import ACTIONS_SCHEMA, ActionPlan
+
+        schema = ActionPlan.model_json_schema(by_alias=True, mode="serialization")
+        schema["$id"] = ACTIONS_SCHEMA
+        schema["title"] = "gpuplan actions.json"
         return schema
     raise ValueError(f"unknown document {document!r}; choose one of {', '.join(DOCUMENTS)}")
 
@@ -44,4 +54,4 @@ def render(document: str) -> str:
 if __name__ == "__main__":  # regenerate the committed copies
     for name in DOCUMENTS:
         committed_path(name).write_text(render(name), encoding="utf-8")
-        print(f"wrote {committed_path(name)} ({PLAN_SCHEMA if name == 'plan' else 'scenario'})")
+        print(f"wrote {committed_path(name)} ({PLAN_SCHEMA if name == 'plan' else name})")

@@ -27,6 +27,7 @@ __all__ = [
     "TERM_TIER",
     "TIER_ORDER",
     "Capacity",
+    "CapacityType",
     "Term",
     "Tier",
 ]
@@ -76,6 +77,16 @@ class Capacity(StrEnum):
     """The planning model's choice for a node: non-spot (committed first, on demand beyond) or spot."""
 
     NON_SPOT = "non_spot"
+    SPOT = "spot"
+
+
+class CapacityType(StrEnum):
+    """How a node is bought from the cloud (Karpenter's capacity type), which provisioning acts on; not
+    :class:`Capacity`, the planning model's non-spot / spot. Reserved and committed tiers are billing
+    constructs over on-demand nodes (RIs, savings plans, CUDs and Azure reservations discount on-demand
+    usage), so they launch ``on-demand``; a capacity reservation is a separate resource nodes launch into."""
+
+    ON_DEMAND = "on-demand"
     SPOT = "spot"
 
 

@@ -641,16 +641,18 @@ def _print_violations(report: VerifyReport, label: str) -> None:
 
 @app.command()
 def schema(
-    document: Annotated[str, typer.Argument(help="plan (plan.json) or scenario (the YAML input)")],
+    document: Annotated[
+        str, typer.Argument(help="plan (plan.json), scenario (the YAML input) or actions (actions.json)")
+    ],
 ) -> None:
-    """Print the JSON Schema of plan.json or of a scenario file (for editors, validators and your own tools).
+    """Print the JSON Schema of plan.json, a scenario file or actions.json (for editors, validators, tools).
 
     The same schemas ship in the package (models/data/*.schema.json).
     """
     from models.schemas import DOCUMENTS, json_schema
 
     if document not in DOCUMENTS:
-        problem = f"unknown document {document!r}; choose {' or '.join(DOCUMENTS)}"
+        problem = f"unknown document {document!r}; choose {', '.join(DOCUMENTS)}"
         raise fail(InputError(None, "schema", problem))
     typer.echo(json.dumps(json_schema(document), indent=2))
 

@@ -15,22 +15,41 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.plan import Plan
 from planner.reconcile import (
     DEFAULT_LEAD_HOURS,
-    Action,
-    ActionKind,
-    ActionPlan,
-    ActionResult,
     DesiredState,
     desired_state,
     leftover_notes,
     reconcile,
     region_of,
 )
-from providers.base import CapacityReservation, Inventory, Node, PlacementGroup, Provider, ProviderError
+from providers.base import (
+    CapacityReservation,
+    CapacityType,
+    Inventory,
+    LaunchSpec,
+    Node,
+    PlacementGroup,
+    PlacementGroupSpec,
+    Provider,
+    ProviderError,
+    ReservationSpec,
+    managed_tags,
+    pool_name,
+)
 
-__all__ = ["BlockRequest", "Provisioning", "apply", "capacity_block_requests", "prepare"]
+__all__ = [
+    "BlockRequest",
+    "Provisioning",
+    "apply",
+    "capacity_block_requests",
+    "launch_spec",
+    "placement_group_spec",
+    "prepare",
+    "reservation_spec",
+]
 
 log = logging.getLogger("gpuplan.provision")
 
@@ -148,12 +167,12 @@ def _execute(
     match action.kind:
         case ActionKind.CREATE_PLACEMENT_GROUP:
             assert action.offering is not None
-            spec = action.placement_group_spec(plan_id, region_of(action.offering), action.count)
+            spec = placement_group_spec(action, plan_id)
             return [provider.ensure_placement_group(spec).name]
         case ActionKind.CREATE_RESERVATION:
-            return [provider.ensure_reservation(action.reservation_spec(plan_id)).name]
+            return [provider.ensure_reservation(reservation_spec(action, plan_id)).name]
         case ActionKind.LAUNCH:
-            made = provider.launch(action.launch_spec(plan_id))
+            made = provider.launch(launch_spec(action, plan_id))
             return [n.id for n in made]
         case ActionKind.TERMINATE:
             provider.terminate([nodes[i] for i in action.node_ids])
@@ -165,6 +184,53 @@ def _execute(
             provider.delete_placement_group(groups[action.target])
             return []
     raise AssertionError(action.kind)  # pragma: no cover
+
+
+def placement_group_spec(action: Action, plan_id: str) -> PlacementGroupSpec:
+    """What a create-placement-group action asks of the provider."""
+    assert action.offering is not None
+    return PlacementGroupSpec(
+        name=action.target,
+        region=region_of(action.offering),
+        offering=action.offering,
+        nodes=action.count,
+        fabric=action.fabric,
+        tags=managed_tags(plan_id, run=action.run),
+        token=action.token,
+    )
+
+
+def reservation_spec(action: Action, plan_id: str) -> ReservationSpec:
+    """What a create-reservation action asks of the provider."""
+    assert action.offering is not None
+    pool = pool_name(action.offering, CapacityType.ON_DEMAND)
+    return ReservationSpec(
+        name=action.target,
+        offering=action.offering,
+        nodes=action.count,
+        placement_group=action.placement_group,
+        tags=managed_tags(plan_id, pool=pool, run=action.run),
+        token=action.token,
+    )
+
+
+def launch_spec(action: Action, plan_id: str) -> LaunchSpec:
+    """What a launch action asks of the provider: its nodes tagged so the next inventory finds them."""
+    assert action.offering is not None and action.capacity is not None
+    pool = pool_name(action.offering, action.capacity)
+    return LaunchSpec(
+        offering=action.offering,
+        capacity=action.capacity,
+        count=action.count,
+        pool=pool,
+        tags=managed_tags(plan_id, pool=pool, run=action.run),
+        token=action.token,
+        run=action.run,
+        placement_group=action.placement_group,
+        reservation=action.reservation,
+        fabric=action.fabric,
+        target=action.target_nodes,
+    )
 
 
 def _failure(action: Action, exc: ProviderError) -> str:

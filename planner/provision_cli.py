@@ -22,9 +22,9 @@ from models.errors import GpuplanError, InputError
 from planner.cli_common import EXIT_CLOUD, err, fail
 
 if TYPE_CHECKING:
+    from models.actions import Action, ActionResult
     from models.plan import Plan
     from planner.provision import Provisioning
-    from planner.reconcile import Action, ActionResult
     from providers.base import Provider
 
 __all__ = ["parse_time", "provision"]

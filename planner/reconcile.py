@@ -36,59 +36,34 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
-from typing import Final, Literal
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.actions import Action, ActionKind, RecommendedPurchase
 from models.errors import InputError
 from models.plan import Plan, PlanDocument, TrainingPlacement, UtcTime
-from models.tiers import Tier
-from providers.base import (
-    CapacityType,
-    Inventory,
-    LaunchSpec,
-    Node,
-    PlacementGroupSpec,
-    ReservationSpec,
-    client_token,
-    managed_tags,
-    parse_offering,
-    pool_name,
-    safe_name,
-)
+from models.tiers import CapacityType, Tier
+from providers.base import Inventory, Node, client_token, parse_offering, pool_name, safe_name
 
 __all__ = [
-    "ACTIONS_SCHEMA",
     "DEFAULT_LEAD_HOURS",
-    "Action",
-    "ActionKind",
-    "ActionPlan",
-    "ActionResult",
     "DesiredGang",
     "DesiredPool",
     "DesiredState",
-    "RecommendedPurchase",
     "desired_state",
+    "leftover_notes",
+    "period_of",
     "plan_id_of",
     "reconcile",
+    "region_of",
     "run_name",
 ]
 
-ACTIONS_SCHEMA: Final = "gpuplan.actions/v1"
 #: Hours before a gang's start at which its placement group and reservation are made.
 DEFAULT_LEAD_HOURS: Final = 2.0
 #: Below this a pool's fractional node count is float noise, not a node more (0.9999999 nodes is 1).
 _NODE_TOLERANCE: Final = 1e-6
-
-
-class ActionKind(StrEnum):
-    CREATE_PLACEMENT_GROUP = "create-placement-group"
-    CREATE_RESERVATION = "create-reservation"
-    LAUNCH = "launch"
-    TERMINATE = "terminate"
-    RELEASE_RESERVATION = "release-reservation"
-    DELETE_PLACEMENT_GROUP = "delete-placement-group"
 
 
 class _Frozen(BaseModel):
@@ -123,21 +98,6 @@ class DesiredGang(_Frozen):
     reserve: bool = Field(description="a capacity reservation is held for it (non-spot multi-node gangs)")
 
 
-class RecommendedPurchase(_Frozen):
-    """A commitment the plan buys: for a human to decide, never executed by provision."""
-
-    name: str
-    offering: str
-    term: str
-    nodes: int
-    start: UtcTime | None
-    end: UtcTime | None
-    usd_per_node_hour: float
-    cost_in_horizon_usd: float
-    obligation_beyond_horizon_usd: float
-    due: bool = Field(description="its start is at or before the time asked: buy it now")
-
-
 class DesiredState(_Frozen):
     plan_id: str
     at: UtcTime
@@ -150,119 +110,6 @@ class DesiredState(_Frozen):
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="offering -> capacity -> USD per node-hour, from the plan"
     )
-
-
-class Action(_Frozen):
-    """One step of the action list. ``id`` is its position (1-based); ``depends_on`` lists the ids that
-    must have succeeded before it runs."""
-
-    id: int
-    kind: ActionKind
-    target: str = Field(description="the pool or run (or the group / reservation) it acts on")
-    offering: str | None = None
-    capacity: CapacityType | None = None
-    count: int = 0
-    target_nodes: int | None = Field(None, description="launch: nodes the pool or gang has afterwards")
-    node_ids: tuple[str, ...] = ()
-    placement_group: str | None = None
-    reservation: str | None = None
-    run: str | None = None
-    fabric: str | None = None
-    token: str = ""
-    depends_on: tuple[int, ...] = ()
-    reason: str = ""
-    usd_per_hour: float | None = Field(None, description="what it adds (+) or saves (-) per hour")
-
-    def placement_group_spec(self, plan_id: str, region: str, nodes: int) -> PlacementGroupSpec:
-        assert self.offering is not None
-        tags = managed_tags(plan_id, run=self.run)
-        return PlacementGroupSpec(
-            name=self.target,
-            region=region,
-            offering=self.offering,
-            nodes=nodes,
-            fabric=self.fabric,
-            tags=tags,
-            token=self.token,
-        )
-
-    def reservation_spec(self, plan_id: str) -> ReservationSpec:
-        assert self.offering is not None
-        pool = pool_name(self.offering, CapacityType.ON_DEMAND)
-        return ReservationSpec(
-            name=self.target,
-            offering=self.offering,
-            nodes=self.count,
-            placement_group=self.placement_group,
-            tags=managed_tags(plan_id, pool=pool, run=self.run),
-            token=self.token,
-        )
-
-    def launch_spec(self, plan_id: str) -> LaunchSpec:
-        assert self.offering is not None and self.capacity is not None
-        pool = pool_name(self.offering, self.capacity)
-        return LaunchSpec(
-            offering=self.offering,
-            capacity=self.capacity,
-            count=self.count,
-            pool=pool,
-            tags=managed_tags(plan_id, pool=pool, run=self.run),
-            token=self.token,
-            run=self.run,
-            placement_group=self.placement_group,
-            reservation=self.reservation,
-            fabric=self.fabric,
-            target=self.target_nodes,
-        )
-
-    def describe(self) -> str:
-        """One line, as the action table prints it."""
-        match self.kind:
-            case ActionKind.CREATE_PLACEMENT_GROUP:
-                return f"create placement group {self.target} ({self.fabric or 'no fabric'}) for {self.run}"
-            case ActionKind.CREATE_RESERVATION:
-                return f"reserve {self.count} x {self.offering} for {self.run} in {self.placement_group}"
-            case ActionKind.LAUNCH:
-                where = f" in {self.placement_group}" if self.placement_group else ""
-                into = f" into reservation {self.reservation}" if self.reservation else ""
-                return f"launch {self.count} x {self.offering} {self.capacity} for {self.target}{where}{into}"
-            case ActionKind.TERMINATE:
-                nodes = ", ".join(self.node_ids)
-                what = f"{self.count} x {self.offering}" if self.offering else f"{self.count} nodes"
-                return f"terminate {what} of {self.target}: {nodes}"
-            case ActionKind.RELEASE_RESERVATION:
-                return f"release reservation {self.target}"
-            case ActionKind.DELETE_PLACEMENT_GROUP:
-                return f"delete placement group {self.target}"
-        raise AssertionError(self.kind)  # pragma: no cover
-
-
-class ActionResult(_Frozen):
-    status: Literal["done", "failed", "skipped"]
-    error_kind: str | None = None
-    message: str = ""
-    made: tuple[str, ...] = Field((), description="ids of what the action created")
-
-
-class ActionPlan(_Frozen):
-    """``actions.json``: what provision would do (dry run) or did (``--apply``: each action's result)."""
-
-    schema_: Literal["gpuplan.actions/v1"] = Field(ACTIONS_SCHEMA, alias="schema")
-    plan_id: str
-    provider: str
-    at: UtcTime
-    period: int
-    applied: bool = False
-    actions: tuple[Action, ...]
-    results: dict[int, ActionResult] = Field(default_factory=dict)
-    recommended_purchases: tuple[RecommendedPurchase, ...]
-    notes: tuple[str, ...]
-    inventory: dict[str, int] = Field(description="what the provider reported: nodes, groups, reservations")
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2, by_alias=True) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------------------

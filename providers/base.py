@@ -46,10 +46,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from models.errors import GpuplanError
+from models.tiers import CapacityType  # re-exported: the adapters' vocabulary
 
 __all__ = [
     "GONE_STATES",
@@ -92,16 +92,6 @@ __all__ = [
 TAG_PLAN = "gpuplan-plan"
 TAG_POOL = "gpuplan-pool"
 TAG_RUN = "gpuplan-run"
-
-
-class CapacityType(StrEnum):
-    """How a node is bought from the cloud (Karpenter's capacity type; not ``models.tiers.Capacity``, the
-    planning model's non-spot / spot). Reserved and committed tiers are billing constructs over
-    on-demand nodes (RIs, savings plans, CUDs and Azure reservations discount on-demand usage), so they
-    launch ``on-demand``; a capacity reservation is a separate resource nodes launch into."""
-
-    ON_DEMAND = "on-demand"
-    SPOT = "spot"
 
 
 # ----------------------------------------------------------------------------------------------------------

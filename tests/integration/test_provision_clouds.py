@@ -20,9 +20,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from models.actions import ActionPlan
 from models.plan import Plan
 from planner.cli import app
-from planner.reconcile import ActionPlan
 from providers.config import reserves_gangs
 
 #: Planted in the environment of every run: none may appear in any output.

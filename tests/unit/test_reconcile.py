@@ -7,14 +7,16 @@ never terminating a gang) on hand-made inventories.
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from models.errors import InputError
 from models.plan import Plan
+from planner.provision import launch_spec, placement_group_spec, reservation_spec
 from planner.reconcile import (
     ActionKind,
     DesiredGang,
@@ -286,19 +288,23 @@ def test_tokens_are_deterministic_and_change_with_the_intent() -> None:
 
 def test_launch_specs_carry_the_tags_inventory_finds() -> None:
     (group, reservation, gang) = reconcile(_state(gangs=[_gang()]), Inventory())
-    spec = gang.launch_spec("fleet")
+    spec = launch_spec(gang, "fleet")
     assert spec.tags == {
         "gpuplan-plan": "fleet",
         "gpuplan-pool": pool_name(P5, CapacityType.ON_DEMAND),
         "gpuplan-run": "pretrain-0",
     }
     assert spec.all_or_nothing and spec.token == gang.token and spec.fabric == "efa"
-    assert group.placement_group_spec("fleet", "us-east-1", 4).tags["gpuplan-run"] == "pretrain-0"
-    assert reservation.reservation_spec("fleet").placement_group == "pg-pretrain-0"
+    group_spec = placement_group_spec(group, "fleet")
+    assert group_spec.tags["gpuplan-run"] == "pretrain-0" and (group_spec.region, group_spec.nodes) == (
+        "us-east-1",
+        4,
+    )
+    assert reservation_spec(reservation, "fleet").placement_group == "pg-pretrain-0"
 
 
-def test_the_action_document_round_trips() -> None:
-    from planner.reconcile import ActionPlan
+def test_the_action_document_round_trips_and_a_wrong_one_names_its_field(tmp_path: Path) -> None:
+    from models.actions import ActionPlan, read_actions
 
     actions = reconcile(_state(pools=[_pool(P4, CapacityType.SPOT, 3)], gangs=[_gang()]), Inventory())
     document = ActionPlan(
@@ -311,9 +317,15 @@ def test_the_action_document_round_trips() -> None:
         notes=(),
         inventory={},
     )
-    again = ActionPlan.model_validate_json(document.to_json())
-    assert again == document
-    assert pd.Series([a.kind for a in again.actions]).tolist()[0] == "create-placement-group"
+    path = tmp_path / "actions.json"
+    path.write_text(document.to_json(), encoding="utf-8")
+    again = read_actions(path)
+    assert again == document and again.actions[0].kind == "create-placement-group"
+    broken = json.loads(document.to_json())
+    broken["actions"][0]["kind"] = "explode"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(InputError, match=r"actions\.0\.kind"):
+        read_actions(path)
 
 
 def test_failed_nodes_are_replaced_then_terminated() -> None:

@@ -1,0 +1,136 @@
+"""``actions.json``: the actions ``gpuplan provision`` found between a plan and a fleet (contract v1).
+
+``gpuplan provision`` writes it on every run: a dry run lists the actions, an apply adds each one's result.
+The daemon's journal and users' tools read it through these models (``gpuplan schema actions`` prints its
+JSON Schema; the committed copy is ``models/data/actions.schema.json``). An action names what it acts on
+by the names gpuplan gives (pools, runs, placement groups, reservations: ``providers.base.safe_name``),
+carries the client token a cloud dedupes its create by, and lists the actions it needs first.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.documents import read_json_document
+from models.plan import UtcTime
+from models.tiers import CapacityType
+
+__all__ = [
+    "ACTIONS_SCHEMA",
+    "Action",
+    "ActionKind",
+    "ActionPlan",
+    "ActionResult",
+    "RecommendedPurchase",
+    "read_actions",
+]
+
+ACTIONS_SCHEMA: Final = "gpuplan.actions/v1"
+
+
+class ActionKind(StrEnum):
+    CREATE_PLACEMENT_GROUP = "create-placement-group"
+    CREATE_RESERVATION = "create-reservation"
+    LAUNCH = "launch"
+    TERMINATE = "terminate"
+    RELEASE_RESERVATION = "release-reservation"
+    DELETE_PLACEMENT_GROUP = "delete-placement-group"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecommendedPurchase(_Frozen):
+    """A commitment the plan buys: for a human to decide, never executed by provision."""
+
+    name: str
+    offering: str
+    term: str
+    nodes: int
+    start: UtcTime | None
+    end: UtcTime | None
+    usd_per_node_hour: float
+    cost_in_horizon_usd: float
+    obligation_beyond_horizon_usd: float
+    due: bool = Field(description="its start is at or before the time asked: buy it now")
+
+
+class Action(_Frozen):
+    """One step of the action list. ``id`` is its position (1-based); ``depends_on`` lists the ids that
+    must have succeeded before it runs."""
+
+    id: int
+    kind: ActionKind
+    target: str = Field(description="the pool or run (or the group / reservation) it acts on")
+    offering: str | None = None
+    capacity: CapacityType | None = None
+    count: int = 0
+    target_nodes: int | None = Field(None, description="launch: nodes the pool or gang has afterwards")
+    node_ids: tuple[str, ...] = ()
+    placement_group: str | None = None
+    reservation: str | None = None
+    run: str | None = None
+    fabric: str | None = None
+    token: str = ""
+    depends_on: tuple[int, ...] = ()
+    reason: str = ""
+    usd_per_hour: float | None = Field(None, description="what it adds (+) or saves (-) per hour")
+
+    def describe(self) -> str:
+        """One line, as the action table prints it."""
+        match self.kind:
+            case ActionKind.CREATE_PLACEMENT_GROUP:
+                return f"create placement group {self.target} ({self.fabric or 'no fabric'}) for {self.run}"
+            case ActionKind.CREATE_RESERVATION:
+                return f"reserve {self.count} x {self.offering} for {self.run} in {self.placement_group}"
+            case ActionKind.LAUNCH:
+                where = f" in {self.placement_group}" if self.placement_group else ""
+                into = f" into reservation {self.reservation}" if self.reservation else ""
+                return f"launch {self.count} x {self.offering} {self.capacity} for {self.target}{where}{into}"
+            case ActionKind.TERMINATE:
+                nodes = ", ".join(self.node_ids)
+                what = f"{self.count} x {self.offering}" if self.offering else f"{self.count} nodes"
+                return f"terminate {what} of {self.target}: {nodes}"
+            case ActionKind.RELEASE_RESERVATION:
+                return f"release reservation {self.target}"
+            case ActionKind.DELETE_PLACEMENT_GROUP:
+                return f"delete placement group {self.target}"
+        raise AssertionError(self.kind)  # pragma: no cover
+
+
+class ActionResult(_Frozen):
+    status: Literal["done", "failed", "skipped"]
+    error_kind: str | None = None
+    message: str = ""
+    made: tuple[str, ...] = Field((), description="ids of what the action created")
+
+
+class ActionPlan(_Frozen):
+    """``actions.json``: what provision would do (dry run) or did (``--apply``: each action's result)."""
+
+    schema_: Literal["gpuplan.actions/v1"] = Field(ACTIONS_SCHEMA, alias="schema")
+    plan_id: str
+    provider: str
+    at: UtcTime
+    period: int
+    applied: bool = False
+    actions: tuple[Action, ...]
+    results: dict[int, ActionResult] = Field(default_factory=dict)
+    recommended_purchases: tuple[RecommendedPurchase, ...]
+    notes: tuple[str, ...]
+    inventory: dict[str, int] = Field(description="what the provider reported: nodes, groups, reservations")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2, by_alias=True) + "\n"
+
+
+def read_actions(path: str | Path) -> ActionPlan:
+    """``actions.json`` validated against the contract (InputError naming the field otherwise)."""
+    return read_json_document(path, ActionPlan, ACTIONS_SCHEMA, made_by="gpuplan provision")
