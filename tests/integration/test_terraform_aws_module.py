@@ -1,6 +1,6 @@
 """terraform/modules/aws-gpu-pool: parsed and checked against the allow-list always; with the terraform
-binary and the local hashicorp/aws mirror also validated, formatted, tested on a mock provider and applied
-against moto's server.
+binary and the local hashicorp/aws mirror also validated, formatted and tested on a mock provider (the
+apply against moto's server runs on a generated root: tests/integration/test_terraform_roots.py).
 
 Without the binary (``shutil.which("terraform")``) or the mirror folder the terraform tests skip with the
 reason. Every ``terraform`` here runs offline: ``init`` takes ``-plugin-dir`` (the mirror) and runs with
@@ -10,7 +10,6 @@ reason. Every ``terraform`` here runs offline: ``init`` takes ``-plugin-dir`` (t
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
@@ -409,112 +408,5 @@ def test_terraform_test_of_the_variants_on_a_mock_provider(tmp_path: Path) -> No
     assert f"Success! {runs} passed, 0 failed" in result.stdout
 
 
-# ---------------------------------------------------------------------------------------------------------
-# apply + destroy against moto (launch template + ASG: no placement group, which moto leaves hanging)
-# ---------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-def moto_root(endpoint: str, subnets: list[str]) -> str:
-    """A root whose provider talks only to moto, with fake keys, and one mixed pool."""
-    quoted = ", ".join(f'"{s}"' for s in subnets)
-    return f"""terraform {{
-  required_providers {{
-    aws = {{
-      source  = "hashicorp/aws"
-      version = "{PROVIDER_VERSION}"
-    }}
-  }}
-}}
-
-provider "aws" {{
-  region                      = "us-east-1"
-  access_key                  = "testing"
-  secret_key                  = "testing"
-  skip_credentials_validation = true
-  skip_requesting_account_id  = true
-  skip_metadata_api_check     = true
-  max_retries                 = 1
-
-  endpoints {{
-    ec2         = "{endpoint}"
-    autoscaling = "{endpoint}"
-    sts         = "{endpoint}"
-    iam         = "{endpoint}"
-  }}
-}}
-
-module "pool" {{
-  source = "./modules/aws-gpu-pool"
-
-  name            = "plan1-serve"
-  plan_id         = "plan1"
-  pool            = "serve"
-  instance_type   = "g5.xlarge"
-  image_id        = "{AMI}"
-  subnet_ids      = [{quoted}]
-  on_demand_nodes = 1
-  spot_nodes      = 2
-}}
-"""
-
-
-@pytest.mark.slow  # 35-40 s: each terraform command starts the 5.100.0 provider 3-4 times (~4 s each)
-@needs_terraform
-def test_apply_and_destroy_of_a_mixed_pool_against_moto(tmp_path: Path, moto_endpoint: str) -> None:
-    import boto3
-
-    session = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
-    )
-    ec2 = session.client("ec2", endpoint_url=moto_endpoint)
-    autoscaling = session.client("autoscaling", endpoint_url=moto_endpoint)
-    vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
-    subnets = [
-        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.30.{i}.0/24", AvailabilityZone=f"us-east-1{az}")[
-            "Subnet"
-        ]["SubnetId"]
-        for i, az in enumerate("ab", start=1)
-    ]
-    copy_module(tmp_path)
-    (tmp_path / "main.tf").write_text(moto_root(moto_endpoint, subnets), encoding="utf-8")
-    ok(terraform("init", cwd=tmp_path))
-    ok(terraform("apply", "-auto-approve", "-no-color", cwd=tmp_path, timeout=180))
-
-    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["plan1-serve-asg"])
-    (group,) = groups["AutoScalingGroups"]
-    assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (3, 3, 3)
-    assert sorted(group["VPCZoneIdentifier"].split(",")) == sorted(subnets)
-    policy = group["MixedInstancesPolicy"]
-    distribution = policy["InstancesDistribution"]
-    assert distribution["OnDemandBaseCapacity"] == 1
-    assert distribution["OnDemandPercentageAboveBaseCapacity"] == 0
-    assert distribution["SpotAllocationStrategy"] == "price-capacity-optimized"
-    assert policy["LaunchTemplate"]["LaunchTemplateSpecification"]["LaunchTemplateName"] == "plan1-serve-lt"
-    assert "PlacementGroup" not in group
-    tags = {t["Key"]: (t["Value"], t["PropagateAtLaunch"]) for t in group["Tags"]}
-    assert tags["gpuplan-plan"] == ("plan1", True) and tags["gpuplan-pool"] == ("serve", True)
-    assert "gpuplan-run" not in tags
-    template = ec2.describe_launch_template_versions(LaunchTemplateName="plan1-serve-lt")
-    data = template["LaunchTemplateVersions"][0]["LaunchTemplateData"]
-    assert (data["ImageId"], data["InstanceType"]) == (AMI, "g5.xlarge")
-    tagged = {spec["ResourceType"] for spec in data["TagSpecifications"]}
-    assert {"instance", "volume"} <= tagged
-
-    ok(terraform("destroy", "-auto-approve", "-refresh=false", "-no-color", cwd=tmp_path, timeout=180))
-    after = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["plan1-serve-asg"])
-    assert after["AutoScalingGroups"] == []
-    assert ec2.describe_launch_templates()["LaunchTemplates"] == []
+# Apply and destroy against moto run on a generated root (tests/integration/test_terraform_roots.py):
+# the same module, instantiated the way gpuplan terraform does it, with its mixed-instances policy checked.

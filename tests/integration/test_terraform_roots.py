@@ -232,11 +232,13 @@ def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
     plan_dir = week_plan("aws")
     plan = Plan.read(plan_dir)
     gang = next(t for t in plan.document.training if t.nodes > 1)
-    quiet = f"{gang.start - timedelta(hours=12):%Y-%m-%dT%H:%M:%SZ}"  # pools only: no placement group
+    # 03:00 the day before the gang: pools only (no placement group, which moto lacks), spot ones among them
+    quiet = f"{gang.start - timedelta(hours=21):%Y-%m-%dT%H:%M:%SZ}"
     _write(plan_dir, tmp_path / "roots", "--at", quiet)
     root = tmp_path / "roots" / "aws"
     pools = json.loads((root / "terraform.tfvars.json").read_text(encoding="utf-8"))["pools"]
     assert pools and all(p["run"] is None for p in pools.values())
+    assert any(p["spot_nodes"] for p in pools.values()), "the hour should have a spot pool to mix"
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -278,9 +280,21 @@ def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
             groups = boto3.client(
                 "autoscaling", region_name=region, endpoint_url=url
             ).describe_auto_scaling_groups()
-            held = {g["DesiredCapacity"] for g in groups["AutoScalingGroups"]}
-            wanted = {p["on_demand_nodes"] + p["spot_nodes"] for p in pools.values() if p["region"] == region}
-            assert held == wanted
+            tags = [{t["Key"]: t["Value"] for t in g["Tags"]} for g in groups["AutoScalingGroups"]]
+            by_pool = {t["gpuplan-pool"]: g for t, g in zip(tags, groups["AutoScalingGroups"], strict=True)}
+            mine = {p["pool"]: p for p in pools.values() if p["region"] == region}
+            assert set(by_pool) == set(mine)
+            for name, pool in mine.items():
+                group = by_pool[name]
+                size = pool["on_demand_nodes"] + pool["spot_nodes"]
+                assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (size, size, size)
+                if pool["spot_nodes"]:  # on-demand base, spot above it, price-capacity-optimized
+                    distribution = group["MixedInstancesPolicy"]["InstancesDistribution"]
+                    assert distribution["OnDemandBaseCapacity"] == pool["on_demand_nodes"]
+                    assert distribution["OnDemandPercentageAboveBaseCapacity"] == 0
+                    assert distribution["SpotAllocationStrategy"] == "price-capacity-optimized"
+                else:
+                    assert "MixedInstancesPolicy" not in group
         _terraform(root, "destroy", "-auto-approve", "-input=false")
         for region in regions:
             groups = boto3.client(
