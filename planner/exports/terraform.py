@@ -206,6 +206,20 @@ class CloudRoot:
         raise NotImplementedError
 
     def module_arguments(self) -> list[tuple[str, str]]:
+        """The module's arguments: the pool's (the same on every cloud), then the cloud's own."""
+        return [
+            ("name", "each.key"),
+            ("plan_id", "var.plan_id"),
+            ("pool", "each.value.pool"),
+            ("run", "each.value.run"),
+            ("on_demand_nodes", "each.value.on_demand_nodes"),
+            ("spot_nodes", "each.value.spot_nodes"),
+            ("fabric", "each.value.fabric"),
+            ("reserved_nodes", "each.value.reserved_nodes"),
+            *self.cloud_arguments(),
+        ]
+
+    def cloud_arguments(self) -> list[tuple[str, str]]:
         raise NotImplementedError
 
     def pool_fields(self) -> list[tuple[str, str]]:
@@ -405,17 +419,9 @@ class _AwsRoot(CloudRoot):
             )
         return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 
-    def module_arguments(self) -> list[tuple[str, str]]:
+    def cloud_arguments(self) -> list[tuple[str, str]]:
         return [
-            ("name", "each.key"),
-            ("plan_id", "var.plan_id"),
-            ("pool", "each.value.pool"),
-            ("run", "each.value.run"),
             ("instance_type", "each.value.instance_type"),
-            ("on_demand_nodes", "each.value.on_demand_nodes"),
-            ("spot_nodes", "each.value.spot_nodes"),
-            ("fabric", "each.value.fabric"),
-            ("reserved_nodes", "each.value.reserved_nodes"),
             ("image_id", "var.image_id[each.value.region]"),
             ("subnet_ids", "var.subnet_ids[each.value.region]"),
             ("security_group_ids", "var.security_group_ids"),
@@ -470,20 +476,12 @@ class _GcpRoot(_SingleModuleRoot):
         ),
     )
 
-    def module_arguments(self) -> list[tuple[str, str]]:
+    def cloud_arguments(self) -> list[tuple[str, str]]:
         return [
-            ("name", "each.key"),
-            ("plan_id", "var.plan_id"),
-            ("pool", "each.value.pool"),
-            ("run", "each.value.run"),
             ("project", "var.project"),
             ("region", "each.value.region"),
             ("zone", 'lookup(var.zones, each.value.region, "${each.value.region}-a")'),
             ("machine_type", "each.value.machine_type"),
-            ("on_demand_nodes", "each.value.on_demand_nodes"),
-            ("spot_nodes", "each.value.spot_nodes"),
-            ("fabric", "each.value.fabric"),
-            ("reserved_nodes", "each.value.reserved_nodes"),
             ("network", "var.network"),
             ("subnetwork", "var.subnetwork"),
             ("gpudirect_networks", "var.gpudirect_networks"),
@@ -516,19 +514,11 @@ class _AzureRoot(_SingleModuleRoot):
         _Variable("admin_username", "string", "The nodes' admin user.", '"gpuplan"'),
     )
 
-    def module_arguments(self) -> list[tuple[str, str]]:
+    def cloud_arguments(self) -> list[tuple[str, str]]:
         return [
-            ("name", "each.key"),
-            ("plan_id", "var.plan_id"),
-            ("pool", "each.value.pool"),
-            ("run", "each.value.run"),
             ("resource_group_name", "var.resource_group_name"),
             ("location", "each.value.region"),
             ("vm_size", "each.value.vm_size"),
-            ("on_demand_nodes", "each.value.on_demand_nodes"),
-            ("spot_nodes", "each.value.spot_nodes"),
-            ("fabric", "each.value.fabric"),
-            ("reserved_nodes", "each.value.reserved_nodes"),
             ("subnet_id", "var.subnet_id"),
             ("ssh_public_key", "var.ssh_public_key"),
             ("admin_username", "var.admin_username"),
