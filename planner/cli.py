@@ -54,8 +54,6 @@ app = typer.Typer(
 )
 out = Console(soft_wrap=True)  # a summary line is one line, whatever the terminal's width (greppable)
 app.add_typer(simulate_app, name="simulate")
-app.command()(provision)
-app.command()(terraform)
 
 
 @app.command()
@@ -655,6 +653,11 @@ def schema(
         problem = f"unknown document {document!r}; choose {', '.join(DOCUMENTS)}"
         raise fail(InputError(None, "schema", problem))
     typer.echo(json.dumps(json_schema(document), indent=2))
+
+
+# acting on a plan: listed after the planning commands in --help
+app.command()(provision)
+app.command()(terraform)
 
 
 def main() -> None:
