@@ -105,6 +105,7 @@ def prepare(
     *,
     lead_hours: float = DEFAULT_LEAD_HOURS,
     retire_finished_runs: bool = False,
+    launch_batch: int | None = None,
 ) -> Provisioning:
     """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done)."""
     desired = desired_state(
@@ -112,7 +113,9 @@ def prepare(
     )
     log.info("reading the inventory of %s on %s", desired.plan_id, provider.cloud)
     inventory = provider.inventory(desired.plan_id)
-    actions = reconcile(desired, inventory, retire_finished_runs=retire_finished_runs)
+    actions = reconcile(
+        desired, inventory, retire_finished_runs=retire_finished_runs, launch_batch=launch_batch
+    )
     notes = [*desired.notes]
     if not retire_finished_runs:
         notes += leftover_notes(desired, inventory)
@@ -124,8 +127,12 @@ def apply(
     provider: Provider,
     *,
     on_result: Callable[[Action, ActionResult], None] | None = None,
+    before: Callable[[Action], None] | None = None,
 ) -> dict[int, ActionResult]:
-    """Execute ``run.actions`` in order; the result of each (also stored in ``run.results``)."""
+    """Execute ``run.actions`` in order; the result of each (also stored in ``run.results``).
+
+    ``before(action)`` runs just before an action is sent (not for one skipped): a journal records the
+    intent there, so a crash between the call and its result leaves a trace to resume from."""
     nodes = {n.id: n for n in run.inventory.nodes}
     groups = {g.name: g for g in run.inventory.placement_groups}
     reservations = {r.name: r for r in run.inventory.reservations}
@@ -137,6 +144,8 @@ def apply(
             result = ActionResult(status="skipped", message=f"needs {needs}, which did not succeed")
         else:
             log.info("#%d %s", action.id, action.describe())
+            if before is not None:
+                before(action)
             try:
                 made = _execute(action, provider, plan_id, nodes, groups, reservations)
             except ProviderError as exc:

@@ -287,9 +287,16 @@ def _per_hour(rate: float | None, nodes: int) -> float | None:
 
 
 def reconcile(
-    desired: DesiredState, inventory: Inventory, *, retire_finished_runs: bool = False
+    desired: DesiredState,
+    inventory: Inventory,
+    *,
+    retire_finished_runs: bool = False,
+    launch_batch: int | None = None,
 ) -> list[Action]:
-    """The ordered, minimal actions that turn ``inventory`` into ``desired`` (see the module docstring)."""
+    """The ordered, minimal actions that turn ``inventory`` into ``desired`` (see the module docstring).
+
+    ``launch_batch`` splits a pool's launch into actions of at most that many nodes (a cloud's request
+    limits, and a journal that records progress batch by batch); a gang is never split: all or nothing."""
     build = _Builder(desired)
     plan_id, period = desired.plan_id, desired.period
     live = inventory.live_nodes()
@@ -372,20 +379,22 @@ def reconcile(
     wanted = {p.pool: p for p in desired.pools}
     for pool in desired.pools:
         have = len(by_pool.get(pool.pool, []))
-        if have < pool.nodes:
-            count = pool.nodes - have
+        start = have
+        while start < pool.nodes:  # in batches of at most launch_batch nodes, each its own intent
+            count = min(pool.nodes - start, launch_batch or pool.nodes)
             made = build.add(
                 ActionKind.LAUNCH,
                 pool.pool,
                 offering=pool.offering,
                 capacity=pool.capacity,
                 count=count,
-                target_nodes=pool.nodes,
-                token=client_token(plan_id, "launch", pool.pool, period, have, pool.nodes),
+                target_nodes=start + count,
+                token=client_token(plan_id, "launch", pool.pool, period, start, start + count),
                 reason=f"the plan holds {pool.nodes} nodes in period {period}; {have} running",
                 usd_per_hour=_per_hour(build.price(pool.offering, pool.capacity), count),
             )
             launches_of[pool.offering].append(made.id)
+            start += count
 
     for name in sorted(by_pool):
         nodes = by_pool[name]

@@ -350,3 +350,18 @@ def test_a_reservation_bought_for_the_run_is_used_not_duplicated() -> None:
     )
     (launch,) = reconcile(_state(gangs=[_gang()]), inventory)
     assert launch.kind is ActionKind.LAUNCH and launch.reservation == "cr-0123456789abcdef0"
+
+
+def test_launches_split_into_batches_each_its_own_intent_but_gangs_never() -> None:
+    desired = _state(
+        pools=[_pool(P4, CapacityType.SPOT, 10)], gangs=[_gang(nodes=6, capacity=CapacityType.SPOT)]
+    )
+    actions = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1))), launch_batch=4)
+    gang = [a for a in actions if a.kind is ActionKind.LAUNCH and a.run]
+    pool = [a for a in actions if a.kind is ActionKind.LAUNCH and not a.run]
+    assert [a.count for a in gang] == [6]  # all or nothing
+    assert [(a.count, a.target_nodes) for a in pool] == [(4, 5), (4, 9), (1, 10)]
+    assert len({a.token for a in pool}) == 3
+    unbatched = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1))))
+    (whole,) = [a for a in unbatched if a.kind is ActionKind.LAUNCH and not a.run]
+    assert (whole.count, whole.target_nodes) == (9, 10)
