@@ -38,6 +38,7 @@ from planner.cli_common import (
     fail,
     progress_messages,
 )
+from planner.daemon.cli import daemon
 from planner.exports.cli import terraform
 from planner.provision_cli import provision
 from planner.simulate.cli import simulate_app
@@ -658,6 +659,7 @@ def schema(
 # acting on a plan: listed after the planning commands in --help
 app.command()(provision)
 app.command()(terraform)
+app.command()(daemon)
 
 
 def main() -> None:

@@ -1,0 +1,84 @@
+"""The daemon in production: its jobs as APScheduler 3 interval jobs, persisted in the SQLAlchemy job
+store of the daemon's own database, with the metrics server beside them.
+
+APScheduler pickles a job's function and arguments into the job store, so a job is the module-level
+:func:`run_job` with the daemon's key and the job's name; the running :class:`Daemon` is found in
+``_DAEMONS`` by that key. ``max_instances=1`` keeps one run of a job at a time and ``coalesce=True``
+turns the runs missed while the daemon was down (or busy) into one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from planner.daemon.daemon import JOBS, Daemon
+
+__all__ = ["run_forever", "run_job"]
+
+log = logging.getLogger("gpuplan.daemon")
+
+_DAEMONS: dict[str, Daemon] = {}
+
+
+def run_job(key: str, name: str) -> None:
+    """What APScheduler calls: job ``name`` of the daemon registered as ``key``, at the time it is now."""
+    _DAEMONS[key].run(name, datetime.now(UTC))
+
+
+def run_forever(daemon: Daemon, *, stop: threading.Event | None = None) -> None:
+    """Schedule the jobs, serve /metrics and /healthz, and block until SIGTERM / SIGINT (or ``stop``)."""
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from planner.daemon.metrics import MetricsServer
+
+    key = daemon.config.database_url
+    _DAEMONS[key] = daemon
+    scheduler = BackgroundScheduler(
+        jobstores={"default": SQLAlchemyJobStore(url=daemon.config.database_url, tablename="gpuplan_jobs")},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
+        timezone=UTC,
+    )
+    for name in JOBS:
+        schedule = getattr(daemon.config.jobs, name)
+        if schedule.enabled:
+            scheduler.add_job(
+                run_job,
+                "interval",
+                seconds=schedule.seconds,
+                args=[key, name],
+                id=name,
+                name=name,
+                replace_existing=True,
+                next_run_time=datetime.now(UTC),
+            )
+    server: Any = None
+    if daemon.config.metrics.enabled:
+        server = MetricsServer(
+            daemon.metrics,
+            host=daemon.config.metrics.host,
+            port=daemon.config.metrics.port,
+            health=daemon.health,
+        )
+        server.start()
+        log.info("metrics on %s/metrics", server.url)
+    stop = stop or threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # not in the main thread (tests) signals cannot be caught: the caller's stop event ends it
+        with contextlib.suppress(ValueError):
+            signal.signal(sig, lambda *_: stop.set())
+    scheduler.start()
+    log.info("daemon running: %s", ", ".join(j.id for j in scheduler.get_jobs()))
+    try:
+        stop.wait()
+    finally:
+        scheduler.shutdown(wait=True)
+        if server is not None:
+            server.stop()
+        _DAEMONS.pop(key, None)
+        log.info("daemon stopped")

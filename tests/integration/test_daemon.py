@@ -1,0 +1,203 @@
+"""`gpuplan daemon` over simulated days on the simulated cloud (issue 16's done-when).
+
+Time is driven by the test: ``Daemon.tick(now)`` runs the jobs that are due at ``now`` on a clock the test
+advances in 15-minute steps, never by sleeping. Over four and a half days of the mixed-fleet week (on AWS
+offerings, in the simulated cloud) a spot price jumps (refresh_prices sees it, replan plans again with
+it), a spot node is interrupted (watch_interruptions replaces it in the same cycle) and the daemon is
+restarted (a new process on the same database and cloud). After every reconcile the fleet is checked
+against the current plan by an independent reading of its allocations.csv: every pool holds exactly
+its planned whole nodes, every running gang all of its own, and nothing else, so no resource was made
+twice. The same runs on PostgreSQL where the machine's server binaries start one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from models.plan import Plan
+from models.tiers import CapacityType
+from planner.cli import app
+from planner.daemon.config import load_config
+from planner.reconcile import run_name
+from providers.base import pool_name
+from providers.sim import SimProvider
+
+START = datetime(2027, 2, 1, tzinfo=UTC)
+STEP = timedelta(minutes=15)
+END = START + timedelta(days=4, hours=12)  # the week's 16-node gang starts on day 4 at 00:00
+
+
+def _config(tmp_path: Path, scenario: Path, database: str | None = None, **extra: Any) -> Path:
+    data: dict[str, Any] = {
+        "scenario": str(scenario),
+        "provider": {"cloud": "sim", "sim_state": str(tmp_path / "sim.json")},
+        "apply": True,
+        "plan_time_limit": 10,
+        "jobs": {
+            "refresh_prices": {"every_minutes": 60},
+            "replan": {"every_hours": 10000, "price_change": 0.25},  # on triggers only, here
+            "reconcile": {"every_minutes": 60},
+            "watch_interruptions": {"every_minutes": 15},
+            "commitment_expiry": {"every_hours": 24, "warn_days": 30},
+        },
+        "metrics": {"enabled": False},
+        **extra,
+    }
+    if database is not None:
+        data["database"] = database
+    path = tmp_path / "daemon.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def scenario(week_plan: Callable[[str], Path], tmp_path: Path) -> Path:
+    source = week_plan("aws").parent / "scenario.yaml"
+    target = tmp_path / "inputs" / "scenario.yaml"
+    target.parent.mkdir()
+    shutil.copy(source, target)
+    return target
+
+
+def _fleet(state: Path) -> Counter[str]:
+    """Live nodes per pool (gang nodes per run), from the simulated cloud's own file."""
+    data = json.loads(state.read_text(encoding="utf-8"))
+    return Counter(n["run"] or n["pool"] for n in data["nodes"].values() if n["state"] != "terminated")
+
+
+def _planned(plan: Plan, now: datetime) -> Counter[str]:
+    """What the plan holds at ``now``, read from allocations.csv and plan.json directly."""
+    period = int((now - plan.document.horizon.start).total_seconds() // 3600)
+    rows = plan.allocations[(plan.allocations.period == period) & (plan.allocations.kind == "inference")]
+    held: Counter[str] = Counter()
+    for (offering, spot), group in rows.groupby([rows.offering, rows.tier == "spot"]):
+        pool = pool_name(str(offering), CapacityType.SPOT if spot else CapacityType.ON_DEMAND)
+        held[pool] = math.ceil(group.nodes.sum() - 1e-6)
+    for run in plan.document.training:
+        if run.start <= now < run.end:
+            held[run_name(run.job, run.run)] = run.nodes
+    return +held
+
+
+_PLANS: dict[tuple[str, ...], Path] = {}
+
+
+def _cached_planner(config: Any, previous: Any, now: datetime, live: dict[str, float]) -> Path:
+    """The daemon's own planner, its plans reused across the two database runs (same inputs, same plan)."""
+    from planner.daemon.daemon import plan_scenario
+
+    key = (*(f"{o}={v:.4f}" for o, v in sorted(live.items())), str(previous is not None))
+    if key not in _PLANS:
+        made = plan_scenario(config, previous, now, live)
+        keep = Path(str(config.plans_dir) + "-cache") / made.name
+        shutil.copytree(made, keep, dirs_exist_ok=True)
+        _PLANS[key] = keep
+    target = config.plans_dir / f"plan-{now:%Y%m%dT%H%M%SZ}"
+    shutil.copytree(_PLANS[key], target, dirs_exist_ok=True)
+    return target
+
+
+def _run_days(tmp_path: Path, config_path: Path) -> list[str]:
+    """Four and a half simulated days; returns what happened, for the assertions."""
+    from planner.daemon.daemon import Daemon
+
+    config = load_config(config_path)
+    state = config.sim_state
+    cloud = SimProvider(state, sleep=lambda _s: None)
+    cloud.configure(api_latency_seconds=0.0, boot_seconds=0.0)
+    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    log: list[str] = []
+    now = START
+    interrupted = restarted = priced = False
+    while now < END:
+        if not priced and now >= START + timedelta(hours=30):
+            plan = daemon.current_plan()
+            assert plan is not None
+            offering, record = next(
+                (o, r) for o, r in sorted(plan.document.offerings.items()) if r.spot_usd_h
+            )
+            cloud.configure(spot_prices={offering: record.spot_usd_h * 1.6})  # a jump: +60 %
+            priced = True
+            log.append(f"price {offering}")
+        if not interrupted and now >= START + timedelta(hours=50):
+            spot = next(
+                (
+                    i
+                    for i, n in json.loads(state.read_text())["nodes"].items()
+                    if n["capacity"] == "spot" and n["state"] != "terminated"
+                ),
+                None,
+            )
+            if spot is not None:
+                cloud.interrupt(spot)
+                interrupted = True
+                log.append(f"interrupt {spot}")
+        if not restarted and now >= START + timedelta(hours=60):
+            daemon = Daemon(
+                load_config(config_path),
+                provider=SimProvider(state, sleep=lambda _s: None),
+                planner=_cached_planner,
+            )
+            restarted = True
+            log.append("restart")
+        ran = daemon.tick(now)
+        if "replan" in ran and daemon.store.get_state("last_replan") == now.isoformat():
+            log.append(f"replan {now:%dT%H:%M}")
+        if "reconcile" in ran or "watch_interruptions" in ran:
+            plan = daemon.current_plan()
+            assert plan is not None
+            assert _fleet(state) == _planned(plan, now), f"fleet differs from the plan at {now}"
+        now += STEP
+    assert priced and interrupted and restarted
+    assert _fleet(state)["pretrain-34b-0"] == 16  # the gang runs, all of it
+    return log
+
+
+def test_days_on_sqlite_match_the_plan_at_every_check(scenario: Path, tmp_path: Path) -> None:
+    log = _run_days(tmp_path, _config(tmp_path, scenario))
+    assert any(entry.startswith("replan 02T") for entry in log), log  # the price jump re-planned
+    data = json.loads((tmp_path / "sim.json").read_text(encoding="utf-8"))
+    tokens = Counter(token for token, ids in data["tokens"].items() for _ in ids)
+    assert all(count >= 1 for count in tokens.values())
+    made = [i for ids in data["tokens"].values() for i in ids]
+    assert len(made) == len(set(made))  # no node made for two intents
+
+
+def test_days_on_postgresql(scenario: Path, tmp_path: Path, postgres_url: str) -> None:
+    _run_days(tmp_path, _config(tmp_path, scenario, database=postgres_url))
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    from postgres_server import postgres
+
+    with postgres() as url:
+        yield url
+
+
+def test_check_validates_and_names_what_is_wrong(scenario: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = _config(tmp_path, scenario)
+    result = runner.invoke(app, ["daemon", "--config", str(path), "--check"])
+    assert result.exit_code == 0 and "valid" in result.output and "applies" in result.output
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for change, message in (
+        ({"jobs": {"reconcile": {"every_minutes": 5, "every_hours": 1}}}, "every_minutes or every_hours"),
+        ({"scenario": "missing.yaml"}, "scenario"),
+        ({"reconcile_every": 5}, "reconcile_every"),
+        ({"launch_batch": 0}, "launch_batch"),
+    ):
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**data, **change}), encoding="utf-8")
+        result = runner.invoke(app, ["daemon", "--config", str(tmp_path / "bad.yaml"), "--check"])
+        assert result.exit_code == 2 and message in result.output, result.output
