@@ -20,10 +20,8 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from planner.daemon.logs import configure_json_logging, mask_url, redact
+from planner.daemon.logs import THIRD_PARTY_LOGGERS, JsonFormatter, configure_json_logging, mask_url, redact
 from planner.daemon.metrics import DaemonMetrics, MetricsServer
-
-pytest.importorskip("prometheus_client")
 
 ENV_SECRET = "planted-azure-secret-Qx7Zp2"
 BEARER = "eyJplanted.bearer-token_9f3k"
@@ -237,22 +235,25 @@ def test_server_stops_and_frees_its_port() -> None:
 
 
 @pytest.fixture
-def json_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """The JSON handler on a buffer, with a planted secret in the environment; the loggers are restored."""
-    monkeypatch.setenv("AZURE_CLIENT_SECRET", ENV_SECRET)
-    names = ["gpuplan", "botocore", "boto3", "urllib3", "azure", "google", "apscheduler", "sqlalchemy"]
-    saved = {
-        n: (logging.getLogger(n).handlers[:], logging.getLogger(n).level, logging.getLogger(n).propagate)
-        for n in names
-    }
-    stream = io.StringIO()
-    configure_json_logging(stream, level="DEBUG")
+def restored_loggers() -> Iterator[None]:
+    """configure_json_logging changes process-wide loggers: put them back for the tests that follow."""
+    names = ["gpuplan", *THIRD_PARTY_LOGGERS]
+    saved = {n: (lg.handlers[:], lg.level, lg.propagate) for n in names for lg in [logging.getLogger(n)]}
     try:
-        yield stream
+        yield
     finally:
         for n, (handlers, level, propagate) in saved.items():
             lg = logging.getLogger(n)
             lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
+
+
+@pytest.fixture
+def json_log(monkeypatch: pytest.MonkeyPatch, restored_loggers: None) -> io.StringIO:
+    """The JSON handler on a buffer, at DEBUG, with a planted secret in the environment."""
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", ENV_SECRET)
+    stream = io.StringIO()
+    configure_json_logging(stream, level="DEBUG")
+    return stream
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -323,20 +324,18 @@ def test_a_planted_secret_never_reaches_a_log_line(json_log: io.StringIO) -> Non
     assert by_msg["sdk said: Authorization: Bearer ***"]
 
 
-def test_redaction_filter_also_covers_a_plain_formatter(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redaction_filter_also_covers_a_plain_formatter(
+    monkeypatch: pytest.MonkeyPatch, restored_loggers: None
+) -> None:
     """The filter rewrites the record itself: a text formatter on the same handler is safe too."""
     monkeypatch.setenv("GPUPLAN_WEBHOOK_TOKEN", ENV_SECRET)
     stream = io.StringIO()
     handler = configure_json_logging(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    saved = logging.getLogger("gpuplan").handlers[:]
     try:
-        try:
-            raise ValueError(ENV_SECRET)
-        except ValueError:
-            logging.getLogger("gpuplan.x").exception("webhook %s failed", ENV_SECRET)
-    finally:
-        logging.getLogger("gpuplan").handlers[:] = saved
+        raise ValueError(ENV_SECRET)
+    except ValueError:
+        logging.getLogger("gpuplan.x").exception("webhook %s failed", ENV_SECRET)
     out = stream.getvalue()
     assert "ValueError: ***" in out and "webhook *** failed" in out and ENV_SECRET not in out
 
@@ -387,3 +386,24 @@ def test_a_planted_secret_never_reaches_the_exposition(monkeypatch: pytest.Monke
     assert "pool-***" in exposition
     labels = [s.labels for f in text_string_to_metric_families(exposition) for s in f.samples]
     assert max(len(v) for lab in labels for v in lab.values()) <= 128
+
+
+def test_json_formatter_redacts_without_the_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The formatter is the second layer: a handler someone built with it alone still leaks nothing."""
+    monkeypatch.setenv("GCP_SERVICE_ACCOUNT_KEY", ENV_SECRET)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("gpuplan.test.formatter_only")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        try:
+            raise PermissionError(f"key {ENV_SECRET} rejected for {DB_URL}")
+        except PermissionError:
+            logger.exception("auth %s", ENV_SECRET, extra={"dsn": DB_URL, "api_key": "k"})
+    finally:
+        logger.removeHandler(handler)
+    (record,) = lines(stream)
+    assert ENV_SECRET not in stream.getvalue() and DB_PASSWORD not in stream.getvalue()
+    assert "PermissionError: key *** rejected" in record["exception"] and record["api_key"] == "***"
