@@ -119,10 +119,11 @@ def resume(store: Store, provider: Provider, plan_id: str) -> list[Resumed]:
         report.append(Resumed(entry, "re-sent", result, detail))
         log.info("journal #%d %s re-sent with its token: %s", entry.id, entry.kind, result.status)
     if crashed or report:
+        settled = sum(r.outcome == "found" for r in report)
         store.record_event(
             "resume",
-            f"{plan_id}: {crashed} crashed cycles; {sum(r.outcome == 'found' for r in report)} pending actions "
-            f"found done, {sum(r.outcome == 're-sent' for r in report)} re-sent",
+            f"{plan_id}: {crashed} crashed cycles; {settled} pending actions found done, "
+            f"{len(report) - settled} re-sent",
             data={
                 "plan_id": plan_id,
                 "crashed_cycles": crashed,

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from models.plan import Plan
 from planner.daemon.journal import apply_journaled, resume
+from planner.daemon.store import Store
 from planner.provision import prepare
 from planner.reconcile import plan_id_of
 from providers.sim import SimProvider
-from planner.daemon.store import Store
 
 
 def main(argv: list[str] | None = None) -> int:

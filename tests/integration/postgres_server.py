@@ -24,6 +24,9 @@ import pytest
 
 __all__ = ["PostgresServer", "postgres_server"]
 
+_INITDB = ("--no-sync", "-E", "UTF8")
+_CREATE_DB = ("-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", "create database gpuplan")
+
 
 def _free_port() -> int:
     """A port nothing listens on now (there is no port 0 for postgres: bind one, read it, close it)."""
@@ -89,8 +92,7 @@ def postgres_server() -> Iterator[PostgresServer]:
             shutil.chown(folder, "postgres", "postgres")
             shutil.chown(folder / "sock", "postgres", "postgres")
         made = subprocess.run(
-            [*as_user, "initdb", "-D", str(folder / "data"), "-A", "trust", "-U", "gpuplan", "--no-sync"]
-            + ["-E", "UTF8"],
+            [*as_user, "initdb", "-D", str(folder / "data"), "-A", "trust", "-U", "gpuplan", *_INITDB],
             capture_output=True,
             text=True,
             timeout=120,
@@ -104,8 +106,7 @@ def postgres_server() -> Iterator[PostgresServer]:
             pytest.skip(f"PostgreSQL did not start: {exc}"[:800])
         started = True
         created = subprocess.run(
-            ["psql", "-h", str(folder / "sock"), "-p", str(server.port), "-U", "gpuplan", "-d", "postgres"]
-            + ["-v", "ON_ERROR_STOP=1", "-c", "create database gpuplan"],
+            ["psql", "-h", str(folder / "sock"), "-p", str(server.port), "-U", "gpuplan", *_CREATE_DB],
             capture_output=True,
             text=True,
             timeout=60,
