@@ -40,13 +40,14 @@ class PostgresServer:
     folder: Path
     port: int
     as_user: list[str]  # the prefix that runs a command as the server's owner ([] when not root)
+    pg_ctl: str = "pg_ctl"
 
     @property
     def url(self) -> str:
         return f"postgresql+psycopg2://gpuplan@127.0.0.1:{self.port}/gpuplan"
 
     def _pg_ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        command = [*self.as_user, "pg_ctl", "-D", str(self.folder / "data"), *args]
+        command = [*self.as_user, self.pg_ctl, "-D", str(self.folder / "data"), *args]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
 
     def start(self) -> None:
@@ -67,11 +68,30 @@ class PostgresServer:
         self._pg_ctl("-m", "fast", "-w", "-t", "30", "stop")
 
 
+def _binary(name: str) -> str | None:
+    """``name`` on PATH, else in Debian's versioned folder (``/usr/lib/postgresql/N/bin``, the newest N),
+    where the server package puts initdb and pg_ctl without linking them onto PATH."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    folders = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: _version(p.parent.name))
+    for folder in reversed(folders):
+        if (folder / name).is_file():
+            return str(folder / name)
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
 def postgres_server() -> Iterator[PostgresServer]:
     """Yield a running server (see the module docstring); stop and delete it afterwards."""
-    missing = [b for b in ("initdb", "pg_ctl", "psql") if shutil.which(b) is None]
+    binaries = {b: _binary(b) for b in ("initdb", "pg_ctl", "psql")}
+    missing = [b for b, path in binaries.items() if path is None]
     if missing:
         pytest.skip(f"PostgreSQL binaries missing ({', '.join(missing)}): the PostgreSQL runs are skipped")
+    initdb, pg_ctl, psql = (str(binaries[b]) for b in ("initdb", "pg_ctl", "psql"))
     as_user: list[str] = []
     if os.geteuid() == 0:
         if shutil.which("runuser") is None:
@@ -84,7 +104,7 @@ def postgres_server() -> Iterator[PostgresServer]:
             pytest.skip("running as root and there is no postgres user for initdb to run as")
         as_user = ["runuser", "-u", "postgres", "--"]
     folder = Path(tempfile.mkdtemp(prefix="gpuplan-pg-"))
-    server = PostgresServer(folder, _free_port(), as_user)
+    server = PostgresServer(folder, _free_port(), as_user, pg_ctl)
     started = False
     try:
         (folder / "sock").mkdir()
@@ -92,7 +112,7 @@ def postgres_server() -> Iterator[PostgresServer]:
             shutil.chown(folder, "postgres", "postgres")
             shutil.chown(folder / "sock", "postgres", "postgres")
         made = subprocess.run(
-            [*as_user, "initdb", "-D", str(folder / "data"), "-A", "trust", "-U", "gpuplan", *_INITDB],
+            [*as_user, initdb, "-D", str(folder / "data"), "-A", "trust", "-U", "gpuplan", *_INITDB],
             capture_output=True,
             text=True,
             timeout=120,
@@ -106,7 +126,7 @@ def postgres_server() -> Iterator[PostgresServer]:
             pytest.skip(f"PostgreSQL did not start: {exc}"[:800])
         started = True
         created = subprocess.run(
-            ["psql", "-h", str(folder / "sock"), "-p", str(server.port), "-U", "gpuplan", *_CREATE_DB],
+            [psql, "-h", str(folder / "sock"), "-p", str(server.port), "-U", "gpuplan", *_CREATE_DB],
             capture_output=True,
             text=True,
             timeout=60,
