@@ -368,7 +368,9 @@ def reconcile(
             placement_group=gang.placement_group,
             reservation=held if reserved else None,
             fabric=gang.fabric,
-            token=client_token(plan_id, "launch", gang.run, period, have, gang.nodes),
+            token=client_token(
+                plan_id, "launch", gang.run, period, have, gang.nodes, _members(by_run[gang.run])
+            ),
             depends_on=_ids(group_action.get(gang.run), reservation_action.get(gang.run)),
             reason=f"{gang.run} runs until {gang.end:%Y-%m-%d %H:%M}Z on {gang.nodes} nodes; {have} running",
             # nodes launched into a reservation add nothing: the reservation is billed already
@@ -389,7 +391,9 @@ def reconcile(
                 capacity=pool.capacity,
                 count=count,
                 target_nodes=start + count,
-                token=client_token(plan_id, "launch", pool.pool, period, start, start + count),
+                token=client_token(
+                    plan_id, "launch", pool.pool, period, start, start + count, _members(by_pool[pool.pool])
+                ),
                 reason=f"the plan holds {pool.nodes} nodes in period {period}; {have} running",
                 usd_per_hour=_per_hour(build.price(pool.offering, pool.capacity), count),
             )
@@ -485,6 +489,13 @@ def leftover_notes(desired: DesiredState, inventory: Inventory) -> list[str]:
         "terminates a gang; end the job, or use --retire-finished-runs)"
         for run, count in sorted(runs.items())
     ]
+
+
+def _members(nodes: Sequence[Node]) -> str:
+    """Which nodes a pool (or gang) holds, in a launch's token: after a node is interrupted and gone, the
+    launch that replaces it is a new intent (the old token would be replayed, creating nothing), while a
+    repeat of the same launch from the same inventory is the same one."""
+    return client_token(*sorted(n.id for n in nodes)) if nodes else ""
 
 
 def _reservation_name(gang: DesiredGang) -> str:

@@ -6,9 +6,10 @@ Each job is a method taking the time it runs at (``now``), so a test drives simu
 coalesced).
 
 - ``refresh_prices``: the provider's live spot prices of the plan's offerings into the store, with age.
-- ``replan``: on its schedule, or when a plan offering's live spot price has moved by more than
-  ``price_change`` since the plan, or when the scenario's inputs changed: the scenario planned again with
-  the live spot prices and every commitment already bought held fixed (a re-plan never un-buys one).
+- ``replan``: on its schedule, and (checked after each price refresh) when a plan offering's live spot
+  price has moved by more than ``price_change`` since the plan, or the scenario's inputs changed: the
+  scenario planned again with the live spot prices and every commitment already bought held fixed (a
+  re-plan never un-buys one).
 - ``reconcile``: ``gpuplan provision`` against the current plan, journaled (``journal.py``); pending
   actions of a crashed run are resumed first; with ``apply: false`` the actions are only journaled as a
   dry run. A spot pool the cloud cannot fill falls back to on-demand nodes of the same offering; the spot
@@ -109,7 +110,7 @@ class Daemon:
                 result = job(_utc(now))
         except Exception as exc:
             log.exception("job %s failed: %s", name, exc)
-            self.store.record_event(_utc(now), "job-failed", f"{name}: {type(exc).__name__}: {exc}", {})
+            self.store.record_event("job-failed", f"{name}: {type(exc).__name__}: {exc}", at=_utc(now))
             return None
         self.store.set_state(f"last_run:{name}", _utc(now).isoformat())
         return result
@@ -121,16 +122,17 @@ class Daemon:
         if plan is None:
             return 0
         prices = self.provider.spot_prices(sorted(plan.document.offerings))
-        self.store.record_prices(prices, now)
+        self.store.record_prices(prices)
         if prices:
             newest = max(_utc(p.at) for p in prices)
             self.metrics.price_age(max(0.0, (now - newest).total_seconds()))
         log.info("refreshed %d spot prices", len(prices))
+        self.replan(now, scheduled=False)  # only if the prices (or the inputs) moved
         return len(prices)
 
-    def replan(self, now: datetime, *, force: bool = False) -> Path | None:
-        """A new plan when none exists, when it is forced or due by schedule (the caller), or when prices
-        or inputs moved; None when nothing called for one."""
+    def replan(self, now: datetime, *, scheduled: bool = True) -> Path | None:
+        """A new plan when it is the scheduled replan, when none exists, or when prices or inputs moved
+        (``scheduled=False``: only then); None when nothing called for one."""
         plan = self.current_plan()
         live = {o: usd for o, (usd, _seen) in self.store.latest_prices().items()}
         digest = inputs_digest(self.config.scenario_path)
@@ -143,9 +145,7 @@ class Daemon:
             moved = _moved_prices(plan, live, self.config.jobs.replan.price_change)
             if moved:
                 reasons.append(f"spot prices moved: {', '.join(moved)}")
-            last = self.store.get_state("last_replan")
-            interval = timedelta(seconds=self.config.jobs.replan.seconds)
-            if force or last is None or now - datetime.fromisoformat(last) >= interval:
+            if scheduled:
                 reasons.append("scheduled")
         if not reasons:
             return None
@@ -154,7 +154,7 @@ class Daemon:
         self.store.set_state("plan_dir", str(plan_dir))
         self.store.set_state("inputs_digest", digest)
         self.store.set_state("last_replan", now.isoformat())
-        self.store.record_event(now, "replan", "; ".join(reasons), {"plan_dir": str(plan_dir)})
+        self.store.record_event("replan", "; ".join(reasons), at=now, data={"plan_dir": str(plan_dir)})
         new = Plan.read(plan_dir)
         self.metrics.plan_cost(new.document.costs.total_usd / new.document.horizon.hours)
         return plan_dir
@@ -164,7 +164,7 @@ class Daemon:
 
         plan = self.current_plan()
         if plan is None:
-            self.replan(now, force=True)
+            self.replan(now)
             plan = self.current_plan()
         if plan is None:
             return None
@@ -202,7 +202,7 @@ class Daemon:
             fresh.append(key)
             self.metrics.interruption(notice.kind)
             data = {"node": notice.node_id, "pool": notice.pool, "run": notice.run, "kind": notice.kind}
-            self.store.record_event(now, "interruption", f"{notice.kind} of {notice.node_id}", data)
+            self.store.record_event("interruption", f"{notice.kind} of {notice.node_id}", at=now, data=data)
             if notice.run and self.config.checkpoint_hook is not None:
                 self._checkpoint(notice.run, notice.node_id)
         self.store.set_state("seen_interruptions", sorted(seen))
@@ -237,7 +237,9 @@ class Daemon:
                 f"{instead}"
             )
             log.warning(message)
-            self.store.record_event(now, "commitment-expiry", message, {"commitment": commitment.name})
+            self.store.record_event(
+                "commitment-expiry", message, at=now, data={"commitment": commitment.name}
+            )
             warnings.append(message)
         return warnings
 

@@ -16,11 +16,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 __all__ = ["PostgresServer", "postgres_server"]
 
@@ -139,3 +141,15 @@ def postgres_server() -> Iterator[PostgresServer]:
         if started:
             server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_database(server: PostgresServer) -> str:
+    """A database of its own on the shared server (tests reuse plan ids and tokens)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server.url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f"create database {name}"))
+    finally:
+        admin.dispose()
+    return server.url.rsplit("/", 1)[0] + "/" + name

@@ -18,16 +18,14 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from postgres_server import PostgresServer, postgres_server
-from sqlalchemy import create_engine, text
+from postgres_server import PostgresServer, fresh_database
 
 from models.actions import Action, ActionKind, ActionResult
 from models.plan import Plan
@@ -46,28 +44,11 @@ WORKER = Path(__file__).with_name("daemon_kill_worker.py")
 # fixtures
 
 
-@pytest.fixture(scope="session")
-def pg() -> Iterator[PostgresServer]:
-    yield from postgres_server()
-
-
-def _fresh_database(server: PostgresServer) -> str:
-    """A database of its own on the shared server (tests reuse plan ids and tokens)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server.url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f"create database {name}"))
-    finally:
-        admin.dispose()
-    return server.url.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'daemon.db'}"
-    return _fresh_database(request.getfixturevalue("pg"))
+    return fresh_database(request.getfixturevalue("pg"))
 
 
 @pytest.fixture
@@ -424,7 +405,7 @@ def test_a_database_that_stays_down_names_its_url_with_the_password_masked() -> 
 
 
 def test_a_postgresql_server_stopped_then_started_is_waited_for(pg: PostgresServer) -> None:
-    url = _fresh_database(pg)
+    url = fresh_database(pg)
     waits: list[float] = []
 
     def sleep(seconds: float) -> None:

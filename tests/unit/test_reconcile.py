@@ -284,6 +284,11 @@ def test_tokens_are_deterministic_and_change_with_the_intent() -> None:
     assert later[0].token != first[-1].token  # another period is another intent
     partly = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1))))
     assert partly[-1].count == 2 and partly[-1].token != first[-1].token
+    # the same count of other nodes (one interrupted, gone, and a new one in its place): another intent
+    other = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1, first=7))))
+    assert other[-1].count == 2 and other[-1].token != partly[-1].token
+    again = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1, first=7))))
+    assert again[-1].token == other[-1].token
 
 
 def test_launch_specs_carry_the_tags_inventory_finds() -> None:
