@@ -1,7 +1,7 @@
 """`gpuplan daemon` over simulated days on the simulated cloud (issue 16's done-when).
 
 Time is driven by the test: ``Daemon.tick(now)`` runs the jobs that are due at ``now`` on a clock the test
-advances in 15-minute steps, never by sleeping. Over four and a half days of the mixed-fleet week (on AWS
+advances in 30-minute steps, never by sleeping. Over four and a half days of the mixed-fleet week (on AWS
 offerings, in the simulated cloud) a spot price jumps (refresh_prices sees it, replan plans again with
 it), a spot node is interrupted (watch_interruptions replaces it in the same cycle) and the daemon is
 restarted (a new process on the same database and cloud). After every reconcile the fleet is checked
@@ -34,7 +34,7 @@ from providers.base import pool_name
 from providers.sim import SimProvider
 
 START = datetime(2027, 2, 1, tzinfo=UTC)
-STEP = timedelta(minutes=15)
+STEP = timedelta(minutes=30)
 END = START + timedelta(days=4, hours=12)  # the week's 16-node gang starts on day 4 at 00:00
 
 
@@ -48,7 +48,7 @@ def _config(tmp_path: Path, scenario: Path, database: str | None = None, **extra
             "refresh_prices": {"every_minutes": 60},
             "replan": {"every_hours": 10000, "price_change": 0.25},  # on triggers only, here
             "reconcile": {"every_minutes": 60},
-            "watch_interruptions": {"every_minutes": 15},
+            "watch_interruptions": {"every_minutes": 30},
             "commitment_expiry": {"every_hours": 24, "warn_days": 30},
         },
         "metrics": {"enabled": False},
