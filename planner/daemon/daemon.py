@@ -169,6 +169,10 @@ class Daemon:
         if plan is None:
             return None
         plan_id = plan_id_of(plan.document)
+        start = plan.document.horizon.start
+        if now < start:  # nothing to hold before the plan starts (provision --at can build it ahead)
+            log.info("the plan starts %s: nothing to reconcile yet", f"{start:%Y-%m-%dT%H:%M}Z")
+            return None
         if self.config.apply:
             for resumed in resume(self.store, self.provider, plan_id):
                 log.info("resumed %s", resumed)

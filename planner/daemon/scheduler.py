@@ -13,6 +13,7 @@ import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,8 +31,14 @@ def run_job(key: str, name: str) -> None:
     _DAEMONS[key].run(name, datetime.now(UTC))
 
 
-def run_forever(daemon: Daemon, *, stop: threading.Event | None = None) -> None:
-    """Schedule the jobs, serve /metrics and /healthz, and block until SIGTERM / SIGINT (or ``stop``)."""
+def run_forever(
+    daemon: Daemon,
+    *,
+    stop: threading.Event | None = None,
+    on_ready: Callable[[Any], None] | None = None,
+) -> None:
+    """Schedule the jobs, serve /metrics and /healthz, and block until SIGTERM / SIGINT (or ``stop``);
+    ``on_ready(metrics_server or None)`` is called once both run (a supervisor, a test)."""
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -74,6 +81,8 @@ def run_forever(daemon: Daemon, *, stop: threading.Event | None = None) -> None:
             signal.signal(sig, lambda *_: stop.set())
     scheduler.start()
     log.info("daemon running: %s", ", ".join(j.id for j in scheduler.get_jobs()))
+    if on_ready is not None:
+        on_ready(server)
     try:
         stop.wait()
     finally:

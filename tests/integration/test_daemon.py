@@ -201,3 +201,106 @@ def test_check_validates_and_names_what_is_wrong(scenario: Path, tmp_path: Path)
         (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**data, **change}), encoding="utf-8")
         result = runner.invoke(app, ["daemon", "--config", str(tmp_path / "bad.yaml"), "--check"])
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_once_from_the_command_line_acts_logs_json_and_leaks_no_secret(
+    scenario: Path, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = _config(tmp_path, scenario, database=f"sqlite:///{tmp_path / 'once.db'}")
+    planted = {
+        "AZURE_CLIENT_SECRET": "planted-daemon-secret-5f1c2e",
+        "AWS_SECRET_ACCESS_KEY": "planted-aws-9d3b1a",
+    }
+    env = {**os.environ, **planted}
+    args = ["daemon", "--config", str(path), "--once", "--at", "2027-02-01T01:00:00Z"]
+    script = f"import sys; sys.argv = ['gpuplan', *{args!r}]; from planner.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ran refresh_prices, replan, reconcile" in done.stdout
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    for value in planted.values():
+        assert value not in done.stdout and value not in done.stderr
+    config = load_config(path)
+    (plan_dir,) = sorted(config.plans_dir.glob("plan-*"))
+    assert _fleet(config.sim_state) == _planned(Plan.read(plan_dir), datetime(2027, 2, 1, 1, tzinfo=UTC))
+
+
+def test_commitment_expiry_warns_with_what_the_plan_buys_instead(scenario: Path, tmp_path: Path) -> None:
+    from planner.daemon.daemon import Daemon
+
+    config = load_config(_config(tmp_path, scenario))
+    expiry = config.jobs.commitment_expiry.model_copy(update={"warn_days": 4000})
+    config = config.model_copy(update={"jobs": config.jobs.model_copy(update={"commitment_expiry": expiry})})
+    cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
+    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon.replan(START)
+    plan = daemon.current_plan()
+    assert plan is not None and plan.document.commitments
+    warnings = daemon.commitment_expiry(START)
+    assert len(warnings) == sum(1 for c in plan.document.commitments if c.end is not None)
+    first = plan.document.commitments[0]
+    assert any(first.offering in w and f"ends {first.end:%Y-%m-%d}" in w for w in warnings)
+    assert "the plan lets it lapse" in " ".join(warnings)  # nothing bought after the horizon's plan
+    assert [e.kind for e in daemon.store.events("commitment-expiry")]
+
+
+def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
+    scenario: Path, tmp_path: Path
+) -> None:
+    """The production path: APScheduler 3 with the SQLAlchemy job store in the daemon's database, one run
+    of a job at a time, and /metrics and /healthz served beside it (real seconds here, a few of them)."""
+    import threading
+    import time
+    import urllib.request
+
+    import sqlalchemy
+
+    from planner.daemon.daemon import Daemon
+    from planner.daemon.scheduler import run_forever
+
+    path = _config(tmp_path, scenario, metrics={"enabled": True, "host": "127.0.0.1", "port": 0})
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["apply"] = False  # a dry run: journals what it would do
+    data["jobs"] = {
+        name: {"every_minutes": 0.02} for name in ("refresh_prices", "reconcile", "watch_interruptions")
+    }
+    data["jobs"]["replan"] = {"every_hours": 10000}
+    data["jobs"]["commitment_expiry"] = {"every_hours": 10000}
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    config = load_config(path)
+    cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
+    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon.replan(START)  # a plan to work on (the scheduled replan is days away)
+    stop = threading.Event()
+    servers: list[Any] = []
+    worker = threading.Thread(
+        target=run_forever, args=(daemon,), kwargs={"stop": stop, "on_ready": servers.append}
+    )
+    try:
+        worker.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and daemon.store.get_state("last_run:reconcile") is None:
+            time.sleep(0.2)
+        assert daemon.store.get_state("last_run:reconcile") is not None, "the scheduler never ran reconcile"
+        assert servers, "no metrics server"
+        with urllib.request.urlopen(f"{servers[0].url}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        assert "gpuplan_job_last_success_timestamp_seconds" in text and 'job="reconcile"' in text
+        jobs = (
+            sqlalchemy.create_engine(config.database_url)
+            .connect()
+            .execute(sqlalchemy.text("select id from gpuplan_jobs"))
+        )
+        assert {row[0] for row in jobs} >= {"refresh_prices", "reconcile", "watch_interruptions"}
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert _fleet(config.sim_state) == Counter()  # a dry run changed nothing
