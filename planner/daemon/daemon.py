@@ -44,6 +44,8 @@ __all__ = ["JOBS", "Daemon"]
 
 log = logging.getLogger("gpuplan.daemon")
 
+#: Interruption notices remembered as seen (the newest).
+_SEEN_KEPT: Final = 2000
 #: The jobs, in the order a tick runs the ones that are due.
 JOBS: Final = ("refresh_prices", "replan", "reconcile", "watch_interruptions", "commitment_expiry")
 
@@ -209,7 +211,10 @@ class Daemon:
             self.store.record_event("interruption", f"{notice.kind} of {notice.node_id}", at=now, data=data)
             if notice.run and self.config.checkpoint_hook is not None:
                 self._checkpoint(notice.run, notice.node_id)
-        self.store.set_state("seen_interruptions", sorted(seen))
+        # the newest notices are enough to tell a new one from one seen already (a reclaimed node's id
+        # never comes back), and the state stays small over months
+        kept = [*[k for k in self.store.get_state("seen_interruptions") or [] if k in seen], *fresh]
+        self.store.set_state("seen_interruptions", kept[-_SEEN_KEPT:])
         if fresh and self.config.apply:
             self.reconcile(now)  # replace the capacity within this cycle
         return fresh
