@@ -41,6 +41,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from models.actions import Action, ActionResult
 from models.errors import GpuplanError
+from planner.daemon.logs import mask_url  # the one masking rule for URLs
 from providers.base import SpotPrice
 
 __all__ = [
@@ -67,14 +68,6 @@ ENTRY_STATUSES: Final = ("pending", "done", "failed", "skipped")
 
 class StoreUnavailable(GpuplanError):
     """The daemon's database could not be reached after the bounded retries (the URL, password masked)."""
-
-
-def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``: the only form of a URL that goes into a message."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy parses: say nothing of its parts
-        return "<unparseable database URL>"
 
 
 def action_key(action: Action) -> str:
