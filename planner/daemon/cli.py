@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from models.errors import GpuplanError
+from models.errors import GpuplanError, InputError
 from planner.cli_common import EXIT_CLOUD, err, fail
 
 __all__ = ["daemon"]
@@ -64,6 +64,7 @@ def daemon(
                 highlight=False,
             )
             return
+        _require_the_extra()
         from planner.daemon.daemon import Daemon
         from planner.daemon.logs import configure_json_logging
 
@@ -84,6 +85,20 @@ def daemon(
         raise typer.Exit(EXIT_CLOUD) from None
     except GpuplanError as exc:
         raise fail(exc) from None
+
+
+def _require_the_extra() -> None:
+    """The daemon's libraries are an extra: a clear line naming it, not an ImportError's traceback."""
+    import importlib
+
+    missing = []
+    for module in ("apscheduler", "sqlalchemy", "prometheus_client"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise InputError(None, "daemon", f"needs {', '.join(missing)}: pip install 'gpuplan[daemon]'")
 
 
 def _masked(url: str) -> str:

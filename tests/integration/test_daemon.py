@@ -304,3 +304,18 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
         worker.join(timeout=30)
     assert not worker.is_alive()
     assert _fleet(config.sim_state) == Counter()  # a dry run changed nothing
+
+
+def test_without_the_daemon_extra_the_command_names_it(scenario: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = _config(tmp_path, scenario)
+    args = ["daemon", "--config", str(path), "--once"]
+    script = (
+        "import sys; sys.modules['sqlalchemy'] = None; sys.modules['apscheduler'] = None\n"  # not installed
+        f"sys.argv = ['gpuplan', *{args!r}]; from planner.cli import main; main()"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'gpuplan[daemon]'" in done.stderr and "Traceback" not in done.stderr
