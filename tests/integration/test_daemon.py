@@ -319,3 +319,34 @@ def test_without_the_daemon_extra_the_command_names_it(scenario: Path, tmp_path:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "pip install 'gpuplan[daemon]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_spot_pool_the_cloud_cannot_fill_falls_back_to_on_demand_until_spot_returns(
+    scenario: Path, tmp_path: Path
+) -> None:
+    from planner.daemon.daemon import Daemon
+
+    config = load_config(_config(tmp_path, scenario, launch_batch=100))
+    cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
+    cloud.configure(api_latency_seconds=0.0, boot_seconds=0.0)
+    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon.replan(START)
+    plan = daemon.current_plan()
+    assert plan is not None
+    at = next(  # the first hour with a spot pool
+        START + timedelta(hours=h)
+        for h in range(24)
+        if any(k.endswith("-spot") for k in _planned(plan, START + timedelta(hours=h)))
+    )
+    wanted = _planned(plan, at)
+    spot_pool = next(k for k in wanted if k.endswith("-spot"))
+    offering = next(o for o in plan.document.offerings if pool_name(o, CapacityType.SPOT) == spot_pool)
+    cloud.configure(capacity={f"{offering}/spot": 0})  # a stock-out of that offering's spot capacity
+    daemon.reconcile(at)
+    fleet = _fleet(config.sim_state)
+    on_demand = pool_name(offering, CapacityType.ON_DEMAND)
+    assert fleet[spot_pool] == 0
+    assert fleet[on_demand] == wanted[on_demand] + wanted[spot_pool]  # the short nodes, on demand
+    cloud.configure(capacity={f"{offering}/spot": 1000})  # spot is back
+    daemon.reconcile(at + timedelta(minutes=30))
+    assert _fleet(config.sim_state) == wanted  # spot launched, then the fallback let go
