@@ -28,11 +28,11 @@ from providers.base import Provider
 
 __all__ = ["CLOUDS", "load_provider_config", "open_provider", "reserves_gangs"]
 
-#: Provider name -> (module, settings class) of its adapter; ``sim`` needs no settings.
+#: Provider name -> (module, settings class, provider class) of its adapter; ``sim`` needs no settings.
 _ADAPTERS: Final = {
-    "aws": ("providers.aws", "AwsSettings"),
-    "gcp": ("providers.gcp", "GcpSettings"),
-    "azure": ("providers.azure", "AzureSettings"),
+    "aws": ("providers.aws", "AwsSettings", "AwsProvider"),
+    "gcp": ("providers.gcp", "GcpSettings", "GcpProvider"),
+    "azure": ("providers.azure", "AzureSettings", "AzureProvider"),
 }
 CLOUDS: Final = (*_ADAPTERS, "sim")
 
@@ -61,8 +61,7 @@ def reserves_gangs(cloud: str) -> bool:
         from providers.sim import SimProvider
 
         return SimProvider.reserves_gangs
-    module_name, _ = _ADAPTERS[cloud]
-    adapter = {"aws": "AwsProvider", "gcp": "GcpProvider", "azure": "AzureProvider"}[cloud]
+    module_name, _, adapter = _ADAPTERS[cloud]
     return bool(getattr(importlib.import_module(module_name), adapter).reserves_gangs)
 
 
@@ -80,7 +79,7 @@ def open_provider(
         return SimProvider(sim_state)
     if cloud not in _ADAPTERS:
         raise InputError(None, "--cloud", f"unknown provider {cloud!r}; valid: {', '.join(CLOUDS)}")
-    module_name, settings_name = _ADAPTERS[cloud]
+    module_name, settings_name, _ = _ADAPTERS[cloud]
     module = importlib.import_module(module_name)
     settings_class: type[BaseModel] = getattr(module, settings_name)
     try:

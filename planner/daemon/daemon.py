@@ -81,12 +81,21 @@ class Daemon:
             )
         self.provider = provider
         self._planner = planner or plan_scenario
+        self._plan: tuple[tuple[str, int], Plan] | None = None  # the plan as read, by directory and mtime
 
     # -- state -------------------------------------------------------------------------------------------
 
     def current_plan(self) -> Plan | None:
+        """The plan the store names, read again only when it changed (another directory, or plan.json
+        rewritten): every job asks for it, one every minute, and a year's allocations.csv is megabytes."""
         where = self.store.get_state("plan_dir")
-        return None if where is None else Plan.read(Path(where))
+        if where is None:
+            return None
+        document = Path(where) / "plan.json"
+        key = (where, document.stat().st_mtime_ns if document.is_file() else -1)  # missing: Plan.read says so
+        if self._plan is None or self._plan[0] != key or key[1] == -1:
+            self._plan = (key, Plan.read(Path(where)))
+        return self._plan[1]
 
     def tick(self, now: datetime) -> list[str]:
         """Run every job that is due at ``now`` (its interval passed since its last run); the jobs run."""
@@ -157,7 +166,8 @@ class Daemon:
         self.store.set_state("inputs_digest", digest)
         self.store.set_state("last_replan", now.isoformat())
         self.store.record_event("replan", "; ".join(reasons), at=now, data={"plan_dir": str(plan_dir)})
-        new = Plan.read(plan_dir)
+        new = self.current_plan()
+        assert new is not None
         self.metrics.plan_cost(new.document.costs.total_usd / new.document.horizon.hours)
         return plan_dir
 
