@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from providers.base import (
     TAG_PLAN,
@@ -58,6 +58,7 @@ from providers.base import (
     RetryPolicy,
     SpotPrice,
     Throttled,
+    Timeout,
     client_token,
     parse_offering,
     safe_name,
@@ -93,6 +94,7 @@ class AwsSettings(BaseModel):
     security_group_ids: list[str] = []
     key_name: str | None = None
     retry: RetryPolicy = RetryPolicy()
+    timeout_seconds: float = Field(60.0, gt=0, description="connect and read timeout of each API call")
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,9 @@ def _error(code: str | None, message: str, operation: str, status: int | None = 
     quota; ``InvalidInstanceID.NotFound`` is a missing resource, not a bad parameter."""
     c = code or ""
     kind: type[ProviderError] = ProviderError
-    if c in _THROTTLED or (status == 503 and c in ("", "SlowDown", "ServiceUnavailable")):
+    if c in ("ReadTimeoutError", "ConnectTimeoutError"):
+        kind = Timeout
+    elif c in _THROTTLED or (status == 503 and c in ("", "SlowDown", "ServiceUnavailable")):
         kind = Throttled
     elif c in _CAPACITY:
         kind = InsufficientCapacity
@@ -284,7 +288,11 @@ class AwsProvider:
                 "ec2",
                 region_name=region,
                 endpoint_url=self.settings.endpoint_url,
-                config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+                config=Config(
+                    retries={"max_attempts": 1, "mode": "standard"},
+                    connect_timeout=self.settings.timeout_seconds,
+                    read_timeout=self.settings.timeout_seconds,
+                ),
             )
             self._clients[region] = client
         return client

@@ -69,6 +69,7 @@ from providers.base import (
     RetryPolicy,
     SpotPrice,
     Throttled,
+    Timeout,
     parse_offering,
     safe_name,
     sdk_call,
@@ -134,6 +135,7 @@ class AzureSettings(pydantic.BaseModel):
     credential: Literal["default", "access-token-env"] = "default"
     retry: RetryPolicy = RetryPolicy()
     polling_interval_seconds: float = pydantic.Field(5.0, ge=0)
+    timeout_seconds: float = pydantic.Field(60.0, gt=0, description="connect and read timeout, each request")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -151,6 +153,8 @@ def map_error(exc: BaseException, operation: str) -> ProviderError:
         "code": code or (str(status) if status else None),
     }
     name = type(exc).__name__
+    if name in ("ServiceRequestTimeoutError", "ServiceResponseTimeoutError"):
+        return Timeout(message, **kw)
     if status == 429 or code == "TooManyRequests":
         return Throttled(message, **kw)
     if code in _CAPACITY_CODES or (code or "").endswith("AllocationFailed"):
@@ -333,6 +337,8 @@ class AzureProvider:
             polling_interval=settings.polling_interval_seconds,
             authentication_policy=self._az.LoopbackAuthPolicy(credential, ARM_SCOPE),
             retry_policy=self._az.NoThrottleRetry(retry_total=3),
+            connection_timeout=settings.timeout_seconds,
+            read_timeout=settings.timeout_seconds,
         )
         self._prices = self._az.PipelineClient(
             base_url=settings.prices_url,

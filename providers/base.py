@@ -25,6 +25,9 @@ Conflict                    it exists already and is not ours (a create that fin
 Auth                        credentials missing, expired or not allowed (the message never holds them)
 InvalidRequest              the cloud refused the request as malformed (bad parameter, unknown type)
 OperationFailed             a long-running operation ended in failure without a more specific cause
+Timeout                     no answer in time (a read or connect timeout, an operation still running at
+                            its deadline): the call may or may not have acted; the next inventory tells,
+                            and a retry with the same token creates nothing twice
 MissingSDK                  the adapter's SDK is not installed; names the extra (``pip install gpuplan[aws]``)
 ==========================  ==========================================================================
 
@@ -79,6 +82,7 @@ __all__ = [
     "RetryPolicy",
     "SpotPrice",
     "Throttled",
+    "Timeout",
     "client_token",
     "managed_tags",
     "parse_offering",
@@ -158,6 +162,12 @@ class InvalidRequest(ProviderError):
 
 class OperationFailed(ProviderError):
     kind = "operation-failed"
+
+
+class Timeout(ProviderError):
+    """No answer in time: the outcome is unknown (unlike the others, which say it did not act)."""
+
+    kind = "timeout"
 
 
 class MissingSDK(ProviderError):

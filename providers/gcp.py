@@ -66,6 +66,7 @@ from providers.base import (
     RetryPolicy,
     SpotPrice,
     Throttled,
+    Timeout,
     parse_offering,
     safe_name,
     sdk_call,
@@ -157,6 +158,7 @@ class GcpSettings(BaseModel):
     credentials: Literal["default", "anonymous"] = "default"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     operation_timeout_seconds: float = Field(600.0, gt=0)
+    request_timeout_seconds: float = Field(60.0, gt=0, description="timeout of each API request")
 
     @model_validator(mode="after")
     def _anonymous_needs_endpoint(self) -> GcpSettings:
@@ -335,6 +337,9 @@ class GcpProvider:
             return Auth(f"no credentials: {exc}", cloud=CLOUD, operation=operation)
         if isinstance(exc, g.auth_exceptions.GoogleAuthError):
             return Auth(f"credentials refused: {type(exc).__name__}", cloud=CLOUD, operation=operation)
+        if isinstance(exc, g.requests.Timeout):
+            what = f"no answer from the Compute API in time: {type(exc).__name__}"
+            return Timeout(what, cloud=CLOUD, operation=operation)
         if isinstance(exc, g.requests.RequestException):
             return ProviderError(
                 f"no answer from the Compute API: {type(exc).__name__}", cloud=CLOUD, operation=operation
@@ -391,7 +396,8 @@ class GcpProvider:
     def _api(self, operation: str, method: Callable[..., T], /, **kwargs: Any) -> T:
         """One client method through :meth:`_call`. The clients' own retries are off (``retry=None``): they
         would sleep for real on a 503, and retries are bounded here, in one place."""
-        return self._call(operation, lambda: method(**kwargs, retry=None))
+        timeout = self.settings.request_timeout_seconds
+        return self._call(operation, lambda: method(**kwargs, retry=None, timeout=timeout))
 
     def _list(self, operation: str, method: Callable[..., Iterable[T]], /, **kwargs: Any) -> list[T]:
         """Every item of a list call, all pages fetched inside the retried call."""
@@ -412,7 +418,7 @@ class GcpProvider:
         name = op.name
         while op.status != done:
             if time.monotonic() > deadline:
-                raise OperationFailed(
+                raise Timeout(
                     f"operation {name} still running after {timeout:g}s", cloud=CLOUD, operation=operation
                 )
             if where.zone is not None:

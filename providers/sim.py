@@ -12,7 +12,9 @@ behaves like one where it matters to a provisioner:
 - faults are injected through the state (``faults``), each consumed when it fires: an operation
   (``launch``, ``ensure_placement_group``, ...), an optional ``match`` (a substring of the pool, run or
   name the call acts on) and the error kind (``throttled``, ``insufficient-capacity``,
-  ``quota-exceeded``, ``conflict``, ``not-found``, ``auth``, ``invalid-request``, ``operation-failed``);
+  ``quota-exceeded``, ``conflict``, ``not-found``, ``auth``, ``invalid-request``, ``operation-failed``,
+  ``timeout``), raised before the call acts, or ``after`` it (the answer lost), or, for a launch, once it
+  made part of its nodes (``made``);
 - spot interruptions and rebalance notices are announced with :meth:`SimProvider.interrupt`.
 
 The file is locked (``fcntl``) for each call and replaced atomically, so concurrent runs and a killed
@@ -30,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from models.errors import InputError
 from providers.base import (
@@ -56,6 +58,7 @@ from providers.base import (
     RetryPolicy,
     SpotPrice,
     Throttled,
+    Timeout,
     parse_offering,
     retry_throttled,
     safe_name,
@@ -76,6 +79,7 @@ FAULT_KINDS: Final[dict[str, type[ProviderError]]] = {
         Auth,
         InvalidRequest,
         OperationFailed,
+        Timeout,
     )
 }
 _VERSION: Final = 1
@@ -131,7 +135,8 @@ class SimProvider:
         self._clock = clock
         if self.path.exists() and self.path.is_dir():
             raise InputError(self.path, None, "is a directory; --sim-state names a file")
-        self._transaction(lambda state: None)  # creates the file, or checks the one there is readable
+        # creates the file, or checks the one there is readable; the latency slept before each call
+        self._latency = self._transaction(_latency)
 
     # ------------------------------------------------------------------------------------------------------
     # state
@@ -171,21 +176,33 @@ class SimProvider:
         with self._locked() as state:
             return body(state)
 
-    def _call(self, operation: str, subject: str, body: Callable[[dict[str, Any]], T]) -> T:
-        """One API call: latency, the faults injected for it, then ``body`` on the locked state."""
+    def _call(self, operation: str, subject: str, body: Callable[..., T]) -> T:
+        """One API call: latency, then, on the locked state (once), the call recorded, the fault injected for
+        it taken, and ``body`` run unless the fault stops it first. A fault ``after`` the call lets it act
+        and then loses the answer (a timeout: the caller cannot know it acted); one with ``made`` lets a
+        launch make that many of its nodes and fail with them (a pool filled part way)."""
 
         def attempt() -> T:
+            if self._latency > 0:
+                self._sleep(self._latency)
+            failure: ProviderError | None = None
             with self._locked() as state:
-                latency = float(state["settings"].get("api_latency_seconds", 0.0))
+                self._latency = _latency(state)
                 state["calls"] = [*state["calls"][-(_CALLS_KEPT - 1) :], operation]
                 fault = _take_fault(state, operation, subject)
-            if latency > 0:
-                self._sleep(latency)
-            if fault is not None:
+                if fault is None:
+                    return body(state)
                 kind = FAULT_KINDS[fault["error"]]
                 message = fault.get("message") or f"injected {fault['error']} on {operation} {subject}"
-                raise kind(message, cloud=self.cloud, operation=operation, code=fault["error"])
-            return self._transaction(body)
+                launched: tuple[Node, ...] = ()
+                if fault.get("after"):
+                    body(state)
+                elif fault.get("made"):  # only launch faults have it (inject_fault checks)
+                    launched = tuple(cast("list[Node]", body(state, count=int(fault["made"]))))
+                failure = kind(
+                    message, cloud=self.cloud, operation=operation, code=fault["error"], launched=launched
+                )
+            raise failure  # after the state (the fault taken, what the call did) is written
 
         return retry_throttled(attempt, self._retry, sleep=self._sleep)
 
@@ -208,6 +225,7 @@ class SimProvider:
                 state["settings"]["boot_seconds"] = boot_seconds
             if api_latency_seconds is not None:
                 state["settings"]["api_latency_seconds"] = api_latency_seconds
+                self._latency = api_latency_seconds
             if capacity is not None:
                 state["capacity"].update(capacity)
             if spot_prices is not None:
@@ -215,12 +233,33 @@ class SimProvider:
 
         self._transaction(body)
 
-    def inject_fault(self, operation: str, error: str, *, match: str = "", times: int = 1) -> None:
-        """The next ``times`` calls of ``operation`` whose subject contains ``match`` raise ``error``."""
+    def inject_fault(
+        self,
+        operation: str,
+        error: str,
+        *,
+        match: str = "",
+        times: int = 1,
+        after: bool = False,
+        made: int = 0,
+    ) -> None:
+        """The next ``times`` calls of ``operation`` whose subject contains ``match`` raise ``error``:
+        before acting (the default), ``after`` acting (the answer lost, as on a timeout), or, for a launch,
+        having ``made`` that many of its nodes (``ProviderError.launched`` carries them)."""
         if error not in FAULT_KINDS:
             raise ValueError(f"unknown fault {error!r}; valid: {', '.join(FAULT_KINDS)}")
+        if made and operation != "launch":
+            raise ValueError("made= is for launch faults (a launch that made part of its nodes)")
         fault = {"operation": operation, "error": error, "match": match, "times": times}
+        if after:
+            fault["after"] = True
+        if made:
+            fault["made"] = made
         self._transaction(lambda state: state["faults"].append(fault))
+
+    def clear_faults(self) -> None:
+        """Drop the faults not fired yet (a storm that ends)."""
+        self._transaction(lambda state: state["faults"].clear())
 
     def interrupt(self, node_id: str, kind: str = "interruption") -> None:
         """Announce a spot interruption (the node goes away at the next inventory) or a rebalance notice."""
@@ -340,7 +379,7 @@ class SimProvider:
             raise InvalidRequest(f"count must be at least 1, got {spec.count}", cloud=self.cloud)
         parse_offering(spec.offering)
 
-        def body(state: dict[str, Any]) -> list[Node]:
+        def body(state: dict[str, Any], count: int = spec.count) -> list[Node]:
             replay = state["tokens"].get(spec.token)
             if replay is not None:
                 return [_node(state["nodes"][i], state["nodes"][i]["state"]) for i in replay]
@@ -358,9 +397,9 @@ class SimProvider:
                         f"reservation {spec.reservation} does not exist", cloud=self.cloud, operation="launch"
                     )
             if reservation is None:
-                _check_capacity(state, spec.offering, spec.capacity, spec.count, "launch")
+                _check_capacity(state, spec.offering, spec.capacity, count, "launch")
             made = []
-            for _ in range(spec.count):
+            for _ in range(count):
                 state["counter"] += 1
                 node_id = f"sim-{state['counter']:06d}"
                 record = {
@@ -437,6 +476,10 @@ class SimProvider:
             return notices
 
         return self._call("interruptions", plan_id, body)
+
+
+def _latency(state: dict[str, Any]) -> float:
+    return float(state["settings"].get("api_latency_seconds", 0.0))
 
 
 def _take_fault(state: dict[str, Any], operation: str, subject: str) -> dict[str, Any] | None:

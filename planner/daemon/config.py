@@ -15,6 +15,7 @@ jobs:
   reconcile: {every_minutes: 5}
   watch_interruptions: {every_minutes: 1}
   commitment_expiry: {every_hours: 24, warn_days: 30}
+backoff: {first_minutes: 5, max_minutes: 60}   # after a failed run: 5, 10, 20, 40, 60, 60 ... minutes
 checkpoint_hook: {command: ["/usr/local/bin/checkpoint", "{run}"]}
 metrics: {host: 127.0.0.1, port: 9464}
 ```
@@ -31,7 +32,7 @@ from models.documents import validation_error
 from models.errors import InputError
 from models.yamlfile import read_yaml
 
-__all__ = ["CheckpointHook", "DaemonConfig", "JobSchedule", "load_config"]
+__all__ = ["Backoff", "CheckpointHook", "DaemonConfig", "JobSchedule", "load_config"]
 
 
 class _Strict(BaseModel):
@@ -85,6 +86,21 @@ class Jobs(_Strict):
     commitment_expiry: ExpirySchedule = ExpirySchedule(every_hours=24)
 
 
+class Backoff(_Strict):
+    """How long a job waits after failed runs: ``min(interval, first)`` after the first, doubling with each
+    failure in a row, up to ``max(interval, max)``; the first success ends it. A short job (reconcile every
+    5 minutes) so stops hammering a cloud that throttles or has no capacity, and a long one (replan daily)
+    is tried again within minutes instead of a day later."""
+
+    first_minutes: float = Field(5, gt=0)
+    max_minutes: float = Field(60, gt=0)
+
+    def seconds(self, interval: float, failures: int) -> float:
+        """The wait after ``failures`` (>= 1) failed runs in a row of a job run every ``interval`` s."""
+        first = min(interval, self.first_minutes * 60)
+        return min(max(interval, self.max_minutes * 60), first * 2 ** min(max(failures - 1, 0), 40))
+
+
 class CheckpointHook(_Strict):
     """Called for a training run whose nodes are interrupted: a command (``{run}`` and ``{node}`` are
     replaced) or a webhook that gets a JSON POST."""
@@ -120,6 +136,7 @@ class DaemonConfig(_Strict):
     launch_batch: int = Field(16, ge=1, description="nodes per launch action (a pool's launch is split)")
     plan_time_limit: float = Field(120.0, gt=0, description="seconds each re-plan's solver may take")
     jobs: Jobs = Jobs()
+    backoff: Backoff = Backoff()
     checkpoint_hook: CheckpointHook | None = None
     metrics: MetricsSection = MetricsSection()
 

@@ -17,7 +17,12 @@ coalesced).
 - ``watch_interruptions``: new spot interruption and rebalance notices are recorded, the checkpoint hook
   is called for an affected run, and a reconcile runs at once, so capacity is replaced within the cycle.
 - ``commitment_expiry``: a warning ``warn_days`` before a commitment ends, with what the plan buys in
-  its place.
+  its place, and one before the plan's horizon ends (past it, reconcile fails saying so: plan again).
+
+A job that fails (it raised, or a reconcile left actions failed: :class:`CycleFailed`) is logged, counted
+and recorded as an event, and waits before its next run (``backoff`` in the config: the wait doubles with
+each failure in a row, the first success ends it). Nothing a job does can stop the daemon: a database
+that stays down fails the job, and the next tick tries again.
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ import json
 import logging
 import subprocess
 import urllib.request
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
 from models.actions import Action, ActionKind, ActionResult
+from models.errors import GpuplanError
 from models.plan import Plan
 from models.tiers import CapacityType
 from planner.daemon.config import DaemonConfig
@@ -40,18 +47,29 @@ from planner.provision import Provisioning, prepare
 from planner.reconcile import plan_id_of
 from providers.base import InsufficientCapacity, Provider, client_token, pool_name
 
-__all__ = ["JOBS", "Daemon"]
+__all__ = ["JOBS", "CycleFailed", "Daemon"]
 
 log = logging.getLogger("gpuplan.daemon")
 
 #: Interruption notices remembered as seen (the newest).
 _SEEN_KEPT: Final = 2000
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_SLACK: Final = timedelta(seconds=1)
 #: The jobs, in the order a tick runs the ones that are due.
 JOBS: Final = ("refresh_prices", "replan", "reconcile", "watch_interruptions", "commitment_expiry")
 
 
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
+
+
+class CycleFailed(GpuplanError):
+    """A reconcile that ran to its end but left actions failed (after its fallbacks): the fleet is not at
+    the plan. It counts as a failed run of the job, so the daemon backs off and reports."""
+
+    def __init__(self, message: str, shortfall: dict[str, int]) -> None:
+        super().__init__(message)
+        self.shortfall = shortfall
 
 
 class Daemon:
@@ -82,6 +100,9 @@ class Daemon:
         self.provider = provider
         self._planner = planner or plan_scenario
         self._plan: tuple[tuple[str, int], Plan] | None = None  # the plan as read, by directory and mtime
+        # failed runs in a row and the last one's time, per job: kept here too, so the backoff holds while
+        # the database that also stores them is down
+        self._failures: dict[str, tuple[int, datetime]] = {}
 
     # -- state -------------------------------------------------------------------------------------------
 
@@ -98,33 +119,109 @@ class Daemon:
         return self._plan[1]
 
     def tick(self, now: datetime) -> list[str]:
-        """Run every job that is due at ``now`` (its interval passed since its last run); the jobs run."""
+        """Run every job that is due at ``now``; the jobs run. A database that is down ends the tick (the
+        next one tries again): the daemon never stops on it."""
+        from planner.daemon.store import StoreUnavailable
+
         ran = []
         for name in JOBS:
-            schedule = getattr(self.config.jobs, name)
-            if not schedule.enabled:
+            if not getattr(self.config.jobs, name).enabled:
                 continue
-            last = self.store.get_state(f"last_run:{name}")
-            if last is None or _utc(now) - datetime.fromisoformat(last) >= timedelta(
-                seconds=schedule.seconds
-            ):
+            try:
+                due = self.due(name, now)
+            except StoreUnavailable as exc:
+                log.error("tick at %s: %s", f"{_utc(now):%Y-%m-%dT%H:%M}Z", exc)
+                break
+            if due:
                 self.run(name, now)
                 ran.append(name)
         return ran
 
+    def failures(self, name: str) -> tuple[int, datetime | None]:
+        """Failed runs of job ``name`` in a row, and when the last one was (0, None after a success)."""
+        if name not in self._failures:
+            count = int(self.store.get_state(f"failures:{name}") or 0)
+            last = self.store.get_state(f"last_attempt:{name}")
+            if count and last is not None:
+                self._failures[name] = (count, datetime.fromisoformat(last))
+            else:
+                self._failures[name] = (0, _EPOCH)
+        count, last = self._failures[name]
+        return (count, last) if count else (0, None)
+
+    def next_run(self, name: str) -> datetime | None:
+        """When job ``name`` is next due: its interval after its last success, or after failures its
+        backoff after the last failed run; None when it never ran (due at once)."""
+        schedule = getattr(self.config.jobs, name)
+        count, failed_at = self.failures(name)
+        if count and failed_at is not None:
+            return failed_at + timedelta(seconds=self.config.backoff.seconds(schedule.seconds, count))
+        last = self.store.get_state(f"last_run:{name}")
+        return None if last is None else datetime.fromisoformat(last) + timedelta(seconds=schedule.seconds)
+
+    def due(self, name: str, now: datetime) -> bool:
+        """Whether job ``name`` should run at ``now`` (a second of slack: a scheduler firing on the
+        interval is never a hair early)."""
+        at = self.next_run(name)
+        return at is None or _utc(now) >= at - _SLACK
+
     def run(self, name: str, now: datetime) -> Any:
-        """Run job ``name`` at ``now``, timed and counted; a failure is logged and counted, never raised
-        (the daemon keeps running and tries again at the next run)."""
+        """Run job ``name`` at ``now``, timed and counted; a failure is logged, counted, recorded with its
+        next try, and never raised (the daemon keeps running and tries again after its backoff)."""
+        now = _utc(now)
         job = getattr(self, name)
         try:
             with self.metrics.job(name):
-                result = job(_utc(now))
+                result = job(now)
         except Exception as exc:
-            log.exception("job %s failed: %s", name, exc)
-            self.store.record_event("job-failed", f"{name}: {type(exc).__name__}: {exc}", at=_utc(now))
+            self._failed(name, now, exc)
             return None
-        self.store.set_state(f"last_run:{name}", _utc(now).isoformat())
+        self._succeeded(name, now)
         return result
+
+    def _failed(self, name: str, now: datetime, exc: Exception) -> None:
+        from planner.daemon.store import StoreUnavailable
+
+        try:
+            before = self.failures(name)[0]
+        except StoreUnavailable:
+            before = self._failures.get(name, (0, _EPOCH))[0]
+        count = before + 1
+        self._failures[name] = (count, now)
+        wait = self.config.backoff.seconds(getattr(self.config.jobs, name).seconds, count)
+        retry = now + timedelta(seconds=wait)
+        what = f"{name} failed ({count} in a row): {type(exc).__name__}: {exc}"
+        what += f"; next try {retry:%Y-%m-%dT%H:%M}Z"
+        if isinstance(exc, GpuplanError):  # an error it says itself (cloud, input, store): no traceback
+            log.error(what)
+        else:
+            log.exception(what)
+        try:
+            self.store.set_state(f"failures:{name}", count)
+            self.store.set_state(f"last_attempt:{name}", now.isoformat())
+            data = {
+                "job": name,
+                "failures": count,
+                "retry_at": retry.isoformat(),
+                "error": type(exc).__name__,
+            }
+            self.store.record_event("job-failed", what, at=now, data=data)
+        except StoreUnavailable as down:
+            log.error("%s not recorded: %s", name, down)
+
+    def _succeeded(self, name: str, now: datetime) -> None:
+        from planner.daemon.store import StoreUnavailable
+
+        try:
+            count = self.failures(name)[0]
+            self.store.set_state(f"last_run:{name}", now.isoformat())
+            if count:
+                self._failures[name] = (0, _EPOCH)
+                self.store.set_state(f"failures:{name}", 0)
+                self.store.record_event("job-recovered", f"{name} ran after {count} failed runs", at=now)
+                log.info("%s recovered after %d failed runs", name, count)
+        except StoreUnavailable as down:  # it ran; unrecorded, it runs again at the next tick
+            log.error("%s ran but was not recorded: %s", name, down)
 
     # -- jobs --------------------------------------------------------------------------------------------
 
@@ -192,16 +289,43 @@ class Daemon:
             plan, self.provider, now, lead_hours=self.config.lead_hours, launch_batch=self.config.launch_batch
         )
         cycle = self.store.begin_cycle("reconcile", plan_id, now)
+        stands_in: dict[int, int] = {}
         if self.config.apply and run.actions:
             apply_journaled(run, self.provider, self.store, cycle, on_result=self._count)
-            self._fall_back(run, cycle)
+            stands_in = self._fall_back(run, cycle)
+        covered: Counter[int] = Counter()  # nodes the fallbacks made, by the launch they stand in for
+        for fallback, original in stands_in.items():
+            covered[original] += len(run.results[fallback].made)
+        unresolved = [  # a fallback's failure is its launch's: counted there
+            a
+            for a in [*run.failed(), *run.skipped()]
+            if a.id not in stands_in and (a.kind is not ActionKind.LAUNCH or _short(run, a, covered))
+        ]
+        shortfall: Counter[str] = Counter()
+        for action in unresolved:
+            if action.kind is ActionKind.LAUNCH:
+                shortfall[action.run or action.target] += _short(run, action, covered)
         summary = {
             "applied": self.config.apply,
             "actions": [a.describe() for a in run.actions],
             "failed": [run.results[a.id].message for a in run.failed()],
+            "shortfall": dict(shortfall),
         }
-        self.store.finish_cycle(cycle, "done" if not run.failed() else "failed", summary)
+        self.store.finish_cycle(cycle, "failed" if unresolved else "done", summary)
         self._pool_metrics(run)
+        self.metrics.shortfall(shortfall)
+        if shortfall:
+            short = ", ".join(f"{pool} {nodes}" for pool, nodes in sorted(shortfall.items()))
+            log.warning("shortfall after fallbacks: %s nodes", short)
+            self.store.record_event("shortfall", f"nodes short: {short}", at=now, data=dict(shortfall))
+        if unresolved:
+            kinds = Counter(run.results[a.id].error_kind or run.results[a.id].status for a in unresolved)
+            raise CycleFailed(
+                f"{len(unresolved)} of {len(run.actions)} actions failed or were skipped "
+                f"({', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))})"
+                + (f"; nodes short: {short}" if shortfall else ""),
+                dict(shortfall),
+            )
         return run
 
     def watch_interruptions(self, now: datetime) -> list[str]:
@@ -226,7 +350,7 @@ class Daemon:
         kept = [*[k for k in self.store.get_state("seen_interruptions") or [] if k in seen], *fresh]
         self.store.set_state("seen_interruptions", kept[-_SEEN_KEPT:])
         if fresh and self.config.apply:
-            self.reconcile(now)  # replace the capacity within this cycle
+            self.run("reconcile", now)  # replace the capacity within this cycle (a failure is its own)
         return fresh
 
     def commitment_expiry(self, now: datetime) -> list[str]:
@@ -260,6 +384,17 @@ class Daemon:
                 "commitment-expiry", message, at=now, data={"commitment": commitment.name}
             )
             warnings.append(message)
+        horizon = plan.document.horizon
+        end = horizon.start + timedelta(hours=horizon.hours)
+        if now <= end <= now + warn:
+            days = (end - now).total_seconds() / 86400
+            message = (
+                f"the plan's horizon ends {end:%Y-%m-%d %H:%M}Z, in {days:.0f} days: past it the daemon "
+                f"has no plan to hold; move the scenario's horizon on (replan)"
+            )
+            log.warning(message)
+            self.store.record_event("horizon-end", message, at=now, data={"end": end.isoformat()})
+            warnings.append(message)
         return warnings
 
     def health(self) -> dict[str, Any]:
@@ -284,11 +419,13 @@ class Daemon:
     def _count(self, action: Action, result: ActionResult) -> None:
         self.metrics.action(str(action.kind), result.status)
 
-    def _fall_back(self, run: Provisioning, cycle: int) -> None:
-        """Spot pools the cloud could not fill get on-demand nodes of the same offering instead."""
+    def _fall_back(self, run: Provisioning, cycle: int) -> dict[int, int]:
+        """Spot pools the cloud could not fill get on-demand nodes of the same offering instead (appended
+        to ``run``); each fallback's action id -> the id of the launch it stands in for."""
         from planner.daemon.journal import apply_journaled
 
         fallbacks: list[Action] = []
+        stands_in: dict[int, int] = {}
         for action in run.failed():
             result = run.results[action.id]
             if (
@@ -300,6 +437,7 @@ class Daemon:
             ):
                 short = action.count - len(result.made)
                 pool = pool_name(action.offering, CapacityType.ON_DEMAND)
+                stands_in[len(run.actions) + len(fallbacks) + 1] = action.id
                 fallbacks.append(
                     Action(
                         id=len(run.actions) + len(fallbacks) + 1,
@@ -313,12 +451,13 @@ class Daemon:
                     )
                 )
         if not fallbacks:
-            return
+            return {}
         log.warning("falling back to on demand for %d spot launches", len(fallbacks))
         extra = Provisioning(run.provider, run.desired, run.inventory, fallbacks, [])
         apply_journaled(extra, self.provider, self.store, cycle, on_result=self._count)
         run.actions.extend(fallbacks)
         run.results.update(extra.results)
+        return stands_in
 
     def _pool_metrics(self, run: Provisioning) -> None:
         live = run.inventory.live_nodes()
@@ -341,6 +480,12 @@ class Daemon:
             log.info("checkpoint hook called for %s (node %s)", run, node)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("checkpoint hook for %s failed: %s", run, exc)
+
+
+def _short(run: Provisioning, action: Action, covered: Mapping[int, int]) -> int:
+    """Nodes a failed or skipped launch left short, after what its fallback made (0: fully made up)."""
+    result = run.results[action.id]
+    return max(0, action.count - len(result.made) - covered.get(action.id, 0))
 
 
 def _moved_prices(plan: Plan, live: dict[str, float], share: float) -> list[str]:

@@ -13,6 +13,8 @@ one: two daemons in one process (the tests run several) never clash on a name.
 | ``gpuplan_job_duration_seconds`` | histogram | job | ``job``: each run, failed runs included |
 | ``gpuplan_job_last_success_timestamp_seconds`` | gauge | job | ``job``: Unix time of the last success |
 | ``gpuplan_job_failures_total`` | counter | job | ``job``: runs that raised |
+| ``gpuplan_job_consecutive_failures`` | gauge | job | ``job``: failed runs since the last success |
+| ``gpuplan_shortfall_nodes`` | gauge | pool | ``shortfall``: nodes the cloud would not give, per pool |
 | ``gpuplan_commitment_days_left`` | gauge | commitment | ``commitment_expiry``: days until it ends |
 | ``gpuplan_price_age_seconds`` | gauge | | ``price_age``: age of the oldest live price used |
 
@@ -24,7 +26,8 @@ request ids, which would make a new series per node and swamp Prometheus. Each v
 line (:func:`planner.daemon.logs.redact`) and cut to 128 characters, so a secret cannot reach the
 exposition even through a badly chosen name. Alerts worth writing: ``time() -
 gpuplan_job_last_success_timestamp_seconds > N``, ``gpuplan_pool_nodes{state="actual"} <
-gpuplan_pool_nodes{state="desired"}`` for longer than a reconcile cycle, ``gpuplan_commitment_days_left <
+gpuplan_pool_nodes{state="desired"}`` for longer than a reconcile cycle, ``gpuplan_shortfall_nodes > 0``,
+``gpuplan_job_consecutive_failures >= 3``, ``gpuplan_commitment_days_left <
 30``, ``rate(gpuplan_actions_total{outcome="failed"}[15m]) > 0``.
 
 :class:`MetricsServer` serves ``/metrics`` (Prometheus' text format) and ``/healthz`` (JSON; 200 when
@@ -136,6 +139,18 @@ class DaemonMetrics:
         self._job_failures = Counter(
             "gpuplan_job_failures_total", "Runs of a daemon job that raised.", ["job"], registry=r
         )
+        self._job_in_a_row = Gauge(
+            "gpuplan_job_consecutive_failures",
+            "Failed runs of a daemon job since its last success (the daemon backs off while above 0).",
+            ["job"],
+            registry=r,
+        )
+        self._shortfall = Gauge(
+            "gpuplan_shortfall_nodes",
+            "Nodes a pool or gang is short after the last reconcile and its fallbacks (the cloud had none).",
+            ["pool"],
+            registry=r,
+        )
         self._commitment_days = Gauge(
             "gpuplan_commitment_days_left",
             "Days until a bought commitment (reservation, savings plan, CUD) ends.",
@@ -170,6 +185,12 @@ class DaemonMetrics:
         if out not in OUTCOMES:
             raise ValueError(f"action outcome {outcome!r}: expected one of {sorted(OUTCOMES)}")
         self._actions.labels(_label(kind), out).inc()
+
+    def shortfall(self, short: Mapping[str, int]) -> None:
+        """The last reconcile's shortfall per pool (a gang by its run name); pools not named are at 0."""
+        self._shortfall.clear()
+        for pool, nodes in short.items():
+            self._shortfall.labels(_label(pool)).set(nodes)
 
     def interruption(self, kind: str) -> None:
         self._interruptions.labels(_label(kind)).inc()
@@ -208,6 +229,7 @@ class DaemonMetrics:
                 state.running = False
                 state.last_failure = self._clock()
                 state.failures_in_a_row += 1
+                self._job_in_a_row.labels(job).set(state.failures_in_a_row)
             raise
         self._job_duration.labels(job).observe(time.perf_counter() - start)
         now = self._clock()
@@ -216,6 +238,7 @@ class DaemonMetrics:
             state.running = False
             state.last_success = now
             state.failures_in_a_row = 0
+            self._job_in_a_row.labels(job).set(0)
 
     # -- reading back ----------------------------------------------------------------------------------
 

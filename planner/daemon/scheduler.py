@@ -5,6 +5,10 @@ APScheduler pickles a job's function and arguments into the job store, so a job 
 :func:`run_job` with the daemon's key and the job's name; the running :class:`Daemon` is found in
 ``_DAEMONS`` by that key. ``max_instances=1`` keeps one run of a job at a time and ``coalesce=True``
 turns the runs missed while the daemon was down (or busy) into one.
+
+The daemon's backoff after failed runs (``Daemon.next_run``) rides on the interval: a run that comes
+while the job backs off is skipped, and when the backoff is shorter than the interval (a daily replan
+that failed) the job's next run is moved up to it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from planner.daemon.daemon import JOBS, Daemon
@@ -24,11 +28,24 @@ __all__ = ["run_forever", "run_job"]
 log = logging.getLogger("gpuplan.daemon")
 
 _DAEMONS: dict[str, Daemon] = {}
+_SCHEDULERS: dict[str, Any] = {}
 
 
 def run_job(key: str, name: str) -> None:
-    """What APScheduler calls: job ``name`` of the daemon registered as ``key``, at the time it is now."""
-    _DAEMONS[key].run(name, datetime.now(UTC))
+    """What APScheduler calls: job ``name`` of the daemon registered as ``key``, at the time it is now,
+    unless the job is backing off from failed runs."""
+    daemon = _DAEMONS[key]
+    now = datetime.now(UTC)
+    if daemon.failures(name)[0] and not daemon.due(name, now):
+        log.info("%s backs off until %s", name, daemon.next_run(name))
+        return
+    daemon.run(name, now)
+    retry = daemon.next_run(name) if daemon.failures(name)[0] else None
+    scheduler = _SCHEDULERS.get(key)
+    if retry is not None and scheduler is not None:
+        interval = getattr(daemon.config.jobs, name).seconds
+        if retry < now + timedelta(seconds=interval):
+            scheduler.modify_job(name, next_run_time=retry)
 
 
 def run_forever(
@@ -79,6 +96,7 @@ def run_forever(
         # not in the main thread (tests) signals cannot be caught: the caller's stop event ends it
         with contextlib.suppress(ValueError):
             signal.signal(sig, lambda *_: stop.set())
+    _SCHEDULERS[key] = scheduler
     scheduler.start()
     log.info("daemon running: %s", ", ".join(j.id for j in scheduler.get_jobs()))
     if on_ready is not None:
@@ -90,4 +108,5 @@ def run_forever(
         if server is not None:
             server.stop()
         _DAEMONS.pop(key, None)
+        _SCHEDULERS.pop(key, None)
         log.info("daemon stopped")

@@ -1,9 +1,12 @@
 """Fixtures the integration tests share: one throwaway PostgreSQL server per session (where the machine's
-binaries start one; the tests that need it skip with the reason otherwise)."""
+binaries start one; the tests that need it skip with the reason otherwise), and the daemon tests' scenario
+(the mixed-fleet week on AWS offerings, copied where the test may change it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from postgres_server import PostgresServer, postgres_server
@@ -12,3 +15,12 @@ from postgres_server import PostgresServer, postgres_server
 @pytest.fixture(scope="session")
 def pg() -> Iterator[PostgresServer]:
     yield from postgres_server()
+
+
+@pytest.fixture
+def scenario(week_plan: Callable[[str], Path], tmp_path: Path) -> Path:
+    source = week_plan("aws").parent / "scenario.yaml"
+    target = tmp_path / "inputs" / "scenario.yaml"
+    target.parent.mkdir()
+    shutil.copy(source, target)
+    return target

@@ -13,99 +13,22 @@ twice. The same runs on PostgreSQL where the machine's server binaries start one
 from __future__ import annotations
 
 import json
-import math
-import shutil
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from daemon_days import END, START, STEP, cached_planner, daemon_config, fleet, planned
 from typer.testing import CliRunner
 
 from models.plan import Plan
 from models.tiers import CapacityType
 from planner.cli import app
 from planner.daemon.config import load_config
-from planner.reconcile import run_name
 from providers.base import pool_name
 from providers.sim import SimProvider
-
-START = datetime(2027, 2, 1, tzinfo=UTC)
-STEP = timedelta(minutes=30)
-END = START + timedelta(days=4, hours=12)  # the week's 16-node gang starts on day 4 at 00:00
-
-
-def _config(tmp_path: Path, scenario: Path, database: str | None = None, **extra: Any) -> Path:
-    data: dict[str, Any] = {
-        "scenario": str(scenario),
-        "provider": {"cloud": "sim", "sim_state": str(tmp_path / "sim.json")},
-        "apply": True,
-        "plan_time_limit": 10,
-        "jobs": {
-            "refresh_prices": {"every_minutes": 60},
-            "replan": {"every_hours": 10000, "price_change": 0.25},  # on triggers only, here
-            "reconcile": {"every_minutes": 60},
-            "watch_interruptions": {"every_minutes": 30},
-            "commitment_expiry": {"every_hours": 24, "warn_days": 30},
-        },
-        "metrics": {"enabled": False},
-        **extra,
-    }
-    if database is not None:
-        data["database"] = database
-    path = tmp_path / "daemon.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def scenario(week_plan: Callable[[str], Path], tmp_path: Path) -> Path:
-    source = week_plan("aws").parent / "scenario.yaml"
-    target = tmp_path / "inputs" / "scenario.yaml"
-    target.parent.mkdir()
-    shutil.copy(source, target)
-    return target
-
-
-def _fleet(state: Path) -> Counter[str]:
-    """Live nodes per pool (gang nodes per run), from the simulated cloud's own file."""
-    data = json.loads(state.read_text(encoding="utf-8"))
-    return Counter(n["run"] or n["pool"] for n in data["nodes"].values() if n["state"] != "terminated")
-
-
-def _planned(plan: Plan, now: datetime) -> Counter[str]:
-    """What the plan holds at ``now``, read from allocations.csv and plan.json directly."""
-    period = int((now - plan.document.horizon.start).total_seconds() // 3600)
-    rows = plan.allocations[(plan.allocations.period == period) & (plan.allocations.kind == "inference")]
-    held: Counter[str] = Counter()
-    for (offering, spot), group in rows.groupby([rows.offering, rows.tier == "spot"]):
-        pool = pool_name(str(offering), CapacityType.SPOT if spot else CapacityType.ON_DEMAND)
-        held[pool] = math.ceil(group.nodes.sum() - 1e-6)
-    for run in plan.document.training:
-        if run.start <= now < run.end:
-            held[run_name(run.job, run.run)] = run.nodes
-    return +held
-
-
-_PLANS: dict[tuple[str, ...], Path] = {}
-
-
-def _cached_planner(config: Any, previous: Any, now: datetime, live: dict[str, float]) -> Path:
-    """The daemon's own planner, its plans reused across the two database runs (same inputs, same plan)."""
-    from planner.daemon.daemon import plan_scenario
-
-    key = (*(f"{o}={v:.4f}" for o, v in sorted(live.items())), str(previous is not None))
-    if key not in _PLANS:
-        made = plan_scenario(config, previous, now, live)
-        keep = Path(str(config.plans_dir) + "-cache") / made.name
-        shutil.copytree(made, keep, dirs_exist_ok=True)
-        _PLANS[key] = keep
-    target = config.plans_dir / f"plan-{now:%Y%m%dT%H%M%SZ}"
-    shutil.copytree(_PLANS[key], target, dirs_exist_ok=True)
-    return target
 
 
 def _run_days(tmp_path: Path, config_path: Path) -> list[str]:
@@ -116,7 +39,7 @@ def _run_days(tmp_path: Path, config_path: Path) -> list[str]:
     state = config.sim_state
     cloud = SimProvider(state, sleep=lambda _s: None)
     cloud.configure(api_latency_seconds=0.0, boot_seconds=0.0)
-    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon = Daemon(config, provider=cloud, planner=cached_planner)
     log: list[str] = []
     now = START
     interrupted = restarted = priced = False
@@ -147,7 +70,7 @@ def _run_days(tmp_path: Path, config_path: Path) -> list[str]:
             daemon = Daemon(
                 load_config(config_path),
                 provider=SimProvider(state, sleep=lambda _s: None),
-                planner=_cached_planner,
+                planner=cached_planner,
             )
             restarted = True
             log.append("restart")
@@ -158,15 +81,15 @@ def _run_days(tmp_path: Path, config_path: Path) -> list[str]:
         if "reconcile" in ran or "watch_interruptions" in ran:
             plan = daemon.current_plan()
             assert plan is not None
-            assert _fleet(state) == _planned(plan, now), f"fleet differs from the plan at {now}"
+            assert fleet(state) == planned(plan, now), f"fleet differs from the plan at {now}"
         now += STEP
     assert priced and interrupted and restarted
-    assert _fleet(state)["pretrain-34b-0"] == 16  # the gang runs, all of it
+    assert fleet(state)["pretrain-34b-0"] == 16  # the gang runs, all of it
     return log
 
 
 def test_days_on_sqlite_match_the_plan_at_every_check(scenario: Path, tmp_path: Path) -> None:
-    log = _run_days(tmp_path, _config(tmp_path, scenario))
+    log = _run_days(tmp_path, daemon_config(tmp_path, scenario))
     assert any(entry.startswith("replan 02T") for entry in log), log  # the price jump re-planned
     data = json.loads((tmp_path / "sim.json").read_text(encoding="utf-8"))
     tokens = Counter(token for token, ids in data["tokens"].items() for _ in ids)
@@ -176,7 +99,7 @@ def test_days_on_sqlite_match_the_plan_at_every_check(scenario: Path, tmp_path: 
 
 
 def test_days_on_postgresql(scenario: Path, tmp_path: Path, postgres_url: str) -> None:
-    _run_days(tmp_path, _config(tmp_path, scenario, database=postgres_url))
+    _run_days(tmp_path, daemon_config(tmp_path, scenario, database=postgres_url))
 
 
 @pytest.fixture
@@ -188,7 +111,7 @@ def postgres_url(pg: Any) -> str:
 
 def test_check_validates_and_names_what_is_wrong(scenario: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    path = _config(tmp_path, scenario)
+    path = daemon_config(tmp_path, scenario)
     result = runner.invoke(app, ["daemon", "--config", str(path), "--check"])
     assert result.exit_code == 0 and "valid" in result.output and "applies" in result.output
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -210,7 +133,7 @@ def test_once_from_the_command_line_acts_logs_json_and_leaks_no_secret(
     import subprocess
     import sys
 
-    path = _config(tmp_path, scenario, database=f"sqlite:///{tmp_path / 'once.db'}")
+    path = daemon_config(tmp_path, scenario, database=f"sqlite:///{tmp_path / 'once.db'}")
     planted = {
         "AZURE_CLIENT_SECRET": "planted-daemon-secret-5f1c2e",
         "AWS_SECRET_ACCESS_KEY": "planted-aws-9d3b1a",
@@ -229,21 +152,24 @@ def test_once_from_the_command_line_acts_logs_json_and_leaks_no_secret(
         assert value not in done.stdout and value not in done.stderr
     config = load_config(path)
     (plan_dir,) = sorted(config.plans_dir.glob("plan-*"))
-    assert _fleet(config.sim_state) == _planned(Plan.read(plan_dir), datetime(2027, 2, 1, 1, tzinfo=UTC))
+    assert fleet(config.sim_state) == planned(Plan.read(plan_dir), datetime(2027, 2, 1, 1, tzinfo=UTC))
 
 
 def test_commitment_expiry_warns_with_what_the_plan_buys_instead(scenario: Path, tmp_path: Path) -> None:
     from planner.daemon.daemon import Daemon
 
-    config = load_config(_config(tmp_path, scenario))
+    config = load_config(daemon_config(tmp_path, scenario))
     expiry = config.jobs.commitment_expiry.model_copy(update={"warn_days": 4000})
     config = config.model_copy(update={"jobs": config.jobs.model_copy(update={"commitment_expiry": expiry})})
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
-    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon = Daemon(config, provider=cloud, planner=cached_planner)
     daemon.replan(START)
     plan = daemon.current_plan()
     assert plan is not None and plan.document.commitments
     warnings = daemon.commitment_expiry(START)
+    horizon_end = plan.document.horizon.start + timedelta(hours=plan.document.horizon.hours)
+    assert warnings[-1].startswith(f"the plan's horizon ends {horizon_end:%Y-%m-%d %H:%M}Z")
+    warnings = warnings[:-1]
     assert len(warnings) == sum(1 for c in plan.document.commitments if c.end is not None)
     first = plan.document.commitments[0]
     assert any(first.offering in w and f"ends {first.end:%Y-%m-%d}" in w for w in warnings)
@@ -265,7 +191,7 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
     from planner.daemon.daemon import Daemon
     from planner.daemon.scheduler import run_forever
 
-    path = _config(tmp_path, scenario, metrics={"enabled": True, "host": "127.0.0.1", "port": 0})
+    path = daemon_config(tmp_path, scenario, metrics={"enabled": True, "host": "127.0.0.1", "port": 0})
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["apply"] = False  # a dry run: journals what it would do
     data["jobs"] = {
@@ -276,7 +202,7 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     config = load_config(path)
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
-    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon = Daemon(config, provider=cloud, planner=cached_planner)
     daemon.replan(START)  # a plan to work on (the scheduled replan is days away)
     stop = threading.Event()
     servers: list[Any] = []
@@ -303,14 +229,14 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
         stop.set()
         worker.join(timeout=30)
     assert not worker.is_alive()
-    assert _fleet(config.sim_state) == Counter()  # a dry run changed nothing
+    assert fleet(config.sim_state) == Counter()  # a dry run changed nothing
 
 
 def test_without_the_daemon_extra_the_command_names_it(scenario: Path, tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    path = _config(tmp_path, scenario)
+    path = daemon_config(tmp_path, scenario)
     args = ["daemon", "--config", str(path), "--once"]
     script = (
         "import sys; sys.modules['sqlalchemy'] = None; sys.modules['apscheduler'] = None\n"  # not installed
@@ -326,27 +252,27 @@ def test_a_spot_pool_the_cloud_cannot_fill_falls_back_to_on_demand_until_spot_re
 ) -> None:
     from planner.daemon.daemon import Daemon
 
-    config = load_config(_config(tmp_path, scenario, launch_batch=100))
+    config = load_config(daemon_config(tmp_path, scenario, launch_batch=100))
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
     cloud.configure(api_latency_seconds=0.0, boot_seconds=0.0)
-    daemon = Daemon(config, provider=cloud, planner=_cached_planner)
+    daemon = Daemon(config, provider=cloud, planner=cached_planner)
     daemon.replan(START)
     plan = daemon.current_plan()
     assert plan is not None
     at = next(  # the first hour with a spot pool
         START + timedelta(hours=h)
         for h in range(24)
-        if any(k.endswith("-spot") for k in _planned(plan, START + timedelta(hours=h)))
+        if any(k.endswith("-spot") for k in planned(plan, START + timedelta(hours=h)))
     )
-    wanted = _planned(plan, at)
+    wanted = planned(plan, at)
     spot_pool = next(k for k in wanted if k.endswith("-spot"))
     offering = next(o for o in plan.document.offerings if pool_name(o, CapacityType.SPOT) == spot_pool)
     cloud.configure(capacity={f"{offering}/spot": 0})  # a stock-out of that offering's spot capacity
     daemon.reconcile(at)
-    fleet = _fleet(config.sim_state)
+    held = fleet(config.sim_state)
     on_demand = pool_name(offering, CapacityType.ON_DEMAND)
-    assert fleet[spot_pool] == 0
-    assert fleet[on_demand] == wanted[on_demand] + wanted[spot_pool]  # the short nodes, on demand
+    assert held[spot_pool] == 0
+    assert held[on_demand] == wanted[on_demand] + wanted[spot_pool]  # the short nodes, on demand
     cloud.configure(capacity={f"{offering}/spot": 1000})  # spot is back
     daemon.reconcile(at + timedelta(minutes=30))
-    assert _fleet(config.sim_state) == wanted  # spot launched, then the fallback let go
+    assert fleet(config.sim_state) == wanted  # spot launched, then the fallback let go

@@ -19,6 +19,7 @@ from providers.base import (
     NotFound,
     PlacementGroupSpec,
     Provider,
+    ProviderError,
     QuotaExceeded,
     RetryPolicy,
     Throttled,
@@ -109,6 +110,29 @@ def test_faults_fire_once_each_and_throttling_is_retried(tmp_path: Path) -> None
     sim.inject_fault("launch", "quota-exceeded", match=POOL)
     with pytest.raises(QuotaExceeded):
         sim.launch(_launch(1, "w"))
+
+
+def test_a_fault_after_the_call_acts_and_loses_the_answer(tmp_path: Path) -> None:
+    """A timeout: the nodes exist though the caller heard an error, and the same token finds them."""
+    sim = _sim(tmp_path / "cloud.json")
+    sim.inject_fault("launch", "operation-failed", after=True)
+    with pytest.raises(ProviderError) as lost:
+        sim.launch(_launch(3, "lost"))
+    assert lost.value.launched == ()  # the caller learns nothing of what it made
+    assert len(sim.inventory("fleet").live_nodes()) == 3
+    again = sim.launch(_launch(3, "lost"))  # the retry with its token: the same three, none new
+    assert len(again) == 3 and len(sim.inventory("fleet").live_nodes()) == 3
+
+
+def test_a_partial_launch_fault_makes_part_and_reports_it(tmp_path: Path) -> None:
+    sim = _sim(tmp_path / "cloud.json")
+    sim.inject_fault("launch", "insufficient-capacity", made=2)
+    with pytest.raises(InsufficientCapacity) as short:
+        sim.launch(_launch(5, "part"))
+    live = sim.inventory("fleet").live_nodes()
+    assert sorted(n.id for n in short.value.launched) == sorted(n.id for n in live) and len(live) == 2
+    with pytest.raises(ValueError, match="launch faults"):
+        sim.inject_fault("terminate", "conflict", made=1)
 
 
 def test_groups_are_adopted_when_ours_and_refused_when_not(tmp_path: Path) -> None:
