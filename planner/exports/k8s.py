@@ -8,9 +8,10 @@ What is emitted and why:
   ``nvidia.com/gpu.product`` (the label GPU Feature Discovery sets: NVIDIA/k8s-device-plugin
   ``docs/gpu-feature-discovery/README.md``, "Generated Labels") and ``gpuplan.io/capacity-type``
   (gpuplan's own label: ``reserved`` for nodes covered by a commitment or capacity reservation,
-  ``owned`` for colocation servers, ``on-demand``, ``spot``); and one per MIG config of mig-config.yaml
-  (and spot or not), selecting its nodes by ``nvidia.com/mig.config`` (the GPU Operator's mig-manager label,
-  FACTS 4.3). Spot flavors carry ``nodeTaints`` (the taint spot nodes get) and no ``tolerations``: the CRD
+  ``owned`` for colocation servers, ``on-demand``, ``spot``); and one per GPU product with MIG slices (and
+  spot or not) for the MIG resources. Nodes take their slicing from ``nvidia.com/mig.config`` (the GPU
+  Operator's mig-manager label, FACTS 4.3), set to mig-config.yaml's names as plan.json's MIG schedule
+  says. Spot flavors carry ``nodeTaints`` (the taint spot nodes get) and no ``tolerations``: the CRD
   says a flavor's own matching tolerations make Kueue ignore its taints at admission, which would admit
   latency-critical services to spot; workloads that may run on spot carry :data:`SPOT_TOLERATION`.
 - **ClusterQueues**: one per team, all in cohort :data:`COHORT`. The team's ``nominalQuota`` of
@@ -178,16 +179,14 @@ class Flavor:
     capacity_type: CapacityType
     usd_per_gpu_hour: float
     capacity: dict[str, int]
-    mig_config: str | None = None
+    mig_configs: tuple[str, ...] = ()
     spot: bool = False
 
     @property
     def labels(self) -> dict[str, str]:
         labels = {LABEL_GPU_PRODUCT: self.product}
-        if self.mig_config is None or self.spot:  # a MIG config's non-spot nodes: reserved or on demand
+        if not self.mig_configs or self.spot:  # MIG slices off spot: on reserved and on-demand nodes alike
             labels[LABEL_CAPACITY] = self.capacity_type.value
-        if self.mig_config is not None:
-            labels[LABEL_MIG_CONFIG] = self.mig_config
         return labels
 
     def manifest(self) -> dict[str, Any]:
@@ -195,6 +194,8 @@ class Flavor:
         if self.spot:
             spec["nodeTaints"] = [dict(SPOT_TAINT)]
         annotations = {"gpuplan.io/usd-per-gpu-hour": f"{self.usd_per_gpu_hour:.6f}"}
+        if self.mig_configs:
+            annotations["gpuplan.io/mig-configs"] = ",".join(self.mig_configs)
         if self.spot:
             annotations["gpuplan.io/workload-toleration"] = (
                 f"{SPOT_TOLERATION['key']}={SPOT_TOLERATION['value']}:{SPOT_TOLERATION['effect']}"
@@ -348,17 +349,33 @@ def mig_resource(profile: str) -> str:
 
 
 def _mig_flavors(plan: Plan, whole: list[Flavor]) -> list[Flavor]:
-    """One flavor per MIG config of the plan's pools (and spot or not): its nodes, by their mig.config
-    label, hold per profile the config's instances times the most nodes carrying it at once."""
+    """One flavor per GPU product with MIG slices (and spot or not). Per MIG resource it holds the most
+    instances the pools' configs carry at once: a config's instances per node times the nodes carrying it
+    in each period (plan.json's ``mig.pools[].configs[].schedule``), summed over the product's configs.
+
+    Not one flavor per config: a year's plan has a config per layout change (80 and more on one
+    scenario), past Kueue's 64 flavors per resource group. Which config a node carries is its
+    ``nvidia.com/mig.config`` label, set as the schedule says; the flavor lists its configs in an
+    annotation, and the MIG resource a pod requests already keeps it on nodes that have the slice.
+    """
     mig = plan.document.mig
     if mig is None:
         return []
+    periods = plan.document.horizon.periods
     by_key = {(f.product, f.capacity_type): f for f in whole}
     committed = {c.offering for c in plan.document.commitments}
-    result = []
+    held: dict[tuple[str, bool], dict[str, np.ndarray]] = defaultdict(dict)
+    configs: dict[tuple[str, bool], set[str]] = defaultdict(set)
+    models: dict[str, str] = {}
+    capacity_of: dict[tuple[str, bool], set[CapacityType]] = defaultdict(set)
     for pool in mig.pools:
         record = plan.document.offerings[pool.offering]
         product = gpu_product(record)
+        models[product] = record.gpu_model
+        if pool.offering.startswith("owned:"):
+            non_spot = CapacityType.OWNED
+        else:
+            non_spot = CapacityType.RESERVED if pool.offering in committed else CapacityType.ON_DEMAND
         for config in pool.configs:
             per_node: dict[str, int] = defaultdict(int)
             for group in config.node_layout:
@@ -366,31 +383,34 @@ def _mig_flavors(plan: Plan, whole: list[Flavor]) -> list[Flavor]:
                     per_node[mig_resource(profile)] += group.gpus * count
             if not per_node:
                 continue
-            held = max((e.nodes - e.spot_nodes for e in config.schedule), default=0)
-            spot = max((e.spot_nodes for e in config.schedule), default=0)
-            for nodes, is_spot in ((held, False), (spot, True)):
-                if nodes <= 0:
-                    continue
-                if is_spot:
-                    capacity = CapacityType.SPOT
-                else:
-                    capacity = CapacityType.RESERVED if pool.offering in committed else CapacityType.ON_DEMAND
-                    if pool.offering.startswith("owned:"):
-                        capacity = CapacityType.OWNED
-                priced = by_key.get((product, capacity))
-                suffix = "-spot" if is_spot else ""
-                result.append(
-                    Flavor(
-                        name=safe_name(f"mig-{config.name}{suffix}", limit=253),
-                        product=product,
-                        gpu_model=record.gpu_model,
-                        capacity_type=capacity,
-                        usd_per_gpu_hour=priced.usd_per_gpu_hour if priced else 0.0,
-                        capacity={r: n * nodes for r, n in sorted(per_node.items())},
-                        mig_config=config.name,
-                        spot=is_spot,
-                    )
-                )
+            for entry in config.schedule:
+                for is_spot, nodes in ((False, entry.nodes - entry.spot_nodes), (True, entry.spot_nodes)):
+                    if nodes <= 0:
+                        continue
+                    key = (product, is_spot)
+                    configs[key].add(config.name)
+                    capacity_of[key].add(CapacityType.SPOT if is_spot else non_spot)
+                    for resource, count in per_node.items():
+                        line = held[key].setdefault(resource, np.zeros(periods))
+                        for start, end in entry.periods:
+                            line[start:end] += count * nodes
+    result = []
+    for (product, is_spot), lines in sorted(held.items()):
+        kinds = capacity_of[(product, is_spot)]
+        capacity = min(kinds, key=lambda c: (not c.committed, c.value))  # committed if any pool is
+        priced = by_key.get((product, capacity))
+        result.append(
+            Flavor(
+                name=safe_name(f"{product}-mig" + ("-spot" if is_spot else ""), limit=253),
+                product=product,
+                gpu_model=models[product],
+                capacity_type=capacity,
+                usd_per_gpu_hour=priced.usd_per_gpu_hour if priced else 0.0,
+                capacity={r: round(float(line.max())) for r, line in sorted(lines.items())},
+                mig_configs=tuple(sorted(configs[(product, is_spot)])),
+                spot=is_spot,
+            )
+        )
     return result
 
 
@@ -662,8 +682,10 @@ def _readme(
         lines.append(f"| {f.name} | {labels} | {taint} | {f.usd_per_gpu_hour:.4f} | {held} |")
     lines += [
         "",
-        f"`{LABEL_GPU_PRODUCT}` is set by GPU Feature Discovery; `{LABEL_MIG_CONFIG}` selects the node's",
-        f"mig-parted config; `{LABEL_CAPACITY}` is gpuplan's: give it to each node pool (reserved: the nodes",
+        f"`{LABEL_GPU_PRODUCT}` is set by GPU Feature Discovery; `{LABEL_MIG_CONFIG}` picks a node's",
+        "mig-parted config (a MIG flavor's `gpuplan.io/mig-configs` annotation lists its configs;",
+        "plan.json's `mig.pools[].configs[].schedule` says when and on how many nodes);",
+        f"`{LABEL_CAPACITY}` is gpuplan's: give it to each node pool (reserved: the nodes",
         "a commitment covers; on-demand: those beyond; spot nodes also get the taint).",
         "",
         "## Teams",

@@ -25,7 +25,8 @@ _HELP = "\n\n".join(
         "10-resource-flavors.yaml: a ResourceFlavor per GPU product and capacity type the plan holds, "
         "selecting nodes by nvidia.com/gpu.product and gpuplan.io/capacity-type (reserved, owned, "
         "on-demand, spot; spot nodes are tainted gpuplan.io/capacity-type=spot:NoSchedule and only "
-        "workloads that tolerate it are admitted there), and one per MIG config by nvidia.com/mig.config.",
+        "workloads that tolerate it are admitted there), and one per GPU product with MIG slices (the "
+        "resources nvidia.com/mig-<profile>; nodes pick their slicing by nvidia.com/mig.config).",
         "11-workload-priority-classes.yaml: production inference 1000 > inference 800 > training 500 > "
         "batch 100.",
         "12-cluster-queues.yaml: a ClusterQueue per team in cohort gpuplan: nominal quota = its "

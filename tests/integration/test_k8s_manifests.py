@@ -247,8 +247,9 @@ def test_manifests_of_every_scenario_validate(
             for name in g.get("mig-devices") or {}
         }
         assert used and used <= nvidia_profile_names()
-        selected = {f["spec"]["nodeLabels"].get("nvidia.com/mig.config") for f in flavors.values()} - {None}
-        assert selected and selected <= set(config["mig-configs"])
+        listed = [f["metadata"]["annotations"].get("gpuplan.io/mig-configs") for f in flavors.values()]
+        selected = {name for names in listed if names for name in names.split(",")}
+        assert selected == set(config["mig-configs"]) - {"all-disabled"}
 
 
 def test_same_plan_same_bytes(week_plan: Any, tmp_path: Path):
@@ -387,3 +388,28 @@ def test_a_bad_plan_directory_is_one_clear_error(tmp_path: Path, week_plan: Any)
     bad = CliRunner().invoke(app, ["k8s", str(week_plan("all")), "-o", str(out), "--reclaim", "Never"])
     assert bad.exit_code == 2 and "--reclaim" in bad.output
     assert not out.exists()
+
+
+def test_more_mig_configs_than_kueue_has_flavors_for(
+    week_plan: Any, tmp_path: Path, validator: KueueValidator
+):
+    """A year's plan may have 80 and more MIG configs; a queue takes 64 flavors per resource group, so the
+    flavors must not grow with the configs. The week plan with its first config copied 70 times."""
+    import shutil
+
+    plan_dir = tmp_path / "plan"
+    shutil.copytree(week_plan("all"), plan_dir)
+    plan = json.loads((plan_dir / "plan.json").read_text(encoding="utf-8"))
+    pool = plan["mig"]["pools"][0]
+    first = pool["configs"][0]
+    for copy in range(70):
+        pool["configs"].append({**first, "name": f"copy-{copy}"})
+        plan["mig"]["config"]["mig-configs"][f"copy-{copy}"] = plan["mig"]["config"]["mig-configs"][
+            first["name"]
+        ]
+    (plan_dir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    kinds = by_kind(run_k8s(plan_dir, tmp_path / "k8s"))
+    for document in kinds["ClusterQueue"] + kinds["ResourceFlavor"]:
+        assert validator.errors(document) == [], document["metadata"]["name"]
+    listed = {f["metadata"]["annotations"].get("gpuplan.io/mig-configs", "") for f in kinds["ResourceFlavor"]}
+    assert any(f"copy-{n}" in names.split(",") for names in listed for n in range(70))
