@@ -40,6 +40,7 @@ from planner.cli_common import (
 )
 from planner.daemon.cli import daemon
 from planner.exports.cli import terraform
+from planner.exports.k8s_cli import k8s
 from planner.provision_cli import provision
 from planner.simulate.cli import simulate_app
 
@@ -659,6 +660,7 @@ def schema(
 # acting on a plan: listed after the planning commands in --help
 app.command()(provision)
 app.command()(terraform)
+app.command()(k8s)
 app.command()(daemon)
 
 

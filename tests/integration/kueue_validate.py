@@ -1,0 +1,140 @@
+"""Strict offline validation of Kueue manifests against the CRDs in ``../shared/data/kueue-crds/``.
+
+The API server would do three things jsonschema alone does not (CLOUD-TESTING.md section 6), so this does:
+
+- reject unknown fields: the schema is made strict, ``additionalProperties: false`` on every object schema
+  that has ``properties`` and no ``x-kubernetes-preserve-unknown-fields`` (``metadata`` has no properties
+  and stays open), then ``jsonschema.Draft202012Validator`` checks the whole object;
+- apply the schema's defaults, then evaluate every ``x-kubernetes-validations`` CEL rule at its node with
+  cel-python (``{"self": celpy.json_to_cel(value)}``); rules on ``oldSelf`` are update-time checks, skipped;
+- keep ``x-kubernetes-list-type: map`` lists unique by their ``x-kubernetes-list-map-keys``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import celpy
+import yaml
+from jsonschema import Draft202012Validator
+
+CRDS = Path(__file__).resolve().parents[3] / "shared" / "data" / "kueue-crds"
+VERSION = "v1beta2"
+
+
+def strict(schema: Any) -> Any:
+    """A copy of ``schema`` in which objects with ``properties`` accept no other field."""
+    if isinstance(schema, list):
+        return [strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: strict(value) for key, value in schema.items()}
+    if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        result.setdefault("additionalProperties", False)
+    return result
+
+
+class KueueValidator:
+    """The four Kueue kinds at :data:`VERSION`; :meth:`errors` lists what the API server would refuse."""
+
+    def __init__(self, directory: Path = CRDS) -> None:
+        self.schemas: dict[str, dict[str, Any]] = {}
+        self.group = ""
+        for path in sorted(directory.glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+            self.group = crd["spec"]["group"]
+            version = next(v for v in crd["spec"]["versions"] if v["name"] == VERSION)
+            self.schemas[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
+        self.validators = {kind: Draft202012Validator(strict(s)) for kind, s in self.schemas.items()}
+        self.environment = celpy.Environment()
+        self.programs: dict[str, Any] = {}
+        self.rules_evaluated = 0
+
+    def errors(self, document: dict[str, Any]) -> list[str]:
+        kind = document.get("kind")
+        if kind not in self.schemas:
+            return [f"kind {kind!r} is not one of {sorted(self.schemas)}"]
+        found = []
+        if document.get("apiVersion") != f"{self.group}/{VERSION}":
+            found.append(f"apiVersion {document.get('apiVersion')!r}, expected {self.group}/{VERSION}")
+        for error in self.validators[kind].iter_errors(document):
+            found.append(f"{'.'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}")
+        if found:
+            return found  # CEL on a malformed object would only repeat the problem
+        schema = self.schemas[kind]
+        defaulted = copy.deepcopy(document)
+        _apply_defaults(schema, defaulted)
+        found += list(self._lists(schema, document, kind))
+        found += list(self._cel(schema, defaulted, kind))
+        return found
+
+    def _lists(self, schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
+        if isinstance(value, list):
+            keys = schema.get("x-kubernetes-list-map-keys")
+            if schema.get("x-kubernetes-list-type") == "map" and keys:
+                seen = [tuple(item.get(k) for k in keys) for item in value]
+                for key in {k for k in seen if seen.count(k) > 1}:
+                    yield f"{path}: duplicate entries for {dict(zip(keys, key, strict=True))}"
+            for index, item in enumerate(value):
+                yield from self._lists(schema.get("items", {}), item, f"{path}[{index}]")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = _child(schema, key)
+                if child is not None:
+                    yield from self._lists(child, item, f"{path}.{key}")
+
+    def _cel(self, schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
+        for rule in schema.get("x-kubernetes-validations", []):
+            text = rule["rule"]
+            if "oldSelf" in text:
+                continue
+            if text not in self.programs:
+                self.programs[text] = self.environment.program(self.environment.compile(text))
+            self.rules_evaluated += 1
+            try:
+                result = self.programs[text].evaluate({"self": celpy.json_to_cel(value)})
+            except celpy.CELEvalError as exc:
+                result = exc
+            if isinstance(result, celpy.CELEvalError) or not bool(result):
+                yield f"{path}: {rule.get('message', text)} (rule {text!r})"
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from self._cel(schema.get("items", {}), item, f"{path}[{index}]")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = _child(schema, key)
+                if child is not None:
+                    yield from self._cel(child, item, f"{path}.{key}")
+
+
+def _child(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
+    if key in schema.get("properties", {}):
+        return schema["properties"][key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def _apply_defaults(schema: dict[str, Any], value: Any) -> None:
+    """Fill in the schema's defaults as the API server does before it runs the CEL rules."""
+    if isinstance(value, dict):
+        for key, child in schema.get("properties", {}).items():
+            if key not in value and "default" in child:
+                value[key] = copy.deepcopy(child["default"])
+            if key in value:
+                _apply_defaults(child, value[key])
+    elif isinstance(value, list):
+        for item in value:
+            _apply_defaults(schema.get("items", {}), item)
+
+
+def count_rules(schema: Any) -> int:
+    """CEL rules in a schema (the CRDs have 13 at v1beta2: CLOUD-TESTING.md section 6)."""
+    if isinstance(schema, list):
+        return sum(count_rules(s) for s in schema)
+    if not isinstance(schema, dict):
+        return 0
+    own = len(schema.get("x-kubernetes-validations", []))
+    return own + sum(count_rules(v) for k, v in schema.items() if k != "x-kubernetes-validations")
