@@ -36,7 +36,10 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for record in frame.to_dict(orient="records"):
         out.append(
-            {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+            {
+                str(k): (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in record.items()
+            }
         )
     return out
 
