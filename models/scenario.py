@@ -413,6 +413,7 @@ class InferenceService(_Strict):
 
     name: Name
     team: str
+    project: Name | None = Field(None, description="what chargeback splits team cost by; default: the name")
     gpus_per_replica: int | None = _number("whole GPUs per replica (on one node)", _GPUS_PER_NODE, None)
     gpu_memory_gb: float | None = _number(
         "memory per replica (may fit a MIG slice)",
@@ -434,6 +435,11 @@ class InferenceService(_Strict):
 
     _gpu_models = field_validator("gpu_models")(_check_gpu_patterns)
 
+    @property
+    def project_name(self) -> str:
+        """The project chargeback splits by (``models/chargeback.py``): ``project``, else the name."""
+        return self.project or self.name
+
     @model_validator(mode="after")
     def _one_size(self) -> InferenceService:
         if (self.gpus_per_replica is None) == (self.gpu_memory_gb is None):
@@ -453,6 +459,7 @@ class TrainingJob(_Strict):
 
     name: Name
     team: str
+    project: Name | None = Field(None, description="what chargeback splits team cost by; default: the name")
     nodes: int = _number("nodes in the gang", _NODES)
     gpus_per_node: int = _number("GPUs of each node", _GPUS_PER_NODE, 8)
     gpu_models: list[GpuPattern] = Field(
@@ -483,6 +490,11 @@ class TrainingJob(_Strict):
         if self.earliest_start and self.deadline and self.deadline <= self.earliest_start:
             raise ValueError("deadline must be after earliest_start")
         return self
+
+    @property
+    def project_name(self) -> str:
+        """The project chargeback splits by (``models/chargeback.py``): ``project``, else the name."""
+        return self.project or self.name
 
     @property
     def needs_fabric(self) -> bool:

@@ -28,6 +28,7 @@ from models.errors import GpuplanError, InputError, SolverError
 from models.plan import Plan, PlanDocument, plan_json_path, read_document
 from models.scenario import Scenario
 from models.tiers import Term
+from planner.chargeback_cli import chargeback
 from planner.cli_common import (
     EXIT_SELF_CHECK,
     EXIT_SOLVER,
@@ -662,6 +663,7 @@ app.command()(provision)
 app.command()(terraform)
 app.command()(k8s)
 app.command()(daemon)
+app.command()(chargeback)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from models.catalog import Offering
+from models.chargeback import IdleRule, amortize
 from models.plan import (
     ALLOCATION_COLUMNS,
     COMMITTED_TIERS,
@@ -556,25 +557,32 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
             team, workload = cast(tuple[str, str], key)
             by_team[str(team)] += float(value)
             by_workload[str(workload)] += float(value)
-    # chargeback of commitments: by the node-hours each workload used of that commitment
+    # chargeback of commitments (models/chargeback.py): each commitment's cost over the horizon split by
+    # the node-hours each workload used of it (idle hours shared by use); one nobody used is charged to
+    # the teams that hold guarantees, else shared by every team
     reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
     use = reserved.groupby(["commitment", "team", "workload"])["nodes"].sum()
+    used_names = set(use.index.get_level_values(0))
+    holders = [t for t in sets.scenario.teams if t.guaranteed_gpus > 0] or sets.scenario.teams
+    fallback = {(holder.name, ""): float(holder.guaranteed_gpus or 1) for holder in holders}
     for commitment in commitments:
         cost = commitment.cost_in_horizon_usd
         tier = TERM_TIER[commitment.term]
         by_tier[tier] = by_tier.get(tier, 0.0) + cost
         by_cloud[cloud_of[commitment.offering]] += cost
-        if commitment.name in use.index.get_level_values(0):
-            shares = use.loc[commitment.name]
-            for key, nodes in shares.items():
+        used: dict[tuple[str, str], float] = {}
+        if commitment.name in used_names:
+            for key, nodes in use.loc[commitment.name].items():
                 team, workload = cast(tuple[str, str], key)
-                by_team[str(team)] += cost * float(nodes) / float(shares.sum())
-                by_workload[str(workload)] += cost * float(nodes) / float(shares.sum())
-        else:  # held only for guarantees: charged to the teams that hold guarantees, else shared
-            holders = [t for t in sets.scenario.teams if t.guaranteed_gpus > 0] or sets.scenario.teams
-            weight = sum(t.guaranteed_gpus for t in holders) or len(holders)
-            for holder in holders:
-                by_team[holder.name] += cost * (holder.guaranteed_gpus or 1) / weight
+                used[(str(team), str(workload))] = float(nodes)
+        end = sets.scenario.horizon.periods if commitment.end_period is None else commitment.end_period
+        capacity = float(commitment.nodes * (end - commitment.start_period))  # node-periods, as used is
+        shares = amortize(cost, used, capacity, IdleRule.USAGE, {}, fallback)
+        for (team, workload), share in shares.items():
+            by_team[team] += share.usd
+            if workload:
+                by_workload[workload] += share.usd
+        if not used:
             by_workload["(unused commitments)"] += cost
     total = sum(by_tier.values())
     return Costs(
