@@ -44,6 +44,7 @@ __all__ = [
     "Cloud",
     "Offering",
     "Range",
+    "gpu_model_matches",
     "parse_number",
 ]
 
@@ -242,6 +243,14 @@ COLUMN_RANGES: dict[str, Range] = {
 }
 
 
+def gpu_model_matches(gpu_model: str, patterns: Iterable[str]) -> bool:
+    """Whether ``gpu_model`` matches one of ``patterns`` by case-insensitive prefix (catalog-format.md):
+    the one GPU-model match of the planner, chargeback and the Kueue export. No pattern matches nothing
+    (``Offering.matches_gpu`` reads "no preference" as every offering itself)."""
+    model = gpu_model.upper()
+    return any(model.startswith(p.strip().upper()) for p in patterns)
+
+
 @dataclass(frozen=True, slots=True)
 class Offering:
     """A node type in a region of a cloud, priced per node-hour for each purchase tier.
@@ -326,10 +335,7 @@ class Offering:
         empty list matches every offering, so "no GPU preference" needs no special case in callers.
         """
         wanted = _as_list(patterns)
-        if not wanted:
-            return True
-        model = self.gpu_model.upper()
-        return any(model.startswith(p.strip().upper()) for p in wanted)
+        return not wanted or gpu_model_matches(self.gpu_model, wanted)
 
 
 class Catalog:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -41,6 +41,7 @@ from typing import Any, Final, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from models.catalog import gpu_model_matches
 from models.mig import COMPUTE_SLICES, profile_named, replica_slice, supports_mig
 from models.tiers import COMMITTED_TIERS, Tier
 
@@ -120,12 +121,6 @@ def amortize(
         before = shares.get(key, Share(0.0, 0.0))
         shares[key] = Share(before.usd + part, before.idle_usd + part)
     return shares
-
-
-def matches_gpu(gpu_model: str, patterns: Iterable[str]) -> bool:
-    """Prefix match of a GPU model, as ``models.catalog.Offering.matches_gpu`` does (catalog-format.md)."""
-    model = gpu_model.upper()
-    return any(model.startswith(p.strip().upper()) for p in patterns)
 
 
 def mig_gpu_fraction(gpu_model: str, profile: str) -> float:
@@ -251,7 +246,7 @@ class Book:
         return {
             team: float(gpus)
             for team, gpus in self.guarantees.items()
-            if gpus > 0 and matches_gpu(model, self.team_models.get(team, []))
+            if gpus > 0 and gpu_model_matches(model, self.team_models.get(team, []))
         }
 
     def fallback(self) -> dict[str, float]:

@@ -44,6 +44,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from models.catalog import gpu_model_matches
 from models.errors import InputError
 from models.plan import OfferingRecord, Plan
 from models.scenario import Scenario, Team
@@ -62,9 +63,9 @@ __all__ = [
     "RECLAIM_POLICIES",
     "SHARED_QUEUE",
     "SPOT_TOLERATION",
-    "CapacityType",
     "Flavor",
     "Manifests",
+    "NodeCapacity",
     "build_manifests",
     "flavor_order_key",
     "gpu_product",
@@ -132,7 +133,7 @@ _PRODUCTS: Final = {
 _PCIE_PRODUCTS: Final = {("A100-80GB", "Standard_NC"): "NVIDIA-A100-80GB-PCIe"}
 
 
-class CapacityType(StrEnum):
+class NodeCapacity(StrEnum):
     """The value of :data:`LABEL_CAPACITY` on a node: how the node is paid for."""
 
     RESERVED = "reserved"
@@ -143,16 +144,16 @@ class CapacityType(StrEnum):
     @property
     def committed(self) -> bool:
         """Paid whether used or not: using it costs nothing more."""
-        return self in (CapacityType.RESERVED, CapacityType.OWNED)
+        return self in (NodeCapacity.RESERVED, NodeCapacity.OWNED)
 
 
 _TIER_CAPACITY: Final = {
-    Tier.RESERVED_1Y: CapacityType.RESERVED,
-    Tier.RESERVED_3Y: CapacityType.RESERVED,
-    Tier.CAPACITY_RESERVATION: CapacityType.RESERVED,
-    Tier.OWNED: CapacityType.OWNED,
-    Tier.ON_DEMAND: CapacityType.ON_DEMAND,
-    Tier.SPOT: CapacityType.SPOT,
+    Tier.RESERVED_1Y: NodeCapacity.RESERVED,
+    Tier.RESERVED_3Y: NodeCapacity.RESERVED,
+    Tier.CAPACITY_RESERVATION: NodeCapacity.RESERVED,
+    Tier.OWNED: NodeCapacity.OWNED,
+    Tier.ON_DEMAND: NodeCapacity.ON_DEMAND,
+    Tier.SPOT: NodeCapacity.SPOT,
 }
 
 
@@ -176,7 +177,7 @@ class Flavor:
     name: str
     product: str
     gpu_model: str
-    capacity_type: CapacityType
+    capacity_type: NodeCapacity
     usd_per_gpu_hour: float
     capacity: dict[str, int]
     mig_configs: tuple[str, ...] = ()
@@ -289,13 +290,13 @@ def _whole_flavors(plan: Plan) -> list[Flavor]:
     periods = document.horizon.periods
     offerings = document.offerings
 
-    def key(offering: str, capacity: CapacityType) -> tuple[str, CapacityType]:
+    def key(offering: str, capacity: NodeCapacity) -> tuple[str, NodeCapacity]:
         return gpu_product(offerings[offering]), capacity
 
-    models: dict[tuple[str, CapacityType], set[str]] = defaultdict(set)
-    peak: dict[tuple[str, CapacityType], np.ndarray] = defaultdict(lambda: np.zeros(periods))
-    cost: dict[tuple[str, CapacityType], float] = defaultdict(float)
-    gpu_hours: dict[tuple[str, CapacityType], float] = defaultdict(float)
+    models: dict[tuple[str, NodeCapacity], set[str]] = defaultdict(set)
+    peak: dict[tuple[str, NodeCapacity], np.ndarray] = defaultdict(lambda: np.zeros(periods))
+    cost: dict[tuple[str, NodeCapacity], float] = defaultdict(float)
+    gpu_hours: dict[tuple[str, NodeCapacity], float] = defaultdict(float)
     for commitment in document.commitments:
         record = offerings[commitment.offering]
         flavor = key(commitment.offering, _TIER_CAPACITY[commitment.term.tier])
@@ -337,7 +338,7 @@ def _whole_flavors(plan: Plan) -> list[Flavor]:
                 capacity_type=capacity,
                 usd_per_gpu_hour=price,
                 capacity={GPU_RESOURCE: top},
-                spot=capacity is CapacityType.SPOT,
+                spot=capacity is NodeCapacity.SPOT,
             )
         )
     return result
@@ -367,15 +368,15 @@ def _mig_flavors(plan: Plan, whole: list[Flavor]) -> list[Flavor]:
     held: dict[tuple[str, bool], dict[str, np.ndarray]] = defaultdict(dict)
     configs: dict[tuple[str, bool], set[str]] = defaultdict(set)
     models: dict[str, str] = {}
-    capacity_of: dict[tuple[str, bool], set[CapacityType]] = defaultdict(set)
+    capacity_of: dict[tuple[str, bool], set[NodeCapacity]] = defaultdict(set)
     for pool in mig.pools:
         record = plan.document.offerings[pool.offering]
         product = gpu_product(record)
         models[product] = record.gpu_model
         if pool.offering.startswith("owned:"):
-            non_spot = CapacityType.OWNED
+            non_spot = NodeCapacity.OWNED
         else:
-            non_spot = CapacityType.RESERVED if pool.offering in committed else CapacityType.ON_DEMAND
+            non_spot = NodeCapacity.RESERVED if pool.offering in committed else NodeCapacity.ON_DEMAND
         for config in pool.configs:
             per_node: dict[str, int] = defaultdict(int)
             for group in config.node_layout:
@@ -389,7 +390,7 @@ def _mig_flavors(plan: Plan, whole: list[Flavor]) -> list[Flavor]:
                         continue
                     key = (product, is_spot)
                     configs[key].add(config.name)
-                    capacity_of[key].add(CapacityType.SPOT if is_spot else non_spot)
+                    capacity_of[key].add(NodeCapacity.SPOT if is_spot else non_spot)
                     for resource, count in per_node.items():
                         line = held[key].setdefault(resource, np.zeros(periods))
                         for start, end in entry.periods:
@@ -421,9 +422,8 @@ def _usable(team: Team, scenario: Scenario) -> list[str]:
     return patterns
 
 
-def _matches(model: str, patterns: Iterable[str]) -> bool:
-    """The catalog's prefix match of GPU models (``models.catalog.Offering.matches_gpu``)."""
-    return any(model.upper().startswith(p.strip().upper()) for p in patterns)
+def _can_use(team: Team, scenario: Scenario, flavor: Flavor) -> bool:
+    return gpu_model_matches(flavor.gpu_model, _usable(team, scenario))
 
 
 def _back_guarantees(
@@ -532,7 +532,9 @@ def build_manifests(
 
     usable = {
         t.name: [
-            f for f in whole if f.capacity_type.committed and _matches(f.gpu_model, _usable(t, scenario))
+            f
+            for f in whole
+            if f.capacity_type.committed and gpu_model_matches(f.gpu_model, _usable(t, scenario))
         ]
         for t in scenario.teams
     }
@@ -544,7 +546,9 @@ def build_manifests(
         held = {(flavor, GPU_RESOURCE): n for flavor, n in backing[team.name].items()}
         short = team.guaranteed_gpus - sum(held.values())
         if short > 0:
-            candidates = [f for f in whole if _matches(f.gpu_model, _usable(team, scenario))] or whole
+            candidates = [
+                f for f in whole if gpu_model_matches(f.gpu_model, _usable(team, scenario))
+            ] or whole
             if not candidates:
                 raise InputError(source, f"teams.{team.name}", "a guarantee but the plan holds no GPUs")
             place = candidates[0]
