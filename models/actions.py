@@ -77,6 +77,9 @@ class Action(_Frozen):
     run: str | None = None
     fabric: str | None = None
     token: str = ""
+    stands_in: str | None = Field(
+        None, description="launch: the pool whose short nodes this one's stand in for (a capacity fallback)"
+    )
     depends_on: tuple[int, ...] = ()
     reason: str = ""
     usd_per_hour: float | None = Field(None, description="what it adds (+) or saves (-) per hour")

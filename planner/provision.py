@@ -232,7 +232,7 @@ def launch_spec(action: Action, plan_id: str) -> LaunchSpec:
         capacity=action.capacity,
         count=action.count,
         pool=pool,
-        tags=managed_tags(plan_id, pool=pool, run=action.run),
+        tags=managed_tags(plan_id, pool=pool, run=action.run, stands_in=action.stands_in),
         token=action.token,
         run=action.run,
         placement_group=action.placement_group,

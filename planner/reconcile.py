@@ -44,7 +44,15 @@ from models.actions import Action, ActionKind, RecommendedPurchase
 from models.errors import InputError
 from models.plan import Plan, PlanDocument, TrainingPlacement, UtcTime
 from models.tiers import CapacityType, Tier
-from providers.base import Inventory, Node, client_token, parse_offering, pool_name, safe_name
+from providers.base import (
+    TAG_STANDS_IN,
+    Inventory,
+    Node,
+    client_token,
+    parse_offering,
+    pool_name,
+    safe_name,
+)
 
 __all__ = [
     "DEFAULT_LEAD_HOURS",
@@ -407,6 +415,14 @@ def reconcile(
             continue
         surplus = _to_terminate(nodes, len(nodes) - want)
         offering = surplus[0].offering
+        # fallback nodes go once the pool they stand in for has its own: after its launches succeed
+        stood_for = sorted(
+            {n.tags[TAG_STANDS_IN] for n in surplus if n.tags.get(TAG_STANDS_IN)} & set(wanted)
+        )
+        waits_on = {
+            *launches_of.get(offering, ()),
+            *(i for p in stood_for for i in launches_of[wanted[p].offering]),
+        }
         reason = f"the plan holds {want} nodes in period {period}; {len(nodes)} running"
         if name not in wanted:
             reason = f"the plan holds no nodes in this pool in period {period}; {len(nodes)} running"
@@ -417,7 +433,7 @@ def reconcile(
             capacity=surplus[0].capacity,
             count=len(surplus),
             node_ids=tuple(n.id for n in surplus),
-            depends_on=tuple(launches_of.get(offering, ())),
+            depends_on=tuple(sorted(waits_on)),
             reason=reason,
             usd_per_hour=_per_hour(build.price(offering, surplus[0].capacity), -len(surplus)),
         )

@@ -59,6 +59,7 @@ __all__ = [
     "TAG_PLAN",
     "TAG_POOL",
     "TAG_RUN",
+    "TAG_STANDS_IN",
     "Auth",
     "CapacityReservation",
     "CapacityType",
@@ -96,6 +97,8 @@ __all__ = [
 TAG_PLAN = "gpuplan-plan"
 TAG_POOL = "gpuplan-pool"
 TAG_RUN = "gpuplan-run"
+#: On fallback nodes: the pool whose short nodes they stand in for (the daemon's capacity fallback).
+TAG_STANDS_IN = "gpuplan-stands-in"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -421,13 +424,17 @@ def pool_name(offering: str, capacity: CapacityType) -> str:
     return safe_name(f"{offering}-{capacity.value}")
 
 
-def managed_tags(plan_id: str, *, pool: str | None = None, run: str | None = None) -> dict[str, str]:
+def managed_tags(
+    plan_id: str, *, pool: str | None = None, run: str | None = None, stands_in: str | None = None
+) -> dict[str, str]:
     """The tags (labels) that make a resource ours; values are :func:`safe_name` so GCP accepts them."""
     tags = {TAG_PLAN: safe_name(plan_id)}
     if pool is not None:
         tags[TAG_POOL] = pool
     if run is not None:
         tags[TAG_RUN] = run
+    if stands_in is not None:
+        tags[TAG_STANDS_IN] = stands_in
     return tags
 
 

@@ -34,6 +34,7 @@ import subprocess
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -45,7 +46,7 @@ from models.tiers import CapacityType
 from planner.daemon.config import DaemonConfig
 from planner.provision import Provisioning, prepare
 from planner.reconcile import plan_id_of
-from providers.base import InsufficientCapacity, Provider, client_token, pool_name
+from providers.base import TAG_STANDS_IN, InsufficientCapacity, Provider, client_token, pool_name
 
 __all__ = ["JOBS", "CycleFailed", "Daemon"]
 
@@ -289,22 +290,15 @@ class Daemon:
             plan, self.provider, now, lead_hours=self.config.lead_hours, launch_batch=self.config.launch_batch
         )
         cycle = self.store.begin_cycle("reconcile", plan_id, now)
-        stands_in: dict[int, int] = {}
+        fallback = _Fallback()
         if self.config.apply and run.actions:
             apply_journaled(run, self.provider, self.store, cycle, on_result=self._count)
-            stands_in = self._fall_back(run, cycle)
-        covered: Counter[int] = Counter()  # nodes the fallbacks made, by the launch they stand in for
-        for fallback, original in stands_in.items():
-            covered[original] += len(run.results[fallback].made)
-        unresolved = [  # a fallback's failure is its launch's: counted there
-            a
-            for a in [*run.failed(), *run.skipped()]
-            if a.id not in stands_in and (a.kind is not ActionKind.LAUNCH or _short(run, a, covered))
-        ]
+            fallback = self._fall_back(plan, run, cycle)
+        unresolved = _unresolved(run, fallback)
         shortfall: Counter[str] = Counter()
         for action in unresolved:
             if action.kind is ActionKind.LAUNCH:
-                shortfall[action.run or action.target] += _short(run, action, covered)
+                shortfall[action.run or action.target] += _short(run, action, fallback.covered)
         summary = {
             "applied": self.config.apply,
             "actions": [a.describe() for a in run.actions],
@@ -419,45 +413,73 @@ class Daemon:
     def _count(self, action: Action, result: ActionResult) -> None:
         self.metrics.action(str(action.kind), result.status)
 
-    def _fall_back(self, run: Provisioning, cycle: int) -> dict[int, int]:
-        """Spot pools the cloud could not fill get on-demand nodes of the same offering instead (appended
-        to ``run``); each fallback's action id -> the id of the launch it stands in for."""
+    def _fall_back(self, plan: Plan, run: Provisioning, cycle: int) -> _Fallback:
+        """Pool launches the cloud could not fill (insufficient capacity) get nodes elsewhere, in the order
+        the plan allows: the nodes already standing in for the pool count first (a stock-out that lasts
+        is not made up twice), then :func:`fallback_options` one after the other while nodes are short.
+        Every fallback node carries ``gpuplan-stands-in: <pool>``, so the reconcile lets it go only
+        once the pool has its own nodes again. Gangs are not moved: a short gang is a shortfall."""
         from planner.daemon.journal import apply_journaled
 
-        fallbacks: list[Action] = []
-        stands_in: dict[int, int] = {}
+        result = _Fallback()
+        standing = Counter(
+            n.tags[TAG_STANDS_IN] for n in run.inventory.live_nodes() if n.tags.get(TAG_STANDS_IN)
+        )
+        short: dict[int, int] = {}
+        options: dict[int, list[tuple[str, CapacityType]]] = {}
         for action in run.failed():
-            result = run.results[action.id]
+            made = run.results[action.id]
             if (
                 action.kind is ActionKind.LAUNCH
-                and action.capacity is CapacityType.SPOT
                 and action.run is None
-                and result.error_kind == InsufficientCapacity.kind
+                and action.stands_in is None
+                and made.error_kind == InsufficientCapacity.kind
                 and action.offering is not None
+                and action.capacity is not None
             ):
-                short = action.count - len(result.made)
-                pool = pool_name(action.offering, CapacityType.ON_DEMAND)
-                stands_in[len(run.actions) + len(fallbacks) + 1] = action.id
-                fallbacks.append(
-                    Action(
-                        id=len(run.actions) + len(fallbacks) + 1,
-                        kind=ActionKind.LAUNCH,
-                        target=pool,
-                        offering=action.offering,
-                        capacity=CapacityType.ON_DEMAND,
-                        count=short,
-                        token=client_token(action.token, "fallback-on-demand"),
-                        reason=f"{action.target} is short {short} spot nodes: on demand in their place",
-                    )
+                missing = action.count - len(made.made)
+                held = min(missing, standing[action.target])  # standing in already, from an earlier cycle
+                standing[action.target] -= held
+                result.covered[action.id] = held
+                if missing > held:
+                    short[action.id] = missing - held
+                    options[action.id] = fallback_options(plan, action.offering, action.capacity)
+        originals = {a.id: a for a in run.actions}
+        while short:
+            round_: list[Action] = []
+            for original_id, missing in sorted(short.items()):
+                if not options[original_id]:
+                    continue
+                offering, capacity = options[original_id].pop(0)
+                original = originals[original_id]
+                fallback = Action(
+                    id=len(run.actions) + len(round_) + 1,
+                    kind=ActionKind.LAUNCH,
+                    target=pool_name(offering, capacity),
+                    offering=offering,
+                    capacity=capacity,
+                    count=missing,
+                    token=client_token(original.token, "fallback", offering, str(capacity)),
+                    stands_in=original.target,
+                    reason=f"{original.target} is short {missing} nodes: {capacity} {offering} instead",
                 )
-        if not fallbacks:
-            return {}
-        log.warning("falling back to on demand for %d spot launches", len(fallbacks))
-        extra = Provisioning(run.provider, run.desired, run.inventory, fallbacks, [])
-        apply_journaled(extra, self.provider, self.store, cycle, on_result=self._count)
-        run.actions.extend(fallbacks)
-        run.results.update(extra.results)
-        return stands_in
+                result.stands_in[fallback.id] = original_id
+                round_.append(fallback)
+            if not round_:
+                break
+            log.warning("capacity fallback: %s", "; ".join(a.describe() for a in round_))
+            extra = Provisioning(run.provider, run.desired, run.inventory, round_, [])
+            apply_journaled(extra, self.provider, self.store, cycle, on_result=self._count)
+            run.actions.extend(round_)
+            run.results.update(extra.results)
+            for action in round_:
+                original_id = result.stands_in[action.id]
+                got = len(run.results[action.id].made)
+                result.covered[original_id] += got
+                short[original_id] -= got
+                if short[original_id] <= 0 or not options[original_id]:
+                    del short[original_id]
+        return result
 
     def _pool_metrics(self, run: Provisioning) -> None:
         live = run.inventory.live_nodes()
@@ -480,6 +502,60 @@ class Daemon:
             log.info("checkpoint hook called for %s (node %s)", run, node)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("checkpoint hook for %s failed: %s", run, exc)
+
+
+@dataclass
+class _Fallback:
+    """What a cycle's capacity fallback did: launch id -> nodes made up for it (by nodes standing in
+    already and by this cycle's fallbacks), and each fallback launch's id -> the launch it stands in for."""
+
+    covered: Counter[int] = field(default_factory=Counter)
+    stands_in: dict[int, int] = field(default_factory=dict)
+
+
+def fallback_options(plan: Plan, offering: str, capacity: CapacityType) -> list[tuple[str, CapacityType]]:
+    """Where the nodes of a pool on (``offering``, ``capacity``) may go when the cloud has none, cheapest
+    first by the plan's prices: the plan's other offerings of the same cloud, GPU model and node shape
+    (so every workload the pool serves fits them); for a spot pool, their spot capacity and on-demand
+    capacity of the offering itself too. On-demand pools never fall back to spot: they may serve
+    latency-critical inference, which the plan keeps off spot."""
+    offerings = plan.document.offerings
+    record = offerings[offering]
+    cloud = offering.split(":", 1)[0]
+    alike = [
+        o
+        for o, r in sorted(offerings.items())
+        if o != offering
+        and o.split(":", 1)[0] == cloud
+        and r.gpu_model == record.gpu_model
+        and r.gpus_per_node == record.gpus_per_node
+    ]
+    priced: list[tuple[float, str, CapacityType]] = []
+    for o in [offering, *alike]:
+        r = offerings[o]
+        if capacity is CapacityType.SPOT and o != offering and r.spot_usd_h:
+            priced.append((r.spot_usd_h, o, CapacityType.SPOT))
+        if (capacity is CapacityType.SPOT or o != offering) and r.on_demand_usd_h:
+            priced.append((r.on_demand_usd_h, o, CapacityType.ON_DEMAND))
+    return [(o, c) for _usd, o, c in sorted(priced, key=lambda item: (item[0], item[1], str(item[2])))]
+
+
+def _unresolved(run: Provisioning, fallback: _Fallback) -> list[Action]:
+    """The actions that leave the fleet off the plan: failed ones not made up by the fallback, and the
+    ones skipped because such a one failed. A fallback's own failure is its launch's (counted there); an
+    action that waits on a launch the fallback made up (the stand-ins' terminate) is not a failure: it
+    runs once the pool's own capacity is back."""
+    bad: set[int] = set()
+    for action in run.actions:
+        outcome = run.results.get(action.id)
+        if outcome is None or action.id in fallback.stands_in:
+            continue
+        if outcome.status == "failed":
+            if action.kind is not ActionKind.LAUNCH or _short(run, action, fallback.covered):
+                bad.add(action.id)
+        elif outcome.status == "skipped" and any(d in bad for d in action.depends_on):
+            bad.add(action.id)
+    return [a for a in run.actions if a.id in bad]
 
 
 def _short(run: Provisioning, action: Action, covered: Mapping[int, int]) -> int:

@@ -212,7 +212,9 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
     try:
         worker.start()
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and daemon.store.get_state("last_run:reconcile") is None:
+        while time.monotonic() < deadline and (
+            not servers or daemon.store.get_state("last_run:reconcile") is None
+        ):  # the jobs may run before on_ready is called: wait for both
             time.sleep(0.2)
         assert daemon.store.get_state("last_run:reconcile") is not None, "the scheduler never ran reconcile"
         assert servers, "no metrics server"
@@ -247,10 +249,10 @@ def test_without_the_daemon_extra_the_command_names_it(scenario: Path, tmp_path:
     assert "pip install 'gpuplan[daemon]'" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_spot_pool_the_cloud_cannot_fill_falls_back_to_on_demand_until_spot_returns(
+def test_a_spot_pool_the_cloud_cannot_fill_falls_back_in_the_plans_order_until_spot_returns(
     scenario: Path, tmp_path: Path
 ) -> None:
-    from planner.daemon.daemon import Daemon
+    from planner.daemon.daemon import Daemon, fallback_options
 
     config = load_config(daemon_config(tmp_path, scenario, launch_batch=100))
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None)
@@ -267,12 +269,17 @@ def test_a_spot_pool_the_cloud_cannot_fill_falls_back_to_on_demand_until_spot_re
     wanted = planned(plan, at)
     spot_pool = next(k for k in wanted if k.endswith("-spot"))
     offering = next(o for o in plan.document.offerings if pool_name(o, CapacityType.SPOT) == spot_pool)
-    cloud.configure(capacity={f"{offering}/spot": 0})  # a stock-out of that offering's spot capacity
+    options = fallback_options(plan, offering, CapacityType.SPOT)
+    assert (offering, CapacityType.ON_DEMAND) in options and len(options) >= 2
+    (first, first_capacity), (second, second_capacity) = options[:2]
+    # a stock-out of that offering's spot capacity and of the first place its nodes would go
+    cloud.configure(capacity={f"{offering}/spot": 0, f"{first}/{first_capacity}": 0})
     daemon.reconcile(at)
     held = fleet(config.sim_state)
-    on_demand = pool_name(offering, CapacityType.ON_DEMAND)
+    there = pool_name(second, second_capacity)
     assert held[spot_pool] == 0
-    assert held[on_demand] == wanted[on_demand] + wanted[spot_pool]  # the short nodes, on demand
+    assert held[there] == wanted[there] + wanted[spot_pool]  # the short nodes, in the second place
+    assert not daemon.store.events("shortfall") and not daemon.store.events("job-failed")
     cloud.configure(capacity={f"{offering}/spot": 1000})  # spot is back
     daemon.reconcile(at + timedelta(minutes=30))
     assert fleet(config.sim_state) == wanted  # spot launched, then the fallback let go

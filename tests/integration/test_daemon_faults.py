@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +23,8 @@ from models.tiers import CapacityType
 from planner.daemon.config import load_config
 from planner.daemon.store import RetryPolicy as StoreRetry
 from planner.daemon.store import Store
-from providers.base import LaunchSpec, Node, RetryPolicy
+from planner.reconcile import run_name
+from providers.base import LaunchSpec, Node, RetryPolicy, pool_name
 from providers.sim import SimProvider
 
 AT = START + timedelta(hours=1)
@@ -39,7 +41,7 @@ JOBS = {
 def _daemon(tmp_path: Path, scenario: Path, cloud_retry: RetryPolicy | None = None, **extra: Any) -> Any:
     from planner.daemon.daemon import Daemon
 
-    config = load_config(daemon_config(tmp_path, scenario, launch_batch=4, jobs=JOBS, **extra))
+    config = load_config(daemon_config(tmp_path, scenario, **{"launch_batch": 4, "jobs": JOBS, **extra}))
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None, retry=cloud_retry)
     cloud.configure(api_latency_seconds=0.0, boot_seconds=0.0)
     daemon = Daemon(config, provider=cloud, planner=cached_planner)
@@ -250,3 +252,94 @@ def test_under_apscheduler_a_failed_run_backs_off_and_moves_the_next_run_up(
     finally:
         production._DAEMONS.pop(key), production._SCHEDULERS.pop(key)
         jobs.shutdown(wait=False)
+
+
+def test_fallback_options_are_the_plans_alike_offerings_cheapest_first_and_never_spot_for_on_demand(
+    scenario: Path, tmp_path: Path
+) -> None:
+    from planner.daemon.daemon import fallback_options
+
+    daemon, _cloud = _daemon(tmp_path, scenario)
+    plan = daemon.current_plan()
+    offerings = plan.document.offerings
+    for offering, record in offerings.items():
+        alike = {
+            o
+            for o, r in offerings.items()
+            if o != offering and r.gpu_model == record.gpu_model and r.gpus_per_node == record.gpus_per_node
+        }
+        on_demand = fallback_options(plan, offering, CapacityType.ON_DEMAND)
+        assert on_demand == sorted(
+            ((o, CapacityType.ON_DEMAND) for o in alike), key=lambda oc: offerings[oc[0]].on_demand_usd_h
+        )
+        spot = fallback_options(plan, offering, CapacityType.SPOT)
+        expected = {(o, CapacityType.SPOT) for o in alike} | {(o, CapacityType.ON_DEMAND) for o in alike}
+        assert set(spot) == expected | {(offering, CapacityType.ON_DEMAND)}
+        prices = [
+            offerings[o].spot_usd_h if c is CapacityType.SPOT else offerings[o].on_demand_usd_h
+            for o, c in spot
+        ]
+        assert prices == sorted(prices)
+
+
+def test_an_on_demand_pool_the_cloud_cannot_fill_moves_to_an_alike_offering_until_its_own_is_back(
+    scenario: Path, tmp_path: Path
+) -> None:
+    from planner.daemon.daemon import fallback_options
+
+    daemon, cloud = _daemon(tmp_path, scenario, launch_batch=100)
+    plan = daemon.current_plan()
+    wanted = planned(plan, AT)
+    pools_capacity = CapacityType.ON_DEMAND
+    pools = {pool_name(o, pools_capacity): o for o in plan.document.offerings}
+    pool, offering = next(
+        (p, o)
+        for p, o in sorted(pools.items())
+        if wanted[p] and fallback_options(plan, o, CapacityType.ON_DEMAND)
+    )
+    ((alike, _),) = fallback_options(plan, offering, CapacityType.ON_DEMAND)
+    alike_pool = pool_name(alike, CapacityType.ON_DEMAND)
+    cloud.configure(capacity={f"{offering}/on-demand": 0})  # a stock-out of the pool's own offering
+
+    daemon.run("reconcile", AT)
+    held = fleet(daemon.config.sim_state)
+    assert held[pool] == 0 and held[alike_pool] == wanted[alike_pool] + wanted[pool]
+    standing = _stand_ins(daemon.config.sim_state)
+    assert standing == {pool: wanted[pool]}  # each stand-in says whose nodes it holds
+    assert not daemon.store.events("job-failed") and not daemon.store.events("shortfall")
+
+    again = daemon.run("reconcile", AT + timedelta(minutes=10))  # still stocked out
+    assert again is not None and not [a for a in again.actions if a.stands_in]  # none made twice
+    assert fleet(daemon.config.sim_state) == held and not daemon.store.events("job-failed")
+
+    cloud.configure(capacity={f"{offering}/on-demand": 1000})  # its own capacity is back
+    daemon.run("reconcile", AT + timedelta(minutes=20))
+    assert fleet(daemon.config.sim_state) == wanted and _stand_ins(daemon.config.sim_state) == {}
+    _made_once(daemon.config.sim_state)
+
+
+def test_a_gang_the_cloud_cannot_place_is_a_shortfall_not_moved(scenario: Path, tmp_path: Path) -> None:
+    daemon, cloud = _daemon(tmp_path, scenario)
+    plan = daemon.current_plan()
+    gang = next(t for t in plan.document.training if t.nodes > 1)
+    at = gang.start + timedelta(minutes=30)
+    name = run_name(gang.job, gang.run)
+    cloud.inject_fault("launch", "insufficient-capacity", match=name, times=10)
+    daemon.run("reconcile", at)
+    held = fleet(daemon.config.sim_state)
+    assert held[name] == 0
+    (short,) = daemon.store.events("shortfall")
+    assert short.data == {name: gang.nodes}
+    assert not _stand_ins(daemon.config.sim_state)  # a gang keeps its placement: never split elsewhere
+    assert "insufficient-capacity x1" in daemon.store.events("job-failed")[-1].message
+
+
+def _stand_ins(state: Path) -> dict[str, int]:
+    """Live fallback nodes per pool they stand in for, from the simulated cloud's file."""
+    data = json.loads(state.read_text(encoding="utf-8"))
+    held = Counter(
+        n["tags"]["gpuplan-stands-in"]
+        for n in data["nodes"].values()
+        if n["state"] != "terminated" and "gpuplan-stands-in" in n["tags"]
+    )
+    return dict(held)
