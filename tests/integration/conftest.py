@@ -1,5 +1,6 @@
 """Fixtures the integration tests share: one throwaway PostgreSQL server per session (where the machine's
-binaries start one; the tests that need it skip with the reason otherwise), and the daemon tests' scenario
+binaries start one; the tests that need it skip with the reason otherwise), moto's server and fake AWS
+credentials (``aws_stand_in``), and the daemon tests' scenario
 (the mixed-fleet week on AWS offerings, copied where the test may change it)."""
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from aws_stand_in import aws_env, moto_server
 from postgres_server import PostgresServer, postgres_server
+
+__all__ = ["aws_env", "moto_server", "pg", "scenario"]  # fixtures, by name
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """`gpuplan k8s`: the manifests of every scenario validate strictly (Kueue CRDs with unknown fields refused
 and their CEL rules run, kubernetes-validate for the built-in kinds, the mig-parted config against the
 project's schema and NVIDIA's profile names), quotas follow the teams' guarantees and bursts, flavors come
-cheapest first, and the validator itself refuses what the API server would.
+cheapest first, and the validator itself refuses what the API server would; and `gpuplan chargeback` of
+the same plans reconciles with each plan's total.
 
 Plans are small: each scenario cut to 24 hours (training runs shortened to fit, windows dropped), solved to
 a 5 % gap; these tests are about the manifests a plan gives, not about its optimality.
@@ -413,3 +414,23 @@ def test_more_mig_configs_than_kueue_has_flavors_for(
         assert validator.errors(document) == [], document["metadata"]["name"]
     listed = {f["metadata"]["annotations"].get("gpuplan.io/mig-configs", "") for f in kinds["ResourceFlavor"]}
     assert any(f"copy-{n}" in names.split(",") for names in listed for n in range(70))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_chargeback_of_every_scenario_reconciles_with_its_plan(path: Path, short_plan: Any, tmp_path: Path):
+    """The other half of issue 17 on the same plans (made once per module): gpuplan chargeback runs on
+    every scenario and its rows add up to plan.json's total to the cent, under both idle rules."""
+    import pandas as pd
+
+    plan_dir = short_plan(path)
+    total = json.loads((plan_dir / "plan.json").read_text(encoding="utf-8"))["costs"]["total_usd"]
+    for rule in ("guarantees", "usage"):
+        out = tmp_path / rule
+        args = ["chargeback", str(plan_dir), "-o", str(out), "--idle-rule", rule]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        rows = pd.read_csv(out / "chargeback.csv")
+        assert abs(float(rows["cost_usd"].sum()) - total) < 0.005, (rule, total)
+        assert set(rows["team"]) <= {
+            t["name"] for t in json.loads((plan_dir / "plan.json").read_text())["inputs"]["teams"]
+        }

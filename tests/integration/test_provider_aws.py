@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pydantic
 import pytest
-from aws_stand_in import FAKE_SECRET, Ec2StandIn, aws_env, block_offering, make_vpc, moto_server
+from aws_stand_in import FAKE_SECRET, Ec2StandIn, block_offering, make_vpc
 from moto import mock_aws
 
 from providers.aws import AwsProvider, AwsSettings, _error, open_provider
@@ -44,8 +44,6 @@ from providers.base import (
     managed_tags,
     pool_name,
 )
-
-__all__ = ["aws_env", "moto_server"]  # fixtures used by name
 
 REGION = "us-east-1"
 P5 = f"aws:{REGION}:p5.48xlarge"

@@ -12,11 +12,8 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from aws_stand_in import aws_env
 
 from providers.base import RetryPolicy, Timeout
-
-__all__ = ["aws_env"]
 
 
 @pytest.fixture

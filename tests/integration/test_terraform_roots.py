@@ -220,14 +220,9 @@ def test_the_aws_root_validates_with_the_real_provider(roots: dict[str, Path], t
 @pytest.mark.slow  # ~40 s: every terraform command starts the AWS provider several times
 @needs_terraform
 def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
-    week_plan: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    week_plan: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: str
 ) -> None:
-    import logging
-
     import boto3
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
 
     plan_dir = week_plan("aws")
     plan = Plan.read(plan_dir)
@@ -240,66 +235,60 @@ def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
     assert pools and all(p["run"] is None for p in pools.values())
     assert any(p["spot_nodes"] for p in pools.values()), "the hour should have a spot pool to mix"
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        url = f"http://{host}:{port}"
-        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-            monkeypatch.setenv(key, value)
-        site: dict[str, Any] = {"image_id": {}, "subnet_ids": {}}
-        regions = sorted({p["region"] for p in pools.values()})
-        for region in regions:
-            ec2 = boto3.client("ec2", region_name=region, endpoint_url=url)
-            vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
-            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.40.1.0/24", AvailabilityZone=f"{region}a")
-            site["subnet_ids"][region] = [subnet["Subnet"]["SubnetId"]]
-            site["image_id"][region] = "ami-0a1b2c3d4e5f60718"
-        (root / "site.auto.tfvars.json").write_text(json.dumps(site), encoding="utf-8")
-        overrides = []
-        for region in regions:  # override files merge into the root's provider blocks (Terraform's own rule)
-            overrides += [
-                'provider "aws" {',
-                f'  alias                       = "{region.replace("-", "_")}"',
-                "  skip_credentials_validation = true",
-                "  skip_requesting_account_id  = true",
-                "  skip_metadata_api_check     = true",
-                "  max_retries                 = 1",
-                "  endpoints {",
-                f'    ec2         = "{url}"',
-                f'    autoscaling = "{url}"',
-                f'    sts         = "{url}"',
-                f'    iam         = "{url}"',
-                "  }",
-                "}",
-            ]
-        (root / "moto_override.tf").write_text("\n".join(overrides) + "\n", encoding="utf-8")
-        _terraform(root, "init", "-backend=false", "-input=false", f"-plugin-dir={MIRROR}")
-        _terraform(root, "apply", "-auto-approve", "-input=false")
-        for region in regions:
-            groups = boto3.client(
-                "autoscaling", region_name=region, endpoint_url=url
-            ).describe_auto_scaling_groups()
-            tags = [{t["Key"]: t["Value"] for t in g["Tags"]} for g in groups["AutoScalingGroups"]]
-            by_pool = {t["gpuplan-pool"]: g for t, g in zip(tags, groups["AutoScalingGroups"], strict=True)}
-            mine = {p["pool"]: p for p in pools.values() if p["region"] == region}
-            assert set(by_pool) == set(mine)
-            for name, pool in mine.items():
-                group = by_pool[name]
-                size = pool["on_demand_nodes"] + pool["spot_nodes"]
-                assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (size, size, size)
-                if pool["spot_nodes"]:  # on-demand base, spot above it, price-capacity-optimized
-                    distribution = group["MixedInstancesPolicy"]["InstancesDistribution"]
-                    assert distribution["OnDemandBaseCapacity"] == pool["on_demand_nodes"]
-                    assert distribution["OnDemandPercentageAboveBaseCapacity"] == 0
-                    assert distribution["SpotAllocationStrategy"] == "price-capacity-optimized"
-                else:
-                    assert "MixedInstancesPolicy" not in group
-        _terraform(root, "destroy", "-auto-approve", "-input=false")
-        for region in regions:
-            groups = boto3.client(
-                "autoscaling", region_name=region, endpoint_url=url
-            ).describe_auto_scaling_groups()
-            assert groups["AutoScalingGroups"] == []
-    finally:
-        server.stop()
+    url = moto_server
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(key, value)
+    site: dict[str, Any] = {"image_id": {}, "subnet_ids": {}}
+    regions = sorted({p["region"] for p in pools.values()})
+    for region in regions:
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=url)
+        vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.40.1.0/24", AvailabilityZone=f"{region}a")
+        site["subnet_ids"][region] = [subnet["Subnet"]["SubnetId"]]
+        site["image_id"][region] = "ami-0a1b2c3d4e5f60718"
+    (root / "site.auto.tfvars.json").write_text(json.dumps(site), encoding="utf-8")
+    overrides = []
+    for region in regions:  # override files merge into the root's provider blocks (Terraform's own rule)
+        overrides += [
+            'provider "aws" {',
+            f'  alias                       = "{region.replace("-", "_")}"',
+            "  skip_credentials_validation = true",
+            "  skip_requesting_account_id  = true",
+            "  skip_metadata_api_check     = true",
+            "  max_retries                 = 1",
+            "  endpoints {",
+            f'    ec2         = "{url}"',
+            f'    autoscaling = "{url}"',
+            f'    sts         = "{url}"',
+            f'    iam         = "{url}"',
+            "  }",
+            "}",
+        ]
+    (root / "moto_override.tf").write_text("\n".join(overrides) + "\n", encoding="utf-8")
+    _terraform(root, "init", "-backend=false", "-input=false", f"-plugin-dir={MIRROR}")
+    _terraform(root, "apply", "-auto-approve", "-input=false")
+    for region in regions:
+        groups = boto3.client(
+            "autoscaling", region_name=region, endpoint_url=url
+        ).describe_auto_scaling_groups()
+        tags = [{t["Key"]: t["Value"] for t in g["Tags"]} for g in groups["AutoScalingGroups"]]
+        by_pool = {t["gpuplan-pool"]: g for t, g in zip(tags, groups["AutoScalingGroups"], strict=True)}
+        mine = {p["pool"]: p for p in pools.values() if p["region"] == region}
+        assert set(by_pool) == set(mine)
+        for name, pool in mine.items():
+            group = by_pool[name]
+            size = pool["on_demand_nodes"] + pool["spot_nodes"]
+            assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (size, size, size)
+            if pool["spot_nodes"]:  # on-demand base, spot above it, price-capacity-optimized
+                distribution = group["MixedInstancesPolicy"]["InstancesDistribution"]
+                assert distribution["OnDemandBaseCapacity"] == pool["on_demand_nodes"]
+                assert distribution["OnDemandPercentageAboveBaseCapacity"] == 0
+                assert distribution["SpotAllocationStrategy"] == "price-capacity-optimized"
+            else:
+                assert "MixedInstancesPolicy" not in group
+    _terraform(root, "destroy", "-auto-approve", "-input=false")
+    for region in regions:
+        groups = boto3.client(
+            "autoscaling", region_name=region, endpoint_url=url
+        ).describe_auto_scaling_groups()
+        assert groups["AutoScalingGroups"] == []
