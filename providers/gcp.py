@@ -401,7 +401,8 @@ class GcpProvider:
 
     def _list(self, operation: str, method: Callable[..., Iterable[T]], /, **kwargs: Any) -> list[T]:
         """Every item of a list call, all pages fetched inside the retried call."""
-        return self._call(operation, lambda: list(method(**kwargs, retry=None)))
+        timeout = self.settings.request_timeout_seconds
+        return self._call(operation, lambda: list(method(**kwargs, retry=None, timeout=timeout)))
 
     def _mutate(self, operation: str, where: _Where, method: Callable[..., Any], /, **kwargs: Any) -> None:
         """A mutating call (insert, delete), waited until its operation is DONE."""
