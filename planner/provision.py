@@ -106,15 +106,21 @@ def prepare(
     lead_hours: float = DEFAULT_LEAD_HOURS,
     retire_finished_runs: bool = False,
     launch_batch: int | None = None,
+    at_risk: frozenset[str] = frozenset(),
 ) -> Provisioning:
-    """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done)."""
+    """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done);
+    ``at_risk`` nodes are replaced before they go (``planner.reconcile.reconcile``)."""
     desired = desired_state(
         plan, at, handles=provider.handles, lead_hours=lead_hours, reserve_gangs=provider.reserves_gangs
     )
     log.info("reading the inventory of %s on %s", desired.plan_id, provider.cloud)
     inventory = provider.inventory(desired.plan_id)
     actions = reconcile(
-        desired, inventory, retire_finished_runs=retire_finished_runs, launch_batch=launch_batch
+        desired,
+        inventory,
+        retire_finished_runs=retire_finished_runs,
+        launch_batch=launch_batch,
+        at_risk=at_risk,
     )
     notes = [*desired.notes]
     if not retire_finished_runs:

@@ -300,11 +300,17 @@ def reconcile(
     *,
     retire_finished_runs: bool = False,
     launch_batch: int | None = None,
+    at_risk: frozenset[str] = frozenset(),
 ) -> list[Action]:
     """The ordered, minimal actions that turn ``inventory`` into ``desired`` (see the module docstring).
 
     ``launch_batch`` splits a pool's launch into actions of at most that many nodes (a cloud's request
-    limits, and a journal that records progress batch by batch); a gang is never split: all or nothing."""
+    limits, and a journal that records progress batch by batch); a gang is never split: all or nothing.
+    ``at_risk``: ids of pool nodes the cloud may soon reclaim (a spot rebalance recommendation). They do
+    not count toward their pool, so replacements launch now, and they are let go once the pool's other
+    nodes are running and enough: capacity is replaced before it is lost, as an autoscaling group's
+    capacity rebalancing does. (A gang's node is not replaced alone: its run's checkpoint hook is
+    called.)"""
     build = _Builder(desired)
     plan_id, period = desired.plan_id, desired.period
     live = inventory.live_nodes()
@@ -388,7 +394,7 @@ def reconcile(
 
     wanted = {p.pool: p for p in desired.pools}
     for pool in desired.pools:
-        have = len(by_pool.get(pool.pool, []))
+        have = sum(1 for n in by_pool.get(pool.pool, []) if n.id not in at_risk)
         start = have
         while start < pool.nodes:  # in batches of at most launch_batch nodes, each its own intent
             count = min(pool.nodes - start, launch_batch or pool.nodes)
@@ -411,9 +417,13 @@ def reconcile(
     for name in sorted(by_pool):
         nodes = by_pool[name]
         want = wanted[name].nodes if name in wanted else 0
-        if len(nodes) <= want:
+        safe = [n for n in nodes if n.id not in at_risk]
+        surplus = _to_terminate(safe, len(safe) - want) if len(safe) > want else []
+        replaced = sum(1 for n in safe if n.state == "running") >= want
+        risky = sorted((n for n in nodes if n.id in at_risk), key=lambda n: n.id) if replaced else []
+        surplus += risky
+        if not surplus:
             continue
-        surplus = _to_terminate(nodes, len(nodes) - want)
         offering = surplus[0].offering
         # fallback nodes go once the pool they stand in for has its own: after its launches succeed
         stood_for = sorted(
@@ -426,6 +436,8 @@ def reconcile(
         reason = f"the plan holds {want} nodes in period {period}; {len(nodes)} running"
         if name not in wanted:
             reason = f"the plan holds no nodes in this pool in period {period}; {len(nodes)} running"
+        if risky:
+            reason += f"; {len(risky)} at risk of reclaim replaced"
         build.add(
             ActionKind.TERMINATE,
             name,

@@ -15,7 +15,9 @@ coalesced).
   dry run. A spot pool the cloud cannot fill falls back to on-demand nodes of the same offering; the spot
   pool's surplus terminations wait on its spot launches, so the fallback stays until spot is back.
 - ``watch_interruptions``: new spot interruption and rebalance notices are recorded, the checkpoint hook
-  is called for an affected run, and a reconcile runs at once, so capacity is replaced within the cycle.
+  is called for an affected run, and a reconcile runs at once, so capacity is replaced within the cycle:
+  an interrupted node's pool is short and is refilled; a pool node with a rebalance recommendation is at
+  risk, so its replacement launches now and it is let go once the pool runs without it.
 - ``commitment_expiry``: a warning ``warn_days`` before a commitment ends, with what the plan buys in
   its place, and one before the plan's horizon ends (past it, reconcile fails saying so: plan again).
 
@@ -55,6 +57,7 @@ log = logging.getLogger("gpuplan.daemon")
 #: Interruption notices remembered as seen (the newest).
 _SEEN_KEPT: Final = 2000
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_NOT_RUN: Final = ActionResult(status="skipped", message="not run (a dry run)")
 _SLACK: Final = timedelta(seconds=1)
 #: The jobs, in the order a tick runs the ones that are due.
 JOBS: Final = ("refresh_prices", "replan", "reconcile", "watch_interruptions", "commitment_expiry")
@@ -286,8 +289,14 @@ class Daemon:
         if self.config.apply:
             for resumed in resume(self.store, self.provider, plan_id):
                 log.info("resumed %s", resumed)
+        at_risk = frozenset(self.store.get_state("at_risk") or [])
         run = prepare(
-            plan, self.provider, now, lead_hours=self.config.lead_hours, launch_batch=self.config.launch_batch
+            plan,
+            self.provider,
+            now,
+            lead_hours=self.config.lead_hours,
+            launch_batch=self.config.launch_batch,
+            at_risk=at_risk,
         )
         cycle = self.store.begin_cycle("reconcile", plan_id, now)
         fallback = _Fallback()
@@ -295,6 +304,15 @@ class Daemon:
             apply_journaled(run, self.provider, self.store, cycle, on_result=self._count)
             fallback = self._fall_back(plan, run, cycle)
         unresolved = _unresolved(run, fallback)
+        if at_risk:  # forget the nodes that are gone: replaced and let go now, or reclaimed before
+            live = {n.id for n in run.inventory.live_nodes()}
+            gone = {
+                i
+                for a in run.actions
+                if a.kind is ActionKind.TERMINATE and run.results.get(a.id, _NOT_RUN).status == "done"
+                for i in a.node_ids
+            }
+            self.store.set_state("at_risk", sorted((at_risk & live) - gone))
         shortfall: Counter[str] = Counter()
         for action in unresolved:
             if action.kind is ActionKind.LAUNCH:
@@ -327,6 +345,7 @@ class Daemon:
         if plan is None:
             return []
         seen = set(self.store.get_state("seen_interruptions") or [])
+        at_risk = set(self.store.get_state("at_risk") or [])
         fresh = []
         for notice in self.provider.interruptions(plan_id_of(plan.document)):
             key = f"{notice.node_id}:{notice.kind}"
@@ -339,10 +358,13 @@ class Daemon:
             self.store.record_event("interruption", f"{notice.kind} of {notice.node_id}", at=now, data=data)
             if notice.run and self.config.checkpoint_hook is not None:
                 self._checkpoint(notice.run, notice.node_id)
+            if notice.kind == "rebalance" and notice.run is None:
+                at_risk.add(notice.node_id)  # a pool node: replaced before the cloud takes it
         # the newest notices are enough to tell a new one from one seen already (a reclaimed node's id
         # never comes back), and the state stays small over months
         kept = [*[k for k in self.store.get_state("seen_interruptions") or [] if k in seen], *fresh]
         self.store.set_state("seen_interruptions", kept[-_SEEN_KEPT:])
+        self.store.set_state("at_risk", sorted(at_risk))
         if fresh and self.config.apply:
             self.run("reconcile", now)  # replace the capacity within this cycle (a failure is its own)
         return fresh

@@ -343,3 +343,30 @@ def _stand_ins(state: Path) -> dict[str, int]:
         if n["state"] != "terminated" and "gpuplan-stands-in" in n["tags"]
     )
     return dict(held)
+
+
+def test_a_rebalance_notice_replaces_the_node_before_it_is_let_go(scenario: Path, tmp_path: Path) -> None:
+    daemon, cloud = _daemon(tmp_path, scenario)
+    daemon.run("reconcile", AT)
+    wanted = planned(daemon.current_plan(), AT)
+    data = json.loads(daemon.config.sim_state.read_text(encoding="utf-8"))
+    node, pool = next(
+        (i, n["pool"])
+        for i, n in sorted(data["nodes"].items())
+        if n["state"] != "terminated" and n["run"] is None and n["capacity"] == "spot"
+    )
+    cloud.interrupt(node, kind="rebalance")  # at elevated risk: not reclaimed yet
+
+    assert daemon.run("watch_interruptions", AT + timedelta(minutes=10)) == [f"{node}:rebalance"]
+    held = fleet(daemon.config.sim_state)
+    assert held[pool] == wanted[pool] + 1  # the replacement runs beside the node at risk, which still serves
+    assert _live(daemon.config.sim_state, node)
+
+    daemon.run("reconcile", AT + timedelta(minutes=20))  # the pool runs without it: it goes
+    assert fleet(daemon.config.sim_state) == wanted and not _live(daemon.config.sim_state, node)
+    assert daemon.store.get_state("at_risk") == []
+    _made_once(daemon.config.sim_state)
+
+
+def _live(state: Path, node: str) -> bool:
+    return json.loads(state.read_text(encoding="utf-8"))["nodes"][node]["state"] != "terminated"
