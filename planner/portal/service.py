@@ -202,7 +202,11 @@ class Portal:
             return [], 0.0, str(IdleRule.GUARANTEES)
         with self._lock:
             if (key, month) not in self._charge:
-                self._charge[(key, month)] = charge_plan(plan, IdleRule.GUARANTEES, month)
+                frame = plan.allocations.copy()
+                # a plan without commitments reads its empty commitment column as floats, which
+                # charge_plan's fillna("") warns about (pandas 3): text, as the column is
+                frame["commitment"] = frame["commitment"].astype(object)
+                self._charge[(key, month)] = charge_plan(Plan(plan.document, frame), IdleRule.GUARANTEES, month)
             result = self._charge[(key, month)]
         rows = result.rows[result.rows["team"] == team]
         grouped = rows.groupby(["project", "tier"], as_index=False)[
