@@ -15,6 +15,7 @@ from models.errors import InputError
 from planner.portal.auth import (
     ApiUser,
     ApiWriter,
+    ObjectId,
     managed_request,
     managed_team,
     portal_of,
@@ -119,13 +120,13 @@ def submit(request: Request, team: str, body: RequestIn, user: ApiWriter) -> Any
 
 
 @router.get("/requests/{request_id}")
-def get_request(request: Request, request_id: int, user: ApiUser) -> RequestOut:
+def get_request(request: Request, request_id: ObjectId, user: ApiUser) -> RequestOut:
     portal = portal_of(request)
     return request_out(portal.entry(visible_request(portal, user, request_id)))
 
 
 @router.patch("/requests/{request_id}", responses={**_PROBLEM, 200: {"model": RequestOut}})
-def patch_request(request: Request, request_id: int, body: RequestPatch, user: ApiWriter) -> Any:
+def patch_request(request: Request, request_id: ObjectId, body: RequestPatch, user: ApiWriter) -> Any:
     portal = portal_of(request)
     row = managed_request(portal, user, request_id)
     try:
@@ -136,7 +137,7 @@ def patch_request(request: Request, request_id: int, body: RequestPatch, user: A
 
 
 @router.post("/requests/{request_id}/cancel")
-def cancel_request(request: Request, request_id: int, user: ApiWriter) -> RequestOut:
+def cancel_request(request: Request, request_id: ObjectId, user: ApiWriter) -> RequestOut:
     portal = portal_of(request)
     row = portal.cancel(user, managed_request(portal, user, request_id))
     return request_out(portal.entry(row))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 
 from planner.portal.security import new_csrf_token, same_token, token_digest
 from planner.portal.service import Portal
@@ -24,6 +24,7 @@ __all__ = [
     "ApiUser",
     "ApiWriter",
     "LoginRequired",
+    "ObjectId",
     "PageUser",
     "check_csrf",
     "csrf_token",
@@ -105,6 +106,9 @@ def api_writer(request: Request) -> UserRow:
     return user
 
 
+#: An id in the path: the tables' ids are 32-bit integers on PostgreSQL (and 64-bit on SQLite); a larger
+#: number is no object's, answered 422 before any query.
+ObjectId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 PageUser = Annotated[UserRow, Depends(page_user)]
 ApiUser = Annotated[UserRow, Depends(api_user)]
 ApiWriter = Annotated[UserRow, Depends(api_writer)]

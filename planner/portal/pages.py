@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from models.errors import InputError
 from planner.portal.auth import (
+    ObjectId,
     PageUser,
     check_csrf,
     csrf_token,
@@ -239,7 +240,7 @@ async def submit_request(request: Request, team: str, user: PageUser, _csrf: Csr
 
 
 @router.get("/requests/{request_id}")
-def request_page(request: Request, request_id: int, user: PageUser) -> HTMLResponse:
+def request_page(request: Request, request_id: ObjectId, user: PageUser) -> HTMLResponse:
     portal = portal_of(request)
     row = visible_request(portal, user, request_id)
     team = portal.store.team(row.team)
@@ -259,7 +260,11 @@ def _back(row_team: str) -> RedirectResponse:
 
 @router.post("/requests/{request_id}/priority")
 def change_priority(
-    request: Request, request_id: int, user: PageUser, _csrf: Csrf, priority_class: Annotated[str, Form()]
+    request: Request,
+    request_id: ObjectId,
+    user: PageUser,
+    _csrf: Csrf,
+    priority_class: Annotated[str, Form()],
 ) -> Response:
     portal = portal_of(request)
     row = managed_request(portal, user, request_id)
@@ -273,7 +278,7 @@ def change_priority(
 
 @router.post("/requests/{request_id}/move")
 def move_request(
-    request: Request, request_id: int, user: PageUser, _csrf: Csrf, direction: Annotated[str, Form()]
+    request: Request, request_id: ObjectId, user: PageUser, _csrf: Csrf, direction: Annotated[str, Form()]
 ) -> Response:
     portal = portal_of(request)
     row = managed_request(portal, user, request_id)
@@ -287,7 +292,7 @@ def move_request(
 
 
 @router.post("/requests/{request_id}/cancel")
-def cancel_request(request: Request, request_id: int, user: PageUser, _csrf: Csrf) -> Response:
+def cancel_request(request: Request, request_id: ObjectId, user: PageUser, _csrf: Csrf) -> Response:
     portal = portal_of(request)
     row = managed_request(portal, user, request_id)
     portal.cancel(user, row)
@@ -316,7 +321,7 @@ def create_token(
 
 
 @router.post("/account/tokens/{token_id}/revoke")
-def revoke_token(request: Request, token_id: int, user: PageUser, _csrf: Csrf) -> Response:
+def revoke_token(request: Request, token_id: ObjectId, user: PageUser, _csrf: Csrf) -> Response:
     if not portal_of(request).store.revoke_token(user, token_id):
         raise HTTPException(404, "token not found")
     flash(request, "Token revoked.")

@@ -18,10 +18,10 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from starlette.routing import Route  # noqa: E402
+from starlette.routing import Route
+from test_portal_requests import PortalKit, csrf, job, make_portal
 
-from planner.portal.security import new_api_token  # noqa: E402
-from test_portal_requests import PortalKit, csrf, job, make_portal  # noqa: E402
+from planner.portal.security import new_api_token
 
 _SERIAL = itertools.count()
 ROLES = ("anonymous", "ada", "grace", "admin")  # anonymous, lead of A, lead of B, admin
@@ -137,7 +137,12 @@ def _call(kit: PortalKit, clients: dict[str, Any], role: str, method: str, path:
         "/requests/{request_id}/priority": {"priority_class": "low"},
         "/requests/{request_id}/move": {"direction": "down"},
         "/account/tokens": {"name": "matrix"},
-        "/admin/teams": {"name": TEAM_A, "guaranteed_gpus": "0", "burst_gpus": "64", "allowed_classes": "normal"},
+        "/admin/teams": {
+            "name": TEAM_A,
+            "guaranteed_gpus": "0",
+            "burst_gpus": "64",
+            "allowed_classes": "normal",
+        },
         "/admin/users": {"username": f"user-{role}-{next(_SERIAL)}", "password": "a long password 1"},
     }
     return client.post(url, data={**forms.get(path, {}), "csrf_token": token}).status_code

@@ -20,16 +20,16 @@ import yaml
 pytest.importorskip("fastapi")
 pytest.importorskip("argon2")
 
-from fastapi import FastAPI  # noqa: E402
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
-from models.errors import InputError  # noqa: E402
-from models.scenario import load  # noqa: E402
-from planner.daemon.config import load_config  # noqa: E402
-from planner.portal.app import create_app  # noqa: E402
-from planner.portal.demo import prepare_demo  # noqa: E402
-from planner.portal.security import LoginLimiter, hash_password, new_api_token  # noqa: E402
-from planner.portal.service import Portal  # noqa: E402
+from models.errors import InputError
+from models.scenario import load
+from planner.daemon.config import load_config
+from planner.portal.app import create_app
+from planner.portal.demo import prepare_demo
+from planner.portal.security import LoginLimiter, hash_password, new_api_token
+from planner.portal.service import Portal
 
 NOW = datetime(2027, 3, 1, 6, 0, tzinfo=UTC)
 #: the demo's users (planner/portal/demo/users.yaml), with passwords of the tests' own
@@ -55,7 +55,7 @@ class PortalKit:
         return portal
 
     def client(self, username: str | None = None) -> TestClient:
-        """A browser-like client, signed in as ``username`` (None: anonymous, with a session and CSRF token)."""
+        """A browser-like client signed in as ``username`` (None: anonymous, with a CSRF token)."""
         client = TestClient(self.app, follow_redirects=False)
         page = client.get("/login")
         if username is not None:
@@ -87,7 +87,9 @@ def csrf(html: str) -> str:
 
 def make_portal(directory: Path, *, limiter: LoginLimiter | None = None, **app_options: Any) -> PortalKit:
     config = load_config(prepare_demo(directory, NOW))
-    app = create_app(config, secret="test-secret-" + "x" * 40, clock=lambda: NOW, limiter=limiter, **app_options)
+    app = create_app(
+        config, secret="test-secret-" + "x" * 40, clock=lambda: NOW, limiter=limiter, **app_options
+    )
     store = app.state.portal.store
     hashed = hash_password(PASSWORD)
     for name, (is_admin, roles) in USERS.items():
@@ -135,7 +137,9 @@ def test_bad_requests_get_the_scenario_files_messages(tmp_path: Path) -> None:
         "gpu_models": job(gpu_models=["Z900"]),
         "earliest_start": job(earliest_start="2031-01-01T00:00:00Z"),
         "deadline": job(earliest_start="2027-03-02T00:00:00Z", deadline="2027-03-02T03:00:00Z"),
-        "checkpoint.write_minutes": job(preemptible=True, checkpoint={"write_minutes": -2, "restart_minutes": 1}),
+        "checkpoint.write_minutes": job(
+            preemptible=True, checkpoint={"write_minutes": -2, "restart_minutes": 1}
+        ),
     }
     for field_name, body in cases.items():
         answer = ada.post("/api/v1/teams/research/requests", json=body)
@@ -193,7 +197,13 @@ def test_queue_order_is_priority_then_submission_and_moves_stay_in_class(tmp_pat
     assert order() == ["d", "c", "b", "e", "a"]
     ada.post(f"/api/v1/requests/{ids['c']}/cancel")
     queue = ada.get("/api/v1/teams/research/requests").json()
-    assert [(r["name"], r["position"]) for r in queue] == [("d", 1), ("b", 2), ("e", 3), ("a", 4), ("c", None)]
+    assert [(r["name"], r["position"]) for r in queue] == [
+        ("d", 1),
+        ("b", 2),
+        ("e", 3),
+        ("a", 4),
+        ("c", None),
+    ]
 
 
 def test_the_replan_takes_queued_requests_not_cancelled_ones(planned: dict[str, Any]) -> None:

@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from sqlalchemy import text  # noqa: E402
-from test_portal_requests import PASSWORD, PortalKit, csrf, job, make_portal  # noqa: E402
-from test_portal_authz import EXPECTED  # noqa: E402
+from sqlalchemy import text
+from test_portal_authz import EXPECTED
+from test_portal_requests import PASSWORD, PortalKit, csrf, job, make_portal
 
-from planner.portal.app import SESSION_COOKIE  # noqa: E402
-from planner.portal.security import LoginLimiter  # noqa: E402
+from planner.portal.app import SESSION_COOKIE
+from planner.portal.security import LoginLimiter
 
 
 @pytest.fixture
@@ -59,7 +59,9 @@ def _login(kit: PortalKit, client_host: str, username: str, password: str) -> in
 
     client = TestClient(kit.app, follow_redirects=False, client=(client_host, 50000))
     page = client.get("/login")
-    answer = client.post("/login", data={"username": username, "password": password, "csrf_token": csrf(page.text)})
+    answer = client.post(
+        "/login", data={"username": username, "password": password, "csrf_token": csrf(page.text)}
+    )
     if answer.status_code == 429:
         assert int(answer.headers["Retry-After"]) > 0
         assert "Too many failed sign-ins" in answer.text
@@ -101,7 +103,7 @@ def test_passwords_and_tokens_are_stored_hashed_and_tokens_shown_once(kit: Porta
     assert api.get("/api/v1/me", headers={"Authorization": f"Bearer {shown}"}).json()["username"] == "ada"
     assert api.get("/api/v1/me", headers={"Authorization": f"Bearer {shown}x"}).status_code == 401
     token_id = kit.portal.store.tokens(kit.portal.store.user("ada").id)[0].id  # type: ignore[union-attr]
-    ada.post(f"/account/tokens/{token_id}/revoke", data={"csrf_token": csrf(ada.get('/account').text)})
+    ada.post(f"/account/tokens/{token_id}/revoke", data={"csrf_token": csrf(ada.get("/account").text)})
     assert api.get("/api/v1/me", headers={"Authorization": f"Bearer {shown}"}).status_code == 401
 
 
@@ -112,7 +114,9 @@ def test_session_cookie_is_signed_httponly_samesite(tmp_path: Path) -> None:
 
         client = TestClient(kit.app, follow_redirects=False, base_url="https://testserver")
         page = client.get("/login")
-        answer = client.post("/login", data={"username": "ada", "password": PASSWORD, "csrf_token": csrf(page.text)})
+        answer = client.post(
+            "/login", data={"username": "ada", "password": PASSWORD, "csrf_token": csrf(page.text)}
+        )
         cookie = answer.headers["set-cookie"]
         assert cookie.startswith(f"{SESSION_COOKIE}=")
         flags = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
@@ -135,7 +139,9 @@ def test_no_secret_in_the_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture)
     config = load_config(prepare_demo(tmp_path / "gen", __import__("test_portal_requests").NOW))
     app = create_app(config)  # the secret generated and stored
     with app.state.portal.store.engine.connect() as db:
-        secret = db.execute(text("select value from portal_settings where key = 'session_secret'")).scalar_one()
+        secret = db.execute(
+            text("select value from portal_settings where key = 'session_secret'")
+        ).scalar_one()
     assert len(secret) >= 48
     kit = make_portal(tmp_path / "kit")
     ada = kit.client("ada")
