@@ -150,7 +150,7 @@ def with_requests(scenario: Scenario, catalog: Catalog, store: PortalStore) -> S
     errors: dict[int, str | None] = {}
     taken = {w.name for w in scenario.workloads}
     for row in store.requests(status="queued"):
-        job_fields = row.spec.get("job", {})
+        job_fields = {"project": row.name, **row.spec.get("job", {})}  # chargeback by the request's name
         try:
             if row.job_name in taken:
                 raise InputError(None, "name", f"{row.job_name} is the name of a workload in the scenario")
