@@ -24,6 +24,8 @@ from browser import LAUNCH_ARGS, chromium_path
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
+pytestmark = pytest.mark.slow  # a replan (~2 s) and a browser session (~15 s)
+
 PASSWORD = "correct horse battery"
 CHARTS_DRAWN = """() => { const divs = [...document.querySelectorAll('.plotly-graph-div')];
   return divs.length > 0 && divs.every(d => d.querySelector('svg.main-svg') !== null); }"""
