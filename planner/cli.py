@@ -42,6 +42,7 @@ from planner.cli_common import (
 from planner.daemon.cli import daemon
 from planner.exports.cli import terraform
 from planner.exports.k8s_cli import k8s
+from planner.portal.cli import portal
 from planner.provision_cli import provision
 from planner.simulate.cli import simulate_app
 
@@ -664,6 +665,7 @@ app.command()(terraform)
 app.command()(k8s)
 app.command()(daemon)
 app.command()(chargeback)
+app.command()(portal)
 
 
 def main() -> None:

@@ -615,6 +615,7 @@ def plan_scenario(config: DaemonConfig, previous: Plan | None, now: datetime, li
     from planner.cli_common import atomic_directory
     from planner.inputs import load_inputs
     from planner.optimize import SolveSettings, optimize
+    from planner.portal.queue import feed_scenario
 
     base = load_inputs(config.scenario_path)
     catalog = {o.id: o for o in base.catalog}
@@ -625,6 +626,7 @@ def plan_scenario(config: DaemonConfig, previous: Plan | None, now: datetime, li
             changes.append(f"spot_price:{offering}=x{usd / listed:.6f}")
     inputs = load_inputs(config.scenario_path, parse_all(changes, "live spot prices")) if changes else base
     scenario = inputs.scenario
+    scenario = feed_scenario(config, scenario, inputs.catalog)  # + the portal's queued requests (issue 18)
     if previous is not None:
         bought = [
             ExistingCommitment(
