@@ -467,7 +467,8 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
             "project": [book.projects.get(str(w), str(w)) for w in rows["workload"]],
             "tier": rows["tier"].astype(str).to_numpy(),
             "offering": rows["offering"].astype(str).to_numpy(),
-            "commitment": rows["commitment"].fillna("").astype(str).to_numpy()
+            # an all-empty column reads as floats: NaN is "no commitment", any value its name
+            "commitment": [("" if pd.isna(c) else str(c)) for c in rows["commitment"]]
             if "commitment" in rows
             else "",
             "gpu_hours": gpu_hours,

@@ -202,13 +202,7 @@ class Portal:
             return [], 0.0, str(IdleRule.GUARANTEES)
         with self._lock:
             if (key, month) not in self._charge:
-                frame = plan.allocations.copy()
-                # a plan without commitments reads its empty commitment column as floats, which
-                # charge_plan's fillna("") warns about (pandas 3): text, as the column is
-                frame["commitment"] = frame["commitment"].astype(object)
-                self._charge[(key, month)] = charge_plan(
-                    Plan(plan.document, frame), IdleRule.GUARANTEES, month
-                )
+                self._charge[(key, month)] = charge_plan(plan, IdleRule.GUARANTEES, month)
             result = self._charge[(key, month)]
         rows = result.rows[result.rows["team"] == team]
         grouped = rows.groupby(["project", "tier"], as_index=False)[
