@@ -15,6 +15,8 @@ life, the break-even month and the NPV at the cost of capital; a unit grid and a
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from models.breakeven import BreakevenDocument, Comparator, PlanRef
 from models.catalog import Catalog
@@ -25,6 +27,7 @@ from models.tco import OwnershipCase, breakeven_data
 from models.tiers import HOURS_PER_MONTH, Term, Tier
 from planner.inputs import Inputs
 from planner.monthly import monthly_by_tier
+from planner.sweep_engine import Engine, Failure, make_job
 
 #: Price of an owned node-hour once bought (sunk): small but positive so idle nodes are not "used".
 SUNK_USD_PER_NODE_HOUR = 1e-4
@@ -89,15 +92,49 @@ def owned_utilization(plan: Plan, nodes: int, colocation: Colocation) -> float:
     return min(1.0, used / (nodes * usable))
 
 
+def planner_on(
+    engine: Engine, inputs: Inputs, settings: Any, out_dir: Path, say: Callable[[str], None] = lambda _m: None
+) -> Callable[[dict[str, Scenario]], dict[str, Plan]]:
+    """The ``plan`` of :func:`analyse` on ``engine``: each plan written to ``out_dir/plans/<label>/`` here
+    as it finishes; the first failure is raised once the others have ended (break-even needs them all)."""
+
+    def plan(scenarios: dict[str, Scenario]) -> dict[str, Plan]:
+        labels = list(scenarios)
+        jobs = [
+            make_job(label, s, inputs.catalog, inputs.base_dir, settings) for label, s in scenarios.items()
+        ]
+        plans: dict[str, Plan] = {}
+
+        def done(index: int, outcome: Plan | Failure) -> None:
+            if isinstance(outcome, Failure):
+                say(f"{labels[index]}: failed ({outcome.message})")
+                return
+            say(f"{labels[index]}: ${outcome.total_usd:,.0f}")
+            target = out_dir / "plans" / labels[index]
+            target.mkdir(parents=True)
+            outcome.write(target)
+            plans[labels[index]] = outcome
+
+        outcomes = engine.run(jobs, done)
+        failed = next((o for o in outcomes if isinstance(o, Failure)), None)
+        if failed is not None:
+            raise failed.error()
+        return {label: plans[label] for label in labels}
+
+    return plan
+
+
 def analyse(
     inputs: Inputs,
-    plan: Callable[[Scenario, str], Plan],
+    plan: Callable[[dict[str, Scenario]], dict[str, Plan]],
     nodes: int | None = None,
     say: Callable[[str], None] = lambda _m: None,
 ) -> tuple[BreakevenDocument, dict[str, Plan]]:
     """The breakeven.json document and the plans behind it (``cloud-only``, ``owning``, maybe ``optimal``).
 
-    ``plan(scenario, label)`` solves one scenario (the CLI passes the planner with the user's settings).
+    ``plan({label: scenario, ...})`` solves scenarios that do not depend on each other (the CLI passes
+    an engine of ``planner/sweep_engine.py`` with the user's settings): cloud-only goes with the optimal
+    plan, or with owning when ``nodes`` is given; owning waits for the optimal plan's N otherwise.
     """
     scenario = inputs.scenario
     colocation = scenario.colocation
@@ -110,21 +147,24 @@ def analyse(
                 "or give --nodes N to compare owning N nodes with the documented defaults",
             )
         colocation = Colocation(max_nodes=max(1, nodes))
-    plans: dict[str, Plan] = {}
-    say("planning cloud only (no owned nodes)")
-    plans["cloud-only"] = plan(scenario.model_copy(update={"colocation": None}), "cloud-only")
+    cloud_only = scenario.model_copy(update={"colocation": None})
     nodes_from = "--nodes"
     if nodes is None:
-        say("planning with owned nodes as a tier at their amortized cost")
-        plans["optimal"] = plan(scenario.model_copy(update={"colocation": colocation}), "optimal")
+        say("planning cloud only (no owned nodes), and with owned nodes as a tier at their amortized cost")
+        plans = plan(
+            {"cloud-only": cloud_only, "optimal": scenario.model_copy(update={"colocation": colocation})}
+        )
         nodes = owned_nodes(plans["optimal"])
         nodes_from = "plan"
         if nodes == 0:
             nodes = colocation.max_nodes
             nodes_from = "max_nodes (the optimal plan buys none)"
-    say(f"planning with {nodes} owned node(s) already paid for")
-    sunk = scenario.model_copy(update={"colocation": _sunk(colocation, nodes)})
-    plans["owning"] = plan(sunk, "owning")
+        say(f"planning with {nodes} owned node(s) already paid for")
+        plans.update(plan({"owning": scenario.model_copy(update={"colocation": _sunk(colocation, nodes)})}))
+    else:
+        say(f"planning cloud only (no owned nodes), and with {nodes} owned node(s) already paid for")
+        sunk = scenario.model_copy(update={"colocation": _sunk(colocation, nodes)})
+        plans = plan({"cloud-only": cloud_only, "owning": sunk})
     case = OwnershipCase(
         colo=colocation,
         nodes=nodes,

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from models.catalog import MAX_NODES
 from models.errors import GpuplanError, InputError, SolverError
-from models.plan import Plan, PlanDocument, plan_json_path, read_document
+from models.plan import PlanDocument, plan_json_path, read_document
 from models.scenario import Scenario
 from models.tiers import Term
 from planner.chargeback_cli import chargeback
@@ -246,6 +246,13 @@ def whatif(
     workers: Annotated[
         int | None, typer.Option(help="variants planned at once (default: one per core)")
     ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="solve on Dask: 'local' (a local cluster) or a scheduler address (tcp://host:8786, whose "
+            "workers have gpuplan installed); default: local processes (pip install 'gpuplan[distributed]')",
+        ),
+    ] = None,
     method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
     no_report: Annotated[bool, typer.Option("--no-report", help="skip whatif.md / whatif.html")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
@@ -286,7 +293,7 @@ def whatif(
                 outcome = f"${row.total_usd:,.0f}" if isinstance(row, SolvedVariant) else row.status
                 progress.update(task, advance=1, description=f"{row.name}: {outcome}")
 
-            data = run_whatif(scenario, variants, staging, settings, workers, finished)
+            data = run_whatif(scenario, variants, staging, settings, workers, finished, cluster)
             (staging / "whatif.json").write_text(data.to_json())
             if not no_report:
                 from planner.reports.whatif import write_whatif_reports
@@ -331,6 +338,16 @@ def breakeven(
     ] = None,
     time_limit: Annotated[float, typer.Option(help="solver time limit per plan, seconds")] = 120.0,
     method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
+    workers: Annotated[
+        int, typer.Option(help="plans solved at once (default 1: one after the other, in this process)")
+    ] = 1,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="solve on Dask: 'local' (a local cluster) or a scheduler address (tcp://host:8786, whose "
+            "workers have gpuplan installed); default: local processes (pip install 'gpuplan[distributed]')",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
 ) -> None:
     """Own GPU servers or rent them: cumulative cost curves, break-even month, NPV and a sensitivity.
@@ -338,10 +355,11 @@ def breakeven(
     Plans the scenario cloud-only, with owned nodes as a tier (how many to buy), and with N owned nodes
     paid for; writes DIR/breakeven.json, DIR/breakeven.html, DIR/breakeven.md and the plans in DIR/plans/.
     """
-    from planner.breakeven import analyse
+    from planner.breakeven import analyse, planner_on
     from planner.inputs import load_inputs
-    from planner.optimize import METHODS, SolveSettings, optimize
+    from planner.optimize import METHODS, SolveSettings
     from planner.reports.breakeven import render_breakeven_html, render_breakeven_markdown
+    from planner.sweep_engine import open_engine
 
     say = progress_messages(quiet)
     try:
@@ -353,17 +371,8 @@ def breakeven(
             raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
         inputs = load_inputs(scenario)
         settings = SolveSettings(time_limit=time_limit, method=method.lower())
-        with atomic_directory(output) as staging:
-
-            def plan_one(variant: Scenario, label: str) -> Plan:
-                result = optimize(variant, inputs.catalog, inputs.base_dir, settings)
-                say(f"{label}: ${result.total_usd:,.0f}")
-                target = staging / "plans" / label
-                target.mkdir(parents=True)
-                result.write(target)
-                return result
-
-            data, _plans = analyse(inputs, plan_one, nodes, say)
+        with atomic_directory(output) as staging, open_engine(cluster, workers, 2) as engine:
+            data, _plans = analyse(inputs, planner_on(engine, inputs, settings, staging, say), nodes, say)
             (staging / "breakeven.json").write_text(data.to_json())
             (staging / "breakeven.html").write_text(render_breakeven_html(data), encoding="utf-8")
             (staging / "breakeven.md").write_text(render_breakeven_markdown(data), encoding="utf-8")

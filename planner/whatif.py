@@ -7,18 +7,17 @@ written to ``DIR/variants/<slug>/`` (plan.json, allocations.csv) so any one of t
 ``gpuplan report``; the comparison (``whatif.json``) holds what the report shows.
 
 Variants are independent MILPs, so they run in separate processes (one per core, each solver on one
-thread): on this 2-core machine two variants solve at once.
+thread): on this 2-core machine two variants solve at once; ``--cluster`` runs them on Dask instead, a
+local cluster or a real one (``planner/sweep_engine.py``). Each variant's inputs are read and changed
+here and its plan is written here, whatever solved it.
 """
 
 from __future__ import annotations
 
 import difflib
-import multiprocessing
-import os
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from models.whatif import FailedVariant, MonthlyCost, SolvedVariant, WhatifDocum
 from models.yamlfile import read_yaml
 from planner.inputs import load_inputs
 from planner.monthly import series
+from planner.sweep_engine import Engine, Failure, PlanJob, make_job, open_engine
 
 BASE = "base"
 
@@ -279,28 +279,53 @@ def summarize(variant: Variant, plan: Plan, plan_dir: str) -> SolvedVariant:
     )
 
 
-@dataclass(frozen=True)
-class _Job:
-    scenario: str
-    variant: Variant
-    out_dir: str
-    settings: Any  # planner.optimize.SolveSettings (imported in the worker)
-    reference: dict[str, float] | None
+def _job(scenario: Path, variant: Variant, settings: Any, reference: dict[str, float] | None) -> PlanJob:
+    """The variant's inputs, read and changed here (an InputError is the variant's failure)."""
+    inputs = load_inputs(scenario, variant.variations(), reference)
+    return make_job(variant.name, inputs.scenario, inputs.catalog, inputs.base_dir, settings)
 
 
-def _run(job: _Job) -> SolvedVariant | FailedVariant:
-    """Plan one variant (in a worker process); a failure becomes a row saying why, not a crash."""
-    from planner.optimize import optimize
+def _row(variant: Variant, outcome: Plan | Failure, out_dir: Path) -> SolvedVariant | FailedVariant:
+    """Write a variant's plan to ``out_dir/variants/<slug>/`` (here, whichever engine solved it) and
+    summarize it; a failure becomes a row saying why."""
+    if isinstance(outcome, Failure):
+        return FailedVariant(name=variant.name, changes=list(variant.changes), error=outcome.message)
+    target = out_dir / "variants" / variant.slug
+    target.mkdir(parents=True, exist_ok=True)
+    outcome.write(target)
+    return summarize(variant, outcome, f"variants/{variant.slug}")
 
-    try:
-        inputs = load_inputs(job.scenario, job.variant.variations(), job.reference)
-        plan = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, job.settings)
-        target = Path(job.out_dir) / "variants" / job.variant.slug
-        target.mkdir(parents=True, exist_ok=True)
-        plan.write(target)
-        return summarize(job.variant, plan, f"variants/{job.variant.slug}")
-    except GpuplanError as error:
-        return FailedVariant(name=job.variant.name, changes=list(job.variant.changes), error=str(error))
+
+def _solve(
+    engine: Engine,
+    scenario: Path,
+    variants: Sequence[Variant],
+    out_dir: Path,
+    settings: Any,
+    reference: dict[str, float] | None,
+    done: Callable[[SolvedVariant | FailedVariant], None],
+) -> dict[str, SolvedVariant | FailedVariant]:
+    """Plan ``variants`` on ``engine``; each row is reported to ``done`` as its variant finishes."""
+    rows: dict[str, SolvedVariant | FailedVariant] = {}
+    jobs: list[PlanJob] = []
+    solving: list[Variant] = []
+    for variant in variants:
+        try:
+            jobs.append(_job(scenario, variant, settings, reference))
+            solving.append(variant)
+        except GpuplanError as error:
+            rows[variant.name] = FailedVariant(
+                name=variant.name, changes=list(variant.changes), error=str(error)
+            )
+            done(rows[variant.name])
+
+    def finished(index: int, outcome: Plan | Failure) -> None:
+        variant = solving[index]
+        rows[variant.name] = _row(variant, outcome, out_dir)
+        done(rows[variant.name])
+
+    engine.run(jobs, finished)
+    return rows
 
 
 def run_whatif(
@@ -310,39 +335,25 @@ def run_whatif(
     settings: Any,
     workers: int | None = None,
     on_done: Callable[[SolvedVariant | FailedVariant], None] | None = None,
+    cluster: str | None = None,
 ) -> WhatifDocument:
-    """Plan every variant into ``out_dir`` and return the comparison (whatif.json's document)."""
+    """Plan every variant into ``out_dir`` and return the comparison (whatif.json's document).
+
+    ``cluster`` and ``workers`` choose where the variants are solved (``planner/sweep_engine.py``); the
+    plans are written here in every case, so the result does not depend on the engine."""
     done = on_done or (lambda _row: None)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(variants)))
     rows: dict[str, SolvedVariant | FailedVariant] = {}
     base = next(v for v in variants if not v.changes)
     reference = None
     pending = list(variants)
-    if any(v.relative_capacity for v in variants):  # base first: its plan is the capacity reference
-        rows[base.name] = _run(_Job(str(scenario), base, str(out_dir), settings, None))
-        done(rows[base.name])
-        first_row = rows[base.name]
-        if isinstance(first_row, SolvedVariant):
-            reference = peak_nodes(Plan.read(out_dir / first_row.plan_dir))
-        pending = [v for v in variants if v is not base]
-    if workers == 1 or len(pending) <= 1:
-        # in this process, with the caller's settings: HiGHS refuses a thread count other than the one
-        # its scheduler started with in this process (status 'error')
-        for variant in pending:
-            rows[variant.name] = _run(_Job(str(scenario), variant, str(out_dir), settings, reference))
-            done(rows[variant.name])
-    else:
-        one_core = replace(settings, threads=1)  # one core per variant, each in its own process
-        jobs = [_Job(str(scenario), v, str(out_dir), one_core, reference) for v in pending]
-        # spawn, not fork: a forked child inherits HiGHS's thread pool from a parent that already solved
-        # (the base variant, or a test process) and fails with status 'error'
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
-            futures = [pool.submit(_run, job) for job in jobs]
-            for future in as_completed(futures):
-                row = future.result()
-                rows[row.name] = row
-                done(row)
+    with open_engine(cluster, workers, len(variants)) as engine:
+        if any(v.relative_capacity for v in variants):  # base first: its plan is the capacity reference
+            rows.update(_solve(engine, scenario, [base], out_dir, settings, None, done))
+            first_row = rows[base.name]
+            if isinstance(first_row, SolvedVariant):
+                reference = peak_nodes(Plan.read(out_dir / first_row.plan_dir))
+            pending = [v for v in variants if v is not base]
+        rows.update(_solve(engine, scenario, pending, out_dir, settings, reference, done))
     ordered = [rows[v.name] for v in variants]
     base_row = rows[base.name]
     base_total = base_row.total_usd if isinstance(base_row, SolvedVariant) else None
