@@ -249,8 +249,9 @@ def whatif(
     cluster: Annotated[
         str | None,
         typer.Option(
-            help="solve on Dask: 'local' (a local cluster) or a scheduler address (tcp://host:8786, whose "
-            "workers have gpuplan installed); default: local processes (pip install 'gpuplan[distributed]')",
+            help="solve on Dask (the 'distributed' extra): 'local' (a local cluster of --workers) or a "
+            "scheduler address (tcp://host:8786, whose workers have gpuplan installed); default: local "
+            "processes",
         ),
     ] = None,
     method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
@@ -344,8 +345,8 @@ def breakeven(
     cluster: Annotated[
         str | None,
         typer.Option(
-            help="solve on Dask: 'local' (a local cluster) or a scheduler address (tcp://host:8786, whose "
-            "workers have gpuplan installed); default: local processes (pip install 'gpuplan[distributed]')",
+            help="solve on Dask (the 'distributed' extra): 'local' (a local cluster of --workers) or a "
+            "scheduler address (tcp://host:8786, whose workers have gpuplan installed)",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,

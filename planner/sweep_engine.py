@@ -313,6 +313,9 @@ def open_engine(cluster: str | None, workers: int | None, jobs: int) -> Iterator
                 dashboard_address=None,
                 worker_dashboard_address=None,
                 silence_logs=40,  # logging.ERROR: a worker's start-up chatter is not the user's business
+                # the scheduler's HTTP routes (health, metrics) start even without a dashboard: on a free
+                # loopback port, not 8787 of every interface
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             ) as local,
             distributed.Client(local) as client,
         ):
