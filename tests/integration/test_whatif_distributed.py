@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -80,13 +81,16 @@ def cluster() -> Iterator[Any]:
 
 
 def _untimed(value: Any) -> Any:
-    """A JSON document without its timing fields (``created``, ``seconds``, ``*_seconds``)."""
+    """A JSON document without its timing fields (``created``, ``seconds``, ``*_seconds``) and with the
+    seconds a solver note quotes (``..., 0.1 s``) blanked."""
     if isinstance(value, dict):
         return {
             k: _untimed(v) for k, v in value.items() if k not in TIMING and not str(k).endswith("_seconds")
         }
     if isinstance(value, list):
         return [_untimed(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"\b\d+(\.\d+)? s\b", "<t> s", value)
     return value
 
 
