@@ -55,9 +55,12 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
+from planner.simulate.policies import OPENB_SCORERS, NodeScorer
 
 MILLI = 1000  # GPU share unit of the trace: 1000 = one whole GPU
-POLICIES: tuple[str, ...] = ("random", "first-fit", "best-fit", "workload-aware")
+POLICIES: tuple[str, ...] = (
+    "random", "first-fit", "best-fit", "workload-aware", *OPENB_SCORERS  # dot-product, clustering, packing
+)  # fmt: skip
 BASELINES: tuple[str, ...] = ("random", "first-fit", "best-fit")
 DEFAULT_LEVELS: tuple[float, ...] = tuple(float(x) for x in range(50, 101, 5))
 PAPER_MAX_REDUCTION_PCT = 49.0  # abstract: "up to 49% fewer unallocated GPUs" than packing baselines
@@ -314,6 +317,10 @@ class ClusterState:
         self._valid = np.zeros((len(nodes), n_classes), dtype=bool)
         self._frag_now = np.zeros(len(nodes))
         self._frag_known = np.zeros(len(nodes), dtype=bool)
+        # the FGD paper's other baselines: a k8s score plugin (planner/simulate/policies.py)
+        self._scorer: NodeScorer | None = (
+            OPENB_SCORERS[policy](len(nodes)) if policy in OPENB_SCORERS else None
+        )
 
     # -- read-only views -----------------------------------------------------------------------------
 
@@ -356,7 +363,10 @@ class ClusterState:
         if not feasible.any():
             return None
         c, _, k, d = self._request(pod)
-        if self.policy == "first-fit":
+        if self._scorer is not None:  # highest score wins, equal ones at random (k8s selectHost)
+            score = self._scorer.score(self, pod).astype(np.float64)
+            node = self._pick_lowest(np.where(feasible, -score, np.inf))
+        elif self.policy == "first-fit":
             node = int(np.argmax(feasible))
         elif self.policy == "random":
             node = int(self._rng.choice(np.flatnonzero(feasible)))
@@ -389,6 +399,8 @@ class ClusterState:
         self.gpu_left[node] = left
         self._valid[node, :] = False
         self._frag_known[node] = False
+        if self._scorer is not None:
+            self._scorer.placed(self, pod, node)
 
     def copy(self) -> ClusterState:
         """An independent copy (tests score a placement by applying it to a copy)."""
@@ -398,6 +410,7 @@ class ClusterState:
         for name in (*names, "_frag_known"):
             setattr(twin, name, getattr(self, name).copy())
         twin._rng = np.random.default_rng(self._rng.integers(2**63))
+        twin._scorer = None if self._scorer is None else self._scorer.copy()
         return twin
 
     # -- internals -----------------------------------------------------------------------------------
@@ -423,7 +436,7 @@ class ClusterState:
         fitting = np.flatnonzero(left >= d)
         if self.policy == "random":
             gpu = int(self._rng.choice(fitting))
-        elif self.policy == "best-fit":
+        elif self.policy == "best-fit" or self._scorer is not None:  # the artifact's "best" GPU selection
             gpu = int(fitting[np.argmin(left[fitting])])
         else:
             gpu = int(fitting[0])
