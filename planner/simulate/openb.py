@@ -1,4 +1,4 @@
-"""Replay the Alibaba "openb" GPU-sharing trace under four placement policies (ATC'23 FGD evaluation).
+"""Replay the Alibaba "openb" GPU-sharing trace under seven placement policies (ATC'23 FGD evaluation).
 
 Why: the planner sizes GPU fleets from requested GPUs; on a cluster that shares GPUs between pods,
 part of the capacity is stranded as fragments that no arriving pod can use. This module measures how
@@ -21,6 +21,8 @@ Method (what is implemented; the paper's artifact is hkust-adsl/kubernetes-sched
   node index, lowest GPU index), ``best-fit`` (least 0.5*CPU + 0.5*GPU left after placing, each over
   the largest node's capacity, as the artifact's BestFit; the tightest GPU inside the node) and
   ``workload-aware`` = FGD: the node and GPU whose placement increases the node's fragmentation least.
+  ``dot-product`` / ``clustering`` / ``packing``: the paper's other baselines (highest score wins, the
+  tightest fitting GPU inside the node; ``planner.simulate.policies.OPENB_SCORERS``).
   Nodes with equal best scores are drawn at random (seeded), as the Kubernetes scheduler does; inside
   a node equal GPUs go to the lowest index.
 * Fragmentation of a node for the workload = sum over pod types m (the pod list grouped by CPU,
@@ -36,7 +38,8 @@ default list at 100% arrivals instead of ~5.4%, as it drops the rare multi-GPU t
 compared exactly, where the artifact rounds them to integers 0-100 first (so more of its nodes tie);
 (3) a whole-GPU pod takes the lowest-index idle GPUs under every policy (idle GPUs are
 interchangeable); (4) one seed per call (the paper averages 10); (5) first-fit is not one of the
-paper's baselines, and its dot-product, GPU-packing and GPU-clustering baselines are not implemented.
+paper's baselines; its dot-product, GPU-clustering and GPU-packing baselines are the policies
+``dot-product``, ``clustering`` and ``packing`` (k8s score plugins, ``planner.simulate.policies``).
 
 Speed: FGD's score of a node for a pod depends only on that node's state and the pod's request, so
 scores are cached per (node, request class) and recomputed, vectorised, only for nodes that changed
