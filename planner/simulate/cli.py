@@ -257,7 +257,11 @@ def openb(
     nodes: Annotated[Path, typer.Option("--nodes", help="openb node list CSV (openb_node_list_*.csv)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("openb"),
     policy: Annotated[
-        str, typer.Option(help="comma-separated: random, first-fit, best-fit, workload-aware")
+        str,
+        typer.Option(
+            help="comma-separated: random, first-fit, best-fit, workload-aware, dot-product, clustering, "
+            "packing"
+        ),
     ] = "random,first-fit,best-fit,workload-aware",
     seed: Annotated[int, typer.Option(help="seed of the arrival order and of random tie-breaks")] = 0,
     levels: Annotated[str, typer.Option(help="arrival levels, % of GPU capacity: 50:100:5 or 50,75,100")] = (

@@ -1,4 +1,4 @@
-"""Replay the Alibaba "openb" GPU-sharing trace under four placement policies (ATC'23 FGD evaluation).
+"""Replay the Alibaba "openb" GPU-sharing trace under seven placement policies (ATC'23 FGD evaluation).
 
 Why: the planner sizes GPU fleets from requested GPUs; on a cluster that shares GPUs between pods,
 part of the capacity is stranded as fragments that no arriving pod can use. This module measures how
@@ -21,6 +21,8 @@ Method (what is implemented; the paper's artifact is hkust-adsl/kubernetes-sched
   node index, lowest GPU index), ``best-fit`` (least 0.5*CPU + 0.5*GPU left after placing, each over
   the largest node's capacity, as the artifact's BestFit; the tightest GPU inside the node) and
   ``workload-aware`` = FGD: the node and GPU whose placement increases the node's fragmentation least.
+  ``dot-product`` / ``clustering`` / ``packing``: the paper's other baselines (highest score wins, the
+  tightest fitting GPU inside the node; ``planner.simulate.policies.OPENB_SCORERS``).
   Nodes with equal best scores are drawn at random (seeded), as the Kubernetes scheduler does; inside
   a node equal GPUs go to the lowest index.
 * Fragmentation of a node for the workload = sum over pod types m (the pod list grouped by CPU,
@@ -36,7 +38,8 @@ default list at 100% arrivals instead of ~5.4%, as it drops the rare multi-GPU t
 compared exactly, where the artifact rounds them to integers 0-100 first (so more of its nodes tie);
 (3) a whole-GPU pod takes the lowest-index idle GPUs under every policy (idle GPUs are
 interchangeable); (4) one seed per call (the paper averages 10); (5) first-fit is not one of the
-paper's baselines, and its dot-product, GPU-packing and GPU-clustering baselines are not implemented.
+paper's baselines; its dot-product, GPU-clustering and GPU-packing baselines are the policies
+``dot-product``, ``clustering`` and ``packing`` (k8s score plugins, ``planner.simulate.policies``).
 
 Speed: FGD's score of a node for a pod depends only on that node's state and the pod's request, so
 scores are cached per (node, request class) and recomputed, vectorised, only for nodes that changed
@@ -55,9 +58,12 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
+from planner.simulate.policies import OPENB_SCORERS, NodeScorer
 
 MILLI = 1000  # GPU share unit of the trace: 1000 = one whole GPU
-POLICIES: tuple[str, ...] = ("random", "first-fit", "best-fit", "workload-aware")
+POLICIES: tuple[str, ...] = (
+    "random", "first-fit", "best-fit", "workload-aware", *OPENB_SCORERS  # dot-product, clustering, packing
+)  # fmt: skip
 BASELINES: tuple[str, ...] = ("random", "first-fit", "best-fit")
 DEFAULT_LEVELS: tuple[float, ...] = tuple(float(x) for x in range(50, 101, 5))
 PAPER_MAX_REDUCTION_PCT = 49.0  # abstract: "up to 49% fewer unallocated GPUs" than packing baselines
@@ -314,6 +320,10 @@ class ClusterState:
         self._valid = np.zeros((len(nodes), n_classes), dtype=bool)
         self._frag_now = np.zeros(len(nodes))
         self._frag_known = np.zeros(len(nodes), dtype=bool)
+        # the FGD paper's other baselines: a k8s score plugin (planner/simulate/policies.py)
+        self._scorer: NodeScorer | None = (
+            OPENB_SCORERS[policy](len(nodes)) if policy in OPENB_SCORERS else None
+        )
 
     # -- read-only views -----------------------------------------------------------------------------
 
@@ -356,7 +366,10 @@ class ClusterState:
         if not feasible.any():
             return None
         c, _, k, d = self._request(pod)
-        if self.policy == "first-fit":
+        if self._scorer is not None:  # highest score wins, equal ones at random (k8s selectHost)
+            score = self._scorer.score(self, pod).astype(np.float64)
+            node = self._pick_lowest(np.where(feasible, -score, np.inf))
+        elif self.policy == "first-fit":
             node = int(np.argmax(feasible))
         elif self.policy == "random":
             node = int(self._rng.choice(np.flatnonzero(feasible)))
@@ -389,6 +402,8 @@ class ClusterState:
         self.gpu_left[node] = left
         self._valid[node, :] = False
         self._frag_known[node] = False
+        if self._scorer is not None:
+            self._scorer.placed(self, pod, node)
 
     def copy(self) -> ClusterState:
         """An independent copy (tests score a placement by applying it to a copy)."""
@@ -398,6 +413,7 @@ class ClusterState:
         for name in (*names, "_frag_known"):
             setattr(twin, name, getattr(self, name).copy())
         twin._rng = np.random.default_rng(self._rng.integers(2**63))
+        twin._scorer = None if self._scorer is None else self._scorer.copy()
         return twin
 
     # -- internals -----------------------------------------------------------------------------------
@@ -423,7 +439,7 @@ class ClusterState:
         fitting = np.flatnonzero(left >= d)
         if self.policy == "random":
             gpu = int(self._rng.choice(fitting))
-        elif self.policy == "best-fit":
+        elif self.policy == "best-fit" or self._scorer is not None:  # the artifact's "best" GPU selection
             gpu = int(fitting[np.argmin(left[fitting])])
         else:
             gpu = int(fitting[0])
