@@ -235,6 +235,12 @@ def _changed(
             data["purchase"]["schedule"] = variation.word
         else:
             _vary_colocation(data, variation)
+    # a field the user left out stays left out, unless a change wrote to it: a default written back
+    # would read as set (``clouds`` set explicitly must name clouds the catalog has)
+    untouched = scenario.model_dump(mode="python", exclude={"adjust"})
+    for name in list(data):
+        if name not in scenario.model_fields_set and data[name] == untouched[name]:
+            del data[name]
     return data, offerings
 
 

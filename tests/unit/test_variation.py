@@ -164,3 +164,20 @@ def test_colocation_max_nodes_zero_means_cloud_only(base) -> None:
     assert owned.colocation is not None
     cloud_only, _ = apply_variations(owned, catalog, parse_all(["colocation.max_nodes=0"]))
     assert cloud_only.colocation is None
+
+
+def test_a_change_keeps_clouds_left_out(base) -> None:
+    """The base names no ``clouds:`` and its catalog has no Azure offering; a change must not write the
+    every-cloud default back as if the user had named Azure (planning would refuse it)."""
+    from planner.optimize.checks import check_inputs
+
+    scenario, catalog = base
+    assert "clouds" not in scenario.model_fields_set
+    for change in ("demand=x1.1", "max_spot_share=0.5", "colocation.max_nodes=2"):
+        varied, varied_catalog = apply_variations(scenario, catalog, parse_all([change]))
+        assert "clouds" not in varied.model_fields_set, change
+        check_inputs(varied, varied_catalog)  # raised "clouds.azure: ... has no azure offering" before
+    assert (
+        apply_variations(scenario, catalog, parse_all(["max_spot_share=0.5"]))[0].purchase.max_spot_share
+        == 0.5
+    )
