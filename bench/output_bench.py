@@ -12,6 +12,9 @@ Printed, each with its target (the unit tests check what these steps produce, no
   report.md and report.html are written.
   Targets: < 30 s, report.html < 6 MB. ``--plan-dir`` takes a directory that ``gpuplan plan`` already
   wrote instead (nothing is planned).
+* Reading a scenario (``models.yamlfile.read_yaml``, which also checks repeated keys and keeps line
+  numbers) against plain ``yaml.safe_load`` of ``scenarios/mixed-fleet.yaml``, best of 5, with libyaml
+  where PyYAML has it and with the pure-Python parser. Target: < 2x safe_load + 10 ms.
 
 Single process (the machine has 2 cores shared with other work): +-30 % on times.
 """
@@ -24,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -60,6 +64,36 @@ def bench_pack() -> None:
         f"({seconds / PACK_DEMANDS * 1000:.2f} ms each); target < {PACK_TARGET_S:g} s: "
         f"{_verdict(seconds < PACK_TARGET_S)}"
     )
+
+
+def bench_yaml() -> None:
+    import yaml
+
+    from models import yamlfile
+
+    def best(read: Callable[[], object]) -> float:
+        times = []
+        for _ in range(5):
+            began = time.perf_counter()
+            read()
+            times.append(time.perf_counter() - began)
+        return min(times)
+
+    loaders = [("libyaml", yamlfile._Loader)] if yaml.__with_libyaml__ else []
+    loaders.append(("pure Python", yamlfile._PyLoader))
+    default = yamlfile._Loader
+    try:
+        for name, loader in loaders:
+            yamlfile._Loader = loader
+            ours = best(lambda: yamlfile.read_yaml(EXAMPLE))
+            plain = best(lambda: yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+            target = 2 * plain + 0.01
+            print(
+                f"scenario YAML ({name}): read_yaml {ours * 1000:.1f} ms, safe_load {plain * 1000:.1f} ms "
+                f"({ours / plain:.2f}x); target < {target * 1000:.1f} ms: {_verdict(ours < target)}"
+            )
+    finally:
+        yamlfile._Loader = default
 
 
 def bench_report(plan_dir: Path | None) -> None:
@@ -99,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plan-dir", type=Path, default=None, help="time the reports of this plan directory")
     args = parser.parse_args(argv)
     bench_pack()
+    bench_yaml()
     bench_report(args.plan_dir)
 
 

@@ -248,20 +248,9 @@ def test_an_empty_file_is_not_a_scenario(tmp_path: Path) -> None:
         load(path)
 
 
-def test_the_example_reads_as_safe_load_reads_it_and_as_fast(parser: str) -> None:
+def test_the_example_reads_as_safe_load_reads_it(parser: str) -> None:
+    """Same data as PyYAML's safe_load (its speed against safe_load is in bench/output_bench.py)."""
     assert read_yaml(EXAMPLE) == yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-
-    def best(read: object) -> float:
-        times = []
-        for _ in range(5):
-            started = time.perf_counter()
-            read()  # type: ignore[operator]
-            times.append(time.perf_counter() - started)
-        return min(times)
-
-    ours = best(lambda: read_yaml(EXAMPLE))
-    before = best(lambda: yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
-    assert ours < 2 * before + 0.01, (ours, before)
 
 
 # ---- through the CLI -----------------------------------------------------------------------------------
