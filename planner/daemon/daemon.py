@@ -56,7 +56,6 @@ log = logging.getLogger("gpuplan.daemon")
 
 #: Interruption notices remembered as seen (the newest).
 _SEEN_KEPT: Final = 2000
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _NOT_RUN: Final = ActionResult(status="skipped", message="not run (a dry run)")
 _SLACK: Final = timedelta(seconds=1)
 #: The jobs, in the order a tick runs the ones that are due.
@@ -106,7 +105,7 @@ class Daemon:
         self._plan: tuple[tuple[str, int], Plan] | None = None  # the plan as read, by directory and mtime
         # failed runs in a row and the last one's time, per job: kept here too, so the backoff holds while
         # the database that also stores them is down
-        self._failures: dict[str, tuple[int, datetime]] = {}
+        self._failures: dict[str, tuple[int, datetime | None]] = {}
 
     # -- state -------------------------------------------------------------------------------------------
 
@@ -146,12 +145,8 @@ class Daemon:
         if name not in self._failures:
             count = int(self.store.get_state(f"failures:{name}") or 0)
             last = self.store.get_state(f"last_attempt:{name}")
-            if count and last is not None:
-                self._failures[name] = (count, datetime.fromisoformat(last))
-            else:
-                self._failures[name] = (0, _EPOCH)
-        count, last = self._failures[name]
-        return (count, last) if count else (0, None)
+            self._failures[name] = (count, datetime.fromisoformat(last)) if count and last else (0, None)
+        return self._failures[name]
 
     def next_run(self, name: str) -> datetime | None:
         """When job ``name`` is next due: its interval after its last success, or after failures its
@@ -189,7 +184,7 @@ class Daemon:
         try:
             before = self.failures(name)[0]
         except StoreUnavailable:
-            before = self._failures.get(name, (0, _EPOCH))[0]
+            before = self._failures.get(name, (0, None))[0]
         count = before + 1
         self._failures[name] = (count, now)
         wait = self.config.backoff.seconds(getattr(self.config.jobs, name).seconds, count)
@@ -220,7 +215,7 @@ class Daemon:
             count = self.failures(name)[0]
             self.store.set_state(f"last_run:{name}", now.isoformat())
             if count:
-                self._failures[name] = (0, _EPOCH)
+                self._failures[name] = (0, None)
                 self.store.set_state(f"failures:{name}", 0)
                 self.store.record_event("job-recovered", f"{name} ran after {count} failed runs", at=now)
                 log.info("%s recovered after %d failed runs", name, count)
