@@ -221,7 +221,9 @@ class _State:
         self.period_cost = np.zeros(periods)
         self.pool_dual = np.zeros((n_o, periods))
         self.cap_dual = np.zeros((n_o, periods))
-        self.slack = np.zeros((n_o, periods))
+        self.slack = np.zeros((n_o, periods))  # pool rows: committed nodes no one uses
+        self.cap_slack = np.full((n_o, periods), np.inf)  # capacity rows: nodes below max_nodes
+        self.has_pool = np.isin(np.arange(n_o), self.model.pool_offerings)
         self.evaluations = 0
         everything = np.arange(periods)
         self._store(everything, *self._solve(everything, self.committed, self.occupancy))
@@ -240,21 +242,25 @@ class _State:
 
     def _solve(
         self, periods: np.ndarray, committed: np.ndarray, occupancy: Occupancy
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """LP value, pool and capacity duals and idle committed nodes of ``periods`` for these right-hand
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """LP value, pool and capacity duals, and pool and capacity slack of ``periods`` for these right-hand
         sides (each distinct period solved once, in time order so neighbours warm-start each other)."""
         sets, model = self.sets, self.model
+        n_o = len(sets.offerings)
+        if not periods.size:
+            empty = np.zeros((n_o, 0))
+            return np.zeros(0), empty, empty, empty, empty
         model.set_commitments(committed)
         signature = np.vstack(
             [sets.demand[:, periods], committed[:, periods], occupancy.non_spot[:, periods],
              occupancy.spot[:, periods], occupancy.team_gpus[:, periods]]
         ).T  # fmt: skip
         _, first, inverse = np.unique(signature, axis=0, return_index=True, return_inverse=True)
-        n_o = len(sets.offerings)
         value = np.zeros(len(first))
         pool = np.zeros((n_o, len(first)))
         cap = np.zeros((n_o, len(first)))
         slack = np.zeros((n_o, len(first)))
+        cap_slack = np.full((n_o, len(first)), np.inf)
         for u in np.argsort(first):
             t = int(periods[first[u]])
             value[u], pool_dual, cap_dual = model.lp_at(t, occupancy)
@@ -264,16 +270,27 @@ class _State:
                 used = np.asarray(model.highs.solution().row_value)[model.pool_rows]
                 room = model.pool_base[:, t] - occupancy.non_spot[model.pool_offerings, t]
                 slack[model.pool_offerings, u] = np.maximum(room - used, 0.0)
+            if len(model.cap_rows):
+                used = np.asarray(model.highs.solution().row_value)[model.cap_rows]
+                room = model.cap_max - model.cap_committed[:, t] - occupancy.spot[model.cap_offerings, t]
+                cap_slack[model.cap_offerings, u] = np.maximum(room - used, 0.0)
         inverse = inverse.reshape(-1)
-        return value[inverse], pool[:, inverse], cap[:, inverse], slack[:, inverse]
+        return value[inverse], pool[:, inverse], cap[:, inverse], slack[:, inverse], cap_slack[:, inverse]
 
     def _store(
-        self, periods: np.ndarray, value: np.ndarray, pool: np.ndarray, cap: np.ndarray, slack: np.ndarray
+        self,
+        periods: np.ndarray,
+        value: np.ndarray,
+        pool: np.ndarray,
+        cap: np.ndarray,
+        slack: np.ndarray,
+        cap_slack: np.ndarray,
     ) -> None:
         self.period_cost[periods] = value
         self.pool_dual[:, periods] = pool
         self.cap_dual[:, periods] = cap
         self.slack[:, periods] = slack
+        self.cap_slack[:, periods] = cap_slack
 
     def _try(
         self,
@@ -281,7 +298,7 @@ class _State:
         committed: np.ndarray,
         occupancy: Occupancy,
         fixed_change: float,
-    ) -> tuple[float, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    ) -> tuple[float, tuple[np.ndarray, ...]]:
         """The total's change if ``periods`` had these right-hand sides (``fixed_change``: commitments,
         spot training and guarantee penalty), and what to store if the move is kept. Leaves the model
         at the incumbent's commitments."""
@@ -396,7 +413,6 @@ class _State:
         sets = self.sets
         commitments = dict(self.commitments)
         committed = self.committed.copy()
-        touched: list[np.ndarray] = []
         fixed = 0.0
         for c, k in change.items():
             if commitments[c] + k < 0:
@@ -404,7 +420,6 @@ class _State:
             column = sets.columns[c]
             commitments[c] += k
             committed[column.offering, column.start : column.end] += k
-            touched.append(np.arange(column.start, column.end))
             fixed += k * column.cost_per_node
         for o in {sets.columns[c].offering for c in change}:
             if not self._committed_fits(committed, o):
@@ -414,7 +429,25 @@ class _State:
             if penalty > self.guarantee_now + 1e-6:
                 return None  # a guarantee the incumbent backs would go short
             fixed += penalty - self.guarantee_now
-        return fixed, np.unique(np.concatenate(touched)), committed, commitments
+        return fixed, self._affected(committed - self.committed), committed, commitments
+
+    def _affected(self, change: np.ndarray) -> np.ndarray:
+        """Periods whose LP value a change of committed nodes ((offerings, periods)) can move. Exact: where
+        the change only relaxes rows the LP leaves slack (more nodes on an idle pool, fewer on a capacity
+        row below max_nodes), or only tightens rows by no more than their slack, the period's optimum
+        stays optimal, so those periods keep their value and duals (their slack is shifted on keeping)."""
+        up, down = change > 0, change < 0
+        pool_moves = self.has_pool[:, None] & (
+            (up & (self.slack <= 1e-7)) | (down & (self.slack < -change - 1e-9))
+        )
+        cap_moves = (up & (self.cap_slack < change - 1e-9)) | (down & (self.cap_slack <= 1e-7))
+        return np.flatnonzero((pool_moves | cap_moves).any(axis=0))
+
+    def _shift(self, committed: np.ndarray) -> None:
+        """Commitments become ``committed``: slack moves with them where the periods are not re-solved."""
+        change = committed - self.committed
+        self.slack = np.where(self.has_pool[:, None], np.maximum(self.slack + change, 0.0), self.slack)
+        self.cap_slack = np.maximum(self.cap_slack - change, 0.0)
 
     def _line(self, direction: dict[int, int]) -> bool:
         """Along ``direction``: k = 1, 2, 4, ... while the total keeps dropping; keep the best. Stops at
@@ -434,6 +467,7 @@ class _State:
         if best is None or not self._valid(best[3], self.placements):
             return False
         _delta, store, committed, commitments = best
+        self._shift(committed)
         self.commitments, self.committed = commitments, committed
         self.model.set_commitments(committed)
         self._store(*store)
@@ -520,6 +554,7 @@ class _State:
                 trial[r] = placed
                 if self._valid(commitments, trial):
                     self.occupancy.add(sets, placed, team)
+                    self._shift(committed)
                     self.commitments, self.committed = commitments, committed
                     self.model.set_commitments(committed)
                     self._store(*store)
