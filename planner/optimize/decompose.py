@@ -42,8 +42,10 @@ from planner.optimize.build import (
 )
 from planner.optimize.commitments import tune_commitments
 from planner.optimize.hourly import CODE_CAPACITY, Dispatch, dispatch, pool_prices, team_index
+from planner.optimize.local_search import search
 from planner.optimize.schedule import Schedule, improve_schedule, schedule_training
 from planner.optimize.sets import PlanningSets
+from planner.optimize.settings import REALIZE_SHARE
 from planner.optimize.solution import Solution
 from planner.optimize.solve import SolveResult, Termination, solve
 
@@ -87,6 +89,9 @@ def plan_hourly(
     def left() -> float | None:
         return None if time_limit is None else time_limit - (time.perf_counter() - began)
 
+    # the local search stops short of the time limit by what the whole replicas take after it (settings.py)
+    reserve = 0.0 if time_limit is None else REALIZE_SHARE * time_limit
+
     say(f"cluster model, LP relaxation ({per_block or 'every slot its own'} cluster(s) per block)")
     # the plan's decisions come from this LP: it gets at least LP_FLOOR_SECONDS, even past --time-limit
     # (a plan a little late beats no plan; on the large benchmark at --time-limit 60 it takes 56-65 s)
@@ -122,12 +127,12 @@ def plan_hourly(
         if milp.solve.ok and milp.bound_usd > bound:
             bound, method = milp.bound_usd, milp.method
         if milp.decisions is not None:
-            best = _dispatch(sets, _refine(sets, _schedule(sets, milp.decisions, say), left, say), say)
+            best = _finish(sets, _schedule(sets, milp.decisions, say), left, say, reserve)
             say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
         milp_stage = _stage(2, "cluster model, MILP warm-started from stage 1: decisions, bound", milp, best)
     lp_what = "cluster model, LP relaxation: decisions (rounded), bound"
     if best is None:  # no MILP stage, or it found nothing: the LP's decisions make the plan
-        best = _dispatch(sets, _refine(sets, first, left, say), say)
+        best = _finish(sets, first, left, say, reserve)
         stages = [_stage(1, lp_what, lp, best)]
     else:
         stages = [_stage(1, lp_what, lp, None)]
@@ -201,6 +206,63 @@ def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[st
         f"{sum(schedule.added.values())} nodes committed for gangs"
     )
     return Scheduled(commitments, committed, schedule)
+
+
+def _finish(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+    reserve: float,
+) -> Realized:
+    """Refined, dispatched, then improved by local search where that makes a cheaper written plan."""
+    refined = _refine(sets, scheduled, left, say)
+    best = _dispatch(sets, refined, say)
+    better = improve_plan(sets, refined, best.objective, best.dispatch.seconds, left, say, reserve)
+    return best if better is None else better
+
+
+def improve_plan(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    incumbent_usd: float,
+    dispatch_seconds: float,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+    reserve: float = 0.0,
+    seed: int = 0,
+) -> Realized | None:
+    """Local search (local_search.py) from ``scheduled``, in the time ``left`` less ``reserve`` and one
+    more dispatch; its plan, dispatched in whole nodes, if that costs less than ``incumbent_usd`` as
+    written (``_cost``), else None: the incumbent is never lost. Both methods call it."""
+    remaining = left()
+    budget = None if remaining is None else remaining - reserve - 1.5 * dispatch_seconds
+    if budget is not None and budget < 1.0:
+        say(f"local search: no time left ({max(remaining or 0.0, 0.0):.0f} s, {reserve:.0f} s kept)")
+        return None
+    guarantees = any(team.guaranteed_gpus > 0 for team in sets.scenario.teams)
+    found = search(
+        sets,
+        scheduled.commitments,
+        scheduled.schedule,
+        budget,
+        (lambda chosen: _guarantee_shortfall(sets, chosen)[1]) if guarantees else None,
+        say,
+        seed,
+    )
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(found.moves.items())) or "none"
+    if not found.accepted:
+        say(f"local search: 0 moves ({found.evaluations} scored, {found.seconds:.1f} s)")
+        return None
+    searched = Scheduled(found.commitments, sets.committed(found.commitments), found.schedule)
+    candidate = _dispatch(sets, searched, say)
+    kept = candidate.objective < incumbent_usd - 1e-6
+    say(
+        f"local search: {found.accepted} moves ({kinds}; {found.evaluations} scored, {found.seconds:.1f} s), "
+        f"-${incumbent_usd - candidate.objective:,.0f} in whole nodes"
+        + ("" if kept else ": not cheaper as written, the incumbent stays")
+    )
+    return candidate if kept else None
 
 
 def _refine(
