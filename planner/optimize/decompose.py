@@ -45,7 +45,7 @@ from planner.optimize.hourly import CODE_CAPACITY, Dispatch, dispatch, pool_pric
 from planner.optimize.local_search import search
 from planner.optimize.schedule import Schedule, improve_schedule, schedule_training
 from planner.optimize.sets import PlanningSets
-from planner.optimize.settings import REALIZE_SHARE
+from planner.optimize.settings import REALIZE_SHARE, SEARCH_MIN_ROUND_GAIN, SEARCH_SHARE
 from planner.optimize.solution import Solution
 from planner.optimize.solve import SolveResult, Termination, solve
 
@@ -127,12 +127,12 @@ def plan_hourly(
         if milp.solve.ok and milp.bound_usd > bound:
             bound, method = milp.bound_usd, milp.method
         if milp.decisions is not None:
-            best = _finish(sets, _schedule(sets, milp.decisions, say), left, say, reserve)
+            best = _finish(sets, _schedule(sets, milp.decisions, say), left, say, reserve, time_limit)
             say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
         milp_stage = _stage(2, "cluster model, MILP warm-started from stage 1: decisions, bound", milp, best)
     lp_what = "cluster model, LP relaxation: decisions (rounded), bound"
     if best is None:  # no MILP stage, or it found nothing: the LP's decisions make the plan
-        best = _finish(sets, first, left, say, reserve)
+        best = _finish(sets, first, left, say, reserve, time_limit)
         stages = [_stage(1, lp_what, lp, best)]
     else:
         stages = [_stage(1, lp_what, lp, None)]
@@ -214,11 +214,14 @@ def _finish(
     left: Callable[[], float | None],
     say: Callable[[str], None],
     reserve: float,
+    time_limit: float | None,
 ) -> Realized:
     """Refined, dispatched, then improved by local search where that makes a cheaper written plan."""
     refined = _refine(sets, scheduled, left, say)
     best = _dispatch(sets, refined, say)
-    better = improve_plan(sets, refined, best.objective, best.dispatch.seconds, left, say, reserve)
+    better = improve_plan(
+        sets, refined, best.objective, best.dispatch.seconds, left, say, reserve, time_limit=time_limit
+    )
     return best if better is None else better
 
 
@@ -231,12 +234,16 @@ def improve_plan(
     say: Callable[[str], None],
     reserve: float = 0.0,
     seed: int = 0,
+    time_limit: float | None = None,
 ) -> Realized | None:
     """Local search (local_search.py) from ``scheduled``, in the time ``left`` less ``reserve`` and one
-    more dispatch; its plan, dispatched in whole nodes, if that costs less than ``incumbent_usd`` as
-    written (``_cost``), else None: the incumbent is never lost. Both methods call it."""
+    more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; its plan, dispatched in whole nodes, if
+    that costs less than ``incumbent_usd`` as written (``_cost``), else None: the incumbent is never
+    lost. Both methods call it."""
     remaining = left()
     budget = None if remaining is None else remaining - reserve - 1.5 * dispatch_seconds
+    if budget is not None and time_limit is not None:
+        budget = min(budget, SEARCH_SHARE * time_limit)
     if budget is not None and budget < 1.0:
         say(f"local search: no time left ({max(remaining or 0.0, 0.0):.0f} s, {reserve:.0f} s kept)")
         return None
@@ -249,6 +256,7 @@ def improve_plan(
         (lambda chosen: _guarantee_shortfall(sets, chosen)[1]) if guarantees else None,
         say,
         seed,
+        min_round_gain=SEARCH_MIN_ROUND_GAIN,
     )
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(found.moves.items())) or "none"
     if not found.accepted:

@@ -89,15 +89,17 @@ def search(
     progress: Callable[[str], None] | None = None,
     seed: int = 0,
     max_moves: int | None = None,
+    min_round_gain: float = 0.0,
 ) -> Searched:
     """Improve (commitments, placements) by the moves of the module docstring until none pays, the
-    time limit (seconds) passes or ``max_moves`` are kept. ``guarantee_usd``: the guarantee penalty of
+    time limit (seconds) passes, ``max_moves`` are kept or a round saves less than ``min_round_gain`` of
+    the cost. ``guarantee_usd``: the guarantee penalty of
     a set of commitments (None: the scenario has no guarantees). Deterministic for a given ``seed``
     when the time limit does not bind."""
     began = time.perf_counter()
-    state = _State(sets, commitments, schedule, guarantee_usd)
-    start_cost = state.total()
     deadline = None if time_limit is None else began + time_limit
+    state = _State(sets, commitments, schedule, guarantee_usd, deadline)
+    start_cost = state.total()
     rng = np.random.default_rng(seed)
     moves: dict[str, int] = {}
     say = progress or (lambda _message: None)
@@ -116,6 +118,7 @@ def search(
                 break
             if state.relocate(int(r), rng):
                 kept("relocate")
+
         for kind in ("step", "swap", "relocate+commit"):
             if out_of_time():
                 break
@@ -126,7 +129,7 @@ def search(
         now = state.total()
         if now < before - 1e-6:
             say(f"local search: {sum(moves.values())} moves, -${start_cost - now:,.0f}")
-        if out_of_time() or now >= before - 1e-6:
+        if out_of_time() or now >= before - max(1e-6, min_round_gain * abs(before)):
             break
     placed = sorted(state.placements.values(), key=lambda option: option.run)
     result = replace(schedule, placements=placed, occupancy=state.occupancy.copy())
@@ -202,8 +205,10 @@ class _State:
         commitments: dict[int, int],
         schedule: Schedule,
         guarantee_usd: Callable[[dict[int, int]], float] | None,
+        deadline: float | None = None,
     ) -> None:
         self.sets = sets
+        self.deadline = deadline  # perf_counter time: a move in progress gives up past it
         self.commitments = {c: int(commitments.get(c, 0)) for c in sets.new_columns}
         self.committed = sets.committed(self.commitments)
         self.placements = {option.run: option for option in schedule.placements}
@@ -232,6 +237,11 @@ class _State:
         self.spot_hours = sum(
             self.gpu_hours[r] for r, option in self.placements.items() if option.tier == Capacity.SPOT
         )
+
+    def expired(self) -> bool:
+        """Past the deadline: one move of a year-long column re-solves thousands of periods, so the
+        moves check this between their trials, not only the search between moves."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     # -- scoring ------------------------------------------------------------------------------------
 
@@ -372,6 +382,8 @@ class _State:
         found.sort(key=lambda item: item[0])
         best: tuple[float, TrainingOption, tuple] | None = None
         for _estimate, option in found[:SAMPLE]:
+            if self.expired():
+                break
             self.occupancy.add(self.sets, option, team)
             touched = np.union1d(_periods(current), _periods(option))
             change, store = self._try(
@@ -454,7 +466,7 @@ class _State:
         the first k that does not pay (convex along the line: no larger k would)."""
         best: tuple[float, tuple, np.ndarray, dict[int, int]] | None = None
         k = 1
-        while True:
+        while not self.expired():
             change = self._commit_change({c: k * d for c, d in direction.items()})
             if change is None:
                 break
@@ -486,6 +498,8 @@ class _State:
             if reduced[k] > 1e-6 and self.commitments[c] > 0:
                 order.append((-float(reduced[k]), float(rng.random()), c * 2))
         for _bound, _tie, code in sorted(order):
+            if self.expired():
+                return False
             c, up = divmod(code, 2)
             if self._line({c: 1 if up else -1}):
                 return True
@@ -502,7 +516,8 @@ class _State:
             for b, cb in enumerate(keys)
             if cb != ca and reduced[b] - reduced[a] < -1e-6
         ]
-        return any(self._line({ca: -1, cb: 1}) for _bound, _tie, ca, cb in sorted(pairs)[:SWAPS])
+        best_pairs = sorted(pairs)[:SWAPS]
+        return any(not self.expired() and self._line({ca: -1, cb: 1}) for _b, _t, ca, cb in best_pairs)
 
     def relocate_commit(self, rng: np.random.Generator) -> bool:
         """A run moved onto a committable offering off spot, with its gang's nodes committed there on the
@@ -510,6 +525,8 @@ class _State:
         sets = self.sets
         order = rng.permutation(sorted(self.placements)).tolist()
         for r in order:
+            if self.expired():
+                return False
             current = self.placements[r]
             nodes = sets.runs[r].job.nodes
             team = self.teams[sets.runs[r].job.team]

@@ -8,6 +8,12 @@ __all__ = ["METHODS", "SolveSettings"]
 
 METHODS = ("auto", "staged", "hourly")
 REALIZE_SHARE = 0.25  # of the time limit, for refining whole replicas (the rounding itself always runs)
+#: Of the time limit, at most, for the local search (local_search.py). Its gains come early: on
+#: bench/gen.py medium 10 moves made -0.75 % in 15 s, and on growth-year an unbounded search took 48 s
+#: of a 60 s limit for less than the whole-replica step lost by waiting for it.
+SEARCH_SHARE = 0.2
+#: The local search stops after a round of moves that saved less than this share of the plan's cost.
+SEARCH_MIN_ROUND_GAIN = 1e-4
 
 
 @dataclass(frozen=True, slots=True)

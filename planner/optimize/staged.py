@@ -93,7 +93,9 @@ def plan_staged(
         if plan_model is second
         else [a for a, var in enumerate(full.place) if (var.varValue or 0) > 0.5]
     )
-    searched = _local_search(sets, solution, placed, best.objective + fixed, solve_budget, began, say)
+    searched = _local_search(
+        sets, solution, placed, best.objective + fixed, solve_budget, began, say, settings.time_limit
+    )
     if searched is not None:  # cheaper as written than stage 2 (or 3): its plan, at its cost
         solution = searched.solution
         best = replace(best, objective=searched.objective - fixed)
@@ -187,6 +189,7 @@ def _local_search(
     solve_budget: float | None,
     began: float,
     say: Callable[[str], None],
+    time_limit: float | None,
 ) -> Realized | None:
     """The local search of ``local_search.py`` from stage 2's (or 3's) plan, in what is left of the
     stages' share of the time limit (the certified bound keeps its own): its plan if cheaper than both
@@ -205,7 +208,7 @@ def _local_search(
     scheduled = Scheduled(commitments, sets.committed(commitments), schedule)
     incumbent = _dispatch(sets, scheduled, say)
     bar = min(incumbent_usd, incumbent.objective)
-    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, say)
+    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, say, time_limit=time_limit)
 
 
 def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
