@@ -149,3 +149,14 @@ def test_spot_share_and_capacity_are_never_broken(tmp_path: Path, kit: Any) -> N
     assert any("spot share" in line for line in violations(sets, {}, spot))
     assert any("max_nodes" in line for line in violations(sets, {}, crowded))
     assert any("window" in line for line in violations(sets, {}, late))
+
+
+def test_a_spent_time_limit_keeps_the_start(fleet: PlanningSets) -> None:
+    """No time left: the search scores the start and keeps it, moves nothing (every move checks the
+    deadline between its trials); with time, the same start improves (so the first assertion can fail)."""
+    sets = fleet
+    bad = next(p for p in _every_placement(sets, 0) if p.start == 9)
+    spent = search(sets, {}, _schedule(sets, [bad]), time_limit=0.0)
+    assert spent.accepted == 0 and spent.schedule.placements == [bad] and not spent.commitments
+    assert spent.cost_after == pytest.approx(spent.cost_before)
+    assert search(sets, {}, _schedule(sets, [bad]), time_limit=None).accepted >= 1
