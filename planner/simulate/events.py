@@ -72,6 +72,7 @@ class SimResult:
     wall_seconds: float
     timeline: pd.DataFrame
     useful_gpu_hours: float = 0.0  # work done in the window at full speed (see the module docstring)
+    useful_multi_gpu_hours: float = 0.0  # the part of it done by jobs of more than one GPU
     completed_gpu_hours: float = 0.0  # trace GPU-hours of the jobs that completed in the window
     slowdown_gpu_hours: float = 0.0  # GPU-hours held in the window that slowed placements wasted
     slowed_starts: int = 0  # starts (in the window) on a placement slower than the best one
@@ -117,6 +118,7 @@ class SimResult:
             "events_per_second": round(self.events_per_second, 1),
             "useful_gpu_hours": round(self.useful_gpu_hours, 3),
             "useful_gpu_hours_per_day": round(self.throughput_per_day, 3),
+            "useful_multi_gpu_hours": round(self.useful_multi_gpu_hours, 3),
             "completed_gpu_hours": round(self.completed_gpu_hours, 3),
             "slowdown_gpu_hours": round(self.slowdown_gpu_hours, 3),
             "slowed_starts": self.slowed_starts,
@@ -144,8 +146,14 @@ _FINISH, _EXPIRE, _ARRIVE = 0, 1, 2
 
 @dataclass(frozen=True, slots=True)
 class Backlog:
-    """Keep the queue at least ``jobs`` jobs and ``gpus`` GPUs of demand deep (jobs waiting to start,
-    a half-placed gang included), fed from the job list in its order: the saturated regime."""
+    """The saturated regime: keep at least ``gpus`` GPUs of demand waiting (a half-placed gang
+    included) and at least ``jobs`` jobs of one GPU (or less) among them, fed from the job list in its
+    order.
+
+    Why both: a bounded queue that only bigger jobs fill would leave free GPUs idle under a policy that
+    could start smaller work, which an unbounded backlog (everything submitted at once) would not;
+    keeping one-GPU jobs waiting means a free GPU always has work a policy could start, while the queue
+    stays short enough for backfill passes to be cheap."""
 
     gpus: float = 0.0
     jobs: int = 1
@@ -230,7 +238,9 @@ class Simulator:
         self._integral = np.zeros(3)
         self._feed: deque[Job] = deque()
         self.queued_gpus = 0.0  # GPUs asked by the queue (kept incrementally)
+        self.queued_small = 0  # jobs of at most one GPU in the queue
         self.useful = 0.0
+        self.useful_multi = 0.0
         self.completed_gpu_hours = 0.0
         self.slowdown_loss = 0.0
         self.slowed_starts = 0
@@ -309,7 +319,7 @@ class Simulator:
     def _short(self) -> bool:
         backlog = self.backlog
         assert backlog is not None
-        return len(self.queue) < backlog.jobs or self.queued_gpus < backlog.gpus - EPS
+        return self.queued_small < backlog.jobs or self.queued_gpus < backlog.gpus - EPS
 
     def _top_up(self, now: float) -> list[Run]:
         """Move jobs from the feed into the queue (arriving now) until the backlog is met."""
@@ -333,10 +343,19 @@ class Simulator:
             run.rejected = True
             return
         self.policy.observe(shape)
-        insort(self.queue, run, key=self._key)
-        self.queued_gpus += run.job.gpus
+        self._enqueue(run)
         if run.job.end_by is not None:
             self._push(run.job.end_by, _EXPIRE, run.seq)
+
+    def _enqueue(self, run: Run) -> None:
+        insort(self.queue, run, key=self._key)
+        self.queued_gpus += run.job.gpus
+        self.queued_small += _one_gpu(run)
+
+    def _dequeue(self, run: Run) -> None:
+        self.queue.remove(run)
+        self.queued_gpus -= run.job.gpus
+        self.queued_small -= _one_gpu(run)
 
     def _accrue(self, run: Run, begin: float, end: float) -> None:
         """Count the work ``run`` did from ``begin`` to ``end`` (hours it ran) inside the window."""
@@ -344,6 +363,8 @@ class Simulator:
         if hi > lo:
             held = (hi - lo) * run.job.gpus
             self.useful += held / run.factor
+            if run.job.gpus > 1:
+                self.useful_multi += held / run.factor
             self.slowdown_loss += held - held / run.factor
 
     def _finish(self, run: Run, now: float) -> None:
@@ -359,8 +380,7 @@ class Simulator:
         """A service replica whose demand passed before it could start leaves the queue unserved."""
         if run.pods:
             self._release(run)
-        self.queue.remove(run)
-        self.queued_gpus -= run.job.gpus
+        self._dequeue(run)
         run.expired = True
         run.finished = run.job.end_by
 
@@ -506,8 +526,7 @@ class Simulator:
                     self.state.take_whole(run.alloc, node, shape.per_node)
             run.pods = shape.nodes
             self.usage[run.job.team] += run.taken
-        self.queue.remove(run)
-        self.queued_gpus -= run.job.gpus
+        self._dequeue(run)
         run.factor = (
             1.0 if shape.fractional else self.slowdown.factor(self.fleet, run.job.gpus, run.alloc.nodes)
         )
@@ -573,8 +592,7 @@ class Simulator:
         run.started = None
         run.factor = 1.0
         run.attempt += 1  # its pending finish event is now stale
-        insort(self.queue, run, key=self._key)
-        self.queued_gpus += run.job.gpus
+        self._enqueue(run)
 
     def _reserve(self, run: Run, now: float) -> _Reservation:
         """EASY: the earliest time ``run`` fits as running jobs end (their known end times), and where.
@@ -692,11 +710,16 @@ class Simulator:
             wall_seconds=wall,
             timeline=frame,
             useful_gpu_hours=self.useful,
+            useful_multi_gpu_hours=self.useful_multi,
             completed_gpu_hours=self.completed_gpu_hours,
             slowdown_gpu_hours=self.slowdown_loss,
             slowed_starts=self.slowed_starts,
             empty_queue_hours=self.empty_queue_hours,
         )
+
+
+def _one_gpu(run: Run) -> bool:
+    return run.shape.nodes == 1 and run.shape.per_node <= 1
 
 
 def _since(started: float | None, now: float) -> float:
