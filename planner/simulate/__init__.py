@@ -13,6 +13,7 @@ from planner.simulate.fleet import PRIORITIES, ClusterState, Fleet, Job, Shape
 from planner.simulate.policies import (
     POLICIES,
     BestFitPolicy,
+    KubernetesPolicy,
     NaivePolicy,
     Policy,
     WorkloadAwarePolicy,
@@ -26,6 +27,7 @@ __all__ = [
     "ClusterState",
     "Fleet",
     "Job",
+    "KubernetesPolicy",
     "NaivePolicy",
     "Policy",
     "Shape",

@@ -68,9 +68,13 @@ def philly(
     mixed: Annotated[
         bool, typer.Option("--mixed/--training-only", help="add diurnal inference services to the trace")
     ] = True,
-    policy: Annotated[str, typer.Option(help="comma-separated: naive, best-fit, workload-aware")] = (
-        DEFAULT_POLICIES
-    ),
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="comma-separated: naive, kubernetes, best-fit, workload-aware (default: naive, best-fit, "
+            "workload-aware; with --saturated all four)"
+        ),
+    ] = None,
     nodes: Annotated[
         int | None, typer.Option(help="fleet size in nodes (default: sized by the planner for the week)")
     ] = None,
@@ -88,11 +92,34 @@ def philly(
         typer.Option(help="workload-aware: a gang may spread over leaf switches after queueing this long"),
     ] = None,
     time_limit: Annotated[float, typer.Option(help="planner time limit, seconds")] = 60.0,
+    saturated: Annotated[
+        bool,
+        typer.Option(
+            "--saturated",
+            help="throughput: the trace's jobs feed a backlog larger than the fleet (needs --nodes; "
+            "training only); measures useful GPU-hours per day",
+        ),
+    ] = False,
+    backlog: Annotated[float, typer.Option(help="--saturated: queue depth, x the fleet's GPUs")] = 2.0,
+    cross_node_slowdown: Annotated[
+        float | None,
+        typer.Option(
+            help="a job spread over more nodes than it needs runs this much slower (--saturated: 1.5)"
+        ),
+    ] = None,
+    cross_leaf_slowdown: Annotated[
+        float | None,
+        typer.Option(
+            help="a job over more leaf switches than it needs runs this much slower (--saturated: 1.1)"
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or messages")] = False,
 ) -> None:
     """Replay a week of the Philly trace (optionally with inference services) on a planner-sized fleet.
 
     Writes DIR/results.json, DIR/results.md and DIR/timeline.csv (allocation over time per policy).
+    With --saturated: the throughput of each policy on a backlog that never runs dry (results.md has the
+    table and the ratio workload-aware / kubernetes).
     """
     from models.catalog import Catalog
     from planner.simulate.events import simulate
@@ -111,7 +138,13 @@ def philly(
     say = progress_messages(quiet)
 
     try:
-        names = _policies(policy, list(POLICIES))
+        if saturated:
+            _saturated(
+                trace, output, week_start, days, warmup_hours, policy, nodes, offering, catalog,
+                nodes_per_leaf, backlog, cross_node_slowdown, cross_leaf_slowdown, quiet,
+            )  # fmt: skip
+            return
+        names = _policies(policy or DEFAULT_POLICIES, list(POLICIES))
         for flag, value, low in (("--days", days, 1), ("--nodes-per-leaf", nodes_per_leaf, 0)):
             if value < low:
                 raise InputError(None, flag, f"must be at least {low}, got {value}")
@@ -158,6 +191,7 @@ def philly(
         else:
             fleet = Fleet(nodes, gpn, node_type.gpu_model, nodes_per_leaf=leaf, gpu_memory_gb=memory)
         team_quotas = quotas(week, fleet)
+        slowdown = _slowdown(cross_node_slowdown, cross_leaf_slowdown, 1.0, 1.0)
         results = []
         with _progress_bar(quiet) as bar:
             tasks: dict[str, TaskID] = {name: bar.add_task(name, total=1.0) for name in names}
@@ -167,7 +201,7 @@ def philly(
                 results.append(
                     simulate(
                         week.jobs, fleet, chosen_policy, start=0.0, end=week.end,
-                        measure_from=week.measure_from, quotas=team_quotas,
+                        measure_from=week.measure_from, quotas=team_quotas, slowdown=slowdown,
                         progress=lambda share, task=tasks[name]: bar.update(task, completed=share),
                     )
                 )  # fmt: skip
@@ -205,6 +239,127 @@ def philly(
     except GpuplanError as error:
         raise fail(error) from None
     out.print(_rich_table(title, rows, fleet.total_gpus))
+    out.print(f"written to {output}/ (results.json, results.md, timeline.csv)", highlight=False)
+
+
+def _slowdown(
+    cross_node: float | None, cross_leaf: float | None, node_default: float, leaf_default: float
+) -> Any:
+    """The placement slowdown from the flags (a flag not given: the default of the mode)."""
+    from planner.simulate.fleet import Slowdown
+
+    for flag, value in (("--cross-node-slowdown", cross_node), ("--cross-leaf-slowdown", cross_leaf)):
+        if value is not None and not (math.isfinite(value) and value >= 1.0):
+            raise InputError(None, flag, f"must be a factor >= 1, got {value}")
+    return Slowdown(
+        cross_node=node_default if cross_node is None else cross_node,
+        cross_leaf=leaf_default if cross_leaf is None else cross_leaf,
+    )
+
+
+def _saturated(
+    trace: Path, output: Path, week_start: str | None, days: int, warmup_hours: float, policy: str | None,
+    nodes: int | None, offering: str, catalog: Path | None, nodes_per_leaf: int, backlog: float,
+    cross_node: float | None, cross_leaf: float | None, quiet: bool,
+) -> None:  # fmt: skip
+    """``--saturated``: every policy on the same backlog feed; writes results.json, results.md, timeline.csv
+    (the week mode's files)."""
+    from models.catalog import Catalog
+    from planner.simulate.fleet import Fleet
+    from planner.simulate.philly import (
+        DEFAULT_SLOWDOWN,
+        THROUGHPUT_POLICIES,
+        load_trace,
+        replay_saturated,
+        throughput_ratio,
+        throughput_rows,
+        throughput_table,
+        trace_jobs,
+    )
+    from planner.simulate.policies import POLICIES
+
+    names = _policies(policy or ",".join(THROUGHPUT_POLICIES), list(POLICIES))
+    if nodes is None:
+        raise InputError(
+            None, "--nodes", "--saturated needs the fleet size (a backlog has no week to size for)"
+        )
+    if nodes < 1:
+        raise InputError(None, "--nodes", f"must be at least 1, got {nodes}")
+    if nodes_per_leaf < 0:
+        raise InputError(None, "--nodes-per-leaf", f"must be at least 0, got {nodes_per_leaf}")
+    slowdown = _slowdown(cross_node, cross_leaf, DEFAULT_SLOWDOWN.cross_node, DEFAULT_SLOWDOWN.cross_leaf)
+    start = None
+    if week_start is not None:
+        try:
+            start = datetime.fromisoformat(week_start)
+        except ValueError:
+            raise InputError(None, "--week-start", f"not a date (YYYY-MM-DD): {week_start!r}") from None
+    try:
+        node_type = Catalog.load(catalog).get(offering)
+    except KeyError as exc:
+        raise InputError(catalog or "embedded catalog", "--offering", str(exc.args[0])) from None
+    frame = load_trace(trace)
+    jobs = trace_jobs(frame, start, node_type.gpus_per_node)
+    fleet = Fleet(
+        nodes, node_type.gpus_per_node, node_type.gpu_model, nodes_per_leaf=nodes_per_leaf or None,
+        gpu_memory_gb=node_type.gpu_memory_gb,
+    )  # fmt: skip
+    with _progress_bar(quiet) as bar:
+        tasks = {name: bar.add_task(name, total=1.0) for name in names}
+        results = replay_saturated(
+            jobs, fleet, names, warmup_hours=warmup_hours, days=days, backlog_factor=backlog,
+            slowdown=slowdown, progress=lambda name, share: bar.update(tasks[name], completed=share),
+        )  # fmt: skip
+    rows = throughput_rows(results)
+    ratio = throughput_ratio(rows)
+    title = f"Philly saturated: {len(jobs):,} jobs fed to {fleet.total_gpus} GPUs"
+    ratio_line = (
+        f"workload-aware / kubernetes useful GPU-hours per day: {ratio:.3f}\n" if ratio is not None else ""
+    )
+    markdown = "\n".join(
+        [
+            f"# {title}\n",
+            f"Fleet: {fleet.nodes} nodes x {fleet.gpus_per_node} {fleet.gpu_model} ({fleet.leaves} leaf "
+            f"switch(es)); warm-up {warmup_hours:g} h, window {days} d; backlog {backlog:g} x the fleet's "
+            "GPUs; "
+            f"slowdown cross-node {slowdown.cross_node:g}, cross-leaf {slowdown.cross_leaf:g}.\n",
+            throughput_table(rows),
+            ratio_line,
+            "useful: work done in the window at full speed (a slowed job counts 1/factor of the GPU-hours it "
+            "holds; GPUs a half-placed gang holds and work lost at a preemption count nothing); saturated: "
+            "the queue was never empty in the window.\n",
+        ]
+    )
+    data = {
+        "schema": SCHEMA,
+        "kind": "philly-saturated",
+        "fleet": fleet.describe(),
+        "window_hours": [warmup_hours, warmup_hours + 24.0 * days],
+        "backlog_x_fleet_gpus": backlog,
+        "slowdown": {"cross_node": slowdown.cross_node, "cross_leaf": slowdown.cross_leaf},
+        "summary": rows,
+        "ratio_workload_aware_over_kubernetes": ratio,
+        "results": [r.to_dict() for r in results],
+    }
+    with atomic_directory(output) as staging:
+        (staging / "results.json").write_text(json.dumps(data, indent=2, default=_json) + "\n")
+        (staging / "results.md").write_text(markdown, encoding="utf-8")
+        import pandas as pd
+
+        timeline = pd.concat([r.timeline.assign(policy=r.policy) for r in results], ignore_index=True)
+        timeline = timeline[["policy", *[c for c in timeline.columns if c != "policy"]]]
+        timeline.to_csv(staging / "timeline.csv", index=False)
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    shown = (("policy", "policy"), ("useful_gpu_h_per_day", "useful GPU-h/d"), ("useful_pct", "useful%"),
+             ("multi_gpu_pct", "multi%"), ("utilization_pct", "util%"), ("slowdown_loss_pct", "slow%"),
+             ("saturated", "saturated"))  # fmt: skip
+    for key, label in shown:
+        table.add_column(label, justify="left" if key == "policy" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(str(row[key]) for key, _ in shown))
+    out.print(table)
+    if ratio is not None:
+        out.print(f"workload-aware / kubernetes: {ratio:.3f}", highlight=False)
     out.print(f"written to {output}/ (results.json, results.md, timeline.csv)", highlight=False)
 
 

@@ -17,6 +17,15 @@ fragmentation (free GPUs on nodes that cannot host the per-node part of the firs
 not start, plus leftover slices no such request fits; the per-node measure of Weng et al., ATC'23),
 queueing delay per team (first start minus arrival; jobs still waiting at the end count with their wait
 so far), completions, preemptions and lost work, gangs split across leaf switches.
+
+Throughput (for the saturated regime, where it is the measure that matters): useful GPU-hours, the work
+done in the window counted at full speed (a job slowed by its placement, :class:`fleet.Slowdown`,
+advances at ``1 / factor``: the GPU-hours it holds count divided by the factor; GPUs held by a
+half-placed gang count nothing; work lost at a preemption since the last checkpoint counts nothing), and
+the GPU-hours of the jobs that completed in the window (their trace GPU-hours, however long they took).
+A :class:`Backlog` keeps the queue filled from the job list in its order (each job enters the queue
+when the queue falls below the backlog, with that time as its arrival), so the fleet never runs out of
+work; ``empty_queue_hours`` shows whether it did.
 """
 
 from __future__ import annotations
@@ -25,15 +34,15 @@ import heapq
 import math
 import time
 from bisect import insort
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from planner.simulate.fleet import EPS, ClusterState, Fleet, Job, Shape
+from planner.simulate.fleet import EPS, ClusterState, Fleet, Job, Shape, Slowdown
 from planner.simulate.policies import Group, Placement, Policy, Run, make_policy
 
 # ---- results ------------------------------------------------------------------------------------------
@@ -62,6 +71,21 @@ class SimResult:
     events: int
     wall_seconds: float
     timeline: pd.DataFrame
+    useful_gpu_hours: float = 0.0  # work done in the window at full speed (see the module docstring)
+    useful_multi_gpu_hours: float = 0.0  # the part of it done by jobs of more than one GPU
+    completed_gpu_hours: float = 0.0  # trace GPU-hours of the jobs that completed in the window
+    slowdown_gpu_hours: float = 0.0  # GPU-hours held in the window that slowed placements wasted
+    slowed_starts: int = 0  # starts (in the window) on a placement slower than the best one
+    empty_queue_hours: float = 0.0  # hours of the window with nothing waiting (0: saturated throughout)
+
+    @property
+    def days(self) -> float:
+        return max(0.0, self.window[1] - self.window[0]) / 24.0
+
+    @property
+    def throughput_per_day(self) -> float:
+        """Useful GPU-hours per day of the measured window."""
+        return self.useful_gpu_hours / self.days if self.days > 0 else 0.0
 
     @property
     def overall_delay(self) -> dict[str, float]:
@@ -92,6 +116,13 @@ class SimResult:
             "events": self.events,
             "wall_seconds": round(self.wall_seconds, 3),
             "events_per_second": round(self.events_per_second, 1),
+            "useful_gpu_hours": round(self.useful_gpu_hours, 3),
+            "useful_gpu_hours_per_day": round(self.throughput_per_day, 3),
+            "useful_multi_gpu_hours": round(self.useful_multi_gpu_hours, 3),
+            "completed_gpu_hours": round(self.completed_gpu_hours, 3),
+            "slowdown_gpu_hours": round(self.slowdown_gpu_hours, 3),
+            "slowed_starts": self.slowed_starts,
+            "empty_queue_hours": round(self.empty_queue_hours, 4),
         }
 
 
@@ -113,6 +144,25 @@ def _delay_stats(delays: Sequence[float], waiting: int) -> dict[str, float]:
 _FINISH, _EXPIRE, _ARRIVE = 0, 1, 2
 
 
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The saturated regime: keep at least ``gpus`` GPUs of demand waiting (a half-placed gang
+    included) and at least ``jobs`` jobs of one GPU (or less) among them, fed from the job list in its
+    order.
+
+    Why both: a bounded queue that only bigger jobs fill would leave free GPUs idle under a policy that
+    could start smaller work, which an unbounded backlog (everything submitted at once) would not;
+    keeping one-GPU jobs waiting means a free GPU always has work a policy could start, while the queue
+    stays short enough for backfill passes to be cheap."""
+
+    gpus: float = 0.0
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.gpus) and self.gpus >= 0) or self.jobs < 1:
+            raise ValueError(f"a backlog needs gpus >= 0 and jobs >= 1, got {self}")
+
+
 @dataclass(slots=True)
 class _Reservation:
     run: Run
@@ -128,6 +178,8 @@ class Simulator:
     ``counted=False``) warm the fleet up and are left out of the queueing statistics. ``quotas`` are the
     teams' guaranteed GPUs (workload-aware fair share). ``progress`` is called now and then with the
     share of simulated time done. ``check`` verifies the cluster invariants after every instant (tests).
+    ``slowdown``: how placement slows jobs (default: it does not). ``backlog``: the saturated regime,
+    ``jobs`` enter the queue in the order given as it drains (their arrival times are replaced).
     """
 
     def __init__(
@@ -142,14 +194,19 @@ class Simulator:
         quotas: dict[str, float] | None = None,
         progress: Callable[[float], None] | None = None,
         check: bool = False,
+        slowdown: Slowdown | None = None,
+        backlog: Backlog | None = None,
     ) -> None:
-        self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
+        self.backlog = backlog
+        self.slowdown = slowdown or Slowdown()
+        self.jobs = list(jobs) if backlog is not None else sorted(jobs, key=lambda j: (j.arrival, j.id))
         ids = {j.id for j in self.jobs}
         if len(ids) != len(self.jobs):
             raise ValueError("job ids must be unique")
         self.fleet = fleet
         self.policy = policy
-        self.start = start if start is not None else (self.jobs[0].arrival if self.jobs else 0.0)
+        first = self.jobs[0].arrival if self.jobs and backlog is None else 0.0
+        self.start = start if start is not None else first
         self.drain = end is None  # no end given: run until every job is done, the window ends there
         self.end = end if end is not None else math.inf
         if self.end <= self.start:
@@ -179,6 +236,15 @@ class Simulator:
         self._rows: list[tuple[float, float, float, float, int, int]] = []
         self._snapshot = (0.0, 0.0, 0.0)
         self._integral = np.zeros(3)
+        self._feed: deque[Job] = deque()
+        self.queued_gpus = 0.0  # GPUs asked by the queue (kept incrementally)
+        self.queued_small = 0  # jobs of at most one GPU in the queue
+        self.useful = 0.0
+        self.useful_multi = 0.0
+        self.completed_gpu_hours = 0.0
+        self.slowdown_loss = 0.0
+        self.slowed_starts = 0
+        self.empty_queue_hours = 0.0
 
     # -- events --
 
@@ -188,11 +254,16 @@ class Simulator:
 
     def run(self) -> SimResult:
         began = time.perf_counter()
-        for index, job in enumerate(self.jobs):
-            self.runs.append(Run(job, index, job.duration, self.policy.shape(job)))
-            if job.arrival < self.end:
-                self._push(max(job.arrival, self.start), _ARRIVE, index)
         now = self.start
+        if self.backlog is None:
+            for index, job in enumerate(self.jobs):
+                self.runs.append(Run(job, index, job.duration, self.policy.shape(job)))
+                if job.arrival < self.end:
+                    self._push(max(job.arrival, self.start), _ARRIVE, index)
+        else:
+            self._feed = deque(self.jobs)
+            self._fill(now, True, [])
+            self._sample(now)
         reported = 0
         while self._heap and self._heap[0][0] < self.end:
             when = self._heap[0][0]
@@ -215,7 +286,9 @@ class Simulator:
                     arrived.append(run)
             for run in arrived:
                 self._arrive(run)
-            if freed:
+            if self.backlog is not None:
+                self._fill(now, freed, arrived)
+            elif freed:
                 self._schedule(now, None)
             elif arrived:
                 self._schedule(now, [r for r in arrived if not r.rejected and r.started is None])
@@ -228,22 +301,76 @@ class Simulator:
         if self.drain:
             self.end = max(now, self.start + EPS)
         self._account(now, self.end)
+        for run in self.running.values():  # still running at the end: its work so far counts
+            self._accrue(run, _since(run.started, now), self.end)
         if self.progress is not None:
             self.progress(1.0)
         return self._result(time.perf_counter() - began)
 
+    def _fill(self, now: float, freed: bool, arrived: list[Run]) -> None:
+        """Saturated regime: top the queue up to the backlog, schedule, and again while jobs started."""
+        fed = self._top_up(now)
+        self._schedule(now, None if freed else [r for r in arrived + fed if not r.rejected])
+        while fed and self._short():
+            fed = self._top_up(now)
+            if fed:
+                self._schedule(now, fed)
+
+    def _short(self) -> bool:
+        backlog = self.backlog
+        assert backlog is not None
+        return self.queued_small < backlog.jobs or self.queued_gpus < backlog.gpus - EPS
+
+    def _top_up(self, now: float) -> list[Run]:
+        """Move jobs from the feed into the queue (arriving now) until the backlog is met."""
+        fed: list[Run] = []
+        while self._feed and self._short():
+            job = replace(self._feed.popleft(), arrival=now)
+            run = Run(job, len(self.runs), job.duration, self.policy.shape(job))
+            self.runs.append(run)
+            self._arrive(run)
+            if not run.rejected:
+                fed.append(run)
+        return fed
+
     def _arrive(self, run: Run) -> None:
         shape, fleet = run.shape, self.fleet
-        if shape.nodes > fleet.nodes or shape.per_node > fleet.gpus_per_node:
+        too_many = shape.nodes * shape.per_node > fleet.total_gpus
+        if not self.policy.pods_share_nodes:
+            too_many = too_many or shape.nodes > fleet.nodes
+        if too_many or shape.per_node > fleet.gpus_per_node:
             self.rejected += 1  # can never fit: kept out of the queue, where it would block it forever
             run.rejected = True
             return
         self.policy.observe(shape)
-        insort(self.queue, run, key=self._key)
+        self._enqueue(run)
         if run.job.end_by is not None:
             self._push(run.job.end_by, _EXPIRE, run.seq)
 
+    def _enqueue(self, run: Run) -> None:
+        insort(self.queue, run, key=self._key)
+        self.queued_gpus += run.job.gpus
+        self.queued_small += _one_gpu(run)
+
+    def _dequeue(self, run: Run) -> None:
+        self.queue.remove(run)
+        self.queued_gpus -= run.job.gpus
+        self.queued_small -= _one_gpu(run)
+
+    def _accrue(self, run: Run, begin: float, end: float) -> None:
+        """Count the work ``run`` did from ``begin`` to ``end`` (hours it ran) inside the window."""
+        lo, hi = max(begin, self.measure_from), min(end, self.end)
+        if hi > lo:
+            held = (hi - lo) * run.job.gpus
+            self.useful += held / run.factor
+            if run.job.gpus > 1:
+                self.useful_multi += held / run.factor
+            self.slowdown_loss += held - held / run.factor
+
     def _finish(self, run: Run, now: float) -> None:
+        self._accrue(run, _since(run.started, now), now)
+        if self.measure_from <= now <= self.end and run.job.end_by is None:
+            self.completed_gpu_hours += run.job.gpus * run.job.duration
         self._release(run)
         del self.running[run.seq]
         run.finished = now
@@ -253,7 +380,7 @@ class Simulator:
         """A service replica whose demand passed before it could start leaves the queue unserved."""
         if run.pods:
             self._release(run)
-        self.queue.remove(run)
+        self._dequeue(run)
         run.expired = True
         run.finished = run.job.end_by
 
@@ -335,9 +462,39 @@ class Simulator:
             # production work is never reserved for: it goes first in every pass and may preempt
             self.reservation = self._reserve(run, now)
 
+    def _schedule_each(self, now: float) -> None:
+        """Kubernetes: every waiting pod in queue order, each placed on its own; a pod that does not fit
+        is passed over (the unschedulable pool) and the next is tried. A gang starts when its last pod
+        is placed; its placed pods hold their GPUs until then."""
+        smallest_failed = math.inf  # nothing frees during a pass: a pod this big or bigger fails too
+        share = self.policy.pods_share_nodes
+        for run in list(self.queue):
+            if self.state.whole_free == 0:
+                break
+            shape = run.shape
+            need = shape.per_node
+            if need >= smallest_failed:
+                continue
+            while run.pods < shape.nodes:
+                avoid = frozenset() if share else frozenset(run.alloc.nodes)
+                node = self.policy.place_pod(self.state, need, avoid)
+                if node is None:
+                    smallest_failed = need
+                    if self.blocked is None:
+                        self.blocked = shape
+                    break
+                self.state.take_whole(run.alloc, node, need)
+                run.pods += 1
+                self.usage[run.job.team] += need
+            else:
+                self._start(run, None, now)
+
     def _schedule_fifo(self, now: float) -> None:
         """Naive and best-fit: strict arrival order, stop at the first job that cannot start."""
         self.blocked = None
+        if self.policy.skip_blocked:
+            self._schedule_each(now)
+            return
         while self.queue:
             run = self.queue[0]
             if self.policy.all_or_nothing or run.shape.nodes == 1:
@@ -369,7 +526,12 @@ class Simulator:
                     self.state.take_whole(run.alloc, node, shape.per_node)
             run.pods = shape.nodes
             self.usage[run.job.team] += run.taken
-        self.queue.remove(run)
+        self._dequeue(run)
+        run.factor = (
+            1.0 if shape.fractional else self.slowdown.factor(self.fleet, run.job.gpus, run.alloc.nodes)
+        )
+        if run.factor > 1.0 and now >= self.measure_from:
+            self.slowed_starts += 1
         run.started = now
         if run.first_start is None:
             run.first_start = now
@@ -416,17 +578,21 @@ class Simulator:
         return bool(chosen)
 
     def _evict(self, run: Run, now: float) -> None:
-        """Back to the queue; the work since the last checkpoint is lost."""
-        ran = now - _since(run.started, now)
-        saved = math.floor(ran / run.job.checkpoint_hours + EPS) * run.job.checkpoint_hours
-        self.lost_gpu_hours += (ran - saved) * run.job.gpus
+        """Back to the queue; the work since the last checkpoint is lost (checkpoints every
+        ``checkpoint_hours`` of progress; a slowed job makes progress at 1 / factor)."""
+        started = _since(run.started, now)
+        done = (now - started) / run.factor
+        saved = math.floor(done / run.job.checkpoint_hours + EPS) * run.job.checkpoint_hours
+        self.lost_gpu_hours += (done - saved) * run.job.gpus
+        self._accrue(run, started, started + saved * run.factor)  # only the saved part was useful
         self.preemptions += 1
         self._release(run)
         del self.running[run.seq]
         run.remaining = max(0.0, run.remaining - saved)
         run.started = None
+        run.factor = 1.0
         run.attempt += 1  # its pending finish event is now stale
-        insort(self.queue, run, key=self._key)
+        self._enqueue(run)
 
     def _reserve(self, run: Run, now: float) -> _Reservation:
         """EASY: the earliest time ``run`` fits as running jobs end (their known end times), and where.
@@ -480,6 +646,8 @@ class Simulator:
         lo, hi = max(t0, self.measure_from), min(t1, self.end)
         if hi > lo:
             self._integral += (hi - lo) * np.asarray(self._snapshot)
+            if not self.queue:
+                self.empty_queue_hours += hi - lo
 
     def _sample(self, now: float) -> None:
         frag = self.state.fragmented(self.blocked) if self.queue else 0.0
@@ -541,7 +709,17 @@ class Simulator:
             events=self.events,
             wall_seconds=wall,
             timeline=frame,
+            useful_gpu_hours=self.useful,
+            useful_multi_gpu_hours=self.useful_multi,
+            completed_gpu_hours=self.completed_gpu_hours,
+            slowdown_gpu_hours=self.slowdown_loss,
+            slowed_starts=self.slowed_starts,
+            empty_queue_hours=self.empty_queue_hours,
         )
+
+
+def _one_gpu(run: Run) -> bool:
+    return run.shape.nodes == 1 and run.shape.per_node <= 1
 
 
 def _since(started: float | None, now: float) -> float:

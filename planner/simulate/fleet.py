@@ -142,6 +142,42 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class Slowdown:
+    """How much slower a job runs when placed worse than its best placement (the trace's durations are
+    read as run times at the best placement: the fewest nodes, under the fewest leaf switches).
+
+    ``cross_node``: a job spread over more nodes than it needs (its gradients cross the network instead
+    of the node's NVLink/NVSwitch); ``cross_leaf``: a job over more leaf switches than it needs (its
+    traffic crosses the spine). Both apply together (the factors multiply). A slowed job's remaining work
+    advances at ``1 / factor`` per hour. ``1.0`` means placement does not matter (the default of a replay,
+    so the week replay's figures do not change); the saturated Philly replay (``planner.simulate.philly``)
+    sets the defaults it documents.
+    """
+
+    cross_node: float = 1.0
+    cross_leaf: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("cross_node", "cross_leaf"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 1.0):
+                raise ValueError(f"{name} slowdown must be a finite factor >= 1, got {value}")
+
+    def factor(self, fleet: Fleet, gpus: float, nodes: list[int]) -> float:
+        """The slowdown of a job of ``gpus`` GPUs placed on ``nodes`` (one entry per pod)."""
+        used = set(nodes)
+        if len(used) <= 1:
+            return 1.0
+        need_nodes = max(1, math.ceil(gpus / fleet.gpus_per_node - EPS))
+        out = self.cross_node if len(used) > need_nodes else 1.0
+        leaves = {fleet.leaf(n) for n in used}
+        need_leaves = 1 if fleet.nodes_per_leaf is None else math.ceil(need_nodes / fleet.nodes_per_leaf)
+        if len(leaves) > need_leaves:
+            out *= self.cross_leaf
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Shape:
     """What a policy asks the fleet for: ``nodes`` x ``per_node`` whole GPUs, or one MIG slice or share."""
 

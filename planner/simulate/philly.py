@@ -31,6 +31,26 @@ Rules (each is a choice, stated so results can be read):
   queue, inference cannot, so training is sized at its mean and the queue absorbs its peaks. The fleet
   is the plan's peak nodes. On the busiest week that fleet is a little tight (queues form at training
   peaks); a 24 h average sizes a roomier fleet (see bench/sim_bench.py for both).
+* Saturated regime (:func:`replay_saturated`, throughput): the trace's jobs in submission order from the
+  week start (then the ones before it) feed a backlog that keeps the queue at least
+  ``backlog_factor`` x the fleet's GPUs deep (and at least one job per node), so the fleet never runs
+  out of work; after ``warmup_hours`` the window measures useful GPU-hours per day (work at full
+  speed; ``planner.simulate.events``). No quotas (one pool; Philly's teams would only reorder it).
+* Placement and speed (:data:`DEFAULT_SLOWDOWN`, ``fleet.Slowdown``): the trace's durations are read as
+  run times at the best placement. A job spread over more nodes than it needs runs
+  ``cross_node`` times slower, a job over more leaf switches than it needs ``cross_leaf`` times
+  slower (both: the product). The figures are ASSUMPTIONS within what was published, not measured
+  here: Jeon et al. (ATC'19, the Philly paper, section 4) found that jobs whose GPUs were spread over
+  more servers ran with lower GPU utilization and longer, and that intra-server locality matters most;
+  Tiresias (Gu et al., NSDI'19, section 2) and Themis (Mahajan et al., NSDI'20) measured that
+  sensitivity varies by model, from near none (ResNet-style, small tensors) to a large slowdown
+  (VGG-style, large tensors) when a job is spread over machines. On H100 nodes the gap is NVLink4 /
+  NVSwitch (900 GB/s per GPU, FACTS.md [U]) against 3,200 Gb/s EFA per node, 50 GB/s per GPU (FACTS.md
+  [V]): an all-reduce that leaves the node has about a 1/18 of the bandwidth, which a job hides only
+  as far as it overlaps communication with compute. Hence 1.5 for cross-node (a middle value: half
+  the job's time more) and 1.1 for cross-leaf (rail-optimised fabrics are close to non-blocking
+  across the spine; oversubscribed ones are worse). Both are parameters; the bench also runs 1.0
+  (placement does not matter) to separate scheduling from topology.
 """
 
 from __future__ import annotations
@@ -48,13 +68,15 @@ import pandas as pd
 
 from models.errors import InputError
 from models.mig import replicas_per_gpu
-from planner.simulate.events import SimResult, simulate
-from planner.simulate.fleet import Fleet, Job
+from planner.simulate.events import Backlog, SimResult, simulate
+from planner.simulate.fleet import Fleet, Job, Slowdown
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 GPUS_PER_NODE = 8
 DEFAULT_OFFERING = "aws:us-east-1:p5.48xlarge"
 DEFAULT_NODES_PER_LEAF = 32  # ASSUMPTION: one rail-optimized scalable unit of 32 nodes per leaf group
+DEFAULT_SLOWDOWN = Slowdown(cross_node=1.5, cross_leaf=1.1)  # ASSUMPTION: see the module docstring
+THROUGHPUT_POLICIES = ("naive", "kubernetes", "best-fit", "workload-aware")
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,3 +598,150 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+# ---- the saturated regime: throughput -----------------------------------------------------------------
+
+
+def trace_jobs(
+    trace: pd.DataFrame, start: datetime | None = None, gpus_per_node: int = GPUS_PER_NODE
+) -> list[Job]:
+    """Every job of the trace as a simulator job, in submission order from ``start`` (default: the
+    busiest week's first day), then the jobs submitted before it; the rules of :func:`build_week`."""
+    begin = pd.Timestamp(_as_utc(start) if start is not None else busiest_start(trace, 7))
+    ordered = trace.assign(_late=trace["submit"] < begin).sort_values(
+        ["_late", "submit", "row"], kind="stable"
+    )
+    jobs = []
+    for row, hours, n, team in zip(
+        ordered["row"].to_numpy(), ordered["hours"].to_numpy(), ordered["gpus"].to_numpy(),
+        ordered["team"].to_numpy(), strict=True,
+    ):  # fmt: skip
+        nodes = max(1, math.ceil(n / gpus_per_node))
+        if n % nodes:
+            raise InputError(None, f"row {row}, column num_gpus", f"{n} GPUs do not split over {nodes} nodes")
+        single = n == 1
+        jobs.append(
+            Job(
+                id=f"philly-{row}",
+                team=str(team),
+                arrival=0.0,
+                duration=float(hours),
+                gpus=float(n),
+                nodes=nodes,
+                priority="batch" if single else "standard",
+                preemptible=single,
+            )
+        )
+    return jobs
+
+
+def replay_saturated(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    policies: Sequence[str] = THROUGHPUT_POLICIES,
+    *,
+    warmup_hours: float = 48.0,
+    days: float = 7.0,
+    backlog_factor: float = 2.0,
+    slowdown: Slowdown = DEFAULT_SLOWDOWN,
+    policy_options: dict[str, dict[str, Any]] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> list[SimResult]:
+    """Each policy on the same fleet with the same backlog feed; the window is [warm-up, warm-up + days)."""
+    if days <= 0:
+        raise InputError(None, "--days", f"must be positive, got {days}")
+    if warmup_hours < 0:
+        raise InputError(None, "--warmup-hours", f"must be >= 0, got {warmup_hours}")
+    if not (math.isfinite(backlog_factor) and backlog_factor > 0):
+        raise InputError(
+            None, "--backlog", f"must be a positive multiple of the fleet's GPUs, got {backlog_factor}"
+        )
+    from planner.simulate.policies import make_policy
+
+    backlog = Backlog(gpus=backlog_factor * fleet.total_gpus, jobs=fleet.nodes)
+    results = []
+    for name in policies:
+        report = (lambda share, name=name: progress(name, share)) if progress else None
+        policy = make_policy(name, fleet, **(policy_options or {}).get(name, {}))
+        results.append(
+            simulate(
+                jobs, fleet, policy, start=0.0, end=warmup_hours + 24.0 * days, measure_from=warmup_hours,
+                slowdown=slowdown, backlog=backlog, progress=report,
+            )
+        )  # fmt: skip
+    return results
+
+
+def throughput_rows(results: Sequence[SimResult]) -> list[dict[str, Any]]:
+    """One row per policy: useful GPU-hours per day and what went into it (bench and CLI print these)."""
+    rows = []
+    for result in results:
+        capacity = result.fleet.total_gpus * 24.0
+        rows.append(
+            {
+                "policy": result.policy,
+                "gpus": result.fleet.total_gpus,
+                "useful_gpu_h_per_day": round(result.throughput_per_day, 1),
+                "useful_pct": round(100.0 * result.throughput_per_day / capacity, 1),
+                "multi_gpu_pct": round(100.0 * result.useful_multi_gpu_hours / result.useful_gpu_hours, 1)
+                if result.useful_gpu_hours
+                else 0.0,
+                "completed_gpu_h_per_day": round(result.completed_gpu_hours / result.days, 1)
+                if result.days
+                else 0.0,
+                "allocation_pct": round(result.allocation_pct, 1),
+                "utilization_pct": round(result.utilization_pct, 1),
+                "slowdown_loss_pct": round(100.0 * result.slowdown_gpu_hours / (capacity * result.days), 1)
+                if result.days
+                else 0.0,
+                "slowed_starts": result.slowed_starts,
+                "gangs_split": result.gangs_split,
+                "gangs_started": result.gangs_started,
+                "completions": result.completions,
+                "saturated": result.empty_queue_hours == 0.0,
+                "wall_s": round(result.wall_seconds, 2),
+            }
+        )
+    return rows
+
+
+THROUGHPUT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("policy", "policy"),
+    ("gpus", "GPUs"),
+    ("useful_gpu_h_per_day", "useful GPU-h/day"),
+    ("useful_pct", "useful %"),
+    ("multi_gpu_pct", "multi-GPU work %"),
+    ("completed_gpu_h_per_day", "completed GPU-h/day"),
+    ("allocation_pct", "alloc %"),
+    ("utilization_pct", "util %"),
+    ("slowdown_loss_pct", "slowdown loss %"),
+    ("slowed_starts", "slowed starts"),
+    ("gangs_split", "gangs split"),
+    ("saturated", "saturated"),
+    ("wall_s", "wall s"),
+)
+
+
+def throughput_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown, gangs split shown as split/started."""
+    header = "| " + " | ".join(label for _, label in THROUGHPUT_COLUMNS) + " |"
+    rule = "|" + "|".join("---" if key == "policy" else "---:" for key, _ in THROUGHPUT_COLUMNS) + "|"
+    lines = [header, rule]
+    for row in rows:
+        cells = [
+            f"{row[key]}/{row['gangs_started']}" if key == "gangs_split" else str(row[key])
+            for key, _ in THROUGHPUT_COLUMNS
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def throughput_ratio(
+    rows: Sequence[dict[str, Any]], over: str = "workload-aware", under: str = "kubernetes"
+) -> float | None:
+    """``over``'s useful GPU-hours per day divided by ``under``'s (None if either is missing or zero)."""
+    by = {row["policy"]: row["useful_gpu_h_per_day"] for row in rows}
+    if over not in by or not by.get(under):
+        return None
+    return by[over] / by[under]

@@ -10,6 +10,16 @@ flags tell the loop in ``events`` how to admit gangs, backfill and preempt.
   scheduler without gang scheduling does (the Kubernetes default scheduler placing pods independently),
   and the pods already placed *hold* their GPUs (allocated, not used) until the last pod lands. With
   strict FIFO only the head job can be half-placed, so this cannot deadlock.
+* ``kubernetes``: the default kube-scheduler with the NVIDIA device plugin. GPUs are an opaque integer
+  resource (``nvidia.com/gpu``: a fraction of a GPU asks for one, no MIG or sharing); pods are taken in
+  queue order (PrioritySort: priority, then creation time; Philly has one priority) and each is placed
+  on its own, on the feasible node with the best NodeResourcesFit ``LeastAllocated`` score (the default
+  strategy: it spreads); no gang admission (a gang's placed pods hold their GPUs until the last one
+  lands), no topology (leaf switches are not looked at). It differs from ``naive`` in two ways that the
+  real scheduler has: a pod that does not fit does not block the queue (it goes back to the
+  unschedulable pool and the next pod is tried), and the node is the least allocated, not the first.
+  So several gangs can be half-placed at once, which ``naive`` cannot (and which can deadlock, as the
+  real one can without a gang scheduler such as Kueue, Volcano or coscheduling).
 * ``best-fit``: as naive, but every pod goes to the tightest node (fewest free GPUs that fit).
 * ``workload-aware``: small requests on MIG slices (GPU models with MIG; ``models.mig`` smallest
   profile for the replica's memory) or on GPU shares (other models); gangs admitted all-or-nothing and
@@ -68,6 +78,7 @@ class Run:
     started: float | None = None  # start of the current attempt
     attempt: int = 0
     pods: int = 0  # pods placed (a naive gang holds them before it starts)
+    factor: float = 1.0  # slowdown of the current attempt's placement: its work advances at 1 / factor
     expired: bool = False
     rejected: bool = False
     finished: float | None = None
@@ -81,7 +92,8 @@ class Run:
         return (self.job.arrival, self.seq)
 
     def end_if_started(self, now: float) -> float:
-        return self.job.end_by if self.job.end_by is not None else now + self.remaining
+        """When it ends if started at ``now`` (a running job: at its start) at its placement's speed."""
+        return self.job.end_by if self.job.end_by is not None else now + self.remaining * self.factor
 
     @property
     def taken(self) -> float:
@@ -104,7 +116,8 @@ class Policy:
     """One scheduling policy: how to size a request, order the queue and place a request.
 
     The loop in :class:`Simulator` reads the flags: ``all_or_nothing`` (gangs start whole or wait, else
-    pods are placed one by one and hold their GPUs), ``backfill`` (jobs behind a blocked one may start;
+    pods are placed one by one and hold their GPUs), ``skip_blocked`` (without backfill: a job that cannot
+    be placed is passed over instead of stopping the pass), ``backfill`` (jobs behind a blocked one may start;
     else the queue stops at the first job that cannot start), ``preempt`` (production work may evict
     preemptible batch work) and ``fair_share`` (order by guaranteed quota).
     """
@@ -114,6 +127,8 @@ class Policy:
     backfill: ClassVar[bool] = False
     preempt: ClassVar[bool] = False
     fair_share: ClassVar[bool] = False
+    skip_blocked: ClassVar[bool] = False  # no head-of-line blocking: a pod that does not fit is passed over
+    pods_share_nodes: ClassVar[bool] = False  # a job's pods may land on the same node
     split_after_hours: float = 0.0  # a gang may spread over leaf switches after queueing this long
 
     def __init__(self, fleet: Fleet) -> None:
@@ -327,14 +342,87 @@ class WorkloadAwarePolicy(Policy):
         return Placement(nodes=[best_target[0]], gpus=[best_target[1]])
 
 
+class KubernetesPolicy(Policy):
+    """The default kube-scheduler with the NVIDIA device plugin (see the module docstring).
+
+    Pods are scored by NodeResourcesFit's ``LeastAllocated`` strategy, the default: for each resource
+    ``(allocatable - requested) * MaxNodeScore / allocatable`` (integer arithmetic, MaxNodeScore 100),
+    averaged with the resource weights (https://kubernetes.io/docs/reference/scheduling/config/, the
+    default NodeResourcesFitArgs: ``LeastAllocated``, cpu and memory of weight 1; formula in
+    pkg/scheduler/framework/plugins/noderesources/least_allocated.go). ASSUMPTION: a pod requests CPU
+    and memory in proportion to its GPUs (a GPU's share of the node), so both fractions equal the node's
+    free GPU fraction after placement and NodeResourcesBalancedAllocation scores every node alike. The
+    highest score wins; equal scores are drawn at random (seeded), as ``selectHost`` does. On clusters of
+    100 nodes or more only the first ``numFeasibleNodesToFind`` feasible nodes are scored, searched from
+    a start index that rotates between pods (percentageOfNodesToScore adaptive default: max(5, 50 -
+    nodes / 125) %, at least 100 nodes; https://kubernetes.io/docs/concepts/scheduling-eviction/
+    scheduler-perf-tuning/).
+    """
+
+    name = "kubernetes"
+    skip_blocked = True
+    pods_share_nodes = True
+
+    def __init__(self, fleet: Fleet, pod_gpus: int | None = None, seed: int = 0) -> None:
+        super().__init__(fleet)
+        if pod_gpus is not None and not 1 <= pod_gpus <= fleet.gpus_per_node:
+            raise ValueError(f"pod_gpus must be 1..{fleet.gpus_per_node}, got {pod_gpus}")
+        self.pod_gpus = pod_gpus
+        self._rng = np.random.default_rng(seed)
+        self._next_start = 0
+        nodes = fleet.nodes
+        percent = max(5, 50 - nodes // 125)
+        self._to_find = nodes if nodes < 100 else max(100, nodes * percent // 100)
+
+    def shape(self, job: Job) -> Shape:
+        """nvidia.com/gpu is an integer resource: a fraction of a GPU asks for one. ``pod_gpus``: the job
+        is launched as pods of that many GPUs (e.g. one worker per GPU) when its GPUs divide evenly."""
+        gpus = max(1, round(job.gpus)) if job.gpus >= 1 else 1
+        if self.pod_gpus is not None and gpus % self.pod_gpus == 0:
+            return Shape(nodes=gpus // self.pod_gpus, per_node=self.pod_gpus)
+        return Shape(nodes=job.nodes, per_node=max(1, job.per_node))
+
+    def score(self, free: int, gpus: int) -> int:
+        """LeastAllocated on a node with ``free`` GPUs for a pod of ``gpus``: both resources (cpu,
+        memory) have the fraction left free after placement, so the weighted mean is that one figure."""
+        per_node = self.fleet.gpus_per_node
+        return (free - gpus) * 100 // per_node
+
+    def place_pod(self, state: ClusterState, gpus: int, avoid: frozenset[int] = frozenset()) -> int | None:
+        nodes = self.fleet.nodes
+        best: list[int] = []
+        best_score = -1
+        found = checked = 0
+        start = self._next_start
+        for offset in range(nodes):
+            node = (start + offset) % nodes
+            checked += 1
+            free = state.free[node]
+            if free < gpus or node in avoid:
+                continue
+            found += 1
+            value = self.score(free, gpus)
+            if value > best_score:
+                best, best_score = [node], value
+            elif value == best_score:
+                best.append(node)
+            if found >= self._to_find:
+                break
+        self._next_start = (start + checked) % nodes
+        if not best:
+            return None
+        return best[0] if len(best) == 1 else best[int(self._rng.integers(len(best)))]
+
+
 POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (NaivePolicy, BestFitPolicy, WorkloadAwarePolicy)
+    cls.name: cls for cls in (NaivePolicy, KubernetesPolicy, BestFitPolicy, WorkloadAwarePolicy)
 }
 
 
 def make_policy(name: str, fleet: Fleet, **options: Any) -> Policy:
-    """A policy by name (naive, best-fit, workload-aware); ValueError names the valid ones. ``options``
-    go to the policy (workload-aware: ``sharing``, ``split_after_hours``)."""
+    """A policy by name (naive, kubernetes, best-fit, workload-aware); ValueError names the valid ones.
+    ``options`` go to the policy (workload-aware: ``sharing``, ``split_after_hours``; kubernetes:
+    ``pod_gpus``, ``seed``)."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose {', '.join(POLICIES)}")
     return POLICIES[name](fleet, **options)
