@@ -63,7 +63,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pulp
@@ -179,58 +179,43 @@ def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int)
     return dense.reshape(-1)
 
 
-def certified_bound(
-    sets: PlanningSets,
-    per_block: int | None = None,
-    time_limit: float | None = None,
-    gap: float = 1e-4,
-    relax: bool = False,
-    start: dict[str, float] | None = None,
-) -> BoundResult:
-    """Solve the cluster model of the module docstring; its proven bound bounds the full hourly problem.
+@dataclass
+class ClusterModel:
+    """The cluster model under construction: its clusters, the PuLP rows and columns so far, and the
+    uses of each pool, capacity and burst row that the training part adds to (shared by this module's
+    bound and ``bound_exact.py``'s, which differ only in how training is placed)."""
 
-    ``relax`` solves its LP relaxation instead (commitments and run choices fractional too): a weaker
-    bound, still valid (a relaxation of a relaxation), found in one LP solve where the MILP is too big.
-    The result carries the model's decisions (:class:`ClusterDecisions`). ``start`` (from
-    :func:`start_from`) hands HiGHS a plan's integer decisions as its first incumbent.
-    """
-    began = time.perf_counter()
-    cluster = cluster_slots(sets, per_block)
-    clusters = int(cluster.max()) + 1 if len(cluster) else 0
-    hours = np.zeros(clusters)
-    mean_demand = np.zeros((len(sets.services), clusters))
-    for s, slot in enumerate(sets.slots):
-        hours[cluster[s]] += slot.hours
-        mean_demand[:, cluster[s]] += np.array(slot.demand, dtype=float) * slot.hours
-    mean_demand /= np.maximum(hours, 1e-12)
-    # hours of each cluster inside each run's window (for the at-most-n-nodes-at-a-time rule)
-    p = sets.period_hours
-    block = sets.block_periods
-    slot_period_cluster = cluster[sets.slot_of_period]
-    cluster_block = np.full(clusters, -1, dtype=np.int64)
-    cluster_period = np.zeros(clusters, dtype=np.int64)  # a period of it: the same columns serve in all
-    for s, slot in enumerate(sets.slots):
-        cluster_block[cluster[s]] = slot.block
-        cluster_period[cluster[s]] = slot.periods[0]
+    sets: PlanningSets
+    cluster: np.ndarray  # cluster per slot
+    clusters: int
+    hours: np.ndarray  # per cluster
+    cluster_block: np.ndarray  # per cluster: its block
+    cluster_period: np.ndarray  # per cluster: one of its periods (the same columns serve in all)
+    period_cluster: np.ndarray  # per period: its cluster
+    problem: pulp.LpProblem
+    objective: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
+    constraints: dict[str, pulp.LpConstraint] = field(default_factory=dict)
+    commit: dict[int, pulp.LpVariable] = field(default_factory=dict)
+    pool_use: dict[tuple[int, int], list] = field(default_factory=lambda: defaultdict(list))
+    held_use: dict[tuple[int, int], list] = field(default_factory=lambda: defaultdict(list))
+    burst_use: dict[tuple[str, int], list] = field(default_factory=lambda: defaultdict(list))
+    compute_ratio: dict[str, float] = field(default_factory=dict)
+    by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = field(default_factory=lambda: defaultdict(list))
+    spot_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
+    run_beyond: dict[int, list] = field(default_factory=lambda: defaultdict(list))  # offering -> -W
+    block_beyond: dict[tuple[int, int], list] = field(default_factory=lambda: defaultdict(list))
+    cap_rows: set[tuple[int, int]] = field(default_factory=set)  # (o, c) capacity rows wanted anyway
+    burst_rows: set[tuple[str, int]] = field(default_factory=set)  # (team, c) burst rows wanted anyway
 
-    problem = pulp.LpProblem("bound", pulp.LpMinimize)
-
-    def var(name: str, up: float | None = None, cat: str = pulp.LpContinuous) -> pulp.LpVariable:
-        return problem.add_variable(name, 0, up, cat)
-
-    objective: list[tuple[pulp.LpVariable, float]] = []
-    constraints: dict[str, pulp.LpConstraint] = {}
-    commit: dict[int, pulp.LpVariable] = {}
-    for c in sets.new_columns:
-        column = sets.columns[c]
-        commit[c] = var(f"R_{c}", sets.offerings[column.offering].max_nodes, pulp.LpInteger)
-        objective.append((commit[c], column.cost_per_node))
+    def var(self, name: str, up: float | None = None, cat: str = pulp.LpContinuous) -> pulp.LpVariable:
+        return self.problem.add_variable(name, 0, up, cat)
 
     def covered(
-        o: int, first: int, end: int, most: float
+        self, o: int, first: int, end: int, most: float
     ) -> tuple[list[tuple[pulp.LpVariable, float]], float]:
         """Committed node-hours of ``o`` inside periods [first, end), at most ``most`` hours per node:
         the new columns' terms and the held nodes' constant (the gang cuts of the docstring)."""
+        sets, p = self.sets, self.sets.period_hours
         terms, held = [], 0.0
         for k in sets.columns_on.get(o, []):
             column = sets.columns[k]
@@ -240,17 +225,56 @@ def certified_bound(
             if column.existing:
                 held += (column.nodes or 0) * hours
             else:
-                terms.append((commit[k], hours))
+                terms.append((self.commit[k], hours))
         return terms, held
 
-    pool_use: dict[tuple[int, int], list] = defaultdict(list)  # non-spot use of an offering's nodes
+
+def training_combos(sets: PlanningSets) -> dict[tuple[int, int, Capacity], tuple[int, float]]:
+    """(run, offering, tier) -> (periods held, the run's own cost): the choices a run has, start aside."""
+    combos: dict[tuple[int, int, Capacity], tuple[int, float]] = {}
+    for option in sets.options:
+        combos.setdefault((option.run, option.offering, option.tier), (option.periods, option.cost_usd))
+    return combos
+
+
+def cluster_model(sets: PlanningSets, per_block: int | None) -> ClusterModel:
+    """Clusters, commitments and inference of the cluster model (steps 1-3 of the module docstring);
+    training is added by the caller (:func:`add_combo` and its own start variables), then
+    :func:`finish_model` writes the pool, capacity, burst and guarantee rows."""
+    cluster = cluster_slots(sets, per_block)
+    clusters = int(cluster.max()) + 1 if len(cluster) else 0
+    hours = np.zeros(clusters)
+    mean_demand = np.zeros((len(sets.services), clusters))
+    for s, slot in enumerate(sets.slots):
+        hours[cluster[s]] += slot.hours
+        mean_demand[:, cluster[s]] += np.array(slot.demand, dtype=float) * slot.hours
+    mean_demand /= np.maximum(hours, 1e-12)
+    cluster_block = np.full(clusters, -1, dtype=np.int64)
+    cluster_period = np.zeros(clusters, dtype=np.int64)
+    for s, slot in enumerate(sets.slots):
+        cluster_block[cluster[s]] = slot.block
+        cluster_period[cluster[s]] = slot.periods[0]
+    model = ClusterModel(
+        sets=sets,
+        cluster=cluster,
+        clusters=clusters,
+        hours=hours,
+        cluster_block=cluster_block,
+        cluster_period=cluster_period,
+        period_cluster=cluster[sets.slot_of_period],
+        problem=pulp.LpProblem("bound", pulp.LpMinimize),
+    )
+    var, objective, constraints = model.var, model.objective, model.constraints
+    for c in sets.new_columns:
+        column = sets.columns[c]
+        model.commit[c] = var(f"R_{c}", sets.offerings[column.offering].max_nodes, pulp.LpInteger)
+        objective.append((model.commit[c], column.cost_per_node))
+
+    pool_use, held_use, burst_use = model.pool_use, model.held_use, model.burst_use
     # owned nodes still on order serve nothing: clusters never straddle a segment, so any period
     # of a cluster says whether a column on the offering serves there
     waiting = {o for o, off in enumerate(sets.offerings) if off.on_demand_usd_h is None}
     usable_in = {(o, c) for o in waiting for c in range(clusters) if usable(sets, o, int(cluster_period[c]))}
-    held_use: dict[tuple[int, int], list] = defaultdict(list)  # on-demand/spot nodes (capacity)
-    compute_ratio: dict[str, float] = {}  # MIG serving whose compute, not memory, fills the GPUs
-    burst_use: dict[tuple[str, int], list] = defaultdict(list)
     held: dict[tuple[Capacity, int, int], pulp.LpVariable] = {}
     held_links: dict[tuple[Capacity, int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for i, service in enumerate(sets.services):
@@ -272,7 +296,7 @@ def certified_bound(
                     terms_.append((x, q))
                     burst_use[(service.team, c)].append((x, gpus * ratio))  # the GPUs' compute in use
                     if ratio > 1.0:
-                        compute_ratio[x.name] = ratio
+                        model.compute_ratio[x.name] = ratio
                     if tier == Capacity.NON_SPOT:
                         pool_use[(o, c)].append((x, 1.0))
                     else:
@@ -287,54 +311,176 @@ def certified_bound(
             terms_.append((short, 1.0))
             constraints[f"demand_{i}_{c}"] = LpCon(LpExpr(terms_), pulp.LpConstraintGE, None, need)
     for (tier, o, c), users in held_links.items():
-        for name, scaled in (("held", users), ("held_compute", _compute(users, compute_ratio))):
+        for name, scaled in (("held", users), ("held_compute", _compute(users, model.compute_ratio))):
             if scaled is not None:
                 constraints[f"{name}_{VAR_CODE[tier]}_{o}_{c}"] = LpCon(
                     LpExpr([*scaled, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
                 )
+    return model
+
+
+def add_combo(
+    model: ClusterModel, r: int, o: int, tier: Capacity, periods: int, cost: float
+) -> pulp.LpVariable:
+    """A run's choice of offering and tier, start aside: its binary ``Y``, its cost and spot share, the
+    gang cut over its window (step 4) and, on owned nodes, at least ``n`` committed in its window."""
+    sets, var, constraints = model.sets, model.var, model.constraints
+    run = sets.runs[r]
+    nodes = float(run.job.nodes)
+    name = f"{r}_{o}_{VAR_CODE[tier]}"
+    y = var(f"Y_{name}", 1.0, pulp.LpInteger)
+    model.by_run[r].append((y, 1.0))
+    model.objective.append((y, cost))
+    on_spot = 1.0 if tier == Capacity.SPOT else 0.0
+    share = sets.scenario.purchase.max_spot_share
+    model.spot_terms.append((y, run.gpus * run.job.hours * (on_spot - share)))
+    if shares_commitments(sets, o, tier):
+        # the gang holds n nodes for all its hours and at most R of them are committed: at least
+        # hours * (n - R) on-demand node-hours, whatever the averaging (see _beyond_commitments)
+        w = var(f"W_{name}")
+        p = sets.period_hours
+        terms_, held_hours = model.covered(o, run.first_period, run.end_period, float(periods * p))
+        constraints[f"beyond_{name}"] = LpCon(
+            LpExpr([(w, 1.0), (y, -nodes * periods * p), *terms_]), pulp.LpConstraintGE, None, -held_hours
+        )
+        model.run_beyond[o].append((w, -1.0))
+    if sets.offerings[o].on_demand_usd_h is None and tier == Capacity.NON_SPOT:
+        # no on-demand nodes (owned): the gang holds all n nodes at once, so at least n committed
+        # at some hour of its window: no more than every column serving somewhere in it
+        gang, held_nodes = [], 0.0
+        for k in sets.columns_on.get(o, []):
+            column = sets.columns[k]
+            if column.start < run.end_period and column.end > run.first_period:
+                if column.existing:
+                    held_nodes += column.nodes or 0
+                else:
+                    gang.append((model.commit[k], 1.0))
+        constraints[f"gang_{name}"] = LpCon(
+            LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, -held_nodes
+        )
+    return y
+
+
+def finish_model(model: ClusterModel) -> None:
+    """Each run placed once (or unserved), the spot share, the billing rule per pool and cluster, the
+    gang cuts, capacity and burst limits, guarantees; then the rows and objective go into the problem."""
+    sets, var, objective, constraints = model.sets, model.var, model.objective, model.constraints
+    commit, hours = model.commit, model.hours
+    for r in range(len(sets.runs)):
+        short = var(f"UT_{r}", 1.0, pulp.LpInteger)
+        objective.append((short, run_penalty(sets, r)))
+        constraints[f"place_{r}"] = LpCon(
+            LpExpr([*model.by_run.get(r, []), (short, 1.0)]), pulp.LpConstraintEQ, None, 1.0
+        )
+    if sets.scenario.purchase.max_spot_share < 1.0 and model.spot_terms:
+        constraints["spot_share"] = LpCon(LpExpr(model.spot_terms), pulp.LpConstraintLE, None, 0.0)
+
+    on_demand_hours: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    on_demand_of: dict[int, list[tuple[tuple[pulp.LpVariable, float], int]]] = defaultdict(list)
+    for (o, c), users in model.pool_use.items():  # the billing rule: commitments first, on demand beyond
+        covering, held_nodes = committed_terms(sets, commit, o, int(model.cluster_period[c]), -1.0)
+        price = sets.offerings[o].on_demand_usd_h
+        if price is not None:
+            beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}")
+            objective.append((beyond, price * hours[c]))
+            model.held_use[(o, c)].append((beyond, 1.0))
+            covering.append((beyond, -1.0))
+        constraints[f"pool_{o}_{c}"] = LpCon(
+            LpExpr([*users, *covering]), pulp.LpConstraintLE, None, held_nodes
+        )
+        compute = _compute(users, model.compute_ratio)
+        if compute is not None:  # the same nodes, counted by the compute their MIG slices take
+            constraints[f"pool_compute_{o}_{c}"] = LpCon(
+                LpExpr([*compute, *covering]), pulp.LpConstraintLE, None, held_nodes
+            )
+        if price is not None:
+            on_demand_hours[o].append((beyond, hours[c]))
+            on_demand_of[o].append(((beyond, hours[c]), c))
+    for (o, b), gangs in model.block_beyond.items():  # the same, block by block
+        in_block = [(beyond, h) for (beyond, h), c in on_demand_of.get(o, []) if model.cluster_block[c] == b]
+        if in_block:
+            constraints[f"block_beyond_{o}_{b}"] = LpCon(
+                LpExpr([*in_block, *gangs]), pulp.LpConstraintGE, None, 0.0
+            )
+    for o, gangs in model.run_beyond.items():  # on-demand node-hours >= what the gangs need beyond R
+        if on_demand_hours.get(o):
+            constraints[f"gangs_beyond_{o}"] = LpCon(
+                LpExpr([*on_demand_hours[o], *gangs]), pulp.LpConstraintGE, None, 0.0
+            )
+    for o, offering in enumerate(sets.offerings):
+        if offering.max_nodes is None:
+            continue
+        for c in range(model.clusters):
+            users = model.held_use.get((o, c), [])
+            committed, held_nodes = committed_terms(sets, commit, o, int(model.cluster_period[c]))
+            if users or committed or (o, c) in model.cap_rows:
+                constraints[f"cap_{o}_{c}"] = LpCon(
+                    LpExpr([*committed, *users]),
+                    pulp.LpConstraintLE,
+                    None,
+                    float(offering.max_nodes) - held_nodes,
+                )
+    for team in sets.scenario.teams:
+        if team.burst_gpus is None:
+            continue
+        for c in range(model.clusters):
+            users = model.burst_use.get((team.name, c), [])
+            if users or (team.name, c) in model.burst_rows:
+                constraints[f"burst_{team.name}_{c}"] = LpCon(
+                    LpExpr(users), pulp.LpConstraintLE, None, float(team.burst_gpus)
+                )
+    _guarantees(sets, commit, var, objective, constraints)
+
+    for name, constraint in constraints.items():
+        constraint.name = name
+    model.problem.extend(constraints)
+    model.problem.setObjective(LpExpr(objective))
+
+
+def certified_bound(
+    sets: PlanningSets,
+    per_block: int | None = None,
+    time_limit: float | None = None,
+    gap: float = 1e-4,
+    relax: bool = False,
+    start: dict[str, float] | None = None,
+) -> BoundResult:
+    """Solve the cluster model of the module docstring; its proven bound bounds the full hourly problem.
+
+    ``relax`` solves its LP relaxation instead (commitments and run choices fractional too): a weaker
+    bound, still valid (a relaxation of a relaxation), found in one LP solve where the MILP is too big.
+    The result carries the model's decisions (:class:`ClusterDecisions`). ``start`` (from
+    :func:`start_from`) hands HiGHS a plan's integer decisions as its first incumbent.
+    """
+    began = time.perf_counter()
+    model = cluster_model(sets, per_block)
+    var, constraints = model.var, model.constraints
+    clusters, hours = model.clusters, model.hours
+    p = sets.period_hours
+    block = sets.block_periods
+    pool_use, held_use, burst_use = model.pool_use, model.held_use, model.burst_use
 
     # training: each (run, offering, tier) picks a start block and an offset inside it (see
     # _start_variants); blocks it covers whole hold n nodes in every cluster, the first and last
     # block hold its node-hours spread over their clusters (energy), never more than n at a time
-    combos: dict[tuple[int, int, Capacity], tuple[int, float]] = {}
-    for option in sets.options:
-        combos.setdefault((option.run, option.offering, option.tier), (option.periods, option.cost_usd))
     clusters_of_block: dict[int, list[int]] = defaultdict(list)
     for c in range(clusters):
-        clusters_of_block[int(cluster_block[c])].append(c)
-    by_run: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+        clusters_of_block[int(model.cluster_block[c])].append(c)
     chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]] = {}  # combo -> (y, variants)
-    share = sets.scenario.purchase.max_spot_share
-    spot_terms: list[tuple[pulp.LpVariable, float]] = []
-    run_beyond: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # offering -> -W
-    block_beyond: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
-    for (r, o, tier), (periods, cost) in combos.items():
+    for (r, o, tier), (periods, cost) in training_combos(sets).items():
         run = sets.runs[r]
         nodes = float(run.job.nodes)
         use = pool_use if tier == Capacity.NON_SPOT else held_use
         gpus = float(sets.offerings[o].gpus_per_node)
         name = f"{r}_{o}_{VAR_CODE[tier]}"
-        y = var(f"Y_{name}", 1.0, pulp.LpInteger)
-        by_run[r].append((y, 1.0))
-        objective.append((y, cost))
-        on_spot = 1.0 if tier == Capacity.SPOT else 0.0
-        spot_terms.append((y, run.gpus * run.job.hours * (on_spot - share)))
-        window = slot_period_cluster[run.first_period : run.end_period]
+        y = add_combo(model, r, o, tier, periods, cost)
+        window = model.period_cluster[run.first_period : run.end_period]
         inside = np.bincount(window, minlength=clusters) * p
         choice = [(y, -1.0)]
         partial: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)  # block -> energy
         variants: list[tuple[pulp.LpVariable, pulp.LpVariable | None, tuple[int, int, int, int]]] = []
         chosen_by[(r, o, tier)] = (y, variants)
         cut_gangs = shares_commitments(sets, o, tier)
-        if cut_gangs:
-            # the gang holds n nodes for all its hours and at most R of them are committed: at least
-            # hours * (n - R) on-demand node-hours, whatever the averaging (see _beyond_commitments)
-            w = var(f"W_{name}")
-            terms_, held_hours = covered(o, run.first_period, run.end_period, float(periods * p))
-            constraints[f"beyond_{name}"] = LpCon(
-                LpExpr([(w, 1.0), (y, -nodes * periods * p), *terms_]), pulp.LpConstraintGE, None, -held_hours
-            )
-            run_beyond[o].append((w, -1.0))
         for k, (b0, last, lo, hi) in enumerate(
             _start_variants(run.first_period, run.end_period, periods, block)
         ):
@@ -349,14 +495,14 @@ def certified_bound(
                 least |= {b: block for b in range(b0 + 1, last)}
                 for b, held_periods in least.items():
                     w = var(f"W_{name}_{k}_{b}")
-                    terms_, held_hours = covered(o, b * block, (b + 1) * block, float(held_periods * p))
+                    terms_, held_hours = model.covered(o, b * block, (b + 1) * block, float(held_periods * p))
                     constraints[f"beyond_{name}_{k}_{b}"] = LpCon(
                         LpExpr([(w, 1.0), (v, -nodes * held_periods * p), *terms_]),
                         pulp.LpConstraintGE,
                         None,
                         -held_hours,
                     )
-                    block_beyond[(o, b)].append((w, -1.0))
+                    model.block_beyond[(o, b)].append((w, -1.0))
             if last == b0:  # the whole run inside one block
                 partial[b0].append((v, nodes * periods * p))
                 variants.append((v, None, (b0, last, lo, hi)))
@@ -393,96 +539,15 @@ def certified_bound(
             constraints[f"energy_{name}_{b}"] = LpCon(
                 LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
             )
-        if sets.offerings[o].on_demand_usd_h is None and tier == Capacity.NON_SPOT:
-            # no on-demand nodes (owned): the gang holds all n nodes at once, so at least n committed
-            # at some hour of its window: no more than every column serving somewhere in it
-            gang, held_nodes = [], 0.0
-            for k in sets.columns_on.get(o, []):
-                column = sets.columns[k]
-                if column.start < run.end_period and column.end > run.first_period:
-                    if column.existing:
-                        held_nodes += column.nodes or 0
-                    else:
-                        gang.append((commit[k], 1.0))
-            constraints[f"gang_{r}_{o}"] = LpCon(
-                LpExpr([*gang, (y, -nodes)]), pulp.LpConstraintGE, None, -held_nodes
-            )
-    for r in range(len(sets.runs)):
-        short = var(f"UT_{r}", 1.0, pulp.LpInteger)
-        objective.append((short, run_penalty(sets, r)))
-        constraints[f"place_{r}"] = LpCon(
-            LpExpr([*by_run.get(r, []), (short, 1.0)]), pulp.LpConstraintEQ, None, 1.0
-        )
-    if share < 1.0 and spot_terms:
-        constraints["spot_share"] = LpCon(LpExpr(spot_terms), pulp.LpConstraintLE, None, 0.0)
-
-    on_demand_hours: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
-    on_demand_of: dict[int, list[tuple[tuple[pulp.LpVariable, float], int]]] = defaultdict(list)
-    for (o, c), users in pool_use.items():  # the billing rule: commitments first, on demand beyond
-        covering, held_nodes = committed_terms(sets, commit, o, int(cluster_period[c]), -1.0)
-        price = sets.offerings[o].on_demand_usd_h
-        if price is not None:
-            beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}")
-            objective.append((beyond, price * hours[c]))
-            held_use[(o, c)].append((beyond, 1.0))
-            covering.append((beyond, -1.0))
-        constraints[f"pool_{o}_{c}"] = LpCon(
-            LpExpr([*users, *covering]), pulp.LpConstraintLE, None, held_nodes
-        )
-        compute = _compute(users, compute_ratio)
-        if compute is not None:  # the same nodes, counted by the compute their MIG slices take
-            constraints[f"pool_compute_{o}_{c}"] = LpCon(
-                LpExpr([*compute, *covering]), pulp.LpConstraintLE, None, held_nodes
-            )
-        if price is not None:
-            on_demand_hours[o].append((beyond, hours[c]))
-            on_demand_of[o].append(((beyond, hours[c]), c))
-    for (o, b), gangs in block_beyond.items():  # the same, block by block
-        in_block = [(beyond, h) for (beyond, h), c in on_demand_of.get(o, []) if cluster_block[c] == b]
-        if in_block:
-            constraints[f"block_beyond_{o}_{b}"] = LpCon(
-                LpExpr([*in_block, *gangs]), pulp.LpConstraintGE, None, 0.0
-            )
-    for o, gangs in run_beyond.items():  # on-demand node-hours >= what the gangs need beyond R
-        if on_demand_hours.get(o):
-            constraints[f"gangs_beyond_{o}"] = LpCon(
-                LpExpr([*on_demand_hours[o], *gangs]), pulp.LpConstraintGE, None, 0.0
-            )
-    for o, offering in enumerate(sets.offerings):
-        if offering.max_nodes is None:
-            continue
-        for c in range(clusters):
-            users = held_use.get((o, c), [])
-            committed, held_nodes = committed_terms(sets, commit, o, int(cluster_period[c]))
-            if users or committed:
-                constraints[f"cap_{o}_{c}"] = LpCon(
-                    LpExpr([*committed, *users]),
-                    pulp.LpConstraintLE,
-                    None,
-                    float(offering.max_nodes) - held_nodes,
-                )
-    for team in sets.scenario.teams:
-        if team.burst_gpus is None:
-            continue
-        for c in range(clusters):
-            users = burst_use.get((team.name, c), [])
-            if users:
-                constraints[f"burst_{team.name}_{c}"] = LpCon(
-                    LpExpr(users), pulp.LpConstraintLE, None, float(team.burst_gpus)
-                )
-    _guarantees(sets, commit, var, objective, constraints)
-
-    for name, constraint in constraints.items():
-        constraint.name = name
-    problem.extend(constraints)
-    problem.setObjective(LpExpr(objective))
+    finish_model(model)
+    problem = model.problem
     if relax:
         for variable in problem.variables():
             variable.cat = pulp.LpContinuous
     result = solve(problem, time_limit=time_limit, gap=gap, start=start)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
     bound = result.bound + sets.fixed_usd if result.ok else float("-inf")  # held commitments: a constant
-    decisions = _decisions(sets, commit, chosen_by) if result.ok else None
+    decisions = _decisions(sets, model.commit, chosen_by) if result.ok else None
     method = METHOD + (", LP relaxation" if relax else "")
     return BoundResult(bound, clusters, time.perf_counter() - began, result, method, decisions)
 
