@@ -33,7 +33,7 @@ from models.errors import SolverError
 from models.plan import SolverStage
 from models.tiers import Capacity
 from planner.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
-from planner.optimize.bound_exact import best_bound, try_exact_bound
+from planner.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
 from planner.optimize.build import (
     guarantee_penalty_per_gpu,
     guarantee_rows,
@@ -53,7 +53,6 @@ from planner.optimize.solve import SolveResult, Termination, solve
 MILP_MIN_SECONDS = 20.0  # the cluster MILP gets at least this (medium: done in ~10 s) ...
 MILP_LP_RATIO = 2.5  # ... or this many times the cluster LP's time (large: 16 s LP -> 40 s)
 LP_FLOOR_SECONDS = 600.0  # the cluster LP's time at least, whatever --time-limit leaves
-EXACT_SHARE = 0.15  # the exact-start bound gets what is left of --time-limit, at least this share of it
 
 
 @dataclass
@@ -141,10 +140,9 @@ def plan_hourly(
     if milp_stage is not None:
         stages.append(milp_stage)
     objective = best.objective
-    # the exact-start bound (bound_exact.py) against this plan: what is left, at least a share
-    remaining = left()
-    exact_limit = None if time_limit is None else max(remaining or 0.0, EXACT_SHARE * time_limit)
-    exact = try_exact_bound(sets, per_block, exact_limit, objective, say)
+    # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit
+    budget = exact_budget(time_limit, time.perf_counter() - began, bound, objective, gap)
+    exact = None if budget is None else try_exact_bound(sets, per_block, budget, objective, say)
     if exact is not None and exact.bound_usd > bound:
         chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
         bound, method = chosen.bound_usd, chosen.method

@@ -26,7 +26,7 @@ from models.errors import SolverError
 from models.plan import Plan, SolverReport, SolverStage
 from planner.baselines import compute_baselines
 from planner.optimize.bound import BoundResult, certified_bound, clusters_per_block
-from planner.optimize.bound_exact import best_bound, try_exact_bound
+from planner.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
 from planner.optimize.build import PlanningModel, create_model
 from planner.optimize.decompose import Realized, Scheduled, _dispatch, improve_plan
 from planner.optimize.hourly import Occupancy, team_index
@@ -43,9 +43,6 @@ __all__ = ["plan_staged", "warm_start"]
 FIRST_STAGE_SHARE = 0.4
 #: Share of ``--time-limit`` kept for the certified bound (bound.py), whatever the stages took.
 BOUND_SHARE = 0.3
-#: The exact-start bound (bound_exact.py) runs after the plan is written, for what is left of the time
-#: limit but at least this long (stopped early, it still returns a valid bound or none).
-EXACT_MIN_SECONDS = 2.0
 
 
 def plan_staged(
@@ -114,8 +111,7 @@ def plan_staged(
         spent = time.perf_counter() - began
         left = None if settings.time_limit is None else max(5.0, settings.time_limit - spent)
         per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
-        # half for today's bound, the rest (after the plan is written) for the exact-start one
-        certified = certified_bound(sets, per_block, time_limit=None if left is None else left / 2)
+        certified = certified_bound(sets, per_block, time_limit=left)
         say(
             f"certified bound on the full hourly problem: ${certified.bound_usd:,.0f} "
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
@@ -145,8 +141,9 @@ def plan_staged(
         solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
         paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
         spent = time.perf_counter() - began
-        left = None if settings.time_limit is None else max(EXACT_MIN_SECONDS, settings.time_limit - spent)
-        exact = try_exact_bound(sets, per_block, left, paid, say)  # valid too: the plan keeps the larger
+        budget = exact_budget(settings.time_limit, spent, certified.bound_usd, paid, settings.gap)
+        # valid too: the plan keeps the larger of the two bounds
+        exact = None if budget is None else try_exact_bound(sets, per_block, budget, paid, say)
         _certify(solver, best_bound(certified, exact), paid)
         # the status speaks of the certified gap: optimal only when it is within what was asked
         within = solver.gap <= settings.gap + 1e-9
