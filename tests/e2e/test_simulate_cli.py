@@ -208,3 +208,27 @@ def test_openb_missing_file_exits_2(
     _, nodes = openb_files
     result = run(runner, "openb", "--pods", str(tmp_path / "none.csv"), "--nodes", str(nodes), "-q")
     assert result.exit_code == 2 and "none.csv" in result.output and "file not found" in result.output
+
+
+def test_philly_saturated_counts_the_trace_work_and_says_it_ran_dry(
+    runner: CliRunner, trace: Path, tmp_path: Path
+) -> None:
+    """Six jobs cannot saturate 16 GPUs for a day: every policy completes all of them, so useful work is
+    the trace's own GPU-hours (1x1 + 8x2 + 16x1.5 + 2x0.5 + 4x1/6 + 1x0.25 = 42.92 GPU-h in the day),
+    and the run says it was not saturated. Without --nodes it is refused, nothing written."""
+    out = tmp_path / "sat"
+    result = run(
+        runner, "philly", "--trace", str(trace), "--saturated", "--nodes", "2", "--days", "1",
+        "--warmup-hours", "0", "-o", str(out), "-q",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    work = 1 * 1 + 8 * 2 + 16 * 1.5 + 2 * 0.5 + 4 * (600 / 3600) + 1 * 0.25
+    assert [row["policy"] for row in data["summary"]] == ["naive", "kubernetes", "best-fit", "workload-aware"]
+    for row in data["summary"]:
+        assert row["useful_gpu_h_per_day"] == pytest.approx(work, abs=0.05)
+        assert row["completions"] == 6 and row["saturated"] is False
+    assert data["ratio_workload_aware_over_kubernetes"] == pytest.approx(1.0)
+    refused = run(runner, "philly", "--trace", str(trace), "--saturated", "-o", str(tmp_path / "no"), "-q")
+    assert refused.exit_code == 2 and "--nodes" in refused.output
+    assert not (tmp_path / "no").exists()
