@@ -114,9 +114,8 @@ def estimated_columns(sets: Any) -> int:
         tiers = [(o, t) for (ii, o), ts in sets.serve_tiers.items() if ii == i for t in ts]
         serve += slots_i * len(tiers)
         slack += slots_i
-        for o, tier in tiers:
-            if tier != Capacity.POOL:
-                users.setdefault((tier, o), []).append(i)
+        for o, tier in tiers:  # held nodes per (tier, offering, slot): NO beyond commitments, NS on spot
+            users.setdefault((tier, o), []).append(i)
     held = sum(int(positive[members].any(axis=0).sum()) for members in users.values())
     commits = sum(len(terms) for terms in sets.terms.values())
     return serve + slack + held + len(sets.options) + commits + len(sets.runs)
