@@ -5,6 +5,7 @@ real trace (slow; skipped when ../shared is absent).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -311,8 +312,13 @@ def brute_force_deltas(state: ClusterState, pod_index: int) -> dict[tuple[int, i
     return out
 
 
+def integer_score(increase_gpus: float) -> int:
+    """The artifact's FGD score, written out: int(100 / (1 + e^increase)), increase in GPUs."""
+    return int(100.0 / (1.0 + math.exp(increase_gpus)))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_workload_aware_choice_is_the_least_fragmentation_increase(seed: int) -> None:
+def test_workload_aware_choice_is_the_best_integer_score_then_the_tightest(seed: int) -> None:
     rng = np.random.default_rng(seed)
     nodes, pods = random_cluster(rng, 10), random_pods(rng, 60)
     state = ClusterState(nodes, pods, "workload-aware", seed=seed)
@@ -326,7 +332,20 @@ def test_workload_aware_choice_is_the_least_fragmentation_increase(seed: int) ->
         assert choice is not None
         k, d = int(pods.num_gpu[pod_index]), int(pods.gpu_milli[pod_index])
         gpu = -1 if k == 0 or d == MILLI else int(np.flatnonzero(choice.take)[0])
-        assert deltas[(choice.node, gpu)] == pytest.approx(min(deltas.values()), abs=1e-6)
+        scores_of = {key: integer_score(delta) for key, delta in deltas.items()}
+        best = max(scores_of.values())
+        assert scores_of[(choice.node, gpu)] == best
+        if gpu >= 0:  # equal scores on the node: the GPU with least left
+            equal = [g for (n, g), sc in scores_of.items() if n == choice.node and sc == best]
+            assert state.gpu_left[choice.node][gpu] == min(state.gpu_left[choice.node][g] for g in equal)
+        tied = sorted({n for (n, _), sc in scores_of.items() if sc == best})
+        c = int(pods.cpu_milli[pod_index])
+        fit = {
+            n: 0.5 * (state.cpu_left[n] - c) / state.nodes.cpu_milli.max()
+            + 0.5 * (state.gpu_left[n].sum() - k * d) / (state.nodes.gpus.max() * MILLI)
+            for n in tied
+        }
+        assert fit[choice.node] == pytest.approx(min(fit.values()), abs=1e-12)
         per_node = np.full(len(nodes), np.inf)
         for (n, _), delta in deltas.items():
             per_node[n] = min(per_node[n], delta)
