@@ -154,12 +154,7 @@ def philly(
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
         if split_after_hours is not None and not split_after_hours >= 0:
             raise InputError(None, "--split-after-hours", f"must be >= 0, got {split_after_hours}")
-        start = None
-        if week_start is not None:
-            try:
-                start = datetime.fromisoformat(week_start)
-            except ValueError:
-                raise InputError(None, "--week-start", f"not a date (YYYY-MM-DD): {week_start!r}") from None
+        start = _week_start(week_start)
         frame = load_trace(trace)
         leaf = nodes_per_leaf or None
         try:
@@ -257,6 +252,16 @@ def _slowdown(
     )
 
 
+def _week_start(text: str | None) -> datetime | None:
+    """``--week-start``: the first day of the replayed week (None: the busiest week)."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(None, "--week-start", f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
 def _saturated(
     trace: Path, output: Path, week_start: str | None, days: int, warmup_hours: float, policy: str | None,
     nodes: int | None, offering: str, catalog: Path | None, nodes_per_leaf: int, backlog: float,
@@ -288,12 +293,7 @@ def _saturated(
     if nodes_per_leaf < 0:
         raise InputError(None, "--nodes-per-leaf", f"must be at least 0, got {nodes_per_leaf}")
     slowdown = _slowdown(cross_node, cross_leaf, DEFAULT_SLOWDOWN.cross_node, DEFAULT_SLOWDOWN.cross_leaf)
-    start = None
-    if week_start is not None:
-        try:
-            start = datetime.fromisoformat(week_start)
-        except ValueError:
-            raise InputError(None, "--week-start", f"not a date (YYYY-MM-DD): {week_start!r}") from None
+    start = _week_start(week_start)
     try:
         node_type = Catalog.load(catalog).get(offering)
     except KeyError as exc:

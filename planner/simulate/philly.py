@@ -587,14 +587,15 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    header = "| " + " | ".join(label for _, label in TABLE_COLUMNS) + " |"
-    rule = "|" + "|".join("---" if key == "policy" else "---:" for key, _ in TABLE_COLUMNS) + "|"
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]] = TABLE_COLUMNS) -> str:
+    """Markdown of ``rows`` in ``columns`` (key, label); gangs split is shown as split/started."""
+    header = "| " + " | ".join(label for _, label in columns) + " |"
+    rule = "|" + "|".join("---" if key == "policy" else "---:" for key, _ in columns) + "|"
     lines = [header, rule]
-    for row in rows:  # gangs split is shown as split/started
+    for row in rows:
         cells = [
-            str(row[key]) if key != "gangs_split" else f"{row[key]}/{row['gangs_started']}"
-            for key, _ in TABLE_COLUMNS
+            f"{row[key]}/{row['gangs_started']}" if key == "gangs_split" else str(row[key])
+            for key, _ in columns
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -724,17 +725,8 @@ THROUGHPUT_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def throughput_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown, gangs split shown as split/started."""
-    header = "| " + " | ".join(label for _, label in THROUGHPUT_COLUMNS) + " |"
-    rule = "|" + "|".join("---" if key == "policy" else "---:" for key, _ in THROUGHPUT_COLUMNS) + "|"
-    lines = [header, rule]
-    for row in rows:
-        cells = [
-            f"{row[key]}/{row['gangs_started']}" if key == "gangs_split" else str(row[key])
-            for key, _ in THROUGHPUT_COLUMNS
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    """Markdown of the saturated regime's rows."""
+    return markdown_table(rows, THROUGHPUT_COLUMNS)
 
 
 def throughput_ratio(
