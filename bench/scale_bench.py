@@ -521,28 +521,33 @@ def cross_check(size: str, full: Outcome, current: Outcome) -> str | None:
 
 def gap_split(size: str, full: Outcome, current: Outcome) -> str | None:
     """(b)'s certified gap split at the optimum: its bound side (optimum - bound) and plan side (plan -
-    optimum), in % of the optimum, where (a) proved its optimum; otherwise the interval (a)'s incumbent
-    and bound leave for each side (the optimum lies between them).
+    optimum), in % of the optimum, where (a) proved its optimum; otherwise the interval the best known
+    bound (the larger of (a)'s and (b)'s) and the best known plan (the cheaper of the two) leave for the
+    optimum, and so for each side.
 
     Both use the hourly problem's cost: (b)'s objective is that plan's cost hour by hour, its certified
-    bound a bound on the same problem, and (a) is that problem on the period grid.
+    bound a bound on the same problem, and (a) is that problem on the period grid (its incumbent is
+    hourly-feasible; its bound holds for its own start set, so it bounds the optimum only where (a)
+    keeps every start, as on the exact sizes).
     """
     if full.result is None or current.result is None:
         return None
     plan, bound = current.result["objective"], current.result["hourly_bound"]
-    low, high = full.result["bound"], full.result["objective"]
-    if not all(math.isfinite(v) and v > 0 for v in (plan, bound, low, high)):
+    full_bound, full_cost = full.result["bound"], full.result["objective"]
+    if not all(math.isfinite(v) and v > 0 for v in (plan, bound, full_bound, full_cost)):
         return None
-    if full.result["status"] == "optimal" and (high - low) <= EXACT_GAP * 10 * high:
-        optimum = high
+    if full.result["status"] == "optimal" and (full_cost - full_bound) <= EXACT_GAP * 10 * full_cost:
+        optimum = full_cost
         return (
             f"{size} gap split at the proven optimum ${optimum:,.0f}: plan {plan / optimum - 1:+.3%} above "
             f"it, certified bound {1 - bound / optimum:.3%} below it (certified gap {1 - bound / plan:.3%})"
         )
+    low = max(bound, full_bound) if size in EXACT_SIZES else bound
+    high = min(plan, full_cost)
     return (
-        f"{size} gap split, optimum in [${low:,.0f}, ${high:,.0f}] ((a) not proven): plan side "
-        f"{plan / high - 1:+.3%} to {plan / low - 1:+.3%}, bound side {1 - bound / low:.3%} to "
-        f"{1 - bound / high:.3%}"
+        f"{size} gap split, optimum not proven, in [${low:,.0f}, ${high:,.0f}]: plan side "
+        f"{plan / high - 1:.3%} to {plan / low - 1:.3%}, bound side {1 - bound / low:.3%} to "
+        f"{1 - bound / high:.3%} of the optimum"
     )
 
 
