@@ -321,12 +321,16 @@ class PeriodModel:
     def lp_at(self, t: int, occupancy: Occupancy) -> tuple[float, np.ndarray, np.ndarray]:
         """Period ``t``'s LP value (fractional nodes) and the duals of its pool and capacity rows."""
         self.solve_at(t, occupancy, lp_only=True)
+        if not self.cost.size:
+            return 0.0, np.zeros(len(self.pool_rows)), np.zeros(len(self.cap_rows))
         solution = self.highs.solution()
         duals = np.asarray(solution.row_dual)
         values = np.asarray(solution.col_value)
         return float(self.cost @ values), duals[self.pool_rows], duals[self.cap_rows]
 
     def _run(self) -> tuple[np.ndarray, float]:
+        if not self.cost.size:  # nothing to serve (a scenario of training only): HiGHS says "Empty"
+            return np.zeros(0), 0.0
         outcome = self.highs.run()
         if not outcome.optimal:  # slack columns make every period feasible: this is a solver fault
             raise SolverError(f"HiGHS stopped with '{outcome.status_text}' on a period")

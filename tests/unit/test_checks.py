@@ -165,3 +165,15 @@ def test_a_demand_series_that_is_a_directory_is_an_input_error(tmp_path: Path, k
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "is a directory" in result.output and "inference[0].replicas.csv" in result.output
+
+
+@pytest.mark.parametrize("method", ["staged", "hourly"])
+def test_a_scenario_of_training_only_plans_by_either_method(tmp_path: Path, kit, method: str) -> None:
+    """No inference at all: every period's dispatch model is empty (HiGHS calls that "Empty", not
+    optimal), which the local search and the hourly method dispatch must read as nothing to pay."""
+    kit.write_catalog_csv(tmp_path / "catalog.csv", _rows(kit))
+    data = _data(kit, inference=[])
+    plan = optimize(
+        parse(data), Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings(method=method)
+    )
+    assert plan.document.unserved == [] and plan.document.costs.total_usd > 0
