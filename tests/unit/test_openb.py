@@ -318,7 +318,7 @@ def integer_score(increase_gpus: float) -> int:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_workload_aware_choice_is_the_best_integer_score_then_the_tightest(seed: int) -> None:
+def test_workload_aware_choice_is_the_best_integer_score_then_the_tie_rule(seed: int) -> None:
     rng = np.random.default_rng(seed)
     nodes, pods = random_cluster(rng, 10), random_pods(rng, 60)
     state = ClusterState(nodes, pods, "workload-aware", seed=seed)
@@ -339,6 +339,11 @@ def test_workload_aware_choice_is_the_best_integer_score_then_the_tightest(seed:
             equal = [g for (n, g), sc in scores_of.items() if n == choice.node and sc == best]
             assert state.gpu_left[choice.node][gpu] == min(state.gpu_left[choice.node][g] for g in equal)
         tied = sorted({n for (n, _), sc in scores_of.items() if sc == best})
+        # equal nodes: a whole-GPU pod to the least CPU left, a share or CPU-only pod to the least
+        # GPU left; still equal ones by best-fit's measure
+        first = (lambda n: state.cpu_left[n]) if k and d == MILLI else (lambda n: state.gpu_left[n].sum())
+        tied = [n for n in tied if first(n) == min(first(m) for m in tied)]
+        assert choice.node in tied
         c = int(pods.cpu_milli[pod_index])
         fit = {
             n: 0.5 * (state.cpu_left[n] - c) / state.nodes.cpu_milli.max()
