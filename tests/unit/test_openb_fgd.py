@@ -96,7 +96,8 @@ def test_equal_gpu_scores_go_to_the_tightest_gpu_not_the_first() -> None:
 def test_equal_node_scores_go_to_the_best_fit_node() -> None:
     """Two one-GPU nodes, idle; a 1-GPU pod on either leaves no fragment (change 0, score 50 on both).
     Best-fit's measure (0.5 * CPU left + 0.5 * GPU left, each over the largest node's) is lower on the
-    8-core node, so it wins every time; the kube-scheduler would draw between the two."""
+    8-core node, so it wins every time; the kube-scheduler would draw between the two. (The workload is
+    this one whole-GPU pod: no share majority, so best-fit's measure alone decides.)"""
     nodes = nodes_of(node(cpu=64_000), node(cpu=8_000))
     pods = pods_of(pod())
     state = ClusterState(nodes, pods, "workload-aware", seed=3)
@@ -111,3 +112,49 @@ def test_a_node_where_the_pod_does_not_fit_scores_minus_one() -> None:
     assert state.fgd_score(0)[1] == -1
     assert state.fgd_score(0)[0] >= 0
     assert np.isinf(state.fragmentation_increase(0)[1]) and MILLI == 1000
+
+
+def test_equal_scores_pack_a_share_pod_by_gpu_when_share_pods_are_the_majority() -> None:
+    """Node 0: GPUs [1, 1] free, 8 cores; node 1: GPUs [0, 1] free (a whole-GPU pod on GPU 0), 63 cores.
+    A 0.5-GPU pod (1 core) scores 50 on both for either workload below, by hand:
+
+    * workload of 0.5-GPU pods only (a share majority): no GPU is left below 0.5 before or after on
+      either node, fragmentation 0 -> 0, score int(100 * sigmoid(0)) = 50 on both;
+    * workload 2/3 whole-GPU pods, 1/3 0.5-GPU pods (a minority): node 0 [0.5, 1] keeps an idle GPU,
+      the whole type cannot use the 0.5: 2/3 * 0.5 = 0.333 GPU; node 1 [0, 0.5] has no idle GPU, all
+      0.5 idle is fragment for it: 0.333 too; both increase by 0.333: int(100 * sigmoid(-0.333)) = 41.
+
+    Best-fit's measure (0.5 * CPU left / 64 cores + 0.5 * GPU left / 2 GPUs, after placing): node 0
+    0.5 * 7/64 + 0.5 * 1.5/2 = 0.430, node 1 0.5 * 62/64 + 0.5 * 0.5/2 = 0.609: best-fit takes node 0.
+    With a share majority the least GPU left goes first: node 1 (1 GPU left against 2)."""
+    nodes = nodes_of(node(cpu=8_000, gpu=2), node(cpu=64_000, gpu=2))
+    pods = pods_of(pod(), pod(milli=500))
+    expected = {"majority": (50, 1), "minority": (41, 0)}
+    workloads = {"majority": pods_of(pod(milli=500)), "minority": pods_of(pod(), pod(), pod(milli=500))}
+    assert sigmoid_score(0.0) == 50 and sigmoid_score(1 / 3) == 41
+    for name, workload in workloads.items():
+        state = ClusterState(nodes, pods, "workload-aware", workload=workload)
+        state.place(0, Placement(1, np.array([MILLI, 0])))
+        assert state.gpu_left.tolist() == [[1000, 1000], [0, 1000]]
+        score, node_index = expected[name]
+        assert state.fgd_score(1).tolist() == [score, score], name
+        choice = state.choose(1)
+        assert choice is not None and choice.node == node_index, name
+
+
+def test_equal_scores_send_a_whole_gpu_pod_to_the_least_cpu_when_share_pods_are_the_majority() -> None:
+    """Node 0: 4 idle GPUs, 8 cores; node 1: 1 idle GPU, 16 cores. A 1-GPU pod (1 core) leaves no
+    partial GPU anywhere and every type still runs (>= 7 cores left): fragmentation 0 -> 0, score 50
+    on both. Best-fit's measure (CPU over 16 cores, GPU over 4 GPUs): node 0 0.5 * 7/16 + 0.5 * 3/4 =
+    0.594, node 1 0.5 * 15/16 + 0 = 0.469: best-fit takes node 1. With 3 of 4 workload GPU pods sharing
+    (0.5 GPU), the least CPU left goes first: node 0 (7 cores against 15)."""
+    nodes = nodes_of(node(cpu=8_000, gpu=4), node(cpu=16_000, gpu=1))
+    pods = pods_of(pod())
+    majority = pods_of(pod(milli=500), pod(milli=500), pod(milli=500), pod())
+    minority = pods_of(pod(milli=500), pod(), pod())
+    for workload, node_index in ((majority, 0), (minority, 1)):
+        state = ClusterState(nodes, pods, "workload-aware", workload=workload)
+        assert state.fgd_score(0).tolist() == [50, 50]
+        choice = state.choose(0)
+        assert choice is not None and choice.node == node_index
+        assert choice.take.tolist() == [1000, 0, 0, 0]  # the lowest idle GPU (columns past 1 GPU: none)
