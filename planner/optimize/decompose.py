@@ -225,7 +225,7 @@ def _finish(
 ) -> Realized:
     """Refined, dispatched, then improved by local search where that makes a cheaper written plan."""
     refined = _refine(sets, scheduled, left, say)
-    best = _dispatch(sets, refined, say)
+    best = dispatch_scheduled(sets, refined, say)
     better = improve_plan(
         sets, refined, best.objective, best.dispatch.seconds, left, say, reserve, time_limit=time_limit
     )
@@ -270,7 +270,7 @@ def improve_plan(
         say(f"local search: 0 moves ({found.evaluations} scored, {found.seconds:.1f} s)")
         return None
     searched = Scheduled(found.commitments, sets.committed(found.commitments), found.schedule)
-    candidate = _dispatch(sets, searched, say)
+    candidate = dispatch_scheduled(sets, searched, say)
     kept = candidate.objective < incumbent_usd - 1e-6
     say(
         f"local search: {found.accepted} moves ({kinds}; {found.evaluations} scored, {found.seconds:.1f} s), "
@@ -335,7 +335,7 @@ def _tune(
     return Scheduled(tuned.commitments, sets.committed(tuned.commitments), scheduled.schedule)
 
 
-def _dispatch(sets: PlanningSets, scheduled: Scheduled, say: Callable[[str], None]) -> Realized:
+def dispatch_scheduled(sets: PlanningSets, scheduled: Scheduled, say: Callable[[str], None]) -> Realized:
     """Inference dispatched period by period around the placed training: the finished plan."""
     hourly = dispatch(sets, scheduled.committed, scheduled.schedule.occupancy, progress=say)
     say(

@@ -28,7 +28,7 @@ from planner.baselines import compute_baselines
 from planner.optimize.bound import BoundResult, certified_bound, clusters_per_block
 from planner.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
 from planner.optimize.build import PlanningModel, create_model
-from planner.optimize.decompose import Realized, Scheduled, _dispatch, improve_plan
+from planner.optimize.decompose import Realized, Scheduled, dispatch_scheduled, improve_plan
 from planner.optimize.hourly import Occupancy, team_index
 from planner.optimize.schedule import Schedule
 from planner.optimize.sets import PlanningSets, fix_training
@@ -211,7 +211,7 @@ def _local_search(
     schedule = Schedule(placements, sorted(solution.unserved_runs), occupancy)
     commitments = {c: int(n) for c, n in solution.commits.items() if not sets.columns[c].existing}
     scheduled = Scheduled(commitments, sets.committed(commitments), schedule)
-    incumbent = _dispatch(sets, scheduled, say)
+    incumbent = dispatch_scheduled(sets, scheduled, say)
     bar = min(incumbent_usd, incumbent.objective)
     return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, say, time_limit=time_limit)
 
