@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
+from openb_kit import nodes_of, pods_of, preload
 
 from models.errors import InputError
 from planner.simulate.openb import (
@@ -25,8 +25,6 @@ from planner.simulate.openb import (
     compare,
     load_nodes,
     load_pods,
-    nodes_from_frame,
-    pods_from_frame,
     replay,
 )
 
@@ -44,21 +42,6 @@ def pod(
     gpus: int = 1, milli: int = MILLI, cpu: int = 1_000, spec: str = "", memory: int = 1_024
 ) -> dict[str, Any]:
     return {"cpu_milli": cpu, "memory_mib": memory, "num_gpu": gpus, "gpu_milli": milli, "gpu_spec": spec}
-
-
-def nodes_of(*rows: dict[str, Any]) -> Nodes:
-    return nodes_from_frame(pd.DataFrame(rows))
-
-
-def pods_of(*rows: dict[str, Any]) -> Pods:
-    return pods_from_frame(pd.DataFrame(rows))
-
-
-def preload(state: ClusterState, pod_index: int, node_index: int, gpu: int) -> None:
-    """Put a pod on a given GPU, whatever the policy would do (sets up a hand-made start state)."""
-    take = np.zeros(state.gpu_left.shape[1], dtype=np.int64)
-    take[gpu] = state.pods.num_gpu[pod_index] * state.pods.gpu_milli[pod_index]
-    state.place(pod_index, Placement(node_index, take))
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,16 +12,12 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
+from openb_kit import nodes_of, pods_of, preload
 
 from planner.simulate.openb import (
     MILLI,
     ClusterState,
-    Nodes,
     Placement,
-    Pods,
-    nodes_from_frame,
-    pods_from_frame,
 )
 
 
@@ -31,21 +27,6 @@ def node(cpu: int = 64_000, gpu: int = 1) -> dict[str, Any]:
 
 def pod(gpus: int = 1, milli: int = MILLI, cpu: int = 1_000) -> dict[str, Any]:
     return {"cpu_milli": cpu, "memory_mib": 1_024, "num_gpu": gpus, "gpu_milli": milli, "gpu_spec": ""}
-
-
-def nodes_of(*rows: dict[str, Any]) -> Nodes:
-    return nodes_from_frame(pd.DataFrame(rows))
-
-
-def pods_of(*rows: dict[str, Any]) -> Pods:
-    return pods_from_frame(pd.DataFrame(rows))
-
-
-def preload(state: ClusterState, pod_index: int, node_index: int, gpu: int) -> None:
-    """Put a share pod on a given GPU, whatever the policy would do (a hand-made start state)."""
-    take = np.zeros(state.gpu_left.shape[1], dtype=np.int64)
-    take[gpu] = state.pods.gpu_milli[pod_index]
-    state.place(pod_index, Placement(node_index, take))
 
 
 def sigmoid_score(increase_gpus: float) -> int:

@@ -9,17 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
+from openb_kit import nodes_of, pods_of, preload
 
 from planner.simulate.openb import (
     MILLI,
     ClusterState,
-    Placement,
     load_nodes,
     load_pods,
-    nodes_from_frame,
-    pods_from_frame,
     replay,
 )
 
@@ -36,14 +33,7 @@ def pod(gpus: int = 1, milli: int = MILLI, cpu: int = 4_000) -> dict[str, Any]:
 
 
 def state_of(policy: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterState:
-    return ClusterState(nodes_from_frame(pd.DataFrame(nodes)), pods_from_frame(pd.DataFrame(pods)), policy)
-
-
-def put(state: ClusterState, pod_index: int, node_index: int, gpu: int) -> None:
-    """Place a pod on a given GPU whatever the policy says (a hand-made start state)."""
-    take = np.zeros(state.gpu_left.shape[1], dtype=np.int64)
-    take[gpu] = state.pods.gpu_milli[pod_index]
-    state.place(pod_index, Placement(node_index, take))
+    return ClusterState(nodes_of(*nodes), pods_of(*pods), policy)
 
 
 def test_dot_product_picks_the_node_least_aligned_with_the_request() -> None:
@@ -62,8 +52,8 @@ def test_dot_product_picks_the_node_least_aligned_with_the_request() -> None:
 def test_clustering_keeps_a_request_type_together() -> None:
     pods = [pod(1, 500), pod(1, MILLI), pod(1, 300), pod(1, MILLI)]
     state = state_of("clustering", [node(), node(), node()], pods)
-    put(state, 0, 0, 0)  # node 0 holds a share pod (1,500 milli left)
-    put(state, 1, 1, 0)  # node 1 holds a 1-GPU pod (1,000 milli left); node 2 is idle (2,000 left)
+    preload(state, 0, 0, 0)  # node 0 holds a share pod (1,500 milli left)
+    preload(state, 1, 1, 0)  # node 1 holds a 1-GPU pod (1,000 milli left); node 2 is idle (2,000 left)
     fill = [25 * (8000 - left) // 8000 for left in (1500, 1000, 2000)]  # 20, 21, 18
     assert state._scorer is not None
     # a share pod: node 0 holds only its type (75 + f), node 1 only another (f), node 2 none (25 + f)
@@ -72,15 +62,15 @@ def test_clustering_keeps_a_request_type_together() -> None:
     # a 1-GPU pod: node 1 holds only its type now
     assert state._scorer.score(state, 3).tolist() == [fill[0], 75 + fill[1], 25 + fill[2]]
     assert state.choose(3).node == 1
-    put(state, 3, 0, 1)  # node 0 now holds both types: 50 + f for either
+    preload(state, 3, 0, 1)  # node 0 now holds both types: 50 + f for either
     assert state._scorer.score(state, 2)[0] == 50 + 25 * (8000 - 500) // 8000
 
 
 def test_packing_prefers_shared_gpus_then_used_nodes_then_idle_ones() -> None:
     pods = [pod(1, 700), pod(1, MILLI), pod(1, 200), pod(1, MILLI)]
     state = state_of("packing", [node(), node(), node()], pods)
-    put(state, 0, 1, 0)  # node 1: GPU 0 has 300 milli left
-    put(state, 1, 2, 0)  # node 2: GPU 0 taken whole, GPU 1 idle; node 0 idle
+    preload(state, 0, 1, 0)  # node 1: GPU 0 has 300 milli left
+    preload(state, 1, 2, 0)  # node 2: GPU 0 taken whole, GPU 1 idle; node 0 idle
     assert state._scorer is not None
     # share of 200: node 0 idle -> max(33 - 2, 2); node 1 shares GPU 0 -> 100 - (300 * 100 // 1000) // 10;
     # node 2 has to use an idle GPU -> max(50 - 1, 33)
@@ -95,8 +85,8 @@ def test_packing_prefers_shared_gpus_then_used_nodes_then_idle_ones() -> None:
 def test_the_share_goes_to_the_tightest_gpu_under_every_new_policy() -> None:
     for policy in NEW:
         state = state_of(policy, [node(gpu=3)], [pod(1, 400), pod(1, 100), pod(1, 300)])
-        put(state, 0, 0, 0)  # GPU 0: 600 left
-        put(state, 1, 0, 2)  # GPU 2: 900 left; GPU 1 idle
+        preload(state, 0, 0, 0)  # GPU 0: 600 left
+        preload(state, 1, 0, 2)  # GPU 2: 900 left; GPU 1 idle
         assert state.choose(2).take.tolist() == [300, 0, 0], policy  # least left that fits: GPU 0
 
 
