@@ -232,6 +232,29 @@ def _finish(
     return best if better is None else better
 
 
+MIN_SEARCH_SECONDS = 1.0  # below this the local search is not started
+
+
+def search_budget(
+    remaining: float | None,
+    reserve: float,
+    dispatch_seconds: float,
+    time_limit: float | None,
+    say: Callable[[str], None],
+) -> float | None:
+    """Seconds the local search may take (None: no limit): what is ``remaining`` less ``reserve`` and
+    one more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; says so when that is too short
+    (below ``MIN_SEARCH_SECONDS``)."""
+    if remaining is None:
+        return None
+    budget = remaining - reserve - 1.5 * dispatch_seconds
+    if time_limit is not None:
+        budget = min(budget, SEARCH_SHARE * time_limit)
+    if budget < MIN_SEARCH_SECONDS:
+        say(f"local search: no time left ({max(remaining, 0.0):.0f} s, {reserve:.0f} s kept)")
+    return budget
+
+
 def improve_plan(
     sets: PlanningSets,
     scheduled: Scheduled,
@@ -247,12 +270,8 @@ def improve_plan(
     more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; its plan, dispatched in whole nodes, if
     that costs less than ``incumbent_usd`` as written (``_cost``), else None: the incumbent is never
     lost. Both methods call it."""
-    remaining = left()
-    budget = None if remaining is None else remaining - reserve - 1.5 * dispatch_seconds
-    if budget is not None and time_limit is not None:
-        budget = min(budget, SEARCH_SHARE * time_limit)
-    if budget is not None and budget < 1.0:
-        say(f"local search: no time left ({max(remaining or 0.0, 0.0):.0f} s, {reserve:.0f} s kept)")
+    budget = search_budget(left(), reserve, dispatch_seconds, time_limit, say)
+    if budget is not None and budget < MIN_SEARCH_SECONDS:
         return None
     guarantees = any(team.guaranteed_gpus > 0 for team in sets.scenario.teams)
     found = search(

@@ -28,7 +28,14 @@ from planner.baselines import compute_baselines
 from planner.optimize.bound import BoundResult, certified_bound, clusters_per_block
 from planner.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
 from planner.optimize.build import PlanningModel, create_model
-from planner.optimize.decompose import Realized, Scheduled, dispatch_scheduled, improve_plan
+from planner.optimize.decompose import (
+    MIN_SEARCH_SECONDS,
+    Realized,
+    Scheduled,
+    dispatch_scheduled,
+    improve_plan,
+    search_budget,
+)
 from planner.optimize.hourly import Occupancy, team_index
 from planner.optimize.schedule import Schedule
 from planner.optimize.sets import PlanningSets, fix_training
@@ -203,6 +210,10 @@ def _local_search(
     def left() -> float | None:
         return None if solve_budget is None else solve_budget - (time.perf_counter() - began)
 
+    # checked before the incumbent's dispatch too: a year of periods dispatched for nothing otherwise
+    budget = search_budget(left(), 0.0, 0.0, time_limit, say)
+    if budget is not None and budget < MIN_SEARCH_SECONDS:
+        return None
     teams = team_index(sets)
     occupancy = Occupancy.empty(len(sets.offerings), len(teams), sets.scenario.horizon.periods)
     placements = sorted((sets.options[a] for a in placed), key=lambda option: option.run)
