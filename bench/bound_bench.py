@@ -23,7 +23,6 @@ import math
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,18 +35,14 @@ from gen import load, write  # noqa: E402
 from planner.optimize.bound import certified_bound, clusters_per_block  # noqa: E402
 from planner.optimize.bound_exact import exact_bound  # noqa: E402
 from planner.optimize.build import create_model  # noqa: E402
-from planner.optimize.sets import ModelOptions, build_sets  # noqa: E402
+from planner.optimize.sets import build_sets, full_sets  # noqa: E402
 from planner.optimize.solve import solve  # noqa: E402
 
 
 def full_optimum(path: Path, time_limit: float, gap: float, threads: int) -> tuple[float, float, float]:
     """(incumbent, proven bound, seconds) of the full per-period model, held commitments included."""
     scenario, catalog = load(path)
-    p = scenario.horizon.period_hours
-    options = ModelOptions(
-        block_hours=p, start_grid_hours=p, max_starts_per_run=10**6, prune=False, merge=False
-    )
-    sets = replace(build_sets(scenario, catalog, path.parent, options), integral_held=True)
+    sets = full_sets(scenario, catalog, path.parent)
     began = time.perf_counter()
     result = solve(create_model(sets).problem, time_limit=time_limit, gap=gap, threads=threads)
     if not result.ok:

@@ -140,22 +140,17 @@ def child_full_hourly(
 ) -> None:
     """(a) Build and solve the unreduced hourly model; report each phase as it ends (the parent may kill)."""
     _quiet()
-    from dataclasses import replace
 
     from gen import load
 
     from planner.optimize.build import create_model
-    from planner.optimize.sets import ModelOptions, build_sets
+    from planner.optimize.sets import full_sets
     from planner.optimize.solve import solve
 
     began = time.perf_counter()
     path = Path(scenario_path)
     scenario, catalog = load(path)
-    p = scenario.horizon.period_hours
-    options = ModelOptions(
-        block_hours=p, start_grid_hours=p, max_starts_per_run=max_starts, prune=False, merge=False
-    )
-    sets = replace(build_sets(scenario, catalog, path.parent, options), integral_held=True)
+    sets = full_sets(scenario, catalog, path.parent, max_starts)
     conn.send(
         (
             "phase",

@@ -693,6 +693,26 @@ def shares_commitments(sets: PlanningSets, o: int, tier: Capacity) -> bool:
     return tier == Capacity.NON_SPOT and sets.committable(o) and sets.offerings[o].on_demand_usd_h is not None
 
 
+#: ``full_sets``' default: no thinning of the training starts (every period of a run's window)
+EVERY_START = 10**9
+
+
+def full_sets(
+    scenario: Scenario,
+    catalog: Catalog,
+    base_dir: Path | None,
+    max_starts_per_run: int = EVERY_START,
+) -> PlanningSets:
+    """The full per-period problem that the reductions and the certified bounds are checked against:
+    one slot per period (no merging), 1-period blocks, training starts on the period grid (thinned only
+    to ``max_starts_per_run``), no dominance pruning, whole on-demand and spot nodes."""
+    p = scenario.horizon.period_hours
+    options = ModelOptions(
+        block_hours=p, start_grid_hours=p, max_starts_per_run=max_starts_per_run, prune=False, merge=False
+    )
+    return replace(build_sets(scenario, catalog, base_dir, options), integral_held=True)
+
+
 def fix_training(sets: PlanningSets, chosen: list[int]) -> PlanningSets:
     """The same problem with the training placements decided: slots re-merge much further.
 

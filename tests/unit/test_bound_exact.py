@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from planner.optimize import SolveSettings, optimize
 from planner.optimize.bound import certified_bound
 from planner.optimize.bound_exact import exact_bound
 from planner.optimize.build import create_model
-from planner.optimize.sets import ModelOptions, build_sets
+from planner.optimize.sets import build_sets, full_sets
 from planner.optimize.solve import Termination, solve
 
 START = "2027-01-04T00:00:00Z"
@@ -42,11 +41,7 @@ def _load(kit, directory: Path, data: dict[str, Any], rows: list[dict[str, Any]]
 
 def _full_optimum(scenario, catalog: Catalog, directory: Path) -> float:
     """The full problem solved exactly: one slot per period, every start period, whole nodes."""
-    p = scenario.horizon.period_hours
-    options = ModelOptions(
-        block_hours=p, start_grid_hours=p, max_starts_per_run=10**6, prune=False, merge=False
-    )
-    full = replace(build_sets(scenario, catalog, directory, options), integral_held=True)
+    full = full_sets(scenario, catalog, directory)
     result = solve(create_model(full).problem, gap=1e-9, time_limit=60)
     assert result.termination == Termination.OPTIMAL
     return result.objective + full.fixed_usd

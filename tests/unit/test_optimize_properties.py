@@ -33,7 +33,7 @@ from planner.optimize import optimize
 from planner.optimize.bound import certified_bound
 from planner.optimize.build import create_model
 from planner.optimize.checks import check_inputs
-from planner.optimize.sets import ModelOptions, build_sets
+from planner.optimize.sets import MAX_STARTS_PER_RUN, ModelOptions, build_sets, full_sets
 from planner.optimize.solve import Termination, solve
 from planner.verify import verify
 
@@ -591,9 +591,7 @@ def _model_counts_are_exact(data: dict[str, Any], rows: list[dict[str, Any]]) ->
 def _full_hourly_optimum(scenario, catalog: Catalog, directory: Path):
     """The full problem's sets (every hourly start, hourly occupancy, whole nodes, no pruning, no
     merging) and its exact optimum."""
-    p = scenario.horizon.period_hours
-    options = ModelOptions(block_hours=p, start_grid_hours=p, prune=False, merge=False)
-    full = replace(build_sets(scenario, catalog, directory, options), integral_held=True)
+    full = full_sets(scenario, catalog, directory, max_starts_per_run=MAX_STARTS_PER_RUN)
     optimum = solve(create_model(full).problem, gap=1e-9, time_limit=60)
     assert optimum.termination == Termination.OPTIMAL
     return full, optimum.objective + full.fixed_usd  # what the commitments held cost is in every plan
