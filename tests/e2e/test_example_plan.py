@@ -16,22 +16,17 @@ from models.catalog import Catalog
 from models.mig import replicas_per_gpu
 from models.scenario import load
 from models.workloads import service_demand
-from planner.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"
 
-pytestmark = pytest.mark.slow  # plans the one-year example once for the module (~11 s)
+# the one-year example, planned once per session (tests/conftest.py's example_plan, on its xdist worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mixed-fleet")]
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, pd.DataFrame]:
-    from typer.testing import CliRunner
-
-    out = tmp_path_factory.mktemp("plan") / "plan"
-    result = CliRunner().invoke(app, ["plan", str(EXAMPLE), "-o", str(out), "-q"])
-    assert result.exit_code == 0, result.output
-    return json.loads((out / "plan.json").read_text()), pd.read_csv(out / "allocations.csv")
+def planned(example_plan: Path) -> tuple[dict, pd.DataFrame]:
+    return json.loads((example_plan / "plan.json").read_text()), pd.read_csv(example_plan / "allocations.csv")
 
 
 def test_example_meets_the_bar(planned):

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from browser import open_page
-from typer.testing import CliRunner
 
-from planner.cli import app
 from planner.reports.kit import fmt_usd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,18 +33,12 @@ HEADINGS = [  # in page order: the decision first, solver details last (issue 11
 ]
 CHART_TITLES = ["Node-hours per tier over time", "GPUs per team over time"]
 
-pytestmark = pytest.mark.slow  # plans the one-year example (~8 s) before opening the page (~2 s)
+# the one-year example, planned once per session (tests/conftest.py's example_plan, on its xdist worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mixed-fleet")]
 
 
-@pytest.fixture(scope="module")
-def plan_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("report-browser") / "plan"
-    result = CliRunner().invoke(app, ["plan", str(EXAMPLE), "-o", str(out), "-q"])
-    assert result.exit_code == 0, result.output
-    return out
-
-
-def test_example_report_renders_in_a_browser(plan_dir: Path) -> None:
+def test_example_report_renders_in_a_browser(example_plan: Path) -> None:
+    plan_dir = example_plan
     report = plan_dir / "report.html"
     plan = json.loads((plan_dir / "plan.json").read_text(encoding="utf-8"))
     embedded = report.read_text(encoding="utf-8").count('class="plotly-graph-div"')
