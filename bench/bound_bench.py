@@ -10,7 +10,9 @@ For each size (``bench/gen.py``, seed 0):
 - **today**: ``bound.certified_bound`` (block-resolution training with its energy spread), the MILP
   under ``--bound-time-limit``.
 - **exact**: ``bound_exact.exact_bound`` (every start a column, column generation, reduced-cost fixing
-  against the full model's incumbent when there is one, else against ``--incumbent``).
+  against the full model's incumbent when there is one, else against ``--incumbent``), with
+  ``--clusters`` clusters per block (default: by size; a large number gives every period its own,
+  and then whole nodes), and its integer solution dispatched as a plan (``exact_plan.py``).
 
 Each prints: bound, seconds, and its distance below the full model's incumbent ("gap"); for exact
 also the columns in all, generated and kept after fixing. Single-threaded HiGHS (``--threads``).
@@ -35,6 +37,7 @@ from gen import load, write  # noqa: E402
 from planner.optimize.bound import certified_bound, clusters_per_block  # noqa: E402
 from planner.optimize.bound_exact import exact_bound  # noqa: E402
 from planner.optimize.build import create_model  # noqa: E402
+from planner.optimize.exact_plan import exact_candidate  # noqa: E402
 from planner.optimize.sets import build_sets, full_sets  # noqa: E402
 from planner.optimize.solve import solve  # noqa: E402
 
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         "--incumbent", type=float, default=None, help="a plan's cost, for reduced-cost fixing"
     )
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clusters", type=int, default=0, help="clusters per block for exact (0: by size)")
     args = parser.parse_args(argv)
     for size in args.sizes.split(","):
         with tempfile.TemporaryDirectory(prefix="gpuplan-bound-bench-") as scratch:
@@ -84,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
             )
             incumbent = optimum if math.isfinite(optimum) else args.incumbent
             # HiGHS keeps one thread scheduler per process: the exact bound runs on whatever it has
-            exact = exact_bound(sets, per_block, time_limit=args.bound_time_limit, incumbent_usd=incumbent)
+            exact = exact_bound(
+                sets, args.clusters or per_block, time_limit=args.bound_time_limit, incumbent_usd=incumbent
+            )
             print(
                 f"{size} exact: bound ${exact.bound_usd:,.0f} ({_gap(exact.bound_usd, optimum)} below), "
                 f"LP ${exact.lp_usd:,.0f} ({_gap(exact.lp_usd, optimum)}), {exact.seconds:.1f} s, "
@@ -92,6 +98,17 @@ def main(argv: list[str] | None = None) -> None:
                 f"{exact.columns_generated:,} generated, {exact.columns_kept:,} kept after fixing; "
                 f"integer stage: {exact.integer_status or 'not run'}"
             )
+            if exact.decisions is not None:  # its integer solution as a plan (exact_plan.py)
+                candidate = exact_candidate(sets, exact.decisions, lambda _line: None)
+                print(
+                    f"{size} exact-start plan: "
+                    + (
+                        "breaks a rule by period"
+                        if candidate is None
+                        else f"${candidate.objective:,.0f}, "
+                        f"{(candidate.objective - exact.bound_usd) / candidate.objective:.3%} above the bound"
+                    )
+                )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ Why the bound is valid (the full problem: whole nodes, any start period, hourly 
    under the threshold join the integer model.
 
 The bound written is the largest of the valid ones computed: the Lagrangian/LP bound and the integer
-model's dual bound.
+model's dual bound. The integer stage's incumbent is no part of it, but it is a plan candidate
+(``ExactDecisions``; ``exact_plan.py`` dispatches and checks it).
 """
 
 from __future__ import annotations
@@ -105,6 +106,19 @@ class ExactBound:
     columns_kept: int  # in the integer model, after reduced-cost fixing (0: no integer stage)
     integer_status: str  # how the integer stage ended ("" if it did not run)
     method: str = METHOD
+    #: the integer stage's best solution, when it has one: a plan candidate (``exact_plan.py``)
+    decisions: ExactDecisions | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExactDecisions:
+    """The integer model's incumbent: new commitments and where and when each run starts.
+
+    Never part of the bound (only HiGHS's dual bound is); its cluster-averaged inference makes it a
+    candidate to dispatch period by period and check, not a plan."""
+
+    commitments: dict[int, int]  # new commitment column -> nodes
+    starts: dict[int, tuple[int, Capacity, int]]  # run -> (offering, tier, start period)
 
 
 @dataclass
@@ -112,6 +126,8 @@ class _Combo:
     """One run's (offering, tier): its link row and the rows each of its held periods touches."""
 
     r: int
+    o: int
+    tier: Capacity
     name: str
     first: int  # earliest start period
     last: int  # latest start period
@@ -235,8 +251,35 @@ def exact_bound(
     dual = outcome.dual_bound
     if (outcome.optimal or outcome.stopped) and math.isfinite(dual):
         bound = max(bound, dual)
+    decisions = None
+    if outcome.optimal or (outcome.stopped and outcome.feasible):
+        decisions = _decisions(
+            model, variables, combos, generated, np.asarray(highs.col_value(), dtype=float)
+        )
     return result(bound, best_lp, rounds=rounds, converged=True, columns_generated=count,
-                  columns_kept=kept, integer_status=outcome.status_text)  # fmt: skip
+                  columns_kept=kept, integer_status=outcome.status_text, decisions=decisions)  # fmt: skip
+
+
+def _decisions(
+    model: ClusterModel,
+    variables: list[pulp.LpVariable],
+    combos: list[_Combo],
+    generated: dict[tuple[int, int], int],
+    values: np.ndarray,
+) -> ExactDecisions | None:
+    """The integer solution ``values`` read back as commitments and run starts (None if it has none)."""
+    if len(values) < len(variables) + len(generated):
+        return None
+    position = {variable.name: j for j, variable in enumerate(variables)}
+    commitments = {
+        k: round(values[position[var.name]]) for k, var in model.commit.items() if var.name in position
+    }
+    starts = {}
+    for (k, start), j in generated.items():
+        if values[j] > 0.5:
+            combo = combos[k]
+            starts[combo.r] = (combo.o, combo.tier, start)
+    return ExactDecisions({k: n for k, n in commitments.items() if n > 0}, starts)
 
 
 def _left(deadline: float) -> float | None:
@@ -282,6 +325,8 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
         combos.append(
             _Combo(
                 r=r,
+                o=o,
+                tier=tier,
                 name=name,
                 first=run.first_period,
                 last=run.end_period - periods,

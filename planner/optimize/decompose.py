@@ -146,6 +146,18 @@ def plan_hourly(
     if exact is not None and exact.bound_usd > bound:
         chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
         bound, method = chosen.bound_usd, chosen.method
+    if exact is not None and exact.decisions is not None:
+        from planner.optimize.exact_plan import exact_candidate  # it builds on this module
+
+        candidate = exact_candidate(sets, exact.decisions, say)
+        if candidate is not None:
+            kept = candidate.objective < objective - 1e-6
+            say(
+                f"exact-start plan: ${candidate.objective:,.0f} against ${objective:,.0f}"
+                + ("; it replaces the plan" if kept else "; the plan stays")
+            )
+            if kept:
+                best, objective = candidate, candidate.objective
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
