@@ -295,6 +295,21 @@ def brute_force_deltas(state: ClusterState, pod_index: int) -> dict[tuple[int, i
     return out
 
 
+def reference_pressure(nodes: Nodes, pods: Pods) -> np.ndarray:
+    """Per node, model-limited GPU demand on its model over the model's GPUs, one pod at a time."""
+    capacity: dict[str, float] = {}
+    for model, gpus in zip(nodes.models, nodes.gpus, strict=True):
+        if gpus:
+            capacity[model] = capacity.get(model, 0.0) + float(gpus)
+    demand = dict.fromkeys(capacity, 0.0)
+    for spec, k, d in zip(pods.gpu_spec, pods.num_gpu, pods.gpu_milli, strict=True):
+        allowed = [m for m in capacity if spec and m in spec.split("|")]
+        for m in allowed:
+            demand[m] += k * d / MILLI * capacity[m] / sum(capacity[a] for a in allowed)
+    pairs = zip(nodes.models, nodes.gpus, strict=True)
+    return np.array([demand[m] / capacity[m] if g else 0.0 for m, g in pairs])
+
+
 def integer_score(increase_gpus: float) -> int:
     """The artifact's FGD score, written out: int(100 / (1 + e^increase)), increase in GPUs."""
     return int(100.0 / (1.0 + math.exp(increase_gpus)))
@@ -307,6 +322,8 @@ def test_workload_aware_choice_is_the_best_integer_score_then_the_tie_rule(seed:
     state = ClusterState(nodes, pods, "workload-aware", seed=seed)
     gpu_pods = [int(m) for n, m in zip(pods.num_gpu, pods.gpu_milli, strict=True) if n > 0]
     share_majority = sum(m < MILLI for m in gpu_pods) > len(gpu_pods) / 2
+    pressure = reference_pressure(nodes, pods)
+    assert pressure.max() > 0  # the random pods name models: the rule is exercised
     for pod_index in rng.integers(0, len(pods), size=80):
         pod_index = int(pod_index)
         deltas = brute_force_deltas(state, pod_index)
@@ -317,7 +334,9 @@ def test_workload_aware_choice_is_the_best_integer_score_then_the_tie_rule(seed:
         assert choice is not None
         k, d = int(pods.num_gpu[pod_index]), int(pods.gpu_milli[pod_index])
         gpu = -1 if k == 0 or d == MILLI else int(np.flatnonzero(choice.take)[0])
-        scores_of = {key: integer_score(delta) for key, delta in deltas.items()}
+        # a whole-GPU pod pays 5 points per unit of its node's model pressure
+        cost = 5.0 * pressure if k and d == MILLI else np.zeros(len(nodes))
+        scores_of = {(n, g): round(integer_score(delta) - cost[n], 9) for (n, g), delta in deltas.items()}
         best = max(scores_of.values())
         assert scores_of[(choice.node, gpu)] == best
         if gpu >= 0:  # equal scores on the node: the GPU with least left
