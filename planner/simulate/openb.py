@@ -711,8 +711,7 @@ def model_pressure(nodes: Nodes, workload: Pods) -> np.ndarray:
 def _fgd_integer_score(decrease_milli: np.ndarray) -> np.ndarray:
     """int64(sigmoid(decrease / 1000) * 100), as the artifact's calculateGpuShareFragExtendScore: the
     fragmentation decrease in GPUs squashed to 0-100 and truncated, so near-equal placements tie."""
-    decrease = np.round(decrease_milli, _TIE_DECIMALS)  # float noise must not turn a 0 change into 49
-    return np.trunc(MAX_NODE_SCORE / (1.0 + np.exp(-decrease / MILLI))).astype(np.int64)
+    return np.trunc(MAX_NODE_SCORE / (1.0 + np.exp(-decrease_milli / MILLI))).astype(np.int64)
 
 
 def _aggregates(
