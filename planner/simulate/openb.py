@@ -710,7 +710,10 @@ def model_pressure(nodes: Nodes, workload: Pods) -> np.ndarray:
 
 def _fgd_integer_score(decrease_milli: np.ndarray) -> np.ndarray:
     """int64(sigmoid(decrease / 1000) * 100), as the artifact's calculateGpuShareFragExtendScore: the
-    fragmentation decrease in GPUs squashed to 0-100 and truncated, so near-equal placements tie."""
+    fragmentation decrease in GPUs squashed to 0-100 and truncated, so near-equal placements tie.
+    Not rounded first: a change of exactly 0 lands on 50 or 49 by float noise, and rounding it away
+    (every such placement 50, then the tie rule) costs 0.6 point on cpu250, through CPU-only pods'
+    choices (bench/RESULTS.md, stop 29): kept as measured until that is understood."""
     return np.trunc(MAX_NODE_SCORE / (1.0 + np.exp(-decrease_milli / MILLI))).astype(np.int64)
 
 
