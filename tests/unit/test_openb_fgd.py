@@ -139,3 +139,35 @@ def test_equal_scores_send_a_whole_gpu_pod_to_the_least_cpu_when_share_pods_are_
         choice = state.choose(0)
         assert choice is not None and choice.node == node_index
         assert choice.take.tolist() == [1000, 0, 0, 0]  # the lowest idle GPU (columns past 1 GPU: none)
+
+
+def test_a_whole_gpu_pod_leaves_a_scarce_model_to_the_pods_limited_to_it() -> None:
+    """Node 0: one G3 GPU; node 1: eight G2 GPUs. Workload of 10 one-GPU pods: 5 any model, 2 G3-only,
+    3 G2-only (p = 0.5, 0.2, 0.3). Model pressure (GPUs of model-limited pods over the model's GPUs):
+    G3 2 / 1 = 2.0, G2 3 / 8 = 0.375.
+
+    A 1-GPU pod of any model, by hand: on node 0 the idle G3 GPU is fragment for the G2-only type
+    only (0.3 * 1 GPU) and nothing is left after: decrease 0.3, score int(100 * sigmoid(0.3)) = 57; on
+    node 1 the eight G2 GPUs are fragment for the G3-only type (0.2 * 8 = 1.6), 0.2 * 7 = 1.4 after:
+    decrease 0.2, score 54. The artifact's FGD takes the last G3 GPU, which the G3-only pods need.
+    With 5 points per unit of pressure: node 0 57 - 10 = 47, node 1 54 - 1.875 = 52.1: node 1 wins.
+
+    A 0.5-GPU pod is not moved: node 0 [0.5] leaves 0.5 GPU unusable by every type (0.5, from 0.3):
+    increase 0.2, score 45; node 1 [0.5, 1 x 7]: 0.5 * 0.5 (the any type cannot use the half) + 0.2 *
+    7.5 + 0.3 * 0.5 = 1.9, from 1.6: increase 0.3, score 42. It goes to node 0 by FGD's score alone."""
+    g3, g2 = node(cpu=64_000, gpu=1), node(cpu=96_000, gpu=8)
+    g3["model"], g2["model"] = "G3", "G2"
+    nodes = nodes_of(g3, g2)
+    any_model, g3_only, g2_only = pod(), {**pod(), "gpu_spec": "G3"}, {**pod(), "gpu_spec": "G2"}
+    workload = pods_of(*[any_model] * 5, *[g3_only] * 2, *[g2_only] * 3)
+    pods = pods_of(any_model, pod(milli=500))
+    assert [sigmoid_score(x) for x in (-0.3, -0.2, 0.2, 0.3)] == [57, 54, 45, 42]
+    state = ClusterState(nodes, pods, "workload-aware", workload=workload)
+    assert state.fgd_score(0).tolist() == [57, 54]  # the artifact's score is unchanged
+    assert state.fgd_score(1).tolist() == [45, 42]
+    whole, share = state.choose(0), state.choose(1)
+    assert whole is not None and whole.node == 1
+    assert share is not None and share.node == 0
+    # the same cluster and pod with no model-limited types in the workload: FGD's choice, node 0
+    plain = ClusterState(nodes, pods, "workload-aware", workload=pods_of(*[any_model] * 5, pod(milli=500)))
+    assert plain.choose(0) is not None and plain.choose(0).node == 0  # type: ignore[union-attr]
