@@ -8,7 +8,9 @@ The ``month`` size (``bench/gen.py``: 4 weeks of 4 h periods, 30 offerings, 10 s
 small enough to solve (a) to proven optimality with every start on the period grid: that optimum splits
 the method's certified gap into its *bound side* (optimum - certified bound) and its *plan side* (plan -
 optimum). On the other sizes (a) brackets the optimum between its incumbent and its bound, and the split
-is printed as the interval that leaves.
+is printed as the interval that leaves. Where (a) proves nothing on the month, (c) narrows that
+interval: the exact-start bound with every period its own cluster (``child_exact_reference``) and the
+plan its integer solution makes.
 
 For each size (scenarios from ``bench/gen.py``, written to a scratch directory with their capped
 catalog, and loaded back exactly as ``gpuplan plan`` would load them):
@@ -256,6 +258,41 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
                 "hourly_gap": _or_nan(solver["certified_gap"]),
                 "bound_method": solver["certified_bound_method"] or "",
                 "stages": solver["stages"],
+                "peak_gib": _peak_gib(),
+            },
+        )
+    )
+
+
+@_reporting_errors
+def child_exact_reference(conn: Connection, scenario_path: str, time_limit: float, incumbent: float) -> None:
+    """(c) on the exact sizes: ``bound_exact.exact_bound`` with every period its own cluster, fixed against
+    the cheapest plan known so far, and its integer solution dispatched as a plan (``exact_plan.py``).
+    Its bound and that plan narrow the interval for the optimum that (a) leaves when it proves nothing."""
+    _quiet()
+    from gen import load
+
+    from planner.optimize.bound_exact import exact_bound
+    from planner.optimize.exact_plan import exact_candidate
+    from planner.optimize.sets import build_sets
+
+    began = time.perf_counter()
+    path = Path(scenario_path)
+    scenario, catalog = load(path)
+    sets = build_sets(scenario, catalog, path.parent)
+    every_period = max(1, sets.scenario.horizon.periods)
+    found = exact_bound(sets, every_period, time_limit=time_limit, incumbent_usd=incumbent, threads=1)
+    conn.send(("phase", {"phase": f"exact-start bound ${found.bound_usd:,.0f}: {found.integer_status}"}))
+    candidate = None if found.decisions is None else exact_candidate(sets, found.decisions, lambda _m: None)
+    conn.send(
+        (
+            "result",
+            {
+                "bound": found.bound_usd,
+                "plan": math.nan if candidate is None else candidate.objective,
+                "status": found.integer_status,
+                "kept": found.columns_kept,
+                "wall_s": time.perf_counter() - began,
                 "peak_gib": _peak_gib(),
             },
         )
@@ -514,7 +551,7 @@ def cross_check(size: str, full: Outcome, current: Outcome) -> str | None:
     return f"{size} cross-check: (b) hourly bound {bound:,.0f} <= (a) cost {cost:,.0f}: {verdict}"
 
 
-def gap_split(size: str, full: Outcome, current: Outcome) -> str | None:
+def gap_split(size: str, full: Outcome, current: Outcome, reference: Outcome | None = None) -> str | None:
     """(b)'s certified gap split at the optimum: its bound side (optimum - bound) and plan side (plan -
     optimum), in % of the optimum, where (a) proved its optimum; otherwise the interval the best known
     bound (the larger of (a)'s and (b)'s) and the best known plan (the cheaper of the two) leave for the
@@ -523,22 +560,32 @@ def gap_split(size: str, full: Outcome, current: Outcome) -> str | None:
     Both use the hourly problem's cost: (b)'s objective is that plan's cost hour by hour, its certified
     bound a bound on the same problem, and (a) is that problem on the period grid (its incumbent is
     hourly-feasible; its bound holds for its own start set, so it bounds the optimum only where (a)
-    keeps every start, as on the exact sizes).
+    keeps every start, as on the exact sizes). ``reference`` (c), where it ran, adds its bound (valid:
+    bound_exact.py) and its plan (hourly-feasible, dispatched like any) to the best known of each.
     """
-    if full.result is None or current.result is None:
+    if current.result is None:
         return None
     plan, bound = current.result["objective"], current.result["hourly_bound"]
-    full_bound, full_cost = full.result["bound"], full.result["objective"]
-    if not all(math.isfinite(v) and v > 0 for v in (plan, bound, full_bound, full_cost)):
+    if not all(math.isfinite(v) and v > 0 for v in (plan, bound)):
         return None
-    if full.result["status"] == "optimal" and (full_cost - full_bound) <= EXACT_GAP * 10 * full_cost:
-        optimum = full_cost
-        return (
-            f"{size} gap split at the proven optimum ${optimum:,.0f}: plan {plan / optimum - 1:+.3%} above "
-            f"it, certified bound {1 - bound / optimum:.3%} below it (certified gap {1 - bound / plan:.3%})"
-        )
-    low = max(bound, full_bound) if size in EXACT_SIZES else bound
-    high = min(plan, full_cost)
+    low, high = bound, plan
+    if full.result is not None:
+        full_bound, full_cost = full.result["bound"], full.result["objective"]
+        if not all(math.isfinite(v) and v > 0 for v in (full_bound, full_cost)):
+            return None
+        if full.result["status"] == "optimal" and (full_cost - full_bound) <= EXACT_GAP * 10 * full_cost:
+            optimum = full_cost
+            return (
+                f"{size} gap split at the proven optimum ${optimum:,.0f}: plan {plan / optimum - 1:+.3%} "
+                f"above it, certified bound {1 - bound / optimum:.3%} below it (certified gap "
+                f"{1 - bound / plan:.3%})"
+            )
+        low = max(bound, full_bound) if size in EXACT_SIZES else bound
+        high = min(plan, full_cost)
+    if reference is not None and reference.result is not None:
+        low = max(low, reference.result["bound"])
+        if math.isfinite(reference.result["plan"]):
+            high = min(high, reference.result["plan"])
     return (
         f"{size} gap split, optimum not proven, in [${low:,.0f}, ${high:,.0f}]: plan side "
         f"{plan / high - 1:.3%} to {plan / low - 1:.3%}, bound side {1 - bound / low:.3%} to "
@@ -688,7 +735,27 @@ def main(argv: list[str] | None = None) -> None:
                 check = cross_check(size, full, current)
                 if check:
                     notes.append(check)
-                split = gap_split(size, full, current)
+                reference = None
+                if size in EXACT_SIZES and current.result is not None:
+                    known = min(current.result["objective"], (full.result or {}).get("objective", math.inf))
+                    say(f"{size}: (c) exact-start reference, every period its own cluster, {limit:.0f} s")
+                    reference = run_monitored(
+                        child_exact_reference,
+                        (str(path), limit, known),
+                        grace + limit + args.solve_grace,
+                        None,
+                        args.rss_cap_gib,
+                        say,
+                    )
+                    if reference.result is not None:
+                        found = reference.result
+                        notes.append(
+                            f"{size} (c) exact-start reference: bound ${found['bound']:,.0f} "
+                            f"({found['status']}, {found['kept']:,} columns kept), "
+                            f"its plan ${found['plan']:,.0f}, "
+                            f"{found['wall_s']:.0f} s"
+                        )
+                split = gap_split(size, full, current, reference)
                 if split:
                     notes.append(split)
                 if current.error:
