@@ -158,6 +158,19 @@ def plan_hourly(
             )
             if kept:
                 best, objective = candidate, candidate.objective
+            stages.append(
+                SolverStage(
+                    stage=len(stages) + 1,
+                    what="exact-start model (bound_exact.py): its integer solution dispatched as a plan, "
+                    + ("which replaced the plan" if kept else "not cheaper: the plan stayed"),
+                    status=exact.integer_status,
+                    objective_usd=candidate.objective,
+                    bound_usd=exact.bound_usd,
+                    seconds=round(exact.seconds + candidate.dispatch.seconds, 3),
+                    cluster_objective_usd=None,
+                    distinct_periods=candidate.dispatch.distinct_periods,
+                )
+            )
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE

@@ -184,6 +184,11 @@ def test_plan_records_the_larger_bound_and_names_it(kit, tmp_path: Path, method:
     assert "exact training starts" in (solver.certified_bound_method or "")
     paid = plan.document.costs.total_usd + solver.penalty_usd
     assert paid >= 360.0 - 1e-6
+    if method == "hourly":  # the exact-start model's own plan was weighed, and the plan says so
+        weighed = [stage for stage in solver.stages if stage.what.startswith("exact-start model")]
+        assert len(weighed) == 1
+        assert weighed[0].objective_usd == pytest.approx(360.0, rel=1e-6)  # the hand optimum as a plan
+        assert weighed[0].bound_usd == pytest.approx(360.0, rel=1e-6)
 
 
 def test_a_failing_exact_bound_leaves_the_plan_and_todays_bound(kit, tmp_path: Path, monkeypatch) -> None:
