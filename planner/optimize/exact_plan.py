@@ -15,30 +15,26 @@ from collections.abc import Callable
 
 from planner.optimize.bound_exact import ExactDecisions
 from planner.optimize.decompose import Realized, Scheduled, dispatch_scheduled
-from planner.optimize.hourly import Occupancy, team_index
+from planner.optimize.hourly import Occupancy
 from planner.optimize.local_search import violations
-from planner.optimize.schedule import Schedule, at
-from planner.optimize.sets import PlanningSets, TrainingOption
+from planner.optimize.schedule import Schedule, at, combos
+from planner.optimize.sets import PlanningSets
 
 __all__ = ["exact_candidate", "scheduled_from_exact"]
 
 
 def scheduled_from_exact(sets: PlanningSets, decisions: ExactDecisions) -> Scheduled:
     """``decisions`` as commitments and placements (a run without a start is unserved)."""
-    options: dict[tuple[int, int, object], TrainingOption] = {}
-    for option in sets.options:
-        options.setdefault((option.run, option.offering, option.tier), option)
-    teams = team_index(sets)
-    occupancy = Occupancy.empty(len(sets.offerings), len(teams), sets.scenario.horizon.periods)
-    placements = []
-    for run, (offering, tier, start) in sorted(decisions.starts.items()):
-        option = at(sets, options[(run, offering, tier)], start)
-        occupancy.add(sets, option, teams[sets.runs[run].job.team])
-        placements.append(option)
+    options = combos(sets)
+    placements = [
+        at(sets, options[(run, offering, tier)], start)
+        for run, (offering, tier, start) in sorted(decisions.starts.items())
+    ]
     unserved = sorted(set(range(len(sets.runs))) - set(decisions.starts))
     new = set(sets.new_columns)
     commitments = {c: n for c, n in decisions.commitments.items() if c in new}
-    return Scheduled(commitments, sets.committed(commitments), Schedule(placements, unserved, occupancy))
+    schedule = Schedule(placements, unserved, Occupancy.of(sets, placements))
+    return Scheduled(commitments, sets.committed(commitments), schedule)
 
 
 def exact_candidate(

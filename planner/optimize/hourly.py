@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +46,15 @@ class Occupancy:
     @classmethod
     def empty(cls, offerings: int, teams: int, periods: int) -> Occupancy:
         return cls(np.zeros((offerings, periods)), np.zeros((offerings, periods)), np.zeros((teams, periods)))
+
+    @classmethod
+    def of(cls, sets: PlanningSets, placements: Iterable[TrainingOption]) -> Occupancy:
+        """What ``placements`` hold in every period of the horizon."""
+        teams = team_index(sets)
+        occupancy = cls.empty(len(sets.offerings), len(teams), sets.scenario.horizon.periods)
+        for option in placements:
+            occupancy.add(sets, option, teams[sets.runs[option.run].job.team])
+        return occupancy
 
     def add(self, sets: PlanningSets, option: TrainingOption, team: int, sign: int = 1) -> None:
         nodes = sign * sets.runs[option.run].job.nodes

@@ -139,10 +139,7 @@ def realized(
     what the plan writes, bills and verifies. Replicas that no node can take within the limits are
     added to the unserved ones, and to the penalty."""
     sets = solution.sets
-    teams = {team.name: m for m, team in enumerate(sets.scenario.teams)}
-    occupancy = Occupancy.empty(len(sets.offerings), len(teams), sets.demand.shape[1])
-    for option in solution.placements:
-        occupancy.add(sets, option, teams[sets.runs[option.run].job.team])
+    occupancy = Occupancy.of(sets, solution.placements)
     began = time.perf_counter()
     result = realize(
         sets,

@@ -36,7 +36,7 @@ from planner.optimize.decompose import (
     improve_plan,
     search_budget,
 )
-from planner.optimize.hourly import Occupancy, team_index
+from planner.optimize.hourly import Occupancy
 from planner.optimize.schedule import Schedule
 from planner.optimize.sets import PlanningSets, fix_training
 from planner.optimize.settings import SolveSettings
@@ -214,12 +214,8 @@ def _local_search(
     budget = search_budget(left(), 0.0, 0.0, time_limit, say)
     if budget is not None and budget < MIN_SEARCH_SECONDS:
         return None
-    teams = team_index(sets)
-    occupancy = Occupancy.empty(len(sets.offerings), len(teams), sets.scenario.horizon.periods)
     placements = sorted((sets.options[a] for a in placed), key=lambda option: option.run)
-    for option in placements:
-        occupancy.add(sets, option, teams[sets.runs[option.run].job.team])
-    schedule = Schedule(placements, sorted(solution.unserved_runs), occupancy)
+    schedule = Schedule(placements, sorted(solution.unserved_runs), Occupancy.of(sets, placements))
     commitments = {c: int(n) for c, n in solution.commits.items() if not sets.columns[c].existing}
     scheduled = Scheduled(commitments, sets.committed(commitments), schedule)
     incumbent = dispatch_scheduled(sets, scheduled, say)
