@@ -11,8 +11,8 @@ For each size (``bench/gen.py``, seed 0):
   under ``--bound-time-limit``.
 - **exact**: ``bound_exact.exact_bound`` (every start a column, column generation, reduced-cost fixing
   against the full model's incumbent when there is one, else against ``--incumbent``), with
-  ``--clusters`` clusters per block (default: by size; a large number gives every period its own,
-  and then whole nodes), and its integer solution dispatched as a plan (``exact_plan.py``).
+  ``--clusters`` clusters per block (default: by size; a large number gives every period its own),
+  and its integer solution dispatched as a plan (``exact_plan.py``).
 
 Each prints: bound, seconds, and its distance below the full model's incumbent ("gap"); for exact
 also the columns in all, generated and kept after fixing. Single-threaded HiGHS (``--threads``).

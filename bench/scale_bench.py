@@ -717,6 +717,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(full_row(size, full, limit, args.rss_cap_gib))
             if full.error:
                 notes.append(f"{size} (a) error: {full.error}")
+            currents: list[Outcome] = []
             for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
                 method_deadline = grace + 4 * args.time_limit  # generous: a run over it is a finding
                 say(f"{size}: (b) optimize() --method {method}, time limit {args.time_limit:.0f} s")
@@ -729,35 +730,13 @@ def main(argv: list[str] | None = None) -> None:
                     say,
                 )
                 say(f"{size}: (b) {current.ending} after {current.seconds:.0f} s")
+                currents.append(current)
                 rows.append(current_row(size, current, args.time_limit, method))
                 if not args.skip_full:
                     rows.append(ratio_row(size, full, current))
                 check = cross_check(size, full, current)
                 if check:
                     notes.append(check)
-                reference = None
-                if size in EXACT_SIZES and current.result is not None:
-                    known = min(current.result["objective"], (full.result or {}).get("objective", math.inf))
-                    say(f"{size}: (c) exact-start reference, every period its own cluster, {limit:.0f} s")
-                    reference = run_monitored(
-                        child_exact_reference,
-                        (str(path), limit, known),
-                        grace + limit + args.solve_grace,
-                        None,
-                        args.rss_cap_gib,
-                        say,
-                    )
-                    if reference.result is not None:
-                        found = reference.result
-                        notes.append(
-                            f"{size} (c) exact-start reference: bound ${found['bound']:,.0f} "
-                            f"({found['status']}, {found['kept']:,} columns kept), "
-                            f"its plan ${found['plan']:,.0f}, "
-                            f"{found['wall_s']:.0f} s"
-                        )
-                split = gap_split(size, full, current, reference)
-                if split:
-                    notes.append(split)
                 if current.error:
                     notes.append(f"{size} (b) {method} error: {current.error}")
                 if current.result is not None:
@@ -769,6 +748,31 @@ def main(argv: list[str] | None = None) -> None:
                         f"{size} (b) {method}: plan cost (no penalties) ${current.result['cost']:,.0f}; "
                         f"{current.result['unserved']} unserved item(s); {stages}"
                     )
+            # (c) once per size, fixed against the cheapest plan any row found; then each (b)'s split
+            planned = [c.result["objective"] for c in currents if c.result is not None]
+            reference = None
+            if size in EXACT_SIZES and planned:
+                known = min([*planned, (full.result or {}).get("objective", math.inf)])
+                say(f"{size}: (c) exact-start reference, every period its own cluster, {limit:.0f} s")
+                reference = run_monitored(
+                    child_exact_reference,
+                    (str(path), limit, known),
+                    grace + limit + args.solve_grace,
+                    None,
+                    args.rss_cap_gib,
+                    say,
+                )
+                if reference.result is not None:
+                    found = reference.result
+                    notes.append(
+                        f"{size} (c) exact-start reference: bound ${found['bound']:,.0f} "
+                        f"({found['status']}, {found['kept']:,} columns kept), "
+                        f"its plan ${found['plan']:,.0f}, {found['wall_s']:.0f} s"
+                    )
+            for current in currents:
+                split = gap_split(size, full, current, reference)
+                if split:
+                    notes.append(split)
     print()
     print(render(rows))
     print()
