@@ -146,31 +146,13 @@ def plan_hourly(
     if exact is not None and exact.bound_usd > bound:
         chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
         bound, method = chosen.bound_usd, chosen.method
-    if exact is not None and exact.decisions is not None:
-        from planner.optimize.exact_plan import exact_candidate  # it builds on this module
+    from planner.optimize.exact_plan import weigh_exact_plan  # it builds on this module
 
-        candidate = exact_candidate(sets, exact.decisions, say)
-        if candidate is not None:
-            kept = candidate.objective < objective - 1e-6
-            say(
-                f"exact-start plan: ${candidate.objective:,.0f} against ${objective:,.0f}"
-                + ("; it replaces the plan" if kept else "; the plan stays")
-            )
-            if kept:
-                best, objective = candidate, candidate.objective
-            stages.append(
-                SolverStage(
-                    stage=len(stages) + 1,
-                    what="exact-start model (bound_exact.py): its integer solution dispatched as a plan, "
-                    + ("which replaced the plan" if kept else "not cheaper: the plan stayed"),
-                    status=exact.integer_status,
-                    objective_usd=candidate.objective,
-                    bound_usd=exact.bound_usd,
-                    seconds=round(exact.seconds + candidate.dispatch.seconds, 3),
-                    cluster_objective_usd=None,
-                    distinct_periods=candidate.dispatch.distinct_periods,
-                )
-            )
+    candidate, weighed = weigh_exact_plan(sets, exact, objective, len(stages) + 1, say)
+    if candidate is not None:
+        best, objective = candidate, candidate.objective
+    if weighed is not None:
+        stages.append(weighed)
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from planner.optimize.bound_exact import ExactDecisions
+from models.plan import SolverStage
+from planner.optimize.bound_exact import ExactBound, ExactDecisions
 from planner.optimize.decompose import Realized, Scheduled, dispatch_scheduled
 from planner.optimize.hourly import Occupancy
 from planner.optimize.local_search import violations
 from planner.optimize.schedule import Schedule, at, combos
 from planner.optimize.sets import PlanningSets
 
-__all__ = ["exact_candidate", "scheduled_from_exact"]
+__all__ = ["NOT_KEPT", "exact_candidate", "scheduled_from_exact", "weigh_exact_plan"]
+
+_WHAT = "exact-start model (bound_exact.py): its integer solution dispatched as a plan, "
+KEPT = _WHAT + "which replaced the plan"
+NOT_KEPT = _WHAT + "not cheaper: the plan stayed"
 
 
 def scheduled_from_exact(sets: PlanningSets, decisions: ExactDecisions) -> Scheduled:
@@ -47,3 +52,37 @@ def exact_candidate(
         say(f"exact-start plan: {len(broken)} rule(s) broken by period ({broken[0]}); not used")
         return None
     return dispatch_scheduled(sets, scheduled, say)
+
+
+def weigh_exact_plan(
+    sets: PlanningSets,
+    exact: ExactBound | None,
+    incumbent_usd: float,
+    stage: int,
+    say: Callable[[str], None],
+) -> tuple[Realized | None, SolverStage | None]:
+    """The exact-start plan against a plan costing ``incumbent_usd`` as written: (the candidate if it is
+    cheaper, else None; the solver stage that records it, None when there was no candidate to weigh).
+
+    Both methods call this once their plan is known, so the record in ``plan.json`` reads the same."""
+    if exact is None or exact.decisions is None:
+        return None, None
+    candidate = exact_candidate(sets, exact.decisions, say)
+    if candidate is None:
+        return None, None
+    kept = candidate.objective < incumbent_usd - 1e-6
+    say(
+        f"exact-start plan: ${candidate.objective:,.0f} against ${incumbent_usd:,.0f}"
+        + ("; it replaces the plan" if kept else "; the plan stays")
+    )
+    record = SolverStage(
+        stage=stage,
+        what=KEPT if kept else NOT_KEPT,
+        status=exact.integer_status,
+        objective_usd=candidate.objective,
+        bound_usd=exact.bound_usd,
+        seconds=round(exact.seconds + candidate.dispatch.seconds, 3),
+        cluster_objective_usd=None,
+        distinct_periods=candidate.dispatch.distinct_periods,
+    )
+    return (candidate if kept else None), record

@@ -12,8 +12,11 @@
 ``--gap`` is measured against the best of stage 1's and stage 3's bounds (``model_gap``): a true
 optimality certificate for the model (training on its start grid, capacity held for each block a run
 touches). ``bound_usd``/``gap`` in plan.json are the certified bound on the full hourly problem
-(bound.py) and the plan's gap against it. The hourly method, for sizes where one MILP over every slot
-does not fit, is ``decompose.py``; ``run.py`` picks between the two.
+(bound.py) and the plan's gap against it; the exact-start bound (bound_exact.py) runs after the plan is
+written, and where its integer solution, dispatched as a plan, keeps every rule and costs less as
+written, that plan replaces this one (exact_plan.py; its model bound is then that model's). The
+hourly method, for sizes where one MILP over every slot does not fit, is ``decompose.py``; ``run.py``
+picks between the two.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from planner.optimize.decompose import (
     improve_plan,
     search_budget,
 )
+from planner.optimize.exact_plan import NOT_KEPT, weigh_exact_plan
 from planner.optimize.hourly import Occupancy
 from planner.optimize.schedule import Schedule
 from planner.optimize.sets import PlanningSets, fix_training
@@ -124,19 +128,7 @@ def plan_staged(
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
         )
     baselines = compute_baselines(sets)
-    plan = build_plan(
-        solution,
-        result,
-        baselines,
-        method="staged-milp",
-        elapsed={"build": build_seconds},
-        model_slots=len(sets.slots),
-        realize_seconds=settings.realize_budget,
-        progress=say,
-    )
-    solver = plan.document.solver
-    solver.stage2_model_periods = len(fixed_sets.slots)
-    solver.stages = [
+    stages = [
         SolverStage(stage=1, what="node counts relaxed; commitments and training decided; lower bound",
                     status=relaxed.termination.value, objective_usd=relaxed.objective + fixed,
                     bound_usd=relaxed.bound + fixed, seconds=round(relaxed.seconds, 3)),
@@ -144,24 +136,65 @@ def plan_staged(
                     status=final.termination.value, objective_usd=final.objective + fixed,
                     bound_usd=final.bound + fixed, seconds=round(final.seconds, 3)),
     ]  # fmt: skip
-    if certified is not None:  # bound_usd/gap become the full hourly problem's; the model's stay too
-        solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
-        paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
-        spent = time.perf_counter() - began
-        budget = exact_budget(settings.time_limit, spent, certified.bound_usd, paid, settings.gap)
-        # valid too: the plan keeps the larger of the two bounds
-        exact = None if budget is None else try_exact_bound(sets, per_block, budget, paid, say)
-        _certify(solver, best_bound(certified, exact), paid)
-        # the status speaks of the certified gap: optimal only when it is within what was asked
-        within = solver.gap <= settings.gap + 1e-9
-        solver.status = (Termination.OPTIMAL if within else Termination.FEASIBLE).value
-    solver.requested_gap = settings.gap
     if stage3 is not None:
-        solver.stages.append(
+        stages.append(
             SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",
                         status=stage3.termination.value, objective_usd=stage3.objective + fixed,
                         bound_usd=stage3.bound + fixed, seconds=round(stage3.seconds, 3))
         )  # fmt: skip
+
+    def write(solution: Solution, result: SolveResult) -> Plan:
+        plan = build_plan(
+            solution,
+            result,
+            baselines,
+            method="staged-milp",
+            elapsed={"build": build_seconds},
+            model_slots=len(sets.slots),
+            realize_seconds=settings.realize_budget,
+            progress=say,
+        )
+        solver = plan.document.solver
+        solver.stage2_model_periods = len(fixed_sets.slots)
+        solver.stages = list(stages)
+        solver.requested_gap = settings.gap
+        return plan
+
+    plan = write(solution, result)
+    if certified is None:
+        return plan
+    # bound_usd/gap become the full hourly problem's; the model's own stay too
+    solver = plan.document.solver
+    solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
+    paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
+    spent = time.perf_counter() - began
+    budget = exact_budget(settings.time_limit, spent, certified.bound_usd, paid, settings.gap)
+    # valid too: the plan keeps the larger of the two bounds
+    exact = None if budget is None else try_exact_bound(sets, per_block, budget, paid, say)
+    candidate, weighed = weigh_exact_plan(sets, exact, paid, len(stages) + 1, say)
+    if candidate is not None and exact is not None and weighed is not None:
+        # the exact-start model's plan, written as any plan; its model bound is that model's own
+        own = SolveResult(
+            best.solver,
+            _termination(replace(result, objective=candidate.objective), exact.bound_usd, settings.gap),
+            candidate.objective,
+            min(exact.bound_usd, candidate.objective),
+            time.perf_counter() - began,
+        )
+        rebuilt = write(candidate.solution, own)
+        rebuilt_paid = rebuilt.total_usd + rebuilt.document.solver.penalty_usd
+        if rebuilt_paid < paid - 1e-6:  # cheaper still once its replicas are whole
+            plan, paid, solver = rebuilt, rebuilt_paid, rebuilt.document.solver
+            solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
+        else:
+            say(f"exact-start plan: ${rebuilt_paid:,.0f} as written, not cheaper; the plan stays")
+            weighed = weighed.model_copy(update={"what": NOT_KEPT})
+    if weighed is not None:
+        solver.stages.append(weighed)
+    _certify(solver, best_bound(certified, exact), paid)
+    # the status speaks of the certified gap: optimal only when it is within what was asked
+    within = solver.gap <= settings.gap + 1e-9
+    solver.status = (Termination.OPTIMAL if within else Termination.FEASIBLE).value
     return plan
 
 

@@ -191,6 +191,43 @@ def test_plan_records_the_larger_bound_and_names_it(kit, tmp_path: Path, method:
         assert weighed[0].bound_usd == pytest.approx(360.0, rel=1e-6)
 
 
+def test_the_staged_plan_gives_way_to_a_cheaper_exact_start_plan(kit, tmp_path: Path) -> None:
+    """Two days of 1 h periods: a service needs one node in hours 0-12 and 36-48, a 24 h gang of one
+    node runs anywhere in the two days; on demand $10/h, committed $8/h. With one node committed ($384
+    for 48 h) the gang fits exactly into hours 12-36: the optimum is $384. On a 24 h start grid the
+    staged model can start it only at hour 0 or 24, over 12 busy hours, so a commitment costs $384 +
+    12 on-demand hours = $504 and it commits nothing: 48 on-demand hours, $480. Neither one move of the
+    local search helps from there (moving the gang on demand saves nothing; a commitment alone costs
+    $24 more). The exact-start model commits and starts the gang at hour 12; its plan replaces the
+    staged one."""
+    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=8.0)]
+    kit.write_demand_csv(tmp_path / "demand.csv", [1] * 12 + [0] * 24 + [1] * 12)
+    data = kit.scenario_dict(
+        hours=48,
+        terms=["3y"],
+        inference=[{"name": "svc", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+                    "latency_critical": True, "replicas": {"csv": "demand.csv"}}],
+        training=[{"name": "gang", "team": "t", "nodes": 1, "gpus_per_node": 8, "gpu_models": ["H100"],
+                   "hours": 24.0, "earliest_start": START, "deadline": _stamp(48)}],
+    )  # fmt: skip
+    scenario, catalog = _load(kit, tmp_path, data, rows)
+    assert _full_optimum(scenario, catalog, tmp_path) == pytest.approx(384.0, rel=1e-9)
+    settings = SolveSettings(time_limit=60, method="staged", start_grid_hours=24)
+    plan = optimize(scenario, catalog, tmp_path, settings)
+    solver = plan.document.solver
+    assert solver.stages[1].objective_usd == pytest.approx(480.0, rel=1e-6)  # stage 2: the grid's best
+    weighed = [stage for stage in solver.stages if stage.what.startswith("exact-start model")]
+    assert len(weighed) == 1 and "replaced the plan" in weighed[0].what
+    paid = plan.document.costs.total_usd + solver.penalty_usd
+    assert paid == pytest.approx(384.0, rel=1e-6)  # the hand optimum, as written
+    assert weighed[0].objective_usd == pytest.approx(paid, rel=1e-6)
+    assert solver.model_bound_usd == pytest.approx(weighed[0].bound_usd, rel=1e-6)  # that model's own
+    assert solver.certified_bound_usd == pytest.approx(384.0, rel=1e-6)
+    assert solver.status == "optimal"
+    (gang,) = plan.document.training
+    assert gang.start_period == 12  # hours 12-36: the committed node's idle day
+
+
 def test_a_failing_exact_bound_leaves_the_plan_and_todays_bound(kit, tmp_path: Path, monkeypatch) -> None:
     """The exact-start bound is an extra: if it raises, the plan is still written, under bound.py's."""
     import planner.optimize.bound_exact as bound_exact
