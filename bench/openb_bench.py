@@ -15,8 +15,10 @@ GpuPacking, best-fit = BestFit, workload-aware = FGD; first-fit is not one of th
 the worst difference per policy over everything run (largest |ours - paper|, with its sign, variant
 and level), and whether workload-aware is at or below the paper's FGD everywhere.
 
-The paper's seeds (42-51, three kept) are not ours (0-2): the arrival orders differ, so a difference of a
-few tenths of a point is sampling, not a different policy. Single process, one replay at a time.
+The paper's seeds (42-51: all ten for FGD, the first three for the other policies) are not ours (0..N-1):
+the arrival orders differ, so a difference of a few tenths of a point is sampling, not a different
+policy (one seed's spread is 0.08-0.10 point on the multigpu lists). Use ``--seeds 10`` to compare ten
+against FGD's ten. Single process, one replay at a time.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ since the hourly method re-solves one model thousands of times and mostly needs 
 HiGHS prints a banner on the process's stdout (file descriptor 1, which Python's ``sys.stdout``
 redirection cannot catch) when the first ``Highs`` object is created: :func:`quiet_stdout` silences it.
 
+HiGHS keeps one thread scheduler per process, sized by the first run; a later run asking another
+``threads`` count fails at once (model status "not set", which the planner reported as status 'error'),
+as when ``gpuplan whatif`` in-process or a library user plans with ``--threads 1`` after a default run.
+:meth:`HighsModel.run` resets the scheduler when the count asked for changes
+(``Highs.resetGlobalScheduler``), so any sequence of thread settings works in one process.
+
 highspy is imported on first use, so importing this module does not load the solver.
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -203,6 +210,7 @@ class HighsModel:
 
     def run(self) -> Outcome:
         """Solve (or re-solve) and report how it ended."""
+        _scheduler_for(int(self.highs.getOptionValue("threads")[1]))
         self.highs.run()
         return Outcome(self.highs)
 
@@ -216,6 +224,18 @@ class HighsModel:
 
 
 _module: Any = None
+_scheduler_lock = threading.Lock()
+_scheduler_threads: int | None = None  # the ``threads`` option of the last run in this process
+
+
+def _scheduler_for(threads: int) -> None:
+    """Reset HiGHS's process-wide scheduler if a run asks a thread count it was not built for (module
+    docstring). 0 (HiGHS's default: its own choice) fits any scheduler; the first run builds one."""
+    global _scheduler_threads
+    with _scheduler_lock:
+        if threads and _scheduler_threads is not None and threads != _scheduler_threads:
+            _highspy().Highs.resetGlobalScheduler(True)
+        _scheduler_threads = threads
 
 
 def _highspy() -> Any:
