@@ -325,3 +325,19 @@ def test_the_exact_bound_runs_only_in_time_left_and_only_when_it_can_help() -> N
     assert exact_budget(120.0, 116.0, 95.0, 100.0, 0.005) is None  # 4 s left: not worth starting
     assert exact_budget(120.0, 0.0, 99.6, 100.0, 0.005) is None  # already within 0.5 %
     assert exact_budget(None, 1e6, 95.0, 100.0, 0.005) == pytest.approx(60.0)  # no limit
+
+
+def test_the_exact_bound_averages_nothing_only_where_it_can_finish() -> None:
+    """Every period its own cluster (None) on a horizon of at most 200 periods given 180 s or more
+    (the month's fine model needs 114-191 s); otherwise the cluster bound's clusters per block."""
+    from types import SimpleNamespace
+
+    from planner.optimize.bound_exact import exact_clusters
+
+    def sets(periods: int) -> Any:
+        return SimpleNamespace(scenario=SimpleNamespace(horizon=SimpleNamespace(periods=periods)))
+
+    assert exact_clusters(sets(168), 4, 180.0) is None  # the month at --time-limit 1200
+    assert exact_clusters(sets(168), 4, 135.0) == 4  # at --time-limit 900: it would not finish
+    assert exact_clusters(sets(546), 4, 600.0) == 4  # medium: not even in 603 s
+    assert exact_clusters(sets(168), 4, None) == 4  # no budget given: the cluster bound's
