@@ -90,14 +90,10 @@ def test_exact_starts_close_what_the_energy_spread_loses(kit, tmp_path: Path) ->
     assert sum(candidate.commitments.values()) == 1
 
 
-def _random_fleet(kit, directory: Path, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A small fleet drawn from ``seed``: 2-3 H100 offerings (on demand, spot, 3y), 1-2 services with
-    random hourly demand, 2-3 gangs of 1-2 nodes in random windows, 2-3 days of 1 or 2 h periods."""
-    rng = np.random.default_rng(seed)
-    period = int(rng.choice([1, 2]))
-    hours = int(rng.choice([48, 72]))
+def _h100_rows(kit, rng: np.random.Generator, count: int) -> list[dict[str, Any]]:
+    """``count`` H100 offerings (AWS, GCP, Azure in that order) at random on-demand, spot and 3y prices."""
     regions = [("aws", "us-east-1", "p5.48xlarge"), ("gcp", "us-central1", "a3-highgpu-8g"),
-               ("azure", "eastus", "Standard_ND96isr_H100_v5")][: int(rng.integers(2, 4))]  # fmt: skip
+               ("azure", "eastus", "Standard_ND96isr_H100_v5")][:count]  # fmt: skip
     rows = []
     for cloud, region, kind in regions:
         price = float(rng.uniform(8, 14))
@@ -109,6 +105,27 @@ def _random_fleet(kit, directory: Path, seed: int) -> tuple[dict[str, Any], list
                 spot_interruptions_per_hour=0.01,
             )
         )  # fmt: skip
+    return rows
+
+
+def _gang(rng: np.random.Generator, name: str, length: int, first: int, end: int, max_nodes: int) -> dict:
+    """A gang of 1-``max_nodes`` H100 nodes running ``length`` h in hours [first, end), spot-tolerant
+    with probability 1/2."""
+    job = {"name": name, "team": "t", "nodes": int(rng.integers(1, max_nodes + 1)), "gpus_per_node": 8,
+           "gpu_models": ["H100"], "hours": float(length), "earliest_start": _stamp(first),
+           "deadline": _stamp(end)}  # fmt: skip
+    if rng.random() < 0.5:
+        job["preemptible"] = True
+    return job
+
+
+def _random_fleet(kit, directory: Path, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A small fleet drawn from ``seed``: 2-3 H100 offerings (on demand, spot, 3y), 1-2 services with
+    random hourly demand, 2-3 gangs of 1-2 nodes in random windows, 2-3 days of 1 or 2 h periods."""
+    rng = np.random.default_rng(seed)
+    period = int(rng.choice([1, 2]))
+    hours = int(rng.choice([48, 72]))
+    rows = _h100_rows(kit, rng, int(rng.integers(2, 4)))
     inference = []
     for i in range(int(rng.integers(1, 3))):
         kit.write_demand_csv(directory / f"demand{i}.csv", rng.integers(0, 4, hours).tolist())
@@ -120,12 +137,7 @@ def _random_fleet(kit, directory: Path, seed: int) -> tuple[dict[str, Any], list
         length = int(rng.integers(4, 21))
         first = int(rng.integers(0, hours - length - 1))
         end = int(rng.integers(first + length + 1, hours + 1))
-        job = {"name": f"job{j}", "team": "t", "nodes": int(rng.integers(1, 3)), "gpus_per_node": 8,
-               "gpu_models": ["H100"], "hours": float(length), "earliest_start": _stamp(first),
-               "deadline": _stamp(end)}  # fmt: skip
-        if rng.random() < 0.5:
-            job["preemptible"] = True
-        training.append(job)
+        training.append(_gang(rng, f"job{j}", length, first, end, max_nodes=2))
     teams = [{"name": "t", "burst_gpus": int(rng.choice([64, 10_000]))}]
     data = kit.scenario_dict(hours=hours, period_hours=period, terms=["3y"], teams=teams, inference=inference,
                              training=training, max_spot_share=float(rng.choice([0.5, 1.0])))  # fmt: skip
@@ -179,19 +191,7 @@ def _month_fleet(kit, directory: Path, seed: int) -> tuple[dict[str, Any], list[
     nodes running 1-8 days in random windows."""
     rng = np.random.default_rng(seed)
     hours = 672
-    regions = [("aws", "us-east-1", "p5.48xlarge"), ("gcp", "us-central1", "a3-highgpu-8g"),
-               ("azure", "eastus", "Standard_ND96isr_H100_v5")]  # fmt: skip
-    rows = []
-    for cloud, region, kind in regions:
-        price = float(rng.uniform(8, 14))
-        rows.append(
-            kit.offering_row(
-                cloud, region, kind, on_demand_usd_h=round(price, 2),
-                spot_usd_h=round(price * float(rng.uniform(0.3, 0.7)), 2),
-                reserved_3y_usd_h=round(price * float(rng.uniform(0.4, 0.7)), 2),
-                spot_interruptions_per_hour=0.01,
-            )
-        )  # fmt: skip
+    rows = _h100_rows(kit, rng, 3)
     inference = []
     hour = np.arange(hours)
     for i in range(2):
@@ -206,12 +206,7 @@ def _month_fleet(kit, directory: Path, seed: int) -> tuple[dict[str, Any], list[
         length = int(rng.integers(24, 200)) // 4 * 4
         first = int(rng.integers(0, hours - length - 8)) // 4 * 4
         end = min(hours, first + length + int(rng.integers(8, 300))) // 4 * 4
-        job = {"name": f"job{j}", "team": "t", "nodes": int(rng.integers(1, 5)), "gpus_per_node": 8,
-               "gpu_models": ["H100"], "hours": float(length), "earliest_start": _stamp(first),
-               "deadline": _stamp(end)}  # fmt: skip
-        if rng.random() < 0.5:
-            job["preemptible"] = True
-        training.append(job)
+        training.append(_gang(rng, f"job{j}", length, first, end, max_nodes=4))
     data = kit.scenario_dict(hours=hours, period_hours=4, terms=["3y"], inference=inference,
                              training=training, teams=[{"name": "t", "burst_gpus": 10_000}],
                              max_spot_share=1.0)  # fmt: skip
