@@ -177,6 +177,7 @@ class HighsModel:
             ]
         with quiet_stdout(quiet):  # HiGHS prints a banner on stdout when created
             self.highs = highspy.Highs()
+        self._threads = 0  # HiGHS's default: its own choice
         self.set_options(**options)
         self.highs.passModel(lp)
 
@@ -185,6 +186,8 @@ class HighsModel:
         for name, value in options.items():
             if value is not None:
                 self.highs.setOptionValue(name, value)
+                if name == "threads":
+                    self._threads = int(value)
 
     def set_start(self, values: Sequence[float]) -> None:
         """A full primal solution (one value per column) as the first incumbent."""
@@ -210,7 +213,7 @@ class HighsModel:
 
     def run(self) -> Outcome:
         """Solve (or re-solve) and report how it ended."""
-        _scheduler_for(int(self.highs.getOptionValue("threads")[1]))
+        _scheduler_for(self._threads)
         self.highs.run()
         return Outcome(self.highs)
 
