@@ -113,7 +113,7 @@ def plan_staged(
         best = replace(best, objective=searched.objective - fixed)
         say(f"local search: plan ${searched.objective:,.0f}")
     bound = min(bound, best.objective)
-    termination = _termination(best, bound, settings.gap)
+    termination = _termination(best.objective, bound, settings.gap)
     result = SolveResult(best.solver, termination, best.objective + fixed, bound + fixed, used)
     say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
     certified = None
@@ -176,7 +176,7 @@ def plan_staged(
         # the exact-start model's plan, written as any plan; its model bound is that model's own
         own = SolveResult(
             best.solver,
-            _termination(replace(result, objective=candidate.objective), exact.bound_usd, settings.gap),
+            _termination(candidate.objective, exact.bound_usd, settings.gap),
             candidate.objective,
             min(exact.bound_usd, candidate.objective),
             time.perf_counter() - began,
@@ -322,6 +322,6 @@ def _solve(
     return result
 
 
-def _termination(final: SolveResult, bound: float, gap: float) -> Termination:
-    """Optimal when the plan is within the requested gap of the stage-1 bound."""
-    return Termination.OPTIMAL if _distance(final.objective, bound) <= gap + 1e-9 else Termination.TIME_LIMIT
+def _termination(objective: float, bound: float, gap: float) -> Termination:
+    """Optimal when ``objective`` is within the requested gap of ``bound``."""
+    return Termination.OPTIMAL if _distance(objective, bound) <= gap + 1e-9 else Termination.TIME_LIMIT
