@@ -315,11 +315,15 @@ def integer_score(increase_gpus: float) -> int:
     return int(100.0 / (1.0 + math.exp(increase_gpus)))
 
 
+@pytest.mark.parametrize("exact_share", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_workload_aware_choice_is_the_best_integer_score_then_the_tie_rule(seed: int) -> None:
+def test_workload_aware_choice_is_the_best_score_then_the_tie_rule(seed: int, exact_share: bool) -> None:
+    """Every choice against a brute force; with ``exact_share`` a share pod's node and GPU, and a
+    multi-GPU pod's node, are those of the least exact fragmentation increase (plus the scarce-model
+    cost at 25 points per GPU) instead of the best integer score."""
     rng = np.random.default_rng(seed)
     nodes, pods = random_cluster(rng, 10), random_pods(rng, 60)
-    state = ClusterState(nodes, pods, "workload-aware", seed=seed)
+    state = ClusterState(nodes, pods, "workload-aware", seed=seed, exact_scores=exact_share)
     gpu_pods = [int(m) for n, m in zip(pods.num_gpu, pods.gpu_milli, strict=True) if n > 0]
     share_majority = sum(m < MILLI for m in gpu_pods) > len(gpu_pods) / 2
     pressure = reference_pressure(nodes, pods)
@@ -349,9 +353,15 @@ def test_workload_aware_choice_is_the_best_integer_score_then_the_tie_rule(seed:
         # a whole-GPU pod pays 5 points per unit of its node's model pressure
         cost = 5.0 * pressure if k and d == MILLI else np.zeros(len(nodes))
         value = {n: round(sc - cost[n], 9) for n, sc in node_score.items()}
+        exact = exact_share and (gpu >= 0 or k > 1)
+        if exact:  # minus the least exact increase and the cost (GPUs; distinct values >= 1e-5 apart)
+            least = {n: min(x for (m, _), x in deltas.items() if m == n) for n in node_score}
+            value = {n: round(-least[n] - cost[n] / 25, 7) for n in node_score}
+            if gpu >= 0:
+                assert deltas[(choice.node, gpu)] == pytest.approx(least[choice.node], abs=1e-7)
         best = max(value.values())
         assert value[choice.node] == best
-        if gpu >= 0:  # equal scores on the node: the GPU with least left
+        if gpu >= 0 and not exact:  # equal scores on the node: the GPU with least left
             per_gpu = {g: integer_score(x) for (n, g), x in deltas.items() if n == choice.node}
             equal = [g for g, sc in per_gpu.items() if sc == node_score[choice.node]]
             if gpu in equal:  # (not on an edge)

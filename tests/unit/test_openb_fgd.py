@@ -15,9 +15,11 @@ import numpy as np
 from openb_kit import nodes_of, pods_of, preload
 
 from planner.simulate.openb import (
+    EXACT_SCORES_MULTI_GPU_SHARE,
     MILLI,
     ClusterState,
     Placement,
+    multi_gpu_share,
 )
 
 
@@ -171,3 +173,36 @@ def test_a_whole_gpu_pod_leaves_a_scarce_model_to_the_pods_limited_to_it() -> No
     # the same cluster and pod with no model-limited types in the workload: FGD's choice, node 0
     plain = ClusterState(nodes, pods, "workload-aware", workload=pods_of(*[any_model] * 5, pod(milli=500)))
     assert plain.choose(0) is not None and plain.choose(0).node == 0  # type: ignore[union-attr]
+
+
+def test_multi_gpu_share_is_the_demand_of_pods_with_two_or_more_gpus() -> None:
+    """A 2-GPU pod (2,000 milli), a 1-GPU pod (1,000) and two 0.5-GPU pods (1,000): 2,000 / 4,000."""
+    assert multi_gpu_share(pods_of(pod(gpus=2), pod(), pod(milli=500), pod(milli=500))) == 0.5
+    assert multi_gpu_share(pods_of(pod(), pod(milli=500))) == 0.0
+    assert multi_gpu_share(pods_of(pod(gpus=0, milli=0))) == 0.0  # no GPU demand at all
+    assert EXACT_SCORES_MULTI_GPU_SHARE == 0.25
+
+
+def test_share_pods_follow_the_exact_change_where_multi_gpu_pods_ask_most_gpus() -> None:
+    """Two 4-GPU nodes, GPU 0 of node 0 with 0.11 free, of node 1 with 0.12 (64 and 8 cores). Workload:
+    half 2-GPU pods (A), half 0.1-GPU pods (B); multi-GPU share 2,000 / 2,100 = 0.95. A 0.05-GPU pod on
+    GPU 0, by hand (milli): node 0 110 -> 60, A's fragment (idle milli on partial GPUs, it still runs
+    on the 3 idle GPUs) -0.5 * 50, B's (GPUs below 100) +0.5 * 60: +5; node 1 120 -> 70: -25 + 35 = +10.
+    On an idle GPU instead A's fragment grows by 0.5 * 950: worse on both. The integer scores tie:
+    int(100 * sigmoid(-0.005)) = int(100 * sigmoid(-0.01)) = 49; B is half the GPU pods, not a share
+    majority, so best-fit's measure breaks the tie: node 1 (7 of 8 cores left against 63 of 64). The
+    exact change takes node 0 (+5 against +10)."""
+    nodes = nodes_of(node(cpu=64_000, gpu=4), node(cpu=8_000, gpu=4))
+    pods = pods_of(pod(milli=890), pod(milli=880), pod(milli=50))
+    workload = pods_of(pod(gpus=2), pod(milli=100))
+    assert multi_gpu_share(workload) > EXACT_SCORES_MULTI_GPU_SHARE
+    assert sigmoid_score(0.005) == sigmoid_score(0.01) == 49
+    for exact, expected in ((None, 0), (True, 0), (False, 1)):
+        state = ClusterState(nodes, pods, "workload-aware", workload=workload, exact_scores=exact)
+        assert state.exact_scores is (exact is not False)
+        preload(state, 0, 0, gpu=0)
+        preload(state, 1, 1, gpu=0)
+        assert state.fragmentation_increase(2).round(6).tolist() == [0.005, 0.01]
+        assert state.fgd_score(2).tolist() == [49, 49]  # the artifact's score, whichever rule places
+        choice = state.choose(2)
+        assert choice is not None and choice.node == expected and choice.take.tolist() == [50, 0, 0, 0]
