@@ -118,7 +118,7 @@ SIZES: dict[str, Size] = {
     ),
     # The month again on AWS's two regions (17 offerings), 6 services and 8 runs: the month-size case
     # whose full per-period model (every start, whole nodes; 8,276 columns, 3,365 integer) HiGHS proves
-    # optimal in ~8 min on one thread, so bench/scale_bench.py splits the method's gap against a proven
+    # optimal in 8-11 min on one thread, so bench/scale_bench.py splits the method's gap against a proven
     # optimum in every run (issue 19 point 3); the month itself is still 4.6 % open after 900 s.
     "month-small": Size(
         name="month-small",

@@ -3,7 +3,7 @@
 Run ``python bench/scale_bench.py [--sizes month-small,month,medium,large] [--quick]`` from anywhere.
 ``--quick`` is medium only (about 4.5 minutes); medium and large took 12 minutes on 2 cores (the large
 full model hits the memory cap within about 2.5 minutes); the month sizes' exact solves add up to
-``FULL_TIME_LIMIT`` each (month-small: about 8 minutes to proven optimality).
+``FULL_TIME_LIMIT`` each (month-small: 8-11 minutes to proven optimality).
 
 The ``month-small`` size (``bench/gen.py``: 4 weeks of 4 h periods, AWS's 17 offerings, 6 services, 8
 runs) is solved by (a) to proven optimality with every start on the period grid: that optimum splits
