@@ -229,7 +229,8 @@ def random_cluster(rng: np.random.Generator, n_nodes: int) -> Nodes:
     return nodes_of(*rows)
 
 
-def random_pods(rng: np.random.Generator, n_pods: int) -> Pods:
+def random_pods(rng: np.random.Generator, n_pods: int, *extra: dict[str, Any]) -> Pods:
+    """``n_pods`` random pods, then the ``extra`` rows."""
     rows = []
     for _ in range(n_pods):
         kind = rng.choice(["cpu", "share", "one", "many"], p=[0.15, 0.45, 0.3, 0.1])
@@ -249,7 +250,7 @@ def random_pods(rng: np.random.Generator, n_pods: int) -> Pods:
                 spec=spec,
             )
         )
-    return pods_of(*rows)
+    return pods_of(*rows, *extra)
 
 
 def reference_fragmentation(state: ClusterState) -> np.ndarray:
@@ -310,6 +311,68 @@ def reference_pressure(nodes: Nodes, pods: Pods) -> np.ndarray:
     return np.array([demand[m] / capacity[m] if g else 0.0 for m, g in pairs])
 
 
+def reference_node_limited(nodes: Nodes, pods: Pods) -> list[tuple[int, int, int]]:
+    """Whole-GPU requests naming no model whose CPU and memory fit fewer than half the nodes with
+    enough GPUs, one request at a time."""
+    limited = []
+    for cpu, memory, k, d, spec in set(
+        zip(pods.cpu_milli, pods.memory_mib, pods.num_gpu, pods.gpu_milli, pods.gpu_spec, strict=True)
+    ):
+        if spec or k == 0 or d < MILLI:
+            continue
+        enough = [n for n in range(len(nodes)) if nodes.gpus[n] >= k]
+        fits = [n for n in enough if nodes.cpu_milli[n] >= cpu and nodes.memory_mib[n] >= memory]
+        if fits and len(fits) < len(enough) / 2:
+            limited.append((int(cpu), int(memory), int(k)))
+    return limited
+
+
+def reference_reserve_cost(
+    state: ClusterState, pod_index: int, gpu_of: dict[int, int], held: int
+) -> np.ndarray:
+    """Per node, 10 points if ``pod_index`` placed there (a share pod on ``gpu_of[node]``) leaves no
+    node-limited request able to run on a node where one could, while the other such nodes' idle GPUs
+    are fewer than what the node-limited pods of the workload ask less the ``held`` GPUs they hold;
+    0 for a node-limited pod itself."""
+    nodes, pods = state.nodes, state.pods
+    limited = reference_node_limited(nodes, pods)
+    request = (int(pods.cpu_milli[pod_index]), int(pods.memory_mib[pod_index]), int(pods.num_gpu[pod_index]))
+    d = int(pods.gpu_milli[pod_index])
+    cost = np.zeros(len(nodes))
+    if not limited or (not pods.gpu_spec[pod_index] and d == MILLI and request in limited):
+        return cost
+    asked = sum(
+        int(k)
+        for c, m, k, dd, spec in zip(
+            pods.cpu_milli, pods.memory_mib, pods.num_gpu, pods.gpu_milli, pods.gpu_spec, strict=True
+        )
+        if not spec and dd == MILLI and (int(c), int(m), int(k)) in limited
+    )
+
+    def runs(cpu: int, memory: int, idle: int) -> bool:
+        return any(cpu >= c and memory >= m and idle >= k for c, m, k in limited)
+
+    idle = [int((state.gpu_left[n] == MILLI).sum()) for n in range(len(nodes))]
+    reserve = [
+        n for n in range(len(nodes)) if runs(int(state.cpu_left[n]), int(state.memory_left[n]), idle[n])
+    ]
+    c, m, k = request
+    for n in reserve:
+        if sum(idle[o] for o in reserve if o != n) >= asked - held:
+            continue
+        if k and d == MILLI:
+            idle_after = idle[n] - k
+        elif k and n in gpu_of:
+            idle_after = idle[n] - int(state.gpu_left[n][gpu_of[n]] == MILLI)
+        elif k:  # the share pod fits no GPU there
+            continue
+        else:
+            idle_after = idle[n]
+        if not runs(int(state.cpu_left[n]) - c, int(state.memory_left[n]) - m, idle_after):
+            cost[n] = 10.0
+    return cost
+
+
 def integer_score(increase_gpus: float) -> int:
     """The artifact's FGD score, written out: int(100 / (1 + e^increase)), increase in GPUs."""
     return int(100.0 / (1.0 + math.exp(increase_gpus)))
@@ -322,12 +385,16 @@ def test_workload_aware_choice_is_the_best_score_then_the_tie_rule(seed: int, ex
     multi-GPU pod's node, are those of the least exact fragmentation increase (plus the scarce-model
     cost at 25 points per GPU) instead of the best integer score."""
     rng = np.random.default_rng(seed)
-    nodes, pods = random_cluster(rng, 10), random_pods(rng, 60)
+    # and six 2-GPU pods asking 96 cores and 64 GiB, which 1-2 of each cluster's nodes fit: fit pressure
+    nodes, pods = random_cluster(rng, 10), random_pods(rng, 60, *[pod(gpus=2, cpu=96_000, memory=65_536)] * 6)
     state = ClusterState(nodes, pods, "workload-aware", seed=seed, exact_scores=exact_share)
     gpu_pods = [int(m) for n, m in zip(pods.num_gpu, pods.gpu_milli, strict=True) if n > 0]
     share_majority = sum(m < MILLI for m in gpu_pods) > len(gpu_pods) / 2
     pressure = reference_pressure(nodes, pods)
     assert pressure.max() > 0  # the random pods name models: the rule is exercised
+    limited = reference_node_limited(nodes, pods)
+    assert limited == [(96_000, 65_536, 2)]  # and a reserve of nodes is kept for the big pods
+    held = reserved = 0  # GPUs the big pods hold; choices where the reserve cost a node
     on_edge = checked = 0
     for pod_index in rng.integers(0, len(pods), size=80):
         pod_index = int(pod_index)
@@ -350,8 +417,16 @@ def test_workload_aware_choice_is_the_best_score_then_the_tie_rule(seed: int, ex
             assert low <= own <= high
             node_score[n] = own
             on_edge += low != high
-        # a whole-GPU pod pays 5 points per unit of its node's model pressure
+        # a whole-GPU pod pays 5 points per unit of its node's model pressure, and any pod 10 points for
+        # taking a node out of a short reserve (a share pod: on the GPU FGD picks there, checked below
+        # for the chosen node)
         cost = 5.0 * pressure if k and d == MILLI else np.zeros(len(nodes))
+        cls = int(state._classes.of_pod[pod_index])
+        gpu_of = {n: int(state._gpu_choice[n, cls]) for n in node_score}
+        reserve = reference_reserve_cost(state, pod_index, gpu_of, held)
+        assert all(state.reserve_cost(pod_index)[n] == reserve[n] for n in node_score)
+        reserved += bool(reserve.any())
+        cost = cost + reserve
         value = {n: round(sc - cost[n], 9) for n, sc in node_score.items()}
         exact = exact_share and (gpu >= 0 or k > 1)
         if exact:  # minus the least exact increase and the cost (GPUs; distinct values >= 1e-5 apart)
@@ -385,8 +460,12 @@ def test_workload_aware_choice_is_the_best_score_then_the_tie_rule(seed: int, ex
         assert np.array_equal(np.isinf(scores), np.isinf(per_node))
         assert scores[np.isfinite(scores)] == pytest.approx(per_node[np.isfinite(per_node)], abs=1e-6)
         state.place(pod_index, choice)
+        if (c, int(pods.memory_mib[pod_index]), k) in limited and d == MILLI and not pods.gpu_spec[pod_index]:
+            held += k
+        assert state.reserve_placed == held
         checked += 1
     assert checked > 20 and on_edge < checked * len(nodes) / 4  # most node scores are exact
+    assert reserved > 0
 
 
 def replay_usage(nodes: Nodes, pods: Pods, result: Any) -> None:
@@ -521,6 +600,27 @@ def test_default_trace_workload_aware_beats_best_fit() -> None:
     assert contended.any()
     assert (fgd[contended] < best_fit[contended]).all()
     assert fgd.loc[100.0] < best_fit.loc[100.0] - 1.0  # at least 1 point of capacity (62 GPUs) better
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("variant", "seed", "levels"),
+    [("multigpu50", 0, (75, 80, 85, 90, 95, 100)), ("multigpu40", 9, (86, 88, 90, 92, 94, 100))],
+)
+def test_workload_aware_keeps_g3_for_the_pods_only_g3_fits(
+    variant: str, seed: int, levels: tuple[int, ...]
+) -> None:
+    """8-GPU pods asking 120 cores fit only the 39 G3 nodes (312 GPUs): 69 of them on multigpu50, 34
+    on multigpu40. The artifact's FGD spends G3 nodes on 1- and 4-GPU pods (a 4-GPU pod asking 60
+    cores scores better on a G3's 128 cores than on a G2's 96): on multigpu50 seed 0 it failed 5 of
+    the 35 arrived by 95 %, on multigpu40 seed 9 one at 88-94 %, where best-fit placed them all. With
+    the reserve it is never above best-fit, and far below it once arrivals pass the capacity."""
+    nodes, pods = load_nodes(NODE_LIST), load_pods(DATA / f"openb_pod_list_{variant}.csv")
+    result = compare(nodes, pods, policies=("best-fit", "workload-aware"), seed=seed, levels=levels)
+    fgd, best_fit = result.table["workload-aware"], result.table["best-fit"]
+    assert (fgd <= best_fit + 1e-9).all()
+    assert fgd.loc[100.0] < best_fit.loc[100.0] - 1.0
 
 
 @needs_data

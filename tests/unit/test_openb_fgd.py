@@ -17,9 +17,12 @@ from openb_kit import nodes_of, pods_of, preload
 from planner.simulate.openb import (
     EXACT_SCORES_MULTI_GPU_SHARE,
     MILLI,
+    NODE_LIMITED_SHARE,
+    RESERVE_POINTS,
     ClusterState,
     Placement,
     multi_gpu_share,
+    node_limited_types,
 )
 
 
@@ -173,6 +176,120 @@ def test_a_whole_gpu_pod_leaves_a_scarce_model_to_the_pods_limited_to_it() -> No
     # the same cluster and pod with no model-limited types in the workload: FGD's choice, node 0
     plain = ClusterState(nodes, pods, "workload-aware", workload=pods_of(*[any_model] * 5, pod(milli=500)))
     assert plain.choose(0) is not None and plain.choose(0).node == 0  # type: ignore[union-attr]
+
+
+def machine(model: str, gpus: int, cpu: int, memory: int) -> dict[str, Any]:
+    return {"cpu_milli": cpu, "memory_mib": memory, "gpu": gpus, "model": model}
+
+
+G3 = machine("G3", 8, 128_000, 786_432)  # openb's 39 G3 nodes: the only ones with 120 cores to give
+G2 = machine("G2", 8, 96_000, 393_216)
+T4 = machine("T4", 2, 104_000, 524_288)
+
+
+def sized(gpus: int, cpu: int, memory: int = 1_024, milli: int = MILLI, spec: str = "") -> dict[str, Any]:
+    return {"cpu_milli": cpu, "memory_mib": memory, "num_gpu": gpus, "gpu_milli": milli, "gpu_spec": spec}
+
+
+def test_node_limited_types_by_hand() -> None:
+    """Two G3 nodes, four G2, two T4. Whole-GPU types naming no model, by hand:
+    - 8 GPUs, 120 cores: 6 nodes have 8 GPUs, only the 2 G3 have 120 cores: 2 < 6 / 2, limited;
+    - 8 GPUs, 100 cores and 500 GB: G3 only again, limited; 2 GPUs, 110 cores: G3 only of 8, limited;
+    - 2 GPUs, 100 cores, 400 GB: G3 and T4 fit, 4 of 8 nodes: not fewer than half, not limited;
+    - 1 GPU, 1 core: every node.
+    Never limited here: a share pod, a model-limited pod (model_pressure's), a CPU-only pod."""
+    nodes = nodes_of(G3, G3, G2, G2, G2, G2, T4, T4)
+    assert NODE_LIMITED_SHARE == 0.5
+    workload = pods_of(
+        sized(8, 120_000, 737_280),
+        sized(8, 100_000, 500_000),
+        sized(2, 110_000),
+        sized(2, 100_000, 400_000),
+        sized(1, 1_000),
+        sized(1, 120_000, milli=500),
+        sized(8, 120_000, spec="G3"),
+        sized(0, 120_000, milli=0),
+    )
+    expected = [[100_000, 500_000, 8], [110_000, 1_024, 2], [120_000, 737_280, 8]]
+    assert node_limited_types(nodes, workload).tolist() == expected
+    assert node_limited_types(nodes, pods_of(sized(1, 1_000))).shape == (0, 3)
+
+
+def test_the_reserve_is_short_when_its_other_nodes_hold_fewer_gpus_than_the_big_pods_still_ask() -> None:
+    """Three G3 and four G2 nodes; two 8-GPU pods asking 120 cores (B, 16 GPUs; only G3 fits, 3 of 7).
+    At first the reserve is the three G3 (24 idle GPUs): without any one of them 16 remain, as many as
+    B asks, so none is short and nothing pays. A 1-GPU pod on node 2 takes it out of the reserve (7
+    idle GPUs do not take B): the other G3 are now short (8 < 16), and any pod that would leave them
+    unable to take B pays 10 points there, except B itself. Once one B holds node 1, the last G3 is
+    short for the other B (0 < 8)."""
+    nodes = nodes_of(G3, G3, G3, G2, G2, G2, G2)
+    big, one = sized(8, 120_000, 737_280), sized(1, 1_000)
+    workload = pods_of(big, big, *[one] * 6)
+    state = ClusterState(nodes, pods_of(one, big, sized(1, 1_000, milli=500)), workload=workload)
+    assert RESERVE_POINTS == 10
+    assert state.reserve_short().tolist() == [False] * 7
+    assert state.reserve_cost(0).tolist() == [0] * 7
+    state.place(0, Placement(2, np.array([MILLI] + [0] * 7)))
+    assert state.reserve_placed == 0  # a 1-GPU pod is not what the reserve is for
+    assert state.reserve_short().tolist() == [True, True] + [False] * 5
+    assert state.reserve_cost(0).tolist() == [10, 10, 0, 0, 0, 0, 0]
+    assert state.reserve_cost(2).tolist() == [10, 10, 0, 0, 0, 0, 0]  # a share pod takes a whole GPU there
+    assert state.reserve_cost(1).tolist() == [0] * 7  # B itself
+    state.place(1, Placement(1, np.array([MILLI] * 8)))
+    assert state.reserve_placed == 8
+    assert state.reserve_short().tolist() == [True] + [False] * 6
+    assert state.reserve_cost(0).tolist() == [10] + [0] * 6
+
+
+def test_a_share_pod_pays_for_the_reserve_only_where_it_takes_an_idle_gpu() -> None:
+    """Two G3 nodes, four G2; three 4-GPU pods asking 120 cores (12 GPUs; G3 only). Node 0: 3 GPUs
+    taken, GPU 3 half taken, 4 idle; node 1: 4 taken, 4 idle. Both take a 4-GPU pod and each is short
+    (4 idle elsewhere < 12). A half-GPU pod on node 0 goes on GPU 3 (on an idle one the 4-GPU type
+    could no longer run there: FGD's own choice), so node 0 stays in the reserve and costs nothing; on
+    node 1 it must take an idle GPU and pays. A 1-GPU pod pays on both."""
+    nodes = nodes_of(G3, G3, G2, G2, G2, G2)
+    one, half, big4 = sized(1, 1_000), sized(1, 1_000, milli=500), sized(4, 120_000)
+    workload = pods_of(*[big4] * 3, *[one] * 4, *[half] * 4)
+    state = ClusterState(nodes, pods_of(one, half, big4), workload=workload)
+    for gpu in range(3):
+        preload(state, 0, 0, gpu)
+    preload(state, 1, 0, 3)
+    for gpu in range(4):
+        preload(state, 0, 1, gpu)
+    assert state.reserve_short().tolist() == [True, True, False, False, False, False]
+    assert state.reserve_cost(1).tolist() == [0, 10, 0, 0, 0, 0]
+    choice = state.choose(1)
+    assert choice is not None and choice.node == 0 and choice.take.tolist() == [0, 0, 0, 500, 0, 0, 0, 0]
+    assert state.reserve_cost(0).tolist() == [10, 10, 0, 0, 0, 0]
+
+
+def test_a_whole_gpu_pod_leaves_the_g3_nodes_to_the_pods_only_they_fit_while_the_reserve_is_short() -> None:
+    """Node 0 and node 2 G3 (8 idle GPUs, 128 cores), node 1 G2 with 4 GPUs taken, four G2 full.
+    Workload: 2 one-GPU pods (A), 6 four-GPU pods (C), 2 eight-GPU pods asking 120 cores (B): p = 0.2,
+    0.6, 0.2. B fits only the G3 (2 of 7 nodes with 8 GPUs) and asks 16 GPUs.
+
+    An A pod, by hand (GPUs of fragment): on a G3 nothing is fragment before; after, 7 idle GPUs no
+    longer take B: +0.2 * 7 = 1.4, score int(100 * sigmoid(-1.4)) = 19. On node 1 B never runs (92
+    cores): 0.2 * 4 = 0.8 before; after, 3 idle GPUs take no C either: 0.6 * 3 + 0.2 * 3 = 2.4, +1.6,
+    score 16. The artifact's FGD breaks a G3 (19 > 16): C's share of the pods outweighs B's, not its
+    share of the GPUs. The reserve (16 idle GPUs) is short for B (8 without either G3 < 16): 19 - 10 =
+    9, and A goes to node 1. With a third G3 (and two more full G2) the reserve holds B without any
+    one G3 (16 >= 16): FGD's choice, a G3."""
+    one, four, filler = sized(1, 1_000), sized(4, 4_000), sized(8, 1_000)
+    workload = pods_of(*[one] * 2, *[four] * 6, *[sized(8, 120_000, 737_280)] * 2)
+    assert [sigmoid_score(x) for x in (1.4, 1.6)] == [19, 16]
+    for extra, expected in ((0, {1}), (1, {0, 2, 3})):
+        g3s = [G3] * extra
+        nodes = nodes_of(G3, G2, G3, *g3s, *[G2] * (4 + 2 * extra))
+        state = ClusterState(nodes, pods_of(one, four, filler), "workload-aware", workload=workload)
+        state.place(1, Placement(1, np.array([MILLI] * 4 + [0] * 4)))
+        for n in range(3 + extra, len(nodes)):
+            state.place(2, Placement(n, np.array([MILLI] * 8)))
+        assert state.fragmentation()[:3].round(9).tolist() == [0.0, 0.8, 0.0]
+        assert state.fgd_score(0)[: 3 + extra].tolist() == [19, 16, 19] + [19] * extra  # the artifact's
+        assert bool(state.reserve_short().any()) is (extra == 0)
+        choice = state.choose(0)
+        assert choice is not None and choice.node in expected
 
 
 def test_multi_gpu_share_is_the_demand_of_pods_with_two_or_more_gpus() -> None:
