@@ -383,9 +383,9 @@ def integer_score(increase_gpus: float) -> int:
 def test_workload_aware_choice_is_the_best_score_then_the_tie_rule(seed: int, exact_share: bool) -> None:
     """Every choice against a brute force; with ``exact_share`` a share pod's node and GPU, and a
     multi-GPU pod's node, are those of the least exact fragmentation increase (plus the scarce-model
-    cost at 25 points per GPU) instead of the best integer score."""
+    and reserve costs at 25 points per GPU) instead of the best integer score."""
     rng = np.random.default_rng(seed)
-    # and six 2-GPU pods asking 96 cores and 64 GiB, which 1-2 of each cluster's nodes fit: fit pressure
+    # and six 2-GPU pods asking 96 cores and 64 GiB, which 1-2 of each cluster's nodes fit: the reserve
     nodes, pods = random_cluster(rng, 10), random_pods(rng, 60, *[pod(gpus=2, cpu=96_000, memory=65_536)] * 6)
     state = ClusterState(nodes, pods, "workload-aware", seed=seed, exact_scores=exact_share)
     gpu_pods = [int(m) for n, m in zip(pods.num_gpu, pods.gpu_milli, strict=True) if n > 0]
