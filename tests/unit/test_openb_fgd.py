@@ -218,19 +218,20 @@ def test_node_limited_types_by_hand() -> None:
 def test_the_reserve_is_short_when_its_other_nodes_hold_fewer_gpus_than_the_big_pods_still_ask() -> None:
     """Three G3 and four G2 nodes; two 8-GPU pods asking 120 cores (B, 16 GPUs; only G3 fits, 3 of 7).
     At first the reserve is the three G3 (24 idle GPUs): without any one of them 16 remain, as many as
-    B asks, so none is short and nothing pays. A 1-GPU pod on node 2 takes it out of the reserve (7
-    idle GPUs do not take B): the other G3 are now short (8 < 16), and any pod that would leave them
-    unable to take B pays 10 points there, except B itself. Once one B holds node 1, the last G3 is
-    short for the other B (0 < 8)."""
+    B asks, so none is short and nothing pays. A CPU-only pod asking 20 cores on node 2 takes it out of
+    the reserve (108 cores do not take B, though its 8 GPUs are idle): the other G3 are now short (8 <
+    16), and any pod that would leave them unable to take B pays 10 points there, except B itself.
+    Once one B holds node 1, the last G3 is short for the other B (0 < 8)."""
     nodes = nodes_of(G3, G3, G3, G2, G2, G2, G2)
     big, one = sized(8, 120_000, 737_280), sized(1, 1_000)
     workload = pods_of(big, big, *[one] * 6)
-    state = ClusterState(nodes, pods_of(one, big, sized(1, 1_000, milli=500)), workload=workload)
+    pods = pods_of(one, big, sized(1, 1_000, milli=500), sized(0, 20_000, milli=0))
+    state = ClusterState(nodes, pods, workload=workload)
     assert RESERVE_POINTS == 10
     assert state.reserve_short().tolist() == [False] * 7
     assert state.reserve_cost(0).tolist() == [0] * 7
-    state.place(0, Placement(2, np.array([MILLI] + [0] * 7)))
-    assert state.reserve_placed == 0  # a 1-GPU pod is not what the reserve is for
+    state.place(3, Placement(2, np.zeros(8, dtype=np.int64)))
+    assert state.reserve_placed == 0  # a CPU-only pod is not what the reserve is for
     assert state.reserve_short().tolist() == [True, True] + [False] * 5
     assert state.reserve_cost(0).tolist() == [10, 10, 0, 0, 0, 0, 0]
     assert state.reserve_cost(2).tolist() == [10, 10, 0, 0, 0, 0, 0]  # a share pod takes a whole GPU there
