@@ -483,7 +483,7 @@ class ClusterState:
             return ok
         ok &= self._access[:, self._pod_spec[pod]]
         if d == MILLI:
-            return ok & ((self.gpu_left == MILLI).sum(axis=1) >= k)
+            return ok & (self._idle >= k)
         return ok & (self.gpu_left.max(axis=1) >= d)
 
     def fragmentation(self) -> np.ndarray:
@@ -744,8 +744,10 @@ class ClusterState:
         return self._reserve_cost(pod, cls)
 
     def _reserve_cost(self, pod: int, cls: int) -> np.ndarray:
+        if self._pod_limited[pod]:  # the reserve is kept for them
+            return np.zeros(len(self.nodes))
         short = self.reserve_short()
-        if self._pod_limited[pod] or not short.any():
+        if not short.any():
             return np.zeros(len(self.nodes))
         c, m, k, d = self._request(pod)
         idle = self._idle
@@ -846,10 +848,9 @@ def node_limited_types(nodes: Nodes, workload: Pods) -> np.ndarray:
     """The workload's whole-GPU types that name no model but whose CPU and memory fit fewer than
     ``NODE_LIMITED_SHARE`` of the nodes with enough GPUs, as rows (CPU milli, memory MiB, GPUs); on
     openb the 8-GPU pods asking 120 cores, which only the 39 G3 nodes (128 cores) can hold."""
-    plain = (workload.gpu_spec == "") & (workload.num_gpu > 0) & (workload.gpu_milli == MILLI)
-    requests = np.stack([workload.cpu_milli, workload.memory_mib, workload.num_gpu], axis=1)[plain]
+    plain, requests = _whole_gpu_requests(workload)
     limited = []
-    for cpu, memory, num in np.unique(requests, axis=0).tolist():
+    for cpu, memory, num in np.unique(requests[plain], axis=0).tolist():
         enough = nodes.gpus >= num
         fits = enough & (nodes.cpu_milli >= cpu) & (nodes.memory_mib >= memory)
         if fits.any() and fits.sum() < NODE_LIMITED_SHARE * enough.sum():
@@ -857,11 +858,17 @@ def node_limited_types(nodes: Nodes, workload: Pods) -> np.ndarray:
     return np.array(limited, dtype=np.int64).reshape(-1, 3)
 
 
+def _whole_gpu_requests(pods: Pods) -> tuple[np.ndarray, np.ndarray]:
+    """Per pod: whether it takes whole GPUs and names no model, and its request as a row (CPU milli,
+    memory MiB, GPUs): what node-limited types are made of."""
+    plain = (pods.gpu_spec == "") & (pods.num_gpu > 0) & (pods.gpu_milli == MILLI)
+    return plain, np.stack([pods.cpu_milli, pods.memory_mib, pods.num_gpu], axis=1)
+
+
 def _matches(pods: Pods, types: np.ndarray) -> np.ndarray:
     """Per pod: a whole-GPU pod naming no model whose request is one of ``types`` (rows of CPU, memory,
     GPUs)."""
-    plain = (pods.gpu_spec == "") & (pods.num_gpu > 0) & (pods.gpu_milli == MILLI)
-    requests = np.stack([pods.cpu_milli, pods.memory_mib, pods.num_gpu], axis=1)
+    plain, requests = _whole_gpu_requests(pods)
     matched: np.ndarray = (requests[:, None, :] == types[None, :, :]).all(axis=2).any(axis=1)
     return plain & matched
 
