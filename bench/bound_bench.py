@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen import load, write  # noqa: E402
 
-from planner.optimize.bound import certified_bound, clusters_per_block  # noqa: E402
-from planner.optimize.bound_exact import exact_bound  # noqa: E402
-from planner.optimize.build import create_model  # noqa: E402
-from planner.optimize.exact_plan import exact_candidate  # noqa: E402
-from planner.optimize.sets import build_sets, full_sets  # noqa: E402
-from planner.optimize.solve import solve  # noqa: E402
+from planner.planning.optimize.bound import certified_bound, clusters_per_block  # noqa: E402
+from planner.planning.optimize.bound_exact import exact_bound  # noqa: E402
+from planner.planning.optimize.build import create_model  # noqa: E402
+from planner.planning.optimize.exact_plan import exact_candidate  # noqa: E402
+from planner.planning.problem.sets import build_sets, full_sets  # noqa: E402
+from planner.solvers.solve import solve  # noqa: E402
 
 
 def full_optimum(path: Path, time_limit: float, gap: float, threads: int) -> tuple[float, float, float]:

@@ -4,7 +4,8 @@ Run ``python bench/daemon_bench.py [--nodes 500] [--no-cycle]`` from anywhere. P
 
 * a fleet of ``--nodes`` nodes (pools of 20 on spot and on demand across offerings, and two 16-node
   gangs) reconciled from nothing on ``providers/sim.py`` (no API latency, no boot delay) with every
-  action journaled in SQLite (``planner/daemon/journal.py``): actions, seconds, actions per second, nodes
+  action journaled in SQLite (``planner/operations/daemon/journal.py``): actions, seconds, actions per
+  second, nodes
   per second, peak Python memory (tracemalloc) and the process's peak RSS; then the second reconcile,
   which has nothing to do;
 * one daemon cycle on ``scenarios/mixed-fleet.yaml``: the replan (the planner, default settings) and the
@@ -29,12 +30,13 @@ ROOT = BENCH.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the repo's packages, not an installed copy
     sys.path.insert(0, str(ROOT))
 
+from models.naming import pool_name  # noqa: E402
 from models.tiers import CapacityType  # noqa: E402
-from planner.daemon.journal import apply_journaled  # noqa: E402
-from planner.daemon.store import Store  # noqa: E402
-from planner.provision import Provisioning  # noqa: E402
-from planner.reconcile import DesiredGang, DesiredPool, DesiredState, reconcile  # noqa: E402
-from providers.base import pool_name  # noqa: E402
+from planner.operations.daemon.journal import apply_journaled  # noqa: E402
+from planner.operations.daemon.store import Store  # noqa: E402
+from planner.operations.provision import Provisioning  # noqa: E402
+from planner.operations.reconcile import reconcile  # noqa: E402
+from planner.outputs.desired import DesiredGang, DesiredPool, DesiredState  # noqa: E402
 from providers.sim import SimProvider  # noqa: E402
 
 AT = datetime(2027, 2, 1, tzinfo=UTC)
@@ -115,8 +117,8 @@ def reconcile_bench(nodes: int, work: Path) -> None:
 def cycle_bench(work: Path) -> None:
     import yaml
 
-    from planner.daemon.config import load_config
-    from planner.daemon.daemon import Daemon
+    from planner.operations.daemon.config import load_config
+    from planner.operations.daemon.daemon import Daemon
 
     config_path = work / "daemon.yaml"
     data = {

@@ -382,7 +382,7 @@ def load(path: str | Path) -> tuple[Any, Any]:
 
 def summary(path: str | Path) -> str:
     """Validate the scenario at ``path`` and say how big its planning sets are (default model options)."""
-    from planner.optimize.sets import build_sets
+    from planner.planning.problem.sets import build_sets
 
     scenario, catalog = load(path)
     sets = build_sets(scenario, catalog, Path(path).parent)

@@ -1,9 +1,10 @@
 """The stage-1 planning model built the textbook PuLP way, to measure what the "fast" build saves.
 
-``planner.optimize.build.create_model`` builds the MILP as (variable, coefficient) lists and inserts all
+``planner.planning.optimize.build.create_model`` builds the MILP as (variable, coefficient) lists and inserts
+all
 rows with one ``problem.extend``; SOLVER-NOTES.md measured that style at 3.5-4x faster than the usual
 one on a synthetic model. This module builds THE SAME model from the same
-:class:`~planner.optimize.sets.PlanningSets` in the usual style -- one ``pulp.LpVariable`` per tuple,
+:class:`~planner.planning.problem.sets.PlanningSets` in the usual style -- one ``pulp.LpVariable`` per tuple,
 ``prob += lpSum(coef * var for ...) >= rhs`` inside nested loops over slots, services and offerings, the
 objective as one ``lpSum`` -- so the bench can compare build time and memory on the planner's real
 model rather than on a look-alike. Variables and rows get the fast build's names, so
@@ -34,15 +35,15 @@ from pathlib import Path
 import numpy as np
 import pulp
 
-import planner.optimize.build  # noqa: F401  (switches PuLP's per-variable v4 warnings off, as in the product)
+import planner.planning.optimize.build  # noqa: F401  (switches PuLP's per-variable v4 warnings off, as in the product)
 from models.catalog import Catalog
 from models.scenario import Scenario
 from models.tiers import Capacity
-from planner.optimize import sets as sets_module
-from planner.optimize.build import VAR_CODE, guarantee_penalty_per_gpu
-from planner.optimize.build import replica_penalty as build_replica_penalty
-from planner.optimize.build import run_penalty as build_run_penalty
-from planner.optimize.sets import ModelOptions, PlanningSets, Slot, shares_commitments, usable
+from planner.planning.optimize.build import VAR_CODE, guarantee_penalty_per_gpu
+from planner.planning.optimize.build import replica_penalty as build_replica_penalty
+from planner.planning.optimize.build import run_penalty as build_run_penalty
+from planner.planning.problem import sets as sets_module
+from planner.planning.problem.sets import ModelOptions, PlanningSets, Slot, shares_commitments, usable
 
 __all__ = ["NaiveModel", "compare", "create_model_naive", "unreduced_sets"]
 

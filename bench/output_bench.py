@@ -4,10 +4,10 @@ Run ``python bench/output_bench.py [--plan-dir DIR]`` from anywhere (about 30 s 
 
 Printed, each with its target (the unit tests check what these steps produce, not how long they take):
 
-* MIG packing (``planner.mig.packing.pack``, called for many (offering, period) demand vectors while
+* MIG packing (``planner.planning.mig.packing.pack``, called for many (offering, period) demand vectors while
   mig-config.yaml is written): 200 random H100 demands of 5 profiles, 0-50 instances each, the
   memo cleared first. Target: < 2.0 s for the 200 (~0.5 ms each).
-* The reports of a year of hourly periods (``planner.reports.plan.write_reports``):
+* The reports of a year of hourly periods (``planner.outputs.reports.plan.write_reports``):
   ``scenarios/mixed-fleet.yaml`` (8,760 one-hour periods) is planned with default settings, then
   report.md and report.html are written.
   Targets: < 30 s, report.html < 6 MB. ``--plan-dir`` takes a directory that ``gpuplan plan`` already
@@ -48,7 +48,7 @@ def _verdict(ok: bool) -> str:
 
 def bench_pack() -> None:
     from models.mig import MIG_PROFILES
-    from planner.mig import packing as mig_packing
+    from planner.planning.mig import packing as mig_packing
 
     rng = random.Random(5)
     names = [p.name for p in MIG_PROFILES["H100"]]
@@ -97,13 +97,13 @@ def bench_yaml() -> None:
 
 
 def bench_report(plan_dir: Path | None) -> None:
-    from planner.reports.plan import write_reports
+    from planner.outputs.reports.plan import write_reports
 
     scratch = Path(tempfile.mkdtemp(prefix="gpuplan-output-bench-"))
     try:
         if plan_dir is None:
-            from planner.inputs import load_inputs
-            from planner.optimize import optimize
+            from models.inputs import load_inputs
+            from planner.planning.optimize import optimize
 
             inputs = load_inputs(EXAMPLE)
             began = time.perf_counter()

@@ -7,7 +7,7 @@ Scenarios: (a) ``scenarios/mixed-fleet.yaml``, the reference example (a year at 
 (b) the generated medium scenario (``bench/gen.py``: a quarter at 4 h periods, 30 offerings,
 20 services, 30 training jobs). For each:
 
-1. ``planner.optimize.optimize`` with default settings, as ``gpuplan plan`` runs it: build, solver
+1. ``planner.planning.optimize.optimize`` with default settings, as ``gpuplan plan`` runs it: build, solver
    and wall seconds, status, gap, the plan's cost;
 2. the stage-1 model built by ``create_model`` (fast) and by ``bench/naive_build.py`` (textbook
    PuLP) from the same planning sets: build seconds and memory, and the naive/fast ratios;
@@ -86,7 +86,7 @@ def _scenario(key: str, seed: int) -> tuple[Any, Path | None]:
 
 def _sets(key: str, seed: int, reduced: bool) -> Any:
     from models.catalog import Catalog
-    from planner.optimize.sets import build_sets
+    from planner.planning.problem.sets import build_sets
 
     scenario, base = _scenario(key, seed)
     if reduced:
@@ -100,7 +100,7 @@ def case_optimize(key: str, seed: int) -> dict[str, Any]:
     """The product's staged solve with default settings, timed like the CLI would see it."""
     _quiet()
     from models.catalog import Catalog
-    from planner.optimize import optimize
+    from planner.planning.optimize import optimize
 
     scenario, base = _scenario(key, seed)
     catalog = Catalog.load(None)
@@ -132,7 +132,7 @@ def case_build(key: str, seed: int, reduced: bool, style: str, check: str = "non
     solves both with gap 1e-6. Checks run after the figures are taken, so they do not inflate them.
     """
     _quiet()
-    from planner.optimize.build import create_model
+    from planner.planning.optimize.build import create_model
 
     sets = _sets(key, seed, reduced)
     before = _rss_mib()
@@ -163,7 +163,7 @@ def case_build(key: str, seed: int, reduced: bool, style: str, check: str = "non
         result["differences"] = differences[:5]
         result["difference_count"] = len(differences)
         if check == "solve":
-            from planner.optimize.solve import solve
+            from planner.solvers.solve import solve
 
             solved_fast = solve(fast, gap=EQUIVALENCE_GAP)
             solved_naive = solve(problem, gap=EQUIVALENCE_GAP)
@@ -176,8 +176,8 @@ def case_build(key: str, seed: int, reduced: bool, style: str, check: str = "non
 def case_stage1_solve(key: str, seed: int, reduced: bool, time_limit: float) -> dict[str, Any]:
     """Stage 1 alone (default gap) with a time limit: what the size reductions buy at solve time."""
     _quiet()
-    from planner.optimize.build import create_model
-    from planner.optimize.solve import solve
+    from planner.planning.optimize.build import create_model
+    from planner.solvers.solve import solve
 
     sets = _sets(key, seed, reduced)
     problem = create_model(sets).problem

@@ -25,7 +25,7 @@ catalog, and loaded back exactly as ``gpuplan plan`` would load them):
     ``solve(problem, time_limit=T, gap=0.01)``. It runs in a spawned process that is killed above
     ``--rss-cap-gib`` or when it has not built within ``--build-grace`` seconds (or not returned
     ``--solve-grace`` seconds after ``T``): such a row reads "did not build/solve in time".
-(b) **current method**: ``planner.optimize.optimize`` with default ``SolveSettings`` (time limit
+(b) **current method**: ``planner.planning.optimize.optimize`` with default ``SolveSettings`` (time limit
     ``--time-limit``), as the CLI runs it; its progress lines are echoed with timestamps, which is
     where the time goes.
 
@@ -147,9 +147,9 @@ def child_full_hourly(
 
     from gen import load
 
-    from planner.optimize.build import create_model
-    from planner.optimize.sets import full_sets
-    from planner.optimize.solve import solve
+    from planner.planning.optimize.build import create_model
+    from planner.planning.problem.sets import full_sets
+    from planner.solvers.solve import solve
 
     began = time.perf_counter()
     path = Path(scenario_path)
@@ -222,7 +222,7 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
     _quiet()
     from gen import load
 
-    from planner.optimize import SolveSettings, optimize
+    from planner.planning.optimize import SolveSettings, optimize
 
     began = time.perf_counter()
     path = Path(scenario_path)
@@ -274,9 +274,9 @@ def child_exact_reference(conn: Connection, scenario_path: str, time_limit: floa
     _quiet()
     from gen import load
 
-    from planner.optimize.bound_exact import exact_bound
-    from planner.optimize.exact_plan import exact_candidate
-    from planner.optimize.sets import build_sets
+    from planner.planning.optimize.bound_exact import exact_bound
+    from planner.planning.optimize.exact_plan import exact_candidate
+    from planner.planning.problem.sets import build_sets
 
     began = time.perf_counter()
     path = Path(scenario_path)
@@ -678,7 +678,7 @@ def main(argv: list[str] | None = None) -> None:
     from gen import SIZES, summary, write
     from plan_bench import machine
 
-    from planner.optimize.sets import MAX_STARTS_PER_RUN
+    from planner.planning.problem.sets import MAX_STARTS_PER_RUN
 
     sizes = ["medium"] if args.quick else [s.strip() for s in args.sizes.split(",") if s.strip()]
     unknown = [s for s in sizes if s not in SIZES]

@@ -3,7 +3,7 @@
 ``gpuplan provision`` writes it on every run: a dry run lists the actions, an apply adds each one's result.
 The daemon's journal and users' tools read it through these models (``gpuplan schema actions`` prints its
 JSON Schema; the committed copy is ``models/data/actions.schema.json``). An action names what it acts on
-by the names gpuplan gives (pools, runs, placement groups, reservations: ``providers.base.safe_name``),
+by the names gpuplan gives (pools, runs, placement groups, reservations: ``models.naming.safe_name``),
 carries the client token a cloud dedupes its create by, and lists the actions it needs first.
 """
 

@@ -9,7 +9,7 @@ charged by the :class:`IdleRule`:
 
 - ``usage``: shared by use, so every user pays ``c u_k / U`` (one effective rate per used hour);
 - ``guarantees``: to the teams whose guarantees the commitment backs (a team with guaranteed GPUs whose
-  workloads can run on its GPU model: the backing rule of ``planner/optimize/build.py``, constraint
+  workloads can run on its GPU model: the backing rule of ``planner/planning/optimize/build.py``, constraint
   16), in proportion to their guaranteed GPUs; a commitment that backs no guarantee is shared by use.
 
 A window nobody used is charged to the backers, else to every team that holds a guarantee, else to all
@@ -23,7 +23,7 @@ effective price per GPU-hour of work is the spot price times ``1 + expected_over
 (``usd_per_work_gpu_hour``).
 
 Months are calendar months in UTC (what cloud bills and finance use), not the 730-hour months of
-``planner/monthly.py``'s cost curves. Every total reconciles: the rows sum to the plan's cost
+``planner/planning/monthly.py``'s cost curves. Every total reconciles: the rows sum to the plan's cost
 (``costs.total_usd``; with ``month``, the plan's rows and commitments in that month) or, for usage, to
 the bill computed from the same rates (:attr:`Chargeback.expected_total_usd`).
 """

@@ -25,7 +25,8 @@ sum to at most 7 (``COMPUTE_SLICES``). ``max_instances`` is the largest homogene
 disjoint placements allowed by ``valid_starts`` and the compute budget. With these start slots the compute
 budget never binds (no 1-slice 1g at slice 7), but it is still checked. ``valid_layouts`` and
 ``maximal_layouts`` enumerate what fits on one GPU; packing a demand onto GPUs (a solve) and writing the
-mig-parted config are on the planner side, in ``planner.mig.packing`` and ``planner.mig.config``.
+mig-parted config are on the planner side, in ``planner.planning.mig.packing`` and
+``planner.planning.mig.config``.
 
 Choices made here:
 

@@ -128,7 +128,7 @@ class SolverStage(DocumentPart):
     dispatch_seconds: float | None = None
 
 
-#: How the plan was found: one staged MILP, or the hourly decomposition (``planner/optimize/``).
+#: How the plan was found: one staged MILP, or the hourly decomposition (``planner/planning/optimize/``).
 SolveMethod = Literal["staged-milp", "hourly-decomposition"]
 
 
@@ -290,7 +290,8 @@ class Costs(DocumentPart):
     by_workload: dict[str, float]
 
 
-#: How a peer chose what to buy (``planner/baselines.py``): the cloud's recommendation over a lookback,
+#: How a peer chose what to buy (``planner/planning/baselines.py``): the cloud's recommendation over a
+#: lookback,
 #: a percentile coverage target, or one of the two references without commitments.
 PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy"]
 
@@ -315,7 +316,7 @@ class Peer(DocumentPart):
 
 
 class Baselines(DocumentPart):
-    """The peers the plan is compared against (``planner/baselines.py``), on the same demand.
+    """The peers the plan is compared against (``planner/planning/baselines.py``), on the same demand.
 
     ``all_on_demand_usd`` and ``greedy_usd`` are the two references without commitments; ``peers`` lists
     them with the policies that commit (plans written before peers existed have none), and

@@ -250,7 +250,7 @@ CloudTerm = Annotated[
 
 
 #: When new commitments may start: only at the horizon's first hour, or at the first hour of any
-#: calendar quarter or month inside it (``planner/optimize/purchases.py``).
+#: calendar quarter or month inside it (``planner/planning/problem/purchases.py``).
 PurchaseSchedule = Literal["horizon", "quarterly", "monthly"]
 
 

@@ -2,7 +2,8 @@
 
 One entry per variant, in the order they were given, the base first. A variant whose plan was made is a
 :class:`SolvedVariant`: what its ``plan.json`` says (cost, tier mix, commitments, unserved demand, solver
-gap), its cost per 730-hour month (``planner/monthly.py``) and how it compares with the base. A variant
+gap), its cost per 730-hour month (``planner/planning/monthly.py``) and how it compares with the base. A
+variant
 that could not be planned is a :class:`FailedVariant` with the error (``status: "failed"``). Money is USD
 over the horizon; percentages are in percent units (``-12.3``), shares (``tier_mix``) are fractions.
 

@@ -27,17 +27,16 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.naming import TAG_PLAN, TAG_POOL, TAG_RUN, client_token, parse_offering, safe_name
 from providers.base import (
-    TAG_PLAN,
-    TAG_POOL,
-    TAG_RUN,
     Auth,
+    Capability,
+    CapacityBlockOffer,
     CapacityReservation,
     CapacityType,
     Conflict,
@@ -52,6 +51,7 @@ from providers.base import (
     OfferingInfo,
     PlacementGroup,
     PlacementGroupSpec,
+    Provider,
     ProviderError,
     QuotaExceeded,
     ReservationSpec,
@@ -59,14 +59,11 @@ from providers.base import (
     SpotPrice,
     Throttled,
     Timeout,
-    client_token,
-    parse_offering,
-    safe_name,
     sdk_call,
     tags_match,
 )
 
-__all__ = ["AwsProvider", "AwsSettings", "CapacityBlockOffer", "open_provider"]
+__all__ = ["AwsProvider", "AwsSettings", "open_provider"]
 
 log = logging.getLogger("gpuplan.providers.aws")
 
@@ -95,21 +92,6 @@ class AwsSettings(BaseModel):
     key_name: str | None = None
     retry: RetryPolicy = RetryPolicy()
     timeout_seconds: float = Field(60.0, gt=0, description="connect and read timeout of each API call")
-
-
-@dataclass(frozen=True)
-class CapacityBlockOffer:
-    """A Capacity Block for ML EC2 offers: ``nodes`` instances for ``hours`` at a fixed upfront fee."""
-
-    id: str
-    offering: str
-    zone: str | None
-    nodes: int
-    start: datetime | None
-    end: datetime | None
-    hours: int
-    upfront_usd: float
-    currency: str = "USD"
 
 
 def _sdk() -> Any:
@@ -257,7 +239,15 @@ class AwsProvider:
     """gpuplan's protocol over EC2: one client per region, made on first use."""
 
     cloud = CLOUD
-    reserves_gangs = True  # an ODCR takes the cluster placement group's ARN
+    # an ODCR takes the cluster placement group's ARN; Capacity Blocks for ML; rebalance recommendations
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.GANG_RESERVATIONS,
+            Capability.CAPACITY_BLOCKS,
+            Capability.SPOT_PRICES,
+            Capability.REBALANCE_SIGNALS,
+        }
+    )
 
     def __init__(
         self,
@@ -959,3 +949,8 @@ class AwsProvider:
             max_usd,
         )
         return self._reservation(region, bought)
+
+
+def _conforms(provider: AwsProvider) -> Provider:
+    """Never called: mypy checks here that AwsProvider has every call of the Provider protocol."""
+    return provider

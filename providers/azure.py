@@ -38,16 +38,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
 
+from models.naming import TAG_PLAN, TAG_POOL, TAG_RUN, parse_offering, safe_name
 from providers.base import (
-    TAG_PLAN,
-    TAG_POOL,
-    TAG_RUN,
     Auth,
+    Capability,
     CapacityReservation,
     CapacityType,
     Conflict,
@@ -57,12 +56,14 @@ from providers.base import (
     Inventory,
     LaunchSpec,
     MissingSDK,
+    NoCapacityBlocks,
     Node,
     NotFound,
     OfferingInfo,
     OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
+    Provider,
     ProviderError,
     QuotaExceeded,
     ReservationSpec,
@@ -70,8 +71,6 @@ from providers.base import (
     SpotPrice,
     Throttled,
     Timeout,
-    parse_offering,
-    safe_name,
     sdk_call,
     tags_match,
 )
@@ -301,13 +300,14 @@ class _ScaleSet:
     reservation: str | None
 
 
-class AzureProvider:
+class AzureProvider(NoCapacityBlocks):
     """gpuplan's provider over one subscription and resource group. See the module docstring."""
 
     cloud = CLOUD
     #: Azure refuses a scale set with both a capacity reservation group and a proximity placement group
     #: (azurerm's linux_virtual_machine_scale_set page; Azure's capacity reservation limitations)
-    reserves_gangs = False
+    # the Retail Prices API has spot prices; reservations take no PPG
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SPOT_PRICES})
 
     def __init__(
         self, settings: AzureSettings, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep
@@ -848,7 +848,7 @@ class AzureProvider:
             if spec.placement_group:
                 raise InvalidRequest(
                     f"{spec.run or spec.pool}: a scale set cannot join a proximity placement group and a "
-                    "capacity reservation group at once (reserves_gangs is False on Azure)",
+                    "capacity reservation group at once (Azure has no Capability.GANG_RESERVATIONS)",
                     cloud=CLOUD,
                     operation="launch",
                 )
@@ -1091,3 +1091,8 @@ def _parse_time(text: Any) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _conforms(provider: AzureProvider) -> Provider:
+    """Never called: mypy checks here that AzureProvider has every call of the Provider protocol."""
+    return provider

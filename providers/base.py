@@ -2,65 +2,80 @@
 
 A provider manages the resources of one plan id (``plan_id``: the plan's scenario name, stable across
 re-plans so a new plan adopts the fleet the last one built). Every resource it creates carries the tags
-(AWS tags, GCP labels, Azure tags) below, and inventory finds resources by those tags alone, never by
-guessing from names:
+(AWS tags, GCP labels, Azure tags) of ``models.naming``, and inventory finds resources by those tags
+alone, never by guessing from names:
 
 - ``gpuplan-plan``: the plan id,
-- ``gpuplan-pool``: the pool a node belongs to (:func:`pool_name`), on nodes and their reservations,
+- ``gpuplan-pool``: the pool a node belongs to (``pool_name``), on nodes and their reservations,
 - ``gpuplan-run``: the training run (``job-run``) whose gang a node, placement group or reservation serves.
 
 Error contract (Karpenter's cloudprovider interface is the model): each call either does what it says or
-raises one :class:`ProviderError` subclass, mapped once at the SDK boundary of the adapter (never an SDK
-exception, never a bare ``Exception``):
+raises one ``ProviderError`` subclass (the tree is in ``providers/errors.py``), mapped once at the SDK
+boundary of the adapter (:func:`sdk_call`), never an SDK exception or a bare ``Exception``.
 
-==========================  ==========================================================================
-InsufficientCapacity        the cloud has no capacity for the request now (AWS InsufficientInstance-
-                            Capacity, GCP ZONE_RESOURCE_POOL_EXHAUSTED, Azure AllocationFailed)
-QuotaExceeded               an account quota or limit stops it (vCPU, GPU, instance count quotas)
-Throttled                   the API rate limit; adapters retry it themselves (:func:`retry_throttled`), so
-                            callers see it only after the bounded retries are spent
-NotFound                    the resource does not exist (a delete of a missing one is *not* an error: done)
-Conflict                    it exists already and is not ours (a create that finds our own resource
-                            adopts it instead), or a request clashes with the resource's state
-Auth                        credentials missing, expired or not allowed (the message never holds them)
-InvalidRequest              the cloud refused the request as malformed (bad parameter, unknown type)
-OperationFailed             a long-running operation ended in failure without a more specific cause
-Timeout                     no answer in time (a read or connect timeout, an operation still running at
-                            its deadline): the call may or may not have acted; the next inventory tells,
-                            and a retry with the same token creates nothing twice
-MissingSDK                  the adapter's SDK is not installed; names the extra (``pip install gpuplan[aws]``)
-==========================  ==========================================================================
+Capabilities (SkyPilot's ``CloudImplementationFeatures``): what only some clouds can do is a
+:class:`Capability` in the adapter's ``capabilities``; callers ask :func:`supports` (or
+:func:`require`) and never probe an adapter's attributes. A call that needs a capability the adapter
+lacks raises ``Unsupported``.
 
 Idempotency: ``ensure_*`` calls return the existing resource when one with the spec's name and our tags
 exists; ``launch`` sends ``spec.token`` as the cloud's client token (AWS ClientToken, GCP requestId,
 deterministic Azure resource names), so a retried launch after a lost reply creates nothing twice;
 ``terminate`` and ``delete_*`` of something already gone succeed.
 
-The SDKs are imported inside each adapter, never here: ``gpuplan plan`` needs none of them.
+Each adapter is checked against :class:`Provider` by mypy (a ``_conforms`` function at the end of its
+module, as Karpenter's ``var _ cloudprovider.CloudProvider = (*CloudProvider)(nil)``). The types the
+protocol speaks in (``providers.resources``) and its errors (``providers.errors``) are re-exported here,
+so an adapter imports its contract from one module. The SDKs are imported inside each adapter, never
+here: ``gpuplan plan`` needs none of them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Protocol, TypeVar, runtime_checkable
+from enum import StrEnum
+from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
-from models.errors import GpuplanError
 from models.tiers import CapacityType  # re-exported: the adapters' vocabulary
+from providers.errors import (
+    Auth,
+    Conflict,
+    InsufficientCapacity,
+    InvalidRequest,
+    MissingSDK,
+    NotFound,
+    OperationFailed,
+    ProviderError,
+    QuotaExceeded,
+    Throttled,
+    Timeout,
+    Unsupported,
+)
+from providers.resources import (
+    GONE_STATES,
+    CapacityBlockOffer,
+    CapacityReservation,
+    Interruption,
+    Inventory,
+    LaunchSpec,
+    Node,
+    OfferingInfo,
+    PlacementGroup,
+    PlacementGroupSpec,
+    ReservationSpec,
+    SpotPrice,
+)
 
 __all__ = [
     "GONE_STATES",
-    "TAG_PLAN",
-    "TAG_POOL",
-    "TAG_RUN",
-    "TAG_STANDS_IN",
     "Auth",
+    "Capability",
+    "CapacityBlockOffer",
     "CapacityReservation",
     "CapacityType",
     "Conflict",
@@ -70,6 +85,7 @@ __all__ = [
     "Inventory",
     "LaunchSpec",
     "MissingSDK",
+    "NoCapacityBlocks",
     "Node",
     "NotFound",
     "OfferingInfo",
@@ -84,252 +100,29 @@ __all__ = [
     "SpotPrice",
     "Throttled",
     "Timeout",
-    "client_token",
-    "managed_tags",
-    "parse_offering",
-    "pool_name",
+    "Unsupported",
+    "require",
     "retry_throttled",
-    "safe_name",
     "sdk_call",
+    "supports",
     "tags_match",
 ]
 
-TAG_PLAN = "gpuplan-plan"
-TAG_POOL = "gpuplan-pool"
-TAG_RUN = "gpuplan-run"
-#: On fallback nodes: the pool whose short nodes they stand in for (the daemon's capacity fallback).
-TAG_STANDS_IN = "gpuplan-stands-in"
 
-
-# ----------------------------------------------------------------------------------------------------------
-# errors
-
-
-class ProviderError(GpuplanError):
-    """A cloud call that did not do what it says. ``cloud`` and ``operation`` say where; ``code`` is the
-    cloud's own error code (``InsufficientInstanceCapacity``, ``409``), kept for logs and summaries."""
-
-    kind = "error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        cloud: str = "",
-        operation: str = "",
-        code: str | None = None,
-        launched: tuple[Node, ...] = (),
-    ) -> None:
-        self.message = message
-        self.cloud = cloud
-        self.operation = operation
-        self.code = code
-        #: a launch that failed part way: the nodes it made, which carry our tags and stay (a pool keeps
-        #: them; a gang, all or nothing, never has any)
-        self.launched = launched
-        super().__init__(self.format())
-
-    def format(self) -> str:
-        where = ": ".join(p for p in (self.cloud, self.operation) if p)
-        code = f" [{self.code}]" if self.code else ""
-        return f"{where}: {self.message}{code}" if where else f"{self.message}{code}"
-
-
-class InsufficientCapacity(ProviderError):
-    kind = "insufficient-capacity"
-
-
-class QuotaExceeded(ProviderError):
-    kind = "quota-exceeded"
-
-
-class Throttled(ProviderError):
-    kind = "throttled"
-
-
-class NotFound(ProviderError):
-    kind = "not-found"
-
-
-class Conflict(ProviderError):
-    kind = "conflict"
-
-
-class Auth(ProviderError):
-    kind = "auth"
-
-
-class InvalidRequest(ProviderError):
-    kind = "invalid-request"
-
-
-class OperationFailed(ProviderError):
-    kind = "operation-failed"
-
-
-class Timeout(ProviderError):
-    """No answer in time: the outcome is unknown (unlike the others, which say it did not act)."""
-
-    kind = "timeout"
-
-
-class MissingSDK(ProviderError):
-    """The adapter's SDK is not installed."""
-
-    kind = "missing-sdk"
-
-    def __init__(self, cloud: str, package: str, extra: str) -> None:
-        super().__init__(f"the {cloud} provider needs {package}: pip install 'gpuplan[{extra}]'", cloud=cloud)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# what providers return
-
-
-@dataclass(frozen=True)
-class OfferingInfo:
-    """A GPU instance type the cloud sells in a region, as its API describes it."""
-
-    offering: str  # cloud:region:instance_type
-    gpu_model: str | None
-    gpus_per_node: int
-    gpu_memory_gb: float | None
-    fabric: str | None  # efa, tcpx, tcpxo, infiniband, or None
-    network_interfaces: int = 1  # interfaces a gang node needs for its fabric (AWS: one EFA per card)
-
-
-@dataclass(frozen=True)
-class SpotPrice:
-    offering: str
-    usd_per_hour: float
-    at: datetime
-    zone: str | None = None
-
-
-@dataclass(frozen=True)
-class Node:
-    """A node (instance, VM, scale-set instance) gpuplan manages."""
-
-    id: str
-    offering: str
-    capacity: CapacityType
-    pool: str
-    run: str | None = None
-    placement_group: str | None = None
-    reservation: str | None = None
-    state: str = "running"  # pending, running, stopping, terminated, failed, as the cloud says (lower case)
-    zone: str | None = None
-    launched: datetime | None = None
-    tags: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class PlacementGroup:
-    """A group whose nodes sit close on the fabric: AWS cluster placement group, GCP compact resource
-    policy, Azure proximity placement group."""
-
-    name: str
-    region: str
-    run: str | None = None
-    id: str | None = None
-    state: str = "available"
-    tags: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CapacityReservation:
-    """Capacity held for nodes of one offering (AWS ODCR, GCP reservation, Azure capacity reservation)."""
-
-    name: str
-    offering: str
-    nodes: int
-    placement_group: str | None = None
-    run: str | None = None
-    id: str | None = None
-    state: str = "active"
-    tags: Mapping[str, str] = field(default_factory=dict)
-
-
-#: Node states (lower case) of nodes that are gone or going: they count towards nothing.
-GONE_STATES: Final = ("shutting-down", "terminated", "stopping", "stopped", "deleting", "deallocated")
-
-
-@dataclass(frozen=True)
-class Inventory:
-    """Everything tagged with one plan id, as the cloud reports it."""
-
-    nodes: tuple[Node, ...] = ()
-    placement_groups: tuple[PlacementGroup, ...] = ()
-    reservations: tuple[CapacityReservation, ...] = ()
-
-    def live_nodes(self) -> tuple[Node, ...]:
-        """Nodes that count towards a pool: not terminated, on their way out, or failed."""
-        return tuple(n for n in self.nodes if n.state not in GONE_STATES and n.state != "failed")
-
-    def failed_nodes(self) -> tuple[Node, ...]:
-        """Nodes the cloud reports as failed: serving nothing, possibly still billed."""
-        return tuple(n for n in self.nodes if n.state == "failed")
-
-
-@dataclass(frozen=True)
-class Interruption:
-    """A spot interruption (the node will be reclaimed) or a rebalance recommendation (it is at elevated
-    risk) the cloud announced for a node we manage."""
-
-    node_id: str
-    kind: str  # "interruption" or "rebalance"
-    at: datetime
-    offering: str | None = None
-    pool: str | None = None
-    run: str | None = None
-
-
-# ----------------------------------------------------------------------------------------------------------
-# what providers are asked
-
-
-@dataclass(frozen=True)
-class PlacementGroupSpec:
-    name: str
-    region: str
-    offering: str  # the offering of the gang (GCP and Azure size the group for it)
-    nodes: int
-    fabric: str | None
-    tags: Mapping[str, str]
-    token: str  # client token for the create
-
-
-@dataclass(frozen=True)
-class ReservationSpec:
-    name: str
-    offering: str
-    nodes: int
-    placement_group: str | None
-    tags: Mapping[str, str]
-    token: str
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """Launch ``count`` nodes of ``offering`` on ``capacity`` into ``pool``. A gang (``run`` set) launches
-    all or nothing into its placement group (and reservation, if any), with its fabric's interfaces."""
-
-    offering: str
-    capacity: CapacityType
-    count: int
-    pool: str
-    tags: Mapping[str, str]
-    token: str
-    run: str | None = None
-    placement_group: str | None = None
-    reservation: str | None = None  # the reservation's name (adapters also accept its cloud id)
-    fabric: str | None = None
-    target: int | None = None  # nodes the pool (or gang) holds once this launch is done: clouds that size a
-    # group (Azure scale sets) set its capacity to this, which repeats safely where "add count" would not
-
-    @property
-    def all_or_nothing(self) -> bool:
-        return self.run is not None
+class Capability(StrEnum):
+    """What an adapter can do beyond the calls every adapter has."""
+
+    #: a capacity reservation can hold a gang inside its placement group (AWS ODCRs take a cluster
+    #: placement group, GCP reservations a compact policy; Azure's capacity reservations do not combine
+    #: with proximity placement groups, so its gangs are never reserved)
+    GANG_RESERVATIONS = "gang-reservations"
+    #: fixed-term GPU blocks can be listed and bought (AWS Capacity Blocks for ML):
+    #: ``capacity_block_offerings`` and ``purchase_capacity_block``
+    CAPACITY_BLOCKS = "capacity-blocks"
+    #: ``spot_prices`` returns the cloud's current spot prices (GCP's Compute API has none: empty)
+    SPOT_PRICES = "spot-prices"
+    #: ``interruptions`` also reports rebalance recommendations (elevated risk, before an interruption)
+    REBALANCE_SIGNALS = "rebalance-signals"
 
 
 @runtime_checkable
@@ -337,10 +130,8 @@ class Provider(Protocol):
     """One cloud account (or the simulated cloud). See the module docstring for the error contract."""
 
     cloud: str  # aws, gcp, azure, sim
-    #: whether a capacity reservation can hold a gang inside its placement group (AWS ODCRs take a
-    #: cluster placement group, GCP reservations a compact policy; Azure's capacity reservations do not
-    #: combine with proximity placement groups, so its gangs are never reserved)
-    reserves_gangs: bool
+    #: what this adapter can do beyond the calls below (ask :func:`supports`)
+    capabilities: ClassVar[frozenset[Capability]]
 
     def handles(self, offering: str) -> bool:
         """Whether this provider can run ``offering`` (its cloud is this provider's cloud)."""
@@ -390,58 +181,59 @@ class Provider(Protocol):
         """Spot interruption and rebalance notices for our nodes that are pending now."""
         ...
 
+    def capacity_block_offerings(
+        self,
+        offering: str,
+        nodes: int,
+        hours: int,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[CapacityBlockOffer]:
+        """Capacity Blocks offered for ``nodes`` x ``offering`` for ``hours``, starting between ``start``
+        and ``end``; listing buys nothing. Unsupported without ``Capability.CAPACITY_BLOCKS``."""
+        ...
 
-# ----------------------------------------------------------------------------------------------------------
-# names, tags, tokens
-
-
-def parse_offering(offering: str) -> tuple[str, str, str]:
-    """``cloud:region:instance_type`` -> its three parts (ValueError if it is not one)."""
-    parts = offering.split(":")
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"not an offering id (cloud:region:instance_type): {offering!r}")
-    return parts[0], parts[1], parts[2]
-
-
-_UNSAFE = re.compile(r"[^a-z0-9-]+")
-
-
-def safe_name(text: str, limit: int = 63) -> str:
-    """A name every cloud accepts as a resource name and a label value: lower-case letters, digits and
-    ``-``, starting with a letter, at most ``limit`` characters (GCP's 63). Long names keep a hash of the
-    whole so two long names never collide."""
-    slug = _UNSAFE.sub("-", text.lower()).strip("-") or "x"
-    if not slug[0].isalpha():
-        slug = "g-" + slug
-    if len(slug) <= limit:
-        return slug
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return slug[: limit - 9].rstrip("-") + "-" + digest
+    def purchase_capacity_block(
+        self, offering_id: str, *, max_usd: float, token: str, tags: Mapping[str, str] | None = None
+    ) -> CapacityReservation:
+        """Buy a block this provider listed, only if its upfront fee is at most ``max_usd``; a repeated
+        purchase with the same ``token`` returns the block already bought. Unsupported without
+        ``Capability.CAPACITY_BLOCKS``."""
+        ...
 
 
-def pool_name(offering: str, capacity: CapacityType) -> str:
-    """The pool of ``offering``'s nodes bought on ``capacity``: ``aws-us-east-1-p5-48xlarge-spot``."""
-    return safe_name(f"{offering}-{capacity.value}")
+def supports(provider: Provider, capability: Capability) -> bool:
+    """Whether ``provider`` has ``capability``."""
+    return capability in provider.capabilities
 
 
-def managed_tags(
-    plan_id: str, *, pool: str | None = None, run: str | None = None, stands_in: str | None = None
-) -> dict[str, str]:
-    """The tags (labels) that make a resource ours; values are :func:`safe_name` so GCP accepts them."""
-    tags = {TAG_PLAN: safe_name(plan_id)}
-    if pool is not None:
-        tags[TAG_POOL] = pool
-    if run is not None:
-        tags[TAG_RUN] = run
-    if stands_in is not None:
-        tags[TAG_STANDS_IN] = stands_in
-    return tags
+def require(provider: Provider, capability: Capability, operation: str) -> None:
+    """Unsupported (naming the cloud and what was asked) unless ``provider`` has ``capability``."""
+    if not supports(provider, capability):
+        raise Unsupported(
+            f"{provider.cloud} does not have {capability.value}", cloud=provider.cloud, operation=operation
+        )
 
 
-def client_token(*parts: object) -> str:
-    """A deterministic client token from what identifies an intent (plan id, pool, period, target):
-    32 hex characters, within AWS's 64 and usable as GCP's requestId once formatted as a UUID."""
-    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:32]
+class NoCapacityBlocks:
+    """The Capacity Block calls of an adapter without ``Capability.CAPACITY_BLOCKS``: Unsupported."""
+
+    cloud: str
+
+    def capacity_block_offerings(
+        self,
+        offering: str,
+        nodes: int,
+        hours: int,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[CapacityBlockOffer]:
+        raise Unsupported("sells no Capacity Blocks", cloud=self.cloud, operation="capacity_block_offerings")
+
+    def purchase_capacity_block(
+        self, offering_id: str, *, max_usd: float, token: str, tags: Mapping[str, str] | None = None
+    ) -> CapacityReservation:
+        raise Unsupported("sells no Capacity Blocks", cloud=self.cloud, operation="purchase_capacity_block")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from pydantic import BaseModel, ValidationError
 
 from models.errors import InputError
 from models.yamlfile import read_yaml
-from providers.base import Provider
+from providers.base import Capability, Provider
 
-__all__ = ["CLOUDS", "load_provider_config", "open_provider", "reserves_gangs"]
+__all__ = ["CLOUDS", "capabilities_of", "load_provider_config", "open_provider"]
 
 #: Provider name -> (module, settings class, provider class) of its adapter; ``sim`` needs no settings.
 _ADAPTERS: Final = {
@@ -54,15 +54,19 @@ def load_provider_config(path: Path | None) -> dict[str, Any]:
     return data
 
 
-def reserves_gangs(cloud: str) -> bool:
-    """Whether ``cloud``'s capacity reservations can hold a gang in its placement group (the adapter's
-    ``reserves_gangs``; Terraform roots follow the same rule as provision)."""
+def capabilities_of(cloud: str) -> frozenset[Capability]:
+    """What ``cloud``'s adapter can do, without opening it (no SDK, no credentials): what Terraform roots
+    need to follow the same rules as provision (a gang's reservation only where a reservation can hold
+    its placement group)."""
     if cloud == "sim":
         from providers.sim import SimProvider
 
-        return SimProvider.reserves_gangs
+        return SimProvider.capabilities
+    if cloud not in _ADAPTERS:
+        raise InputError(None, "--cloud", f"unknown provider {cloud!r}; valid: {', '.join(CLOUDS)}")
     module_name, _, adapter = _ADAPTERS[cloud]
-    return bool(getattr(importlib.import_module(module_name), adapter).reserves_gangs)
+    provider: type[Provider] = getattr(importlib.import_module(module_name), adapter)
+    return provider.capabilities
 
 
 def open_provider(

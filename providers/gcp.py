@@ -35,16 +35,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.catalog import GPU_MEMORY_GB
+from models.naming import TAG_PLAN, TAG_POOL, TAG_RUN, parse_offering, safe_name
 from providers.base import (
-    TAG_PLAN,
-    TAG_POOL,
-    TAG_RUN,
     Auth,
+    Capability,
     CapacityReservation,
     CapacityType,
     Conflict,
@@ -54,12 +53,14 @@ from providers.base import (
     Inventory,
     LaunchSpec,
     MissingSDK,
+    NoCapacityBlocks,
     Node,
     NotFound,
     OfferingInfo,
     OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
+    Provider,
     ProviderError,
     QuotaExceeded,
     ReservationSpec,
@@ -67,8 +68,6 @@ from providers.base import (
     SpotPrice,
     Throttled,
     Timeout,
-    parse_offering,
-    safe_name,
     sdk_call,
     tags_match,
 )
@@ -281,11 +280,12 @@ class _Where:
     region: str | None = None
 
 
-class GcpProvider:
+class GcpProvider(NoCapacityBlocks):
     """One GCP project. See the module docstring for how gpuplan's resources map to Compute Engine's."""
 
     cloud = CLOUD
-    reserves_gangs = True  # a reservation takes the compact placement policy
+    # a reservation takes the compact placement policy; no spot price API
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.GANG_RESERVATIONS})
 
     def __init__(
         self,
@@ -978,3 +978,8 @@ class GcpProvider:
                     )
                 )
         return found
+
+
+def _conforms(provider: GcpProvider) -> Provider:
+    """Never called: mypy checks here that GcpProvider has every call of the Provider protocol."""
+    return provider

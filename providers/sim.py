@@ -32,12 +32,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeVar, cast
+from typing import Any, ClassVar, Final, TypeVar, cast
 
 from models.errors import InputError
+from models.naming import TAG_PLAN, parse_offering, safe_name
 from providers.base import (
-    TAG_PLAN,
     Auth,
+    Capability,
     CapacityReservation,
     CapacityType,
     Conflict,
@@ -46,12 +47,14 @@ from providers.base import (
     InvalidRequest,
     Inventory,
     LaunchSpec,
+    NoCapacityBlocks,
     Node,
     NotFound,
     OfferingInfo,
     OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
+    Provider,
     ProviderError,
     QuotaExceeded,
     ReservationSpec,
@@ -59,9 +62,7 @@ from providers.base import (
     SpotPrice,
     Throttled,
     Timeout,
-    parse_offering,
     retry_throttled,
-    safe_name,
     tags_match,
 )
 
@@ -115,11 +116,13 @@ def _empty_state() -> dict[str, Any]:
     }
 
 
-class SimProvider:
+class SimProvider(NoCapacityBlocks):
     """The simulated cloud (cloud = ``sim``), its state in ``path``."""
 
     cloud = "sim"
-    reserves_gangs = True
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.GANG_RESERVATIONS, Capability.SPOT_PRICES, Capability.REBALANCE_SIGNALS}
+    )
 
     def __init__(
         self,
@@ -550,3 +553,8 @@ def _reservation(record: dict[str, Any]) -> CapacityReservation:
         id=record["name"],
         tags=record["tags"],
     )
+
+
+def _conforms(provider: SimProvider) -> Provider:
+    """Never called: mypy checks here that SimProvider has every call of the Provider protocol."""
+    return provider

@@ -18,10 +18,11 @@ import yaml
 from hypothesis import settings
 from pulp.v4_migration import set_v4_migration_warnings
 
-import planner.optimize.build  # noqa: F401  (imported for its side effect, undone below)
+import planner.planning.optimize.build  # noqa: F401  (imported for its side effect, undone below)
 from models.catalog import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 
-# planner/optimize/build.py turns PuLP's 4.0 migration warnings off when it is imported (pulp is pinned
+# planner/planning/optimize/build.py turns PuLP's 4.0 migration warnings off when it is imported (pulp is
+# pinned
 # below 4, and users should not see them). The tests want them: pyproject.toml's filterwarnings makes them
 # errors, so a new use of an API that PuLP 4 removes fails here. build is imported above, so its mute has
 # already run and cannot undo this.
@@ -114,7 +115,7 @@ def scenario_dict(
 
 def exact_settings(**overrides: Any) -> Any:
     """Solver settings under which the model is exact (hourly blocks and starts) and solved to optimality."""
-    from planner.optimize import SolveSettings
+    from planner.planning.optimize import SolveSettings
 
     values: dict[str, Any] = {"block_hours": 1, "start_grid_hours": 1, "gap": 1e-6, "time_limit": 60}
     values.update(overrides)

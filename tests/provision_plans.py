@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from planner.inputs import load_inputs
-from planner.optimize import SolveSettings, optimize
+from models.inputs import load_inputs
+from planner.planning.optimize import SolveSettings, optimize
 
 __all__ = ["WEEK_START", "mixed_fleet_week", "week_scenario"]
 

@@ -25,7 +25,7 @@ Method (what is implemented; the paper's artifact is hkust-adsl/kubernetes-sched
   model-limited pods need ("Scarce GPU models" below) and for any pod that takes a node out of a short
   reserve ("A reserve for pods few nodes fit" below); the highest wins (see "tie-breaks" below).
   ``dot-product`` / ``clustering`` / ``packing``: the paper's other baselines (highest score wins, the
-  tightest fitting GPU inside the node; ``planner.simulate.policies.OPENB_SCORERS``).
+  tightest fitting GPU inside the node; ``planner.simulate.openb_scorers.OPENB_SCORERS``).
   Nodes with equal best scores are drawn at random (seeded), as the Kubernetes scheduler does; inside
   a node equal GPUs go to the lowest index. FGD's tie-breaks are ours (below).
 * Fragmentation of a node for the workload = sum over pod types m (the pod list grouped by CPU,
@@ -166,7 +166,7 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
-from planner.simulate.policies import OPENB_SCORERS, NodeScorer
+from planner.simulate.openb_scorers import OPENB_SCORERS, NodeScorer
 
 MILLI = 1000  # GPU share unit of the trace: 1000 = one whole GPU
 POLICIES: tuple[str, ...] = (

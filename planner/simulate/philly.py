@@ -415,12 +415,12 @@ def size_fleet(
     smoothing_hours: int | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Sizing:
-    """Plan the week's demand on one offering with ``planner.optimize`` and take its peak nodes."""
+    """Plan the week's demand on one offering with ``planner.planning.optimize`` and take its peak nodes."""
     import time
 
     from models.catalog import Catalog
     from models.scenario import parse
-    from planner.optimize import SolveSettings, optimize
+    from planner.planning.optimize import SolveSettings, optimize
 
     catalog = Catalog.load(catalog_path)
     try:

@@ -1,6 +1,6 @@
 """``gpuplan verify``: an independent check of a plan directory against its scenario and catalog.
 
-It shares no code with the optimizer: it reads the inputs as every command does (``planner/inputs.py``,
+It shares no code with the optimizer: it reads the inputs as every command does (``models/inputs.py``,
 ``adjust:`` applied) and re-derives everything else from ``models.*``, so a bug in the planner's sets,
 dispatch or extraction cannot hide itself. One module per responsibility:
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from models.inputs import Inputs, load_inputs
 from models.plan import Plan
-from planner.inputs import Inputs, load_inputs
 from planner.verify.billing import check_billing, check_commitment_rows, check_commitments, check_costs
 from planner.verify.context import Context
 from planner.verify.demand import check_demand

@@ -34,7 +34,7 @@ __all__ = ["check_packing", "fits", "min_bins"]
 SEARCH_BUDGET = 200_000  # search nodes per question; beyond it the answer is "undecided" (reported)
 
 
-class Undecided(Exception):
+class _Undecided(Exception):
     """The exact search ran out of budget (never seen on the scenarios; reported, not guessed)."""
 
 
@@ -49,7 +49,7 @@ def min_bins(
     """Fewest bins covering ``counts`` (items per type, types ordered largest first), each bin one of
     ``patterns`` (what fits in a bin; maximal ones suffice since fewer items always fit too).
 
-    ``resources`` are (per-type use, bin capacity) pairs for lower bounds. Raises :class:`Undecided`
+    ``resources`` are (per-type use, bin capacity) pairs for lower bounds. Raises ``_Undecided``
     when the search would exceed its budget.
     """
     if not any(counts):
@@ -96,7 +96,7 @@ def min_bins(
             return False
         spent += 1
         if spent > SEARCH_BUDGET:
-            raise Undecided
+            raise _Undecided
         j = next(k for k, n in enumerate(c) if n)
         for r in candidates(c, j):
             if feasible(take(c, r), bins - 1):
@@ -152,7 +152,7 @@ def fits(
     gpus_per_node: int, gpu_model: str, nodes: int, whole: tuple[tuple[int, int], ...], mig: Vector
 ) -> bool:
     """Whether ``whole`` ((GPUs per replica, replicas), ...) and ``mig`` (replicas per MIG profile) fit on
-    ``nodes`` nodes of ``gpus_per_node`` GPUs. Raises :class:`Undecided` if the search gives up."""
+    ``nodes`` nodes of ``gpus_per_node`` GPUs. Raises ``_Undecided`` if the search gives up."""
     if nodes < 0:
         return False
     gpus = sum(g * n for g, n in whole) + (mig_gpus(gpu_model, mig) if any(mig) else 0)
@@ -235,7 +235,7 @@ def _check_offering(
                 tuple(sorted(whole.items())),
                 tuple(mig),
             )
-        except Undecided:
+        except _Undecided:
             failed[u] = "undecided: the exact search gave up"
             continue
         if not ok:

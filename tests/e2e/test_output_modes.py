@@ -1,7 +1,7 @@
 """Output directories are readable as the user's umask allows, like anything ``mkdir`` makes.
 
 ``gpuplan plan``, ``whatif``, ``breakeven`` and the simulator write through
-``planner.cli_common.atomic_directory``: a staging sibling renamed into place. The staging directory
+``models.files.atomic_directory``: a staging sibling renamed into place. The staging directory
 used to come from ``tempfile.mkdtemp`` (mode 0700), so a teammate or a web server could not open
 report.html. Now the plan directory is 0755 under umask 022 (0750 under 027), as are its files (0644).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from models.files import atomic_directory
 from planner.cli import app
-from planner.cli_common import atomic_directory
 
 
 def _umask(mask: int) -> Iterator[int]:

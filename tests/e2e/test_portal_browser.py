@@ -39,10 +39,10 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    from planner.daemon.config import load_config
-    from planner.portal.app import create_app
-    from planner.portal.demo import prepare_demo
-    from planner.portal.security import hash_password
+    from planner.operations.daemon.config import load_config
+    from planner.operations.portal.app import create_app
+    from planner.operations.portal.demo import prepare_demo
+    from planner.operations.portal.security import hash_password
 
     config = load_config(prepare_demo(tmp_path / "demo", datetime.now(UTC)))
     app = create_app(config)

@@ -1,7 +1,7 @@
 """The ready scenarios in scenarios/: every file validates and is documented, and each new one plans to
 the outcome it is there to show (slow: each is planned through the CLI, 4-30 s apiece on 2 cores).
 
-``adjust:`` (spot-price-shock, h100-shortage) is applied by the CLI through ``planner/inputs.py``; the
+``adjust:`` (spot-price-shock, h100-shortage) is applied by the CLI through ``models/inputs.py``; the
 plan tests check both that it was applied (prices, caps) and what it does to the plan.
 """
 
@@ -83,8 +83,8 @@ def test_scenario_says_what_it_shows_and_how_to_run_it(name: str):
 
 
 def test_adjust_is_applied_on_loading():
-    """What plan/validate/whatif read for the two adjusted scenarios (planner/inputs.py)."""
-    from planner.inputs import load_inputs
+    """What plan/validate/whatif read for the two adjusted scenarios (models/inputs.py)."""
+    from models.inputs import load_inputs
 
     embedded = {o.id: o for o in Catalog.load(None).offerings}
     shocked = load_inputs(SCENARIOS / "spot-price-shock.yaml").catalog

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner.simulate.cli import simulate_app
+from planner.cli.simulate import simulate_app
 
 PHILLY = Path(__file__).resolve().parents[3] / "shared" / "data" / "philly-jobs-pollux" / "philly.csv"
 HAS_OPENB = importlib.util.find_spec("planner.simulate.openb") is not None

@@ -92,7 +92,7 @@ def test_a_plan_that_fails_its_own_check_is_a_loud_bug(
     wrong, and the exit code is 5."""
     import dataclasses
 
-    import planner.optimize.solution as solution
+    import planner.planning.optimize.solution as solution
 
     whole = solution.realized
 

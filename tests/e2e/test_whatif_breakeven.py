@@ -145,7 +145,7 @@ def test_whatif_bad_change_writes_nothing(tmp_path: Path, kit, runner: CliRunner
 def test_month_labels_are_unique_730_hour_months(tmp_path: Path, kit) -> None:
     """Twelve 730 h months of 2027: calendar names would repeat (January 31 starts the second one)."""
     from models.plan import PlanHorizon
-    from planner.monthly import month_labels
+    from planner.planning.monthly import month_labels
 
     horizon = PlanHorizon(start="2027-01-01T00:00:00Z", hours=8760, period_hours=1, periods=8760)
     labels = month_labels(horizon)

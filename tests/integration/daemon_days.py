@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
+from models.naming import pool_name
 from models.plan import Plan
 from models.tiers import CapacityType
-from planner.reconcile import run_name
-from providers.base import pool_name
+from planner.outputs.desired import run_name
 
 START = datetime(2027, 2, 1, tzinfo=UTC)
 STEP = timedelta(minutes=30)
@@ -72,7 +72,7 @@ _PLANS: dict[tuple[str, ...], Path] = {}
 
 def cached_planner(config: Any, previous: Any, now: datetime, live: dict[str, float]) -> Path:
     """The daemon's own planner, its plans reused across the two database runs (same inputs, same plan)."""
-    from planner.daemon.daemon import plan_scenario
+    from planner.operations.daemon.daemon import plan_scenario
 
     key = (*(f"{o}={v:.4f}" for o, v in sorted(live.items())), str(previous is not None))
     if key not in _PLANS:

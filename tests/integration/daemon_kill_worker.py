@@ -17,10 +17,10 @@ from datetime import datetime
 from pathlib import Path
 
 from models.plan import Plan
-from planner.daemon.journal import apply_journaled, resume
-from planner.daemon.store import Store
-from planner.provision import prepare
-from planner.reconcile import plan_id_of
+from planner.operations.daemon.journal import apply_journaled, resume
+from planner.operations.daemon.store import Store
+from planner.operations.provision import prepare
+from planner.outputs.desired import plan_id_of
 from providers.sim import SimProvider
 
 

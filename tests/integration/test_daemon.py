@@ -23,17 +23,17 @@ import yaml
 from daemon_days import END, START, STEP, cached_planner, daemon_config, fleet, planned
 from typer.testing import CliRunner
 
+from models.naming import pool_name
 from models.plan import Plan
 from models.tiers import CapacityType
 from planner.cli import app
-from planner.daemon.config import load_config
-from providers.base import pool_name
+from planner.operations.daemon.config import load_config
 from providers.sim import SimProvider
 
 
 def _run_days(tmp_path: Path, config_path: Path) -> list[str]:
     """Four and a half simulated days; returns what happened, for the assertions."""
-    from planner.daemon.daemon import Daemon
+    from planner.operations.daemon.daemon import Daemon
 
     config = load_config(config_path)
     state = config.sim_state
@@ -156,7 +156,7 @@ def test_once_from_the_command_line_acts_logs_json_and_leaks_no_secret(
 
 
 def test_commitment_expiry_warns_with_what_the_plan_buys_instead(scenario: Path, tmp_path: Path) -> None:
-    from planner.daemon.daemon import Daemon
+    from planner.operations.daemon.daemon import Daemon
 
     config = load_config(daemon_config(tmp_path, scenario))
     expiry = config.jobs.commitment_expiry.model_copy(update={"warn_days": 4000})
@@ -188,8 +188,8 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
 
     import sqlalchemy
 
-    from planner.daemon.daemon import Daemon
-    from planner.daemon.scheduler import run_forever
+    from planner.operations.daemon.daemon import Daemon
+    from planner.operations.daemon.scheduler import run_forever
 
     path = daemon_config(tmp_path, scenario, metrics={"enabled": True, "host": "127.0.0.1", "port": 0})
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -252,7 +252,7 @@ def test_without_the_daemon_extra_the_command_names_it(scenario: Path, tmp_path:
 def test_a_spot_pool_the_cloud_cannot_fill_falls_back_in_the_plans_order_until_spot_returns(
     scenario: Path, tmp_path: Path
 ) -> None:
-    from planner.daemon.daemon import Daemon, fallback_options
+    from planner.operations.daemon.daemon import Daemon, fallback_options
 
     config = load_config(daemon_config(tmp_path, scenario, launch_batch=100))
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None)

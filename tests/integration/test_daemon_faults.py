@@ -19,12 +19,13 @@ from typing import Any
 
 from daemon_days import START, cached_planner, daemon_config, fleet, planned
 
+from models.naming import pool_name
 from models.tiers import CapacityType
-from planner.daemon.config import load_config
-from planner.daemon.store import RetryPolicy as StoreRetry
-from planner.daemon.store import Store
-from planner.reconcile import run_name
-from providers.base import LaunchSpec, Node, RetryPolicy, pool_name
+from planner.operations.daemon.config import load_config
+from planner.operations.daemon.store import RetryPolicy as StoreRetry
+from planner.operations.daemon.store import Store
+from planner.outputs.desired import run_name
+from providers.base import LaunchSpec, Node, RetryPolicy
 from providers.sim import SimProvider
 
 AT = START + timedelta(hours=1)
@@ -39,7 +40,7 @@ JOBS = {
 
 
 def _daemon(tmp_path: Path, scenario: Path, cloud_retry: RetryPolicy | None = None, **extra: Any) -> Any:
-    from planner.daemon.daemon import Daemon
+    from planner.operations.daemon.daemon import Daemon
 
     config = load_config(daemon_config(tmp_path, scenario, **{"launch_batch": 4, "jobs": JOBS, **extra}))
     cloud = SimProvider(config.sim_state, sleep=lambda _s: None, retry=cloud_retry)
@@ -174,7 +175,7 @@ class _LockingCloud:
 def test_a_database_down_mid_cycle_fails_the_job_and_the_next_cycle_resumes_to_the_plan(
     scenario: Path, tmp_path: Path
 ) -> None:
-    from planner.daemon.daemon import Daemon
+    from planner.operations.daemon.daemon import Daemon
 
     config = load_config(daemon_config(tmp_path, scenario, launch_batch=4, jobs=JOBS))
     database = tmp_path / "daemon.db"
@@ -207,13 +208,13 @@ def test_a_database_down_mid_cycle_fails_the_job_and_the_next_cycle_resumes_to_t
 
 
 def _plan_id(daemon: Any) -> str:
-    from planner.reconcile import plan_id_of
+    from planner.outputs.desired import plan_id_of
 
     return plan_id_of(daemon.current_plan().document)
 
 
 def test_backoff_doubles_from_the_shorter_of_interval_and_first_to_the_longer_of_interval_and_max() -> None:
-    from planner.daemon.config import Backoff
+    from planner.operations.daemon.config import Backoff
 
     backoff = Backoff(first_minutes=5, max_minutes=60)
     minutes = [backoff.seconds(300, n) / 60 for n in range(1, 8)]
@@ -230,7 +231,7 @@ def test_under_apscheduler_a_failed_run_backs_off_and_moves_the_next_run_up(
     watch_interruptions, which asks the cloud at any time)."""
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from planner.daemon import scheduler as production
+    from planner.operations.daemon import scheduler as production
 
     daemon, cloud = _daemon(tmp_path, scenario)
     key = daemon.config.database_url
@@ -257,7 +258,7 @@ def test_under_apscheduler_a_failed_run_backs_off_and_moves_the_next_run_up(
 def test_fallback_options_are_the_plans_alike_offerings_cheapest_first_and_never_spot_for_on_demand(
     scenario: Path, tmp_path: Path
 ) -> None:
-    from planner.daemon.daemon import fallback_options
+    from planner.operations.daemon.daemon import fallback_options
 
     daemon, _cloud = _daemon(tmp_path, scenario)
     plan = daemon.current_plan()
@@ -285,7 +286,7 @@ def test_fallback_options_are_the_plans_alike_offerings_cheapest_first_and_never
 def test_an_on_demand_pool_the_cloud_cannot_fill_moves_to_an_alike_offering_until_its_own_is_back(
     scenario: Path, tmp_path: Path
 ) -> None:
-    from planner.daemon.daemon import fallback_options
+    from planner.operations.daemon.daemon import fallback_options
 
     daemon, cloud = _daemon(tmp_path, scenario, launch_batch=100)
     plan = daemon.current_plan()

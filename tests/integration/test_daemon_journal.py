@@ -28,12 +28,14 @@ import pytest
 from postgres_server import PostgresServer, fresh_database
 
 from models.actions import Action, ActionKind, ActionResult
+from models.naming import pool_name
 from models.plan import Plan
-from planner.daemon.journal import apply_journaled, resume
-from planner.daemon.store import RetryPolicy, Store, StoreUnavailable, action_key
-from planner.provision import Provisioning, apply, launch_spec, prepare
-from planner.reconcile import desired_state, plan_id_of
-from providers.base import LaunchSpec, PlacementGroupSpec, Provider, ReservationSpec, SpotPrice, pool_name
+from planner.operations.daemon.journal import apply_journaled, resume
+from planner.operations.daemon.store import RetryPolicy, Store, action_key
+from planner.operations.errors import StoreUnavailable
+from planner.operations.provision import Provisioning, apply, launch_spec, prepare
+from planner.outputs.desired import desired_state, plan_id_of
+from providers.base import LaunchSpec, PlacementGroupSpec, Provider, ReservationSpec, SpotPrice
 from providers.sim import SimProvider
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from models.plan import OfferingRecord
 from planner.cli import app
-from planner.exports.k8s import gpu_product
+from planner.outputs.k8s import gpu_product
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -45,8 +45,8 @@ def validator() -> KueueValidator:
 @pytest.fixture(scope="module")
 def short_plan(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``short_plan(path)``: the scenario at ``path`` cut to HOURS, planned once per module; its directory."""
-    from planner.inputs import load_inputs
-    from planner.optimize import SolveSettings, optimize
+    from models.inputs import load_inputs
+    from planner.planning.optimize import SolveSettings, optimize
 
     made: dict[str, Path] = {}
 
@@ -269,8 +269,8 @@ def test_a_team_without_a_guarantee_only_borrows(kit: Any, tmp_path: Path, valid
     (none, no cap). By hand: prod holds 16 GPUs of nominal quota on the reserved flavor and may borrow 16;
     research and adhoc hold none, research borrows up to 24, adhoc without limit; the shared queue lends
     the committed GPUs beyond prod's 16 and the on-demand peak."""
-    from planner.inputs import load_inputs
-    from planner.optimize import SolveSettings, optimize
+    from models.inputs import load_inputs
+    from planner.planning.optimize import SolveSettings, optimize
 
     kit.write_catalog_csv(
         tmp_path / "catalog.csv",

@@ -21,7 +21,7 @@ pytest.importorskip("fastapi")
 from starlette.routing import Route
 from test_portal_requests import PortalKit, csrf, job, make_portal
 
-from planner.portal.security import new_api_token
+from planner.operations.portal.security import new_api_token
 
 _SERIAL = itertools.count()
 ROLES = ("anonymous", "ada", "grace", "admin")  # anonymous, lead of A, lead of B, admin

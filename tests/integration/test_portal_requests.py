@@ -25,14 +25,14 @@ from fastapi.testclient import TestClient
 
 from models.errors import InputError
 from models.scenario import load
-from planner.daemon.config import load_config
-from planner.portal.app import create_app
-from planner.portal.demo import prepare_demo
-from planner.portal.security import LoginLimiter, hash_password, new_api_token
-from planner.portal.service import Portal
+from planner.operations.daemon.config import load_config
+from planner.operations.portal.app import create_app
+from planner.operations.portal.demo import prepare_demo
+from planner.operations.portal.security import LoginLimiter, hash_password, new_api_token
+from planner.operations.portal.service import Portal
 
 NOW = datetime(2027, 3, 1, 6, 0, tzinfo=UTC)
-#: the demo's users (planner/portal/demo/users.yaml), with passwords of the tests' own
+#: the demo's users (planner/operations/portal/demo/users.yaml), with passwords of the tests' own
 USERS: dict[str, tuple[bool, dict[str, str]]] = {
     "admin": (True, {}),
     "ada": (False, {"research": "lead"}),
@@ -151,8 +151,8 @@ def test_bad_requests_get_the_scenario_files_messages(tmp_path: Path) -> None:
         path = tmp_path / f"bad-{field_name}.yaml"
         path.write_text(yaml.safe_dump({**scenario, "training": [entry]}), encoding="utf-8")
         with pytest.raises(InputError) as caught:
-            from planner.inputs import load_inputs
-            from planner.optimize.checks import check_inputs
+            from models.inputs import load_inputs
+            from planner.planning.problem.checks import check_inputs
 
             inputs = load_inputs(path)
             check_inputs(inputs.scenario, inputs.catalog)

@@ -15,8 +15,8 @@ from sqlalchemy import text
 from test_portal_authz import EXPECTED
 from test_portal_requests import PASSWORD, PortalKit, csrf, job, make_portal
 
-from planner.portal.app import SESSION_COOKIE
-from planner.portal.security import LoginLimiter
+from planner.operations.portal.app import SESSION_COOKIE
+from planner.operations.portal.security import LoginLimiter
 
 
 @pytest.fixture
@@ -132,9 +132,9 @@ def test_session_cookie_is_signed_httponly_samesite(tmp_path: Path) -> None:
 def test_no_secret_in_the_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Signing in, a token made and used, a replan: the logs carry no password, token or session secret."""
     caplog.set_level(logging.DEBUG)
-    from planner.daemon.config import load_config
-    from planner.portal.app import create_app
-    from planner.portal.demo import prepare_demo
+    from planner.operations.daemon.config import load_config
+    from planner.operations.portal.app import create_app
+    from planner.operations.portal.demo import prepare_demo
 
     config = load_config(prepare_demo(tmp_path / "gen", __import__("test_portal_requests").NOW))
     app = create_app(config)  # the secret generated and stored

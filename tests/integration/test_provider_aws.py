@@ -20,9 +20,9 @@ import pytest
 from aws_stand_in import FAKE_SECRET, Ec2StandIn, block_offering, make_vpc
 from moto import mock_aws
 
+from models.naming import TAG_PLAN, client_token, managed_tags, pool_name
 from providers.aws import AwsProvider, AwsSettings, _error, open_provider
 from providers.base import (
-    TAG_PLAN,
     Auth,
     CapacityReservation,
     CapacityType,
@@ -40,9 +40,6 @@ from providers.base import (
     ReservationSpec,
     RetryPolicy,
     Throttled,
-    client_token,
-    managed_tags,
-    pool_name,
 )
 
 REGION = "us-east-1"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from azure_fake import AzureFake
 
+from models.naming import TAG_PLAN, client_token, managed_tags
 from providers.azure import AzureProvider, AzureSettings, open_provider
 from providers.base import (
-    TAG_PLAN,
     Auth,
     CapacityType,
     Conflict,
@@ -30,8 +30,6 @@ from providers.base import (
     ReservationSpec,
     RetryPolicy,
     Throttled,
-    client_token,
-    managed_tags,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

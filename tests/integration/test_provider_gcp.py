@@ -19,6 +19,7 @@ import pytest
 from gcp_fake import FakeCompute, FakeServer, error
 from pydantic import ValidationError
 
+from models.naming import client_token, managed_tags, pool_name
 from providers.base import (
     Auth,
     CapacityReservation,
@@ -37,9 +38,6 @@ from providers.base import (
     ReservationSpec,
     RetryPolicy,
     Throttled,
-    client_token,
-    managed_tags,
-    pool_name,
 )
 from providers.gcp import GcpProvider, GcpSettings, NicSettings, open_provider
 

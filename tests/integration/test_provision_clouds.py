@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from models.actions import ActionPlan
 from models.plan import Plan
 from planner.cli import app
-from providers.config import reserves_gangs
+from providers.base import Capability
+from providers.config import capabilities_of
 
 #: Planted in the environment of every run: none may appear in any output.
 SECRETS = {
@@ -246,7 +247,9 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     assert code == 0, applied
     assert f"applied: {len(document.actions)} done, 0 failed, 0 skipped" in applied
     made = stand.created()
-    reserved = gang.tier != "spot" and reserves_gangs(stand.cloud)  # Azure: a PPG takes no reservation
+    reserved = gang.tier != "spot" and Capability.GANG_RESERVATIONS in capabilities_of(
+        stand.cloud
+    )  # Azure: a PPG takes no reservation
     assert len(made["groups"]) == 1 and len(made["reservations"]) == reserved
     _check_fabric(stand, made, gang.fabric, gang.nodes)
     wanted = {a.target: a.target_nodes for a in document.actions if a.kind == "launch"}

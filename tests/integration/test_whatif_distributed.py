@@ -1,4 +1,4 @@
-"""What-if and break-even on Dask (``planner/sweep_engine.py``): a local cluster of two worker processes
+"""What-if and break-even on Dask (``planner/planning/sweeps.py``): a local cluster of two worker processes
 gives the same files as the in-process run, reports each variant as it ends, keeps a failed variant as a
 row with its error, and an unreachable scheduler is a quick, clear error.
 
@@ -26,13 +26,13 @@ from typer.testing import CliRunner
 
 distributed = pytest.importorskip("distributed")
 
+from models.inputs import load_inputs  # noqa: E402
 from models.plan import Plan  # noqa: E402
 from models.whatif import FailedVariant, SolvedVariant  # noqa: E402
 from planner.cli import app  # noqa: E402
-from planner.inputs import load_inputs  # noqa: E402
-from planner.optimize import SolveSettings  # noqa: E402
-from planner.sweep_engine import DaskEngine, Failure, make_job, solve_job  # noqa: E402
-from planner.whatif import plan_variants, run_whatif, variants_from_flags  # noqa: E402
+from planner.planning.optimize import SolveSettings  # noqa: E402
+from planner.planning.sweeps import DaskEngine, Failure, make_job, solve_job  # noqa: E402
+from planner.planning.whatif import plan_variants, run_whatif, variants_from_flags  # noqa: E402
 
 PRICE = 10.0
 DEMAND = [1 + hour // 6 for hour in range(24)]  # replicas per hour; one replica fills one 8-GPU node

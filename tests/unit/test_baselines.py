@@ -1,4 +1,4 @@
-"""The peers (``planner/baselines.py``) against independent calculations on tiny scenarios.
+"""The peers (``planner/planning/baselines.py``) against independent calculations on tiny scenarios.
 
 Most cases use one 8-GPU H100 offering and ``gpus_per_replica: 8``, so one replica is one node and the
 demand series *is* the usage in nodes; expected values are written out by hand or found by brute force.
@@ -14,7 +14,7 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
-from planner.baselines import (
+from planner.planning.baselines import (
     Usage,
     bill,
     compute_baselines,
@@ -22,8 +22,8 @@ from planner.baselines import (
     lookback_level,
     per_launch_usage,
 )
-from planner.mig.packing import pack
-from planner.optimize.sets import PlanningSets, build_sets
+from planner.planning.mig.packing import pack
+from planner.planning.problem.sets import PlanningSets, build_sets
 
 C_OD, C_1Y, C_3Y = 10.0, 6.0, 4.2
 YEAR = 8760

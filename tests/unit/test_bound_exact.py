@@ -1,4 +1,4 @@
-"""The exact-start certified bound (planner/optimize/bound_exact.py) against exact full solves.
+"""The exact-start certified bound (planner/planning/optimize/bound_exact.py) against exact full solves.
 
 - never above the optimum of the full problem (every start period, whole nodes, no pruning, no
   merging, solved exactly here), on seeded random small fleets;
@@ -21,14 +21,14 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
-from planner.optimize import SolveSettings, optimize
-from planner.optimize.bound import certified_bound
-from planner.optimize.bound_exact import exact_bound
-from planner.optimize.build import create_model
-from planner.optimize.exact_plan import exact_candidate, scheduled_from_exact
-from planner.optimize.local_search import violations
-from planner.optimize.sets import build_sets, full_sets
-from planner.optimize.solve import Termination, solve
+from planner.planning.optimize import SolveSettings, optimize
+from planner.planning.optimize.bound import certified_bound
+from planner.planning.optimize.bound_exact import exact_bound
+from planner.planning.optimize.build import create_model
+from planner.planning.optimize.exact_plan import exact_candidate, scheduled_from_exact
+from planner.planning.optimize.local_search import violations
+from planner.planning.problem.sets import build_sets, full_sets
+from planner.solvers.solve import Termination, solve
 
 START = "2027-01-04T00:00:00Z"
 
@@ -292,7 +292,7 @@ def test_the_staged_plan_gives_way_to_a_cheaper_exact_start_plan(kit, tmp_path: 
 
 def test_a_failing_exact_bound_leaves_the_plan_and_todays_bound(kit, tmp_path: Path, monkeypatch) -> None:
     """The exact-start bound is an extra: if it raises, the plan is still written, under bound.py's."""
-    import planner.optimize.bound_exact as bound_exact
+    import planner.planning.optimize.bound_exact as bound_exact
 
     def broken(*_args: Any, **_kwargs: Any) -> None:
         raise RuntimeError("broken on purpose")
@@ -313,7 +313,7 @@ def test_a_failing_exact_bound_leaves_the_plan_and_todays_bound(kit, tmp_path: P
 def test_the_exact_bound_runs_only_in_time_left_and_only_when_it_can_help() -> None:
     """Its budget: what is left of the limit, at most 15 % of it, none below 5 s, none once the plan is
     proven within the gap asked for (so a plan done early is not made to wait for it)."""
-    from planner.optimize.bound_exact import exact_budget
+    from planner.planning.optimize.bound_exact import exact_budget
 
     assert exact_budget(120.0, 30.0, 95.0, 100.0, 0.005) == pytest.approx(18.0)  # 15 % of 120 s
     assert exact_budget(120.0, 110.0, 95.0, 100.0, 0.005) == pytest.approx(10.0)  # what is left
@@ -327,7 +327,7 @@ def test_the_exact_bound_averages_nothing_only_where_it_can_finish() -> None:
     (the month's fine model needs 114-191 s); otherwise the cluster bound's clusters per block."""
     from types import SimpleNamespace
 
-    from planner.optimize.bound_exact import exact_clusters
+    from planner.planning.optimize.bound_exact import exact_clusters
 
     def sets(periods: int) -> Any:
         return SimpleNamespace(scenario=SimpleNamespace(horizon=SimpleNamespace(periods=periods)))

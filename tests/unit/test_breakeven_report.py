@@ -1,4 +1,5 @@
-"""Tests for planner/reports/breakeven.py: rendered from documents built with real models/tco.py results.
+"""Tests for planner/outputs/reports/breakeven.py: rendered from documents built with real models/tco.py
+results.
 
 The expected strings are the hand figures of tests/unit/test_finance.py formatted as the page shows
 them (default Colocation, one node against AWS p5.48xlarge on-demand $55.04 at 100% utilization):
@@ -22,7 +23,7 @@ from models.breakeven import BreakevenDocument, Comparator
 from models.errors import InputError
 from models.scenario import Colocation
 from models.tco import OwnershipCase, breakeven_data, unit_case
-from planner.reports.breakeven import render_breakeven_html, render_breakeven_markdown
+from planner.outputs.reports.breakeven import render_breakeven_html, render_breakeven_markdown
 
 COMPARATOR = Comparator(
     offering="aws:us-east-1:p5.48xlarge",

@@ -1,4 +1,5 @@
-"""Scenario against catalog, before any solve (``planner/optimize/checks.py``): every example of issue 13
+"""Scenario against catalog, before any solve (``planner/planning/problem/checks.py``): every example of
+issue 13
 point 1 (names) and point 3 (work that cannot run) is an error naming its field, or a warning that the
 plan carries; ``validate`` and ``plan`` agree."""
 
@@ -15,8 +16,8 @@ from models.catalog import Catalog
 from models.errors import InputError
 from models.scenario import parse
 from planner.cli import app
-from planner.optimize import optimize
-from planner.optimize.checks import check_inputs
+from planner.planning.optimize import optimize
+from planner.planning.problem.checks import check_inputs
 
 
 def _rows(kit) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from models.plan import Plan
 from models.scenario import parse
 from models.variation import apply_variations, parse_all
 from planner.cli import app
-from planner.whatif import check_variants, load_sweep, plan_variants, variants_from_flags
+from planner.planning.whatif import check_variants, load_sweep, plan_variants, variants_from_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_PLAN = Path(__file__).resolve().parents[1] / "data" / "plan-v1-e142793"

@@ -20,8 +20,14 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from planner.daemon.logs import THIRD_PARTY_LOGGERS, JsonFormatter, configure_json_logging, mask_url, redact
-from planner.daemon.metrics import DaemonMetrics, MetricsServer
+from planner.operations.daemon.logs import (
+    THIRD_PARTY_LOGGERS,
+    JsonFormatter,
+    configure_json_logging,
+    mask_url,
+    redact,
+)
+from planner.operations.daemon.metrics import DaemonMetrics, MetricsServer
 
 ENV_SECRET = "planted-azure-secret-Qx7Zp2"
 BEARER = "eyJplanted.bearer-token_9f3k"

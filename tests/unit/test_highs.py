@@ -1,11 +1,12 @@
-"""planner/highs.py: HiGHS's one scheduler per process does not break runs that ask other thread counts."""
+"""planner/solvers/highs.py: HiGHS's one scheduler per process does not break runs that ask other thread
+counts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from planner.highs import HighsModel, RowwiseModel
+from planner.solvers.highs import HighsModel, RowwiseModel
 
 
 def _knapsack() -> RowwiseModel:

@@ -21,12 +21,12 @@ import pytest
 from models.catalog import Catalog
 from models.scenario import parse
 from models.tiers import Capacity
-from planner.optimize.bound import ClusterDecisions, certified_bound, start_from
-from planner.optimize.commitments import tune_commitments
-from planner.optimize.decompose import _schedule, _within_spot_share
-from planner.optimize.hourly import Occupancy, dispatch, pool_prices
-from planner.optimize.schedule import improve_schedule, schedule_training
-from planner.optimize.sets import build_sets
+from planner.planning.optimize.bound import ClusterDecisions, certified_bound, start_from
+from planner.planning.optimize.commitments import tune_commitments
+from planner.planning.optimize.dispatch import Occupancy, dispatch, pool_prices
+from planner.planning.optimize.hourly import _schedule, _within_spot_share
+from planner.planning.optimize.schedule import improve_schedule, schedule_training
+from planner.planning.problem.sets import build_sets
 
 
 def _column(sets, o: int, term: str) -> int:

@@ -2,7 +2,8 @@
 interpreter.
 
 An import cycle only shows when a module of the cycle is the first one imported (``import
-planner.baselines`` used to fail while ``import planner.optimize`` worked), so no project module may be
+planner.planning.baselines`` used to fail while ``import planner.planning.optimize`` worked), so no project
+module may be
 loaded before the one under test. The modules are found by walking the package directories, so a new
 module is checked without touching this file.
 
@@ -113,8 +114,9 @@ def _alone(name: str) -> dict[str, str | None]:
 def test_discovery_finds_the_packages_and_their_modules() -> None:
     names = discover()
     assert len(names) == len(set(names))
-    for expected in ("models", "models.mig", "planner", "planner.optimize", "planner.optimize.sets",
-                     "planner.mig.packing", "planner.simulate.cli", "providers"):  # fmt: skip
+    for expected in ("models", "models.mig", "planner", "planner.planning.optimize",
+                     "planner.planning.problem.sets", "planner.planning.mig.packing", "planner.cli.simulate",
+                     "providers"):  # fmt: skip
         assert expected in names
 
 

@@ -1,4 +1,4 @@
-"""The local search (planner/optimize/local_search.py) against independent calculations.
+"""The local search (planner/planning/optimize/local_search.py) against independent calculations.
 
 - from a deliberately bad start it reaches the optimum of a brute force over every commitment level and
   every run placement, each scored by the exact per-period MILP (``dispatch(whole=True)``);
@@ -18,10 +18,10 @@ import pytest
 from models.catalog import Catalog
 from models.scenario import parse
 from models.tiers import Capacity
-from planner.optimize.hourly import Occupancy, dispatch, team_index
-from planner.optimize.local_search import search, violations
-from planner.optimize.schedule import Schedule, at, combos
-from planner.optimize.sets import PlanningSets, TrainingOption, build_sets
+from planner.planning.optimize.dispatch import Occupancy, dispatch, team_index
+from planner.planning.optimize.local_search import search, violations
+from planner.planning.optimize.schedule import Schedule, at, combos
+from planner.planning.problem.sets import PlanningSets, TrainingOption, build_sets
 
 
 def _sets(tmp_path: Path, kit: Any, rows: list[dict[str, Any]], **scenario: Any) -> PlanningSets:

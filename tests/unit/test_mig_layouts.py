@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-import planner.mig.packing as mig_packing
+import planner.planning.mig.packing as mig_packing
 from models.mig import (
     COMPUTE_SLICES,
     MEMORY_SLICES,
@@ -37,8 +37,8 @@ from models.mig import (
     smallest_profile,
     valid_layouts,
 )
-from planner.mig.config import config_name, mig_parted_config, with_suffix
-from planner.mig.packing import Packing, pack, pack_lower_bound
+from planner.planning.mig.config import config_name, mig_parted_config, with_suffix
+from planner.planning.mig.packing import Packing, pack, pack_lower_bound
 
 MODELS = sorted(MIG_PROFILES)
 

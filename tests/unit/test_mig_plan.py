@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from models.catalog import Catalog
+from models.inputs import Inputs
 from models.mig import layout_for, profile_named
 from models.plan import Plan
 from models.scenario import parse
-from planner.inputs import Inputs
-from planner.optimize import optimize
+from planner.planning.optimize import optimize
 from planner.verify import verify, verify_directory
 
 H = 48
@@ -214,7 +214,7 @@ def test_training_and_whole_gpu_services_are_not_sliced(plan) -> None:
 
 
 def test_the_report_shows_the_layouts(plan) -> None:
-    from planner.reports.plan import write_reports
+    from planner.outputs.reports.plan import write_reports
 
     _, out = plan
     md, html = write_reports(out)
@@ -224,7 +224,7 @@ def test_the_report_shows_the_layouts(plan) -> None:
 
 
 def test_a_compute_share_picks_a_bigger_slice(tmp_path, kit) -> None:
-    from planner.optimize.sets import build_sets
+    from planner.planning.problem.sets import build_sets
 
     kit.write_catalog_csv(tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=40.0)])
     service = {"name": "s", "team": "t", "gpu_memory_gb": 9, "gpu_models": ["H100"],
@@ -242,14 +242,15 @@ def test_a_compute_share_picks_a_bigger_slice(tmp_path, kit) -> None:
 
 @pytest.mark.parametrize("gpus_per_node", [1, 2, 8])
 def test_random_pools_every_hour_is_held_on_the_nodes_it_needs(gpus_per_node: int) -> None:
-    """planner.mig.schedule on random works (MIG replicas of three profiles, whole-GPU replicas of divisor
+    """planner.planning.mig.schedule on random works (MIG replicas of three profiles, whole-GPU replicas of
+    divisor
     sizes, spot and non-spot): each (group, period) gets ceil((whole GPUs + packed GPUs) / G) nodes, and
     on them the configs' instances (summed from the layouts here) cover its replicas, and its whole-GPU
     replicas, largest first, fit the MIG-off GPUs of those nodes and of the nodes without a config."""
     import random
 
-    from planner.mig.packing import pack
-    from planner.mig.schedule import Work, plan_pool
+    from planner.planning.mig.packing import pack
+    from planner.planning.mig.schedule import Work, plan_pool
 
     g = gpus_per_node
     rng = random.Random(11 + g)

@@ -1,4 +1,4 @@
-"""The FGD paper's other baselines on the openb replay (planner/simulate/policies.py scorers): each
+"""The FGD paper's other baselines on the openb replay (planner/simulate/openb_scorers.py): each
 policy's scores and choice on hand-made clusters against scores computed by hand from the artifact's
 formulas, and a replay of a slice of the real trace under each (skipped when ../shared is absent).
 """

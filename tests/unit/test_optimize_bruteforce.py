@@ -29,7 +29,7 @@ import pytest
 from models.catalog import Catalog
 from models.preemption import spot_overhead
 from models.scenario import parse
-from planner.optimize import optimize
+from planner.planning.optimize import optimize
 
 HOURS = 60
 START = "2027-01-04T00:00:00Z"

@@ -20,7 +20,7 @@ import pytest
 
 from models.catalog import Catalog
 from models.scenario import parse
-from planner.optimize import optimize
+from planner.planning.optimize import optimize
 
 H = 168  # one week, hourly periods
 C_OD = 10.0

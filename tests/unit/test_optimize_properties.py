@@ -25,16 +25,16 @@ from hypothesis import strategies as st
 
 from models.catalog import Catalog
 from models.errors import InputError
+from models.inputs import Inputs
 from models.plan import ALLOCATION_COLUMNS, Plan
 from models.scenario import parse
 from models.workloads import service_demand
-from planner.inputs import Inputs
-from planner.optimize import optimize
-from planner.optimize.bound import certified_bound
-from planner.optimize.build import create_model
-from planner.optimize.checks import check_inputs
-from planner.optimize.sets import MAX_STARTS_PER_RUN, ModelOptions, build_sets, full_sets
-from planner.optimize.solve import Termination, solve
+from planner.planning.optimize import optimize
+from planner.planning.optimize.bound import certified_bound
+from planner.planning.optimize.build import create_model
+from planner.planning.problem.checks import check_inputs
+from planner.planning.problem.sets import MAX_STARTS_PER_RUN, ModelOptions, build_sets, full_sets
+from planner.solvers.solve import Termination, solve
 from planner.verify import verify
 
 HOURS = 48
@@ -219,7 +219,7 @@ def _matches(patterns: list[str], model: str) -> bool:
 def _written(kit, data: dict[str, Any], rows: list[dict[str, Any]], directory: Path):
     """The case written to ``directory`` (catalog.csv) and read back as the planner reads it; a case that
     ``gpuplan validate`` rejects (a service or gang no offering can run, a window shorter than its run:
-    planner/optimize/checks.py) is no plan to check, once its message has named the field."""
+    planner/planning/problem/checks.py) is no plan to check, once its message has named the field."""
     kit.write_catalog_csv(directory / "catalog.csv", rows)
     scenario, catalog = parse(data, directory / "scenario.yaml"), Catalog.load(directory / "catalog.csv")
     try:
@@ -537,7 +537,7 @@ def _misreported_start_case() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def test_objective_is_what_the_plan_costs_when_highs_misreports_a_warm_start(kit) -> None:
     """bound <= exact optimum of the full hourly problem <= plan cost, and objective_usd (and every
     stage's) is what the plan as written pays: HiGHS's report of a warm-started stage is checked
-    against the solution it returns (planner/optimize/solve.py)."""
+    against the solution it returns (planner/solvers/solve.py)."""
     data, rows = _misreported_start_case()
     with tempfile.TemporaryDirectory(prefix="gpuplan-start-") as tmp:
         directory = Path(tmp)

@@ -24,7 +24,7 @@ from models.catalog import Catalog
 from models.scenario import parse
 from models.tco import owned_usd_per_node_hour
 from models.tiers import HOURS_PER_MONTH
-from planner.optimize import optimize
+from planner.planning.optimize import optimize
 
 H = 3 * 730  # three 730-hour months, hourly periods
 C_OD, C_1Y = 55.04, 33.024

@@ -1,4 +1,4 @@
-"""Commitments over time (``planner/optimize/purchases.py``): purchases at purchase steps, commitments
+"""Commitments over time (``planner/planning/problem/purchases.py``): purchases at purchase steps, commitments
 held already, each checked against an independent calculation.
 
 One offering (1 GPU per node, one replica per node, on demand $10/h, 1y $6/h) and one service, so demand
@@ -24,12 +24,12 @@ import pytest
 
 from models.catalog import Catalog
 from models.errors import InputError
+from models.inputs import Inputs
 from models.plan import Plan
 from models.scenario import parse
-from planner.inputs import Inputs
-from planner.monthly import monthly_by_tier
-from planner.optimize import optimize
-from planner.optimize.purchases import purchase_steps
+from planner.planning.monthly import monthly_by_tier
+from planner.planning.optimize import optimize
+from planner.planning.problem.purchases import purchase_steps
 from planner.verify import verify
 
 C_OD, C_1Y = 10.0, 6.0

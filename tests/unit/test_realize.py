@@ -1,4 +1,4 @@
-"""Whole replicas on whole nodes (planner/optimize/realize.py): the model's fractional serving of one
+"""Whole replicas on whole nodes (planner/planning/optimize/realize.py): the model's fractional serving of one
 period made into integer replicas per (offering, kind), sized by packing, checked against a brute force
 over every integer split and against the independent checker's packing (planner/verify/packing.py)."""
 
@@ -20,8 +20,8 @@ from models.catalog import Catalog
 from models.mig import MIG_PROFILES, canonical_model, smallest_profile
 from models.scenario import parse
 from models.tiers import Capacity
-from planner.optimize.realize import realize, replica_shapes
-from planner.optimize.sets import build_sets, whole_gpu_size
+from planner.planning.optimize.realize import realize, replica_shapes
+from planner.planning.problem.sets import build_sets, whole_gpu_size
 from planner.verify.packing import fits, mig_gpus
 
 KINDS = (Capacity.NON_SPOT, Capacity.SPOT)

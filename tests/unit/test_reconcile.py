@@ -1,4 +1,5 @@
-"""planner/reconcile.py: the plan's desired state at a time, and the actions that turn an inventory into it.
+"""planner/operations/reconcile.py: the plan's desired state at a time, and the actions that turn an
+inventory into it.
 
 The desired state is checked against an independent reading of the plan files (pandas over
 allocations.csv, plan.json's training rows); the action rules (order, dependencies, minimality, tokens,
@@ -15,17 +16,12 @@ from pathlib import Path
 import pytest
 
 from models.errors import InputError
+from models.naming import pool_name
 from models.plan import Plan
-from planner.provision import launch_spec, placement_group_spec, reservation_spec
-from planner.reconcile import (
-    ActionKind,
-    DesiredGang,
-    DesiredPool,
-    DesiredState,
-    desired_state,
-    reconcile,
-)
-from providers.base import CapacityReservation, CapacityType, Inventory, Node, PlacementGroup, pool_name
+from planner.operations.provision import launch_spec, placement_group_spec, reservation_spec
+from planner.operations.reconcile import ActionKind, reconcile
+from planner.outputs.desired import DesiredGang, DesiredPool, DesiredState, desired_state
+from providers.base import CapacityReservation, CapacityType, Inventory, Node, PlacementGroup
 
 AT = datetime(2027, 2, 5, 0, tzinfo=UTC)  # the week plans' pretraining gang starts then
 P5 = "aws:us-east-1:p5.48xlarge"

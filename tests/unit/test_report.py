@@ -1,4 +1,4 @@
-"""Tests for planner/reports/plan.py: the reports read only the plan files and must reconcile.
+"""Tests for planner/outputs/reports/plan.py: the reports read only the plan files and must reconcile.
 
 Each test builds a typed plan (a ``PlanDocument`` and its allocations frame) by hand, so the expected
 numbers are computed here from the same inputs, independently of the report code. Plans reach
@@ -47,7 +47,7 @@ from models.plan import (
     Utilization,
 )
 from models.tiers import Term, Tier
-from planner.reports.plan import render_html, render_markdown, write_reports
+from planner.outputs.reports.plan import render_html, render_markdown, write_reports
 
 START = datetime(2027, 1, 1, tzinfo=UTC)
 AWS_P5 = "aws:us-east-1:p5.48xlarge"

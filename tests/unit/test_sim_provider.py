@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from models.naming import managed_tags, pool_name
 from providers.base import (
     CapacityType,
     Conflict,
@@ -23,8 +24,6 @@ from providers.base import (
     QuotaExceeded,
     RetryPolicy,
     Throttled,
-    managed_tags,
-    pool_name,
 )
 from providers.sim import SimProvider
 

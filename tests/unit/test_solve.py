@@ -7,7 +7,7 @@ import math
 import pulp
 import pytest
 
-from planner.optimize.solve import Termination, solve, solve_separable
+from planner.solvers.solve import Termination, solve, solve_separable
 
 
 def separable_problem(fixed_value: int) -> pulp.LpProblem:
@@ -110,7 +110,7 @@ def test_a_started_solve_reports_what_its_solution_costs():
 def test_a_misreported_start_is_kept_at_its_cost_when_the_cold_solve_finds_nothing(monkeypatch):
     """Without a better solution from the solve without the start (say, out of time), the plan is the
     start HiGHS returned, at what it costs, with no bound claimed for it."""
-    from planner.optimize import solve as module
+    from planner.solvers import solve as module
 
     real = module._run_highs
 

@@ -17,8 +17,8 @@ from models.tiers import (
     Term,
     Tier,
 )
-from planner.optimize.build import VAR_CODE
-from planner.optimize.hourly import CODE_CAPACITY, NON_SPOT_CODE, SPOT_CODE, TIER_CODE
+from planner.planning.optimize.build import VAR_CODE
+from planner.planning.optimize.dispatch import CODE_CAPACITY, NON_SPOT_CODE, SPOT_CODE, TIER_CODE
 
 
 def test_members_are_the_strings_the_files_use() -> None:

@@ -9,10 +9,10 @@ import pytest
 
 from models.catalog import Catalog
 from models.errors import InputError
+from models.inputs import load_inputs
 from models.scenario import parse
 from models.variation import apply_variations, parse_all, parse_variation
 from models.workloads import service_demand
-from planner.inputs import load_inputs
 
 H = 48
 
@@ -169,7 +169,7 @@ def test_colocation_max_nodes_zero_means_cloud_only(base) -> None:
 def test_a_change_keeps_clouds_left_out(base) -> None:
     """The base names no ``clouds:`` and its catalog has no Azure offering; a change must not write the
     every-cloud default back as if the user had named Azure (planning would refuse it)."""
-    from planner.optimize.checks import check_inputs
+    from planner.planning.problem.checks import check_inputs
 
     scenario, catalog = base
     assert "clouds" not in scenario.model_fields_set

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from models.catalog import Catalog
+from models.inputs import load_inputs
 from models.plan import (
     ALLOCATION_COLUMNS,
     MigConfigUse,
@@ -32,7 +33,6 @@ from models.plan import (
     UnservedTraining,
 )
 from models.tiers import COMMITTED_TIERS, TERM_TIER, Tier
-from planner.inputs import load_inputs
 from planner.verify import KINDS, verify, verify_directory
 from planner.verify.packing import fits, mig_gpus
 from planner.verify.teams import max_flow
@@ -136,7 +136,7 @@ def _scenario(kit: SimpleNamespace, directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def base(kit: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """The planner's plan of the small scenario, written to a directory, with what corruptions need."""
-    from planner.optimize import optimize
+    from planner.planning.optimize import optimize
 
     directory = tmp_path_factory.mktemp("verify-base")
     scenario = _scenario(kit, directory)
@@ -826,7 +826,8 @@ def test_max_flow_finds_that_one_gpu_backs_one_team() -> None:
 
 
 def test_verify_shares_no_code_with_the_optimizer() -> None:
-    """planner/verify/ imports models.*, planner.inputs and itself only (no planner.optimize, planner.mig,
+    """planner/verify/ imports models.*, models.inputs and itself only (no planner.planning.optimize,
+    planner.planning.mig,
     no solver): a checker that shared the planner's derivations would share its bugs."""
     import ast
 
@@ -840,5 +841,5 @@ def test_verify_shares_no_code_with_the_optimizer() -> None:
                 imported |= {alias.name for alias in node.names}
     ours = {m for m in imported if m.split(".")[0] in ("planner", "models", "providers")}
     assert ours, "found the imports"
-    assert all(m.startswith(("models", "planner.verify")) or m == "planner.inputs" for m in ours), ours
+    assert all(m.startswith(("models", "planner.verify")) or m == "models.inputs" for m in ours), ours
     assert not {m for m in imported if m.split(".")[0] in ("pulp", "highspy", "scipy")}

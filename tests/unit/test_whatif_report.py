@@ -1,4 +1,4 @@
-"""Tests for planner/reports/whatif.py: rendered from a whatif.json document built here by hand.
+"""Tests for planner/outputs/reports/whatif.py: rendered from a whatif.json document built here by hand.
 
 Three variants of a one-year scenario: the base (reserved + on-demand + spot), a colocation variant
 that owns 16 nodes (paid mostly in its first month, so its cumulative cost starts above the base's
@@ -24,8 +24,8 @@ from plotly.offline import get_plotlyjs
 from models.errors import InputError
 from models.plan import UnservedInference, UnservedTraining
 from models.whatif import FailedVariant, SolvedVariant, WhatifDocument
-from planner.reports.kit import TIER_COLORS
-from planner.reports.whatif import render_whatif_html, render_whatif_markdown, write_whatif_reports
+from planner.outputs.reports.kit import TIER_COLORS
+from planner.outputs.reports.whatif import render_whatif_html, render_whatif_markdown, write_whatif_reports
 
 MONTHS = [f"2027-{m:02d}" for m in range(1, 13)]
 ON_DEMAND_ALL = 3_487_167.0
@@ -232,7 +232,7 @@ def test_markdown_sections_headline_and_tables(md: str) -> None:
     assert "### colo-16" in unserved and "### base" not in unserved
     assert "| chat-70b | inference | assistant | — | 310 replica-h |" in unserved
     assert "| pretrain-34b | training | research | 3 | 512 GPU-h | deadline 2027-03-01 missed |" in unserved
-    # Cost by tier: tiers in planner/reports/plan.py's order, rows adding up to the totals.
+    # Cost by tier: tiers in planner/outputs/reports/plan.py's order, rows adding up to the totals.
     tiers = _section(md, "Cost by tier")
     assert "| variant | owned | reserved_3y | reserved_1y | on_demand | spot | total |" in tiers
     assert "| base | $0 | $812,000 | $420,000 | $504,664 | $200,000 | $1,936,664 |" in tiers
@@ -281,7 +281,7 @@ def test_html_numbers_sections_and_charts(page: str) -> None:
     assert f'<td class="error" colspan="10">failed: {html.escape(FAILED_ERROR)}</td>' in page
     assert '<td class="num bad">2</td>' in page  # colo-16's unserved items, in red
     assert '<td class="num">0</td>' in page  # base serves everything
-    # Chart titles, and the tier colours of planner/reports/plan.py (owned included).
+    # Chart titles, and the tier colours of planner/outputs/reports/plan.py (owned included).
     assert "Monthly cost by tier, per variant (same y scale)" in page
     assert "Savings per variant" in page
     assert "Cumulative cost by month, per variant" in page

@@ -22,7 +22,7 @@ from models.errors import InputError
 from models.scenario import load
 from models.yamlfile import MAX_BYTES, MAX_DEPTH, MAX_VALUES, read_yaml
 from planner.cli import app
-from planner.whatif import load_sweep
+from planner.planning.whatif import load_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"

@@ -1,0 +1,82 @@
+"""How gpuplan names and tags what it makes in a cloud: written once, for provision, the daemon and the
+Terraform roots alike.
+
+A resource is gpuplan's when it carries ``gpuplan-plan = <plan id>``; the pool and the run it serves are
+tags too, never guessed from names. Names are :func:`safe_name` (every cloud's resource-name and
+label-value rules at once), and client tokens are derived from what identifies an intent, so a retried
+request creates nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from models.tiers import CapacityType
+
+__all__ = [
+    "TAG_PLAN",
+    "TAG_POOL",
+    "TAG_RUN",
+    "TAG_STANDS_IN",
+    "client_token",
+    "managed_tags",
+    "parse_offering",
+    "pool_name",
+    "safe_name",
+]
+
+TAG_PLAN = "gpuplan-plan"
+TAG_POOL = "gpuplan-pool"
+TAG_RUN = "gpuplan-run"
+#: On fallback nodes: the pool whose short nodes they stand in for (the daemon's capacity fallback).
+TAG_STANDS_IN = "gpuplan-stands-in"
+
+
+def parse_offering(offering: str) -> tuple[str, str, str]:
+    """``cloud:region:instance_type`` -> its three parts (ValueError if it is not one)."""
+    parts = offering.split(":")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"not an offering id (cloud:region:instance_type): {offering!r}")
+    return parts[0], parts[1], parts[2]
+
+
+_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def safe_name(text: str, limit: int = 63) -> str:
+    """A name every cloud accepts as a resource name and a label value: lower-case letters, digits and
+    ``-``, starting with a letter, at most ``limit`` characters (GCP's 63). Long names keep a hash of the
+    whole so two long names never collide."""
+    slug = _UNSAFE.sub("-", text.lower()).strip("-") or "x"
+    if not slug[0].isalpha():
+        slug = "g-" + slug
+    if len(slug) <= limit:
+        return slug
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return slug[: limit - 9].rstrip("-") + "-" + digest
+
+
+def pool_name(offering: str, capacity: CapacityType) -> str:
+    """The pool of ``offering``'s nodes bought on ``capacity``: ``aws-us-east-1-p5-48xlarge-spot``."""
+    return safe_name(f"{offering}-{capacity.value}")
+
+
+def managed_tags(
+    plan_id: str, *, pool: str | None = None, run: str | None = None, stands_in: str | None = None
+) -> dict[str, str]:
+    """The tags (labels) that make a resource ours; values are :func:`safe_name` so GCP accepts them."""
+    tags = {TAG_PLAN: safe_name(plan_id)}
+    if pool is not None:
+        tags[TAG_POOL] = pool
+    if run is not None:
+        tags[TAG_RUN] = run
+    if stands_in is not None:
+        tags[TAG_STANDS_IN] = stands_in
+    return tags
+
+
+def client_token(*parts: object) -> str:
+    """A deterministic client token from what identifies an intent (plan id, pool, period, target):
+    32 hex characters, within AWS's 64 and usable as GCP's requestId once formatted as a UUID."""
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:32]

@@ -1,0 +1,70 @@
+"""`gpuplan`: the command line, assembled from one module per command family.
+
+Exit codes scripts can trust: 0 success; 2 bad input (scenario, catalog, series, arguments); 3 the
+solver produced no plan; 4 a plan was written but demand is unserved and ``--fail-on-unserved`` was
+given; 5 the plan was written but fails its own check (``gpuplan verify``: a bug, reported loudly);
+6 ``provision`` could not read the cloud (credentials, network, settings); 1 ``verify`` found
+violations, a ``provision --apply`` action failed, or anything unexpected. Input errors print one
+line naming the file, the field and the problem, never a traceback, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.markup import escape
+
+from models.errors import SolverError
+from planner.cli.breakeven import breakeven
+from planner.cli.catalog import catalog
+from planner.cli.chargeback import chargeback
+from planner.cli.common import EXIT_SOLVER, err
+from planner.cli.daemon import daemon
+from planner.cli.k8s import k8s
+from planner.cli.plan import plan, validate
+from planner.cli.portal import portal
+from planner.cli.provision import provision
+from planner.cli.report import report
+from planner.cli.schema import schema
+from planner.cli.simulate import simulate_app
+from planner.cli.terraform import terraform
+from planner.cli.verify import verify, verify_help
+from planner.cli.whatif import whatif
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Plan GPU capacity on AWS, GCP and Azure: reserved (1y/3y), on-demand and spot, at minimum cost.",
+)
+app.add_typer(simulate_app, name="simulate")
+# planning and explaining, in the order --help lists them
+app.command()(plan)
+app.command()(whatif)
+app.command()(breakeven)
+app.command()(catalog)
+app.command()(validate)
+app.command()(report)
+app.command(help=verify_help())(verify)
+app.command()(schema)
+# acting on a plan: listed after the planning commands in --help
+app.command()(provision)
+app.command()(terraform)
+app.command()(k8s)
+app.command()(daemon)
+app.command()(chargeback)
+app.command()(portal)
+
+
+def main() -> None:
+    try:
+        app()
+    except SolverError as error:  # pragma: no cover - commands map their own errors
+        err.print(f"[bold red]solver error:[/] {escape(str(error))}")
+        sys.exit(EXIT_SOLVER)
+
+
+if __name__ == "__main__":
+    main()

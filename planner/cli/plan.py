@@ -1,0 +1,212 @@
+"""`gpuplan plan` and `gpuplan validate`: a scenario checked, planned and written, then verified."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from models.errors import GpuplanError, InputError
+from models.files import atomic_directory
+from models.plan import PlanDocument
+from models.tiers import Term
+from planner.cli.common import EXIT_SELF_CHECK, EXIT_UNSERVED, err, fail, out, progress_messages
+from planner.cli.verify import print_violations
+
+if TYPE_CHECKING:  # imported where used: `gpuplan --help` loads neither
+    from models.inputs import Inputs
+    from planner.verify import VerifyReport
+
+__all__ = ["plan", "validate"]
+
+
+def plan(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML (see scenarios/ for examples)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="plan directory to write")] = Path("plan"),
+    solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc")] = "highs",
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            help="solver time limit, seconds (the hourly method's cluster LP, without which there is no "
+            "plan, runs to completion past it)"
+        ),
+    ] = 120.0,
+    gap: Annotated[float, typer.Option(help="relative optimality gap at which to stop")] = 0.005,
+    threads: Annotated[int | None, typer.Option(help="solver threads (default: the solver's choice)")] = None,
+    block_hours: Annotated[
+        int | None, typer.Option(help="hours per block in which equal-demand periods merge (default 24)")
+    ] = None,
+    start_grid_hours: Annotated[
+        int | None, typer.Option(help="training start grid, hours (default: the block length)")
+    ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            help="auto (default: hourly for big scenarios), staged (one MILP over merged periods, "
+            "then whole nodes) or hourly (cluster model decides, then every period planned exactly)"
+        ),
+    ] = "auto",
+    clusters_per_block: Annotated[
+        int | None,
+        typer.Option(
+            help="demand clusters per block of the certified bound and hourly method (default: 1-4 by size)"
+        ),
+    ] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
+    fail_on_unserved: Annotated[
+        bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
+    ] = False,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="skip the independent check of the plan (gpuplan verify)")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the solver log")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
+) -> None:
+    """Plan a scenario: commitments, on-demand, spot and training placements at minimum cost.
+
+    Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html, then checks the
+    written plan against the scenario with `gpuplan verify` (independent of the optimizer). A plan that
+    fails the check is a gpuplan bug: it is still written, for the bug report, and the exit code is 5.
+    """
+    from models.inputs import load_inputs
+    from planner.planning.optimize import METHODS, SolveSettings, optimize
+
+    say = progress_messages(quiet)
+    try:
+        if gap < 0 or gap >= 1:
+            raise InputError(None, "--gap", f"must be in [0, 1), got {gap}")
+        if time_limit <= 0:
+            raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        if method.lower() not in METHODS:
+            raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
+        if clusters_per_block is not None and clusters_per_block < 1:
+            raise InputError(None, "--clusters-per-block", f"must be at least 1, got {clusters_per_block}")
+        inputs = load_inputs(scenario)
+        settings = SolveSettings(
+            solver=solver.lower(),
+            time_limit=time_limit,
+            gap=gap,
+            threads=threads,
+            verbose=verbose,
+            block_hours=block_hours,
+            start_grid_hours=start_grid_hours,
+            method=method.lower(),
+            bound_clusters_per_block=clusters_per_block,
+        )
+        if settings.solver not in ("highs", "cbc"):
+            raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
+        result = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say)
+        with atomic_directory(output) as staging:
+            result.write(staging)
+            if not no_report:
+                from planner.outputs.reports.plan import write_reports
+
+                write_reports(staging)
+        check = None if no_verify else _self_check(inputs, scenario, output, say)
+    except GpuplanError as error:
+        raise fail(error) from None
+    document = result.document
+    _print_summary(document, output, None if check is None else check.ok)
+    if check is not None and not check.ok:
+        print_violations(check, f"{output} (the plan just written)")
+        err.print(
+            "[bold red]bug:[/] gpuplan wrote a plan that breaks the rules above; this is a bug in the "
+            f"planner, not in your scenario. Please report it with {output}/ and the scenario.",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_SELF_CHECK)
+    for warning in document.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if document.unserved:
+        err.print(f"[yellow]warning:[/] {len(document.unserved)} unserved demand item(s):", highlight=False)
+        for item in document.unserved:
+            err.print(f"  {item.kind} {item.workload}: {item.reason}", highlight=False)
+        if fail_on_unserved:
+            raise typer.Exit(EXIT_UNSERVED)
+
+
+def _self_check(inputs: Inputs, scenario: Path, output: Path, say: Callable[[str], None]) -> VerifyReport:
+    """``gpuplan verify`` on the directory just written, read back as any reader of it would."""
+    from planner.verify import verify_inputs
+
+    report = verify_inputs(inputs, scenario, output)
+    found = "no violations" if report.ok else f"{report.violations:,} violation(s)"
+    say(f"verified the written plan: {found} ({report.seconds:.1f} s)")
+    return report
+
+
+def _print_summary(document: PlanDocument, output: Path, verified: bool | None = None) -> None:
+    """The decision first (what to buy), then the cost and savings, then how sure the plan is."""
+    held = [c for c in document.commitments if c.existing]
+    bought = [c for c in document.commitments if not c.existing]
+    if held:
+        out.print(f"[bold]{document.scenario}[/]: holds", highlight=False)
+        for c in held:
+            used = f", {c.used_fraction:.0%} used" if c.used_fraction is not None else ""
+            ends = f" until {c.end:%Y-%m-%d}" if c.end is not None else ""
+            term = "a capacity reservation" if c.term == Term.RESERVATION else c.term
+            out.print(f"  {c.name}: {c.nodes} x {c.offering} on {term}{ends}{used}", highlight=False)
+    if bought:
+        out.print(f"[bold]{document.scenario}[/]: buy", highlight=False)
+        for c in bought:
+            used = f", {c.used_fraction:.0%} used" if c.used_fraction is not None else ""
+            when = f" from {c.start:%Y-%m-%d}" if c.start is not None else ""
+            owed = (
+                f", ${c.obligation_beyond_horizon_usd:,.0f} owed after the horizon"
+                if c.obligation_beyond_horizon_usd > 0
+                else ""
+            )
+            out.print(
+                f"  {c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}",
+                highlight=False,
+            )
+    else:
+        nothing = "nothing more to commit to" if held else "nothing to commit to"
+        out.print(f"[bold]{document.scenario}[/]: {nothing} (on-demand and spot)", highlight=False)
+    total = document.costs.total_usd
+    beyond = sum(c.obligation_beyond_horizon_usd for c in document.commitments)
+    after = f", plus ${beyond:,.0f} owed after it" if beyond > 0 else ""
+    out.print(f"  total ${total:,.0f} over the {document.horizon.hours} h horizon{after}", highlight=False)
+    baselines = document.baselines
+    best = baselines.peer(baselines.best_peer)
+    comparisons = [("all on-demand", baselines.all_on_demand_usd)]
+    comparisons.append(
+        (f"best peer ({best.name})", best.total_usd) if best else ("greedy", baselines.greedy_usd)
+    )
+    for label, base in comparisons:
+        if base > 0:
+            saving = (base - total) / base
+            verb = f"saves {saving:.1%}" if saving >= 0 else f"costs {-saving:.1%} MORE"
+            out.print(f"  vs {label}: ${base:,.0f} -> {verb}", highlight=False)
+    how = document.solver
+    out.print(
+        f"  {how.verdict()} (certified bound ${how.bound_usd:,.0f}); {how.method} ({how.name}), "
+        f"{how.seconds:.1f} s; written to {output}/" + (", verified" if verified else ""),
+        highlight=False,
+    )
+
+
+def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) -> None:
+    """Check a scenario (fields, references, catalog, demand series) without solving."""
+    from models.inputs import load_inputs
+    from models.workloads import service_demand, training_runs
+    from planner.planning.problem.checks import check_inputs
+
+    try:
+        inputs = load_inputs(scenario)
+        loaded, catalog = inputs.scenario, inputs.catalog
+        for service in loaded.inference:
+            service_demand(loaded, service, scenario.parent)
+        runs = training_runs(loaded)
+        warnings = check_inputs(loaded, catalog)  # what plan checks before solving: they agree
+    except GpuplanError as error:
+        raise fail(error) from None
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    out.print(
+        f"{scenario}: ok ({len(loaded.inference)} services, {len(loaded.training)} training jobs / "
+        f"{len(runs)} runs, {len(loaded.teams)} teams, {len(catalog)} catalog offerings)",
+        highlight=False,
+    )

@@ -1,0 +1,123 @@
+"""`gpuplan whatif`: variants of a scenario planned side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from models.errors import GpuplanError, InputError
+from models.files import atomic_directory
+from planner.cli.common import EXIT_SOLVER, err, fail, out
+
+__all__ = ["whatif"]
+
+
+def whatif(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML: the base every variant changes")],
+    vary: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vary",
+            help="one variant per flag, e.g. demand=x1.3, spot_price=+50%, capacity:H100=-50%, "
+            "colocation.max_nodes=16; several changes in one flag combine ('demand=x1.3 spot_price=+50%')",
+        ),
+    ] = None,
+    sweep: Annotated[
+        Path | None, typer.Option(help="a sweep file: variants: [{name: ..., vary: [...]}, ...]")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("whatif"),
+    time_limit: Annotated[float, typer.Option(help="solver time limit per variant, seconds")] = 120.0,
+    workers: Annotated[
+        int | None, typer.Option(help="variants planned at once (default: one per core)")
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="solve on Dask (the 'distributed' extra): 'local' (a local cluster of --workers) or a "
+            "scheduler address (tcp://host:8786, whose workers have gpuplan installed); default: local "
+            "processes",
+        ),
+    ] = None,
+    method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip whatif.md / whatif.html")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """Compare variants of a scenario side by side: cost, savings, tier mix, commitments, unserved demand.
+
+    Writes DIR/whatif.json, DIR/whatif.md, DIR/whatif.html and each variant's plan in DIR/variants/.
+    Grammar of a change: KEY[:TARGET]=VALUE with VALUE x1.3 (times), +50% (relative) or 16 (set); keys:
+    demand, growth, training_hours, price, on_demand_price, spot_price, reserved_price, spot_interruptions,
+    capacity, max_spot_share, colocation.FIELD (see models/variation.py).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from models.whatif import FailedVariant, SolvedVariant
+    from planner.planning.optimize import METHODS, SolveSettings
+    from planner.planning.whatif import (
+        check_variants,
+        load_sweep,
+        plan_variants,
+        run_whatif,
+        variants_from_flags,
+    )
+
+    try:
+        if time_limit <= 0:
+            raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        if workers is not None and workers < 1:
+            raise InputError(None, "--workers", f"must be at least 1, got {workers}")
+        if method.lower() not in METHODS:
+            raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
+        if not vary and sweep is None:
+            raise InputError(None, "--vary/--sweep", "give at least one --vary change or a --sweep file")
+        variants = plan_variants(load_sweep(sweep) if sweep else [], variants_from_flags(vary or []))
+        check_variants(scenario, variants)
+        settings = SolveSettings(time_limit=time_limit, method=method.lower())
+        progress = Progress(
+            TextColumn("[bold]what-if[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}"), console=err, disable=quiet,
+        )  # fmt: skip
+        with atomic_directory(output) as staging, progress:
+            task = progress.add_task(f"planning {len(variants)} variants", total=len(variants))
+
+            def finished(row: SolvedVariant | FailedVariant) -> None:
+                outcome = f"${row.total_usd:,.0f}" if isinstance(row, SolvedVariant) else row.status
+                progress.update(task, advance=1, description=f"{row.name}: {outcome}")
+
+            data = run_whatif(scenario, variants, staging, settings, workers, finished, cluster)
+            (staging / "whatif.json").write_text(data.to_json())
+            if not no_report:
+                from planner.outputs.reports.whatif import write_whatif_reports
+
+                write_whatif_reports(staging, data)
+    except GpuplanError as error:
+        raise fail(error) from None
+    table = Table(title=f"{data.scenario}: {len(variants)} variants")
+    for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
+        table.add_column(
+            column, justify="left" if column in ("variant", "commitments") else "right", overflow="fold"
+        )
+    failed = 0
+    for row in data.variants:
+        if isinstance(row, FailedVariant):
+            failed += 1
+            table.add_row(row.name, "failed", "", "", row.error[:60], "")
+            continue
+        delta = row.delta_vs_base_pct
+        saving = row.savings_vs_on_demand_pct
+        table.add_row(
+            row.name, f"${row.total_usd:,.0f}", "" if delta is None else f"{delta:+.1f}%",
+            "" if saving is None else f"saves {saving:.1f}%",
+            ", ".join(f"{n} {term}" for term, n in row.commitments.items()) or "none",
+            str(len(row.unserved)),
+        )  # fmt: skip
+    if not out.is_terminal:
+        out.width = max(out.width, 120)  # piped or captured: keep variant names whole
+    out.print(table)
+    out.print(f"written to {output}/ (whatif.html, whatif.md, whatif.json, variants/)", highlight=False)
+    if failed:
+        err.print(f"[yellow]warning:[/] {failed} variant(s) failed; see whatif.json", highlight=False)
+        raise typer.Exit(EXIT_SOLVER)

@@ -1,0 +1,311 @@
+"""From a plan to the actions that make a fleet match it: the desired state at a time, minus what is there.
+
+Pure: no cloud calls. ``planner.outputs.desired.desired_state`` reads what the plan asks at an instant;
+:func:`reconcile` compares it with a provider's :class:`~providers.base.Inventory` and returns the
+ordered, minimal action list that ``gpuplan provision`` prints (dry run) or executes (``--apply``). A
+gang's capacity reservation is billed at the on-demand rate from its creation, which the action table
+says.
+
+Rules the action list keeps:
+
+- order: placement groups, then reservations, then launches, then terminations, then clean-up of what
+  finished runs left; each action lists the actions it depends on (a launch into a placement group
+  depends on the group's creation), so a failed action only stops the ones that need it;
+- launch before terminate when replacing: a pool's terminations depend on the launches of the same
+  offering, so a failed replacement never leaves the fleet short;
+- never terminate a node that runs a gang: a run's nodes are left alone, even after its planned end
+  (the note says so; ``retire_finished_runs`` terminates those of runs that ended);
+- deterministic client tokens from plan id + target + period + the counts, so re-running an apply
+  creates nothing twice (and a second run of a finished apply finds nothing to do);
+- commitment purchases are never actions: they are *recommended purchases*, with their cost, for a human
+  to decide (buying a three-year obligation is not a provisioning step).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Final
+
+from models.actions import Action, ActionKind
+from models.naming import TAG_STANDS_IN, client_token, safe_name
+from models.tiers import CapacityType
+from planner.outputs.desired import DesiredGang, DesiredState
+from providers.base import Inventory, Node
+
+__all__ = ["leftover_notes", "reconcile"]
+
+
+class _Builder:
+    """Collects actions in the order they must run, numbering them."""
+
+    def __init__(self, desired: DesiredState) -> None:
+        self.desired = desired
+        self.actions: list[Action] = []
+
+    def add(self, kind: ActionKind, target: str, **fields: object) -> Action:
+        action = Action(id=len(self.actions) + 1, kind=kind, target=target, **fields)
+        self.actions.append(action)
+        return action
+
+    def price(self, offering: str, capacity: CapacityType) -> float | None:
+        rate = self.desired.prices.get(offering, {}).get(str(capacity))
+        return rate or None
+
+
+def _per_hour(rate: float | None, nodes: int) -> float | None:
+    return None if rate is None else rate * nodes
+
+
+def reconcile(
+    desired: DesiredState,
+    inventory: Inventory,
+    *,
+    retire_finished_runs: bool = False,
+    launch_batch: int | None = None,
+    at_risk: frozenset[str] = frozenset(),
+) -> list[Action]:
+    """The ordered, minimal actions that turn ``inventory`` into ``desired`` (see the module docstring).
+
+    ``launch_batch`` splits a pool's launch into actions of at most that many nodes (a cloud's request
+    limits, and a journal that records progress batch by batch); a gang is never split: all or nothing.
+    ``at_risk``: ids of pool nodes the cloud may soon reclaim (a spot rebalance recommendation). They do
+    not count toward their pool, so replacements launch now, and they are let go once the pool's other
+    nodes are running and enough: capacity is replaced before it is lost, as an autoscaling group's
+    capacity rebalancing does. (A gang's node is not replaced alone: its run's checkpoint hook is
+    called.)"""
+    build = _Builder(desired)
+    plan_id, period = desired.plan_id, desired.period
+    live = inventory.live_nodes()
+    groups = {g.name for g in inventory.placement_groups}
+    reservations = {r.name: r for r in inventory.reservations}
+    # a run's reservation: the one provision made (by name) or any other tagged with the run, such as a
+    # Capacity Block bought for it (provision --buy-capacity-block)
+    run_reservation = {r.run: r.name for r in sorted(inventory.reservations, key=lambda r: r.name) if r.run}
+    for name, found in reservations.items():
+        if found.run and name == safe_name(f"res-{found.run}"):
+            run_reservation[found.run] = name
+    by_run: dict[str, list[Node]] = defaultdict(list)
+    by_pool: dict[str, list[Node]] = defaultdict(list)
+    for node in live:
+        (by_run[node.run] if node.run else by_pool[node.pool]).append(node)
+
+    group_action: dict[str, int] = {}
+    for gang in desired.gangs:
+        if gang.placement_group and gang.placement_group not in groups:
+            made = build.add(
+                ActionKind.CREATE_PLACEMENT_GROUP,
+                gang.placement_group,
+                offering=gang.offering,
+                count=gang.nodes,
+                run=gang.run,
+                fabric=gang.fabric,
+                token=client_token(plan_id, "placement-group", gang.placement_group),
+                reason=f"{gang.run} ({gang.nodes} nodes) starts {gang.start:%Y-%m-%d %H:%M}Z",
+            )
+            group_action[gang.run] = made.id
+    reservation_action: dict[str, int] = {}
+    for gang in desired.gangs:
+        have = len(by_run.get(gang.run, []))
+        name = _reservation_name(gang)
+        if gang.reserve and gang.run not in run_reservation and have < gang.nodes:
+            made = build.add(
+                ActionKind.CREATE_RESERVATION,
+                name,
+                offering=gang.offering,
+                capacity=CapacityType.ON_DEMAND,
+                count=gang.nodes,
+                run=gang.run,
+                placement_group=gang.placement_group,
+                token=client_token(plan_id, "reservation", name, gang.nodes),
+                depends_on=_ids(group_action.get(gang.run)),
+                reason=f"holds {gang.nodes} nodes for {gang.run}, billed at on demand until its nodes use it",
+                usd_per_hour=_per_hour(build.price(gang.offering, CapacityType.ON_DEMAND), gang.nodes),
+            )
+            reservation_action[gang.run] = made.id
+
+    launches_of: dict[str, list[int]] = defaultdict(list)
+    for gang in desired.gangs:
+        have = len(by_run.get(gang.run, []))
+        if not gang.running or have >= gang.nodes:
+            continue
+        held = run_reservation.get(gang.run)
+        if held is None and gang.run in reservation_action:
+            held = _reservation_name(gang)
+        reserved = held is not None and gang.capacity is CapacityType.ON_DEMAND
+        count = gang.nodes - have
+        made = build.add(
+            ActionKind.LAUNCH,
+            gang.run,
+            offering=gang.offering,
+            capacity=gang.capacity,
+            count=count,
+            target_nodes=gang.nodes,
+            run=gang.run,
+            placement_group=gang.placement_group,
+            reservation=held if reserved else None,
+            fabric=gang.fabric,
+            token=client_token(
+                plan_id, "launch", gang.run, period, have, gang.nodes, _members(by_run[gang.run])
+            ),
+            depends_on=_ids(group_action.get(gang.run), reservation_action.get(gang.run)),
+            reason=f"{gang.run} runs until {gang.end:%Y-%m-%d %H:%M}Z on {gang.nodes} nodes; {have} running",
+            # nodes launched into a reservation add nothing: the reservation is billed already
+            usd_per_hour=None if reserved else _per_hour(build.price(gang.offering, gang.capacity), count),
+        )
+        launches_of[gang.offering].append(made.id)
+
+    wanted = {p.pool: p for p in desired.pools}
+    for pool in desired.pools:
+        have = sum(1 for n in by_pool.get(pool.pool, []) if n.id not in at_risk)
+        start = have
+        while start < pool.nodes:  # in batches of at most launch_batch nodes, each its own intent
+            count = min(pool.nodes - start, launch_batch or pool.nodes)
+            made = build.add(
+                ActionKind.LAUNCH,
+                pool.pool,
+                offering=pool.offering,
+                capacity=pool.capacity,
+                count=count,
+                target_nodes=start + count,
+                token=client_token(
+                    plan_id, "launch", pool.pool, period, start, start + count, _members(by_pool[pool.pool])
+                ),
+                reason=f"the plan holds {pool.nodes} nodes in period {period}; {have} running",
+                usd_per_hour=_per_hour(build.price(pool.offering, pool.capacity), count),
+            )
+            launches_of[pool.offering].append(made.id)
+            start += count
+
+    for name in sorted(by_pool):
+        nodes = by_pool[name]
+        want = wanted[name].nodes if name in wanted else 0
+        safe = [n for n in nodes if n.id not in at_risk]
+        surplus = _to_terminate(safe, len(safe) - want) if len(safe) > want else []
+        replaced = sum(1 for n in safe if n.state == "running") >= want
+        risky = sorted((n for n in nodes if n.id in at_risk), key=lambda n: n.id) if replaced else []
+        surplus += risky
+        if not surplus:
+            continue
+        offering = surplus[0].offering
+        # fallback nodes go once the pool they stand in for has its own: after its launches succeed
+        stood_for = sorted(
+            {n.tags[TAG_STANDS_IN] for n in surplus if n.tags.get(TAG_STANDS_IN)} & set(wanted)
+        )
+        waits_on = {
+            *launches_of.get(offering, ()),
+            *(i for p in stood_for for i in launches_of[wanted[p].offering]),
+        }
+        reason = f"the plan holds {want} nodes in period {period}; {len(nodes)} running"
+        if name not in wanted:
+            reason = f"the plan holds no nodes in this pool in period {period}; {len(nodes)} running"
+        if risky:
+            reason += f"; {len(risky)} at risk of reclaim replaced"
+        build.add(
+            ActionKind.TERMINATE,
+            name,
+            offering=offering,
+            capacity=surplus[0].capacity,
+            count=len(surplus),
+            node_ids=tuple(n.id for n in surplus),
+            depends_on=tuple(sorted(waits_on)),
+            reason=reason,
+            usd_per_hour=_per_hour(build.price(offering, surplus[0].capacity), -len(surplus)),
+        )
+
+    failed = sorted(inventory.failed_nodes(), key=lambda n: n.id)
+    if failed:
+        build.add(
+            ActionKind.TERMINATE,
+            "failed nodes",
+            count=len(failed),
+            node_ids=tuple(n.id for n in failed),
+            reason="the cloud reports them failed: they serve nothing (replacements are launched above)",
+        )
+
+    active = {g.run for g in desired.gangs}
+    ended = set(desired.ended_runs)
+    if retire_finished_runs:
+        for run in sorted(set(by_run) - active):
+            nodes = sorted(by_run[run], key=lambda n: n.id)
+            build.add(
+                ActionKind.TERMINATE,
+                run,
+                offering=nodes[0].offering,
+                capacity=nodes[0].capacity,
+                count=len(nodes),
+                node_ids=tuple(n.id for n in nodes),
+                run=run,
+                reason="its run ended in the plan (--retire-finished-runs)",
+                usd_per_hour=_per_hour(build.price(nodes[0].offering, nodes[0].capacity), -len(nodes)),
+            )
+            by_run.pop(run)
+    for reservation in sorted(inventory.reservations, key=lambda r: r.name):
+        if reservation.run in active and reservation.run is not None:
+            continue
+        build.add(
+            ActionKind.RELEASE_RESERVATION,
+            reservation.name,
+            offering=reservation.offering,
+            count=reservation.nodes,
+            run=reservation.run,
+            reason="its run ended" if reservation.run in ended else "no gang of the plan needs it now",
+            usd_per_hour=_per_hour(
+                build.price(reservation.offering, CapacityType.ON_DEMAND), -reservation.nodes
+            ),
+        )
+    for group in sorted(inventory.placement_groups, key=lambda g: g.name):
+        if group.run in active or by_run.get(group.run or "", []):
+            continue
+        build.add(
+            ActionKind.DELETE_PLACEMENT_GROUP,
+            group.name,
+            run=group.run,
+            reason="its run ended and no node is left in it"
+            if group.run in ended
+            else "no gang of the plan needs it now",
+        )
+    return build.actions
+
+
+def leftover_notes(desired: DesiredState, inventory: Inventory) -> list[str]:
+    """What reconcile leaves running on purpose: the nodes of runs that are not active now."""
+    active = {g.run for g in desired.gangs}
+    runs: dict[str, int] = defaultdict(int)
+    for node in inventory.live_nodes():
+        if node.run and node.run not in active:
+            runs[node.run] += 1
+    return [
+        f"{run}: {count} nodes of a run the plan does not hold now keep running (provision never "
+        "terminates a gang; end the job, or use --retire-finished-runs)"
+        for run, count in sorted(runs.items())
+    ]
+
+
+def _members(nodes: Sequence[Node]) -> str:
+    """Which nodes a pool (or gang) holds, in a launch's token: after a node is interrupted and gone, the
+    launch that replaces it is a new intent (the old token would be replayed, creating nothing), while a
+    repeat of the same launch from the same inventory is the same one."""
+    return client_token(*sorted(n.id for n in nodes)) if nodes else ""
+
+
+def _reservation_name(gang: DesiredGang) -> str:
+    return safe_name(f"res-{gang.run}")
+
+
+def _ids(*ids: int | None) -> tuple[int, ...]:
+    return tuple(i for i in ids if i is not None)
+
+
+_STATE_ORDER: Final = {"pending": 0, "provisioning": 0, "staging": 0}
+
+
+def _to_terminate(nodes: Sequence[Node], count: int) -> list[Node]:
+    """Which ``count`` nodes of a pool to let go: not-yet-running ones first, then the newest (the oldest
+    have warm caches and loaded models), ties by id so the choice is deterministic."""
+
+    def key(node: Node) -> tuple[int, float, str]:
+        launched = node.launched.timestamp() if node.launched is not None else 0.0
+        return (_STATE_ORDER.get(node.state, 1), -launched, node.id)
+
+    return sorted(nodes, key=key)[:count]

@@ -1,0 +1,246 @@
+"""What a plan asks of a fleet at one instant: its desired state, read from the plan files alone.
+
+:func:`desired_state` reads ``plan.json`` and ``allocations.csv`` at a time ``at`` (in period ``p``):
+
+- **Pools**: per (offering, capacity), the whole nodes its inference rows of period ``p`` hold. Committed
+  tiers (reserved 1y/3y, a held capacity reservation) run on-demand nodes: a commitment is a billing
+  discount the cloud applies to them, not a different kind of node. Owned (colocation) nodes are not a
+  cloud's and are only counted in a note.
+- **Gangs**: every training run that is running at ``at``, or starts within ``lead_hours`` after it, with
+  its placement group (multi-node runs) created ahead of its start. A non-spot multi-node gang also gets a
+  capacity reservation ahead of its start where the cloud's reservations can hold a placement group
+  (``reserve_gangs``), so its nodes can launch together.
+- **Purchases**: the commitments the plan buys, as recommendations (never actions).
+
+Pure: no cloud calls. ``gpuplan provision`` and the daemon compare it with a provider's inventory
+(``planner.operations.reconcile``); ``gpuplan terraform`` writes it as Terraform roots (``pools.py``).
+Names and tags come from ``models.naming``, so both paths name the same resource the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.actions import RecommendedPurchase
+from models.errors import InputError
+from models.naming import parse_offering, pool_name, safe_name
+from models.plan import Plan, PlanDocument, TrainingPlacement, UtcTime
+from models.tiers import CapacityType, Tier
+
+__all__ = [
+    "DEFAULT_LEAD_HOURS",
+    "DesiredGang",
+    "DesiredPool",
+    "DesiredState",
+    "desired_state",
+    "period_of",
+    "plan_id_of",
+    "region_of",
+    "run_name",
+]
+
+#: Hours before a gang's start at which its placement group and reservation are made.
+DEFAULT_LEAD_HOURS: Final = 2.0
+#: Below this a pool's fractional node count is float noise, not a node more (0.9999999 nodes is 1).
+_NODE_TOLERANCE: Final = 1e-6
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DesiredPool(_Frozen):
+    """Nodes of one offering on one capacity type that serve inference (not gangs) at the time asked."""
+
+    pool: str
+    offering: str
+    capacity: CapacityType
+    nodes: int
+    node_hours: float = Field(description="the plan's node-hours per hour for the pool (before rounding up)")
+
+
+class DesiredGang(_Frozen):
+    """A training run the fleet must hold (running) or prepare for (starting within the lead time)."""
+
+    run: str = Field(description="safe name of the run: job-run")
+    job: str
+    run_index: int
+    team: str
+    offering: str
+    capacity: CapacityType
+    nodes: int
+    placement_group: str | None = Field(description="multi-node runs only")
+    fabric: str | None
+    start: UtcTime
+    end: UtcTime
+    running: bool = Field(description="running at the time asked (else it starts within the lead time)")
+    reserve: bool = Field(description="a capacity reservation is held for it (non-spot multi-node gangs)")
+
+
+class DesiredState(_Frozen):
+    plan_id: str
+    at: UtcTime
+    period: int
+    pools: tuple[DesiredPool, ...]
+    gangs: tuple[DesiredGang, ...]
+    ended_runs: tuple[str, ...] = Field(description="runs of the plan that ended before the time asked")
+    purchases: tuple[RecommendedPurchase, ...]
+    notes: tuple[str, ...]
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="offering -> capacity -> USD per node-hour, from the plan"
+    )
+
+
+def plan_id_of(document: PlanDocument) -> str:
+    """The id every resource of the plan is tagged with: the scenario's name, so that re-plans of the
+    same scenario adopt the fleet (their pools match by name) instead of building a second one."""
+    return safe_name(document.scenario)
+
+
+def run_name(job: str, run: int) -> str:
+    return safe_name(f"{job}-{run}")
+
+
+def _capacity_of(tier: str) -> CapacityType:
+    return CapacityType.SPOT if tier == Tier.SPOT else CapacityType.ON_DEMAND
+
+
+def period_of(document: PlanDocument, at: datetime) -> int:
+    """The period of the horizon ``at`` falls in; InputError outside the horizon."""
+    horizon = document.horizon
+    start = horizon.start.astimezone(UTC)
+    end = start + timedelta(hours=horizon.hours)
+    at = at.astimezone(UTC)
+    if not start <= at < end:
+        raise InputError(
+            None,
+            "--at",
+            f"{at:%Y-%m-%dT%H:%M:%SZ} is outside the plan's horizon ({start:%Y-%m-%dT%H:%M:%SZ} to "
+            f"{end:%Y-%m-%dT%H:%M:%SZ}); plan again for a horizon that holds it",
+        )
+    return int((at - start).total_seconds() // 3600 // horizon.period_hours)
+
+
+def desired_state(
+    plan: Plan,
+    at: datetime,
+    *,
+    handles: Callable[[str], bool],
+    lead_hours: float = DEFAULT_LEAD_HOURS,
+    reserve_gangs: bool = True,
+) -> DesiredState:
+    """What ``plan`` asks of the provider that ``handles`` its offerings, at ``at``; ``reserve_gangs``
+    False (a cloud whose reservations cannot hold a placement group) reserves no gang."""
+    document = plan.document
+    period = period_of(document, at)
+    at = at.astimezone(UTC)
+    plan_id = plan_id_of(document)
+    notes: list[str] = []
+    skipped: dict[str, float] = defaultdict(float)
+
+    rows = plan.allocations
+    rows = rows[(rows["period"].to_numpy() == period) & (rows["kind"].to_numpy() == "inference")]
+    held: dict[tuple[str, CapacityType], float] = defaultdict(float)
+    owned = 0.0
+    for offering, tier, nodes in zip(rows["offering"], rows["tier"], rows["nodes"], strict=True):
+        if tier == Tier.OWNED:
+            owned += float(nodes)
+        elif handles(offering):
+            held[(offering, _capacity_of(tier))] += float(nodes)
+        else:
+            skipped[offering] += float(nodes)
+    pools = tuple(
+        DesiredPool(
+            pool=pool_name(offering, capacity),
+            offering=offering,
+            capacity=capacity,
+            nodes=math.ceil(nodes - _NODE_TOLERANCE),
+            node_hours=nodes,
+        )
+        for (offering, capacity), nodes in sorted(held.items())
+    )
+    if owned:
+        notes.append(
+            f"{owned:g} owned (colocation) nodes serve in period {period}: not a cloud's, not provisioned"
+        )
+
+    gangs: list[DesiredGang] = []
+    ended: list[str] = []
+    lead_end = at + timedelta(hours=lead_hours)
+    for placement in document.training:
+        if not handles(placement.offering):
+            if placement.start <= lead_end and placement.end > at:
+                skipped[placement.offering] += placement.nodes
+            continue
+        name = run_name(placement.job, placement.run)
+        if placement.end <= at:
+            ended.append(name)
+        elif placement.start <= lead_end:
+            gangs.append(_gang(placement, name, running=placement.start <= at, reserve=reserve_gangs))
+    for offering, nodes in sorted(skipped.items()):
+        notes.append(f"{offering}: {nodes:g} nodes at this time belong to another provider, left out")
+
+    purchases = tuple(
+        RecommendedPurchase(
+            name=c.name,
+            offering=c.offering,
+            term=str(c.term),
+            nodes=c.nodes,
+            start=c.start,
+            end=c.end,
+            usd_per_node_hour=c.usd_per_node_hour,
+            cost_in_horizon_usd=c.cost_in_horizon_usd,
+            obligation_beyond_horizon_usd=c.obligation_beyond_horizon_usd,
+            due=c.start is None or c.start <= at,
+        )
+        for c in document.commitments
+        if not c.existing and handles(c.offering)
+    )
+    prices = {
+        offering: {
+            str(CapacityType.ON_DEMAND): record.on_demand_usd_h or 0.0,
+            str(CapacityType.SPOT): record.spot_usd_h or 0.0,
+        }
+        for offering, record in document.offerings.items()
+    }
+    return DesiredState(
+        plan_id=plan_id,
+        at=at,
+        period=period,
+        pools=pools,
+        gangs=tuple(gangs),
+        ended_runs=tuple(ended),
+        purchases=purchases,
+        notes=tuple(notes),
+        prices=prices,
+    )
+
+
+def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bool) -> DesiredGang:
+    capacity = _capacity_of(placement.tier)
+    multi = placement.nodes > 1
+    return DesiredGang(
+        run=name,
+        job=placement.job,
+        run_index=placement.run,
+        team=placement.team,
+        offering=placement.offering,
+        capacity=capacity,
+        nodes=placement.nodes,
+        placement_group=safe_name(placement.placement_group) if multi else None,
+        fabric=placement.fabric,
+        start=placement.start,
+        end=placement.end,
+        running=running,
+        reserve=reserve and multi and capacity is CapacityType.ON_DEMAND,
+    )
+
+
+def region_of(offering: str) -> str:
+    return parse_offering(offering)[1]

@@ -1,0 +1,521 @@
+"""The peers a plan is compared against: what users would otherwise pay, priced on the same demand.
+
+Every peer prices one **per-launch usage**: what a user without a planner runs. Each service and period
+takes its cheapest eligible offering (whole nodes for that service alone; latency-critical services on
+demand, others on spot where it is cheaper); each training run starts at its earliest start on its
+cheapest option, preemptible runs on spot at the effective price (expected preemption overhead
+included) while ``max_spot_share`` has room, in the order the runs appear, else on demand. Replicas that
+land on one offering, tier and period are then packed together the way a user with mig-parted would:
+MIG-sized replicas (``gpu_memory_gb``) of all services onto the fewest GPUs
+(``planner.planning.mig.packing``),
+then whole-GPU replicas and those GPUs onto the fewest nodes. The peers:
+
+- **all on-demand** (the reference of the product's headline claim): the usage above with no spot, all
+  of it on demand. Without commitments the only way to honour a team's guarantee is to hold idle
+  on-demand GPUs: a team whose use falls below its ``guaranteed_gpus`` holds the difference on its
+  cheapest eligible offering per GPU (the notes give the figure without that rule too).
+- **per-launch cheapest** (``greedy``, SkyPilot-style): the usage above, spot included, no commitments,
+  guarantees held as idle on-demand GPUs like all on-demand.
+- **lookback** (the cloud's recommendation: AWS Cost Explorer RI / Savings Plans, Azure Advisor): per
+  offering, every hourly usage level seen in the lookback (7, 30 or 60 days) is a candidate number of
+  nodes to commit; the one with the largest simulated saving over the lookback is bought, on 1y or 3y.
+  Per offering, as AWS RIs are per instance type and region. The best of the 6 combinations is the peer.
+- **coverage** (the Terraform savings-plan autopilot modules): commit the p-th percentile of the hourly
+  use per offering over a 30-day lookback, p0 (the always-on floor) and p50, on the cheaper term.
+
+There is no history before the horizon, so **the lookback is the first L days of the horizon's
+forecast**, standing in for the last L days of history; the commitment chosen is billed over the
+whole horizon. A committing peer also backs each team's guarantee the way the plan does (build.py row
+8): committed GPUs on offerings the team can use, already-bought ones first, else more nodes of the
+team's cheapest committable offering per GPU; those nodes serve usage too.
+
+**Billing rule** of a committing peer: per offering and period, its committed nodes cover any non-spot
+node of that offering (inference or training); usage above them is paid on demand; commitments are paid
+every hour of the horizon, used or not; spot is paid as used. Every peer, all on-demand included, also
+holds the commitments the fleet holds already (scenario ``commitments:``): paid as the plan pays them,
+covering the peer's usage on their offering inside their window. All peers are cloud-only (no owned nodes)
+and ignore capacity limits (max_nodes) and burst caps: they are reference prices, not plans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from models.mig import replica_slice, replicas_per_gpu
+from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy
+from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, TERM_TIER, Capacity, Term
+from planner.planning.mig.packing import pack
+
+if TYPE_CHECKING:  # types only: planner.planning.optimize imports this module (run.py), not the reverse
+    from planner.planning.problem.sets import PlanningSets
+
+__all__ = [
+    "LOOKBACK_DAYS",
+    "Usage",
+    "bill",
+    "compute_baselines",
+    "coverage_level",
+    "lookback_level",
+    "per_launch_usage",
+]
+
+LOOKBACK_DAYS: tuple[int, ...] = (7, 30, 60)
+COVERAGE_PERCENTILES: tuple[int, ...] = (0, 50)
+COVERAGE_LOOKBACK_DAYS = 30
+
+#: (offering, term) -> nodes committed
+Commits = dict[tuple[int, Term], int]
+
+
+@dataclass
+class Usage:
+    """What a per-launch policy holds, per offering and period, in whole nodes."""
+
+    nonspot: np.ndarray  # (offerings, periods) nodes on demand: what a commitment can cover
+    spot: np.ndarray  # (offerings, periods) spot nodes held for inference
+    spot_training_usd: float  # spot training, expected preemption overhead included
+    team_gpus: dict[str, np.ndarray] = field(default_factory=dict)  # GPUs each team holds per period
+
+
+# ---- per-launch usage ------------------------------------------------------------------------------
+
+
+def _mig_profile(sets: PlanningSets, i: int, o: int) -> str | None:
+    """The MIG profile one replica of service ``i`` takes on offering ``o`` (None: whole GPUs)."""
+    service, offering = sets.services[i], sets.offerings[o]
+    profile = replica_slice(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
+    return profile.name if profile is not None else None
+
+
+def _gpus_per_replica(sets: PlanningSets, i: int, o: int) -> int:
+    """Whole GPUs one replica of service ``i`` takes on offering ``o`` (its MIG profile aside)."""
+    service, offering = sets.services[i], sets.offerings[o]
+    if service.gpus_per_replica is not None:
+        return service.gpus_per_replica
+    assert service.gpu_memory_gb is not None  # guaranteed by the scenario validator
+    per_gpu = replicas_per_gpu(
+        offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb, service.gpu_compute_share
+    )
+    return 1 if per_gpu >= 1 else round(1 / per_gpu)
+
+
+def pool_nodes(
+    sets: PlanningSets, o: int, replicas: Mapping[int, np.ndarray], packed: bool = True
+) -> np.ndarray:
+    """Nodes of offering ``o`` per period holding ``replicas[i]`` replicas of each service ``i``.
+
+    Packed: MIG replicas of all services onto the fewest GPUs (``pack``), then GPUs onto nodes. Sizes
+    that divide the node fill it exactly (largest first); a size that does not (3 GPUs of 8) gets nodes
+    of its own, whose spare GPUs take single-GPU pieces. Unpacked: each service on nodes of its own
+    (``ceil(replicas / per node)``).
+    """
+    periods = sets.scenario.horizon.periods
+    if not packed:
+        total = np.zeros(periods)
+        for i, d in replicas.items():
+            total += np.ceil(d / sets.replicas_per_node[(i, o)] - 1e-9)
+        return total
+    g = sets.offerings[o].gpus_per_node
+    single = np.zeros(periods)  # single-GPU pieces: MIG-packed GPUs and 1-GPU replicas
+    larger = np.zeros(periods)  # GPUs of replicas whose size (> 1) divides the node
+    own = np.zeros(periods)  # nodes of replicas whose size does not divide the node
+    spare = np.zeros(periods)  # their GPUs left over
+    mig: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(periods, dtype=np.int64))
+    for i, d in replicas.items():
+        profile = _mig_profile(sets, i, o)
+        if profile is not None:
+            mig[profile] += np.ceil(d - 1e-9).astype(np.int64)
+            continue
+        size = _gpus_per_replica(sets, i, o)
+        if size == 1:
+            single += d
+        elif g % size == 0:
+            larger += d * size
+        else:
+            nodes = np.ceil(d / (g // size) - 1e-9)
+            own += nodes
+            spare += nodes * g - d * size
+    if mig:
+        model = sets.offerings[o].gpu_model
+        names = sorted(mig)
+        matrix = np.vstack([mig[n] for n in names]).T
+        unique, inverse = np.unique(matrix, axis=0, return_inverse=True)
+        gpus = [pack(model, dict(zip(names, (int(x) for x in row), strict=True))).gpus for row in unique]
+        single += np.array(gpus)[inverse.reshape(-1)]
+    rest = larger + np.clip(single - spare, 0.0, None)
+    return own + np.ceil(rest / g - 1e-9)
+
+
+def _service_choice(sets: PlanningSets, i: int, allow_spot: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per period, the (offering, tier code 0 on demand / 1 spot) of service ``i`` alone in whole nodes.
+
+    Offering -1 where the service has no cloud offering (the plan lists it as unserved)."""
+    demand = sets.demand[i].astype(float)
+    best_cost = np.full(demand.shape, np.inf)
+    best_o = np.full(demand.shape, -1, dtype=np.int64)
+    best_tier = np.zeros(demand.shape, dtype=np.int64)
+    for o in sets.eligible(i):
+        offering = sets.offerings[o]
+        if offering.on_demand_usd_h is None:
+            continue  # owned nodes: peers are cloud-only policies
+        nodes = np.ceil(demand / sets.replicas_per_node[(i, o)] - 1e-9)
+        prices = [(offering.on_demand_usd_h, 0)]
+        if allow_spot and offering.spot_usd_h is not None:
+            prices.append((offering.spot_usd_h, 1))
+        price, tier = min(prices)
+        cost = nodes * price
+        better = cost < best_cost
+        best_cost = np.where(better, cost, best_cost)
+        best_o = np.where(better, o, best_o)
+        best_tier = np.where(better, tier, best_tier)
+    return best_o, best_tier
+
+
+def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[float, int, int, Capacity] | None:
+    """(cost, periods held, offering, tier) of run ``r``'s cheapest on-demand or spot option."""
+    run = sets.runs[r]
+    p = sets.period_hours
+    best: tuple[float, int, int, Capacity] | None = None
+    for option in sets.options:
+        offering = sets.offerings[option.offering]
+        if option.run != r or offering.on_demand_usd_h is None:
+            continue  # owned nodes: the peers are cloud-only policies
+        if option.tier == Capacity.SPOT and not allow_spot:
+            continue
+        price = offering.spot_usd_h if option.tier == Capacity.SPOT else offering.on_demand_usd_h
+        cost = run.job.nodes * (price or 0.0) * option.periods * p
+        if best is None or cost < best[0]:
+            best = (cost, option.periods, option.offering, option.tier)
+    return best
+
+
+def per_launch_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) -> Usage:
+    """The usage every peer prices (module docstring): per offering and period, whole nodes held."""
+    periods = sets.scenario.horizon.periods
+    n_off = len(sets.offerings)
+    nonspot, spot = np.zeros((n_off, periods)), np.zeros((n_off, periods))
+    team_gpus: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(periods))
+    # replicas per (offering, tier) pool: services that share a pool in a period share its nodes
+    pools: dict[tuple[int, int], dict[int, np.ndarray]] = defaultdict(dict)
+    for i, service in enumerate(sets.services):
+        chosen, tier = _service_choice(sets, i, allow_spot and not service.latency_critical)
+        for o in np.unique(chosen[chosen >= 0]):
+            for t in (0, 1):
+                mask = (chosen == o) & (tier == t)
+                if mask.any():
+                    pools[(int(o), t)][i] = np.where(mask, sets.demand[i], 0).astype(float)
+    for (o, t), replicas in pools.items():
+        nodes = pool_nodes(sets, o, replicas, packed)
+        (spot if t else nonspot)[o] += nodes
+        # the pool's GPUs, shared among its services' teams by the node-share each would take alone
+        weights = {i: d / sets.replicas_per_node[(i, o)] for i, d in replicas.items()}
+        total = np.maximum(sum(weights.values()), 1e-12)
+        gpus = nodes * sets.offerings[o].gpus_per_node
+        for i, w in weights.items():
+            team_gpus[sets.services[i].team] += gpus * w / total
+    share_left = math.inf
+    if allow_spot:
+        share_left = sets.scenario.purchase.max_spot_share * sum(
+            run.gpus * run.job.hours for run in sets.runs
+        )
+    spot_training = 0.0
+    for r, run in enumerate(sets.runs):
+        gpu_hours = run.gpus * run.job.hours
+        choice = _training_choice(sets, r, allow_spot=allow_spot and gpu_hours <= share_left)
+        if choice is None:
+            continue  # unplaceable: the plan reports it as unserved
+        cost, held, o, kind = choice
+        start = run.first_period
+        if kind == Capacity.SPOT:
+            share_left -= gpu_hours
+            spot_training += cost
+        else:
+            nonspot[o, start : start + held] += run.job.nodes
+        team_gpus[run.job.team][start : start + held] += run.gpus
+    return Usage(nonspot, spot, spot_training, dict(team_gpus))
+
+
+# ---- billing ---------------------------------------------------------------------------------------
+
+
+def commit_price(sets: PlanningSets, o: int, term: Term) -> float | None:
+    """USD per node-hour of committing offering ``o`` on ``term`` (None: not allowed or not sold)."""
+    offering = sets.offerings[o]
+    if offering.owned or term not in sets.scenario.purchase.terms:
+        return None
+    return offering.price(TERM_TIER[term])
+
+
+def bill(sets: PlanningSets, usage: Usage, commits: Commits) -> tuple[float, float]:
+    """(cost over the horizon, obligation after it) of ``usage`` with ``commits`` (billing rule above)."""
+    p, hours = sets.period_hours, sets.horizon_hours
+    covered = sets.committed({})  # the commitments held already: every peer has them
+    total, beyond = sets.fixed_usd, 0.0
+    for (o, term), nodes in commits.items():
+        rate = commit_price(sets, o, term) or 0.0
+        covered[o] += nodes
+        total += nodes * rate * hours
+        beyond += nodes * rate * max(0.0, (Term(term).years or 0) * HOURS_PER_YEAR - hours)
+    for o, offering in enumerate(sets.offerings):
+        above = np.clip(usage.nonspot[o] - covered[o], 0.0, None).sum()
+        total += float(above) * (offering.on_demand_usd_h or 0.0) * p
+        if usage.spot[o].any():
+            total += float(usage.spot[o].sum()) * (offering.spot_usd_h or 0.0) * p
+    return total + usage.spot_training_usd, beyond
+
+
+def guarantee_top_up(sets: PlanningSets, team_gpus: Mapping[str, np.ndarray]) -> float:
+    """Idle on-demand GPUs that honour guarantees without commitments (cheapest eligible per GPU)."""
+    periods = sets.scenario.horizon.periods
+    cost = 0.0
+    for team in sets.scenario.teams:
+        if team.guaranteed_gpus <= 0:
+            continue
+        rented = [
+            sets.offerings[o]
+            for o in sets.team_offerings.get(team.name, [])
+            if sets.offerings[o].on_demand_usd_h is not None
+        ]
+        if not rented:
+            continue
+        offering = min(rented, key=lambda off: (off.on_demand_usd_h or 0.0) / off.gpus_per_node)
+        used = team_gpus.get(team.name, np.zeros(periods))
+        missing = np.clip(team.guaranteed_gpus - used, 0, None)
+        nodes = np.ceil(missing / offering.gpus_per_node - 1e-9)
+        cost += float(nodes.sum()) * (offering.on_demand_usd_h or 0.0) * sets.period_hours
+    return cost
+
+
+def back_guarantees(sets: PlanningSets, commits: Commits, term: Term) -> tuple[Commits, int]:
+    """``commits`` plus the nodes needed to back every team's guarantee, and how many were added.
+
+    As the plan does (build.py row 8): a team's guaranteed GPUs are committed GPUs on offerings it can
+    use and that are delivered; GPUs already bought back guarantees first (each GPU backs one team),
+    the rest is bought on ``term`` (else any allowed cloud term) on the team's cheapest such offering
+    per GPU. A team with no committable offering stays unbacked, as in the plan.
+    """
+    result: Commits = dict(commits)
+    free: dict[int, float] = defaultdict(float)
+    for (o, _term), nodes in result.items():
+        free[o] += nodes * sets.offerings[o].gpus_per_node
+    added = 0
+    for team in sets.scenario.teams:
+        need = float(team.guaranteed_gpus)
+        if need <= 0:
+            continue
+        usable = [
+            o for o in sets.team_offerings.get(team.name, []) if sets.offerings[o].available_from_hour <= 0
+        ]
+        for o in usable:
+            take = min(free[o], need)
+            free[o] -= take
+            need -= take
+        if need <= 0:
+            continue
+        options = [
+            (price / sets.offerings[o].gpus_per_node, o, k)
+            for o in usable
+            for k in (term, *(t for t in CLOUD_TERMS if t != term))
+            if (price := commit_price(sets, o, k)) is not None
+        ]
+        if not options:
+            continue
+        best = min(options, key=lambda x: (x[2] != term, x[0], x[1]))  # the peer's own term first
+        _rate, o, k = best
+        nodes = math.ceil(need / sets.offerings[o].gpus_per_node - 1e-9)
+        result[(o, k)] = result.get((o, k), 0) + nodes
+        free[o] += nodes * sets.offerings[o].gpus_per_node - need
+        added += nodes
+    return result, added
+
+
+# ---- what the peers commit -------------------------------------------------------------------------
+
+
+def lookback_level(series: np.ndarray, on_demand_usd_h: float, commit_usd_h: float) -> int:
+    """The commitment (nodes) with the largest saving over ``series`` (hourly nodes used), as the clouds'
+    recommenders simulate it: every level seen is a candidate; ties go to the smaller level.
+
+    Saving of level c = sum_t min(u_t, c) * on_demand - c * commit * len(series) (per hour of one
+    period; the period length scales both sides alike).
+    """
+    best_level, best_saving = 0, 0.0
+    for level in np.unique(series):
+        c = int(level)
+        if c <= 0:
+            continue
+        saving = float(np.minimum(series, c).sum()) * on_demand_usd_h - c * commit_usd_h * len(series)
+        if saving > best_saving + 1e-9:
+            best_level, best_saving = c, saving
+    return best_level
+
+
+def coverage_level(series: np.ndarray, percentile: float) -> int:
+    """Nodes covering the ``percentile``-th percentile of ``series``, floored (never above the target)."""
+    if not len(series):
+        return 0
+    return math.floor(float(np.percentile(series, percentile)) + 1e-9)
+
+
+def window_periods(sets: PlanningSets, days: int) -> int:
+    """Periods in the first ``days`` days of the horizon (all of it when the horizon is shorter)."""
+    return min(sets.scenario.horizon.periods, max(1, math.ceil(days * 24 / sets.period_hours)))
+
+
+def _levels(sets: PlanningSets, usage: Usage, term: Term, rule: str, days: int, percentile: float) -> Commits:
+    window = window_periods(sets, days)
+    commits: Commits = {}
+    for o, offering in enumerate(sets.offerings):
+        rate = commit_price(sets, o, term)
+        if rate is None or offering.on_demand_usd_h is None:
+            continue
+        series = usage.nonspot[o, :window]
+        if rule == "lookback":
+            level = lookback_level(series, offering.on_demand_usd_h, rate)
+        else:
+            level = coverage_level(series, percentile)
+        if level > 0:
+            commits[(o, term)] = level
+    return commits
+
+
+@dataclass
+class _Priced:
+    """A committing peer's choice, priced: name, policy, cost, obligation, commitments."""
+
+    name: str
+    policy: PeerPolicy
+    term: Term
+    total: float
+    beyond: float
+    commits: Commits
+    guarantee_nodes: int  # nodes bought only to back guarantees
+
+
+def _price(
+    sets: PlanningSets, usage: Usage, rule: Literal["lookback", "coverage"], days: int, pct: float, term: Term
+) -> _Priced:
+    commits = _levels(sets, usage, term, rule, days, pct)
+    backed, added = back_guarantees(sets, commits, term)
+    total, beyond = bill(sets, usage, backed)
+    name = f"lookback {days} d, {term}" if rule == "lookback" else f"coverage p{pct:g}, {term}"
+    return _Priced(name, rule, term, total, beyond, backed, added)
+
+
+def _terms(sets: PlanningSets) -> list[Term]:
+    return [t for t in CLOUD_TERMS if t in sets.scenario.purchase.terms]
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.0f}"
+
+
+def _committing_peers(sets: PlanningSets, usage: Usage) -> list[Peer]:
+    """The best lookback recommendation (of 3 lookbacks x the terms) and each coverage target."""
+    terms = _terms(sets)
+    if not terms:
+        return []
+    horizon_days = sets.horizon_hours / 24
+    tried = [_price(sets, usage, "lookback", d, 0, k) for d in LOOKBACK_DAYS for k in terms]
+    best = min(tried, key=lambda x: x.total)
+    days = LOOKBACK_DAYS[tried.index(best) // len(terms)]
+    others = [x.total for x in tried if x is not best]
+    short = f" (the horizon is only {horizon_days:g} d)" if days > horizon_days else ""
+    spread = f"; the other {len(others)}: {_usd(min(others))} to {_usd(max(others))}" if others else ""
+    peers = [
+        _peer(
+            sets,
+            best,
+            f"cloud recommendation: per offering, the hourly level with the largest saving over the "
+            f"first {days} d of the forecast{short}, on {best.term}; best of "
+            f"{'/'.join(map(str, LOOKBACK_DAYS))} d x {'/'.join(terms)}{spread}",
+        )
+    ]
+    window = COVERAGE_LOOKBACK_DAYS
+    for pct in COVERAGE_PERCENTILES:
+        best = min((_price(sets, usage, "coverage", window, pct, k) for k in terms), key=lambda x: x.total)
+        what = "the always-on floor (p0) of" if pct == 0 else f"the p{pct} of"
+        peers.append(
+            _peer(
+                sets,
+                best,
+                f"coverage target: per offering, {what} hourly use over the first {window} d of the "
+                f"forecast, floored to whole nodes, on {best.term} (the cheaper of {'/'.join(terms)})",
+            )
+        )
+    return peers
+
+
+def _peer(sets: PlanningSets, priced: _Priced, how: str) -> Peer:
+    if priced.guarantee_nodes:
+        how += f"; {priced.guarantee_nodes} more nodes committed to back team guarantees"
+    return Peer(
+        name=priced.name,
+        policy=priced.policy,
+        total_usd=priced.total,
+        obligation_beyond_horizon_usd=priced.beyond,
+        commitments=[
+            PeerCommitment(offering=sets.offerings[o].id, term=k, nodes=n)
+            for (o, k), n in sorted(priced.commits.items())
+            if n > 0
+        ],
+        how=how + "; the rest on demand, spot as the per-launch policy uses it",
+    )
+
+
+def compute_baselines(sets: PlanningSets) -> Baselines:
+    """All on-demand, per-launch cheapest and the committing peers (module docstring), with notes."""
+    on_demand = per_launch_usage(sets, allow_spot=False)
+    od_usage, _ = bill(sets, on_demand, {})
+    od_top_up = guarantee_top_up(sets, on_demand.team_gpus)
+    greedy = per_launch_usage(sets, allow_spot=True)
+    greedy_usage, _ = bill(sets, greedy, {})
+    greedy_total = greedy_usage + guarantee_top_up(sets, greedy.team_gpus)
+    guaranteed = any(t.guaranteed_gpus > 0 for t in sets.scenario.teams)
+    keeps = "; idle on-demand GPUs held for team guarantees" if guaranteed else ""
+    peers = [
+        Peer(
+            name="all on-demand",
+            policy="all_on_demand",
+            total_usd=od_usage + od_top_up,
+            how=f"every workload on its cheapest eligible on-demand offering per period, whole nodes with "
+            f"MIG packing, no commitments{keeps}",
+        ),
+        Peer(
+            name="per-launch cheapest",
+            policy="greedy",
+            total_usd=greedy_total,
+            how="cheapest tier and offering per workload and period (spot where allowed), whole nodes with "
+            f"MIG packing, no commitments{keeps}",
+        ),
+        *_committing_peers(sets, greedy),
+    ]
+    committing = [p for p in peers if p.policy in ("lookback", "coverage")]
+    best = min(committing, key=lambda p: p.total_usd) if committing else None
+    notes = [
+        "peers run the per-launch usage: cheapest eligible offering per workload and period, training at its "
+        "earliest start, replicas packed per offering and period (MIG slices, then whole nodes)",
+        "lookback and coverage peers: the first L days of the horizon's forecast stand in for the last L "
+        "days of history; the commitment chosen is billed over the whole horizon",
+        "billing: committed nodes cover any non-spot node of their offering each period; usage above is "
+        "on demand; commitments are paid every hour, used or not",
+    ]
+    if guaranteed:
+        notes.append(
+            "all on-demand holds idle on-demand GPUs to honour team guarantees (without commitments the only "
+            f"way to honour one); without that rule it costs {_usd(od_usage)}"
+        )
+    notes.append("peers are cloud-only and ignore max_nodes and burst caps: reference prices, not plans")
+    return Baselines(
+        all_on_demand_usd=od_usage + od_top_up,
+        greedy_usd=greedy_total,
+        notes=notes,
+        peers=peers,
+        best_peer=best.name if best is not None else None,
+    )

@@ -1,0 +1,213 @@
+"""What both methods share once they have decisions: dispatch, local search, the written cost.
+
+The staged method (``staged.py``) and the hourly method (``hourly.py``) decide commitments and training
+placements differently; from there on they take the same path, written here once: training placed
+(:class:`Scheduled`) is dispatched period by period in whole nodes (:func:`dispatch_scheduled`, the
+plan's allocations), improved by the local search where that makes a cheaper written plan
+(:func:`improve_plan`), and costed as the written plan adds it up (:func:`written_cost`). The
+exact-start plan (``exact_plan.py``) goes through the same path. Neither method imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pulp
+
+from models.errors import SolverError
+from planner.planning.optimize.build import (
+    guarantee_penalty_per_gpu,
+    guarantee_rows,
+    replica_penalty,
+    run_penalty,
+    worst_shortfall,
+)
+from planner.planning.optimize.dispatch import CODE_CAPACITY, Dispatch, dispatch
+from planner.planning.optimize.local_search import search
+from planner.planning.optimize.schedule import Schedule
+from planner.planning.optimize.settings import SEARCH_MIN_ROUND_GAIN, SEARCH_SHARE
+from planner.planning.optimize.solution import Solution
+from planner.planning.problem.sets import PlanningSets
+from planner.solvers.solve import solve
+
+__all__ = [
+    "MIN_SEARCH_SECONDS",
+    "Dispatched",
+    "Scheduled",
+    "dispatch_scheduled",
+    "guarantee_shortfall",
+    "improve_plan",
+    "search_budget",
+    "solution_of",
+    "written_cost",
+]
+
+
+@dataclass
+class Scheduled:
+    commitments: dict[int, int]  # new column -> nodes
+    committed: np.ndarray  # (offerings, periods) nodes serving, held columns included
+    schedule: Schedule
+
+
+@dataclass
+class Dispatched:
+    """An hourly plan made from one set of cluster-model decisions."""
+
+    solution: Solution
+    schedule: Schedule
+    dispatch: Dispatch
+    commitments: dict[int, int]  # new column -> nodes
+    objective: float
+
+
+def dispatch_scheduled(sets: PlanningSets, scheduled: Scheduled, say: Callable[[str], None]) -> Dispatched:
+    """Inference dispatched period by period around the placed training: the finished plan."""
+    hourly = dispatch(sets, scheduled.committed, scheduled.schedule.occupancy, progress=say)
+    say(
+        f"inference dispatched in whole nodes: {hourly.distinct_periods:,} distinct periods, "
+        f"{hourly.seconds:.1f} s"
+    )
+    solution = solution_of(sets, scheduled.commitments, scheduled.schedule, hourly)
+    return Dispatched(
+        solution, scheduled.schedule, hourly, scheduled.commitments, written_cost(sets, solution, hourly)
+    )
+
+
+MIN_SEARCH_SECONDS = 1.0  # below this the local search is not started
+
+
+def search_budget(
+    remaining: float | None,
+    reserve: float,
+    dispatch_seconds: float,
+    time_limit: float | None,
+    say: Callable[[str], None],
+) -> float | None:
+    """Seconds the local search may take (None: no limit): what is ``remaining`` less ``reserve`` and
+    one more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; says so when that is too short
+    (below ``MIN_SEARCH_SECONDS``)."""
+    if remaining is None:
+        return None
+    budget = remaining - reserve - 1.5 * dispatch_seconds
+    if time_limit is not None:
+        budget = min(budget, SEARCH_SHARE * time_limit)
+    if budget < MIN_SEARCH_SECONDS:
+        say(f"local search: no time left ({max(remaining, 0.0):.0f} s, {reserve:.0f} s kept)")
+    return budget
+
+
+def improve_plan(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    incumbent_usd: float,
+    dispatch_seconds: float,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+    reserve: float = 0.0,
+    seed: int = 0,
+    time_limit: float | None = None,
+) -> Dispatched | None:
+    """Local search (local_search.py) from ``scheduled``, in the time ``left`` less ``reserve`` and one
+    more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; its plan, dispatched in whole nodes, if
+    that costs less than ``incumbent_usd`` as written (``_cost``), else None: the incumbent is never
+    lost. Both methods call it."""
+    budget = search_budget(left(), reserve, dispatch_seconds, time_limit, say)
+    if budget is not None and budget < MIN_SEARCH_SECONDS:
+        return None
+    guarantees = any(team.guaranteed_gpus > 0 for team in sets.scenario.teams)
+    found = search(
+        sets,
+        scheduled.commitments,
+        scheduled.schedule,
+        budget,
+        (lambda chosen: guarantee_shortfall(sets, chosen)[1]) if guarantees else None,
+        say,
+        seed,
+        min_round_gain=SEARCH_MIN_ROUND_GAIN,
+    )
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(found.moves.items())) or "none"
+    if not found.accepted:
+        say(f"local search: 0 moves ({found.evaluations} scored, {found.seconds:.1f} s)")
+        return None
+    searched = Scheduled(found.commitments, sets.committed(found.commitments), found.schedule)
+    candidate = dispatch_scheduled(sets, searched, say)
+    kept = candidate.objective < incumbent_usd - 1e-6
+    say(
+        f"local search: {found.accepted} moves ({kinds}; {found.evaluations} scored, {found.seconds:.1f} s), "
+        f"-${incumbent_usd - candidate.objective:,.0f} in whole nodes"
+        + ("" if kept else ": not cheaper as written, the incumbent stays")
+    )
+    return candidate if kept else None
+
+
+def solution_of(
+    sets: PlanningSets, commitments: dict[int, int], schedule: Schedule, hourly: Dispatch
+) -> Solution:
+    rows = hourly.rows
+    inference = pd.DataFrame(
+        {
+            "period": rows["period"],
+            "o": rows["o"],
+            "tier": np.array(CODE_CAPACITY, dtype=object)[rows["tier"]],
+            "i": rows["i"],
+            "nodes": rows["nodes"],
+            "replicas": rows["replicas"],
+        }
+    )
+    shortfall, guarantee_usd = guarantee_shortfall(sets, commitments)
+    p = sets.period_hours
+    penalty = sum(
+        float(hourly.unserved[i].sum()) * replica_penalty(sets, i) * p for i in range(len(sets.services))
+    )
+    penalty += sum(run_penalty(sets, r) for r in schedule.unserved_runs)
+    penalty += guarantee_usd
+    return Solution(
+        sets=sets,
+        commits={c: nodes for c, nodes in commitments.items() if nodes > 0},
+        inference=inference,
+        placements=schedule.placements,
+        unserved_replicas=hourly.unserved,
+        unserved_runs=schedule.unserved_runs,
+        guarantee_short=shortfall,
+        penalty_usd=penalty,
+    )
+
+
+def guarantee_shortfall(sets: PlanningSets, commitments: dict[int, int]) -> tuple[dict[str, float], float]:
+    """Guaranteed GPUs the fixed commitments cannot back (the guarantee rows of build.py, R fixed):
+    per team the most in any segment, and their penalty (per segment, by its share of the horizon)."""
+    if not any(team.guaranteed_gpus > 0 for team in sets.scenario.teams):
+        return {}, 0.0
+    problem = pulp.LpProblem("guarantees", pulp.LpMinimize)
+    commit = {}
+    for c in sets.new_columns:
+        nodes = float(commitments.get(c, 0))
+        commit[c] = problem.add_variable(f"R_{c}", nodes, nodes, pulp.LpContinuous)
+    family = guarantee_rows(
+        sets, commit, lambda name, up: problem.add_variable(name, 0, up, pulp.LpContinuous)
+    )
+    for name, (row, sense, rhs) in family.rows.items():
+        problem.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(row), sense, name, rhs))
+    problem.setObjective(pulp.lpSum(family.weight[key] * var for key, var in family.shortfall.items()))
+    result = solve(problem, gap=0.0)
+    if not result.ok:  # pragma: no cover - the shortfall columns make it always feasible
+        raise SolverError("the guarantee check failed")
+    value = lambda var: float(var.varValue or 0.0)  # noqa: E731
+    penalty = guarantee_penalty_per_gpu(sets) * sum(
+        family.weight[key] * value(var) for key, var in family.shortfall.items()
+    )
+    return worst_shortfall(family.shortfall, value), penalty
+
+
+def written_cost(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> float:
+    """Commitments + held nodes (spot inference, on-demand nodes beyond the commitments for inference and
+    training) + spot training + penalties, as the written plan adds it up."""
+    commitments = sets.fixed_usd + sum(
+        nodes * sets.columns[c].cost_per_node for c, nodes in solution.commits.items()
+    )
+    training = sum(option.cost_usd for option in solution.placements)
+    return commitments + hourly.held_cost_usd + training + solution.penalty_usd

@@ -1,0 +1,309 @@
+"""The hourly method for big scenarios: decide on clusters, then plan every period exactly.
+
+1. *Decide.* The cluster model of ``bound.py`` (each block's periods grouped by demand, training at
+   block resolution) chooses the commitments and each run's offering, tier and approximate start.
+   Its proven bound is the certified lower bound on the full hourly problem (Jensen, see bound.py),
+   so the same solve gives the decisions and the certificate. Its LP relaxation first (one LP, a
+   valid if weaker bound, decisions rounded and placed), then the MILP warm-started from those
+   decisions, for a share of the time: better decisions and a tighter bound.
+2. *Place training* period by period (``schedule.schedule_training``): nothing above ``max_nodes``
+   or a team's burst limit, nearest to the cluster model's start; non-spot gangs use idle commitments
+   first and on-demand nodes beyond them (the billing rule).
+3. *Refine*: training moved onto idle commitments (``schedule.improve_schedule``) and commitments
+   re-tuned on the exact per-period cost (``commitments.tune_commitments``).
+4. *Dispatch inference* in every period in whole nodes (``hourly.dispatch``): exact per period for
+   these commitments and placements, so the plan is feasible hour by hour by construction.
+The plan's cost is measured on what is written (allocations + commitments + penalties), and its gap
+against the certified bound is a true optimality certificate for the full hourly problem.
+Every step reads the same ``PlanningSets``, so the rules that ``build.py`` gets by construction (rules
+9-16 of its docstring) hold in the hourly plan too; bound.py, dispatch.py and schedule.py say how.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models.errors import SolverError
+from models.plan import SolverStage
+from models.tiers import Capacity
+from planner.planning.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
+from planner.planning.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
+from planner.planning.optimize.commitments import tune_commitments
+from planner.planning.optimize.dispatch import pool_prices, team_index
+from planner.planning.optimize.exact_plan import weigh_exact_plan
+from planner.planning.optimize.finish import Dispatched, Scheduled, dispatch_scheduled, improve_plan
+from planner.planning.optimize.schedule import Schedule, improve_schedule, schedule_training
+from planner.planning.optimize.settings import REALIZE_SHARE
+from planner.planning.optimize.solution import Solution
+from planner.planning.problem.sets import PlanningSets
+from planner.solvers.solve import SolveResult, Termination
+
+MILP_MIN_SECONDS = 20.0  # the cluster MILP gets at least this (medium: done in ~10 s) ...
+MILP_LP_RATIO = 2.5  # ... or this many times the cluster LP's time (large: 16 s LP -> 40 s)
+LP_FLOOR_SECONDS = 600.0  # the cluster LP's time at least, whatever --time-limit leaves
+
+
+@dataclass
+class HourlyResult:
+    solution: Solution
+    result: SolveResult  # objective = the plan's cost incl. penalties; bound = the certified bound
+    clusters: int
+    stages: list[SolverStage]
+    bound_method: str
+
+
+def plan_hourly(
+    sets: PlanningSets,
+    time_limit: float | None,
+    gap: float,
+    per_block: int | None,
+    relax: bool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> HourlyResult:
+    """Plan every period of ``sets`` (module docstring); ``relax`` True stops after the LP stage."""
+    say = progress or (lambda _message: None)
+    began = time.perf_counter()
+
+    def left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - began)
+
+    # the local search stops short of the time limit by what the whole replicas take after it (settings.py)
+    reserve = 0.0 if time_limit is None else REALIZE_SHARE * time_limit
+
+    say(f"cluster model, LP relaxation ({per_block or 'every slot its own'} cluster(s) per block)")
+    # the plan's decisions come from this LP: it gets at least LP_FLOOR_SECONDS, even past --time-limit
+    # (a plan a little late beats no plan; on the large benchmark at --time-limit 60 it takes 56-65 s)
+    remaining = left()
+    lp_limit = None if remaining is None else max(remaining, LP_FLOOR_SECONDS)
+    lp = certified_bound(sets, per_block, time_limit=lp_limit, gap=gap / 2, relax=True)
+    if remaining is not None and lp.seconds > remaining:
+        say(
+            f"the cluster LP took {lp.seconds:.0f} s, past the {time_limit:g} s time limit: without it "
+            "there is no plan"
+        )
+    if lp.decisions is None:
+        raise SolverError(
+            f"the cluster model's LP stopped with status '{lp.solve.termination.value}' after "
+            f"{lp.seconds:.1f} s (try a longer --time-limit)"
+        )
+    say(f"LP relaxation: bound ${lp.bound_usd:,.0f} ({lp.clusters} clusters, {lp.seconds:.1f} s)")
+    bound, method = lp.bound_usd, lp.method
+    first = _schedule(sets, lp.decisions, say)
+    best: Dispatched | None = None
+    milp_stage: SolverStage | None = None
+    remaining = left()
+    if relax is not True and (remaining is None or remaining > 10):
+        # the MILP, warm-started from the LP's rounded decisions. Its time is capped relative to the
+        # LP's: measured on the large benchmark, 80 s of MILP improved the plan by nothing and the
+        # bound by 1.07 M, while the same time spent moving training (below) saved 1.07 M
+        start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
+        cap = max(MILP_MIN_SECONDS, MILP_LP_RATIO * lp.seconds)
+        # long limits: a third of what is left (the bound keeps rising with MILP time)
+        limit = cap if remaining is None else max(min(0.75 * remaining, cap), remaining / 3)
+        say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
+        milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
+        if milp.solve.ok and milp.bound_usd > bound:
+            bound, method = milp.bound_usd, milp.method
+        if milp.decisions is not None:
+            best = _finish(sets, _schedule(sets, milp.decisions, say), left, say, reserve, time_limit)
+            say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
+        milp_stage = _stage(2, "cluster model, MILP warm-started from stage 1: decisions, bound", milp, best)
+    lp_what = "cluster model, LP relaxation: decisions (rounded), bound"
+    if best is None:  # no MILP stage, or it found nothing: the LP's decisions make the plan
+        best = _finish(sets, first, left, say, reserve, time_limit)
+        stages = [_stage(1, lp_what, lp, best)]
+    else:
+        stages = [_stage(1, lp_what, lp, None)]
+    if milp_stage is not None:
+        stages.append(milp_stage)
+    objective = best.objective
+    # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit
+    budget = exact_budget(time_limit, time.perf_counter() - began, bound, objective, gap)
+    exact = None if budget is None else try_exact_bound(sets, per_block, budget, objective, say)
+    if exact is not None and exact.bound_usd > bound:
+        chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
+        bound, method = chosen.bound_usd, chosen.method
+    candidate, weighed = weigh_exact_plan(sets, exact, objective, len(stages) + 1, say)
+    if candidate is not None:
+        best, objective = candidate, candidate.objective
+    if weighed is not None:
+        stages.append(weighed)
+    bound = min(bound, objective)
+    distance = max(0.0, objective - bound) / max(objective, 1e-9)
+    termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
+    result = SolveResult("HiGHS", termination, objective, bound, time.perf_counter() - began)
+    return HourlyResult(best.solution, result, lp.clusters, stages, method)
+
+
+def _stage(number: int, what: str, cluster: BoundResult, realized: Dispatched | None) -> SolverStage:
+    """What one cluster-model solve decided and, where its decisions made a plan, what that plan did."""
+    stage = SolverStage(
+        stage=number,
+        what=what,
+        status=cluster.solve.termination.value,
+        cluster_objective_usd=cluster.solve.objective,
+        bound_usd=cluster.bound_usd,
+        seconds=round(cluster.seconds, 3),
+    )
+    if realized is None:
+        return stage
+    return stage.model_copy(
+        update={
+            "objective_usd": realized.objective,
+            "runs_moved": realized.schedule.moved,
+            "nodes_committed_for_gangs": sum(realized.schedule.added.values()),
+            "distinct_periods": realized.dispatch.distinct_periods,
+            "repaired_periods": realized.dispatch.repaired_periods,
+            "dispatch_lp_usd": realized.dispatch.lp_cost_usd,
+            "dispatch_seconds": round(realized.dispatch.seconds, 3),
+        }
+    )
+
+
+def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[str], None]) -> Scheduled:
+    """Training placed period by period for the cluster model's decisions."""
+    commitments = dict(decisions.commitments)
+    committed = sets.committed(commitments)
+    preferred = _within_spot_share(sets, dict(decisions.runs))
+    base = committed.copy()
+    schedule = schedule_training(sets, committed, preferred)  # may commit more nodes for gangs
+    if _spot_share_broken(sets, schedule):  # a run left unserved shrank the total: place again
+        kept = {o.run: (o.offering, o.tier, o.start) for o in schedule.placements}
+        preferred = _within_spot_share(sets, kept)
+        committed[:] = base
+        schedule = schedule_training(sets, committed, preferred)
+        while _spot_share_broken(sets, schedule):  # last resort: leave the biggest spot run unserved
+            spot = max(
+                (option for option in schedule.placements if option.tier == Capacity.SPOT),
+                key=lambda option: sets.runs[option.run].gpus * sets.runs[option.run].job.hours,
+            )
+            schedule.occupancy.remove(sets, spot, team_index(sets)[sets.runs[spot.run].job.team])
+            schedule.placements.remove(spot)
+            schedule.unserved_runs = sorted([*schedule.unserved_runs, spot.run])
+    for key, nodes in schedule.added.items():
+        commitments[key] = commitments.get(key, 0) + nodes
+    say(
+        f"training placed period by period: {len(schedule.placements)} runs, {schedule.moved} moved from the "
+        f"cluster model's choice, {len(schedule.unserved_runs)} unserved, "
+        f"{sum(schedule.added.values())} nodes committed for gangs"
+    )
+    return Scheduled(commitments, committed, schedule)
+
+
+def _finish(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+    reserve: float,
+    time_limit: float | None,
+) -> Dispatched:
+    """Refined, dispatched, then improved by local search where that makes a cheaper written plan."""
+    refined = _refine(sets, scheduled, left, say)
+    best = dispatch_scheduled(sets, refined, say)
+    better = improve_plan(
+        sets, refined, best.objective, best.dispatch.seconds, left, say, reserve, time_limit=time_limit
+    )
+    return best if better is None else better
+
+
+def _refine(
+    sets: PlanningSets, scheduled: Scheduled, left: Callable[[], float | None], say: Callable[[str], None]
+) -> Scheduled:
+    """Training moved where the pool's dual prices say it costs least, then commitments re-tuned for
+    it, then training moved again for the new commitments (moves first: on the large benchmark they
+    saved 40x more per second than tuning)."""
+    moved = _move_training(sets, scheduled, left, say)
+    tuned = _tune(sets, moved, left, say)
+    return _move_training(sets, tuned, left, say) if tuned.commitments != moved.commitments else tuned
+
+
+def _move_training(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+    rounds: int = 3,
+) -> Scheduled:
+    """Rounds of ``schedule.improve_schedule`` (each move checked on the exact per-period LPs), with the
+    pool's prices recomputed between rounds."""
+    best = scheduled
+    prices = pool_prices(sets, best.committed, best.schedule.occupancy)
+    for _ in range(rounds):
+        remaining = left()
+        if remaining is not None and remaining < 2.0:
+            break
+        deadline = None if remaining is None else time.perf_counter() + 0.5 * remaining
+        schedule, saving = improve_schedule(sets, best.committed, best.schedule, prices, deadline)
+        if saving <= 1e-6:
+            break
+        say(f"training moved where the pool is idle: -${saving:,.0f} (inference LP + training)")
+        best = Scheduled(best.commitments, best.committed, schedule)
+        prices = pool_prices(sets, best.committed, best.schedule.occupancy)
+    return best
+
+
+def _tune(
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    left: Callable[[], float | None],
+    say: Callable[[str], None],
+) -> Scheduled:
+    """Commitments re-tuned on every period's exact cost (commitments.py), within half the time left."""
+    remaining = left()
+    budget = None if remaining is None else 0.5 * remaining
+    if budget is not None and budget < 1.0:
+        return scheduled
+    tuned = tune_commitments(sets, scheduled.commitments, scheduled.schedule.occupancy, budget, say)
+    say(
+        f"commitments re-tuned on every period: ${tuned.cost_before:,.0f} -> ${tuned.cost_after:,.0f} "
+        f"(commitments + fractional inference, {tuned.iterations} iterations, {tuned.seconds:.1f} s)"
+    )
+    return Scheduled(tuned.commitments, sets.committed(tuned.commitments), scheduled.schedule)
+
+
+def _spot_share_broken(sets: PlanningSets, schedule: Schedule) -> bool:
+    share = sets.scenario.purchase.max_spot_share
+    hours = {
+        option.run: sets.runs[option.run].gpus * sets.runs[option.run].job.hours
+        for option in schedule.placements
+    }
+    spot = sum(hours[option.run] for option in schedule.placements if option.tier == Capacity.SPOT)
+    return spot > share * sum(hours.values()) + 1e-6
+
+
+def _within_spot_share(
+    sets: PlanningSets, runs: dict[int, tuple[int, Capacity, int]]
+) -> dict[int, tuple[int, Capacity, int]]:
+    """Rounded LP choices may put more than ``max_spot_share`` on spot: move the spot runs that save
+    least per GPU-hour to their cheapest other tier until the share holds."""
+    share = sets.scenario.purchase.max_spot_share
+    if share >= 1.0:
+        return runs
+    cheapest: dict[tuple[int, bool], tuple[float, int, Capacity]] = {}
+    for option in sets.options:  # off spot at the on-demand rate: the dearest it can cost
+        key = (option.run, option.tier == Capacity.SPOT)
+        cost = option.cost_usd if option.tier == Capacity.SPOT else option.list_usd
+        if key not in cheapest or cost < cheapest[key][0]:
+            cheapest[key] = (cost, option.offering, option.tier)
+    gpu_hours = {r: run.gpus * run.job.hours for r, run in enumerate(sets.runs)}
+    total = sum(gpu_hours[r] for r in runs)
+    on_spot = [r for r, (_o, tier, _s) in runs.items() if tier == Capacity.SPOT]
+    spot_hours = sum(gpu_hours[r] for r in on_spot)
+
+    def saving(r: int) -> float:
+        other = cheapest.get((r, False))
+        spot = cheapest.get((r, True))
+        return (other[0] - spot[0]) / gpu_hours[r] if other and spot else float("inf")
+
+    for r in sorted(on_spot, key=saving):
+        if spot_hours <= share * total + 1e-9:
+            break
+        other = cheapest.get((r, False))
+        if other is None:
+            continue
+        runs[r] = (other[1], other[2], runs[r][2])
+        spot_hours -= gpu_hours[r]
+    return runs

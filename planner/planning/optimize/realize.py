@@ -1,0 +1,280 @@
+"""Whole replicas on whole nodes: the model's fractional inference made into something a cluster runs.
+
+Both methods size inference in node-equivalents: a service's replicas may come out in fractions split
+between offerings (3.14 replicas of a service on one offering), and services of different MIG
+profiles share a node's GPUs pro rata. This step turns every period's serving into whole replicas per
+(offering, capacity kind) and sizes each such group's nodes from an actual packing:
+
+- a whole-GPU replica takes ``g`` GPUs, ``g`` a divisor of the node's GPUs (``sets.whole_gpu_size``):
+  sizes that divide each other pack without loss (placed largest first, each lands on an aligned free
+  block), so a group's whole-GPU replicas and MIG-partitioned GPUs fit on ``ceil(GPUs / G)`` nodes;
+- MIG replicas of a group are packed together onto the fewest GPUs in legal layouts
+  (``planner.planning.mig.packing.pack``); each such GPU is one more single-GPU item.
+
+Per period, three steps. (1) Rounding: every service keeps the whole part of each fractional share the
+model gave it, and the replicas still missing go one at a time, largest replicas first, to the group
+where they cost least given the nodes already needed there (room on a committed node, or on a node
+already held, costs nothing); ties go to where the model put the larger fraction; replicas beyond the
+demand are taken off where that saves most. (2) Local search: empty a small group, or free the last
+node of any, if moving its replicas elsewhere costs less. (3) The period's own MILP
+(``realize_exact.py``: the same hour with commitments and training fixed, MIG as exact layouts), from
+that answer, kept where it is cheaper; within a time budget (``SolveSettings.realize_budget``), after
+which periods keep the answer of (1) and the plan's notes say how many had (2) and (3). Limits hold
+throughout: an offering's ``max_nodes`` and team burst limits (GPUs counted as the model counts them);
+a replica no group can take without breaking one is left unserved and reported, and the plan's
+penalty counts it.
+
+Cost follows from the sizes: the non-spot nodes beyond the commitments are whole on-demand nodes, spot
+nodes are whole spot nodes (billed by ``solution.extract_allocations``). Periods with the same
+serving, demand, training and commitments have the same answer, so each distinct period is realized
+once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from planner.planning.optimize.build import replica_penalty
+from planner.planning.optimize.period import (
+    EPS,
+    KINDS,
+    Group,
+    PeriodState,
+    RealizeContext,
+    ReplicaShape,
+    replica_shapes,
+)
+from planner.planning.optimize.realize_exact import solve_period
+from planner.planning.problem.sets import PlanningSets
+
+__all__ = ["Realized", "ReplicaShape", "realize", "replica_shapes"]
+
+IMPROVE_ROUNDS = 3
+EXACT_BUDGET_SECONDS = 60.0  # MILP time over all periods; beyond it, periods keep the rounded answer
+EMPTY_NODES = 2  # groups of at most this many nodes are also tried emptied whole
+
+
+@dataclass
+class Realized:
+    """The realized inference: rows as ``Solution.inference`` (whole ``replicas``; ``nodes`` the share of
+    the group's packed GPUs, spot groups scaled to their whole nodes) and the replicas left unserved."""
+
+    inference: pd.DataFrame
+    unserved: np.ndarray  # (services, periods)
+    penalty_delta_usd: float  # the penalty of replicas unserved beyond the model's (or fewer: negative)
+    distinct_periods: int
+    exact_periods: int = 0  # distinct periods where the MILP beat the rounding
+    refined_periods: int = 0  # distinct periods that had the local search and the MILP (the rest, once
+    # the time budget ran out, keep the rounding)
+
+
+def realize(
+    sets: PlanningSets,
+    inference: pd.DataFrame,
+    unserved: np.ndarray,
+    committed: np.ndarray,
+    training: tuple[np.ndarray, np.ndarray, np.ndarray],
+    progress: Callable[[str], None] | None = None,
+    exact_seconds: float = EXACT_BUDGET_SECONDS,
+) -> Realized:
+    """Whole replicas per (offering, kind) every period, on nodes sized by packing.
+
+    ``inference``: the model's rows (period, o, tier, i, nodes, replicas; fractional); ``unserved``:
+    its unserved replicas (services, periods); ``committed``: (offerings, periods) nodes committed;
+    ``training``: per period the non-spot and spot nodes training holds per offering and the GPUs it
+    holds per team, arrays (offerings, periods), (offerings, periods), (teams, periods);
+    ``exact_seconds``: time for the local search and the period MILPs in all (0: the rounding only).
+    """
+    problem = RealizeContext(sets, exact_seconds)
+    periods = sets.demand.shape[1]
+    n_s = len(sets.services)
+    p = sets.period_hours
+    train_non_spot, train_spot, team_train = training
+    committed = committed.astype(float)
+    kind_code = {kind: k for k, kind in enumerate(KINDS)}
+    frame = inference[inference["replicas"] > EPS]
+    codes = frame["tier"].map(kind_code).to_numpy(dtype=np.int64)
+    data = np.column_stack(
+        [
+            frame["period"].to_numpy(np.int64),
+            frame["o"].to_numpy(np.int64),
+            codes,
+            frame["i"].to_numpy(np.int64),
+        ]
+    )
+    fractions = frame["replicas"].to_numpy(float)
+    order = np.argsort(data[:, 0], kind="stable")
+    data, fractions = data[order], fractions[order]
+    bounds = np.searchsorted(data[:, 0], np.arange(periods + 1))
+    target = sets.demand.astype(np.int64)  # the whole demand: the MILP and the limits decide what stays out
+    cache: dict[bytes, tuple[list[tuple[int, int, int, float, int]], np.ndarray]] = {}
+    out: list[tuple[int, int, int, int, float, int]] = []
+    new_unserved = np.zeros((n_s, periods))
+    for t in range(periods):
+        rows = data[bounds[t] : bounds[t + 1], 1:]
+        shares = np.round(fractions[bounds[t] : bounds[t + 1]], 6)
+        key = b"".join(
+            (
+                rows.tobytes(), shares.tobytes(), target[:, t].tobytes(), committed[:, t].tobytes(),
+                train_non_spot[:, t].tobytes(), train_spot[:, t].tobytes(), team_train[:, t].tobytes(),
+            )
+        )  # fmt: skip
+        if key not in cache:
+            room = problem.burst - team_train[:, t]
+            period = PeriodState(problem, committed[:, t], train_non_spot[:, t], train_spot[:, t], room)
+            cache[key] = _realize_period(period, rows, shares, target[:, t])
+            if progress is not None and len(cache) % 1000 == 0:
+                progress(
+                    f"whole replicas: {len(cache):,} distinct periods ({problem.refined_periods:,} refined)"
+                )
+        result, served = cache[key]
+        out += [(t, *row) for row in result]
+        new_unserved[:, t] = np.maximum(0, sets.demand[:, t] - served)
+    columns = ["period", "o", "tier", "i", "nodes", "replicas"]
+    table = pd.DataFrame(out, columns=columns)
+    table["tier"] = np.array(KINDS, dtype=object)[table["tier"].to_numpy(np.int64)] if len(table) else []
+    delta = sum(
+        float((new_unserved[i] - unserved[i]).sum()) * replica_penalty(sets, i) * p for i in range(n_s)
+    )
+    return Realized(
+        table.astype({"replicas": np.int64}), new_unserved, delta, len(cache), problem.exact_periods,
+        problem.refined_periods,
+    )  # fmt: skip
+
+
+def _realize_period(
+    period: PeriodState, rows: np.ndarray, shares: np.ndarray, target: np.ndarray
+) -> tuple[list[tuple[int, int, int, float, int]], np.ndarray]:
+    """Rows (o, kind, i, nodes share, replicas) and replicas served per service, for one period."""
+    problem = period.p
+    contents: dict[tuple[int, int], tuple[int, dict[str, int]]] = {}
+    for (o, kind, i), share in zip(rows.tolist(), shares.tolist(), strict=True):
+        whole = math.floor(share + EPS)
+        period.remainder[(o, kind, i)] = period.remainder.get((o, kind, i), 0.0) + share - whole
+        if not whole:
+            continue
+        shape = problem.shapes[(i, o)]
+        gpus, mig = contents.get((o, kind), (0, {}))
+        if shape.profile is None:
+            gpus += whole * shape.gpus
+        else:
+            mig[shape.profile] = mig.get(shape.profile, 0) + whole
+        contents[(o, kind)] = (gpus, mig)
+        period.replicas[(o, kind, i)] = period.replicas.get((o, kind, i), 0) + whole
+        period.team_room[problem.team_of[i]] -= whole * shape.share
+    for (o, kind), (gpus, mig) in contents.items():  # one packing per group, not one per row
+        period.groups[(o, kind)] = Group(problem.sets.offerings[o].gpu_model, gpus, mig)
+    served = np.zeros(len(target), dtype=np.int64)
+    for (_o, _kind, i), n in period.replicas.items():
+        served[i] += n
+    for i in problem.order:
+        while served[i] > target[i]:  # beyond the demand: off where it saves most
+            mine = [(o, kind) for (o, kind, j), n in period.replicas.items() if j == i and n > 0]
+            o, kind = min(
+                mine,
+                key=lambda g: (period.delta(i, g[0], g[1], -1), period.remainder.get((g[0], g[1], i), 0.0)),
+            )
+            period.move(i, o, kind, -1)
+            served[i] -= 1
+        if served[i] < target[i]:
+            served[i] += period.fill(i, int(target[i] - served[i]), preferred=True)
+    free = (served >= target).all() and period.cost() <= period.training_cost() + EPS
+    if free:  # inference costs nothing beyond what training pays: nothing to improve
+        problem.refined_periods += 1
+    elif problem.exact_seconds_left > 0 and served.any():  # (2) and (3), while the budget lasts
+        began = time.perf_counter()
+        _improve(period)
+        _exact(period, target, served)
+        problem.exact_seconds_left -= time.perf_counter() - began
+        problem.refined_periods += 1
+    return _rows(period), served
+
+
+def _exact(period: PeriodState, target: np.ndarray, served: np.ndarray) -> None:
+    """Replace the greedy answer by the period's MILP optimum when that costs less (``realize_exact``)."""
+    problem = period.p
+    greedy = dict(period.replicas)
+    before = period.cost() + float(problem.penalty @ (target - served))
+    best = solve_period(period, target, problem.penalty, greedy)
+    if best is None:
+        return
+    state = period.snapshot()
+    period.groups, period.replicas, period.team_room = {}, {}, period.base_room.copy()
+    for (o, kind, i), n in best.items():
+        for _ in range(n):
+            period.move(i, o, kind, +1)
+    now = np.zeros(len(target), dtype=np.int64)
+    for (_o, _k, i), n in period.replicas.items():
+        now[i] += n
+    if period.cost() + float(problem.penalty @ (target - now)) < before - EPS:
+        served[:] = now
+        problem.exact_periods += 1
+    else:
+        period.restore(state)
+
+
+def _improve(period: PeriodState) -> None:
+    """Local search on the rounded period: for each group that pays for nodes, try emptying it, and try
+    freeing its last node, moving the replicas to the cheapest other groups; keep a move only if the
+    period costs less. Fixes what keeping the model's whole parts in place can miss (4 replicas split
+    2.5 / 1.5 between two offerings: both rounded to 2, where all 4 on one node pool is cheaper)."""
+    problem = period.p
+    for _ in range(IMPROVE_ROUNDS):
+        improved = False
+        for o, kind in sorted(period.groups):
+            group = period.groups[(o, kind)]
+            g = problem.gpus_per_node[o]
+            nodes = math.ceil(group.gpus() / g)
+            if not nodes or (kind == 0 and not period.pays_on_demand(o)):
+                continue  # all on committed nodes: emptying them saves nothing
+            # empty a small group; free the last node of any
+            for keep in (0, (nodes - 1) * g) if nodes <= EMPTY_NODES else ((nodes - 1) * g,):
+                mine = sorted(
+                    ((i, n) for (go, gk, i), n in period.replicas.items() if (go, gk) == (o, kind) and n > 0),
+                    key=lambda item: problem.shapes[(item[0], o)].share,
+                )
+                if not mine or (keep and group.gpus() <= keep):
+                    continue
+                state, before = period.snapshot(), period.cost()
+                removed: list[int] = []
+                for i, n in mine:
+                    for _ in range(n):
+                        if period.groups[(o, kind)].gpus() <= keep:
+                            break
+                        period.move(i, o, kind, -1)
+                        removed.append(i)
+                if all(period.fill(i, 1, exclude=(o, kind)) == 1 for i in removed) and (
+                    period.cost() < before - EPS
+                ):
+                    improved = True
+                    break
+                period.restore(state)
+                group = period.groups[(o, kind)]
+        if not improved:
+            return
+
+
+def _rows(period: PeriodState) -> list[tuple[int, int, int, float, int]]:
+    """Each group's packed GPUs shared among its rows (MIG rows by their per-service GPU share), as node
+    shares; spot groups scaled to the whole nodes held."""
+    problem = period.p
+    result = []
+    for (o, kind), group in period.groups.items():
+        mine = [(i, n) for (go, gk, i), n in period.replicas.items() if (go, gk) == (o, kind) and n > 0]
+        if not mine:
+            continue
+        g = problem.gpus_per_node[o]
+        mig_gpus = group.gpus() - group.whole
+        mig_weight = sum(n * problem.shapes[(i, o)].share for i, n in mine if problem.shapes[(i, o)].profile)
+        scale = (math.ceil(group.gpus() / g) * g / group.gpus()) if kind == 1 and group.gpus() else 1.0
+        for i, n in mine:
+            shape = problem.shapes[(i, o)]
+            gpus = n * shape.gpus if shape.profile is None else mig_gpus * n * shape.share / mig_weight
+            result.append((o, kind, i, gpus * scale / g, n))
+    return result

@@ -1,0 +1,631 @@
+"""A solution -> the Plan (plan.json data + per-period allocations).
+
+Both methods hand over a :class:`Solution` (plain data per period; the staged method's via
+:func:`solution_from_model`). Merged slots are written back out per original period, so every
+period of the horizon can be checked; :func:`realized` makes every period's replicas whole first
+(``realize.py``), and everything written, billed and verified is that whole plan.
+On-demand and spot nodes are held in whole nodes; a workload's row carries its share of them (the
+idle part of a partly used node is charged to the workloads on it), so allocation rows add up to
+exactly what is paid. Committed capacity used by a workload is split between the commitments serving
+in that period (``purchases.py``: held ones and purchases, each its own term) in proportion to their
+nodes, and each such row names the commitment it uses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from models.catalog import Offering
+from models.chargeback import IdleRule, amortize
+from models.plan import (
+    ALLOCATION_COLUMNS,
+    COMMITTED_TIERS,
+    TIERS,
+    Baselines,
+    Commitment,
+    Costs,
+    OfferingRecord,
+    Plan,
+    PlanDocument,
+    PlanHorizon,
+    PoolUtilization,
+    ScenarioEcho,
+    SolveMethod,
+    SolverReport,
+    TeamSummary,
+    TrainingPlacement,
+    Unserved,
+    UnservedGuarantee,
+    UnservedInference,
+    UnservedTraining,
+    Utilization,
+)
+from models.scenario import Scenario
+from models.tiers import TERM_TIER, Capacity, Tier
+from models.workloads import period_start
+from planner.planning.mig.layouts import mig_section
+from planner.planning.optimize.build import PlanningModel, worst_shortfall
+from planner.planning.optimize.dispatch import Occupancy
+from planner.planning.optimize.realize import realize
+from planner.planning.problem.sets import PlanningSets, TrainingOption
+from planner.solvers.solve import SolveResult
+
+EPS = 1e-6
+
+
+def _value(var: Any) -> float:
+    return float(var.varValue or 0.0)
+
+
+def committed_nodes(model: PlanningModel) -> dict[int, int]:
+    """new column -> nodes, for every commitment bought."""
+    return {c: round(_value(var)) for c, var in model.commit.items() if round(_value(var)) > 0}
+
+
+def column_name(sets: PlanningSets, c: int) -> str:
+    """How plan.json and allocations.csv name column ``c``: a held one by its label, a purchase by
+    offering, term and the day it starts (and the hour, when not midnight)."""
+    column = sets.columns[c]
+    if column.existing:
+        return column.name
+    start = sets.scenario.horizon.start + timedelta(hours=column.starts_hour)
+    when = start.strftime("%Y-%m-%d" if start.hour == 0 and start.minute == 0 else "%Y-%m-%dT%H:%MZ")
+    return f"{sets.offerings[column.offering].id}/{column.term}/{when}"  # unique: one column per start
+
+
+def holding(sets: PlanningSets, commits: dict[int, int]) -> dict[int, int]:
+    """Every column with nodes in the plan: the held ones and the purchases (column -> nodes)."""
+    held = {c: column.nodes or 0 for c, column in enumerate(sets.columns) if column.existing}
+    return {**held, **{c: n for c, n in commits.items() if n > 0}}
+
+
+@dataclass
+class Solution:
+    """A solved plan as plain data, whichever method produced it (one model, or the hourly method)."""
+
+    sets: PlanningSets
+    commits: dict[int, int]  # new column -> nodes bought (held columns: in sets.columns)
+    inference: pd.DataFrame  # period, o, tier (a Capacity), i, nodes (held tiers: whole-node share)
+    placements: list[TrainingOption]
+    unserved_replicas: np.ndarray  # (services, periods)
+    unserved_runs: list[int]
+    guarantee_short: dict[str, float]
+    penalty_usd: float
+    notes: list[str] = field(default_factory=list)  # how the solution was made whole, for the report
+
+
+def solution_from_model(model: PlanningModel) -> Solution:
+    """The model's variable values, slots written back out per period (fractional: :func:`realized`
+    makes them whole)."""
+    sets = model.sets
+    records: list[
+        tuple[int, int, str, int, float, float]
+    ] = []  # slot, offering, tier, service, nodes, replicas
+    for (tier, i, o, s), var in model.serve.items():
+        nodes = _value(var)
+        if nodes <= EPS:
+            continue
+        records.append((s, o, tier, i, nodes, nodes * sets.replicas_per_node[(i, o)]))
+    slot_rows = pd.DataFrame(records, columns=["slot", "o", "tier", "i", "nodes", "replicas"])
+    period_slot = pd.DataFrame({"period": np.arange(len(sets.slot_of_period)), "slot": sets.slot_of_period})
+    inference = period_slot.merge(slot_rows, on="slot").drop(columns=["slot"])
+    unserved_slot = np.zeros((len(sets.services), len(sets.slots)))
+    for (i, s), var in model.unserved_replicas.items():
+        unserved_slot[i, s] = _value(var)
+    return Solution(
+        sets=sets,
+        commits=committed_nodes(model),
+        inference=inference,
+        placements=[option for a, option in enumerate(sets.options) if _value(model.place[a]) >= 0.5],
+        unserved_replicas=unserved_slot[:, sets.slot_of_period],
+        unserved_runs=[r for r, var in model.unserved_run.items() if _value(var) > 0.5],
+        guarantee_short=worst_shortfall(model.guarantee_short, _value),
+        penalty_usd=sum(_value(var) * coef for var, coef in model.penalty_terms),
+    )
+
+
+def realized(
+    solution: Solution, exact_seconds: float = 60.0, progress: Callable[[str], None] | None = None
+) -> Solution:
+    """The solution with whole replicas on whole nodes every period (``planner.planning.optimize.realize``):
+    what the plan writes, bills and verifies. Replicas that no node can take within the limits are
+    added to the unserved ones, and to the penalty."""
+    sets = solution.sets
+    occupancy = Occupancy.of(sets, solution.placements)
+    began = time.perf_counter()
+    result = realize(
+        sets,
+        solution.inference,
+        solution.unserved_replicas,
+        sets.committed(solution.commits),
+        (occupancy.non_spot, occupancy.spot, occupancy.team_gpus),
+        exact_seconds=exact_seconds,
+        progress=progress,
+    )
+    refined = (
+        "all"
+        if result.refined_periods == result.distinct_periods
+        else f"{result.refined_periods:,} (then the time budget ran out)"
+    )
+    note = (
+        f"whole replicas on whole nodes: {result.distinct_periods:,} distinct periods rounded, {refined} "
+        f"refined by local search and their own MILP (cheaper than the rounding in "
+        f"{result.exact_periods:,}), {time.perf_counter() - began:.1f} s"
+    )
+    return replace(
+        solution,
+        inference=result.inference,
+        unserved_replicas=result.unserved,
+        penalty_usd=solution.penalty_usd + result.penalty_delta_usd,
+        notes=[*solution.notes, note],
+    )
+
+
+def _split_whole(counts: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """The ``share`` part of ``counts``: a whole count splits into whole parts (the rest goes on), a
+    fractional one (a replica split between offerings) exactly, so the parts always add up."""
+    whole = np.abs(counts - np.round(counts)) <= 1e-9
+    return np.where(whole, np.minimum(np.round(counts * share), counts), counts * share)
+
+
+def _use(solution: Solution) -> pd.DataFrame:
+    """What runs where each period, before billing: period, o, capacity, nodes, replicas, workload,
+    team, kind (inference rows carry their share of whole held nodes; training its gang's nodes)."""
+    sets = solution.sets
+    frames = []
+    rows = solution.inference
+    if len(rows):
+        frame = rows.rename(columns={"tier": "capacity"})
+        frame["workload"] = [sets.services[i].name for i in frame["i"]]
+        frame["team"] = [sets.services[i].team for i in frame["i"]]
+        frame["kind"] = "inference"
+        frames.append(frame.drop(columns=["i"]))
+    train_rows = []
+    for option in solution.placements:  # the run's real periods (the model held whole blocks)
+        job = sets.runs[option.run].job
+        for period in range(option.start, option.start + option.periods):
+            train_rows.append(
+                (period, option.offering, option.tier, float(job.nodes), 0.0, job.name, job.team)
+            )
+    if train_rows:
+        columns = ["period", "o", "capacity", "nodes", "replicas", "workload", "team"]
+        frame = pd.DataFrame(train_rows, columns=columns)
+        frame["kind"] = "training"
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(
+            columns=["period", "o", "capacity", "nodes", "replicas", "workload", "team", "kind"]
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def extract_allocations(solution: Solution) -> pd.DataFrame:
+    """allocations.csv under the billing rule: per period and offering, the committed nodes cover its
+    non-spot use first, and only the use beyond them is on demand. Every non-spot row is split in that
+    proportion (committed part by commitment, in proportion to the nodes of each serving then), so each
+    workload is charged the committed and on-demand node-hours it shares in; replicas are split in
+    whole numbers by the same proportion."""
+    sets = solution.sets
+    p = sets.period_hours
+    ids = [o.id for o in sets.offerings]
+    use = _use(solution)
+    use = use[use["nodes"] > EPS]
+    if not len(use):
+        return pd.DataFrame(columns=ALLOCATION_COLUMNS)
+    spot = use[use["capacity"] == Capacity.SPOT].assign(tier=Tier.SPOT)
+    non_spot = use[use["capacity"] == Capacity.NON_SPOT].copy()
+    held = holding(sets, solution.commits)
+    by_period = sets.committed(solution.commits)
+    committed = by_period[non_spot["o"].to_numpy(np.int64), non_spot["period"].to_numpy(np.int64)]
+    # beyond the commitments, nodes are held whole: inference rows take the idle part of the last one
+    keys = [non_spot["period"], non_spot["o"]]
+    total = non_spot["nodes"].groupby(keys).transform("sum").to_numpy()
+    inference = (non_spot["kind"] == "inference").to_numpy()
+    served = non_spot["nodes"].where(inference, 0.0).groupby(keys).transform("sum").to_numpy()
+    beyond = total > committed + EPS
+    whole = np.where(beyond, np.ceil(total - EPS), total)
+    grow = np.divide(served + whole - total, served, out=np.ones_like(served), where=served > EPS)
+    non_spot["nodes"] = np.where(inference & beyond, non_spot["nodes"].to_numpy() * grow, non_spot["nodes"])
+    total = whole
+    covered = np.divide(np.minimum(total, committed), total, out=np.zeros_like(total), where=total > 0)
+    nodes = non_spot["nodes"].to_numpy()
+    replicas = non_spot["replicas"].to_numpy()
+    committed_replicas = _split_whole(replicas, covered)
+    parts = [spot.assign(commitment=""), non_spot.assign(tier=Tier.ON_DEMAND, nodes=nodes * (1 - covered),
+                                   replicas=replicas - committed_replicas, commitment="")]  # fmt: skip
+    segment = sets.segment[non_spot["period"].to_numpy(np.int64)]
+    offering_of = non_spot["o"].to_numpy(np.int64)
+    for o in sorted({sets.columns[c].offering for c in held}):
+        for q in np.unique(segment[offering_of == o]):
+            mine = (offering_of == o) & (segment == q)
+            period = int(non_spot["period"].to_numpy()[mine][0])
+            serving = [(c, held[c]) for c in sets.columns_active(int(o), period) if held.get(c, 0) > 0]
+            total_nodes = sum(count for _c, count in serving)
+            left = committed_replicas[mine]
+            for k, (c, count) in enumerate(serving):
+                share = count / total_nodes
+                part = left if k == len(serving) - 1 else _split_whole(left, np.full(len(left), share))
+                left = left - part
+                parts.append(
+                    non_spot[mine].assign(
+                        tier=TERM_TIER[sets.columns[c].term],
+                        nodes=nodes[mine] * covered[mine] * share,
+                        replicas=part,
+                        commitment=column_name(sets, c),
+                    )
+                )
+    table = pd.concat(parts, ignore_index=True)
+    table = table[table["nodes"] > EPS]
+    gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
+    price = {
+        Tier.ON_DEMAND: np.array([o.on_demand_usd_h or 0.0 for o in sets.offerings]),
+        Tier.SPOT: np.array([o.spot_usd_h or 0.0 for o in sets.offerings]),
+    }
+    o_idx = table["o"].to_numpy().astype(np.int64)
+    table["gpus"] = table["nodes"].to_numpy() * gpus_per_node[o_idx]
+    cost = np.zeros(len(table))
+    for tier, prices in price.items():
+        mask = (table["tier"] == tier).to_numpy()
+        cost[mask] = table["nodes"].to_numpy()[mask] * prices[o_idx[mask]] * p
+    table["cost_usd"] = cost
+    table["offering"] = [ids[o] for o in o_idx]
+    table["tier"] = table["tier"].map(str)
+    table = table.sort_values(["period", "kind", "workload", "offering", "tier"], kind="stable")
+    return table[ALLOCATION_COLUMNS].reset_index(drop=True)
+
+
+def build_plan(
+    solution: Solution,
+    result: SolveResult,
+    baselines: Baselines,
+    method: SolveMethod,
+    elapsed: dict[str, float],
+    model_slots: int | None = None,
+    realize_seconds: float = 60.0,
+    progress: Callable[[str], None] | None = None,
+) -> Plan:
+    """The plan from a solution. ``model_slots``: slots of the model that decided it (the first
+    stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
+    (``realize.py``)."""
+    solution = realized(solution, realize_seconds, progress)
+    sets = solution.sets
+    scenario = sets.scenario
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    allocations = extract_allocations(solution)
+    commitments = _commitments(sets, solution.commits, allocations)
+    costs = _costs(sets, allocations, commitments)
+    total = costs.total_usd
+    pools = _pools(sets, allocations, solution.commits)
+    committed_hours = sum(pool.committed_node_hours for pool in pools.values())
+    used_hours = sum(pool.used_node_hours for pool in pools.values())
+    penalty = solution.penalty_usd
+    paid = total + penalty
+    gap = max(0.0, paid - result.bound) / paid if paid > 0 else 0.0
+
+    slots = len(sets.slots) if model_slots is None else model_slots
+    used_offerings = set(allocations["offering"]) | {c.offering for c in commitments}
+    solver = SolverReport(
+        name=result.solver,
+        status=result.termination.value,
+        objective_usd=paid,
+        model_objective_usd=result.objective,
+        bound_usd=result.bound,
+        gap=gap,
+        seconds=round(result.seconds, 3),
+        aggregated_periods=slots if slots < horizon.periods else 0,
+        model_periods=slots,
+        training_start_grid_hours=sets.start_grid_periods * p,
+        block_hours=sets.block_periods * p,
+        method=method,
+        build_seconds=round(elapsed.get("build", 0.0), 3),
+        penalty_usd=penalty,
+        bound_method="the solver's proven lower bound for the planning model",
+        notes=[*sets.notes, *solution.notes],
+    )
+    document = PlanDocument(
+        scenario=scenario.name,
+        description=scenario.description,
+        created=datetime.now(UTC).replace(microsecond=0),
+        horizon=PlanHorizon(
+            start=horizon.start, hours=horizon.hours, period_hours=p, periods=horizon.periods
+        ),
+        solver=solver,
+        offerings={o.id: _offering_record(o) for o in sets.offerings if o.id in used_offerings},
+        commitments=commitments,
+        training=_training_records(solution, allocations),
+        unserved=_unserved(solution),
+        costs=costs,
+        baselines=baselines,
+        utilization=Utilization(
+            reserved_used_fraction=used_hours / committed_hours if committed_hours else 0.0,
+            pools=pools,
+        ),
+        teams=_teams(scenario, allocations, costs, p),
+        inputs=ScenarioEcho.model_validate(
+            {**scenario.model_dump(mode="json"), "max_spot_share": scenario.purchase.max_spot_share}
+        ),
+        mig=mig_section(sets, allocations),
+    )
+    return Plan(document, allocations)
+
+
+def _commitments(sets: PlanningSets, commits: dict[int, int], allocations: pd.DataFrame) -> list[Commitment]:
+    """plan.json ``commitments[]``: the held ones first (in scenario order), then the purchases by
+    start, each with what it costs inside the horizon, what it binds beyond, and how much it was used."""
+    horizon = sets.scenario.horizon
+    p = horizon.period_hours
+    used = (
+        allocations.groupby("commitment")["nodes"].sum() * p if len(allocations) else pd.Series(dtype=float)
+    )
+    result = []
+    held = holding(sets, commits)
+    order = sorted(held, key=lambda c: (not sets.columns[c].existing, sets.columns[c].start, c))
+    for c in order:
+        column, nodes = sets.columns[c], held[c]
+        name = column_name(sets, c)
+        node_hours = nodes * (column.end - column.start) * p
+        used_hours = float(used.get(name, 0.0))
+        result.append(
+            Commitment(
+                offering=sets.offerings[column.offering].id,
+                term=column.term,
+                nodes=nodes,
+                usd_per_node_hour=column.usd_per_node_hour,
+                cost_in_horizon_usd=nodes * column.cost_per_node,
+                obligation_beyond_horizon_usd=nodes * column.usd_per_node_hour * column.beyond_hours,
+                name=name,
+                existing=column.existing,
+                start=horizon.start + timedelta(hours=column.starts_hour),
+                end=horizon.start + timedelta(hours=column.ends_hour),
+                start_period=column.start,
+                end_period=column.end,
+                used_node_hours=used_hours,
+                used_fraction=used_hours / node_hours if node_hours else 0.0,
+            )
+        )
+    return result
+
+
+def _offering_record(o: Offering) -> OfferingRecord:
+    return OfferingRecord(
+        cloud=o.cloud,
+        region=o.region,
+        instance_type=o.instance_type,
+        gpu_model=o.gpu_model,
+        gpus_per_node=o.gpus_per_node,
+        fabric=o.fabric,
+        on_demand_usd_h=o.on_demand_usd_h,
+        spot_usd_h=o.spot_usd_h,
+        reserved_1y_usd_h=o.reserved_1y_usd_h,
+        reserved_3y_usd_h=o.reserved_3y_usd_h,
+        owned_usd_h=o.owned_usd_h if o.owned else None,
+        available_from_hour=o.available_from_hour if o.owned else None,
+    )
+
+
+def covered_share(allocations: pd.DataFrame) -> pd.Series:
+    """Per (period, offering): the share of its non-spot node-hours that commitments cover."""
+    non_spot = allocations[allocations["tier"] != Tier.SPOT]
+    committed = non_spot["tier"].isin(COMMITTED_TIERS)
+    totals = non_spot.groupby(["period", "offering"])["nodes"].sum()
+    covered = non_spot[committed].groupby(["period", "offering"])["nodes"].sum()
+    return (covered.reindex(totals.index, fill_value=0.0) / totals).rename("covered")
+
+
+def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[TrainingPlacement]:
+    sets = solution.sets
+    horizon = sets.scenario.horizon
+    p = horizon.period_hours
+    covered = covered_share(allocations)
+    records = []
+    for option in solution.placements:
+        run = sets.runs[option.run]
+        offering = sets.offerings[option.offering]
+        tier = Tier.SPOT
+        fraction = None
+        cost = option.cost_usd
+        if option.tier == Capacity.NON_SPOT:
+            periods = range(option.start, option.start + option.periods)
+            shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
+            fraction = float(shares.mean()) if len(shares) else 0.0
+            mine = allocations[
+                (allocations["workload"] == run.job.name)
+                & (allocations["offering"] == offering.id)
+                & allocations["tier"].isin(COMMITTED_TIERS)
+            ]
+            by_tier = mine.groupby("tier")["nodes"].sum()
+            tier = Tier(str(by_tier.idxmax())) if len(by_tier) and fraction >= 0.5 else Tier.ON_DEMAND
+            cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
+        overhead = option.overhead
+        records.append(
+            TrainingPlacement(
+                job=run.job.name,
+                run=run.run,
+                team=run.job.team,
+                offering=offering.id,
+                tier=tier,
+                nodes=run.job.nodes,
+                committed_fraction=fraction,
+                start_period=option.start,
+                periods=option.periods,
+                placement_group=f"pg-{run.job.name}-{run.run}",
+                fabric=offering.fabric,
+                checkpoint_interval_minutes=overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
+                expected_overhead=overhead.expected_overhead if overhead else 0.0,
+                cost_usd=cost,
+                start=period_start(horizon, option.start),
+                end=period_start(horizon, option.start + option.periods),
+                hours=run.job.hours,
+                held_hours=option.periods * p,
+                gang_interruptions_per_hour=overhead.gang_interruptions_per_hour if overhead else 0.0,
+                expected_interruptions=overhead.expected_interruptions if overhead else 0.0,
+            )
+        )
+    records.sort(key=lambda r: (r.job, r.run))
+    return records
+
+
+def _unserved(solution: Solution) -> list[Unserved]:
+    sets = solution.sets
+    p = sets.period_hours
+    result: list[Unserved] = []
+    for i, service in enumerate(sets.services):
+        short = solution.unserved_replicas[i]
+        hours = float((short > EPS).sum() * p)
+        replica_hours = float(short[short > EPS].sum() * p)
+        if replica_hours > EPS:
+            reason = sets.no_offering_reason.get(i) or _inference_reason(sets, i)
+            result.append(
+                UnservedInference(
+                    workload=service.name,
+                    team=service.team,
+                    replica_hours=replica_hours,
+                    periods=round(hours / p),
+                    reason=reason,
+                )
+            )
+    for r in solution.unserved_runs:
+        run = sets.runs[r]
+        reason = sets.no_option_reason.get(r) or (
+            "no room in its window: capacity (max_nodes), the team's burst limit or max_spot_share "
+            "leave no placement"
+        )
+        result.append(
+            UnservedTraining(
+                workload=run.job.name,
+                team=run.job.team,
+                run=run.run,
+                gpu_hours=run.gpus * run.job.hours,
+                reason=reason,
+            )
+        )
+    for team, short in solution.guarantee_short.items():
+        if short > EPS:
+            result.append(
+                UnservedGuarantee(
+                    workload=f"guarantee:{team}",
+                    team=team,
+                    gpus=short,
+                    reason="no committable offering matches the team's GPU models (or capacity limits)",
+                )
+            )
+    return result
+
+
+def _inference_reason(sets: PlanningSets, i: int) -> str:
+    service = sets.services[i]
+    team = sets.scenario.team[service.team]
+    limited = [sets.offerings[o].id for o in sets.eligible(i) if sets.offerings[o].max_nodes is not None]
+    parts = []
+    if team.burst_gpus is not None:
+        parts.append(f"team {team.name}'s burst limit of {team.burst_gpus} GPUs")
+    if limited:
+        parts.append("max_nodes of " + ", ".join(limited[:4]))
+    return "demand above what " + (" or ".join(parts) if parts else "the eligible offerings") + " allows"
+
+
+def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Commitment]) -> Costs:
+    by_tier: dict[Tier, float] = {tier: 0.0 for tier in TIERS}
+    if any(o.owned for o in sets.offerings):
+        by_tier[Tier.OWNED] = 0.0
+    for column in sets.columns:  # tiers only held commitments bring (capacity reservations)
+        by_tier.setdefault(TERM_TIER[column.term], 0.0)
+    for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
+        by_tier[Tier(str(tier))] += float(value)
+    cloud_of = {o.id: o.cloud for o in sets.offerings}
+    by_cloud: dict[str, float] = defaultdict(float)
+    by_workload: dict[str, float] = defaultdict(float)
+    by_team: dict[str, float] = {team.name: 0.0 for team in sets.scenario.teams}
+    if len(allocations):
+        for cloud, value in (
+            allocations.groupby(allocations["offering"].map(cloud_of))["cost_usd"].sum().items()
+        ):
+            by_cloud[str(cloud)] += float(value)
+        for key, value in allocations.groupby(["team", "workload"])["cost_usd"].sum().items():
+            team, workload = cast(tuple[str, str], key)
+            by_team[str(team)] += float(value)
+            by_workload[str(workload)] += float(value)
+    # chargeback of commitments (models/chargeback.py): each commitment's cost over the horizon split by
+    # the node-hours each workload used of it (idle hours shared by use); one nobody used is charged to
+    # the teams that hold guarantees, else shared by every team
+    reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
+    use = reserved.groupby(["commitment", "team", "workload"])["nodes"].sum()
+    used_names = set(use.index.get_level_values(0))
+    holders = [t for t in sets.scenario.teams if t.guaranteed_gpus > 0] or sets.scenario.teams
+    fallback = {(holder.name, ""): float(holder.guaranteed_gpus or 1) for holder in holders}
+    for commitment in commitments:
+        cost = commitment.cost_in_horizon_usd
+        tier = TERM_TIER[commitment.term]
+        by_tier[tier] = by_tier.get(tier, 0.0) + cost
+        by_cloud[cloud_of[commitment.offering]] += cost
+        used: dict[tuple[str, str], float] = {}
+        if commitment.name in used_names:
+            for key, nodes in use.loc[commitment.name].items():
+                team, workload = cast(tuple[str, str], key)
+                used[(str(team), str(workload))] = float(nodes)
+        end = sets.scenario.horizon.periods if commitment.end_period is None else commitment.end_period
+        capacity = float(commitment.nodes * (end - commitment.start_period))  # node-periods, as used is
+        shares = amortize(cost, used, capacity, IdleRule.USAGE, {}, fallback)
+        for (team, workload), share in shares.items():
+            by_team[team] += share.usd
+            if workload:
+                by_workload[workload] += share.usd
+        if not used:
+            by_workload["(unused commitments)"] += cost
+    total = sum(by_tier.values())
+    return Costs(
+        total_usd=total,
+        by_tier=by_tier,
+        by_team=by_team,
+        by_cloud=dict(by_cloud),
+        by_workload=dict(by_workload),
+    )
+
+
+def _pools(
+    sets: PlanningSets, allocations: pd.DataFrame, commits: dict[int, int]
+) -> dict[str, PoolUtilization]:
+    """Per committed offering: its most nodes committed at once, its committed node-hours inside the
+    horizon (each commitment over its own window) and how many of them workloads used."""
+    p = sets.period_hours
+    reserved = allocations[allocations["tier"].isin(COMMITTED_TIERS)]
+    used = reserved.groupby("offering")["nodes"].sum() * p
+    by_period = sets.committed(commits)
+    pools = {}
+    for o in sorted({sets.columns[c].offering for c in holding(sets, commits)}):
+        offering_id = sets.offerings[o].id
+        nodes = round(by_period[o].max(initial=0.0))
+        committed = float(by_period[o].sum() * p)
+        used_hours = float(used.get(offering_id, 0.0))
+        pools[offering_id] = PoolUtilization(
+            committed_nodes=nodes,
+            committed_node_hours=float(committed),
+            used_node_hours=used_hours,
+            used_fraction=used_hours / committed if committed else 0.0,
+        )
+    return pools
+
+
+def _teams(scenario: Scenario, allocations: pd.DataFrame, costs: Costs, p: int) -> dict[str, TeamSummary]:
+    per_period = allocations.groupby(["team", "period"])["gpus"].sum()
+    result = {}
+    for team in scenario.teams:
+        series = per_period.loc[team.name] if team.name in per_period.index.get_level_values(0) else None
+        result[team.name] = TeamSummary(
+            guaranteed_gpus=team.guaranteed_gpus,
+            burst_gpus=team.burst_gpus,
+            priority=team.priority,
+            peak_gpus=float(series.max()) if series is not None else 0.0,
+            gpu_hours=float(series.sum() * p) if series is not None else 0.0,
+            cost_usd=costs.by_team.get(team.name, 0.0),
+        )
+    return result

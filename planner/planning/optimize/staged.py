@@ -1,0 +1,327 @@
+"""The staged method: one MILP over merged periods, then whole nodes, with an optional third stage.
+
+1. The MILP with on-demand/spot node counts relaxed to fractions (commitments and training placements
+   stay integer): it decides commitments and placements, and HiGHS proves a lower bound. Relaxing
+   integrality only lowers the optimum, so this bound holds for stage 2's model.
+2. Training fixed as decided, periods re-merge further and every node count is whole: solved slot by
+   slot at stage 1's commitments (the model is separable then), then with commitments free,
+   warm-started from that plan. Its cost is the plan's cost.
+3. Only if the gap is above the target: the whole-node model with training free, warm-started from
+   stage 2, for a tighter bound (and a better plan if it finds one).
+
+``--gap`` is measured against the best of stage 1's and stage 3's bounds (``model_gap``): a true
+optimality certificate for the model (training on its start grid, capacity held for each block a run
+touches). ``bound_usd``/``gap`` in plan.json are the certified bound on the full hourly problem
+(bound.py) and the plan's gap against it; the exact-start bound (bound_exact.py) runs after the plan is
+written, and where its integer solution, dispatched as a plan, keeps every rule and costs less as
+written, that plan replaces this one (exact_plan.py; its model bound is then that model's). The
+hourly method, for sizes where one MILP over every slot does not fit, is ``hourly.py``; ``run.py``
+picks between the two.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from models.errors import SolverError
+from models.plan import Plan, SolverReport, SolverStage
+from planner.planning.baselines import compute_baselines
+from planner.planning.optimize.bound import BoundResult, certified_bound, clusters_per_block
+from planner.planning.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
+from planner.planning.optimize.build import PlanningModel, create_model
+from planner.planning.optimize.dispatch import Occupancy
+from planner.planning.optimize.exact_plan import NOT_KEPT, weigh_exact_plan
+from planner.planning.optimize.finish import (
+    MIN_SEARCH_SECONDS,
+    Dispatched,
+    Scheduled,
+    dispatch_scheduled,
+    improve_plan,
+    search_budget,
+)
+from planner.planning.optimize.schedule import Schedule
+from planner.planning.optimize.settings import SolveSettings
+from planner.planning.optimize.solution import Solution, build_plan, solution_from_model
+from planner.planning.problem.sets import PlanningSets, fix_training
+from planner.solvers.solve import SolveResult, Termination, solve, solve_separable
+
+__all__ = ["plan_staged", "warm_start"]
+
+#: Share of ``--time-limit`` stage 1 may use: where sharing idle commitments between gangs and
+#: inference leaves many near-equal plans, HiGHS can spend any budget closing stage 1's last 1 %.
+FIRST_STAGE_SHARE = 0.4
+#: Share of ``--time-limit`` kept for the certified bound (bound.py), whatever the stages took.
+BOUND_SHARE = 0.3
+
+
+def plan_staged(
+    sets: PlanningSets, settings: SolveSettings, say: Callable[[str], None], began: float
+) -> Plan:
+    """Plan ``sets`` by the staged method (module docstring); raise SolverError without a feasible plan.
+
+    ``began`` is when planning started (``time.perf_counter()``, before the sets were built): the
+    build time and the time budget left for the certified bound count from it.
+    """
+    first = create_model(sets)
+    build_seconds = time.perf_counter() - began
+    say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
+    # stage 1 may not take the whole budget: stages 2-3 and the certified bound need their share
+    first_limit = None if settings.time_limit is None else settings.time_limit * FIRST_STAGE_SHARE
+    relaxed = _solve(first, settings, first_limit)
+    say(f"stage 1: {relaxed.termination.value}, bound ${relaxed.bound:,.0f}, {relaxed.seconds:.1f} s")
+
+    chosen = [a for a, var in enumerate(first.place) if (var.varValue or 0.0) > 0.5]
+    fixed_sets = fix_training(sets, chosen)
+    second = create_model(fixed_sets)
+    say(f"stage 2: {len(fixed_sets.slots)} model slots, whole nodes")
+    final = _second_stage(first, second, settings, relaxed.seconds)
+    bound = relaxed.bound
+    used = relaxed.seconds + final.seconds
+    plan_model, stage3 = second, None
+    # the certified bound keeps its share of the budget: stages 1-3 stop at the rest
+    solve_budget = None if settings.time_limit is None else settings.time_limit * (1 - BOUND_SHARE)
+    if _distance(final.objective, bound) > settings.gap and (solve_budget is None or solve_budget - used > 5):
+        # 3. tighten the bound: the full model with whole nodes, warm-started from stage 2's plan
+        say(f"stage 3: gap {_distance(final.objective, bound):.3%} > {settings.gap:.2%}; whole-node model")
+        full_sets = replace(sets, integral_held=True)
+        full = create_model(full_sets)
+        limit = None if solve_budget is None else solve_budget - used
+        # aim below the requested gap, so the plan meets the user's bar with room to spare rather than
+        # stopping the moment HiGHS's own gap estimate touches it
+        tighter = replace(settings, gap=settings.gap / 2)
+        stage3 = _solve(full, tighter, limit, start=warm_start(full, second, chosen))
+        bound = max(bound, stage3.bound)
+        if stage3.objective < final.objective - 1e-6:
+            plan_model = full
+        used += stage3.seconds
+    best = final if plan_model is second else stage3
+    assert best is not None
+    fixed = sets.fixed_usd  # commitments already held: a constant the models leave out
+    solution = solution_from_model(plan_model)
+    placed = (
+        chosen
+        if plan_model is second
+        else [a for a, var in enumerate(full.place) if (var.varValue or 0) > 0.5]
+    )
+    searched = _local_search(
+        sets, solution, placed, best.objective + fixed, solve_budget, began, say, settings.time_limit
+    )
+    if searched is not None:  # cheaper as written than stage 2 (or 3): its plan, at its cost
+        solution = searched.solution
+        best = replace(best, objective=searched.objective - fixed)
+        say(f"local search: plan ${searched.objective:,.0f}")
+    bound = min(bound, best.objective)
+    termination = _termination(best.objective, bound, settings.gap)
+    result = SolveResult(best.solver, termination, best.objective + fixed, bound + fixed, used)
+    say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
+    certified = None
+    if settings.certify:
+        # what is left of the time budget (at least a little: a bound stopped early is still valid)
+        spent = time.perf_counter() - began
+        left = None if settings.time_limit is None else max(5.0, settings.time_limit - spent)
+        per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
+        certified = certified_bound(sets, per_block, time_limit=left)
+        say(
+            f"certified bound on the full hourly problem: ${certified.bound_usd:,.0f} "
+            f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
+        )
+    baselines = compute_baselines(sets)
+    stages = [
+        SolverStage(stage=1, what="node counts relaxed; commitments and training decided; lower bound",
+                    status=relaxed.termination.value, objective_usd=relaxed.objective + fixed,
+                    bound_usd=relaxed.bound + fixed, seconds=round(relaxed.seconds, 3)),
+        SolverStage(stage=2, what="training fixed; whole nodes slot by slot, then commitments re-optimized",
+                    status=final.termination.value, objective_usd=final.objective + fixed,
+                    bound_usd=final.bound + fixed, seconds=round(final.seconds, 3)),
+    ]  # fmt: skip
+    if stage3 is not None:
+        stages.append(
+            SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",
+                        status=stage3.termination.value, objective_usd=stage3.objective + fixed,
+                        bound_usd=stage3.bound + fixed, seconds=round(stage3.seconds, 3))
+        )  # fmt: skip
+
+    def write(solution: Solution, result: SolveResult) -> Plan:
+        plan = build_plan(
+            solution,
+            result,
+            baselines,
+            method="staged-milp",
+            elapsed={"build": build_seconds},
+            model_slots=len(sets.slots),
+            realize_seconds=settings.realize_budget,
+            progress=say,
+        )
+        solver = plan.document.solver
+        solver.stage2_model_periods = len(fixed_sets.slots)
+        solver.stages = list(stages)
+        solver.requested_gap = settings.gap
+        return plan
+
+    plan = write(solution, result)
+    if certified is None:
+        return plan
+    # bound_usd/gap become the full hourly problem's; the model's own stay too
+    solver = plan.document.solver
+    solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
+    paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
+    spent = time.perf_counter() - began
+    budget = exact_budget(settings.time_limit, spent, certified.bound_usd, paid, settings.gap)
+    # valid too: the plan keeps the larger of the two bounds
+    exact = None if budget is None else try_exact_bound(sets, per_block, budget, paid, say)
+    candidate, weighed = weigh_exact_plan(sets, exact, paid, len(stages) + 1, say)
+    if candidate is not None and exact is not None and weighed is not None:
+        # the exact-start model's plan, written as any plan; its model bound is that model's own
+        own = SolveResult(
+            best.solver,
+            _termination(candidate.objective, exact.bound_usd, settings.gap),
+            candidate.objective,
+            min(exact.bound_usd, candidate.objective),
+            time.perf_counter() - began,
+        )
+        rebuilt = write(candidate.solution, own)
+        rebuilt_paid = rebuilt.total_usd + rebuilt.document.solver.penalty_usd
+        if rebuilt_paid < paid - 1e-6:  # cheaper still once its replicas are whole
+            plan, paid, solver = rebuilt, rebuilt_paid, rebuilt.document.solver
+            solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
+        else:
+            say(f"exact-start plan: ${rebuilt_paid:,.0f} as written, not cheaper; the plan stays")
+            weighed = weighed.model_copy(update={"what": NOT_KEPT})
+    if weighed is not None:
+        solver.stages.append(weighed)
+    _certify(solver, best_bound(certified, exact), paid)
+    # the status speaks of the certified gap: optimal only when it is within what was asked
+    within = solver.gap <= settings.gap + 1e-9
+    solver.status = (Termination.OPTIMAL if within else Termination.FEASIBLE).value
+    return plan
+
+
+def _second_stage(
+    first: PlanningModel, second: PlanningModel, settings: SolveSettings, used: float
+) -> SolveResult:
+    """Whole nodes with training fixed: first slot by slot at stage 1's commitments (fast, always
+    feasible), then with commitments free again, warm-started from that plan, for what time allows."""
+    bounds = {key: (var.lowBound, var.upBound) for key, var in second.commit.items()}
+    for key, var in second.commit.items():
+        var.lowBound = var.upBound = round(first.commit[key].varValue or 0.0)
+    began = time.perf_counter()
+    by_slot = solve_separable(second.problem, time_limit=settings.time_limit, gap=min(settings.gap, 1e-4))
+    if not by_slot.ok:
+        raise SolverError(f"stage 2 (whole nodes, stage 1's commitments) ended '{by_slot.termination.value}'")
+    start = {var.name: var.varValue or 0.0 for var in second.problem.variables()}
+    for key, var in second.commit.items():
+        var.lowBound, var.upBound = bounds[key]
+    spent = used + time.perf_counter() - began
+    limit = None if settings.time_limit is None else max(5.0, (settings.time_limit - spent) / 2)
+    free = _solve(second, settings, limit, start=start)
+    if free.objective > by_slot.objective + 1e-6:  # HiGHS did not keep the warm start: restore it
+        for var in second.problem.variables():
+            var.varValue = start[var.name]
+        best = by_slot
+    else:
+        best = free
+    seconds = by_slot.seconds + free.seconds
+    return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds)
+
+
+def _local_search(
+    sets: PlanningSets,
+    solution: Solution,
+    placed: list[int],
+    incumbent_usd: float,
+    solve_budget: float | None,
+    began: float,
+    say: Callable[[str], None],
+    time_limit: float | None,
+) -> Dispatched | None:
+    """The local search of ``local_search.py`` from stage 2's (or 3's) plan, in what is left of the
+    stages' share of the time limit (the certified bound keeps its own): its plan if cheaper than both
+    the model's cost and that plan dispatched period by period (the same measure for both), else None."""
+
+    def left() -> float | None:
+        return None if solve_budget is None else solve_budget - (time.perf_counter() - began)
+
+    # checked before the incumbent's dispatch too: a year of periods dispatched for nothing otherwise
+    budget = search_budget(left(), 0.0, 0.0, time_limit, say)
+    if budget is not None and budget < MIN_SEARCH_SECONDS:
+        return None
+    placements = sorted((sets.options[a] for a in placed), key=lambda option: option.run)
+    schedule = Schedule(placements, sorted(solution.unserved_runs), Occupancy.of(sets, placements))
+    commitments = {c: int(n) for c, n in solution.commits.items() if not sets.columns[c].existing}
+    scheduled = Scheduled(commitments, sets.committed(commitments), schedule)
+    incumbent = dispatch_scheduled(sets, scheduled, say)
+    bar = min(incumbent_usd, incumbent.objective)
+    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, say, time_limit=time_limit)
+
+
+def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
+    """Record the bound on the full hourly problem (every hourly start, whole nodes) in the plan."""
+    bound = min(certified.bound_usd, objective)
+    solver.bound_usd = solver.certified_bound_usd = bound
+    solver.gap = solver.certified_gap = _distance(objective, bound)
+    solver.bound_method = solver.certified_bound_method = certified.method
+    solver.certified_bound_clusters = certified.clusters
+    solver.certified_bound_seconds = round(certified.seconds, 3)
+
+
+def _distance(objective: float, bound: float) -> float:
+    return max(0.0, objective - bound) / max(abs(objective), 1e-9)
+
+
+def warm_start(full: PlanningModel, fixed: PlanningModel, chosen: list[int]) -> dict[str, float]:
+    """Stage 2's solution written in the variables of the full model (slot by slot, via periods)."""
+    values: dict[str, float] = {}
+    to_fixed_slot = {
+        s: int(fixed.sets.slot_of_period[slot.periods[0]]) for s, slot in enumerate(full.sets.slots)
+    }
+    for key, var in full.commit.items():
+        values[var.name] = fixed.commit[key].varValue or 0.0
+    for (tier, i, o, s), var in full.serve.items():
+        twin = fixed.serve.get((tier, i, o, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for (tier, o, s), var in full.held.items():
+        twin = fixed.held.get((tier, o, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for (i, s), var in full.unserved_replicas.items():
+        twin = fixed.unserved_replicas.get((i, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for a in chosen:
+        values[full.place[a].name] = 1.0
+    for r, var in full.unserved_run.items():
+        values[var.name] = fixed.unserved_run[r].varValue or 0.0
+    for pair, var in full.guarantee.items():
+        values[var.name] = fixed.guarantee[pair].varValue or 0.0
+    for team, var in full.guarantee_short.items():
+        values[var.name] = fixed.guarantee_short[team].varValue or 0.0
+    return values
+
+
+def _solve(
+    model: PlanningModel,
+    settings: SolveSettings,
+    time_limit: float | None,
+    start: dict[str, float] | None = None,
+) -> SolveResult:
+    result = solve(
+        model.problem,
+        solver=settings.solver,
+        time_limit=time_limit,
+        gap=settings.gap,
+        threads=settings.threads,
+        verbose=settings.verbose,
+        start=start,
+    )
+    if not result.ok:
+        raise SolverError(
+            f"{result.solver} stopped with status '{result.termination.value}' after {result.seconds:.1f} s "
+            "without a feasible plan"
+            + (" (try a longer --time-limit)" if result.termination == Termination.NO_SOLUTION else "")
+        )
+    return result
+
+
+def _termination(objective: float, bound: float, gap: float) -> Termination:
+    """Optimal when ``objective`` is within the requested gap of ``bound``."""
+    return Termination.OPTIMAL if _distance(objective, bound) <= gap + 1e-9 else Termination.TIME_LIMIT

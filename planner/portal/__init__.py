@@ -1,7 +1,0 @@
-"""The self-service portal (``gpuplan portal``): team leads submit training requests and see their queue,
-plan, use and cost; platform admins manage teams, users and replans. A FastAPI app on the daemon's
-database (``planner.portal.app.create_app``).
-
-Nothing is imported here: the daemon's replan imports ``planner.portal.queue`` (SQLAlchemy only), which
-must work without the ``portal`` extra (FastAPI, uvicorn, argon2) installed.
-"""

@@ -1,0 +1,190 @@
+"""What providers return and what they are asked: the resource and request types of the contract.
+
+Plain frozen dataclasses, no behaviour beyond reading themselves: the adapters build them from SDK
+responses, reconcile and the daemon read them. ``providers.base`` re-exports them with the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from models.tiers import CapacityType
+
+__all__ = [
+    "GONE_STATES",
+    "CapacityBlockOffer",
+    "CapacityReservation",
+    "Interruption",
+    "Inventory",
+    "LaunchSpec",
+    "Node",
+    "OfferingInfo",
+    "PlacementGroup",
+    "PlacementGroupSpec",
+    "ReservationSpec",
+    "SpotPrice",
+]
+
+
+@dataclass(frozen=True)
+class OfferingInfo:
+    """A GPU instance type the cloud sells in a region, as its API describes it."""
+
+    offering: str  # cloud:region:instance_type
+    gpu_model: str | None
+    gpus_per_node: int
+    gpu_memory_gb: float | None
+    fabric: str | None  # efa, tcpx, tcpxo, infiniband, or None
+    network_interfaces: int = 1  # interfaces a gang node needs for its fabric (AWS: one EFA per card)
+
+
+@dataclass(frozen=True)
+class SpotPrice:
+    offering: str
+    usd_per_hour: float
+    at: datetime
+    zone: str | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node (instance, VM, scale-set instance) gpuplan manages."""
+
+    id: str
+    offering: str
+    capacity: CapacityType
+    pool: str
+    run: str | None = None
+    placement_group: str | None = None
+    reservation: str | None = None
+    state: str = "running"  # pending, running, stopping, terminated, failed, as the cloud says (lower case)
+    zone: str | None = None
+    launched: datetime | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """A group whose nodes sit close on the fabric: AWS cluster placement group, GCP compact resource
+    policy, Azure proximity placement group."""
+
+    name: str
+    region: str
+    run: str | None = None
+    id: str | None = None
+    state: str = "available"
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CapacityReservation:
+    """Capacity held for nodes of one offering (AWS ODCR, GCP reservation, Azure capacity reservation)."""
+
+    name: str
+    offering: str
+    nodes: int
+    placement_group: str | None = None
+    run: str | None = None
+    id: str | None = None
+    state: str = "active"
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+#: Node states (lower case) of nodes that are gone or going: they count towards nothing.
+GONE_STATES: Final = ("shutting-down", "terminated", "stopping", "stopped", "deleting", "deallocated")
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Everything tagged with one plan id, as the cloud reports it."""
+
+    nodes: tuple[Node, ...] = ()
+    placement_groups: tuple[PlacementGroup, ...] = ()
+    reservations: tuple[CapacityReservation, ...] = ()
+
+    def live_nodes(self) -> tuple[Node, ...]:
+        """Nodes that count towards a pool: not terminated, on their way out, or failed."""
+        return tuple(n for n in self.nodes if n.state not in GONE_STATES and n.state != "failed")
+
+    def failed_nodes(self) -> tuple[Node, ...]:
+        """Nodes the cloud reports as failed: serving nothing, possibly still billed."""
+        return tuple(n for n in self.nodes if n.state == "failed")
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """A spot interruption (the node will be reclaimed) or a rebalance recommendation (it is at elevated
+    risk) the cloud announced for a node we manage."""
+
+    node_id: str
+    kind: str  # "interruption" or "rebalance"
+    at: datetime
+    offering: str | None = None
+    pool: str | None = None
+    run: str | None = None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# what providers are asked
+
+
+@dataclass(frozen=True)
+class PlacementGroupSpec:
+    name: str
+    region: str
+    offering: str  # the offering of the gang (GCP and Azure size the group for it)
+    nodes: int
+    fabric: str | None
+    tags: Mapping[str, str]
+    token: str  # client token for the create
+
+
+@dataclass(frozen=True)
+class ReservationSpec:
+    name: str
+    offering: str
+    nodes: int
+    placement_group: str | None
+    tags: Mapping[str, str]
+    token: str
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Launch ``count`` nodes of ``offering`` on ``capacity`` into ``pool``. A gang (``run`` set) launches
+    all or nothing into its placement group (and reservation, if any), with its fabric's interfaces."""
+
+    offering: str
+    capacity: CapacityType
+    count: int
+    pool: str
+    tags: Mapping[str, str]
+    token: str
+    run: str | None = None
+    placement_group: str | None = None
+    reservation: str | None = None  # the reservation's name (adapters also accept its cloud id)
+    fabric: str | None = None
+    target: int | None = None  # nodes the pool (or gang) holds once this launch is done: clouds that size a
+    # group (Azure scale sets) set its capacity to this, which repeats safely where "add count" would not
+
+    @property
+    def all_or_nothing(self) -> bool:
+        return self.run is not None
+
+
+@dataclass(frozen=True)
+class CapacityBlockOffer:
+    """A Capacity Block for ML EC2 offers: ``nodes`` instances for ``hours`` at a fixed upfront fee."""
+
+    id: str
+    offering: str
+    zone: str | None
+    nodes: int
+    start: datetime | None
+    end: datetime | None
+    hours: int
+    upfront_usd: float
+    currency: str = "USD"
