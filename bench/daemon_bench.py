@@ -3,11 +3,10 @@
 Run ``python bench/daemon_bench.py [--nodes 500] [--no-cycle]`` from anywhere. Printed:
 
 * a fleet of ``--nodes`` nodes (pools of 20 on spot and on demand across offerings, and two 16-node
-  gangs) reconciled from nothing on ``providers/sim.py`` (no API latency, no boot delay) with every
-  action journaled in SQLite (``planner/operations/daemon/journal.py``): actions, seconds, actions per
-  second, nodes
-  per second, peak Python memory (tracemalloc) and the process's peak RSS; then the second reconcile,
-  which has nothing to do;
+  gangs) reconciled from nothing on ``providers/sim.py`` (no API latency, no boot delay) with every action
+  journaled in SQLite (``planner/operations/daemon/journal.py``): actions, seconds, actions per second, nodes
+  per second, peak Python memory (tracemalloc) and the process's peak RSS; then the second reconcile, which
+  has nothing to do;
 * one daemon cycle on ``scenarios/mixed-fleet.yaml``: the replan (the planner, default settings) and the
   reconcile at the plan's first gang hour, each timed (``--no-cycle`` skips it).
 

@@ -1,14 +1,13 @@
 """The stage-1 planning model built the textbook PuLP way, to measure what the "fast" build saves.
 
 ``planner.planning.optimize.build.create_model`` builds the MILP as (variable, coefficient) lists and inserts
-all
-rows with one ``problem.extend``; SOLVER-NOTES.md measured that style at 3.5-4x faster than the usual
-one on a synthetic model. This module builds THE SAME model from the same
+all rows with one ``problem.extend``; SOLVER-NOTES.md measured that style at 3.5-4x faster than the usual one
+on a synthetic model. This module builds THE SAME model from the same
 :class:`~planner.planning.problem.sets.PlanningSets` in the usual style -- one ``pulp.LpVariable`` per tuple,
 ``prob += lpSum(coef * var for ...) >= rhs`` inside nested loops over slots, services and offerings, the
-objective as one ``lpSum`` -- so the bench can compare build time and memory on the planner's real
-model rather than on a look-alike. Variables and rows get the fast build's names, so
-:func:`compare` can check the two models term by term, not only by their optimum.
+objective as one ``lpSum`` -- so the bench can compare build time and memory on the planner's real model
+rather than on a look-alike. Variables and rows get the fast build's names, so :func:`compare` can check the
+two models term by term, not only by their optimum.
 
 What is deliberately *not* naive: the index sets. Sums over "the options of offering o active in
 block b" use index lists grouped once up front (as a modeller writes ``A[o, b]`` in the data section),

@@ -41,6 +41,7 @@ from typing import Any, Final, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from models.billing import row_rate
 from models.catalog import gpu_model_matches
 from models.mig import COMPUTE_SLICES, profile_named, replica_slice, supports_mig
 from models.tiers import COMMITTED_TIERS, Tier
@@ -158,8 +159,7 @@ class OfferingRates:
 
     def usd_per_gpu_hour(self, tier: Tier) -> float:
         """Pay-as-you-go price of one GPU-hour on ``tier`` (0 for committed tiers: paid by window)."""
-        price = {Tier.ON_DEMAND: self.on_demand_usd_h, Tier.SPOT: self.spot_usd_h}.get(tier)
-        return (price or 0.0) / self.gpus_per_node
+        return row_rate(tier, self.on_demand_usd_h, self.spot_usd_h) / self.gpus_per_node
 
     @property
     def list_usd_per_gpu_hour(self) -> float:

@@ -291,8 +291,7 @@ class Costs(DocumentPart):
 
 
 #: How a peer chose what to buy (``planner/planning/baselines.py``): the cloud's recommendation over a
-#: lookback,
-#: a percentile coverage target, or one of the two references without commitments.
+#: lookback, a percentile coverage target, or one of the two references without commitments.
 PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy"]
 
 

@@ -3,9 +3,8 @@
 One entry per variant, in the order they were given, the base first. A variant whose plan was made is a
 :class:`SolvedVariant`: what its ``plan.json`` says (cost, tier mix, commitments, unserved demand, solver
 gap), its cost per 730-hour month (``planner/planning/monthly.py``) and how it compares with the base. A
-variant
-that could not be planned is a :class:`FailedVariant` with the error (``status: "failed"``). Money is USD
-over the horizon; percentages are in percent units (``-12.3``), shares (``tier_mix``) are fractions.
+variant that could not be planned is a :class:`FailedVariant` with the error (``status: "failed"``). Money is
+USD over the horizon; percentages are in percent units (``-12.3``), shares (``tier_mix``) are fractions.
 
 The planner builds these models, the file is written through them and the report reads them, so a field
 means one thing everywhere and a damaged file fails on reading, naming the field

@@ -22,9 +22,8 @@ import planner.planning.optimize.build  # noqa: F401  (imported for its side eff
 from models.catalog import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 
 # planner/planning/optimize/build.py turns PuLP's 4.0 migration warnings off when it is imported (pulp is
-# pinned
-# below 4, and users should not see them). The tests want them: pyproject.toml's filterwarnings makes them
-# errors, so a new use of an API that PuLP 4 removes fails here. build is imported above, so its mute has
+# pinned below 4, and users should not see them). The tests want them: pyproject.toml's filterwarnings makes
+# them errors, so a new use of an API that PuLP 4 removes fails here. build is imported above, so its mute has
 # already run and cannot undo this.
 set_v4_migration_warnings(True)
 

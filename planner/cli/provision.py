@@ -157,7 +157,9 @@ def _capacity_blocks(
     if not supports(provider, Capability.CAPACITY_BLOCKS):
         raise fail(
             InputError(
-                None, "--capacity-blocks", f"{provider.cloud} sells no Capacity Blocks (only aws does)"
+                None,
+                "--capacity-blocks",
+                f"only --cloud aws sells Capacity Blocks for ML, not {provider.cloud}",
             )
         )
     out.print(

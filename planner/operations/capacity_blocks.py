@@ -6,7 +6,8 @@ of the plan's gangs a block could hold; :func:`list_blocks` asks the provider fo
 (listing buys nothing); :func:`buy_block` buys one of them, never above ``max_usd``, idempotently
 (the client token comes from the plan id and the offer), tagged as the plan's. A provider without
 ``Capability.CAPACITY_BLOCKS`` gets ``Unsupported`` before any call. ``gpuplan provision
---capacity-blocks`` prints these; the daemon can call them the same way.
+--capacity-blocks`` prints these; they take a provider and a plan, nothing of the CLI, so the
+daemon can call them too (it does not yet: buying a block stays a person's decision).
 """
 
 from __future__ import annotations

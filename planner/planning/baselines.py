@@ -29,12 +29,12 @@ whole horizon. A committing peer also backs each team's guarantee the way the pl
 8): committed GPUs on offerings the team can use, already-bought ones first, else more nodes of the
 team's cheapest committable offering per GPU; those nodes serve usage too.
 
-**Billing rule** of a committing peer: per offering and period, its committed nodes cover any non-spot
-node of that offering (inference or training); usage above them is paid on demand; commitments are paid
-every hour of the horizon, used or not; spot is paid as used. Every peer, all on-demand included, also
-holds the commitments the fleet holds already (scenario ``commitments:``): paid as the plan pays them,
-covering the peer's usage on their offering inside their window. All peers are cloud-only (no owned nodes)
-and ignore capacity limits (max_nodes) and burst caps: they are reference prices, not plans.
+**Billing rule** of a committing peer (``models/billing.py``, as for the plan): per offering and period, its
+committed nodes cover any non-spot node of that offering (inference or training); usage above them is paid on
+demand; commitments are paid every hour of the horizon, used or not; spot is paid as used. Every peer, all
+on-demand included, also holds the commitments the fleet holds already (scenario ``commitments:``): paid as
+the plan pays them, covering the peer's usage on their offering inside their window. All peers are cloud-only
+(no owned nodes) and ignore capacity limits (max_nodes) and burst caps: they are reference prices, not plans.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from models.billing import commitment_usd, on_demand_nodes
 from models.mig import replica_slice, replicas_per_gpu
 from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, TERM_TIER, Capacity, Term
@@ -260,10 +261,10 @@ def bill(sets: PlanningSets, usage: Usage, commits: Commits) -> tuple[float, flo
     for (o, term), nodes in commits.items():
         rate = commit_price(sets, o, term) or 0.0
         covered[o] += nodes
-        total += nodes * rate * hours
-        beyond += nodes * rate * max(0.0, (Term(term).years or 0) * HOURS_PER_YEAR - hours)
+        total += commitment_usd(nodes, rate, hours)
+        beyond += commitment_usd(nodes, rate, max(0.0, (Term(term).years or 0) * HOURS_PER_YEAR - hours))
     for o, offering in enumerate(sets.offerings):
-        above = np.clip(usage.nonspot[o] - covered[o], 0.0, None).sum()
+        above = on_demand_nodes(usage.nonspot[o], covered[o]).sum()
         total += float(above) * (offering.on_demand_usd_h or 0.0) * p
         if usage.spot[o].any():
             total += float(usage.spot[o].sum()) * (offering.spot_usd_h or 0.0) * p

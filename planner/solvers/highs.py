@@ -1,8 +1,8 @@
 """The one place the planner drives HiGHS (highspy): create, set options, pass a model, run, read back.
 
 Every HiGHS model of the planner goes through :class:`HighsModel`: the staged MILP and its slot-by-slot
-blocks (``optimize/solve.py``), the hourly method's per-period covering LP (``optimize/hourly.py``) and
-MIG packing's cutting-stock MILP (``mig/packing.py``). A model is handed over as one row-wise CSR matrix
+blocks (``solvers/solve.py``), the per-period covering LP (``planning/optimize/dispatch.py``) and MIG
+packing's cutting-stock MILP (``planning/mig/packing.py``). A model is handed over as one row-wise CSR matrix
 (:class:`RowwiseModel`) with a single ``passModel`` call; the caller picks the options (names and values
 as HiGHS spells them), so each call site keeps exactly its own settings. What a run ended with is read
 through :class:`Outcome` (status first; the info record, values, duals and row activities on demand,

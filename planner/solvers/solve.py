@@ -87,7 +87,7 @@ def solve(
     return _solve_cbc(problem, time_limit, gap, threads, verbose)
 
 
-def _csr(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], RowwiseModel]:
+def rowwise(problem: pulp.LpProblem) -> tuple[list[pulp.LpVariable], RowwiseModel]:
     """The problem as one row-wise matrix: columns in ``problem.variables()`` order, rows in the order
     the constraints were added."""
     variables = problem.variables()
@@ -133,7 +133,7 @@ def _solve_highs(
     start: dict[str, float] | None = None,
 ) -> SolveResult:
     began = time.perf_counter()
-    variables, model = _csr(problem)
+    variables, model = rowwise(problem)
     if not variables:  # nothing to decide (no demand, nothing to buy): HiGHS calls that an empty model
         return SolveResult("HiGHS", Termination.OPTIMAL, 0.0, 0.0, time.perf_counter() - began)
     run = _run_highs(model, variables, time_limit, gap, threads, verbose, start)
@@ -292,7 +292,7 @@ def solve_separable(
     solved to ``gap``); its bound is the sum of the blocks' bounds. HiGHS only.
     """
     began = time.perf_counter()
-    variables, model = _csr(problem)
+    variables, model = rowwise(problem)
     lower, upper, cost = model.col_lower, model.col_upper, model.cost
     fixed = np.isfinite(lower) & (lower == upper)
     values = np.where(fixed, lower, 0.0)

@@ -2,11 +2,12 @@
 the cost totals, all recomputed from the rows and the catalog.
 
 Billing rule (how clouds bill a reserved instance, CUD or Azure reservation: it covers any non-spot node
-of its offering running in that hour): with C committed nodes and N non-spot nodes in use, committed rows
-sum to min(N, C) and on-demand rows to max(0, N - C). Commitments cover first; on-demand pays only for
-the excess, in whole nodes: where N > C, N is a whole number (rows carry their share of the whole
-on-demand nodes, idle part included). Below C, N may be fractional: the committed nodes are held whole
-and paid anyway, and rows carry the part they use. Spot nodes S are always whole.
+of its offering running in that hour; ``models/billing.py`` states it once): with C committed nodes and N
+non-spot nodes in use, committed rows sum to min(N, C) and on-demand rows to max(0, N - C). Commitments
+cover first; on-demand pays only for the excess, in whole nodes: where N > C, N is a whole number (rows
+carry their share of the whole on-demand nodes, idle part included). Below C, N may be fractional: the
+committed nodes are held whole and paid anyway, and rows carry the part they use. Spot nodes S are always
+whole.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models.billing import covered_nodes, on_demand_nodes
 from models.catalog import Offering
 from models.plan import Commitment
 from models.scenario import ExistingCommitment
@@ -66,7 +68,7 @@ def check_billing(ctx: Context, findings: Findings, rows: pd.DataFrame) -> pd.Da
             "fractional-nodes", len(bad),
             row_examples(bad, "fractional-nodes", _held_message(column, what)),
         )  # fmt: skip
-    covered, excess = np.minimum(n, c), np.maximum(0.0, n - c)
+    covered, excess = covered_nodes(n, c), on_demand_nodes(n, c)
     wrong = (np.abs(counts["committed_rows"].to_numpy() - covered) > EPS) | (
         np.abs(counts["on_demand_rows"].to_numpy() - excess) > EPS
     )
@@ -76,8 +78,8 @@ def check_billing(ctx: Context, findings: Findings, rows: pd.DataFrame) -> pd.Da
         row_examples(
             bad, "billing-committed-first",
             lambda r: f"N={r.N:g} non-spot nodes, C={r.C:g} committed: committed rows {r.committed_rows:g} "
-            f"(should be {min(r.N, r.C):g}), on-demand rows {r.on_demand_rows:g} "
-            f"(should be {max(0.0, r.N - r.C):g})",
+            f"(should be {covered_nodes(r.N, r.C):g}), on-demand rows {r.on_demand_rows:g} "
+            f"(should be {on_demand_nodes(r.N, r.C):g})",
         ),
     )  # fmt: skip
     limit = counts["offering"].map({oid: o.max_nodes for oid, o in ctx.offerings.items()}).astype(float)

@@ -3,8 +3,8 @@ the offerings the scenario may buy (its own servers as the domain defines them: 
 how a replica of a service occupies a node of an offering, committed nodes per period, demand and runs,
 and the allocation rows read into typed columns.
 
-Nothing here comes from ``planner/optimize`` or ``planner/mig``: a checker that shared the optimizer's
-derivations would share its bugs.
+Nothing here comes from ``planner/planning/optimize`` or ``planner/planning/mig``: a checker that shared
+the optimizer's derivations would share its bugs.
 """
 
 from __future__ import annotations

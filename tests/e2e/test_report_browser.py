@@ -20,8 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "mixed-fleet.yaml"
 
 # The report's section headings (planner/outputs/reports/plan.py's html template) and two chart titles that
-# only
-# plotly draws (inside the charts' svg), so they are visible only if the charts really rendered.
+# only plotly draws (inside the charts' svg), so they are visible only if the charts really rendered.
 HEADINGS = [  # in page order: the decision first, solver details last (issue 11)
     "Purchase schedule",
     "Savings",

@@ -310,18 +310,6 @@ def test_a_failing_exact_bound_leaves_the_plan_and_todays_bound(kit, tmp_path: P
     assert any("broken on purpose" in message for message in messages)
 
 
-def test_the_exact_bound_runs_only_in_time_left_and_only_when_it_can_help() -> None:
-    """Its budget: what is left of the limit, at most 15 % of it, none below 5 s, none once the plan is
-    proven within the gap asked for (so a plan done early is not made to wait for it)."""
-    from planner.planning.optimize.bound_exact import exact_budget
-
-    assert exact_budget(120.0, 30.0, 95.0, 100.0, 0.005) == pytest.approx(18.0)  # 15 % of 120 s
-    assert exact_budget(120.0, 110.0, 95.0, 100.0, 0.005) == pytest.approx(10.0)  # what is left
-    assert exact_budget(120.0, 116.0, 95.0, 100.0, 0.005) is None  # 4 s left: not worth starting
-    assert exact_budget(120.0, 0.0, 99.6, 100.0, 0.005) is None  # already within 0.5 %
-    assert exact_budget(None, 1e6, 95.0, 100.0, 0.005) == pytest.approx(60.0)  # no limit
-
-
 def test_the_exact_bound_averages_nothing_only_where_it_can_finish() -> None:
     """Every period its own cluster (None) on a horizon of at most 200 periods given 180 s or more
     (the month's fine model needs 114-191 s); otherwise the cluster bound's clusters per block."""

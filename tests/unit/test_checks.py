@@ -1,7 +1,6 @@
-"""Scenario against catalog, before any solve (``planner/planning/problem/checks.py``): every example of
-issue 13
-point 1 (names) and point 3 (work that cannot run) is an error naming its field, or a warning that the
-plan carries; ``validate`` and ``plan`` agree."""
+"""Scenario against catalog, before any solve (``planner/planning/problem/checks.py``): every example of issue
+13 point 1 (names) and point 3 (work that cannot run) is an error naming its field, or a warning that the plan
+carries; ``validate`` and ``plan`` agree."""
 
 from __future__ import annotations
 

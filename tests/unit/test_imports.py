@@ -3,9 +3,8 @@ interpreter.
 
 An import cycle only shows when a module of the cycle is the first one imported (``import
 planner.planning.baselines`` used to fail while ``import planner.planning.optimize`` worked), so no project
-module may be
-loaded before the one under test. The modules are found by walking the package directories, so a new
-module is checked without touching this file.
+module may be loaded before the one under test. The modules are found by walking the package directories, so a
+new module is checked without touching this file.
 
 A fresh ``python -c "import X"`` per module spends almost all its time importing numpy, pandas, PuLP
 and friends (~0.5 s each, ~50 modules). So the modules are checked in a few batches: each batch is a

@@ -243,9 +243,8 @@ def test_a_compute_share_picks_a_bigger_slice(tmp_path, kit) -> None:
 @pytest.mark.parametrize("gpus_per_node", [1, 2, 8])
 def test_random_pools_every_hour_is_held_on_the_nodes_it_needs(gpus_per_node: int) -> None:
     """planner.planning.mig.schedule on random works (MIG replicas of three profiles, whole-GPU replicas of
-    divisor
-    sizes, spot and non-spot): each (group, period) gets ceil((whole GPUs + packed GPUs) / G) nodes, and
-    on them the configs' instances (summed from the layouts here) cover its replicas, and its whole-GPU
+    divisor sizes, spot and non-spot): each (group, period) gets ceil((whole GPUs + packed GPUs) / G) nodes,
+    and on them the configs' instances (summed from the layouts here) cover its replicas, and its whole-GPU
     replicas, largest first, fit the MIG-off GPUs of those nodes and of the nodes without a config."""
     import random
 

@@ -11,9 +11,10 @@ coalesced).
   scenario planned again with the live spot prices and every commitment already bought held fixed (a
   re-plan never un-buys one).
 - ``reconcile``: ``gpuplan provision`` against the current plan, journaled (``journal.py``); pending
-  actions of a crashed run are resumed first; with ``apply: false`` the actions are only journaled as a
-  dry run. A spot pool the cloud cannot fill falls back to on-demand nodes of the same offering; the spot
-  pool's surplus terminations wait on its spot launches, so the fallback stays until spot is back.
+  actions of a crashed run are resumed first; with ``apply: false`` nothing is sent or journaled: the
+  actions go into the cycle's summary as a dry run. A spot pool the cloud cannot fill falls back to
+  on-demand nodes of the same offering; the spot pool's surplus terminations wait on its spot launches,
+  so the fallback stays until spot is back.
 - ``watch_interruptions``: new spot interruption and rebalance notices are recorded, the checkpoint hook
   is called for an affected run, and a reconcile runs at once, so capacity is replaced within the cycle:
   an interrupted node's pool is short and is refilled; a pool node with a rebalance recommendation is at
@@ -53,7 +54,7 @@ from planner.operations.daemon.config import DaemonConfig
 from planner.operations.errors import CycleFailed
 from planner.operations.provision import Provisioning, prepare
 from planner.outputs.desired import plan_id_of
-from providers.base import InsufficientCapacity, Provider
+from providers.base import Capability, InsufficientCapacity, Provider, supports
 
 __all__ = ["JOBS", "Daemon", "ScenarioFeed"]
 
@@ -230,7 +231,12 @@ class Daemon:
         plan = self.current_plan()
         if plan is None:
             return 0
-        prices = self.provider.spot_prices(sorted(plan.document.offerings))
+        if supports(self.provider, Capability.SPOT_PRICES):
+            prices = self.provider.spot_prices(sorted(plan.document.offerings))
+        else:  # GCP's Compute API has no prices: the catalog's stand, and a replan can still be due
+            cloud = self.provider.cloud
+            log.info("%s publishes no spot prices through its API: the catalog's are kept", cloud)
+            prices = []
         self.store.record_prices(prices)
         if prices:
             newest = max(_utc(p.at) for p in prices)

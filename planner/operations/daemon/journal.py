@@ -1,15 +1,14 @@
 """Crash-safe apply: every action journaled before it is sent, and resumed after a crash by looking.
 
 :func:`apply_journaled` is ``planner.operations.provision.apply`` with the journal around each action: the
-entry is
-written ``pending`` and committed just before the call, and finished with its result just after, so a
-process killed at any point leaves either nothing (the action was not sent), a ``pending`` entry (sent or
-not: in doubt), or a finished one. An action whose key is journaled ``done`` is not sent again.
+entry is written ``pending`` and committed just before the call, and finished with its result just after, so a
+process killed at any point leaves either nothing (the action was not sent), a ``pending`` entry (sent or not:
+in doubt), or a finished one. An action whose key is journaled ``done`` is not sent again.
 
-:func:`resume` settles the in-doubt entries when the daemon starts: it looks each one's resources up in
-the provider's inventory (by the tags, names and counts the action gave them) and marks it done when
-they are there; only when they are not is that one action sent again, with its same client token, which
-the cloud dedupes by. Nothing is ever re-sent blindly.
+:func:`resume` settles the in-doubt entries before each reconcile that applies: it looks each one's
+resources up in the provider's inventory (by the tags, names and counts the action gave them) and marks
+it done when they are there; only when they are not is that one action sent again, with its same client
+token, which the cloud dedupes by. Nothing is ever re-sent blindly.
 """
 
 from __future__ import annotations

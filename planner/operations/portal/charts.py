@@ -1,6 +1,5 @@
 """The team page's charts, drawn by plotly as the reports draw theirs (``planner/outputs/reports/``): a div
-and its
-script per chart, plotly.js served once by the portal itself (``/assets/plotly.min.js``), so the pages
+and its script per chart, plotly.js served once by the portal itself (``/assets/plotly.min.js``), so the pages
 work without the internet."""
 
 from __future__ import annotations

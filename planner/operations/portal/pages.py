@@ -1,7 +1,6 @@
 """The server-rendered pages (Jinja templates in ``planner/operations/portal/templates``): sign-in, a team's
-queue, use
-and cost, a request, the account's API tokens, and the admin pages. Every form POST checks the session's
-CSRF token; every route checks who is asking (``auth.py``) before it reads anything.
+queue, use and cost, a request, the account's API tokens, and the admin pages. Every form POST checks the
+session's CSRF token; every route checks who is asking (``auth.py``) before it reads anything.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 A request body carries the training job's fields under the names scenario files use (``nodes``,
 ``gpus_per_node``, ``checkpoint.write_minutes`` ...); their ranges and cross-field rules are checked by the
 scenario model itself (``planner.operations.portal.queue.validate_request``), so an out-of-range value gets
-the
-message a scenario file would, as a 422 naming the field.
+the message a scenario file would, as a 422 naming the field.
 """
 
 from __future__ import annotations

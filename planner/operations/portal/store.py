@@ -2,11 +2,10 @@
 requests, settings (the generated session secret), and the audit log of every change.
 
 SQLAlchemy 2 on the engine of the daemon's :class:`planner.operations.daemon.store.Store` (SQLite in WAL mode
-or
-PostgreSQL by URL), with table names prefixed ``portal_`` so they sit beside the daemon's ``gpuplan_``
-tables. As in the daemon's store, every method is one short transaction and returns plain values (no
-session outlives a call). Every change writes its audit row in the same transaction as the change, so
-there is no change without its record.
+or PostgreSQL by URL), with table names prefixed ``portal_`` so they sit beside the daemon's ``gpuplan_``
+tables. As in the daemon's store, every method is one short transaction and returns plain values (no session
+outlives a call). Every change writes its audit row in the same transaction as the change, so there is no
+change without its record.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """The plan's MIG section: how each node pool's MIG-sized replicas are sliced onto GPUs in every period,
 and the mig-parted configs (``mig-config.yaml``) with the schedule saying which applies when.
 
-The planning model counts replicas per node from each service's own homogeneous layout (7 x 1g.10gb per
-H100 for a 9 GB replica), which is always feasible. Here the replicas allocations.csv puts on an offering
-(a node pool) are taken per capacity group (spot rows, and every non-spot row together: separate nodes)
-and per period, packed service mix and all onto the fewest GPUs, and laid out on nodes with the group's
-whole-GPU replicas; ``planner.planning.mig.schedule`` turns those node layouts into as few named configs as
-the
-hours allow. Per pool the report shows, at the pool's busiest period, the GPUs that packing needs, the
-GPUs of per-service layouts and the GPUs one-replica-per-GPU would hold, and how many configs cover the
-horizon. Training never shares a GPU: only inference rows enter here.
+The planning model counts replicas per node from each service's own homogeneous layout (7 x 1g.10gb per H100
+for a 9 GB replica), which is always feasible. Here the replicas allocations.csv puts on an offering (a node
+pool) are taken per capacity group (spot rows, and every non-spot row together: separate nodes) and per
+period, packed service mix and all onto the fewest GPUs, and laid out on nodes with the group's whole-GPU
+replicas; ``planner.planning.mig.schedule`` turns those node layouts into as few named configs as the hours
+allow. Per pool the report shows, at the pool's busiest period, the GPUs that packing needs, the GPUs of
+per-service layouts and the GPUs one-replica-per-GPU would hold, and how many configs cover the horizon.
+Training never shares a GPU: only inference rows enter here.
 """
 
 from __future__ import annotations

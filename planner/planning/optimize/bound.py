@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pulp
 
+from models.billing import pool_row
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, replica_slice, replicas_per_gpu
 from models.tiers import Capacity
 from planner.planning.optimize.build import (
@@ -378,20 +379,20 @@ def finish_model(model: ClusterModel) -> None:
     on_demand_hours: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     on_demand_of: dict[int, list[tuple[tuple[pulp.LpVariable, float], int]]] = defaultdict(list)
     for (o, c), users in model.pool_use.items():  # the billing rule: commitments first, on demand beyond
-        covering, held_nodes = committed_terms(sets, commit, o, int(model.cluster_period[c]), -1.0)
+        committed, held_nodes = committed_terms(sets, commit, o, int(model.cluster_period[c]))
         price = sets.offerings[o].on_demand_usd_h
+        beyond = None
         if price is not None:
             beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}")
             objective.append((beyond, price * hours[c]))
             model.held_use[(o, c)].append((beyond, 1.0))
-            covering.append((beyond, -1.0))
         constraints[f"pool_{o}_{c}"] = LpCon(
-            LpExpr([*users, *covering]), pulp.LpConstraintLE, None, held_nodes
+            LpExpr(pool_row(users, committed, beyond)), pulp.LpConstraintLE, None, held_nodes
         )
         compute = _compute(users, model.compute_ratio)
         if compute is not None:  # the same nodes, counted by the compute their MIG slices take
             constraints[f"pool_compute_{o}_{c}"] = LpCon(
-                LpExpr([*compute, *covering]), pulp.LpConstraintLE, None, held_nodes
+                LpExpr(pool_row(compute, committed, beyond)), pulp.LpConstraintLE, None, held_nodes
             )
         if price is not None:
             on_demand_hours[o].append((beyond, hours[c]))

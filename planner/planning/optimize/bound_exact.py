@@ -75,7 +75,7 @@ from planner.planning.optimize.bound import (
 from planner.planning.optimize.build import VAR_CODE
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.highs import HighsModel, RowwiseModel
-from planner.solvers.solve import _csr
+from planner.solvers.solve import rowwise
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -157,7 +157,7 @@ def exact_bound(
     model = cluster_model(sets, per_block)
     combos = _add_training(model)
     finish_model(model)
-    variables, base = _csr(model.problem)
+    variables, base = rowwise(model.problem)
     names = [constraint.name for constraint in model.problem.constraints()]
     row_of = {name: k for k, name in enumerate(names)}
     for combo in combos:
@@ -412,27 +412,6 @@ def best_bound(today: BoundResult, exact: ExactBound | None) -> BoundResult:
     method = f"{exact.method}, {how} bound ({exact.columns_generated} columns generated"
     method += f", {exact.columns_kept} kept after reduced-cost fixing)" if exact.columns_kept else ")"
     return BoundResult(exact.bound_usd, exact.clusters, today.seconds + exact.seconds, today.solve, method)
-
-
-#: The exact-start bound's time: what is left of ``--time-limit``, at most this share of it, and only
-#: when at least ``EXACT_MIN_SECONDS`` are left. It never runs past the limit: measured on
-#: mixed-fleet, 120 s of it stayed below the cluster bound (its integer stage does not finish), while a
-#: plan that was done early would otherwise always take its whole limit.
-EXACT_SHARE = 0.15
-EXACT_MIN_SECONDS = 5.0
-
-
-def exact_budget(
-    time_limit: float | None, spent: float, bound_usd: float, plan_usd: float, gap: float
-) -> float | None:
-    """Seconds for the exact-start bound after ``spent`` of ``time_limit``, or None: skip it (the plan
-    is already proven within ``gap`` by ``bound_usd``, or too little time is left). No limit: 60 s."""
-    if plan_usd - bound_usd <= gap * max(plan_usd, 1e-9):
-        return None
-    if time_limit is None:
-        return 60.0
-    budget = min(time_limit - spent, EXACT_SHARE * time_limit)
-    return budget if budget >= EXACT_MIN_SECONDS else None
 
 
 #: Every period its own cluster in the exact-start model (no averaging of inference at all) when the

@@ -21,15 +21,16 @@ Variables
   UI[i,s]   >= 0      replicas of i unserved in slot s
   H[m,o,q]  >= 0      committed GPUs of o backing team m's guarantee in segment q;  UG[m,q] >= 0: shortfall
 
-The billing rule (how AWS reserved instances, GCP committed-use discounts and Azure reservations
-bill): an offering's committed nodes (1y, 3y and owned together) cover any non-spot node of that
-offering running in that hour, inference or training alike, and only the non-spot nodes beyond them
-are paid on demand. Row 2 is that rule: NO[o,s] >= non-spot use - commitments, NO >= 0, and NO is
-paid at the on-demand price, so at the optimum NO = max(0, use - R). A non-spot gang runs partly on
-committed (M[a]) and partly on on-demand nodes of one offering (one placement group); spot gangs are
-wholly spot. The committed part holds the pool for every block the run touches (as slots are fixed
-before runs are placed), the on-demand part is paid for the run's own hours: conservative, so the
-plan written out, billed hour by hour by the same rule (solution.py), costs no more than the model.
+The billing rule (how AWS reserved instances, GCP committed-use discounts and Azure reservations bill):
+an offering's committed nodes (1y, 3y and owned together) cover any non-spot node of that offering
+running in that hour, inference or training alike, and only the non-spot nodes beyond them are paid on
+demand. Row 2 is that rule (written once, ``models.billing.pool_row``): NO[o,s] >= non-spot use -
+commitments, NO >= 0, and NO is paid at the on-demand price, so at the optimum NO = max(0, use - R). A
+non-spot gang runs partly on committed (M[a]) and partly on on-demand nodes of one offering (one
+placement group); spot gangs are wholly spot. The committed part holds the pool for every block the run
+touches (as slots are fixed before runs are placed), the on-demand part is paid for the run's own hours:
+conservative, so the plan written out, billed hour by hour by the same rule (solution.py), costs no more
+than the model.
 
 Constraints (numbered as in the code)
   1. demand[i,s]:    sum_o q[i,o] (XN + XS)[i,o,s] + UI[i,s] >= D[i,s]
@@ -107,6 +108,7 @@ import numpy as np
 import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
+from models.billing import pool_row
 from models.tiers import Capacity, Tier
 from planner.planning.problem.sets import PlanningSets, on_demand_or_dearest, shares_commitments, usable
 
@@ -358,10 +360,10 @@ def define_non_spot_and_capacity(model: PlanningModel) -> None:
             users = users_of.get((o, s), []) + non_spot_train.get((o, slot.block), [])
             if not users:
                 continue
-            rhs, held_nodes = committed_terms(sets, model.commit, o, int(slot.periods[0]), -1.0)
-            if offering.on_demand_usd_h is not None:
-                rhs.append((_held_nodes(model, Capacity.NON_SPOT, o, s), -1.0))
-            model.add(f"non_spot_{o}_{s}", [*users, *rhs], LE, held_nodes)
+            committed, held_nodes = committed_terms(sets, model.commit, o, int(slot.periods[0]))
+            sold = offering.on_demand_usd_h is not None
+            on_demand = _held_nodes(model, Capacity.NON_SPOT, o, s) if sold else None
+            model.add(f"non_spot_{o}_{s}", pool_row(users, committed, on_demand), LE, held_nodes)
     for o, offering in enumerate(sets.offerings):
         if offering.max_nodes is None:
             continue

@@ -8,7 +8,7 @@ duals of the pool and capacity rows give a subgradient. R is a count per commitm
 the periods it serves in. Kelley's cutting planes (Benders with one
 aggregated cut per iterate) minimise ``c.R + F(R)`` over whole-node R in a box around the incumbent;
 every iterate is evaluated exactly over all periods, so the best one found is never worse than the
-start. Node counts are fractional in F; the plan rounds them afterwards (``hourly.dispatch``).
+start. Node counts are fractional in F; the plan rounds them afterwards (``dispatch.dispatch``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.billing import pool_row
 from models.errors import SolverError
 from models.tiers import Capacity, Tier
 from planner.planning.optimize.build import replica_penalty
@@ -193,21 +194,23 @@ class PeriodModel:
         demand_rows: list[list[tuple[int, float]]] = [[] for _ in range(n_services)]
         spot_keys = [key for key in held_keys if key[0] == SPOT_CODE]
         held_rows: dict[tuple[int, int], list[tuple[int, float]]] = {key: [] for key in spot_keys}
-        pool_rows: dict[int, list[tuple[int, float]]] = {o: [] for o in pool_offerings}
+        pool_use: dict[int, list[tuple[int, float]]] = {o: [] for o in pool_offerings}
         burst_rows: dict[int, list[tuple[int, float]]] = defaultdict(list)
         bursting = {m for m, team in enumerate(sets.scenario.teams) if team.burst_gpus is not None}
         for col, (i, o, tier) in enumerate(columns):
             demand_rows[i].append((col, sets.replicas_per_node[(i, o)]))
             if tier == NON_SPOT_CODE:
-                pool_rows[o].append((col, 1.0))
+                pool_use[o].append((col, 1.0))
             else:
                 held_rows[(tier, o)].append((col, 1.0))
             m = teams[sets.services[i].team]
             if m in bursting:
                 burst_rows[m].append((col, float(offerings[o].gpus_per_node)))
-        for o in pool_offerings:
-            if (NON_SPOT_CODE, o) in self.held_col:
-                pool_rows[o].append((self.held_col[(NON_SPOT_CODE, o)], -1.0))
+        # the billing rule per offering: its commitments (the row's bound, set per period) cover non-spot
+        # use first, on-demand nodes the rest
+        pool_rows = {
+            o: pool_row(pool_use[o], [], self.held_col.get((NON_SPOT_CODE, o))) for o in pool_offerings
+        }
         for i in range(n_services):
             demand_rows[i].append((self.unserved_col + i, 1.0))
         rows += demand_rows

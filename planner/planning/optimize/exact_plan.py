@@ -3,7 +3,7 @@
 Why: that integer model places every run at an exact start and buys whole commitments against
 cluster-averaged inference; on ``bench/gen.py month`` its optimum is within 1 % of the plans the two
 methods find, and below them. Its solution is read back as commitments and placements, inference is
-dispatched period by period in whole nodes as for any plan (``decompose.dispatch_scheduled``), and
+dispatched period by period in whole nodes as for any plan (``finish.dispatch_scheduled``), and
 the contract's rules are checked on the result (``local_search.violations``): averaging inference
 over a cluster may hide a period where a burst or capacity limit does not hold. The candidate
 replaces the plan only if it keeps every rule and costs less as written.

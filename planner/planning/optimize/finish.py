@@ -4,13 +4,15 @@ The staged method (``staged.py``) and the hourly method (``hourly.py``) decide c
 placements differently; from there on they take the same path, written here once: training placed
 (:class:`Scheduled`) is dispatched period by period in whole nodes (:func:`dispatch_scheduled`, the
 plan's allocations), improved by the local search where that makes a cheaper written plan
-(:func:`improve_plan`), and costed as the written plan adds it up (:func:`written_cost`). The
-exact-start plan (``exact_plan.py``) goes through the same path. Neither method imports the other.
+(:func:`improve_plan`), costed as the written plan adds it up (:func:`written_cost`), and written as the
+plan (:func:`write_plan`: whole replicas, the contract's document). The exact-start plan
+(``exact_plan.py``) goes through the same path, and ``gpuplan plan`` verifies what was written.
+Neither method imports the other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +20,8 @@ import pandas as pd
 import pulp
 
 from models.errors import SolverError
+from models.plan import Baselines, Plan, SolveMethod, SolverStage
+from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.build import (
     guarantee_penalty_per_gpu,
     guarantee_rows,
@@ -28,20 +32,19 @@ from planner.planning.optimize.build import (
 from planner.planning.optimize.dispatch import CODE_CAPACITY, Dispatch, dispatch
 from planner.planning.optimize.local_search import search
 from planner.planning.optimize.schedule import Schedule
-from planner.planning.optimize.settings import SEARCH_MIN_ROUND_GAIN, SEARCH_SHARE
-from planner.planning.optimize.solution import Solution
+from planner.planning.optimize.settings import SEARCH_MIN_ROUND_GAIN
+from planner.planning.optimize.solution import Solution, build_plan
 from planner.planning.problem.sets import PlanningSets
-from planner.solvers.solve import solve
+from planner.solvers.solve import SolveResult, solve
 
 __all__ = [
-    "MIN_SEARCH_SECONDS",
     "Dispatched",
     "Scheduled",
     "dispatch_scheduled",
     "guarantee_shortfall",
     "improve_plan",
-    "search_budget",
     "solution_of",
+    "write_plan",
     "written_cost",
 ]
 
@@ -77,53 +80,30 @@ def dispatch_scheduled(sets: PlanningSets, scheduled: Scheduled, say: Callable[[
     )
 
 
-MIN_SEARCH_SECONDS = 1.0  # below this the local search is not started
-
-
-def search_budget(
-    remaining: float | None,
-    reserve: float,
-    dispatch_seconds: float,
-    time_limit: float | None,
-    say: Callable[[str], None],
-) -> float | None:
-    """Seconds the local search may take (None: no limit): what is ``remaining`` less ``reserve`` and
-    one more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; says so when that is too short
-    (below ``MIN_SEARCH_SECONDS``)."""
-    if remaining is None:
-        return None
-    budget = remaining - reserve - 1.5 * dispatch_seconds
-    if time_limit is not None:
-        budget = min(budget, SEARCH_SHARE * time_limit)
-    if budget < MIN_SEARCH_SECONDS:
-        say(f"local search: no time left ({max(remaining, 0.0):.0f} s, {reserve:.0f} s kept)")
-    return budget
-
-
 def improve_plan(
     sets: PlanningSets,
     scheduled: Scheduled,
     incumbent_usd: float,
     dispatch_seconds: float,
-    left: Callable[[], float | None],
+    left: float | None,
+    budget: TimeBudget,
     say: Callable[[str], None],
     reserve: float = 0.0,
     seed: int = 0,
-    time_limit: float | None = None,
 ) -> Dispatched | None:
-    """Local search (local_search.py) from ``scheduled``, in the time ``left`` less ``reserve`` and one
-    more dispatch, at most ``SEARCH_SHARE`` of ``time_limit``; its plan, dispatched in whole nodes, if
-    that costs less than ``incumbent_usd`` as written (``_cost``), else None: the incumbent is never
-    lost. Both methods call it."""
-    budget = search_budget(left(), reserve, dispatch_seconds, time_limit, say)
-    if budget is not None and budget < MIN_SEARCH_SECONDS:
+    """Local search (local_search.py) from ``scheduled``, in the ``left`` seconds less ``reserve`` and
+    the dispatches after it, at most its share of the limit (``TimeBudget.local_search``); its plan,
+    dispatched in whole nodes, if that costs less than ``incumbent_usd`` as written
+    (:func:`written_cost`), else None: the incumbent is never lost. Both methods call it."""
+    seconds = budget.local_search(left, reserve, dispatch_seconds, say)
+    if not budget.searchable(seconds):
         return None
     guarantees = any(team.guaranteed_gpus > 0 for team in sets.scenario.teams)
     found = search(
         sets,
         scheduled.commitments,
         scheduled.schedule,
-        budget,
+        seconds,
         (lambda chosen: guarantee_shortfall(sets, chosen)[1]) if guarantees else None,
         say,
         seed,
@@ -211,3 +191,35 @@ def written_cost(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> fl
     )
     training = sum(option.cost_usd for option in solution.placements)
     return commitments + hourly.held_cost_usd + training + solution.penalty_usd
+
+
+def write_plan(
+    solution: Solution,
+    result: SolveResult,
+    baselines: Baselines,
+    budget: TimeBudget,
+    *,
+    method: SolveMethod,
+    build_seconds: float,
+    model_slots: int,
+    stages: Sequence[SolverStage],
+    requested_gap: float,
+    say: Callable[[str], None],
+) -> Plan:
+    """The plan of ``solution``, as both methods write it: whole replicas within the budget's share
+    (``realize.py``), then the contract's document (``solution.build_plan``) with the solver stages that
+    made it. The method adds what only it knows (bounds, stage 2's slots) to ``plan.document.solver``."""
+    plan = build_plan(
+        solution,
+        result,
+        baselines,
+        method=method,
+        elapsed={"build": build_seconds},
+        model_slots=model_slots,
+        realize_seconds=budget.realize,
+        progress=say,
+    )
+    solver = plan.document.solver
+    solver.stages = list(stages)
+    solver.requested_gap = requested_gap
+    return plan

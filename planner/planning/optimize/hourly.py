@@ -11,8 +11,9 @@
    first and on-demand nodes beyond them (the billing rule).
 3. *Refine*: training moved onto idle commitments (``schedule.improve_schedule``) and commitments
    re-tuned on the exact per-period cost (``commitments.tune_commitments``).
-4. *Dispatch inference* in every period in whole nodes (``hourly.dispatch``): exact per period for
-   these commitments and placements, so the plan is feasible hour by hour by construction.
+4. *Dispatch inference* in every period in whole nodes (``dispatch.dispatch``, through
+   ``finish.dispatch_scheduled``): exact per period for these commitments and placements, so the plan is
+   feasible hour by hour by construction.
 The plan's cost is measured on what is written (allocations + commitments + penalties), and its gap
 against the certified bound is a true optimality certificate for the full hourly problem.
 Every step reads the same ``PlanningSets``, so the rules that ``build.py`` gets by construction (rules
@@ -26,23 +27,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.errors import SolverError
-from models.plan import SolverStage
+from models.plan import Plan, SolverStage
 from models.tiers import Capacity
-from planner.planning.optimize.bound import BoundResult, ClusterDecisions, certified_bound, start_from
-from planner.planning.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
+from planner.planning.baselines import compute_baselines
+from planner.planning.optimize.bound import (
+    BoundResult,
+    ClusterDecisions,
+    certified_bound,
+    clusters_per_block,
+    start_from,
+)
+from planner.planning.optimize.bound_exact import best_bound, try_exact_bound
+from planner.planning.optimize.budget import SECONDS, Share, TimeBudget
 from planner.planning.optimize.commitments import tune_commitments
 from planner.planning.optimize.dispatch import pool_prices, team_index
 from planner.planning.optimize.exact_plan import weigh_exact_plan
-from planner.planning.optimize.finish import Dispatched, Scheduled, dispatch_scheduled, improve_plan
+from planner.planning.optimize.finish import (
+    Dispatched,
+    Scheduled,
+    dispatch_scheduled,
+    improve_plan,
+    write_plan,
+)
 from planner.planning.optimize.schedule import Schedule, improve_schedule, schedule_training
-from planner.planning.optimize.settings import REALIZE_SHARE
+from planner.planning.optimize.settings import SolveSettings
 from planner.planning.optimize.solution import Solution
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.solve import SolveResult, Termination
-
-MILP_MIN_SECONDS = 20.0  # the cluster MILP gets at least this (medium: done in ~10 s) ...
-MILP_LP_RATIO = 2.5  # ... or this many times the cluster LP's time (large: 16 s LP -> 40 s)
-LP_FLOOR_SECONDS = 600.0  # the cluster LP's time at least, whatever --time-limit leaves
 
 
 @dataclass
@@ -55,32 +66,64 @@ class HourlyResult:
 
 
 def plan_hourly(
+    sets: PlanningSets, settings: SolveSettings, budget: TimeBudget, say: Callable[[str], None]
+) -> Plan:
+    """Plan ``sets`` by the hourly method (module docstring): cluster model -> training placed ->
+    inference per period, then the plan written by the path both methods share."""
+    if settings.solver != "highs":
+        say("the hourly method dispatches periods with HiGHS; --solver applies to the staged method only")
+    build_seconds = budget.elapsed()
+    done = _decide_and_dispatch(
+        sets,
+        budget,
+        gap=settings.gap,
+        per_block=settings.bound_clusters_per_block or clusters_per_block(sets),
+        relax=settings.cluster_relax,
+        say=say,
+    )
+    say(f"plan: ${done.result.objective:,.0f}, certified gap {done.result.gap:.3%}")
+    plan = write_plan(
+        done.solution,
+        done.result,
+        compute_baselines(sets),
+        budget,
+        method="hourly-decomposition",
+        build_seconds=build_seconds,
+        model_slots=done.clusters,
+        stages=done.stages,
+        requested_gap=settings.gap,
+        say=say,
+    )
+    solver = plan.document.solver
+    solver.bound_method = done.bound_method
+    solver.certified_bound_usd, solver.certified_gap = solver.bound_usd, solver.gap
+    solver.certified_bound_method = done.bound_method
+    solver.certified_bound_clusters = done.clusters
+    return plan
+
+
+def _decide_and_dispatch(
     sets: PlanningSets,
-    time_limit: float | None,
+    budget: TimeBudget,
+    *,
     gap: float,
     per_block: int | None,
-    relax: bool | None = None,
-    progress: Callable[[str], None] | None = None,
+    relax: bool | None,
+    say: Callable[[str], None],
 ) -> HourlyResult:
-    """Plan every period of ``sets`` (module docstring); ``relax`` True stops after the LP stage."""
-    say = progress or (lambda _message: None)
-    began = time.perf_counter()
-
-    def left() -> float | None:
-        return None if time_limit is None else time_limit - (time.perf_counter() - began)
-
-    # the local search stops short of the time limit by what the whole replicas take after it (settings.py)
-    reserve = 0.0 if time_limit is None else REALIZE_SHARE * time_limit
+    """Steps 1-4 of the module docstring for every period of ``sets``; ``relax`` True stops after the
+    LP stage."""
+    # the local search stops short of the time limit by what the whole replicas take after it
+    reserve = budget.of_limit(Share.REALIZE) or 0.0
 
     say(f"cluster model, LP relaxation ({per_block or 'every slot its own'} cluster(s) per block)")
-    # the plan's decisions come from this LP: it gets at least LP_FLOOR_SECONDS, even past --time-limit
-    # (a plan a little late beats no plan; on the large benchmark at --time-limit 60 it takes 56-65 s)
-    remaining = left()
-    lp_limit = None if remaining is None else max(remaining, LP_FLOOR_SECONDS)
-    lp = certified_bound(sets, per_block, time_limit=lp_limit, gap=gap / 2, relax=True)
+    # the plan's decisions come from this LP: it gets at least its floor, even past --time-limit (a
+    # plan a little late beats no plan)
+    remaining = budget.left()
+    lp = certified_bound(sets, per_block, time_limit=budget.cluster_lp(), gap=gap / 2, relax=True)
     if remaining is not None and lp.seconds > remaining:
         say(
-            f"the cluster LP took {lp.seconds:.0f} s, past the {time_limit:g} s time limit: without it "
+            f"the cluster LP took {lp.seconds:.0f} s, past the {budget.limit:g} s time limit: without it "
             "there is no plan"
         )
     if lp.decisions is None:
@@ -93,26 +136,21 @@ def plan_hourly(
     first = _schedule(sets, lp.decisions, say)
     best: Dispatched | None = None
     milp_stage: SolverStage | None = None
-    remaining = left()
-    if relax is not True and (remaining is None or remaining > 10):
-        # the MILP, warm-started from the LP's rounded decisions. Its time is capped relative to the
-        # LP's: measured on the large benchmark, 80 s of MILP improved the plan by nothing and the
-        # bound by 1.07 M, while the same time spent moving training (below) saved 1.07 M
+    if relax is not True and budget.runs_cluster_milp():
+        # the MILP, warm-started from the LP's rounded decisions, its time capped relative to the LP's
         start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
-        cap = max(MILP_MIN_SECONDS, MILP_LP_RATIO * lp.seconds)
-        # long limits: a third of what is left (the bound keeps rising with MILP time)
-        limit = cap if remaining is None else max(min(0.75 * remaining, cap), remaining / 3)
+        limit = budget.cluster_milp(lp.seconds)
         say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
         milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
         if milp.solve.ok and milp.bound_usd > bound:
             bound, method = milp.bound_usd, milp.method
         if milp.decisions is not None:
-            best = _finish(sets, _schedule(sets, milp.decisions, say), left, say, reserve, time_limit)
+            best = _finish(sets, _schedule(sets, milp.decisions, say), budget, say, reserve)
             say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
         milp_stage = _stage(2, "cluster model, MILP warm-started from stage 1: decisions, bound", milp, best)
     lp_what = "cluster model, LP relaxation: decisions (rounded), bound"
     if best is None:  # no MILP stage, or it found nothing: the LP's decisions make the plan
-        best = _finish(sets, first, left, say, reserve, time_limit)
+        best = _finish(sets, first, budget, say, reserve)
         stages = [_stage(1, lp_what, lp, best)]
     else:
         stages = [_stage(1, lp_what, lp, None)]
@@ -120,8 +158,8 @@ def plan_hourly(
         stages.append(milp_stage)
     objective = best.objective
     # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit
-    budget = exact_budget(time_limit, time.perf_counter() - began, bound, objective, gap)
-    exact = None if budget is None else try_exact_bound(sets, per_block, budget, objective, say)
+    exact_seconds = budget.exact_bound(bound, objective, gap)
+    exact = None if exact_seconds is None else try_exact_bound(sets, per_block, exact_seconds, objective, say)
     if exact is not None and exact.bound_usd > bound:
         chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
         bound, method = chosen.bound_usd, chosen.method
@@ -133,7 +171,7 @@ def plan_hourly(
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
-    result = SolveResult("HiGHS", termination, objective, bound, time.perf_counter() - began)
+    result = SolveResult("HiGHS", termination, objective, bound, budget.elapsed())
     return HourlyResult(best.solution, result, lp.clusters, stages, method)
 
 
@@ -193,37 +231,32 @@ def _schedule(sets: PlanningSets, decisions: ClusterDecisions, say: Callable[[st
 
 
 def _finish(
-    sets: PlanningSets,
-    scheduled: Scheduled,
-    left: Callable[[], float | None],
-    say: Callable[[str], None],
-    reserve: float,
-    time_limit: float | None,
+    sets: PlanningSets, scheduled: Scheduled, budget: TimeBudget, say: Callable[[str], None], reserve: float
 ) -> Dispatched:
     """Refined, dispatched, then improved by local search where that makes a cheaper written plan."""
-    refined = _refine(sets, scheduled, left, say)
+    refined = _refine(sets, scheduled, budget, say)
     best = dispatch_scheduled(sets, refined, say)
     better = improve_plan(
-        sets, refined, best.objective, best.dispatch.seconds, left, say, reserve, time_limit=time_limit
+        sets, refined, best.objective, best.dispatch.seconds, budget.left(), budget, say, reserve
     )
     return best if better is None else better
 
 
 def _refine(
-    sets: PlanningSets, scheduled: Scheduled, left: Callable[[], float | None], say: Callable[[str], None]
+    sets: PlanningSets, scheduled: Scheduled, budget: TimeBudget, say: Callable[[str], None]
 ) -> Scheduled:
     """Training moved where the pool's dual prices say it costs least, then commitments re-tuned for
     it, then training moved again for the new commitments (moves first: on the large benchmark they
     saved 40x more per second than tuning)."""
-    moved = _move_training(sets, scheduled, left, say)
-    tuned = _tune(sets, moved, left, say)
-    return _move_training(sets, tuned, left, say) if tuned.commitments != moved.commitments else tuned
+    moved = _move_training(sets, scheduled, budget, say)
+    tuned = _tune(sets, moved, budget, say)
+    return _move_training(sets, tuned, budget, say) if tuned.commitments != moved.commitments else tuned
 
 
 def _move_training(
     sets: PlanningSets,
     scheduled: Scheduled,
-    left: Callable[[], float | None],
+    budget: TimeBudget,
     say: Callable[[str], None],
     rounds: int = 3,
 ) -> Scheduled:
@@ -232,10 +265,11 @@ def _move_training(
     best = scheduled
     prices = pool_prices(sets, best.committed, best.schedule.occupancy)
     for _ in range(rounds):
-        remaining = left()
-        if remaining is not None and remaining < 2.0:
+        remaining = budget.left()
+        if remaining is not None and remaining < SECONDS["training moves when left"]:
             break
-        deadline = None if remaining is None else time.perf_counter() + 0.5 * remaining
+        seconds = budget.of_left(Share.MOVE_TRAINING, remaining)
+        deadline = None if seconds is None else time.perf_counter() + seconds
         schedule, saving = improve_schedule(sets, best.committed, best.schedule, prices, deadline)
         if saving <= 1e-6:
             break
@@ -248,15 +282,15 @@ def _move_training(
 def _tune(
     sets: PlanningSets,
     scheduled: Scheduled,
-    left: Callable[[], float | None],
+    budget: TimeBudget,
     say: Callable[[str], None],
 ) -> Scheduled:
-    """Commitments re-tuned on every period's exact cost (commitments.py), within half the time left."""
-    remaining = left()
-    budget = None if remaining is None else 0.5 * remaining
-    if budget is not None and budget < 1.0:
+    """Commitments re-tuned on every period's exact cost (commitments.py), within their share of the
+    time left."""
+    seconds = budget.of_left(Share.TUNE_COMMITMENTS, budget.left())
+    if seconds is not None and seconds < SECONDS["tuning at least"]:
         return scheduled
-    tuned = tune_commitments(sets, scheduled.commitments, scheduled.schedule.occupancy, budget, say)
+    tuned = tune_commitments(sets, scheduled.commitments, scheduled.schedule.occupancy, seconds, say)
     say(
         f"commitments re-tuned on every period: ${tuned.cost_before:,.0f} -> ${tuned.cost_after:,.0f} "
         f"(commitments + fractional inference, {tuned.iterations} iterations, {tuned.seconds:.1f} s)"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.billing import on_demand_nodes
 from models.mig import replica_slice
 from models.tiers import Capacity
 from planner.planning.mig.packing import pack
@@ -137,7 +138,7 @@ class PeriodState:
         spot = self.train_spot[o] + math.ceil(gpus[1] / g)
         if max(self.committed[o], non_spot) + spot > self.p.max_nodes[o] + EPS:
             return math.inf
-        on_demand = max(0.0, non_spot - self.committed[o])
+        on_demand = on_demand_nodes(non_spot, self.committed[o])
         if on_demand > EPS and self.p.on_demand[o] is None:
             return math.inf
         if gpus[1] and self.p.spot[o] is None:

@@ -1,13 +1,13 @@
 """``optimize``: build the sets, pick the method (staged or hourly), return the plan.
 
-The one entry point of planning (re-exported as ``planner.planning.optimize.optimize``). It sits on top: the
-methods (``staged.py``, ``hourly.py``), the baselines and the plan building are imported from here,
-never the reverse.
+The one entry point of planning (re-exported as ``planner.planning.optimize.optimize``). It sits on top:
+it makes the one :class:`~planner.planning.optimize.budget.TimeBudget` of the run from ``--time-limit``
+and hands it to the method it picks; the two methods (``staged.py``, ``hourly.py``) are peers that never
+import each other and end on the same finishing path (``finish.py``).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,14 +15,12 @@ from models.catalog import Catalog
 from models.errors import SolverError
 from models.plan import Plan
 from models.scenario import Scenario
-from planner.planning.baselines import compute_baselines
-from planner.planning.optimize.bound import clusters_per_block
+from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.hourly import plan_hourly
 from planner.planning.optimize.settings import METHODS, SolveSettings
-from planner.planning.optimize.solution import build_plan
 from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
-from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
+from planner.planning.problem.sets import ModelOptions, build_sets
 
 __all__ = ["HOURLY_ABOVE", "optimize"]
 
@@ -47,7 +45,7 @@ def optimize(
     """
     settings = settings or SolveSettings()
     say = progress or (lambda _message: None)
-    began = time.perf_counter()
+    budget = TimeBudget(settings.time_limit, settings.realize_seconds)
     warnings = check_inputs(scenario, catalog)  # what validate checks; InputError before any solve
     sets = build_sets(
         scenario,
@@ -64,44 +62,7 @@ def optimize(
     method = settings.method
     if method == "auto":
         method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
-    if method == "hourly":
-        plan = _optimize_hourly(sets, settings, say, time.perf_counter() - began)
-    else:
-        plan = plan_staged(sets, settings, say, began)
+    plan_by = plan_hourly if method == "hourly" else plan_staged
+    plan = plan_by(sets, settings, budget, say)
     plan.document.warnings = warnings
-    return plan
-
-
-def _optimize_hourly(
-    sets: PlanningSets, settings: SolveSettings, say: Callable[[str], None], build_seconds: float
-) -> Plan:
-    """The hourly method (hourly.py): cluster model -> training placed -> inference per period."""
-    if settings.solver != "highs":
-        say("the hourly method dispatches periods with HiGHS; --solver applies to the staged method only")
-    done = plan_hourly(
-        sets,
-        time_limit=settings.time_limit,
-        gap=settings.gap,
-        per_block=settings.bound_clusters_per_block or clusters_per_block(sets),
-        relax=settings.cluster_relax,
-        progress=say,
-    )
-    say(f"plan: ${done.result.objective:,.0f}, certified gap {done.result.gap:.3%}")
-    plan = build_plan(
-        done.solution,
-        done.result,
-        compute_baselines(sets),
-        method="hourly-decomposition",
-        elapsed={"build": build_seconds},
-        model_slots=done.clusters,
-        realize_seconds=settings.realize_budget,
-        progress=say,
-    )
-    solver = plan.document.solver
-    solver.bound_method = done.bound_method
-    solver.certified_bound_usd, solver.certified_gap = solver.bound_usd, solver.gap
-    solver.certified_bound_method = done.bound_method
-    solver.certified_bound_clusters = done.clusters
-    solver.stages = done.stages
-    solver.requested_gap = settings.gap
     return plan

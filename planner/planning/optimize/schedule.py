@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from models.billing import on_demand_nodes
 from models.tiers import Capacity
 from planner.planning.optimize.dispatch import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
 from planner.planning.problem.purchases import CommitColumn
@@ -301,7 +302,7 @@ def _cost_with_commitment(sets: PlanningSets, option: TrainingOption, committed:
     ordering the fallbacks): spot at its effective cost, non-spot at the on-demand rate beyond the
     nodes committed on its offering."""
     nodes = sets.runs[option.run].job.nodes
-    missing = max(0.0, nodes - _window_committed(sets, option, committed))
+    missing = on_demand_nodes(float(nodes), _window_committed(sets, option, committed))
     if option.tier == Capacity.SPOT:
         return option.cost_usd
     if not _needs_commitment(sets, option):
@@ -334,7 +335,7 @@ def _cheapest_start(
     # most the offering's on-demand price (inference could move there, or somewhere cheaper)
     fallback = on_demand_or_dearest(sets, o) * sets.period_hours
     unit = np.where(prices.price[o] > EPS, prices.price[o], fallback)
-    running = np.concatenate([[0.0], np.cumsum(unit * np.maximum(0.0, nodes - slack[o]))])
+    running = np.concatenate([[0.0], np.cumsum(unit * on_demand_nodes(float(nodes), slack[o]))])
     costs = running[ok + option.periods] - running[ok]
     k = int(np.argmin(costs))
     return option.cost_usd + float(costs[k]), int(ok[k])

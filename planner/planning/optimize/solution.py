@@ -23,6 +23,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from models.billing import covered_nodes
 from models.catalog import Offering
 from models.chargeback import IdleRule, amortize
 from models.plan import (
@@ -235,7 +236,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     grow = np.divide(served + whole - total, served, out=np.ones_like(served), where=served > EPS)
     non_spot["nodes"] = np.where(inference & beyond, non_spot["nodes"].to_numpy() * grow, non_spot["nodes"])
     total = whole
-    covered = np.divide(np.minimum(total, committed), total, out=np.zeros_like(total), where=total > 0)
+    covered = np.divide(covered_nodes(total, committed), total, out=np.zeros_like(total), where=total > 0)
     nodes = non_spot["nodes"].to_numpy()
     replicas = non_spot["replicas"].to_numpy()
     committed_replicas = _split_whole(replicas, covered)

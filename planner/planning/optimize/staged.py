@@ -29,69 +29,62 @@ from models.errors import SolverError
 from models.plan import Plan, SolverReport, SolverStage
 from planner.planning.baselines import compute_baselines
 from planner.planning.optimize.bound import BoundResult, certified_bound, clusters_per_block
-from planner.planning.optimize.bound_exact import best_bound, exact_budget, try_exact_bound
+from planner.planning.optimize.bound_exact import best_bound, try_exact_bound
+from planner.planning.optimize.budget import Share, TimeBudget
 from planner.planning.optimize.build import PlanningModel, create_model
 from planner.planning.optimize.dispatch import Occupancy
 from planner.planning.optimize.exact_plan import NOT_KEPT, weigh_exact_plan
 from planner.planning.optimize.finish import (
-    MIN_SEARCH_SECONDS,
     Dispatched,
     Scheduled,
     dispatch_scheduled,
     improve_plan,
-    search_budget,
+    write_plan,
 )
 from planner.planning.optimize.schedule import Schedule
 from planner.planning.optimize.settings import SolveSettings
-from planner.planning.optimize.solution import Solution, build_plan, solution_from_model
+from planner.planning.optimize.solution import Solution, solution_from_model
 from planner.planning.problem.sets import PlanningSets, fix_training
 from planner.solvers.solve import SolveResult, Termination, solve, solve_separable
 
 __all__ = ["plan_staged", "warm_start"]
 
-#: Share of ``--time-limit`` stage 1 may use: where sharing idle commitments between gangs and
-#: inference leaves many near-equal plans, HiGHS can spend any budget closing stage 1's last 1 %.
-FIRST_STAGE_SHARE = 0.4
-#: Share of ``--time-limit`` kept for the certified bound (bound.py), whatever the stages took.
-BOUND_SHARE = 0.3
-
 
 def plan_staged(
-    sets: PlanningSets, settings: SolveSettings, say: Callable[[str], None], began: float
+    sets: PlanningSets, settings: SolveSettings, budget: TimeBudget, say: Callable[[str], None]
 ) -> Plan:
     """Plan ``sets`` by the staged method (module docstring); raise SolverError without a feasible plan.
 
-    ``began`` is when planning started (``time.perf_counter()``, before the sets were built): the
-    build time and the time budget left for the certified bound count from it.
+    ``budget`` counts from when planning started (before the sets were built): the build time and the
+    time left for the certified bound count from there.
     """
     first = create_model(sets)
-    build_seconds = time.perf_counter() - began
+    build_seconds = budget.elapsed()
     say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
     # stage 1 may not take the whole budget: stages 2-3 and the certified bound need their share
-    first_limit = None if settings.time_limit is None else settings.time_limit * FIRST_STAGE_SHARE
-    relaxed = _solve(first, settings, first_limit)
+    relaxed = _solve(first, settings, budget.of_limit(Share.STAGE_1))
     say(f"stage 1: {relaxed.termination.value}, bound ${relaxed.bound:,.0f}, {relaxed.seconds:.1f} s")
 
     chosen = [a for a, var in enumerate(first.place) if (var.varValue or 0.0) > 0.5]
     fixed_sets = fix_training(sets, chosen)
     second = create_model(fixed_sets)
     say(f"stage 2: {len(fixed_sets.slots)} model slots, whole nodes")
-    final = _second_stage(first, second, settings, relaxed.seconds)
+    final = _second_stage(first, second, settings, budget, relaxed.seconds)
     bound = relaxed.bound
     used = relaxed.seconds + final.seconds
     plan_model, stage3 = second, None
     # the certified bound keeps its share of the budget: stages 1-3 stop at the rest
-    solve_budget = None if settings.time_limit is None else settings.time_limit * (1 - BOUND_SHARE)
-    if _distance(final.objective, bound) > settings.gap and (solve_budget is None or solve_budget - used > 5):
+    solve_budget = budget.of_limit(Share.STAGES)
+    stage_3 = None if solve_budget is None else solve_budget - used
+    if _distance(final.objective, bound) > settings.gap and budget.worth_a_stage(stage_3):
         # 3. tighten the bound: the full model with whole nodes, warm-started from stage 2's plan
         say(f"stage 3: gap {_distance(final.objective, bound):.3%} > {settings.gap:.2%}; whole-node model")
         full_sets = replace(sets, integral_held=True)
         full = create_model(full_sets)
-        limit = None if solve_budget is None else solve_budget - used
         # aim below the requested gap, so the plan meets the user's bar with room to spare rather than
         # stopping the moment HiGHS's own gap estimate touches it
         tighter = replace(settings, gap=settings.gap / 2)
-        stage3 = _solve(full, tighter, limit, start=warm_start(full, second, chosen))
+        stage3 = _solve(full, tighter, stage_3, start=warm_start(full, second, chosen))
         bound = max(bound, stage3.bound)
         if stage3.objective < final.objective - 1e-6:
             plan_model = full
@@ -105,9 +98,7 @@ def plan_staged(
         if plan_model is second
         else [a for a, var in enumerate(full.place) if (var.varValue or 0) > 0.5]
     )
-    searched = _local_search(
-        sets, solution, placed, best.objective + fixed, solve_budget, began, say, settings.time_limit
-    )
+    searched = _local_search(sets, solution, placed, best.objective + fixed, budget, say)
     if searched is not None:  # cheaper as written than stage 2 (or 3): its plan, at its cost
         solution = searched.solution
         best = replace(best, objective=searched.objective - fixed)
@@ -119,8 +110,8 @@ def plan_staged(
     certified = None
     if settings.certify:
         # what is left of the time budget (at least a little: a bound stopped early is still valid)
-        spent = time.perf_counter() - began
-        left = None if settings.time_limit is None else max(5.0, settings.time_limit - spent)
+        left = budget.left()
+        left = None if left is None else budget.stage_floor(left)
         per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
         certified = certified_bound(sets, per_block, time_limit=left)
         say(
@@ -144,20 +135,19 @@ def plan_staged(
         )  # fmt: skip
 
     def write(solution: Solution, result: SolveResult) -> Plan:
-        plan = build_plan(
+        plan = write_plan(
             solution,
             result,
             baselines,
+            budget,
             method="staged-milp",
-            elapsed={"build": build_seconds},
+            build_seconds=build_seconds,
             model_slots=len(sets.slots),
-            realize_seconds=settings.realize_budget,
-            progress=say,
+            stages=stages,
+            requested_gap=settings.gap,
+            say=say,
         )
-        solver = plan.document.solver
-        solver.stage2_model_periods = len(fixed_sets.slots)
-        solver.stages = list(stages)
-        solver.requested_gap = settings.gap
+        plan.document.solver.stage2_model_periods = len(fixed_sets.slots)
         return plan
 
     plan = write(solution, result)
@@ -167,10 +157,9 @@ def plan_staged(
     solver = plan.document.solver
     solver.model_bound_usd, solver.model_gap = solver.bound_usd, solver.gap
     paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
-    spent = time.perf_counter() - began
-    budget = exact_budget(settings.time_limit, spent, certified.bound_usd, paid, settings.gap)
+    exact_seconds = budget.exact_bound(certified.bound_usd, paid, settings.gap)
     # valid too: the plan keeps the larger of the two bounds
-    exact = None if budget is None else try_exact_bound(sets, per_block, budget, paid, say)
+    exact = None if exact_seconds is None else try_exact_bound(sets, per_block, exact_seconds, paid, say)
     candidate, weighed = weigh_exact_plan(sets, exact, paid, len(stages) + 1, say)
     if candidate is not None and exact is not None and weighed is not None:
         # the exact-start model's plan, written as any plan; its model bound is that model's own
@@ -179,7 +168,7 @@ def plan_staged(
             _termination(candidate.objective, exact.bound_usd, settings.gap),
             candidate.objective,
             min(exact.bound_usd, candidate.objective),
-            time.perf_counter() - began,
+            budget.elapsed(),
         )
         rebuilt = write(candidate.solution, own)
         rebuilt_paid = rebuilt.total_usd + rebuilt.document.solver.penalty_usd
@@ -199,7 +188,7 @@ def plan_staged(
 
 
 def _second_stage(
-    first: PlanningModel, second: PlanningModel, settings: SolveSettings, used: float
+    first: PlanningModel, second: PlanningModel, settings: SolveSettings, budget: TimeBudget, used: float
 ) -> SolveResult:
     """Whole nodes with training fixed: first slot by slot at stage 1's commitments (fast, always
     feasible), then with commitments free again, warm-started from that plan, for what time allows."""
@@ -207,15 +196,16 @@ def _second_stage(
     for key, var in second.commit.items():
         var.lowBound = var.upBound = round(first.commit[key].varValue or 0.0)
     began = time.perf_counter()
-    by_slot = solve_separable(second.problem, time_limit=settings.time_limit, gap=min(settings.gap, 1e-4))
+    by_slot = solve_separable(second.problem, time_limit=budget.limit, gap=min(settings.gap, 1e-4))
     if not by_slot.ok:
         raise SolverError(f"stage 2 (whole nodes, stage 1's commitments) ended '{by_slot.termination.value}'")
     start = {var.name: var.varValue or 0.0 for var in second.problem.variables()}
     for key, var in second.commit.items():
         var.lowBound, var.upBound = bounds[key]
-    spent = used + time.perf_counter() - began
-    limit = None if settings.time_limit is None else max(5.0, (settings.time_limit - spent) / 2)
-    free = _solve(second, settings, limit, start=start)
+    spent = used + time.perf_counter() - began  # solver seconds: stage 1's and this stage's so far
+    left = None if budget.limit is None else budget.limit - spent
+    half = budget.of_left(Share.STAGE_2_FREE, left)
+    free = _solve(second, settings, None if half is None else budget.stage_floor(half), start=start)
     if free.objective > by_slot.objective + 1e-6:  # HiGHS did not keep the warm start: restore it
         for var in second.problem.variables():
             var.varValue = start[var.name]
@@ -231,21 +221,14 @@ def _local_search(
     solution: Solution,
     placed: list[int],
     incumbent_usd: float,
-    solve_budget: float | None,
-    began: float,
+    budget: TimeBudget,
     say: Callable[[str], None],
-    time_limit: float | None,
 ) -> Dispatched | None:
     """The local search of ``local_search.py`` from stage 2's (or 3's) plan, in what is left of the
     stages' share of the time limit (the certified bound keeps its own): its plan if cheaper than both
     the model's cost and that plan dispatched period by period (the same measure for both), else None."""
-
-    def left() -> float | None:
-        return None if solve_budget is None else solve_budget - (time.perf_counter() - began)
-
     # checked before the incumbent's dispatch too: a year of periods dispatched for nothing otherwise
-    budget = search_budget(left(), 0.0, 0.0, time_limit, say)
-    if budget is not None and budget < MIN_SEARCH_SECONDS:
+    if not budget.searchable(budget.local_search(budget.until(Share.STAGES), 0.0, 0.0, say)):
         return None
     placements = sorted((sets.options[a] for a in placed), key=lambda option: option.run)
     schedule = Schedule(placements, sorted(solution.unserved_runs), Occupancy.of(sets, placements))
@@ -253,7 +236,8 @@ def _local_search(
     scheduled = Scheduled(commitments, sets.committed(commitments), schedule)
     incumbent = dispatch_scheduled(sets, scheduled, say)
     bar = min(incumbent_usd, incumbent.objective)
-    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, say, time_limit=time_limit)
+    left = budget.until(Share.STAGES)
+    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, budget, say)
 
 
 def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
