@@ -23,7 +23,8 @@ from planner.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "scenarios" / "README.md"]
-SHELL_BLOCKS = {"", "bash", "sh", "shell", "console", "text"}
+#: fenced blocks read as commands; ```text blocks show output
+SHELL_BLOCKS = {"", "bash", "sh", "shell", "console"}
 COMMAND = re.compile(r"(?<![\w./\[-])gpuplan\s+(?=[a-z])")
 FENCE = re.compile(r"^\s*```(\w*)\s*$")
 INLINE = re.compile(r"`([^`\n]+)`")

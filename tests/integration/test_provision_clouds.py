@@ -518,6 +518,45 @@ def test_capacity_blocks_are_listed_and_bought_only_when_asked_under_the_cap(
     assert target.startswith("cr-")
 
 
+def test_capacity_blocks_through_the_operations_layer(
+    week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """What the CLI prints is ``planner.operations.capacity_blocks``, which the daemon can call as well: a
+    provider without ``Capability.CAPACITY_BLOCKS`` is refused before any call, naming its cloud; a buy
+    must name a listed offer and a positive cap, and a dry run buys nothing."""
+    from planner.operations.capacity_blocks import BlockListing, BlockRequest, buy_block, list_blocks
+    from providers.base import InvalidRequest, Unsupported
+    from providers.resources import CapacityBlockOffer
+    from providers.sim import SimProvider
+
+    plan = Plan.read(week_plan("aws"))
+    sim = SimProvider(tmp_path / "s.json")
+    at = plan.document.horizon.start
+    with pytest.raises(Unsupported, match="sim: capacity_block_offerings: sim does not have capacity-blocks"):
+        list_blocks(plan, sim, at)
+    with pytest.raises(Unsupported, match="sim: purchase_capacity_block"):
+        buy_block(plan, sim, [], "cb-1", max_usd=1.0, apply=True)
+    assert sim.calls() == []  # refused before asking the cloud anything
+
+    class Seller(SimProvider):  # the sim cloud, selling one listed block (what only the contract is asked)
+        capabilities = frozenset({*SimProvider.capabilities, Capability.CAPACITY_BLOCKS})
+
+        def purchase_capacity_block(self, offering_id: str, **_: Any) -> Any:  # type: ignore[override]
+            raise AssertionError("a dry run or a refused buy must not reach the cloud")
+
+    request = BlockRequest("job-0", "aws:us-east-1:p5.48xlarge", 2, 24, at, at, 5000.0)
+    offer = CapacityBlockOffer("cb-1", request.offering, None, 2, at, None, 24, 3000.0)
+    listings = [BlockListing(request, (offer,))]
+    seller = Seller(tmp_path / "seller.json")
+    assert listings[0].saving_usd(offer) == 2000.0
+    with pytest.raises(InvalidRequest, match="not among the blocks listed"):
+        buy_block(plan, seller, listings, "cb-2", max_usd=4000.0, apply=True)
+    with pytest.raises(InvalidRequest, match="positive USD figure"):
+        buy_block(plan, seller, listings, "cb-1", max_usd=0.0, apply=True)
+    dry = buy_block(plan, seller, listings, "cb-1", max_usd=4000.0, apply=False)
+    assert (dry.run, dry.offer.id, dry.reservation) == ("job-0", "cb-1", None)
+
+
 def test_capacity_blocks_only_on_aws(week_plan: Callable[[str], Path], tmp_path: Path) -> None:
     args = ["provision", str(week_plan("aws")), "--sim-state", str(tmp_path / "s.json"), "--capacity-blocks"]
     args += ["--actions", str(tmp_path / "actions.json")]  # not into the shared plan directory
