@@ -21,10 +21,12 @@ Totals reconcile by construction:
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -469,6 +471,13 @@ class ScenarioEcho(BaseModel):
     max_spot_share: float | None = Field(None, description="the spot share cap the plan honoured")
 
 
+class FileDigest(DocumentPart):
+    """What a file of the plan directory held when the plan was written."""
+
+    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the file's bytes, hex")
+    rows: int = Field(ge=0, description="data rows (the header not counted)")
+
+
 class PlanDocument(DocumentPart):
     """``plan.json``."""
 
@@ -491,6 +500,11 @@ class PlanDocument(DocumentPart):
     warnings: list[str] = Field(
         default_factory=list,
         description="what the scenario asks that the plan cannot give, found before solving",
+    )
+    allocations_file: FileDigest | None = Field(
+        None,
+        description="allocations.csv as written with this plan.json: a copy cut short, or a file of another "
+        "plan, is refused by every command that acts on the plan (plans written before it have none)",
     )
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
@@ -522,9 +536,12 @@ class Plan:
     def write(self, directory: str | Path) -> None:
         """Write plan.json, allocations.csv and (with MIG) mig-config.yaml into ``directory``."""
         directory = Path(directory)
-        (directory / "plan.json").write_text(self.document.to_json(), encoding="utf-8")
         frame = self.allocations[ALLOCATION_COLUMNS]
-        frame.to_csv(directory / "allocations.csv", index=False)  # full precision: rows must add up
+        table = frame.to_csv(index=False).encode("utf-8")  # full precision: rows must add up
+        digest = FileDigest(sha256=hashlib.sha256(table).hexdigest(), rows=len(frame))
+        document = self.document.model_copy(update={"allocations_file": digest})
+        (directory / "plan.json").write_text(document.to_json(), encoding="utf-8")
+        (directory / "allocations.csv").write_bytes(table)
         mig = self.document.mig
         if mig is not None and mig.config.mig_configs:  # the NVIDIA GPU Operator / mig-parted format
             header = "# MIG layouts of the node pools, written by gpuplan plan: plan.json's\n"
@@ -535,13 +552,112 @@ class Plan:
             (directory / "mig-config.yaml").write_text(header + text, encoding="utf-8")
 
     @classmethod
-    def read(cls, directory: str | Path) -> Plan:
+    def read(cls, directory: str | Path, *, trusted: bool = True) -> Plan:
         """Load a plan directory; InputError naming the file and field (or row and column) for anything
         wrong: not a directory, plan.json not the contract (:func:`read_document`), allocations.csv
-        missing, not a CSV, or with a cell that is not what the contract says (:func:`read_allocations`)."""
+        missing, not a CSV, or with a cell that is not what the contract says (:func:`read_allocations`).
+
+        ``trusted`` (what every command that acts on a plan asks) also refuses a directory whose files
+        do not belong together (:func:`check_consistency`): an allocations.csv cut short or of another
+        plan, totals that do not reconcile. ``gpuplan verify`` reads with ``trusted=False`` and reports
+        such a plan's violations one by one instead."""
         path = plan_json_path(directory)
         document = read_document(path)
-        return cls(document, read_allocations(path.parent / "allocations.csv", document.horizon))
+        allocations_path = path.parent / "allocations.csv"
+        allocations = read_allocations(allocations_path, document.horizon)
+        if trusted:
+            check_consistency(document, allocations, path, allocations_path)
+        return cls(document, allocations)
+
+
+#: How far the plan's totals may be from what its rows add up to (float noise of summing many rows).
+_CENTS: Final = 0.01
+_RELATIVE: Final = 1e-6
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= max(_CENTS, _RELATIVE * max(abs(a), abs(b)))
+
+
+def check_consistency(
+    document: PlanDocument, allocations: pd.DataFrame, plan_json: Path, allocations_csv: Path
+) -> None:
+    """InputError (naming the file and what is wrong) unless plan.json and allocations.csv belong together.
+
+    Why: a command that acts on a plan does what its rows say. A copy cut short (a full disk, a partial
+    copy) or the allocations of another plan would hold no pools in the periods they lack, and
+    provisioning would terminate the fleet there. Checked: the file is the one written with this plan.json
+    (its digest and row count, where the plan records them); the totals reconcile,
+    ``costs.total_usd = sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``, and each cost
+    breakdown adds up to the total; every row's offering is one of the plan's and every commitment a row
+    names is one of its commitments.
+    """
+    recorded = document.allocations_file
+    if recorded is not None:
+        digest = hashlib.sha256(allocations_csv.read_bytes()).hexdigest()
+        if digest != recorded.sha256 or len(allocations) != recorded.rows:
+            raise InputError(
+                allocations_csv,
+                None,
+                f"is not the file written with {plan_json.name}: {len(allocations):,} rows where the plan "
+                f"wrote {recorded.rows:,}, or other contents (a copy cut short, edited, or of another plan); "
+                "write the plan again or copy its whole directory",
+            )
+    rows_usd = float(allocations["cost_usd"].sum()) if len(allocations) else 0.0
+    held_usd = sum(c.cost_in_horizon_usd for c in document.commitments)
+    total = document.costs.total_usd
+    if not len(allocations):  # a plan that allocates nothing has a header-only file; this one needs rows
+        if total - held_usd > _CENTS:
+            raise InputError(
+                allocations_csv,
+                None,
+                f"no rows, but plan.json's costs.total_usd (${total:,.0f}) is ${total - held_usd:,.0f} more "
+                "than its commitments cost: the rows that cost it are missing",
+            )
+        if document.training:
+            runs = len(document.training)
+            raise InputError(
+                allocations_csv,
+                None,
+                f"no rows, but plan.json places {runs} training run(s): their rows are missing",
+            )
+    if not _close(total, rows_usd + held_usd):
+        raise InputError(
+            plan_json,
+            "costs.total_usd",
+            f"${total:,.2f} does not reconcile with allocations.csv: its rows add up to ${rows_usd:,.2f} "
+            f"and the commitments to ${held_usd:,.2f} (${rows_usd + held_usd:,.2f}); the two files do "
+            "not belong together",
+        )
+    parts: dict[str, Mapping[Any, float]] = {
+        "by_tier": document.costs.by_tier,
+        "by_team": document.costs.by_team,
+        "by_cloud": document.costs.by_cloud,
+    }
+    for name, part in parts.items():
+        if part and not _close(total, sum(part.values())):
+            raise InputError(
+                plan_json,
+                f"costs.{name}",
+                f"adds up to ${sum(part.values()):,.2f}, not the total ${total:,.2f}",
+            )
+    # (a document that lists no offerings, as a hand-written one may, says nothing to check against)
+    strangers = sorted(set(allocations["offering"]) - set(document.offerings)) if document.offerings else []
+    if strangers:
+        raise InputError(
+            allocations_csv,
+            "column offering",
+            f"offerings the plan does not have: {', '.join(strangers[:3])}",
+        )
+    if "commitment" in allocations:
+        named = {str(c) for c in allocations["commitment"].dropna() if str(c)}
+        unknown = sorted(named - {c.name for c in document.commitments})
+        if unknown:
+            raise InputError(
+                allocations_csv,
+                "column commitment",
+                f"commitments the plan does not hold: {', '.join(unknown[:3])}",
+            )
 
 
 def plan_json_path(directory: str | Path) -> Path:

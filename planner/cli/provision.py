@@ -90,6 +90,16 @@ def provision(
     max_usd: Annotated[
         float | None, typer.Option(help="the most a Capacity Block bought may cost upfront, USD")
     ] = None,
+    disruption_budget: Annotated[
+        str,
+        typer.Option(
+            help="the most of a pool's running nodes one run terminates: a share (50%) or a number of "
+            "nodes; a larger shrink waits for later runs"
+        ),
+    ] = "50%",
+    allow_shrink: Annotated[
+        bool, typer.Option("--allow-shrink", help="terminate every surplus node now (no disruption budget)")
+    ] = False,
 ) -> None:
     """Make the fleet match the plan: placement groups, reservations, launches and terminations.
 
@@ -102,6 +112,7 @@ def provision(
     """
     from models.plan import Plan
     from planner.operations.provision import apply, prepare
+    from planner.operations.reconcile import DisruptionBudget
     from providers.base import ProviderError
     from providers.config import load_provider_config, open_provider
 
@@ -113,12 +124,21 @@ def provision(
             raise InputError(
                 None, "--max-usd", "give the most the block may cost upfront (a positive USD figure)"
             )
+        try:
+            budget = None if allow_shrink else DisruptionBudget.parse(disruption_budget)
+        except ValueError as exc:
+            raise InputError(None, "--disruption-budget", str(exc)) from None
         loaded = Plan.read(plan_dir)
         when, note = _when(at, loaded)
         config = load_provider_config(provider_config)
         provider = open_provider(cloud.lower(), config, config_path=provider_config, sim_state=sim_state)
         run = prepare(
-            loaded, provider, when, lead_hours=lead_hours, retire_finished_runs=retire_finished_runs
+            loaded,
+            provider,
+            when,
+            lead_hours=lead_hours,
+            retire_finished_runs=retire_finished_runs,
+            budget=budget,
         )
     except ProviderError as exc:
         err.print(f"[bold red]cloud error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
@@ -296,6 +316,9 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
     if run.actions:
         parts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
         out.print(f"{len(run.actions)} actions: {parts} (fleet {_money(delta)}/h)", highlight=False)
+    elif run.held_back:
+        held = sum(h.held for h in run.held_back)
+        out.print(f"0 actions now: {held} terminations held back by the disruption budget", highlight=False)
     else:
         out.print(
             f"0 actions: the fleet matches the plan at {run.desired.at:%Y-%m-%dT%H:%M}Z", highlight=False

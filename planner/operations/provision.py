@@ -18,7 +18,7 @@ from datetime import datetime
 from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
-from planner.operations.reconcile import leftover_notes, reconcile
+from planner.operations.reconcile import DEFAULT_BUDGET, DisruptionBudget, HeldBack, leftover_notes, reconcile
 from planner.outputs.desired import DEFAULT_LEAD_HOURS, DesiredState, desired_state, region_of
 from providers.base import (
     Capability,
@@ -57,6 +57,8 @@ class Provisioning:
     actions: list[Action]
     notes: list[str]
     results: dict[int, ActionResult] = field(default_factory=dict)
+    #: pools whose terminations the disruption budget kept for later cycles
+    held_back: list[HeldBack] = field(default_factory=list)
 
     @property
     def applied(self) -> bool:
@@ -100,9 +102,11 @@ def prepare(
     retire_finished_runs: bool = False,
     launch_batch: int | None = None,
     at_risk: frozenset[str] = frozenset(),
+    budget: DisruptionBudget | None = DEFAULT_BUDGET,
 ) -> Provisioning:
     """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done);
-    ``at_risk`` nodes are replaced before they go (``planner.operations.reconcile.reconcile``)."""
+    ``at_risk`` nodes are replaced before they go, and each pool loses at most ``budget`` of its nodes
+    (``planner.operations.reconcile.reconcile``; None: no limit)."""
     desired = desired_state(
         plan,
         at,
@@ -112,17 +116,22 @@ def prepare(
     )
     log.info("reading the inventory of %s on %s", desired.plan_id, provider.cloud)
     inventory = provider.inventory(desired.plan_id)
+    held_back: list[HeldBack] = []
     actions = reconcile(
         desired,
         inventory,
         retire_finished_runs=retire_finished_runs,
         launch_batch=launch_batch,
         at_risk=at_risk,
+        budget=budget,
+        held_back=held_back,
     )
-    notes = [*desired.notes]
+    notes = [*desired.notes, *(h.describe() for h in held_back)]
     if not retire_finished_runs:
         notes += leftover_notes(desired, inventory)
-    return Provisioning(provider.cloud, desired, inventory, actions, notes)
+    for held in held_back:
+        log.warning("disruption budget: %s", held.describe())
+    return Provisioning(provider.cloud, desired, inventory, actions, notes, held_back=held_back)
 
 
 def apply(

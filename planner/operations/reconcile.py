@@ -15,6 +15,12 @@ Rules the action list keeps:
   offering, so a failed replacement never leaves the fleet short;
 - never terminate a node that runs a gang: a run's nodes are left alone, even after its planned end
   (the note says so; ``retire_finished_runs`` terminates those of runs that ended);
+- a disruption budget per pool (:class:`DisruptionBudget`, as Karpenter's NodePool
+  ``disruption.budgets``): one reconcile terminates at most that many of a pool's running nodes (half, by
+  default, rounded up); the rest of a larger shrink waits for later cycles (:class:`HeldBack` says what
+  was held), so a plan that suddenly wants far fewer nodes (a doubtful one, or a real cut) cannot empty a
+  pool at once. Failed nodes, nodes already replaced (at risk), the daemon's stand-in nodes once their
+  pool is back, and finished runs are outside it;
 - deterministic client tokens from plan id + target + period + the counts, so re-running an apply
   creates nothing twice (and a second run of a finished apply finds nothing to do);
 - commitment purchases are never actions: they are *recommended purchases*, with their cost, for a human
@@ -23,8 +29,10 @@ Rules the action list keeps:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from models.actions import Action, ActionKind
@@ -33,7 +41,75 @@ from models.tiers import CapacityType
 from planner.outputs.desired import DesiredGang, DesiredState
 from providers.base import Inventory, Node
 
-__all__ = ["leftover_notes", "reconcile"]
+__all__ = ["DEFAULT_BUDGET", "DisruptionBudget", "HeldBack", "leftover_notes", "reconcile"]
+
+
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """How many of a pool's running nodes one reconcile may terminate: ``share`` of them, rounded up (a
+    pool of 3 at 50 % may lose 2), or ``nodes`` at most; both given, the smaller. ``None``: no limit
+    (``gpuplan provision --allow-shrink``)."""
+
+    share: float | None = 0.5
+    nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.share is not None and not 0 <= self.share <= 1:
+            raise ValueError(f"a disruption budget's share is from 0 to 1, got {self.share}")
+        if self.nodes is not None and self.nodes < 0:
+            raise ValueError(f"a disruption budget's nodes are at least 0, got {self.nodes}")
+
+    def allowed(self, running: int) -> int:
+        """Terminations allowed in a pool of ``running`` nodes."""
+        limits = [running]
+        if self.share is not None:
+            limits.append(math.ceil(self.share * running - 1e-9))
+        if self.nodes is not None:
+            limits.append(self.nodes)
+        return max(0, min(limits))
+
+    @classmethod
+    def parse(cls, text: str) -> DisruptionBudget:
+        """``50%`` (a share of the pool's nodes) or ``3`` (nodes); ValueError saying what it takes."""
+        value = text.strip()
+        try:
+            if value.endswith("%"):
+                return cls(share=float(value[:-1]) / 100, nodes=None)
+            return cls(share=None, nodes=int(value))
+        except ValueError as exc:
+            wanted = "a share of the pool's nodes (50%) or a number of nodes (3)"
+            raise ValueError(f"{text!r} is not a disruption budget ({exc}); give {wanted}") from None
+
+    def describe(self) -> str:
+        share = f"{self.share:.0%} of a pool's nodes" if self.share is not None else None
+        nodes = f"{self.nodes} nodes" if self.nodes is not None else None
+        return " and at most ".join(p for p in (share, nodes) if p) or "no limit"
+
+
+#: Half a pool's running nodes per reconcile, rounded up.
+DEFAULT_BUDGET: Final = DisruptionBudget()
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """A pool's terminations the disruption budget kept for later cycles."""
+
+    pool: str
+    offering: str
+    running: int
+    surplus: int  # the terminations the plan asks for now
+    allowed: int  # what the budget allowed this cycle
+
+    @property
+    def held(self) -> int:
+        return self.surplus - self.allowed
+
+    def describe(self) -> str:
+        return (
+            f"{self.pool}: {self.held} of {self.surplus} terminations held back by the disruption budget "
+            f"({self.allowed} of {self.running} running nodes may go in one cycle); later cycles, or "
+            "--allow-shrink, do the rest"
+        )
 
 
 class _Builder:
@@ -64,6 +140,8 @@ def reconcile(
     retire_finished_runs: bool = False,
     launch_batch: int | None = None,
     at_risk: frozenset[str] = frozenset(),
+    budget: DisruptionBudget | None = DEFAULT_BUDGET,
+    held_back: list[HeldBack] | None = None,
 ) -> list[Action]:
     """The ordered, minimal actions that turn ``inventory`` into ``desired`` (see the module docstring).
 
@@ -73,7 +151,8 @@ def reconcile(
     not count toward their pool, so replacements launch now, and they are let go once the pool's other
     nodes are running and enough: capacity is replaced before it is lost, as an autoscaling group's
     capacity rebalancing does. (A gang's node is not replaced alone: its run's checkpoint hook is
-    called.)"""
+    called.) ``budget`` limits each pool's terminations (None: no limit); what it holds back is appended
+    to ``held_back`` when given."""
     build = _Builder(desired)
     plan_id, period = desired.plan_id, desired.period
     live = inventory.live_nodes()
@@ -182,6 +261,15 @@ def reconcile(
         want = wanted[name].nodes if name in wanted else 0
         safe = [n for n in nodes if n.id not in at_risk]
         surplus = _to_terminate(safe, len(safe) - want) if len(safe) > want else []
+        # the budget holds back the pool's own nodes; stand-ins (the daemon's fallback nodes) go as soon
+        # as the pool they stood in for has its own again: they were never the plan's
+        own = [n for n in surplus if not n.tags.get(TAG_STANDS_IN)]
+        if budget is not None and len(own) > budget.allowed(len(nodes)):
+            allowed = budget.allowed(len(nodes))
+            if held_back is not None:
+                held_back.append(HeldBack(name, nodes[0].offering, len(nodes), len(own), allowed))
+            kept = {n.id for n in own[allowed:]}
+            surplus = [n for n in surplus if n.id not in kept]
         replaced = sum(1 for n in safe if n.state == "running") >= want
         risky = sorted((n for n in nodes if n.id in at_risk), key=lambda n: n.id) if replaced else []
         surplus += risky

@@ -4,6 +4,7 @@ plan.json fails on reading with a message naming the file, the field and the sch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -88,11 +89,17 @@ def _same_but_nulls(original: object, again: object) -> bool:
 
 
 def test_write_then_read_is_the_same_document(tmp_path: Path) -> None:
+    """The same document, plus what it now records of the allocations.csv written with it."""
     plan = Plan.read(OLD_PLAN)
     plan.write(tmp_path)
     again = Plan.read(tmp_path)
-    assert again.document == plan.document
-    assert again.document.model_dump() == plan.document.model_dump()
+    recorded = again.document.allocations_file
+    assert recorded is not None and recorded.rows == len(plan.allocations) == 40
+    assert recorded.sha256 == hashlib.sha256((tmp_path / "allocations.csv").read_bytes()).hexdigest()
+    assert again.document.model_copy(update={"allocations_file": None}) == plan.document
+    assert again.document.model_dump(exclude={"allocations_file"}) == plan.document.model_dump(
+        exclude={"allocations_file"}
+    )
 
 
 def _corrupt(tmp_path: Path, change) -> Path:

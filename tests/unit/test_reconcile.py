@@ -212,7 +212,7 @@ def test_a_pool_above_the_plan_terminates_after_the_replacement_launch() -> None
     # the plan moves the pool of P5 from spot to on-demand: launch 2 on demand, then let 3 spot nodes go
     desired = _state(pools=[_pool(P5, CapacityType.ON_DEMAND, 2)])
     inventory = Inventory(nodes=tuple(_nodes(P5, CapacityType.SPOT, 3)))
-    launch, terminate = reconcile(desired, inventory)
+    launch, terminate = reconcile(desired, inventory, budget=None)  # no disruption budget
     assert launch.kind is ActionKind.LAUNCH and launch.count == 2
     assert terminate.kind is ActionKind.TERMINATE and terminate.count == 3
     assert terminate.depends_on == (launch.id,)

@@ -16,6 +16,7 @@ jobs:
   watch_interruptions: {every_minutes: 1}
   commitment_expiry: {every_hours: 24, warn_days: 30}
 backoff: {first_minutes: 5, max_minutes: 60}   # after a failed run: 5, 10, 20, 40, 60, 60 ... minutes
+disruption_budget: 50%              # the most of a pool's running nodes one reconcile terminates
 checkpoint_hook: {command: ["/usr/local/bin/checkpoint", "{run}"]}
 metrics: {host: 127.0.0.1, port: 9464}
 ```
@@ -26,11 +27,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models.documents import validation_error
 from models.errors import InputError
 from models.yamlfile import read_yaml
+from planner.operations.reconcile import DisruptionBudget
 
 __all__ = ["Backoff", "CheckpointHook", "DaemonConfig", "JobSchedule", "load_config"]
 
@@ -134,11 +136,26 @@ class DaemonConfig(_Strict):
     )
     lead_hours: float = Field(2.0, ge=0)
     launch_batch: int = Field(16, ge=1, description="nodes per launch action (a pool's launch is split)")
+    disruption_budget: str = Field(
+        "50%",
+        description="the most of a pool's running nodes one reconcile terminates: a share (50%) or a number "
+        "of nodes; a larger shrink waits for later cycles (each held-back shrink is an event)",
+    )
     plan_time_limit: float = Field(120.0, gt=0, description="seconds each re-plan's solver may take")
     jobs: Jobs = Jobs()
     backoff: Backoff = Backoff()
     checkpoint_hook: CheckpointHook | None = None
     metrics: MetricsSection = MetricsSection()
+
+    @field_validator("disruption_budget")
+    @classmethod
+    def _budget(cls, value: str) -> str:
+        DisruptionBudget.parse(value)  # ValueError saying what it takes
+        return value
+
+    @property
+    def budget(self) -> DisruptionBudget:
+        return DisruptionBudget.parse(self.disruption_budget)
 
     #: the config file's directory, which relative paths are read from (set by load_config)
     base: Path = Field(Path("."), exclude=True)

@@ -300,8 +300,17 @@ class Daemon:
             lead_hours=self.config.lead_hours,
             launch_batch=self.config.launch_batch,
             at_risk=at_risk,
+            budget=self.config.budget,
         )
         cycle = self.store.begin_cycle("reconcile", plan_id, now)
+        for held in run.held_back:  # a shrink larger than the budget: the rest waits for later cycles
+            data = {
+                "pool": held.pool,
+                "surplus": held.surplus,
+                "allowed": held.allowed,
+                "running": held.running,
+            }
+            self.store.record_event("disruption-budget", held.describe(), at=now, data=data)
         fallback = _Fallback()
         if self.config.apply and run.actions:
             apply_journaled(run, self.provider, self.store, cycle, on_result=self._count)

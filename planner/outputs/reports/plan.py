@@ -40,7 +40,6 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from models.errors import InputError
 from models.plan import (
     MigNodeLayout,
     MigPool,
@@ -1046,39 +1045,16 @@ def render_html(plan: PlanDocument, allocations: pd.DataFrame) -> str:
     )
 
 
-def _check_rows_present(plan: Plan, path: Path) -> None:
-    """A plan that allocates nothing has a header-only allocations.csv (test: ``a plan that allocates
-    nothing renders``). Beside a plan.json whose costs or training runs need rows, such a file is a cut
-    or foreign one, and the report would show an empty plan: an InputError naming what is missing."""
-    if len(plan.allocations):
-        return
-    document = plan.document
-    rows_usd = document.costs.total_usd - sum(c.cost_in_horizon_usd for c in document.commitments)
-    if rows_usd > RECONCILE_TOLERANCE_USD:
-        raise InputError(
-            path,
-            None,
-            f"no rows, but plan.json's costs.total_usd ({fmt_usd(document.costs.total_usd)}) is "
-            f"{fmt_usd(rows_usd)} more than its commitments cost: the rows that cost it are missing",
-        )
-    if document.training:
-        runs = len(document.training)
-        raise InputError(
-            path, None, f"no rows, but plan.json places {runs} training run(s): their rows are missing"
-        )
-
-
 def write_reports(plan_dir: str | Path) -> tuple[Path, Path]:
     """Read DIR/plan.json and DIR/allocations.csv, write DIR/report.md and DIR/report.html.
 
     Returns the paths ``(report.md, report.html)``. The directory is read through ``Plan.read``, which
     raises ``InputError`` (naming the file and field) when a plan file is missing, unreadable or not
-    the contract, so the CLI can print one line instead of a traceback; so does an allocations.csv
-    without rows beside a plan.json that needs them. Nothing is written then.
+    the contract, or when its files do not belong together (a cut or foreign allocations.csv), so the
+    CLI can print one line instead of a traceback. Nothing is written then.
     """
     plan_dir = Path(plan_dir)
     plan = Plan.read(plan_dir)
-    _check_rows_present(plan, plan_dir / "allocations.csv")
     md_path, html_path = plan_dir / "report.md", plan_dir / "report.html"
     md_path.write_text(render_markdown(plan.document, plan.allocations), encoding="utf-8")
     html_path.write_text(render_html(plan.document, plan.allocations), encoding="utf-8")
