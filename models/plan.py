@@ -534,13 +534,15 @@ class Plan:
         return self.document.costs.total_usd
 
     def write(self, directory: str | Path) -> None:
-        """Write plan.json, allocations.csv and (with MIG) mig-config.yaml into ``directory``."""
+        """Write plan.json, allocations.csv and (with MIG) mig-config.yaml into ``directory``; plan.json
+        records allocations.csv's digest and rows (``allocations_file``), here as on disk."""
         directory = Path(directory)
         frame = self.allocations[ALLOCATION_COLUMNS]
         table = frame.to_csv(index=False).encode("utf-8")  # full precision: rows must add up
         digest = FileDigest(sha256=hashlib.sha256(table).hexdigest(), rows=len(frame))
-        document = self.document.model_copy(update={"allocations_file": digest})
-        (directory / "plan.json").write_text(document.to_json(), encoding="utf-8")
+        # the plan in memory records what it wrote too, so it equals the directory read back
+        self.document = self.document.model_copy(update={"allocations_file": digest})
+        (directory / "plan.json").write_text(self.document.to_json(), encoding="utf-8")
         (directory / "allocations.csv").write_bytes(table)
         mig = self.document.mig
         if mig is not None and mig.config.mig_configs:  # the NVIDIA GPU Operator / mig-parted format
