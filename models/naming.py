@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 
 from models.tiers import CapacityType
 
 __all__ = [
+    "BY_PROVISION",
+    "BY_TERRAFORM",
+    "TAG_MANAGED_BY",
     "TAG_PLAN",
     "TAG_POOL",
     "TAG_RUN",
     "TAG_STANDS_IN",
     "client_token",
+    "managed_by_terraform",
     "managed_tags",
     "parse_offering",
     "pool_name",
@@ -31,6 +36,17 @@ TAG_POOL = "gpuplan-pool"
 TAG_RUN = "gpuplan-run"
 #: On fallback nodes: the pool whose short nodes they stand in for (the daemon's capacity fallback).
 TAG_STANDS_IN = "gpuplan-stands-in"
+#: Who manages a resource: ``provision`` (gpuplan provision and the daemon) or ``terraform`` (a root that
+#: ``gpuplan terraform`` wrote). Provision counts Terraform's nodes toward their pools but never
+#: terminates, releases or deletes what Terraform manages; a resource without the tag is provision's.
+TAG_MANAGED_BY = "gpuplan-managed-by"
+BY_PROVISION = "provision"
+BY_TERRAFORM = "terraform"
+
+
+def managed_by_terraform(tags: Mapping[str, str]) -> bool:
+    """Whether a resource with ``tags`` is a Terraform root's, which provision must leave alone."""
+    return tags.get(TAG_MANAGED_BY) == BY_TERRAFORM
 
 
 def parse_offering(offering: str) -> tuple[str, str, str]:
@@ -65,8 +81,9 @@ def pool_name(offering: str, capacity: CapacityType) -> str:
 def managed_tags(
     plan_id: str, *, pool: str | None = None, run: str | None = None, stands_in: str | None = None
 ) -> dict[str, str]:
-    """The tags (labels) that make a resource ours; values are :func:`safe_name` so GCP accepts them."""
-    tags = {TAG_PLAN: safe_name(plan_id)}
+    """The tags (labels) that make a resource provision's; values are :func:`safe_name` so GCP accepts
+    them."""
+    tags = {TAG_PLAN: safe_name(plan_id), TAG_MANAGED_BY: BY_PROVISION}
     if pool is not None:
         tags[TAG_POOL] = pool
     if run is not None:

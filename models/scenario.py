@@ -45,6 +45,7 @@ from models.catalog import (
     Range,
 )
 from models.errors import InputError
+from models.naming import safe_name
 from models.tiers import CLOUD_TERMS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term
 from models.yamlfile import read_yaml
 
@@ -596,6 +597,7 @@ class Scenario(_Strict):
         team_names = [t.name for t in self.teams]
         _no_duplicates(team_names, "teams")
         _no_duplicates([w.name for w in self.workloads], "workload")
+        _no_collisions_in_the_clouds(self.training)
         sections: tuple[tuple[str, Sequence[InferenceService | TrainingJob]], ...] = (
             ("inference", self.inference),
             ("training", self.training),
@@ -675,6 +677,25 @@ class _FieldError(ValueError):
         self.where = where
         self.problem = problem
         super().__init__(f"{where}: {problem}")
+
+
+def _no_collisions_in_the_clouds(jobs: Sequence[TrainingJob]) -> None:
+    """Training jobs whose names are one name in the clouds are refused, naming both.
+
+    A run's placement group, reservation, tags and client tokens are named from its job's name through
+    ``models.naming.safe_name`` (lower case, ``-`` for anything else): ``ft a`` and ``FT-A`` would be one
+    gang in the cloud, and one of them would silently get nothing."""
+    seen: dict[str, tuple[int, str]] = {}
+    for index, job in enumerate(jobs):
+        slug = safe_name(job.name)
+        if slug in seen:
+            first, name = seen[slug]
+            raise _FieldError(
+                f"training[{index}].name",
+                f"{job.name!r} and {name!r} (training[{first}]) are one name in the clouds ({slug!r}: "
+                "placement groups, reservations and tags are named in lower case with '-'); rename one",
+            )
+        seen[slug] = (index, job.name)
 
 
 def _no_duplicates(names: list[str], what: str) -> None:

@@ -18,7 +18,14 @@ from datetime import datetime
 from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
-from planner.operations.reconcile import DEFAULT_BUDGET, DisruptionBudget, HeldBack, leftover_notes, reconcile
+from planner.operations.reconcile import (
+    DEFAULT_BUDGET,
+    DisruptionBudget,
+    HeldBack,
+    leftover_notes,
+    reconcile,
+    terraform_notes,
+)
 from planner.outputs.desired import DEFAULT_LEAD_HOURS, DesiredState, desired_state, region_of
 from providers.base import (
     Capability,
@@ -126,7 +133,7 @@ def prepare(
         budget=budget,
         held_back=held_back,
     )
-    notes = [*desired.notes, *(h.describe() for h in held_back)]
+    notes = [*desired.notes, *(h.describe() for h in held_back), *terraform_notes(desired, inventory)]
     if not retire_finished_runs:
         notes += leftover_notes(desired, inventory)
     for held in held_back:

@@ -23,6 +23,9 @@ Rules the action list keeps:
   pool is back, and finished runs are outside it;
 - deterministic client tokens from plan id + target + period + the counts, so re-running an apply
   creates nothing twice (and a second run of a finished apply finds nothing to do);
+- what a Terraform root manages (``gpuplan-managed-by: terraform``) is counted toward its pool or gang
+  but never terminated, released or deleted: a pool it holds beyond the plan is a note, to change in
+  the root (``terraform_notes``);
 - commitment purchases are never actions: they are *recommended purchases*, with their cost, for a human
   to decide (buying a three-year obligation is not a provisioning step).
 """
@@ -36,12 +39,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from models.actions import Action, ActionKind
-from models.naming import TAG_STANDS_IN, client_token, safe_name
+from models.naming import TAG_STANDS_IN, client_token, managed_by_terraform, safe_name
 from models.tiers import CapacityType
-from planner.outputs.desired import DesiredGang, DesiredState
+from planner.outputs.desired import DesiredState, reservation_name
 from providers.base import Inventory, Node
 
-__all__ = ["DEFAULT_BUDGET", "DisruptionBudget", "HeldBack", "leftover_notes", "reconcile"]
+__all__ = ["DEFAULT_BUDGET", "DisruptionBudget", "HeldBack", "leftover_notes", "reconcile", "terraform_notes"]
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,7 @@ def reconcile(
     reservation_action: dict[str, int] = {}
     for gang in desired.gangs:
         have = len(by_run.get(gang.run, []))
-        name = _reservation_name(gang)
+        name = reservation_name(gang)
         if gang.reserve and gang.run not in run_reservation and have < gang.nodes:
             made = build.add(
                 ActionKind.CREATE_RESERVATION,
@@ -210,7 +213,7 @@ def reconcile(
             continue
         held = run_reservation.get(gang.run)
         if held is None and gang.run in reservation_action:
-            held = _reservation_name(gang)
+            held = reservation_name(gang)
         reserved = held is not None and gang.capacity is CapacityType.ON_DEMAND
         count = gang.nodes - have
         made = build.add(
@@ -260,7 +263,9 @@ def reconcile(
         nodes = by_pool[name]
         want = wanted[name].nodes if name in wanted else 0
         safe = [n for n in nodes if n.id not in at_risk]
-        surplus = _to_terminate(safe, len(safe) - want) if len(safe) > want else []
+        mine = [n for n in safe if not managed_by_terraform(n.tags)]  # Terraform's count, never go
+        over = min(len(safe) - want, len(mine))
+        surplus = _to_terminate(mine, over) if over > 0 else []
         # the budget holds back the pool's own nodes; stand-ins (the daemon's fallback nodes) go as soon
         # as the pool they stood in for has its own again: they were never the plan's
         own = [n for n in surplus if not n.tags.get(TAG_STANDS_IN)]
@@ -271,7 +276,13 @@ def reconcile(
             kept = {n.id for n in own[allowed:]}
             surplus = [n for n in surplus if n.id not in kept]
         replaced = sum(1 for n in safe if n.state == "running") >= want
-        risky = sorted((n for n in nodes if n.id in at_risk), key=lambda n: n.id) if replaced else []
+        risky = (
+            sorted(
+                (n for n in nodes if n.id in at_risk and not managed_by_terraform(n.tags)), key=lambda n: n.id
+            )
+            if replaced
+            else []
+        )
         surplus += risky
         if not surplus:
             continue
@@ -301,7 +312,9 @@ def reconcile(
             usd_per_hour=_per_hour(build.price(offering, surplus[0].capacity), -len(surplus)),
         )
 
-    failed = sorted(inventory.failed_nodes(), key=lambda n: n.id)
+    failed = sorted(
+        (n for n in inventory.failed_nodes() if not managed_by_terraform(n.tags)), key=lambda n: n.id
+    )
     if failed:
         build.add(
             ActionKind.TERMINATE,
@@ -315,7 +328,9 @@ def reconcile(
     ended = set(desired.ended_runs)
     if retire_finished_runs:
         for run in sorted(set(by_run) - active):
-            nodes = sorted(by_run[run], key=lambda n: n.id)
+            nodes = sorted((n for n in by_run[run] if not managed_by_terraform(n.tags)), key=lambda n: n.id)
+            if not nodes:
+                continue
             build.add(
                 ActionKind.TERMINATE,
                 run,
@@ -329,7 +344,9 @@ def reconcile(
             )
             by_run.pop(run)
     for reservation in sorted(inventory.reservations, key=lambda r: r.name):
-        if reservation.run in active and reservation.run is not None:
+        if (reservation.run in active and reservation.run is not None) or managed_by_terraform(
+            reservation.tags
+        ):
             continue
         build.add(
             ActionKind.RELEASE_RESERVATION,
@@ -343,7 +360,7 @@ def reconcile(
             ),
         )
     for group in sorted(inventory.placement_groups, key=lambda g: g.name):
-        if group.run in active or by_run.get(group.run or "", []):
+        if group.run in active or by_run.get(group.run or "", []) or managed_by_terraform(group.tags):
             continue
         build.add(
             ActionKind.DELETE_PLACEMENT_GROUP,
@@ -354,6 +371,22 @@ def reconcile(
             else "no gang of the plan needs it now",
         )
     return build.actions
+
+
+def terraform_notes(desired: DesiredState, inventory: Inventory) -> list[str]:
+    """Pools where a Terraform root holds more nodes than the plan: provision leaves them (they are the
+    root's to change), and says so."""
+    wanted = {p.pool: p.nodes for p in desired.pools}
+    theirs: dict[str, int] = defaultdict(int)
+    for node in inventory.live_nodes():
+        if not node.run and managed_by_terraform(node.tags):
+            theirs[node.pool] += 1
+    return [
+        f"{pool}: a Terraform root holds {count} nodes, {count - wanted.get(pool, 0)} more than the plan "
+        "(provision never terminates what Terraform manages: apply a root written for this plan)"
+        for pool, count in sorted(theirs.items())
+        if count > wanted.get(pool, 0)
+    ]
 
 
 def leftover_notes(desired: DesiredState, inventory: Inventory) -> list[str]:
@@ -375,10 +408,6 @@ def _members(nodes: Sequence[Node]) -> str:
     launch that replaces it is a new intent (the old token would be replayed, creating nothing), while a
     repeat of the same launch from the same inventory is the same one."""
     return client_token(*sorted(n.id for n in nodes)) if nodes else ""
-
-
-def _reservation_name(gang: DesiredGang) -> str:
-    return safe_name(f"res-{gang.run}")
 
 
 def _ids(*ids: int | None) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ __all__ = [
     "period_of",
     "plan_id_of",
     "region_of",
+    "reservation_name",
     "run_name",
 ]
 
@@ -104,7 +105,14 @@ def plan_id_of(document: PlanDocument) -> str:
 
 
 def run_name(job: str, run: int) -> str:
+    """A training run's name in the clouds (its tag, its gang's resources): unique per scenario, since
+    job names that collide after ``safe_name`` are refused at validation."""
     return safe_name(f"{job}-{run}")
+
+
+def reservation_name(gang: DesiredGang) -> str:
+    """The capacity reservation that holds ``gang``: provision and the Terraform roots name it alike."""
+    return safe_name(f"res-{gang.run}")
 
 
 def _capacity_of(tier: str) -> CapacityType:

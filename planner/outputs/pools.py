@@ -16,16 +16,15 @@ so): they come and go with ``gpuplan provision`` or a root written ``--at`` thei
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from models.naming import parse_offering, safe_name
+from models.naming import parse_offering, pool_name, safe_name
 from models.plan import Plan
 from models.tiers import CapacityType, Tier
-from planner.outputs.desired import DEFAULT_LEAD_HOURS, desired_state
+from planner.outputs.desired import DEFAULT_LEAD_HOURS, desired_state, reservation_name
 
 __all__ = ["KEY_LIMIT", "TerraformPool", "at_time", "clouds_of", "steady_state"]
 
@@ -39,13 +38,15 @@ class TerraformPool:
     """One instance of a ``<cloud>-gpu-pool`` module."""
 
     key: str  # the instance's name (``name`` of the module), unique in its root
-    pool: str  # the gpuplan-pool tag
+    pool: str  # the gpuplan-pool tag: models.naming.pool_name, as provision tags a node
     offering: str
     on_demand_nodes: int
     spot_nodes: int
     run: str | None = None  # a gang: its run, tagged gpuplan-run, in its own placement group
     fabric: str | None = None  # the gang's fabric (None for pools: they need none)
     reserved_nodes: int = 0
+    placement_group: str | None = None  # a gang's group, as provision names it
+    reservation: str | None = None  # a reserved gang's reservation, as provision names it
     why: str = ""
 
     @property
@@ -67,8 +68,18 @@ def clouds_of(plan: Plan) -> list[str]:
     return sorted(clouds - {"owned"})
 
 
-def _pool_key(offering: str) -> str:
-    return safe_name(offering, limit=KEY_LIMIT)
+def _pool(offering: str, capacity: CapacityType, nodes: int, why: str) -> TerraformPool:
+    """The module instance of one pool: ``offering``'s ``nodes`` on ``capacity``."""
+    pool = pool_name(offering, capacity)
+    spot = capacity is CapacityType.SPOT
+    return TerraformPool(
+        key=safe_name(pool, limit=KEY_LIMIT),
+        pool=pool,
+        offering=offering,
+        on_demand_nodes=0 if spot else nodes,
+        spot_nodes=nodes if spot else 0,
+        why=why,
+    )
 
 
 def at_time(
@@ -84,20 +95,10 @@ def at_time(
         lead_hours=lead_hours,
         reserve_gangs=reserve_gangs,
     )
-    nodes: dict[str, dict[CapacityType, int]] = defaultdict(lambda: defaultdict(int))
-    for pool in desired.pools:
-        nodes[pool.offering][pool.capacity] += pool.nodes
     result = [
-        TerraformPool(
-            key=_pool_key(offering),
-            pool=_pool_key(offering),
-            offering=offering,
-            on_demand_nodes=kinds[CapacityType.ON_DEMAND],
-            spot_nodes=kinds[CapacityType.SPOT],
-            why=f"period {desired.period}",
-        )
-        for offering, kinds in sorted(nodes.items())
-        if kinds[CapacityType.ON_DEMAND] or kinds[CapacityType.SPOT]
+        _pool(pool.offering, pool.capacity, pool.nodes, f"period {desired.period}")
+        for pool in sorted(desired.pools, key=lambda p: p.pool)
+        if pool.nodes
     ]
     for gang in sorted(desired.gangs, key=lambda g: g.run):
         held = gang.nodes if gang.running else 0
@@ -105,13 +106,15 @@ def at_time(
         result.append(
             TerraformPool(
                 key=safe_name(gang.run, limit=KEY_LIMIT),
-                pool=_pool_key(gang.offering),
+                pool=pool_name(gang.offering, gang.capacity),
                 offering=gang.offering,
                 on_demand_nodes=0 if spot else held,
                 spot_nodes=held if spot else 0,
                 run=gang.run,
                 fabric=None if gang.fabric in (None, "none") else gang.fabric,
                 reserved_nodes=gang.nodes if gang.reserve else 0,
+                placement_group=gang.placement_group,
+                reservation=reservation_name(gang) if gang.reserve else None,
                 why=f"{gang.job} run {gang.run_index}: {gang.start:%Y-%m-%d %H:%M}Z to "
                 f"{gang.end:%Y-%m-%d %H:%M}Z"
                 + ("" if gang.running else " (starts within the lead time: group and reservation only)"),
@@ -138,18 +141,11 @@ def steady_state(plan: Plan, cloud: str) -> list[TerraformPool]:
         base = committed.get(offering, 0)
         on_demand = max(base, peaks.get((offering, False), 0))
         spot_nodes = peaks.get((offering, True), 0)
-        if not on_demand and not spot_nodes:
-            continue
-        result.append(
-            TerraformPool(
-                key=_pool_key(offering),
-                pool=_pool_key(offering),
-                offering=offering,
-                on_demand_nodes=on_demand,
-                spot_nodes=spot_nodes,
-                why=f"peak: {peaks.get((offering, False), 0)} non-spot, {spot_nodes} spot; {base} committed",
-            )
-        )
+        why = f"peak: {peaks.get((offering, False), 0)} non-spot, {spot_nodes} spot; {base} committed"
+        if on_demand:
+            result.append(_pool(offering, CapacityType.ON_DEMAND, on_demand, why))
+        if spot_nodes:
+            result.append(_pool(offering, CapacityType.SPOT, spot_nodes, why))
     return result
 
 

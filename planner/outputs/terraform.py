@@ -218,6 +218,8 @@ class CloudRoot:
             ("spot_nodes", "each.value.spot_nodes"),
             ("fabric", "each.value.fabric"),
             ("reserved_nodes", "each.value.reserved_nodes"),
+            ("placement_group_name", "each.value.placement_group"),
+            ("reservation_name", "each.value.reservation"),
             *self.cloud_arguments(),
         ]
 
@@ -234,6 +236,8 @@ class CloudRoot:
             ("spot_nodes", "number"),
             ("fabric", "optional(string)"),
             ("reserved_nodes", "number"),
+            ("placement_group", "optional(string)"),
+            ("reservation", "optional(string)"),
         ]
 
     def variables(self) -> str:
@@ -288,6 +292,8 @@ class CloudRoot:
                     "spot_nodes": p.spot_nodes,
                     "fabric": p.fabric,
                     "reserved_nodes": p.reserved_nodes,
+                    "placement_group": p.placement_group,
+                    "reservation": p.reservation,
                 }
                 for p in sorted(pools, key=lambda p: p.key)
             },

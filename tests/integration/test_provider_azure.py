@@ -160,7 +160,7 @@ def test_placement_group_body_then_adopted(provider: AzureProvider, fake: AzureF
     assert [p.path for p in puts] == [f"{ARM}/proximityPlacementGroups/pg-llm-pretrain-r1"]
     assert puts[0].body == {
         "location": "eastus",
-        "tags": {TAG_PLAN: PLAN, "gpuplan-run": "llm-pretrain-r1"},
+        "tags": {TAG_PLAN: PLAN, "gpuplan-managed-by": "provision", "gpuplan-run": "llm-pretrain-r1"},
         "properties": {"proximityPlacementGroupType": "Standard", "intent": {"vmSizes": [ND]}},
     }
     assert (group.name, group.region, group.run) == ("pg-llm-pretrain-r1", "eastus", "llm-pretrain-r1")
@@ -180,6 +180,7 @@ def test_spot_gang_scale_set_body(provider: AzureProvider, fake: AzureFake) -> N
     assert body["sku"] == {"name": ND, "tier": "Standard", "capacity": 2}
     assert body["tags"] == {
         TAG_PLAN: PLAN,
+        "gpuplan-managed-by": "provision",
         "gpuplan-pool": "azure-eastus-nd-gang",
         "gpuplan-run": "llm-pretrain-r1",
     }

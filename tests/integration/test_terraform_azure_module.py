@@ -32,6 +32,8 @@ needs_terraform = pytest.mark.skipif(TERRAFORM is None, reason="no terraform bin
 
 COMMON = {
     "name",
+    "placement_group_name",
+    "reservation_name",
     "plan_id",
     "pool",
     "run",
@@ -295,7 +297,11 @@ def test_spot_pool_is_one_spot_scale_set(decisions_root: Path) -> None:
             "zones": ["1", "2"],
         }
     }
-    assert got["tags"] == {"gpuplan-plan": "mixed-fleet", "gpuplan-pool": "azure-eastus-nd-h100"}
+    assert got["tags"] == {
+        "gpuplan-plan": "mixed-fleet",
+        "gpuplan-pool": "azure-eastus-nd-h100",
+        "gpuplan-managed-by": "terraform",
+    }
 
 
 @needs_terraform
@@ -349,6 +355,7 @@ def test_infiniband_gang_is_one_scale_set_in_the_placement_group(decisions_root:
         "team": "ml",
         "gpuplan-plan": "mixed-fleet",
         "gpuplan-pool": "azure-eastus-nd-h100",
+        "gpuplan-managed-by": "terraform",
         "gpuplan-run": "llm-pretrain",
     }
 
@@ -360,6 +367,7 @@ def test_gpuplan_tags_win_over_extra_tags(decisions_root: Path) -> None:
         "cost-center": "42",
         "gpuplan-plan": "mixed-fleet",
         "gpuplan-pool": "azure-eastus-nd-h100",
+        "gpuplan-managed-by": "terraform",
     }
 
 
@@ -390,7 +398,7 @@ def test_gpuplan_tags_win_over_extra_tags(decisions_root: Path) -> None:
         ({"ssh_public_key": "hunter2"}, "ssh_public_key must be an OpenSSH public key"),
         ({"admin_username": "root"}, "admin_username must be a Linux user name"),
         ({"vm_size": "nd96"}, "vm_size must be an Azure size name"),
-        ({"tags": {f"k{i}": "v" for i in range(48)}}, "at most 47 extra tags"),
+        ({"tags": {f"k{i}": "v" for i in range(47)}}, "at most 46 extra tags"),
     ],
 )
 def test_validation_rejects(decisions_root: Path, over: dict[str, Any], message: str) -> None:

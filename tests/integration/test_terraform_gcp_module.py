@@ -41,6 +41,8 @@ RESOURCE_TYPES = {
 }
 COMMON_VARIABLES = {
     "name",
+    "placement_group_name",
+    "reservation_name",
     "plan_id",
     "pool",
     "run",
@@ -379,7 +381,11 @@ def test_mixed_pool_with_reservation_gets_a_group_per_kind(probe_root: tuple[Pat
     assert probe["gang_instances"] == [] and probe["placement"] is False and probe["reservation"] is True
     assert probe["extra_nics"] == []
     # Label values made GCP-safe; no gpuplan-run outside a gang.
-    assert probe["labels"] == {"gpuplan-plan": "plan-2026-12", "gpuplan-pool": "gcp-a3-highgpu-8g"}
+    assert probe["labels"] == {
+        "gpuplan-plan": "plan-2026-12",
+        "gpuplan-pool": "gcp-a3-highgpu-8g",
+        "gpuplan-managed-by": "terraform",
+    }
 
 
 @needs_terraform
@@ -417,6 +423,7 @@ def test_on_demand_tcpx_gang_in_placement_and_reservation(probe_root: tuple[Path
         "gpuplan-plan": "plan-2026-12",
         "gpuplan-pool": "gcp-a3-highgpu-8g",
         "gpuplan-run": "llama-70b",
+        "gpuplan-managed-by": "terraform",
     }
 
 

@@ -26,8 +26,11 @@ import pytest
 from hcl_walk import attribute_paths, blocks, check_allowed, load
 from typer.testing import CliRunner
 
+from models.naming import pool_name
 from models.plan import Plan
+from models.tiers import CapacityType
 from planner.cli import app
+from planner.outputs.desired import desired_state, reservation_name
 
 TERRAFORM = shutil.which("terraform")
 MIRROR = Path(os.environ.get("GPUPLAN_TF_MIRROR", "/opt/tf-plugins"))
@@ -123,13 +126,28 @@ def test_the_pools_are_the_plans_at_that_hour(
     gang = next(t for t in plan.document.training if t.nodes > 1)
     period = gang.start_period + 1
     type_field = {"aws": "instance_type", "gcp": "machine_type", "azure": "vm_size"}[cloud]
-    plain = {
-        f"{cloud}:{p['region']}:{p[type_field]}": (p["on_demand_nodes"], p["spot_nodes"])
-        for p in pools.values()
-        if p["run"] is None
-    }
+    plain: dict[str, tuple[int, int]] = {}
+    for p in pools.values():
+        if p["run"] is not None:
+            continue
+        offering = f"{cloud}:{p['region']}:{p[type_field]}"
+        # one module instance per pool as provision names it: an offering's nodes on one capacity type
+        assert (p["on_demand_nodes"] == 0) != (p["spot_nodes"] == 0), p
+        capacity = CapacityType.SPOT if p["spot_nodes"] else CapacityType.ON_DEMAND
+        assert p["pool"] == pool_name(offering, capacity)
+        on_demand, spot = plain.get(offering, (0, 0))
+        plain[offering] = (on_demand + p["on_demand_nodes"], spot + p["spot_nodes"])
     assert plain == _independent_pools(plan, cloud, period)
     (gang_pool,) = [p for p in pools.values() if p["run"] is not None]
+    # the gang's group and reservation carry the names provision gives them
+    at = plan.document.horizon.start + timedelta(hours=period)
+    (desired,) = [
+        g
+        for g in desired_state(plan, at, handles=lambda o: o.startswith(f"{cloud}:")).gangs
+        if g.run == gang_pool["run"]
+    ]
+    assert gang_pool["placement_group"] == desired.placement_group
+    assert gang_pool["reservation"] == (reservation_name(desired) if gang_pool["reserved_nodes"] else None)
     kind = "spot_nodes" if gang.tier == "spot" else "on_demand_nodes"
     assert gang_pool[kind] == gang.nodes and gang_pool["fabric"] == gang.fabric
     reserved = gang.tier != "spot" and cloud != "azure"  # Azure: a proximity placement group takes none
@@ -286,9 +304,52 @@ def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
                 assert distribution["SpotAllocationStrategy"] == "price-capacity-optimized"
             else:
                 assert "MixedInstancesPolicy" not in group
+    # the same plan provisioned beside the applied root: one naming rule, and Terraform's nodes are never
+    # provision's to terminate (issue 35 point 2): nothing to terminate, and Terraform's nodes fill the pools
+    _provision_beside(plan_dir, quiet, site, url, tmp_path, monkeypatch)
     _terraform(root, "destroy", "-auto-approve", "-input=false")
     for region in regions:
         groups = boto3.client(
             "autoscaling", region_name=region, endpoint_url=url
         ).describe_auto_scaling_groups()
         assert groups["AutoScalingGroups"] == []
+
+
+def _provision_beside(
+    plan_dir: Path, at: str, site: dict[str, Any], url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gpuplan provision --cloud aws`` on moto's server, after a root of the same plan was applied
+    there: its dry run must terminate nothing, and launch nothing for the pools Terraform holds."""
+    import boto3
+    from aws_stand_in import Ec2StandIn
+
+    ec2 = boto3.client("ec2", region_name=sorted(site["subnet_ids"])[0], endpoint_url=url)
+    tagged = [
+        {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+    ]
+    assert tagged and all(t.get("gpuplan-managed-by") == "terraform" for t in tagged)
+    stand_in = Ec2StandIn()  # placement groups and reservations, which moto lacks
+    real_session = boto3.Session
+
+    class HookedSession(real_session):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            stand_in.install(self)
+
+    monkeypatch.setattr(boto3, "Session", HookedSession)
+    config = tmp_path / "providers.yaml"
+    aws = {"endpoint_url": url, "image_id": site["image_id"], "subnets": site["subnet_ids"]}
+    config.write_text(json.dumps({"aws": aws}), encoding="utf-8")
+    actions = tmp_path / "actions.json"
+    result = CliRunner().invoke(
+        app,
+        ["provision", str(plan_dir), "--cloud", "aws", "--at", at, "--provider-config", str(config),
+         "--actions", str(actions), "-q"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    kinds = [a["kind"] for a in json.loads(actions.read_text(encoding="utf-8"))["actions"]]
+    assert "terminate" not in kinds, result.output
+    assert "launch" not in kinds, result.output  # Terraform's nodes count toward provision's pools

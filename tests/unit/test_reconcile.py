@@ -292,6 +292,7 @@ def test_launch_specs_carry_the_tags_inventory_finds() -> None:
     spec = launch_spec(gang, "fleet")
     assert spec.tags == {
         "gpuplan-plan": "fleet",
+        "gpuplan-managed-by": "provision",
         "gpuplan-pool": pool_name(P5, CapacityType.ON_DEMAND),
         "gpuplan-run": "pretrain-0",
     }
@@ -366,3 +367,92 @@ def test_launches_split_into_batches_each_its_own_intent_but_gangs_never() -> No
     unbatched = reconcile(desired, Inventory(nodes=tuple(_nodes(P4, CapacityType.SPOT, 1))))
     (whole,) = [a for a in unbatched if a.kind is ActionKind.LAUNCH and not a.run]
     assert (whole.count, whole.target_nodes) == (9, 10)
+
+
+# ---- the disruption budget and what Terraform manages (issue 35 points 1 and 2) ----------------------
+
+
+def _terraform(nodes: list[Node]) -> list[Node]:
+    from dataclasses import replace
+
+    from models.naming import BY_TERRAFORM, TAG_MANAGED_BY
+
+    return [replace(n, tags={TAG_MANAGED_BY: BY_TERRAFORM}) for n in nodes]
+
+
+def test_the_disruption_budget_terminates_half_a_pool_per_run_and_says_what_it_held() -> None:
+    from planner.operations.reconcile import DisruptionBudget, HeldBack
+
+    desired = _state(pools=[])  # the plan holds nothing of P4 now: the whole pool is surplus
+    inventory = Inventory(nodes=tuple(_nodes(P4, CapacityType.ON_DEMAND, 7)))
+    held: list[HeldBack] = []
+    (terminate,) = reconcile(desired, inventory, held_back=held)
+    assert terminate.count == 4  # ceil(7 / 2)
+    (back,) = held
+    assert (back.running, back.surplus, back.allowed, back.held) == (7, 7, 4, 3)
+    assert "3 of 7 terminations held back" in back.describe()
+    (terminate,) = reconcile(desired, inventory, budget=DisruptionBudget.parse("2"))
+    assert terminate.count == 2
+    assert reconcile(desired, inventory, budget=DisruptionBudget.parse("0")) == []
+    (terminate,) = reconcile(desired, inventory, budget=None)
+    assert terminate.count == 7
+    # failed nodes are outside the budget: they serve nothing
+    broken = Inventory(nodes=tuple(_nodes(P4, CapacityType.ON_DEMAND, 3, state="failed")))
+    (terminate,) = reconcile(_state(pools=[]), broken, budget=DisruptionBudget.parse("0"))
+    assert terminate.target == "failed nodes" and terminate.count == 3
+
+
+def test_terraforms_nodes_count_toward_their_pool_and_are_never_terminated() -> None:
+    from planner.operations.reconcile import terraform_notes
+
+    pool = _pool(P4, CapacityType.ON_DEMAND, 3)
+    theirs = _terraform(_nodes(P4, CapacityType.ON_DEMAND, 2))
+    ours = _nodes(P4, CapacityType.ON_DEMAND, 3, first=10)
+    # 2 of Terraform's and 3 of ours for a pool of 3: two of ours go, none of Terraform's
+    (terminate,) = reconcile(_state(pools=[pool]), Inventory(nodes=(*theirs, *ours)), budget=None)
+    assert terminate.count == 2 and not {n.id for n in theirs} & set(terminate.node_ids)
+    # Terraform's alone beyond the plan: nothing to do, and a note says whose they are
+    many = _terraform(_nodes(P4, CapacityType.ON_DEMAND, 5))
+    desired = _state(pools=[pool])
+    assert reconcile(desired, Inventory(nodes=tuple(many)), budget=None) == []
+    (note,) = terraform_notes(desired, Inventory(nodes=tuple(many)))
+    assert "holds 5 nodes, 2 more than the plan" in note
+    # they count toward the pool: nothing launched beside them
+    assert reconcile(desired, Inventory(nodes=tuple(many[:3]))) == []
+    # failed, at risk, or of a finished run: still Terraform's to handle
+    failed = _terraform(_nodes(P4, CapacityType.ON_DEMAND, 1, state="failed"))
+    assert [a.kind for a in reconcile(desired, Inventory(nodes=(*many[:3], *failed)))] == []
+    gang = _terraform(_nodes(P5, CapacityType.ON_DEMAND, 2, run="old-0", first=50))
+    retired = reconcile(_state(pools=[]), Inventory(nodes=tuple(gang)), retire_finished_runs=True)
+    assert retired == []
+
+
+def test_terraforms_groups_and_reservations_are_never_deleted() -> None:
+    from models.naming import BY_TERRAFORM, TAG_MANAGED_BY
+
+    tags = {TAG_MANAGED_BY: BY_TERRAFORM}
+    inventory = Inventory(
+        placement_groups=(PlacementGroup("tf-pg", "us-east-1", run="gone-0", tags=tags),),
+        reservations=(CapacityReservation("tf-cr", P5, 2, run="gone-0", tags=tags),),
+    )
+    assert reconcile(_state(pools=[]), inventory) == []
+    ours = Inventory(
+        placement_groups=(PlacementGroup("pg", "us-east-1", run="gone-0"),),
+        reservations=(CapacityReservation("cr", P5, 2, run="gone-0"),),
+    )
+    assert {a.kind for a in reconcile(_state(pools=[]), ours)} == {
+        ActionKind.RELEASE_RESERVATION, ActionKind.DELETE_PLACEMENT_GROUP,
+    }  # fmt: skip
+
+
+def test_names_that_collide_in_the_clouds_are_refused_at_validation(tmp_path: Path, kit) -> None:
+    from models.scenario import parse
+
+    job = {"team": "t", "nodes": 2, "gpus_per_node": 8, "hours": 4, "gpu_models": ["H100"]}
+    data = kit.scenario_dict(hours=24, training=[{"name": "ft a", **job}, {"name": "FT-A", **job}])
+    with pytest.raises(InputError) as caught:
+        parse(data, tmp_path / "scenario.yaml")
+    message = str(caught.value)
+    assert "training[1].name" in message and "'FT-A' and 'ft a'" in message and "'ft-a'" in message
+    data["training"][1]["name"] = "ft-b"
+    assert [j.name for j in parse(data, tmp_path / "scenario.yaml").training] == ["ft a", "ft-b"]

@@ -9,8 +9,9 @@ locals {
   tags = merge(
     var.tags,
     {
-      "gpuplan-plan" = var.plan_id
-      "gpuplan-pool" = var.pool
+      "gpuplan-plan"       = var.plan_id
+      "gpuplan-pool"       = var.pool
+      "gpuplan-managed-by" = "terraform"
     },
     local.gang ? { "gpuplan-run" = var.run } : {},
   )
@@ -18,6 +19,10 @@ locals {
   # A cluster placement group and a capacity reservation live in one availability zone, so a gang and a
   # reserved pool launch in the first subnet only; other pools may spread over all of them.
   subnet_ids = local.gang || local.reserved ? [var.subnet_ids[0]] : var.subnet_ids
+
+  # names as gpuplan provision gives them, when the root passes them
+  placement_group_name = coalesce(var.placement_group_name, "${var.name}-pg")
+  reservation_name     = coalesce(var.reservation_name, "${var.name}-cr")
 
   # EFA: one interface per network card (p5.48xlarge has 32, p4d.24xlarge 4). Card 0 carries the primary
   # interface at device index 0; the interfaces on the other cards take device index 1.
@@ -47,9 +52,9 @@ data "aws_subnet" "first" {
 resource "aws_placement_group" "this" {
   count = local.gang ? 1 : 0
 
-  name     = "${var.name}-pg"
+  name     = local.placement_group_name
   strategy = "cluster"
-  tags     = merge(local.tags, { "Name" = "${var.name}-pg" })
+  tags     = merge(local.tags, { "Name" = local.placement_group_name })
 }
 
 ################################################################################
@@ -66,7 +71,7 @@ resource "aws_ec2_capacity_reservation" "this" {
   instance_match_criteria = "targeted"
   end_date_type           = "unlimited"
   placement_group_arn     = local.gang ? aws_placement_group.this[0].arn : null
-  tags                    = merge(local.tags, { "Name" = "${var.name}-cr" })
+  tags                    = merge(local.tags, { "Name" = local.reservation_name })
 }
 
 ################################################################################

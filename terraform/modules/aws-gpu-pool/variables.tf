@@ -96,8 +96,30 @@ variable "reserved_nodes" {
   }
 }
 
+variable "placement_group_name" {
+  description = "Name of a gang's cluster placement group (null: <name>-pg). gpuplan's roots pass the name gpuplan provision gives it, so a fleet applied by Terraform and one reconciled by provision agree."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.placement_group_name == null || can(regex("^[a-zA-Z0-9][a-zA-Z0-9._-]{0,254}$", var.placement_group_name))
+    error_message = "placement_group_name must be 1-255 letters, digits, '.', '_' or '-'."
+  }
+}
+
+variable "reservation_name" {
+  description = "Name of the capacity reservation (null: <name>-cr). gpuplan's roots pass the name gpuplan provision gives a gang's reservation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.reservation_name == null || try(length(var.reservation_name) >= 1 && length(var.reservation_name) <= 256, false)
+    error_message = "reservation_name (a Name tag) must be 1-256 characters."
+  }
+}
+
 variable "tags" {
-  description = "Extra tags for every resource. The gpuplan-plan, gpuplan-pool and gpuplan-run tags are applied over them."
+  description = "Extra tags for every resource. The gpuplan-plan, gpuplan-pool, gpuplan-run and gpuplan-managed-by tags are applied over them."
   type        = map(string)
   default     = {}
 

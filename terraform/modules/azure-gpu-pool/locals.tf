@@ -8,7 +8,7 @@ locals {
 
   tags = merge(
     var.tags,
-    { "gpuplan-plan" = var.plan_id, "gpuplan-pool" = var.pool },
+    { "gpuplan-plan" = var.plan_id, "gpuplan-pool" = var.pool, "gpuplan-managed-by" = "terraform" },
     local.gang ? { "gpuplan-run" = var.run } : {},
   )
 

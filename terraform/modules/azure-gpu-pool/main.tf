@@ -2,7 +2,7 @@
 resource "azurerm_proximity_placement_group" "this" {
   count = local.gang ? 1 : 0
 
-  name                = "${var.name}-ppg"
+  name                = coalesce(var.placement_group_name, "${var.name}-ppg")
   resource_group_name = var.resource_group_name
   location            = var.location
   allowed_vm_sizes    = [var.vm_size]
@@ -24,7 +24,7 @@ resource "azurerm_capacity_reservation_group" "this" {
 resource "azurerm_capacity_reservation" "this" {
   count = local.reserved ? 1 : 0
 
-  name                          = "${var.name}-reservation"
+  name                          = coalesce(var.reservation_name, "${var.name}-reservation")
   capacity_reservation_group_id = azurerm_capacity_reservation_group.this[0].id
   zone                          = local.first_zone
   tags                          = local.tags

@@ -108,14 +108,36 @@ variable "reserved_nodes" {
   }
 }
 
+variable "placement_group_name" {
+  description = "Name of a gang's proximity placement group (null: <name>-ppg). gpuplan's roots pass the name gpuplan provision gives it, so a fleet applied by Terraform and one reconciled by provision agree."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.placement_group_name == null || can(regex("^[a-zA-Z0-9][a-zA-Z0-9._-]{0,79}$", var.placement_group_name))
+    error_message = "placement_group_name must be 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit."
+  }
+}
+
+variable "reservation_name" {
+  description = "Name of the capacity reservation (null: <name>-reservation). gpuplan's roots pass the name gpuplan provision gives a gang's reservation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.reservation_name == null || can(regex("^[a-zA-Z0-9][a-zA-Z0-9._-]{0,79}$", var.reservation_name))
+    error_message = "reservation_name must be 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit."
+  }
+}
+
 variable "tags" {
-  description = "Extra tags for every resource; the gpuplan-plan, gpuplan-pool and gpuplan-run tags win over keys of the same name."
+  description = "Extra tags for every resource; the gpuplan-plan, gpuplan-pool, gpuplan-run and gpuplan-managed-by tags win over keys of the same name."
   type        = map(string)
   default     = {}
 
   validation {
-    condition     = length(var.tags) <= 47
-    error_message = "Azure allows 50 tags per resource and the module sets up to 3: at most 47 extra tags."
+    condition     = length(var.tags) <= 46
+    error_message = "Azure allows 50 tags per resource and the module sets up to 4: at most 46 extra tags."
   }
 }
 

@@ -10,8 +10,10 @@ locals {
   placement = local.gang && local.gang_nodes >= 2
 
   reservation      = var.reserved_nodes > 0
-  reservation_name = "${var.name}-rsv"
-  reserved_in_use  = min(var.on_demand_nodes, var.reserved_nodes)
+  reservation_name = coalesce(var.reservation_name, "${var.name}-rsv")
+  # the compact placement policy's name, as gpuplan provision gives it when the root passes it
+  placement_name  = coalesce(var.placement_group_name, "${var.name}-placement")
+  reserved_in_use = min(var.on_demand_nodes, var.reserved_nodes)
 
   # Pools that are not gangs: one managed instance group per kind that has nodes. An instance
   # template has one provisioning model and one reservation affinity, hence three kinds.
@@ -63,7 +65,12 @@ locals {
   )
 
   # GCP label values: lower case, [a-z0-9_-], at most 63 characters. gpuplan-run only on a gang.
-  gpuplan_values = { "gpuplan-plan" = var.plan_id, "gpuplan-pool" = var.pool, "gpuplan-run" = var.run }
+  gpuplan_values = {
+    "gpuplan-plan"       = var.plan_id
+    "gpuplan-pool"       = var.pool
+    "gpuplan-run"        = var.run
+    "gpuplan-managed-by" = "terraform"
+  }
   gpuplan_labels = {
     for key, value in local.gpuplan_values : key => substr(replace(lower(value), "/[^a-z0-9_-]/", "-"), 0, 63)
     if value != null

@@ -5,7 +5,7 @@
 resource "google_compute_resource_policy" "placement" {
   count = local.placement ? 1 : 0
 
-  name        = "${var.name}-placement"
+  name        = local.placement_name
   project     = var.project
   region      = var.region
   description = local.description

@@ -102,8 +102,30 @@ variable "reserved_nodes" {
   }
 }
 
+variable "placement_group_name" {
+  description = "Name of a gang's compact placement policy (null: <name>-placement). gpuplan's roots pass the name gpuplan provision gives it, so a fleet applied by Terraform and one reconciled by provision agree."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.placement_group_name == null || can(regex("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", var.placement_group_name))
+    error_message = "placement_group_name must be a GCP resource name: a lower-case letter, then up to 62 lower-case letters, digits or '-', not ending in '-'."
+  }
+}
+
+variable "reservation_name" {
+  description = "Name of the capacity reservation (null: <name>-rsv). gpuplan's roots pass the name gpuplan provision gives a gang's reservation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.reservation_name == null || can(regex("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", var.reservation_name))
+    error_message = "reservation_name must be a GCP resource name: a lower-case letter, then up to 62 lower-case letters, digits or '-', not ending in '-'."
+  }
+}
+
 variable "labels" {
-  description = "Extra labels for every labelled resource; the gpuplan-plan, gpuplan-pool and gpuplan-run labels win over keys of the same name."
+  description = "Extra labels for every labelled resource; the gpuplan-plan, gpuplan-pool, gpuplan-run and gpuplan-managed-by labels win over keys of the same name."
   type        = map(string)
   default     = {}
 
