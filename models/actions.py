@@ -83,6 +83,11 @@ class Action(_Frozen):
     depends_on: tuple[int, ...] = ()
     reason: str = ""
     usd_per_hour: float | None = Field(None, description="what it adds (+) or saves (-) per hour")
+    ends: UtcTime | None = Field(
+        None,
+        description="create-reservation: when the reservation ends by itself (the run's planned end plus a "
+        "margin), so none bills on after its run",
+    )
 
     def describe(self) -> str:
         """One line, as the action table prints it."""
@@ -90,7 +95,10 @@ class Action(_Frozen):
             case ActionKind.CREATE_PLACEMENT_GROUP:
                 return f"create placement group {self.target} ({self.fabric or 'no fabric'}) for {self.run}"
             case ActionKind.CREATE_RESERVATION:
-                return f"reserve {self.count} x {self.offering} for {self.run} in {self.placement_group}"
+                until = f" until {self.ends:%Y-%m-%d %H:%M}Z" if self.ends else ""
+                return (
+                    f"reserve {self.count} x {self.offering} for {self.run} in {self.placement_group}{until}"
+                )
             case ActionKind.LAUNCH:
                 where = f" in {self.placement_group}" if self.placement_group else ""
                 into = f" into reservation {self.reservation}" if self.reservation else ""

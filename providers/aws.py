@@ -559,6 +559,9 @@ class AwsProvider:
             "EndDateType": "unlimited",
             "TagSpecifications": _tag_specs(tags, "capacity-reservation"),
         }
+        if spec.ends is not None:  # EC2 cancels it then: no reservation bills on after its run
+            params["EndDateType"] = "limited"
+            params["EndDate"] = spec.ends
         if spec.placement_group:
             groups = self._call(region, "describe_placement_groups", GroupNames=[spec.placement_group])
             params["PlacementGroupArn"] = groups["PlacementGroups"][0]["GroupArn"]

@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -638,6 +638,8 @@ class GcpProvider(NoCapacityBlocks):
         )
         if spec.placement_group:
             reservation.resource_policies = {"placement": self._policy_path(region, spec.placement_group)}
+        if spec.ends is not None:  # Compute Engine deletes it then: no reservation bills on after its run
+            reservation.delete_at_time = f"{spec.ends.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
         request = compute.InsertReservationRequest(
             project=self.settings.project,
             zone=zone,

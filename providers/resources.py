@@ -91,6 +91,7 @@ class CapacityReservation:
     id: str | None = None
     state: str = "active"
     tags: Mapping[str, str] = field(default_factory=dict)
+    ends: datetime | None = None  # when the cloud ends it by itself; None: until released
 
 
 #: Node states (lower case) of nodes that are gone or going: they count towards nothing.
@@ -150,6 +151,8 @@ class ReservationSpec:
     placement_group: str | None
     tags: Mapping[str, str]
     token: str
+    #: when the cloud ends the reservation by itself (AWS EndDate, GCP deleteAtTime); None: until released
+    ends: datetime | None = None
 
 
 @dataclass(frozen=True)

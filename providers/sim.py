@@ -371,6 +371,7 @@ class SimProvider(NoCapacityBlocks):
                 "placement_group": spec.placement_group,
                 "run": spec.tags.get("gpuplan-run"),
                 "tags": dict(spec.tags),
+                "ends": None if spec.ends is None else spec.ends.isoformat(),
             }
             state["reservations"][spec.name] = record
             return _reservation(record)
@@ -552,6 +553,7 @@ def _reservation(record: dict[str, Any]) -> CapacityReservation:
         run=record["run"],
         id=record["name"],
         tags=record["tags"],
+        ends=datetime.fromisoformat(record["ends"]) if record.get("ends") else None,
     )
 
 

@@ -239,6 +239,7 @@ def reservation_spec(action: Action, plan_id: str) -> ReservationSpec:
         placement_group=action.placement_group,
         tags=managed_tags(plan_id, pool=pool, run=action.run),
         token=action.token,
+        ends=action.ends,
     )
 
 

@@ -36,6 +36,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 
 from models.actions import Action, ActionKind
@@ -44,7 +45,15 @@ from models.tiers import CapacityType
 from planner.outputs.desired import DesiredState, reservation_name
 from providers.base import Inventory, Node
 
-__all__ = ["DEFAULT_BUDGET", "DisruptionBudget", "HeldBack", "leftover_notes", "reconcile", "terraform_notes"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "RESERVATION_MARGIN",
+    "DisruptionBudget",
+    "HeldBack",
+    "leftover_notes",
+    "reconcile",
+    "terraform_notes",
+]
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,10 @@ class DisruptionBudget:
         nodes = f"{self.nodes} nodes" if self.nodes is not None else None
         return " and at most ".join(p for p in (share, nodes) if p) or "no limit"
 
+
+#: How long a gang's reservation outlives the run's planned end: a run a little late keeps its capacity,
+#: and no reservation bills on for long after its run (the cloud ends it by itself then).
+RESERVATION_MARGIN: Final = timedelta(hours=6)
 
 #: Half a pool's running nodes per reconcile, rounded up.
 DEFAULT_BUDGET: Final = DisruptionBudget()
@@ -203,6 +216,7 @@ def reconcile(
                 depends_on=_ids(group_action.get(gang.run)),
                 reason=f"holds {gang.nodes} nodes for {gang.run}, billed at on demand until its nodes use it",
                 usd_per_hour=_per_hour(build.price(gang.offering, CapacityType.ON_DEMAND), gang.nodes),
+                ends=gang.end + RESERVATION_MARGIN,
             )
             reservation_action[gang.run] = made.id
 

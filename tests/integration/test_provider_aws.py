@@ -678,3 +678,17 @@ def test_import_without_boto3_then_open_names_the_extra(tmp_path: Any) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "missing:" in done.stdout and "gpuplan[aws]" in done.stdout and "boto3" in done.stdout
+
+
+def test_a_reservation_with_an_end_is_limited_to_it(cloud: Cloud) -> None:
+    """A gang's reservation ends a margin after its run (issue 35): EC2 cancels it then, so it never
+    bills on at the on-demand rate after the run."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    ends = datetime(2027, 1, 6, 18, 0, tzinfo=UTC)
+    cloud.provider.ensure_placement_group(group_spec())
+    made = cloud.provider.ensure_reservation(replace(reservation_spec(), ends=ends))
+    (cr,) = cloud.stand_in.calls("CreateCapacityReservation")
+    assert cr["EndDateType"] == "limited" and cr["EndDate"] == ends
+    assert made.name == "cr-pretrain-r1"

@@ -593,3 +593,16 @@ def test_import_works_without_the_sdk_and_opening_names_the_extra() -> None:
         "MISSING" in done.stdout and "gpuplan[gcp]" in done.stdout and "google-cloud-compute" in done.stdout
     )
     assert MissingSDK("gcp", "google-cloud-compute", "gcp").kind == "missing-sdk"
+
+
+def test_a_reservation_with_an_end_is_deleted_then(gcp: GcpProvider, fake: FakeCompute) -> None:
+    """A gang's reservation ends a margin after its run (issue 35): Compute Engine deletes it at that
+    time (``deleteAtTime``), so it never bills on after the run."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    group, reservation, _ = gang_specs(nodes=2)
+    gcp.ensure_placement_group(group)
+    gcp.ensure_reservation(replace(reservation, ends=datetime(2027, 1, 6, 18, 0, tzinfo=UTC)))
+    [sent] = posts(fake, f"^zones/{ZONE}/reservations$")
+    assert sent.body["deleteAtTime"] == "2027-01-06T18:00:00Z"

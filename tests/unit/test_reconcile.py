@@ -19,7 +19,7 @@ from models.errors import InputError
 from models.naming import pool_name
 from models.plan import Plan
 from planner.operations.provision import launch_spec, placement_group_spec, reservation_spec
-from planner.operations.reconcile import ActionKind, reconcile
+from planner.operations.reconcile import RESERVATION_MARGIN, ActionKind, reconcile
 from planner.outputs.desired import DesiredGang, DesiredPool, DesiredState, desired_state
 from providers.base import CapacityReservation, CapacityType, Inventory, Node, PlacementGroup
 
@@ -193,6 +193,9 @@ def test_an_empty_fleet_gets_groups_then_reservations_then_launches() -> None:
     assert [a.id for a in actions] == [1, 2, 3, 4]
     assert reservation.usd_per_hour == pytest.approx(4 * 55.0) and gang.usd_per_hour is None
     assert pool.usd_per_hour == pytest.approx(3 * 9.0)
+    # the reservation ends by itself a margin after the run's planned end: none bills on forever
+    assert reservation.ends == _gang().end + RESERVATION_MARGIN and RESERVATION_MARGIN.total_seconds() > 0
+    assert reservation_spec(reservation, "fleet").ends == reservation.ends
 
 
 def test_a_fleet_that_matches_has_no_actions() -> None:
