@@ -566,9 +566,11 @@ class Plan:
         path = plan_json_path(directory)
         document = read_document(path)
         allocations_path = path.parent / "allocations.csv"
-        allocations = read_allocations(allocations_path, document.horizon)
+        raw = _file_bytes(allocations_path)  # read once: parsed, and hashed for the check
+        allocations = read_allocations(allocations_path, document.horizon, raw)
         if trusted:
-            check_consistency(document, allocations, path, allocations_path)
+            digest = hashlib.sha256(raw).hexdigest()
+            check_consistency(document, allocations, path, allocations_path, digest)
         return cls(document, allocations)
 
 
@@ -582,7 +584,11 @@ def _close(a: float, b: float) -> bool:
 
 
 def check_consistency(
-    document: PlanDocument, allocations: pd.DataFrame, plan_json: Path, allocations_csv: Path
+    document: PlanDocument,
+    allocations: pd.DataFrame,
+    plan_json: Path,
+    allocations_csv: Path,
+    allocations_sha256: str,
 ) -> None:
     """InputError (naming the file and what is wrong) unless plan.json and allocations.csv belong together.
 
@@ -595,16 +601,14 @@ def check_consistency(
     names is one of its commitments.
     """
     recorded = document.allocations_file
-    if recorded is not None:
-        digest = hashlib.sha256(allocations_csv.read_bytes()).hexdigest()
-        if digest != recorded.sha256 or len(allocations) != recorded.rows:
-            raise InputError(
-                allocations_csv,
-                None,
-                f"is not the file written with {plan_json.name}: {len(allocations):,} rows where the plan "
-                f"wrote {recorded.rows:,}, or other contents (a copy cut short, edited, or of another plan); "
-                "write the plan again or copy its whole directory",
-            )
+    if recorded is not None and (allocations_sha256 != recorded.sha256 or len(allocations) != recorded.rows):
+        raise InputError(
+            allocations_csv,
+            None,
+            f"is not the file written with {plan_json.name}: {len(allocations):,} rows where the plan "
+            f"wrote {recorded.rows:,}, or other contents (a copy cut short, edited, or of another plan); "
+            "write the plan again or copy its whole directory",
+        )
     rows_usd = float(allocations["cost_usd"].sum()) if len(allocations) else 0.0
     held_usd = sum(c.cost_in_horizon_usd for c in document.commitments)
     total = document.costs.total_usd
@@ -683,7 +687,17 @@ _KINDS: Final = ("inference", "training")
 _NEGATIVE: Final = -1e-6
 
 
-def read_allocations(path: Path, horizon: PlanHorizon) -> pd.DataFrame:
+def _file_bytes(path: Path) -> bytes:
+    """The file's bytes, else an InputError saying why not (a directory, no such file)."""
+    if path.is_dir():
+        raise InputError(path, None, "is a directory, not a CSV file")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, None, "file not found") from None
+
+
+def read_allocations(path: Path, horizon: PlanHorizon, raw: bytes | None = None) -> pd.DataFrame:
     """allocations.csv as the contract says it is, else an InputError naming the row and column.
 
     Rows are numbered as a spreadsheet shows them (the header is row 1). Every row names its offering,
@@ -691,14 +705,12 @@ def read_allocations(path: Path, horizon: PlanHorizon) -> pd.DataFrame:
     is a period of ``horizon`` (0 to periods - 1); ``nodes``, ``gpus`` and ``cost_usd`` are finite
     numbers >= 0, and so is ``replicas`` where it is given (an empty ``replicas`` is a plan written
     before the column, as is a missing column). Whether the rows keep the scenario's rules is
-    ``gpuplan verify``'s question, not this one's.
+    ``gpuplan verify``'s question, not this one's. ``raw``: the file's bytes, when the caller has them.
     """
-    if path.is_dir():
-        raise InputError(path, None, "is a directory, not a CSV file")
+    if raw is None:
+        raw = _file_bytes(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: a spreadsheet that saved it may add a BOM
-    except FileNotFoundError:
-        raise InputError(path, None, "file not found") from None
+        text = raw.decode("utf-8-sig")  # -sig: a spreadsheet that saved it may add a BOM
     except UnicodeDecodeError:
         raise InputError(path, None, "not a text file (gpuplan writes UTF-8 CSV)") from None
     columns = ", ".join(ALLOCATION_COLUMNS)

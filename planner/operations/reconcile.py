@@ -92,11 +92,6 @@ class DisruptionBudget:
             wanted = "a share of the pool's nodes (50%) or a number of nodes (3)"
             raise ValueError(f"{text!r} is not a disruption budget ({exc}); give {wanted}") from None
 
-    def describe(self) -> str:
-        share = f"{self.share:.0%} of a pool's nodes" if self.share is not None else None
-        nodes = f"{self.nodes} nodes" if self.nodes is not None else None
-        return " and at most ".join(p for p in (share, nodes) if p) or "no limit"
-
 
 #: How long a gang's reservation outlives the run's planned end: a run a little late keeps its capacity,
 #: and no reservation bills on for long after its run (the cloud ends it by itself then).
