@@ -67,6 +67,7 @@ from providers.resources import (
     OfferingInfo,
     PlacementGroup,
     PlacementGroupSpec,
+    Quota,
     ReservationSpec,
     SpotPrice,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "PlacementGroupSpec",
     "Provider",
     "ProviderError",
+    "Quota",
     "QuotaExceeded",
     "ReservationSpec",
     "RetryPolicy",
@@ -178,7 +180,17 @@ class Provider(Protocol):
         ...
 
     def interruptions(self, plan_id: str) -> list[Interruption]:
-        """Spot interruption and rebalance notices for our nodes that are pending now."""
+        """Spot interruption and rebalance notices for our nodes, as the cloud sends them (AWS: the
+        EventBridge rule's SQS queue; GCP: preempted operations; Azure: evictions), each with its
+        ``deadline`` when the cloud names one. A notice may come again in a later call (a queue message
+        is deleted only at the next read, after the caller has recorded it): callers drop repeats."""
+        ...
+
+    def quotas(self, wanted: Sequence[tuple[str, CapacityType]]) -> list[Quota]:
+        """The account's quotas that launches of ``wanted`` (offering, capacity) count against, with their
+        limits and usage now, read before anything is launched. A quota the cloud does not report is left
+        out, never guessed; an error reading them is a ProviderError (the caller says quotas went
+        unchecked)."""
         ...
 
     def capacity_block_offerings(

@@ -24,6 +24,7 @@ __all__ = [
     "OfferingInfo",
     "PlacementGroup",
     "PlacementGroupSpec",
+    "Quota",
     "ReservationSpec",
     "SpotPrice",
 ]
@@ -126,6 +127,32 @@ class Interruption:
     offering: str | None = None
     pool: str | None = None
     run: str | None = None
+    #: when the cloud takes the node (AWS: two minutes after the warning; GCP and Azure: about 30 s after
+    #: the preemption begins); None for a rebalance recommendation or a notice that names no time
+    deadline: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A limit of the cloud account that launches count against, as the cloud reports it now: AWS Service
+    Quotas (the vCPUs of an instance family, on demand and spot apart), Compute Engine regional quotas
+    (CPUs, GPUs of a model, preemptible GPUs), Azure compute usages (a VM family's cores, total regional
+    cores, spot cores).
+
+    ``per_node`` says which launches count against it and by how much: the units one node of each
+    ``(offering, capacity)`` uses (a p5.48xlarge: 192 vCPUs; an a3-highgpu-8g: 8 H100 GPUs)."""
+
+    name: str  # as the cloud names it, so a person can find it in the console (with its code, if any)
+    region: str
+    limit: float
+    used: float
+    unit: str  # vCPUs, GPUs, cores, instances
+    per_node: Mapping[tuple[str, CapacityType], float] = field(default_factory=dict)
+
+    @property
+    def free(self) -> float:
+        """Units still free under the limit now (never below 0)."""
+        return max(0.0, self.limit - self.used)
 
 
 # ----------------------------------------------------------------------------------------------------------

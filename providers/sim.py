@@ -15,7 +15,10 @@ behaves like one where it matters to a provisioner:
   ``quota-exceeded``, ``conflict``, ``not-found``, ``auth``, ``invalid-request``, ``operation-failed``,
   ``timeout``), raised before the call acts, or ``after`` it (the answer lost), or, for a launch, once it
   made part of its nodes (``made``);
-- spot interruptions and rebalance notices are announced with :meth:`SimProvider.interrupt`.
+- spot interruptions and rebalance notices are announced with :meth:`SimProvider.interrupt` (an
+  interruption's deadline two minutes on, as EC2's warning);
+- quotas are set in the state (``quotas``, :meth:`SimProvider.configure`): a limit in some unit and the
+  units one node of each ``"OFFERING/capacity"`` uses; their usage is what the live nodes use.
 
 The file is locked (``fcntl``) for each call and replaced atomically, so concurrent runs and a killed
 process never leave it half-written. The default file is ``$XDG_STATE_HOME/gpuplan/sim-cloud.json``
@@ -30,7 +33,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeVar, cast
 
@@ -56,6 +59,7 @@ from providers.base import (
     PlacementGroupSpec,
     Provider,
     ProviderError,
+    Quota,
     QuotaExceeded,
     ReservationSpec,
     RetryPolicy,
@@ -90,6 +94,10 @@ T = TypeVar("T")
 _DEFAULT_SETTINGS: Final = {"boot_seconds": 90.0, "api_latency_seconds": 0.02}
 
 
+#: How long before it takes a spot node the simulated cloud warns (EC2's two-minute interruption notice).
+SPOT_WARNING: Final = timedelta(minutes=2)
+
+
 def default_state_path() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "gpuplan" / "sim-cloud.json"
@@ -111,6 +119,7 @@ def _empty_state() -> dict[str, Any]:
         "reservations": {},
         "tokens": {},
         "interruptions": [],
+        "quotas": {},
         "counter": 0,
         "calls": [],
     }
@@ -219,9 +228,11 @@ class SimProvider(NoCapacityBlocks):
         api_latency_seconds: float | None = None,
         capacity: dict[str, int] | None = None,
         spot_prices: dict[str, float] | None = None,
+        quotas: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """Set delays, capacity limits (``"OFFERING/on-demand"`` or ``"OFFERING/spot"`` -> nodes the cloud
-        can hold) and spot prices (offering -> USD per node-hour)."""
+        can hold), spot prices (offering -> USD per node-hour) and quotas (name -> ``{"limit": 64,
+        "unit": "GPUs", "per_node": {"OFFERING/on-demand": 8}}``)."""
 
         def body(state: dict[str, Any]) -> None:
             if boot_seconds is not None:
@@ -233,6 +244,8 @@ class SimProvider(NoCapacityBlocks):
                 state["capacity"].update(capacity)
             if spot_prices is not None:
                 state["prices"].update(spot_prices)
+            if quotas is not None:
+                state["quotas"].update(quotas)
 
         self._transaction(body)
 
@@ -467,19 +480,51 @@ class SimProvider(NoCapacityBlocks):
                 node = state["nodes"].get(item["node"])
                 if node is None or not tags_match(node["tags"], wanted):
                     continue
+                at = datetime.fromisoformat(item["at"])
                 notices.append(
                     Interruption(
                         node_id=item["node"],
                         kind=item["kind"],
-                        at=datetime.fromisoformat(item["at"]),
+                        at=at,
                         offering=node["offering"],
                         pool=node["pool"],
                         run=node["run"],
+                        deadline=at + SPOT_WARNING if item["kind"] == "interruption" else None,
                     )
                 )
             return notices
 
         return self._call("interruptions", plan_id, body)
+
+    def quotas(self, wanted: Sequence[tuple[str, CapacityType]]) -> list[Quota]:
+        """The configured quotas that count any of ``wanted``; used: what the live nodes use of each."""
+        keys = {f"{offering}/{capacity}" for offering, capacity in wanted}
+
+        def body(state: dict[str, Any]) -> list[Quota]:
+            found = []
+            live = [n for n in state["nodes"].values() if n["state"] not in ("terminated", "failed")]
+            for name, quota in sorted(state["quotas"].items()):
+                per_node: dict[str, float] = {k: float(v) for k, v in quota["per_node"].items()}
+                if not keys & set(per_node):
+                    continue
+                used = sum(per_node.get(f"{n['offering']}/{n['capacity']}", 0.0) for n in live)
+                counted = {
+                    (key.rsplit("/", 1)[0], CapacityType(key.rsplit("/", 1)[1])): units
+                    for key, units in per_node.items()
+                }
+                found.append(
+                    Quota(
+                        name=name,
+                        region=str(quota.get("region", "")),
+                        limit=float(quota["limit"]),
+                        used=used,
+                        unit=str(quota.get("unit", "nodes")),
+                        per_node=counted,
+                    )
+                )
+            return found
+
+        return self._call("quotas", "", body)
 
 
 def _latency(state: dict[str, Any]) -> float:
