@@ -16,6 +16,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.documents import read_json_document
+from models.naming import client_token
 from models.plan import UtcTime
 from models.tiers import CapacityType
 
@@ -88,6 +89,22 @@ class Action(_Frozen):
         description="create-reservation: when the reservation ends by itself (the run's planned end plus a "
         "margin), so none bills on after its run",
     )
+    attempt: int = Field(
+        0,
+        ge=0,
+        description="how many earlier sends of this same intent made something that is gone since (a gang "
+        "lost within its launch hour, a group deleted outside gpuplan): each attempt has its own token, so "
+        "the cloud does not answer it with the first one's",
+    )
+
+    def retried(self, attempt: int) -> Action:
+        """This action as attempt ``attempt`` (>= 1) of its intent: a token of its own, derived from the
+        first attempt's, so every process numbering the attempts alike sends the same token."""
+        if attempt < 1 or self.attempt:
+            raise ValueError(f"retried() takes a first attempt and an attempt >= 1, got {attempt}")
+        return self.model_copy(
+            update={"attempt": attempt, "token": client_token(self.token, "attempt", attempt)}
+        )
 
     def describe(self) -> str:
         """One line, as the action table prints it."""

@@ -3,7 +3,11 @@
 :func:`apply_journaled` is ``planner.operations.provision.apply`` with the journal around each action: the
 entry is written ``pending`` and committed just before the call, and finished with its result just after, so a
 process killed at any point leaves either nothing (the action was not sent), a ``pending`` entry (sent or not:
-in doubt), or a finished one. An action whose key is journaled ``done`` is not sent again.
+in doubt), or a finished one. An action whose key is journaled ``done`` is not sent again while what it
+made is in effect; once that is gone (a gang or pool lost within its launch hour, a placement group or
+reservation deleted outside gpuplan), reconcile asks for the same intent again and it is sent as its next
+*attempt* (``Action.retried``): a token of its own, so the cloud makes it anew instead of answering with
+the first attempt's (EC2 ClientToken, Compute Engine requestId).
 
 :func:`resume` settles the in-doubt entries before each reconcile that applies: it looks each one's
 resources up in the provider's inventory (by the tags, names and counts the action gave them) and marks
@@ -16,8 +20,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal
 
 from models.actions import Action, ActionKind, ActionResult
 from models.naming import pool_name
@@ -26,7 +30,12 @@ from planner.operations.provision import Provisioning, apply
 from planner.outputs.desired import DesiredState
 from providers.base import Inventory, Provider
 
-__all__ = ["Resumed", "apply_journaled", "resume"]
+__all__ = ["SETTLE", "Resumed", "apply_journaled", "resume"]
+
+#: How long after a create is journaled done its absence from the inventory may still be the cloud's
+#: read lag (EC2's describe calls are eventually consistent for seconds after a create); past it, an
+#: absent result is gone and the intent is sent as a new attempt.
+SETTLE: Final = timedelta(minutes=2)
 
 log = logging.getLogger("gpuplan.daemon.journal")
 
@@ -47,6 +56,7 @@ def apply_journaled(
     An action skipped because one it needs failed is journaled ``skipped``. If the store cannot be
     written before an action, the exception stops the apply there: nothing is ever sent unjournaled."""
     plan_id = run.desired.plan_id
+    run.actions[:] = [_attempt(a, store, plan_id, run.inventory) for a in run.actions]
     keys = {a.id: action_key(a) for a in run.actions}
     done = store.done_entries(plan_id, keys.values())
     earlier: dict[int, ActionResult] = {}
@@ -84,6 +94,44 @@ def apply_journaled(
     apply(part, provider, on_result=finished, before=before)
     run.results.update(part.results)
     return {a.id: run.results[a.id] for a in run.actions if a.id in run.results}
+
+
+def _attempt(action: Action, store: Store, plan_id: str, inventory: Inventory) -> Action:
+    """``action`` as the attempt to send now: the first whose journaled ``done`` result is still in effect
+    (not sent again), or the first not journaled done. Only creates have attempts (a terminate's key
+    names its nodes, so it never repeats)."""
+    if action.kind not in _CREATES or not action.token:
+        return action
+    current, attempt = action, 0
+    while (entry := store.done_entries(plan_id, [action_key(current)]).get(action_key(current))) is not None:
+        if not _gone(entry, inventory, store.now()):
+            return current
+        attempt += 1
+        current = action.retried(attempt)
+        log.warning(
+            "#%d %s: what attempt %d made is gone; sending attempt %d with a new token",
+            action.id,
+            action.describe(),
+            attempt,
+            attempt + 1,
+        )
+    return current
+
+
+_CREATES: Final = (ActionKind.LAUNCH, ActionKind.CREATE_PLACEMENT_GROUP, ActionKind.CREATE_RESERVATION)
+
+
+def _gone(entry: JournalEntry, inventory: Inventory, now: datetime) -> bool:
+    """Whether what a done create made is gone: a launch none of whose nodes is live (seen going, or
+    absent past :data:`SETTLE`), or a group or reservation absent past it (reconcile asks for one only
+    when the inventory lacks it)."""
+    if entry.kind == ActionKind.LAUNCH:
+        made = set(entry.result.made) if entry.result is not None else set()
+        if made & {n.id for n in inventory.live_nodes()}:
+            return False
+        if made & {n.id for n in inventory.nodes}:  # listed, terminated or going: certainly gone
+            return True
+    return now - entry.updated >= SETTLE
 
 
 @dataclass(frozen=True)

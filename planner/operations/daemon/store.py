@@ -270,6 +270,10 @@ class Store:
         self.engine = _engine(url, busy_timeout_seconds)
         self._run(lambda session: _Base.metadata.create_all(session.connection()))
 
+    def now(self) -> datetime:
+        """The store's clock: the time it stamps entries with (what their ages are measured against)."""
+        return _utc(self._clock())
+
     def close(self) -> None:
         """Release the connections (a test's server can then stop cleanly)."""
         self.engine.dispose()
