@@ -35,6 +35,7 @@ __all__ = [
     "BlockListing",
     "BlockPurchase",
     "BlockRequest",
+    "block_hours",
     "block_requests",
     "buy_block",
     "list_blocks",
@@ -165,3 +166,9 @@ def buy_block(
         tags=managed_tags(plan_id, run=run),
     )
     return BlockPurchase(offer, run, max_usd, bought)
+
+
+def block_hours(hours: float) -> int:
+    """The shortest Capacity Block duration EC2 sells that covers ``hours``."""
+    unit = CAPACITY_BLOCK_UNIT_HOURS
+    return max(1, math.ceil(hours / unit - 1e-9)) * unit

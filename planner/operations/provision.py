@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
+from planner.operations.capacity_blocks import block_hours
 from planner.operations.reconcile import (
     DEFAULT_BUDGET,
     DisruptionBudget,
@@ -66,6 +67,8 @@ class Provisioning:
     results: dict[int, ActionResult] = field(default_factory=dict)
     #: pools whose terminations the disruption budget kept for later cycles
     held_back: list[HeldBack] = field(default_factory=list)
+    #: actions not to send, and why (a launch beyond a quota of the account: ``planner.operations.quotas``)
+    refused: dict[int, str] = field(default_factory=dict)
 
     @property
     def applied(self) -> bool:
@@ -156,32 +159,138 @@ def apply(
     groups = {g.name: g for g in run.inventory.placement_groups}
     reservations = {r.name: r for r in run.inventory.reservations}
     plan_id = run.desired.plan_id
+    by_id = {a.id: a for a in run.actions}
     for action in run.actions:
         blocking = [d for d in action.depends_on if run.results.get(d, _PENDING).status != "done"]
-        if blocking:
+        refused = run.refused.get(action.id)
+        fallback = _without_reservation(action, blocking, by_id, run.results)
+        if refused is not None:
+            result = ActionResult(status="failed", error_kind="quota-exceeded", message=refused)
+            log.warning("#%d not sent: %s", action.id, refused)
+        elif blocking and fallback is None:
             needs = ", ".join(f"#{d}" for d in blocking)
             result = ActionResult(status="skipped", message=f"needs {needs}, which did not succeed")
         else:
-            log.info("#%d %s", action.id, action.describe())
+            sent, why = fallback if fallback is not None else (action, "")
+            log.info("#%d %s%s", action.id, sent.describe(), f" ({why})" if why else "")
             if before is not None:
-                before(action)
-            try:
-                made = _execute(action, provider, plan_id, nodes, groups, reservations)
-            except ProviderError as exc:
-                kept = tuple(n.id for n in exc.launched)  # a pool that got part of its nodes keeps them
-                message = _failure(action, exc)
-                result = ActionResult(status="failed", error_kind=exc.kind, message=message, made=kept)
-                log.warning("#%d failed: %s", action.id, result.message)
-            except Exception as exc:  # a bug in an adapter: record it, keep going, report it loudly
-                log.exception("#%d failed unexpectedly", action.id)
-                message = f"{type(exc).__name__}: {exc}"
-                result = ActionResult(status="failed", error_kind="internal", message=message)
-            else:
-                result = ActionResult(status="done", made=tuple(made))
+                before(sent)
+            result = _attempt(sent, provider, plan_id, nodes, groups, reservations)
+            if why:
+                result = _fell_back(result, why, sent, provider, by_id, blocking)
         run.results[action.id] = result
         if on_result is not None:
             on_result(action, result)
     return run.results
+
+
+def _attempt(
+    action: Action,
+    provider: Provider,
+    plan_id: str,
+    nodes: dict[str, Node],
+    groups: dict[str, PlacementGroup],
+    reservations: dict[str, CapacityReservation],
+) -> ActionResult:
+    """Send one action; its result. A gang is all or nothing: nodes a failed gang launch made anyway
+    are terminated in the same action (a pool keeps what it got, and says how short it is)."""
+    try:
+        made = _execute(action, provider, plan_id, nodes, groups, reservations)
+    except ProviderError as exc:
+        kept = tuple(n.id for n in exc.launched)
+        message = _failure(action, exc)
+        if kept and action.kind is ActionKind.LAUNCH and action.run is not None:
+            message += _undo_partial_gang(action, exc, provider)
+            kept = ()
+        result = ActionResult(status="failed", error_kind=exc.kind, message=message, made=kept)
+        log.warning("#%d failed: %s", action.id, result.message)
+        return result
+    except Exception as exc:  # a bug in an adapter: record it, keep going, report it loudly
+        log.exception("#%d failed unexpectedly", action.id)
+        return ActionResult(status="failed", error_kind="internal", message=f"{type(exc).__name__}: {exc}")
+    return ActionResult(status="done", made=tuple(made))
+
+
+def _undo_partial_gang(action: Action, exc: ProviderError, provider: Provider) -> str:
+    """Terminate the nodes a failed gang launch made: a gang short of nodes trains nothing and bills
+    for all it holds (5 of 16 p5 on demand: about $275 an hour). What the summary adds to the failure."""
+    made = list(exc.launched)
+    try:
+        provider.terminate(made)
+    except ProviderError as undo:
+        log.error(
+            "#%d: the %d nodes the failed gang made could not be terminated: %s", action.id, len(made), undo
+        )
+        ids = ", ".join(n.id for n in made)
+        return f"; its {len(made)} nodes made anyway could NOT be terminated ({undo.kind}: {undo}): {ids}"
+    log.warning(
+        "#%d: terminated the %d nodes the failed gang launch made (all or nothing)", action.id, len(made)
+    )
+    return f"; the {len(made)} nodes it made anyway were terminated (a gang is all or nothing)"
+
+
+def _without_reservation(
+    action: Action, blocking: list[int], by_id: dict[int, Action], results: dict[int, ActionResult]
+) -> tuple[Action, str] | None:
+    """A gang launch whose only unmet need is its reservation, which failed (the cloud could not hold the
+    gang in any zone it tried): the same launch without the reservation, and why. None otherwise (it
+    waits, skipped, as every action whose need failed)."""
+    if action.kind is not ActionKind.LAUNCH or not action.run or not action.reservation or not blocking:
+        return None
+    needs = [by_id[d] for d in blocking if d in by_id]
+    if len(needs) != len(blocking) or any(
+        n.kind is not ActionKind.CREATE_RESERVATION or results.get(n.id, _PENDING).status != "failed"
+        for n in needs
+    ):
+        return None
+    failure = results[needs[0].id]
+    sent = action.model_copy(
+        update={"reservation": None, "depends_on": tuple(d for d in action.depends_on if d not in blocking)}
+    )
+    why = f"fallback: reservation {action.reservation} failed ({failure.error_kind}); launched without it"
+    return sent, why
+
+
+def _fell_back(
+    result: ActionResult,
+    why: str,
+    sent: Action,
+    provider: Provider,
+    by_id: dict[int, Action],
+    blocking: list[int],
+) -> ActionResult:
+    """The result of a launch sent without its failed reservation, saying so. If the cloud has no
+    capacity for it on demand either, the last step of the order is named: the Capacity Blocks the
+    cloud offers for the gang (listing buys nothing; buying one stays a person's decision)."""
+    if result.status == "done":
+        return result.model_copy(update={"message": f"{why}; {len(result.made)} nodes running"})
+    message = f"{why}, which failed too: {result.message}"
+    if result.error_kind == "insufficient-capacity" and supports(provider, Capability.CAPACITY_BLOCKS):
+        message += "; " + _block_offers(sent, provider, [by_id[d] for d in blocking])
+    return result.model_copy(update={"message": message})
+
+
+def _block_offers(action: Action, provider: Provider, needs: list[Action]) -> str:
+    """The Capacity Blocks offered for ``action``'s gang from now to its reservation's end, in words."""
+    assert action.offering is not None
+    ends = next((n.ends for n in needs if n.ends is not None), None)
+    now = datetime.now(UTC)
+    hours = block_hours((ends - now).total_seconds() / 3600) if ends is not None else 24
+    try:
+        offers = provider.capacity_block_offerings(
+            action.offering, action.count, hours, now, now + timedelta(days=7)
+        )
+    except ProviderError as exc:
+        return f"Capacity Blocks could not be listed ({exc.kind}: {exc})"
+    if not offers:
+        gang = f"{action.count} x {action.offering}"
+        return f"no Capacity Block of {gang} for {hours} h is offered in the next 7 days"
+    best = min(offers, key=lambda o: (o.start or now, o.upfront_usd))
+    start = f"{best.start:%Y-%m-%d %H:%M}Z" if best.start else "now"
+    return (
+        f"{len(offers)} Capacity Blocks offered, the first {best.id} from {start} for {best.hours} h at "
+        f"${best.upfront_usd:,.0f} upfront (buy one: gpuplan provision --buy-capacity-block ID --max-usd N)"
+    )
 
 
 def _execute(

@@ -94,7 +94,10 @@ def _gcp(tmp_path: Path) -> Iterator[Provider]:
             "api_endpoint": compute.url,
             "credentials": "anonymous",
             "gpudirect_networks": [
-                {"network": f"global/networks/gpu-{i}", "subnetwork": f"regions/us-central1/subnetworks/gpu-{i}"}
+                {
+                    "network": f"global/networks/gpu-{i}",
+                    "subnetwork": f"regions/us-central1/subnetworks/gpu-{i}",
+                }
                 for i in range(4)
             ],
         }
@@ -123,7 +126,9 @@ def _azure(tmp_path: Path) -> Iterator[Provider]:
 
 
 @pytest.fixture(params=["sim", "aws", "gcp", "azure"])
-def cloud(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Provider]:
+def cloud(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Provider]:
     if request.param == "aws":
         yield from _aws(tmp_path, monkeypatch)
     elif request.param == "sim":
@@ -164,7 +169,9 @@ def test_a_fleet_lost_within_its_launch_hour_is_made_again_in_the_next_cycle(
         first = _cycle(plan, cloud, store, at)
         plan_id = first.desired.plan_id
         assert not first.failed(), [first.results[a.id].message for a in first.failed()]
-        wanted = {g.run: g.nodes for g in first.desired.gangs} | {p.pool: p.nodes for p in first.desired.pools}
+        wanted = {g.run: g.nodes for g in first.desired.gangs} | {
+            p.pool: p.nodes for p in first.desired.pools
+        }
         wanted = {k: v for k, v in wanted.items() if v}
         assert _held(cloud, plan_id) == wanted
         gangs = [g for g in first.desired.gangs if g.placement_group]

@@ -585,11 +585,19 @@ def _unresolved(run: Provisioning, fallback: _Fallback) -> list[Action]:
         if outcome is None or action.id in fallback.stands_in:
             continue
         if outcome.status == "failed":
+            if action.kind is ActionKind.CREATE_RESERVATION and _launched_without(run, action):
+                continue  # its gang runs without it (provision's fallback): nothing is short
             if action.kind is not ActionKind.LAUNCH or _short(run, action, fallback.covered):
                 bad.add(action.id)
         elif outcome.status == "skipped" and any(d in bad for d in action.depends_on):
             bad.add(action.id)
     return [a for a in run.actions if a.id in bad]
+
+
+def _launched_without(run: Provisioning, reservation: Action) -> bool:
+    """Whether every launch that needed ``reservation`` ran without it when it failed."""
+    needing = [a for a in run.actions if reservation.id in a.depends_on and a.kind is ActionKind.LAUNCH]
+    return bool(needing) and all(run.results.get(a.id, _NOT_RUN).status == "done" for a in needing)
 
 
 def _short(run: Provisioning, action: Action, covered: Mapping[int, int]) -> int:

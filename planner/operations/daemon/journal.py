@@ -70,7 +70,9 @@ def apply_journaled(
             "%d of %d actions are journaled done already: not sent again", len(earlier), len(run.actions)
         )
     # the ids are kept: the actions left out are in ``results`` already, so dependencies on them hold
-    part = Provisioning(run.provider, run.desired, run.inventory, todo, run.notes, results=dict(earlier))
+    part = Provisioning(
+        run.provider, run.desired, run.inventory, todo, run.notes, results=dict(earlier), refused=run.refused
+    )
     entries: dict[int, JournalEntry] = {}
 
     def before(action: Action) -> None:
