@@ -19,6 +19,7 @@ from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
 from planner.operations.capacity_blocks import block_hours
+from planner.operations.quotas import check_quotas, quota_keys
 from planner.operations.reconcile import (
     DEFAULT_BUDGET,
     DisruptionBudget,
@@ -116,7 +117,9 @@ def prepare(
 ) -> Provisioning:
     """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done);
     ``at_risk`` nodes are replaced before they go, and each pool loses at most ``budget`` of its nodes
-    (``planner.operations.reconcile.reconcile``; None: no limit)."""
+    (``planner.operations.reconcile.reconcile``; None: no limit). The account's quotas are read for the
+    launches, and those that exceed one are refused before anything is created
+    (``planner.operations.quotas``)."""
     desired = desired_state(
         plan,
         at,
@@ -141,7 +144,21 @@ def prepare(
         notes += leftover_notes(desired, inventory)
     for held in held_back:
         log.warning("disruption budget: %s", held.describe())
-    return Provisioning(provider.cloud, desired, inventory, actions, notes, held_back=held_back)
+    refused: dict[int, str] = {}
+    if keys := quota_keys(actions):
+        try:
+            checked = check_quotas(actions, provider.quotas(keys))
+        except ProviderError as exc:  # reading quotas may need a permission launching does not
+            notes.append(f"quotas not checked before launch ({exc.kind}: {exc})")
+            log.warning("quotas not checked: %s", exc)
+        else:
+            refused = checked.refused
+            for shortfall in checked.shortfalls:
+                notes.append(shortfall.describe())
+                log.warning("%s", shortfall.describe())
+    return Provisioning(
+        provider.cloud, desired, inventory, actions, notes, held_back=held_back, refused=refused
+    )
 
 
 def apply(
