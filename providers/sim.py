@@ -15,8 +15,9 @@ behaves like one where it matters to a provisioner:
   ``quota-exceeded``, ``conflict``, ``not-found``, ``auth``, ``invalid-request``, ``operation-failed``,
   ``timeout``), raised before the call acts, or ``after`` it (the answer lost), or, for a launch, once it
   made part of its nodes (``made``);
-- spot interruptions and rebalance notices are announced with :meth:`SimProvider.interrupt` (an
-  interruption's deadline two minutes on, as EC2's warning);
+- spot interruptions and rebalance notices are announced with :meth:`SimProvider.interrupt`: an
+  interrupted node runs on until its deadline (two minutes on by default, as EC2's warning), then the
+  cloud takes it;
 - quotas are set in the state (``quotas``, :meth:`SimProvider.configure`): a limit in some unit and the
   units one node of each ``"OFFERING/capacity"`` uses; their usage is what the live nodes use.
 
@@ -277,15 +278,21 @@ class SimProvider(NoCapacityBlocks):
         """Drop the faults not fired yet (a storm that ends)."""
         self._transaction(lambda state: state["faults"].clear())
 
-    def interrupt(self, node_id: str, kind: str = "interruption") -> None:
-        """Announce a spot interruption (the node goes away at the next inventory) or a rebalance notice."""
+    def interrupt(
+        self, node_id: str, kind: str = "interruption", *, warning: timedelta = SPOT_WARNING
+    ) -> None:
+        """Announce a spot interruption (the node runs on until ``warning`` has passed, then the cloud
+        takes it) or a rebalance notice."""
 
         def body(state: dict[str, Any]) -> None:
             if node_id not in state["nodes"]:
                 raise NotFound(f"no node {node_id}", cloud=self.cloud, operation="interrupt")
-            state["interruptions"].append({"node": node_id, "kind": kind, "at": self._clock().isoformat()})
+            now = self._clock()
+            item = {"node": node_id, "kind": kind, "at": now.isoformat()}
             if kind == "interruption":
-                state["nodes"][node_id]["reclaim"] = True
+                item["deadline"] = (now + warning).isoformat()
+                state["nodes"][node_id]["reclaim"] = item["deadline"]
+            state["interruptions"].append(item)
 
         self._transaction(body)
 
@@ -318,7 +325,8 @@ class SimProvider(NoCapacityBlocks):
             now = self._clock()
             boot = float(state["settings"].get("boot_seconds", 0.0))
             for node in list(state["nodes"].values()):
-                if node.get("reclaim"):
+                reclaim = node.get("reclaim")
+                if reclaim and (reclaim is True or now >= datetime.fromisoformat(reclaim)):
                     node["state"] = "terminated"
             nodes = []
             for node in state["nodes"].values():
@@ -489,7 +497,7 @@ class SimProvider(NoCapacityBlocks):
                         offering=node["offering"],
                         pool=node["pool"],
                         run=node["run"],
-                        deadline=at + SPOT_WARNING if item["kind"] == "interruption" else None,
+                        deadline=datetime.fromisoformat(item["deadline"]) if item.get("deadline") else None,
                     )
                 )
             return notices

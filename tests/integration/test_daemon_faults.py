@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
@@ -371,3 +372,42 @@ def test_a_rebalance_notice_replaces_the_node_before_it_is_let_go(scenario: Path
 
 def _live(state: Path, node: str) -> bool:
     return json.loads(state.read_text(encoding="utf-8"))["nodes"][node]["state"] != "terminated"
+
+
+def test_an_interruption_is_replaced_in_the_same_cycle_and_the_checkpoint_beats_the_deadline(
+    scenario: Path, tmp_path: Path
+) -> None:
+    """Issue 35 point 7: a spot interruption warning (two minutes, as EC2's) of a pool node gets its
+    replacement in the watch's own cycle, before the cloud takes the node; one of a gang's nodes calls the
+    run's checkpoint hook at once, which records that it finished before the notice ran out."""
+    marker = tmp_path / "checkpointed"
+    hook = {"command": [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('{{run}} {{deadline}}\\n')"]}
+    daemon, cloud = _daemon(tmp_path, scenario, checkpoint_hook=hook)
+    gang = next(t for t in daemon.current_plan().document.training if t.nodes > 1)
+    at = max(AT, gang.start + timedelta(hours=1))
+    daemon.run("reconcile", at)
+    wanted = planned(daemon.current_plan(), at)
+    data = json.loads(daemon.config.sim_state.read_text(encoding="utf-8"))
+    live = {i: n for i, n in sorted(data["nodes"].items()) if n["state"] != "terminated"}
+    node, pool = next((i, n["pool"]) for i, n in live.items() if n["run"] is None and n["capacity"] == "spot")
+    gang_node, run = next((i, n["run"]) for i, n in live.items() if n["run"] is not None)
+    cloud.interrupt(node)  # the two-minute warning: the node still runs, the cloud takes it at the deadline
+    cloud.interrupt(gang_node)
+
+    notices = daemon.run("watch_interruptions", at + timedelta(minutes=10))
+    assert sorted(notices) == sorted([f"{node}:interruption", f"{gang_node}:interruption"])
+    data = json.loads(daemon.config.sim_state.read_text(encoding="utf-8"))
+    replacements = [
+        i for i, n in data["nodes"].items() if n["pool"] == pool and n["run"] is None and i not in live
+    ]
+    assert len(replacements) == 1  # launched in the watch's cycle, not the next reconcile's
+    (event,) = [e for e in daemon.store.events("interruption") if e.data and e.data["node"] == node]
+    assert event.data is not None and event.data["deadline"] is not None
+    (checkpoint,) = daemon.store.events("checkpoint")
+    assert (
+        checkpoint.data is not None and checkpoint.data["run"] == run and checkpoint.data["in_time"] is True
+    )
+    assert checkpoint.data["finished"] < checkpoint.data["deadline"]
+    assert marker.read_text(encoding="utf-8").split()[0] == run
+    daemon.run("reconcile", at + timedelta(minutes=20))  # the interrupted node is gone; the pool is whole
+    assert fleet(daemon.config.sim_state)[pool] == wanted[pool]

@@ -70,7 +70,8 @@ def sim_stand(tmp_path: Path) -> Stand:
     def created() -> dict[str, Any]:
         data = json.loads(state.read_text(encoding="utf-8"))
         nodes = [n for n in data["nodes"].values() if n["state"] != "terminated"]
-        writes = [c for c in data["calls"] if c not in ("inventory", "interruptions", "spot_prices")]
+        reads = ("inventory", "interruptions", "spot_prices", "quotas")
+        writes = [c for c in data["calls"] if c not in reads]
         return {"nodes": nodes, "groups": list(data["placement_groups"].values()),
                 "reservations": list(data["reservations"].values()), "writes": len(writes)}  # fmt: skip
 

@@ -158,13 +158,17 @@ def test_terminate_and_deletes_of_what_is_gone_are_done(tmp_path: Path) -> None:
     assert sim.inventory("fleet").placement_groups == ()
 
 
-def test_interruptions_are_announced_and_reclaimed_nodes_disappear(tmp_path: Path) -> None:
-    sim = _sim(tmp_path / "cloud.json")
+def test_interruptions_are_announced_and_reclaimed_nodes_disappear_at_the_deadline(tmp_path: Path) -> None:
+    now = [datetime(2026, 12, 6, 12, 0, tzinfo=UTC)]
+    sim = _sim(tmp_path / "cloud.json", clock=lambda: now[0])
     first, second = sim.launch(_launch(2))
     sim.interrupt(second.id, "rebalance")
     sim.interrupt(first.id)
     notices = sim.interruptions("fleet")
     assert [(n.node_id, n.kind) for n in notices] == [(second.id, "rebalance"), (first.id, "interruption")]
+    assert [n.deadline for n in notices] == [None, now[0] + timedelta(minutes=2)]
+    assert [n.id for n in sim.inventory("fleet").nodes] == [first.id, second.id]  # warned, still running
+    now[0] += timedelta(minutes=2)
     assert [n.id for n in sim.inventory("fleet").nodes] == [second.id]
 
 

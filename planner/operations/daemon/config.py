@@ -13,7 +13,7 @@ jobs:
   refresh_prices: {every_minutes: 60}
   replan: {every_hours: 24, price_change: 0.10}
   reconcile: {every_minutes: 5}
-  watch_interruptions: {every_minutes: 1}
+  watch_interruptions: {every_minutes: 0.5}   # AWS warns 2 min ahead; GCP and Azure about 30 s
   commitment_expiry: {every_hours: 24, warn_days: 30}
 backoff: {first_minutes: 5, max_minutes: 60}   # after a failed run: 5, 10, 20, 40, 60, 60 ... minutes
 disruption_budget: 50%              # the most of a pool's running nodes one reconcile terminates
@@ -84,7 +84,7 @@ class Jobs(_Strict):
     refresh_prices: JobSchedule = JobSchedule(every_minutes=60)
     replan: ReplanSchedule = ReplanSchedule(every_hours=24)
     reconcile: JobSchedule = JobSchedule(every_minutes=5)
-    watch_interruptions: JobSchedule = JobSchedule(every_minutes=1)
+    watch_interruptions: JobSchedule = JobSchedule(every_minutes=0.5)
     commitment_expiry: ExpirySchedule = ExpirySchedule(every_hours=24)
 
 
@@ -104,8 +104,9 @@ class Backoff(_Strict):
 
 
 class CheckpointHook(_Strict):
-    """Called for a training run whose nodes are interrupted: a command (``{run}`` and ``{node}`` are
-    replaced) or a webhook that gets a JSON POST."""
+    """Called for a training run whose nodes are interrupted, at once and at most until the notice runs
+    out: a command (``{run}``, ``{node}`` and ``{deadline}``, an ISO time or empty, are replaced) or a
+    webhook that gets a JSON POST (``run``, ``node``, ``event``, ``deadline``)."""
 
     command: list[str] | None = None
     webhook: str | None = Field(None, pattern=r"^https?://")

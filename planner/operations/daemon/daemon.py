@@ -359,6 +359,7 @@ class Daemon:
         seen = set(self.store.get_state("seen_interruptions") or [])
         at_risk = set(self.store.get_state("at_risk") or [])
         fresh = []
+        checkpointed: set[str] = set()
         for notice in self.provider.interruptions(plan_id_of(plan.document)):
             key = f"{notice.node_id}:{notice.kind}"
             if key in seen:
@@ -366,12 +367,21 @@ class Daemon:
             seen.add(key)
             fresh.append(key)
             self.metrics.interruption(notice.kind)
-            data = {"node": notice.node_id, "pool": notice.pool, "run": notice.run, "kind": notice.kind}
+            data = {
+                "node": notice.node_id,
+                "pool": notice.pool,
+                "run": notice.run,
+                "kind": notice.kind,
+                "deadline": notice.deadline.isoformat() if notice.deadline else None,
+            }
             self.store.record_event("interruption", f"{notice.kind} of {notice.node_id}", at=now, data=data)
-            if notice.run and self.config.checkpoint_hook is not None:
-                self._checkpoint(notice.run, notice.node_id)
-            if notice.kind == "rebalance" and notice.run is None:
-                at_risk.add(notice.node_id)  # a pool node: replaced before the cloud takes it
+            if notice.run and self.config.checkpoint_hook is not None and notice.run not in checkpointed:
+                checkpointed.add(notice.run)  # one checkpoint per run, however many of its nodes go
+                self._checkpoint(notice.run, notice.node_id, notice.deadline)
+            if notice.run is None:
+                # a pool node the cloud takes (or may soon): its replacement launches in this cycle, and
+                # it goes once the pool runs without it
+                at_risk.add(notice.node_id)
         # the newest notices are enough to tell a new one from one seen already (a reclaimed node's id
         # never comes back), and the state stays small over months
         kept = [*[k for k in self.store.get_state("seen_interruptions") or [] if k in seen], *fresh]
@@ -521,21 +531,50 @@ class Daemon:
             actual = sum(1 for n in live if n.pool == pool.pool and n.run is None)
             self.metrics.pool_nodes(pool.pool, str(pool.capacity), pool.nodes, actual)
 
-    def _checkpoint(self, run: str, node: str) -> None:
+    def _checkpoint(self, run: str, node: str, deadline: datetime | None) -> None:
+        """Call the checkpoint hook for ``run`` at once, bounded by the time the notice leaves (a hook
+        still running when the cloud takes the node saved nothing), and record when it finished against
+        the deadline (event ``checkpoint``)."""
         hook = self.config.checkpoint_hook
         assert hook is not None
+        called = datetime.now(UTC)
+        timeout = hook.timeout_seconds
+        if deadline is not None:
+            timeout = max(1.0, min(timeout, (deadline - called).total_seconds()))
+        until = deadline.isoformat() if deadline is not None else ""
+        error = ""
         try:
             if hook.command is not None:
-                command = [part.replace("{run}", run).replace("{node}", node) for part in hook.command]
-                subprocess.run(command, check=True, timeout=hook.timeout_seconds, capture_output=True)
+                parts = {"{run}": run, "{node}": node, "{deadline}": until}
+                command = [_fill(part, parts) for part in hook.command]
+                subprocess.run(command, check=True, timeout=timeout, capture_output=True)
             elif hook.webhook is not None:
-                body = json.dumps({"run": run, "node": node, "event": "interruption"}).encode()
+                document = {"run": run, "node": node, "event": "interruption", "deadline": until or None}
+                body = json.dumps(document).encode()
                 request = urllib.request.Request(hook.webhook, body, {"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=hook.timeout_seconds):
+                with urllib.request.urlopen(request, timeout=timeout):
                     pass
             log.info("checkpoint hook called for %s (node %s)", run, node)
         except (OSError, subprocess.SubprocessError) as exc:
+            error = str(exc)
             log.warning("checkpoint hook for %s failed: %s", run, exc)
+        finished = datetime.now(UTC)
+        in_time = error == "" and (deadline is None or finished <= deadline)
+        left = f" {(deadline - finished).total_seconds():.0f} s before the notice ran out" if deadline else ""
+        self.store.record_event(
+            "checkpoint",
+            f"{run}: checkpoint hook {'done' if in_time else 'NOT done'}{left}",
+            at=finished,
+            data={
+                "run": run,
+                "node": node,
+                "called": called.isoformat(),
+                "finished": finished.isoformat(),
+                "deadline": until or None,
+                "in_time": in_time,
+                "error": error or None,
+            },
+        )
 
 
 @dataclass
@@ -592,6 +631,12 @@ def _unresolved(run: Provisioning, fallback: _Fallback) -> list[Action]:
         elif outcome.status == "skipped" and any(d in bad for d in action.depends_on):
             bad.add(action.id)
     return [a for a in run.actions if a.id in bad]
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
 
 
 def _launched_without(run: Provisioning, reservation: Action) -> bool:
