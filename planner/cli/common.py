@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
+from providers.errors import ProviderError
 
 __all__ = [
     "EXIT_CLOUD",
@@ -37,9 +38,14 @@ out = Console(soft_wrap=True)
 
 
 def fail(error: GpuplanError) -> typer.Exit:
-    """Print ``error`` as one line on stderr; the exit to raise: 2 for bad input, 3 for the solver."""
-    code = EXIT_INPUT if isinstance(error, InputError) else EXIT_SOLVER
-    kind = "error" if isinstance(error, InputError) else "solver error"
+    """Print ``error`` as one line on stderr; the exit to raise: 2 for bad input, 6 for a cloud that could
+    not be read or refused (any command that talks to one), 3 for the solver."""
+    if isinstance(error, InputError):
+        code, kind = EXIT_INPUT, "error"
+    elif isinstance(error, ProviderError):
+        code, kind = EXIT_CLOUD, "cloud error"
+    else:
+        code, kind = EXIT_SOLVER, "solver error"
     # escaped: a message may hold brackets (``pip install 'gpuplan[aws]'``) that rich would read as markup
     err.print(f"[bold red]{kind}:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)

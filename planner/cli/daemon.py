@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
-from planner.cli.common import EXIT_CLOUD, err, fail, out
+from planner.cli.common import fail, out
 
 __all__ = ["daemon"]
 
@@ -45,7 +44,6 @@ def daemon(
     from models.inputs import load_inputs
     from planner.cli.provision import parse_time
     from planner.operations.daemon.config import load_config
-    from providers.base import ProviderError
 
     try:
         loaded = load_config(config)
@@ -79,10 +77,7 @@ def daemon(
         from planner.operations.daemon.scheduler import run_forever
 
         run_forever(running)
-    except ProviderError as exc:
-        err.print(f"[bold red]cloud error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_CLOUD) from None
-    except GpuplanError as exc:
+    except GpuplanError as exc:  # a cloud error exits 6, bad input 2 (``fail``)
         raise fail(exc) from None
 
 

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
-from planner.cli.common import EXIT_CLOUD, err, fail, out
+from planner.cli.common import err, fail, out
 
 if TYPE_CHECKING:
     from models.actions import Action, ActionResult
@@ -113,7 +113,6 @@ def provision(
     from models.plan import Plan
     from planner.operations.provision import apply, prepare
     from planner.operations.reconcile import DisruptionBudget
-    from providers.base import ProviderError
     from providers.config import load_provider_config, open_provider
 
     _configure_logging(quiet)
@@ -140,10 +139,7 @@ def provision(
             retire_finished_runs=retire_finished_runs,
             budget=budget,
         )
-    except ProviderError as exc:
-        err.print(f"[bold red]cloud error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_CLOUD) from None
-    except GpuplanError as exc:
+    except GpuplanError as exc:  # a cloud error exits 6, bad input 2 (``fail``)
         raise fail(exc) from None
     if note:
         run.notes.insert(0, note)
