@@ -124,6 +124,7 @@ class FakeCompute:
     serial: int = 0
     clock: FakeClock = field(default_factory=FakeClock)
     op_polls: int = 0  # reads (GET or wait) an operation answers RUNNING before DONE
+    wait_seconds: float = WAIT_SECONDS  # how long a wait that answers RUNNING held the request
     request_id_ttl: float = 3600.0  # how long a requestId is remembered (Google: at least 60 minutes)
     quotas: dict[str, dict[str, float]] = field(default_factory=dict)  # region -> metric -> limit
     quota_usage: dict[str, dict[str, float]] = field(default_factory=dict)  # usage not from instances here
@@ -171,7 +172,7 @@ class FakeCompute:
             collection = f"zones/{zone}/instances"
             item = self.store.get(collection, {}).get(instance)
             self.serial += 1
-            op = {
+            op: dict[str, Any] = {
                 "kind": "compute#operation",
                 "id": str(7_000_000 + self.serial),
                 "name": f"systemevent-{1764600000000 + self.serial}-{self.serial:08x}-preempted",
@@ -526,7 +527,7 @@ class FakeCompute:
             if op["_polls"] > 0:
                 op["_polls"] -= 1
                 if method == "POST":  # wait: held ~2 minutes, then RUNNING
-                    self.clock.sleep(WAIT_SECONDS)
+                    self.clock.sleep(self.wait_seconds)
             else:
                 self._finish(op)
         return 200, op
