@@ -850,7 +850,9 @@ class GcpProvider(NoCapacityBlocks):
         """Launch ``spec.count`` instances named ``<pool or run>-<token[:8]>-<i>``.
 
         A gang is one ``bulkInsert`` with ``count = minCount`` (Compute Engine makes all or none) in its
-        compact placement policy, consuming ``spec.reservation`` when given. Pool nodes are one insert each,
+        compact placement policy, consuming ``spec.reservation`` when given; when it fails, whatever of it
+        is still there is deleted (:meth:`_roll_back`), so no partial gang stays. Boot disks are
+        :func:`boot_disk_type`'s (Hyperdisk on A3 Ultra / A4). Pool nodes are one insert each,
         each with its own requestId, so a stockout part way keeps the nodes made (they carry our labels and
         the next inventory counts them) and raises InsufficientCapacity. A 409 on a name adopts the
         instance if its labels are ours. ``spec.target`` is not used: Compute Engine adds instances rather
