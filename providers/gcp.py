@@ -14,10 +14,23 @@ no labels in the v1 API, so they carry our tags as a JSON object in their ``desc
 to "tags are labels"); inventory reads that JSON, never the name.
 
 Every insert sends a ``requestId`` (a UUID derived from the spec's token), which Compute Engine uses to
-answer a repeated request with the first one's operation instead of creating anything twice. Operations are
-waited with the public Zone/RegionOperationsClient ``wait`` built with the same endpoint and credentials as
-the other clients: ``ExtendedOperation.result()`` builds its own operations client without the client
-options, so against anything but Google's endpoint it cannot work.
+answer a repeated request with the first one's operation instead of creating anything twice, for a limited
+time only (Google's APIs guarantee at least 60 minutes: the ``requestId`` field of e.g.
+https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert). After that a repeat meets the
+name it made (409 alreadyExists) and adopts the resource if its labels (or description tags) are ours.
+
+Operations are waited with the public Zone/RegionOperationsClient ``wait`` built with the same endpoint and
+credentials as the other clients (``ExtendedOperation.result()`` builds its own operations client without
+the client options, so against anything but Google's endpoint it cannot work). ``wait`` returns when the
+operation is DONE or after about two minutes with it still RUNNING
+(https://cloud.google.com/compute/docs/reference/rest/v1/zoneOperations/wait), so it is called again,
+with an HTTP timeout longer than those two minutes, until DONE or ``operation_timeout_seconds`` (then
+Timeout: the outcome is unknown, and the requestId makes a retry safe).
+
+Conflicts of concurrent updates: ``resourceNotReady`` (the resource, e.g. a placement policy whose insert
+is still running, is in transition) is retried with backoff like throttling; ``conditionNotMet`` (412: a
+precondition such as a fingerprint no longer holds, i.e. someone else changed it) and ``alreadyExists``
+(409) are Conflicts, the latter adopted when the resource is ours.
 
 The SDK is imported when a provider is opened (:func:`_sdk`), so ``import providers.gcp`` works without it.
 """
@@ -33,7 +46,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -62,6 +75,7 @@ from providers.base import (
     PlacementGroupSpec,
     Provider,
     ProviderError,
+    Quota,
     QuotaExceeded,
     ReservationSpec,
     RetryPolicy,
@@ -91,7 +105,37 @@ MACHINE_FABRIC: dict[str, str] = {
     "a3-highgpu-8g": "tcpx",
     "a3-megagpu-8g": "tcpxo",
     "a3-ultragpu-8g": "infiniband",
+    "a4-highgpu-8g": "infiniband",
 }
+#: Machine series that take Hyperdisk only, no Persistent Disk: A3 Ultra, A4, A4X ("Accelerator-optimized
+#: machine family", supported disk types, https://cloud.google.com/compute/docs/accelerator-optimized-machines;
+#: Vertex AI's DiskSpec defaults A3 Ultra boot disks to hyperdisk-balanced for the same reason,
+#: https://cloud.google.com/vertex-ai/docs/reference/rest/v1/DiskSpec). Other GPU machines boot from
+#: pd-balanced (a3-highgpu/megagpu take pd-balanced or hyperdisk-balanced, never pd-standard).
+HYPERDISK_ONLY: tuple[str, ...] = ("a3-ultragpu-", "a4-highgpu-", "a4x-highgpu-")
+#: Compute Engine accelerator type -> the regional GPU quota metric its VMs count against (Spot VMs count
+#: against ``PREEMPTIBLE_<metric>`` when the project has that quota, else against the standard one), as
+#: ``regions.get`` reports them (https://cloud.google.com/compute/resource-usage#gpu_quota,
+#: https://cloud.google.com/compute/docs/instances/spot#quotas).
+GPU_QUOTA_METRIC: dict[str, str] = {
+    "nvidia-l4": "NVIDIA_L4_GPUS",
+    "nvidia-tesla-t4": "NVIDIA_T4_GPUS",
+    "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+    "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+    "nvidia-b200": "NVIDIA_B200_GPUS",
+}
+#: What a Spot VM's guest OS gets between the preemption's ACPI G2 Soft Off and the G3 Mechanical Off
+#: (``Scheduling.skipGuestOsShutdown``: "120 seconds ... for Standard VMs and 30 seconds for Spot VMs",
+#: https://cloud.google.com/compute/docs/reference/rest/v1/instances; the preemption process,
+#: https://cloud.google.com/compute/docs/instances/spot#preemption-process).
+PREEMPTION_NOTICE_SECONDS = 30.0
+#: How long ``operations.wait`` blocks before it answers RUNNING (about 2 minutes).
+WAIT_SECONDS = 120.0
+PREEMPTED = "compute.instances.preempted"
 #: Compute Engine accelerator types -> gpuplan's canonical GPU models (models.catalog.GPU_MODELS).
 ACCELERATOR_MODEL: dict[str, str] = {
     "nvidia-l4": "L4",
@@ -106,6 +150,10 @@ ACCELERATOR_MODEL: dict[str, str] = {
 _CAPACITY_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "RESOURCE_POOL_EXHAUSTED")
 _QUOTA_CODES = ("QUOTA_EXCEEDED", "QUOTAEXCEEDED", "LIMITEXCEEDED")
 _RATE_CODES = ("RATELIMITEXCEEDED", "USERRATELIMITEXCEEDED", "RATE_LIMIT_EXCEEDED")
+# Reasons of a resource in transition under another operation: worth retrying, like throttling.
+_BUSY_REASONS = ("resourceNotReady",)
+# Reasons of a request that clashes with the state someone else gave the resource: a Conflict, not retried.
+_CLASH_REASONS = ("conditionNotMet", "resourceInUseByAnotherResource")
 _DONE = "DONE"
 # Compute Engine instance status -> Node.state (TERMINATED is a stopped VM on GCP, not a deleted one).
 _INSTANCE_STATE = {
@@ -145,7 +193,9 @@ class GcpSettings(BaseModel):
     zones: dict[str, str] = Field(default_factory=dict)
     image: str = DEFAULT_IMAGE
     boot_disk_gb: int = Field(200, ge=10)
-    boot_disk_type: str = "pd-balanced"  # a3 machines take no pd-standard boot disk
+    boot_disk_type: str | None = Field(
+        None, description="None: per machine type (hyperdisk-balanced on A3 Ultra / A4, else pd-balanced)"
+    )
     network: str = "global/networks/default"
     subnetwork: str | None = None
     gpudirect_networks: list[NicSettings] = Field(default_factory=list)
@@ -157,6 +207,7 @@ class GcpSettings(BaseModel):
     credentials: Literal["default", "anonymous"] = "default"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     operation_timeout_seconds: float = Field(600.0, gt=0)
+    poll_seconds: float = Field(2.0, gt=0, description="pause between polls of an operation that is RUNNING")
     request_timeout_seconds: float = Field(60.0, gt=0, description="timeout of each API request")
 
     @model_validator(mode="after")
@@ -170,12 +221,32 @@ class GcpSettings(BaseModel):
 
 
 def open_provider(
-    settings: GcpSettings | Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep
+    settings: GcpSettings | Mapping[str, Any],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> GcpProvider:
     """The GCP provider for ``settings`` (a validated section or its raw mapping)."""
     if not isinstance(settings, GcpSettings):
         settings = GcpSettings.model_validate(settings)
-    return GcpProvider(settings, sleep=sleep)
+    return GcpProvider(settings, sleep=sleep, clock=clock)
+
+
+def boot_disk_type(machine: str, configured: str | None) -> str:
+    """The boot disk type of ``machine``: ``configured``, or by machine type when None (Hyperdisk Balanced
+    on the Hyperdisk-only series, pd-balanced elsewhere). A Persistent Disk type on a Hyperdisk-only
+    machine is refused before anything is sent: Compute Engine would refuse each insert."""
+    hyperdisk_only = machine.startswith(HYPERDISK_ONLY)
+    if configured is None:
+        return "hyperdisk-balanced" if hyperdisk_only else "pd-balanced"
+    if hyperdisk_only and not configured.startswith("hyperdisk-"):
+        raise InvalidRequest(
+            f"{machine} takes Hyperdisk only: gcp.boot_disk_type {configured} cannot boot it "
+            "(use hyperdisk-balanced, or leave it unset)",
+            cloud=CLOUD,
+            operation="launch",
+        )
+    return configured
 
 
 def _sdk() -> SimpleNamespace:
@@ -260,11 +331,11 @@ def _error_class(code: str) -> type[ProviderError] | None:
     return None
 
 
-def _short(exc: ProviderError, spec: LaunchSpec, made: Sequence[Node] = ()) -> ProviderError:
+def _short(exc: ProviderError, spec: LaunchSpec, made: Sequence[Node] = (), note: str = "") -> ProviderError:
     """``exc`` again, saying which pool (or gang) is short and by how much, with the nodes it made."""
     what = f"gang {spec.run} of pool {spec.pool}" if spec.run else f"pool {spec.pool}"
     return type(exc)(
-        f"{exc.message} ({len(made)} of {spec.count} nodes of {what} made)",
+        f"{exc.message} ({len(made)} of {spec.count} nodes of {what} made{note})",
         cloud=CLOUD,
         operation=exc.operation,
         code=exc.code,
@@ -293,9 +364,12 @@ class GcpProvider(NoCapacityBlocks):
         *,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self._sleep = sleep
+        self._clock = clock
+        self._machine_cache: dict[tuple[str, str], Any] = {}
         self._rng = rng or random.Random()
         self._g = _sdk()
         compute = self._g.compute
@@ -315,6 +389,7 @@ class GcpProvider(NoCapacityBlocks):
                 "zone_ops": compute.ZoneOperationsClient(**kwargs),
                 "region_ops": compute.RegionOperationsClient(**kwargs),
                 "machine_types": compute.MachineTypesClient(**kwargs),
+                "regions": compute.RegionsClient(**kwargs),
             }
 
         clients = self._call("open", build)
@@ -324,6 +399,7 @@ class GcpProvider(NoCapacityBlocks):
         self._zone_ops = clients["zone_ops"]
         self._region_ops = clients["region_ops"]
         self._machine_types = clients["machine_types"]
+        self._regions = clients["regions"]
 
     # ------------------------------------------------------------------------------------------------------
     # the SDK boundary
@@ -356,6 +432,9 @@ class GcpProvider(NoCapacityBlocks):
         if not specific:
             specific = [c for c in (_error_class(w) for w in re.findall(r"[A-Z_]{8,}", message)) if c]
         cls: type[ProviderError]
+        busy = next((r for r in reasons if r in _BUSY_REASONS + _CLASH_REASONS), None)
+        if busy is not None or status == 412:
+            return Conflict(message, cloud=CLOUD, operation=operation, code=busy or "conditionNotMet")
         if isinstance(exc, ex.TooManyRequests) or status == 429 or Throttled in specific:
             cls = Throttled
         elif QuotaExceeded in specific:
@@ -375,28 +454,43 @@ class GcpProvider(NoCapacityBlocks):
         return cls(message, cloud=CLOUD, operation=operation, code=code)
 
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
-        """``fn()`` (one SDK call) with its errors mapped and throttling retried with backoff."""
+        """``fn()`` (one SDK call) with its errors mapped, throttling retried with backoff, and a resource
+        in transition (``resourceNotReady``) waited out the same way, within the same bound."""
 
         sdk_errors = (  # anything else is a bug here and should show as one
             self._g.api_exceptions.GoogleAPIError,
             self._g.auth_exceptions.GoogleAuthError,
             self._g.requests.RequestException,
         )
-        return sdk_call(
-            fn,
-            operation,
-            errors=sdk_errors,
-            to_provider_error=self._map_error,
-            policy=self.settings.retry,
-            sleep=self._sleep,
-            logger=log,
-            rng=self._rng,
-        )
+        policy = self.settings.retry
+        for attempt in range(policy.attempts):
+            try:
+                return sdk_call(
+                    fn,
+                    operation,
+                    errors=sdk_errors,
+                    to_provider_error=self._map_error,
+                    policy=policy,
+                    sleep=self._sleep,
+                    logger=log,
+                    rng=self._rng,
+                )
+            except Conflict as exc:
+                if exc.code not in _BUSY_REASONS or attempt == policy.attempts - 1:
+                    raise
+                wait = policy.delay(attempt, self._rng)
+                log.warning(
+                    "%s: resource not ready (%s); retry %d in %.2f s", operation, exc.code, attempt + 1, wait
+                )
+                self._sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _api(self, operation: str, method: Callable[..., T], /, **kwargs: Any) -> T:
+    def _api(
+        self, operation: str, method: Callable[..., T], /, *, http_timeout: float | None = None, **kwargs: Any
+    ) -> T:
         """One client method through :meth:`_call`. The clients' own retries are off (``retry=None``): they
         would sleep for real on a 503, and retries are bounded here, in one place."""
-        timeout = self.settings.request_timeout_seconds
+        timeout = http_timeout or self.settings.request_timeout_seconds
         return self._call(operation, lambda: method(**kwargs, retry=None, timeout=timeout))
 
     def _list(self, operation: str, method: Callable[..., Iterable[T]], /, **kwargs: Any) -> list[T]:
@@ -410,26 +504,51 @@ class GcpProvider(NoCapacityBlocks):
         self._wait(op, where, operation)
 
     def _wait(self, op: Any, where: _Where, operation: str) -> None:
-        """Wait for ``op`` to be DONE (through the public operations clients, see the module docstring);
-        an operation that ends with an error raises the error its code means."""
+        """Wait for ``op`` to be DONE (through the public operations clients, see the module docstring):
+        ``wait`` again while it answers RUNNING (after its ~2 minutes, or early), pausing ``poll_seconds``
+        when it answered at once, until ``operation_timeout_seconds``: then Timeout. A wait that times out
+        on the wire is a read and is repeated. An operation that ends with an error raises the error its
+        code means."""
         project = self.settings.project
-        timeout = self.settings.operation_timeout_seconds
-        deadline = time.monotonic() + timeout
+        s = self.settings
+        deadline = self._clock() + s.operation_timeout_seconds
         done = self._g.compute.Operation.Status.DONE
         name = op.name
+        # the HTTP timeout of a wait outlasts the ~2 minutes the server may hold it
+        http_timeout = max(s.request_timeout_seconds, WAIT_SECONDS + 30.0)
+        polls = 0
         while op.status != done:
-            if time.monotonic() > deadline:
+            if self._clock() >= deadline:
                 raise Timeout(
-                    f"operation {name} still running after {timeout:g}s", cloud=CLOUD, operation=operation
+                    f"operation {name} still running after {s.operation_timeout_seconds:g}s ({polls} polls)",
+                    cloud=CLOUD,
+                    operation=operation,
                 )
-            if where.zone is not None:
-                op = self._api(
-                    operation, self._zone_ops.wait, project=project, zone=where.zone, operation=name
-                )
-            else:
-                op = self._api(
-                    operation, self._region_ops.wait, project=project, region=where.region, operation=name
-                )
+            started = self._clock()
+            polls += 1
+            try:
+                if where.zone is not None:
+                    op = self._api(
+                        operation,
+                        self._zone_ops.wait,
+                        http_timeout=http_timeout,
+                        project=project,
+                        zone=where.zone,
+                        operation=name,
+                    )
+                else:
+                    op = self._api(
+                        operation,
+                        self._region_ops.wait,
+                        http_timeout=http_timeout,
+                        project=project,
+                        region=where.region,
+                        operation=name,
+                    )
+            except Timeout:
+                log.warning("gcp: wait for operation %s timed out on the wire; waiting again", name)
+            if op.status != done and self._clock() - started < s.poll_seconds:
+                self._sleep(min(s.poll_seconds, max(0.0, deadline - self._clock())))
         if "error" in op and op.error.errors:
             first = op.error.errors[0]
             code = first.code or str(op.http_error_status_code or "")
@@ -499,18 +618,7 @@ class GcpProvider(NoCapacityBlocks):
         reservations whose description holds our tags (they have no labels)."""
         wanted = {TAG_PLAN: safe_name(plan_id)}
         project = self.settings.project
-        label_filter = f'labels.{TAG_PLAN} = "{wanted[TAG_PLAN]}"'
-        scoped = self._list(
-            "list instances",
-            self._instances.aggregated_list,
-            request={"project": project, "filter": label_filter},
-        )
-        nodes = [
-            self._node(i)
-            for _, scope in scoped
-            for i in scope.instances
-            if tags_match(dict(i.labels), wanted)
-        ]
+        nodes = [self._node(i) for i in self._instances_of(plan_id)]
         policies = self._list("list resource policies", self._policies.aggregated_list, project=project)
         groups = []
         for _, scope in policies:
@@ -551,6 +659,16 @@ class GcpProvider(NoCapacityBlocks):
                     )
                 )
         return Inventory(nodes=tuple(nodes), placement_groups=tuple(groups), reservations=tuple(held))
+
+    def _instances_of(self, plan_id: str) -> list[Any]:
+        """Our instances (the ``gpuplan-plan`` label), as the API returns them, over all zones."""
+        wanted = {TAG_PLAN: safe_name(plan_id)}
+        scoped = self._list(
+            "list instances",
+            self._instances.aggregated_list,
+            request={"project": self.settings.project, "filter": f'labels.{TAG_PLAN} = "{wanted[TAG_PLAN]}"'},
+        )
+        return [i for _, scope in scoped for i in scope.instances if tags_match(dict(i.labels), wanted)]
 
     def _node(self, i: Any) -> Node:
         labels = dict(i.labels)
@@ -599,7 +717,9 @@ class GcpProvider(NoCapacityBlocks):
                 self._policies.insert_unary,
                 request=request,
             )
-        except Conflict:
+        except Conflict as exc:
+            if exc.code in _BUSY_REASONS + _CLASH_REASONS:
+                raise
             existing = self._api(
                 "get placement policy",
                 self._policies.get,
@@ -651,7 +771,9 @@ class GcpProvider(NoCapacityBlocks):
             self._mutate(
                 "create reservation", _Where(zone=zone), self._reservations.insert_unary, request=request
             )
-        except Conflict:
+        except Conflict as exc:
+            if exc.code in _BUSY_REASONS + _CLASH_REASONS:
+                raise
             existing = self._api(
                 "get reservation",
                 self._reservations.get,
@@ -728,7 +850,9 @@ class GcpProvider(NoCapacityBlocks):
         """Launch ``spec.count`` instances named ``<pool or run>-<token[:8]>-<i>``.
 
         A gang is one ``bulkInsert`` with ``count = minCount`` (Compute Engine makes all or none) in its
-        compact placement policy, consuming ``spec.reservation`` when given. Pool nodes are one insert each,
+        compact placement policy, consuming ``spec.reservation`` when given; when it fails, whatever of it
+        is still there is deleted (:meth:`_roll_back`), so no partial gang stays. Boot disks are
+        :func:`boot_disk_type`'s (Hyperdisk on A3 Ultra / A4). Pool nodes are one insert each,
         each with its own requestId, so a stockout part way keeps the nodes made (they carry our labels and
         the next inventory counts them) and raises InsufficientCapacity. A 409 on a name adopts the
         instance if its labels are ours. ``spec.target`` is not used: Compute Engine adds instances rather
@@ -739,6 +863,7 @@ class GcpProvider(NoCapacityBlocks):
         zone = self.settings.zone(region)
         names = instance_names(spec.run or spec.pool, spec.token, spec.count)
         nics = self._interfaces(spec.fabric)
+        disk_type = boot_disk_type(machine, self.settings.boot_disk_type)
         labels = dict(spec.tags)
         affinity = None
         if spec.reservation:
@@ -764,7 +889,7 @@ class GcpProvider(NoCapacityBlocks):
                 labels=labels,
                 scheduling=self._scheduling(spec.capacity),
                 network_interfaces=nics,
-                disks=[self._boot_disk(self.settings.boot_disk_type)],
+                disks=[self._boot_disk(disk_type)],
             )
             if spec.placement_group:
                 props.resource_policies = [spec.placement_group]  # names, not URLs, in bulkInsert
@@ -788,10 +913,15 @@ class GcpProvider(NoCapacityBlocks):
                 self._mutate(
                     "launch gang", _Where(zone=zone), self._instances.bulk_insert_unary, request=request
                 )
-            except Conflict:
+            except Conflict as exc:
+                if exc.code in _BUSY_REASONS + _CLASH_REASONS:
+                    raise _short(exc, spec) from exc
                 return self._adopt(names, zone, spec)
-            except ProviderError as exc:
+            except Timeout as exc:  # it may still finish: the next inventory tells, the requestId repeats
                 raise _short(exc, spec) from exc
+            except ProviderError as exc:
+                left = self._roll_back(names, zone, spec)
+                raise _short(exc, spec, note=left) from exc
             return [self._launched(n, zone, spec) for n in names]
 
         ops: list[tuple[str, Any]] = []  # (name, operation), None: the name exists already
@@ -803,7 +933,7 @@ class GcpProvider(NoCapacityBlocks):
                 labels=labels,
                 scheduling=self._scheduling(spec.capacity),
                 network_interfaces=nics,
-                disks=[self._boot_disk(f"zones/{zone}/diskTypes/{self.settings.boot_disk_type}")],
+                disks=[self._boot_disk(f"zones/{zone}/diskTypes/{disk_type}")],
             )
             if spec.placement_group:
                 instance.resource_policies = [self._policy_path(region, spec.placement_group)]
@@ -817,7 +947,10 @@ class GcpProvider(NoCapacityBlocks):
             )
             try:
                 op = self._api("launch", self._instances.insert_unary, request=request)
-            except Conflict:
+            except Conflict as exc:
+                if exc.code in _BUSY_REASONS + _CLASH_REASONS:
+                    failure = exc
+                    break
                 op = None
             except ProviderError as exc:
                 failure = exc  # the ones sent are waited below: they are ours either way
@@ -893,6 +1026,37 @@ class GcpProvider(NoCapacityBlocks):
         log.info("gcp: adopted %d existing instances of %s", len(nodes), spec.run or spec.pool)
         return nodes
 
+    def _roll_back(self, names: Sequence[str], zone: str, spec: LaunchSpec) -> str:
+        """Delete what a failed gang insert left (ours by labels), so no partial gang stays. bulkInsert with
+        ``minCount`` deletes the instances it made when it cannot make ``minCount`` ("instances already
+        created will be deleted", ``BulkInsertInstanceResource.minCount``), but that may not be over when
+        its operation reports the failure. Returns a note for the error when some could not be deleted."""
+        left: list[Node] = []
+        for name in names:
+            try:
+                instance = self._api(
+                    "roll back gang",
+                    self._instances.get,
+                    project=self.settings.project,
+                    zone=zone,
+                    instance=name,
+                )
+            except NotFound:
+                continue
+            except ProviderError as exc:
+                log.warning("gcp: could not read %s to roll back gang %s: %s", name, spec.run, exc)
+                return f"; {name} may be left: {exc.message}"
+            if tags_match(dict(instance.labels), spec.tags):
+                left.append(self._node(instance))
+        if not left:
+            return ""
+        log.warning("gcp: gang %s failed part way: deleting the %d instances it left", spec.run, len(left))
+        try:
+            self.terminate(left)
+        except ProviderError as exc:
+            return f"; {len(left)} left and their delete failed: {exc.message}"
+        return f"; the {len(left)} it left deleted"
+
     def terminate(self, nodes: Sequence[Node]) -> None:
         """Delete the instances (all requests first, then the waits); one already gone is done."""
         pending: list[tuple[Node, Any, str]] = []
@@ -950,11 +1114,23 @@ class GcpProvider(NoCapacityBlocks):
             log.info("gcp: placement policy %s was gone already", group.name)
 
     def interruptions(self, plan_id: str) -> list[Interruption]:
-        """``compute.instances.preempted`` operations (GCP's record of a spot preemption) on our nodes
-        that still exist. A preempted spot VM is deleted (termination action DELETE) soon after; once it
-        is gone, inventory no longer lists it and the reconciler replaces it anyway."""
-        ours = {(n.zone, n.id): n for n in self.inventory(plan_id).nodes}
-        found = []
+        """Spot preemptions of our nodes, as Compute Engine records them.
+
+        - a ``compute.instances.preempted`` system operation (zone operations, filtered on its type) whose
+          ``targetLink`` names one of our instances and that began after the instance was made (a name used
+          again by a later launch is not preempted by an old operation): deadline = its start + 30 s, the
+          ACPI soft-off a Spot VM gets (:data:`PREEMPTION_NOTICE_SECONDS`);
+        - a Spot VM of ours whose termination action is STOP (Terraform's or someone's, not gpuplan's, which
+          launches DELETE) that Compute Engine stopped (status TERMINATED, ``lastStopTimestamp``) with no
+          operation left in the list: deadline = its stop, passed already.
+
+        A preempted VM with DELETE is gone once its 30 s are over; inventory no longer lists it and the
+        reconciler replaces it anyway. The same preemption comes again in later calls while its operation
+        is listed: callers drop repeats (the provider contract)."""
+        instances = self._instances_of(plan_id)
+        nodes = {(_last(i.zone), i.name): (self._node(i), i) for i in instances}
+        ours = {key: node for key, (node, _) in nodes.items() if node.capacity is CapacityType.SPOT}
+        found: dict[tuple[str | None, str], Interruption] = {}
         for zone in sorted({z for z, _ in ours if z}):
             ops = self._list(
                 "list preemptions",
@@ -962,21 +1138,107 @@ class GcpProvider(NoCapacityBlocks):
                 request={
                     "project": self.settings.project,
                     "zone": zone,
-                    "filter": 'operationType = "compute.instances.preempted"',
+                    "filter": f'operationType = "{PREEMPTED}"',
                 },
             )
             for op in ops:
                 node = ours.get((zone, _last(op.target_link)))
-                if node is None or op.operation_type != "compute.instances.preempted":
+                if node is None or op.operation_type != PREEMPTED:
                     continue
+                began = _time(op.start_time) or _time(op.insert_time)
+                if began is None:
+                    log.warning("gcp: preemption operation %s names no time; skipped", op.name)
+                    continue
+                if node.launched is not None and began < node.launched:
+                    continue  # an older instance of the same name
+                found[(zone, node.id)] = self._interruption(
+                    node, began, began + timedelta(seconds=PREEMPTION_NOTICE_SECONDS)
+                )
+        for key, node in ours.items():
+            raw = nodes[key][1]
+            stopped = _time(raw.last_stop_timestamp)
+            stop_action = raw.scheduling.instance_termination_action == "STOP"
+            if key in found or raw.status != "TERMINATED" or not stop_action or stopped is None:
+                continue
+            found[key] = self._interruption(node, stopped, stopped)
+        return list(found.values())
+
+    @staticmethod
+    def _interruption(node: Node, at: datetime, deadline: datetime) -> Interruption:
+        return Interruption(
+            node_id=node.id,
+            kind="interruption",
+            at=at,
+            offering=node.offering,
+            pool=node.pool,
+            run=node.run,
+            deadline=deadline,
+        )
+
+    def _machine_type(self, zone: str, machine: str) -> Any | None:
+        """The zone's machine type (vCPUs, bundled accelerators), read once per provider; None when the
+        zone does not sell it."""
+        key = (zone, machine)
+        if key not in self._machine_cache:
+            try:
+                self._machine_cache[key] = self._api(
+                    "read machine type",
+                    self._machine_types.get,
+                    project=self.settings.project,
+                    zone=zone,
+                    machine_type=machine,
+                )
+            except NotFound:
+                self._machine_cache[key] = None
+        return self._machine_cache[key]
+
+    def quotas(self, wanted: Sequence[tuple[str, CapacityType]]) -> list[Quota]:
+        """The regional quotas (``regions.get``: metric, limit, usage) that launches of ``wanted`` count
+        against: the GPU metric of the machine's accelerator (:data:`GPU_QUOTA_METRIC`) and its vCPUs'
+        metric (``<SERIES>_CPUS`` where the region reports one, e.g. A2_CPUS, else CPUS). Spot launches
+        count against the ``PREEMPTIBLE_`` metric when the region grants it (limit > 0), else against the
+        standard one (https://cloud.google.com/compute/docs/instances/spot#quotas). A metric the region
+        does not report, or a machine type its zone does not sell, is left out, never guessed."""
+        by_region: dict[str, list[tuple[str, CapacityType, str]]] = {}
+        for offering, capacity in wanted:
+            if self.handles(offering):
+                region, machine = self._split(offering)
+                by_region.setdefault(region, []).append((offering, capacity, machine))
+        found: list[Quota] = []
+        for region, items in sorted(by_region.items()):
+            reply = self._api("read quotas", self._regions.get, project=self.settings.project, region=region)
+            reported = {str(q.metric): q for q in reply.quotas}
+            counted: dict[str, dict[tuple[str, CapacityType], float]] = {}
+            for offering, capacity, machine in items:
+                mt = self._machine_type(self.settings.zone(region), machine)
+                if mt is None:
+                    log.warning("gcp: %s not sold in %s: its quotas are unchecked", machine, region)
+                    continue
+                units: list[tuple[str, float]] = []
+                if mt.accelerators:
+                    acc = mt.accelerators[0]
+                    metric = GPU_QUOTA_METRIC.get(acc.guest_accelerator_type)
+                    if metric is not None:
+                        units.append((metric, float(acc.guest_accelerator_count)))
+                if mt.guest_cpus:
+                    series = f"{machine.split('-', 1)[0].upper()}_CPUS"
+                    units.append((series if series in reported else "CPUS", float(mt.guest_cpus)))
+                for metric, per_node in units:
+                    spot = reported.get(f"PREEMPTIBLE_{metric}")
+                    if capacity is CapacityType.SPOT and spot is not None and spot.limit > 0:
+                        metric = f"PREEMPTIBLE_{metric}"
+                    if metric in reported:
+                        counted.setdefault(metric, {})[(offering, capacity)] = per_node
+            for metric, per in sorted(counted.items()):
+                q = reported[metric]
                 found.append(
-                    Interruption(
-                        node_id=node.id,
-                        kind="interruption",
-                        at=_time(op.insert_time) or datetime.now().astimezone(),
-                        offering=node.offering,
-                        pool=node.pool,
-                        run=node.run,
+                    Quota(
+                        name=metric,
+                        region=region,
+                        limit=float(q.limit),
+                        used=float(q.usage),
+                        unit="GPUs" if metric.endswith("_GPUS") else "vCPUs",
+                        per_node=per,
                     )
                 )
         return found

@@ -209,7 +209,7 @@ def test_defaults_of_the_interface() -> None:
     assert defaults["on_demand_nodes"] == defaults["spot_nodes"] == defaults["reserved_nodes"] == 0
     assert defaults["labels"] == {}
     assert defaults["gpudirect_networks"] == defaults["rdma_networks"] == []
-    assert defaults["boot_disk_gb"] == 200 and defaults["boot_disk_type"] == "pd-balanced"
+    assert defaults["boot_disk_gb"] == 200 and defaults["boot_disk_type"] is None  # per machine type
     assert defaults["network"] == "default"
     assert "deeplearning-platform-release" in defaults["image"]
 
@@ -219,6 +219,38 @@ def test_outputs_are_described() -> None:
     assert set(outputs) >= OUTPUTS
     for name, body in outputs.items():
         assert str(body.get("description", "")).strip(), f"{name} has no description"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.strip().split("."))
+
+
+def _allows(constraint: str, version: str) -> bool:
+    """Whether a Terraform version constraint of ``>=``/``<``/``<=``/``>`` terms allows ``version``."""
+    checks = {
+        ">=": lambda a, b: a >= b,
+        "<=": lambda a, b: a <= b,
+        ">": lambda a, b: a > b,
+        "<": lambda a, b: a < b,
+    }
+    for term in constraint.split(","):
+        op = next(o for o in (">=", "<=", ">", "<") if term.strip().startswith(o))
+        if not checks[op](_version(version), _version(term.strip()[len(op) :])):
+            return False
+    return True
+
+
+def test_google_provider_pin_starts_at_the_first_release_with_mrdma() -> None:
+    """nic_type = "MRDMA" (A3 Ultra / A4 RDMA NICs) is refused by hashicorp/google's schema before 6.19.0:
+    6.18.1 validates nic_type against GVNIC, VIRTIO_NET (instance templates) and IDPF (instances) only;
+    commit 6710afaf "Network profile and RDMA v1 support", first tagged v6.19.0, adds MRDMA and IRDMA.
+    7.0.0 broke nothing the module uses; 8.x is untested."""
+    (terraform,) = load(MODULE / "versions.tf")["terraform"]
+    constraint = terraform["required_providers"][0]["google"]["version"]
+    assert "MRDMA" in (MODULE / "locals.tf").read_text(encoding="utf-8")  # why the floor is what it is
+    assert not _allows(constraint, "6.0.0") and not _allows(constraint, "6.18.1")
+    assert _allows(constraint, "6.19.0") and _allows(constraint, "6.49.2") and _allows(constraint, "7.45.0")
+    assert not _allows(constraint, "8.0.0")
 
 
 def test_versions_pinned_loosely_no_provider_block_no_credentials() -> None:
@@ -258,6 +290,14 @@ def test_scheduling_per_kind() -> None:
         fields = set(scheduling) - {"__is_block__"}
         assert fields == set(locals_["scheduling"]["spot"]), key
         assert all("local.scheduling[" in scheduling[f] for f in fields), key
+
+
+def test_boot_disks_take_the_type_chosen_per_machine_type() -> None:
+    resources = _resources()
+    (disk,) = resources[("google_compute_instance_template", "this")]["disk"]
+    assert disk["disk_type"] == "${local.boot_disk_type}"
+    (boot,) = resources[("google_compute_instance", "gang")]["boot_disk"]
+    assert boot["initialize_params"][0]["type"] == "${local.boot_disk_type}"
 
 
 def test_placement_reservation_and_nics() -> None:
@@ -324,6 +364,7 @@ output "probe" {
     extra_nics     = local.extra_nics
     labels         = local.labels
     scheduling     = local.scheduling
+    boot_disk_type = local.boot_disk_type
   }
 }
 """
@@ -463,6 +504,23 @@ def test_infiniband_gang_has_mrdma_nics_after_the_host_nics(probe_root: tuple[Pa
 
 
 @needs_terraform
+@pytest.mark.parametrize(
+    ("machine_type", "expected"),
+    [
+        ("a3-ultragpu-8g", "hyperdisk-balanced"),
+        ("a4-highgpu-8g", "hyperdisk-balanced"),
+        ("a3-highgpu-8g", "pd-balanced"),
+    ],
+)
+def test_boot_disk_type_follows_the_machine_type(
+    probe_root: tuple[Path, dict[str, str]], machine_type: str, expected: str
+) -> None:
+    """A3 Ultra and A4 take Hyperdisk only (Compute Engine's accelerator-optimized machine family page)."""
+    probe = _evaluate(probe_root, {"machine_type": machine_type, "spot_nodes": 1})
+    assert probe["boot_disk_type"] == expected
+
+
+@needs_terraform
 def test_gang_of_one_has_no_placement_policy(probe_root: tuple[Path, dict[str, str]]) -> None:
     probe = _evaluate(probe_root, {"run": "solo", "on_demand_nodes": 1})
     assert probe["gang_nodes"] == 1 and probe["placement"] is False and probe["groups"] == {}
@@ -483,6 +541,8 @@ REJECTED = [
     ({"reserved_nodes": 0.5}, "whole number"),
     ({"zone": "europe-west4-a"}, "lie in region"),
     ({"boot_disk_type": "pd-ssd"}, "a3 machine types boot from"),
+    ({"machine_type": "a3-ultragpu-8g", "boot_disk_type": "pd-balanced"}, "take Hyperdisk only"),
+    ({"machine_type": "a4-highgpu-8g", "boot_disk_type": "pd-ssd"}, "take Hyperdisk only"),
     ({"labels": {"Team": "ml"}}, "GCP label rules"),
     ({"project": "x"}, "GCP project id"),
 ]

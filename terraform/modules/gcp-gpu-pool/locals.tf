@@ -6,6 +6,11 @@ locals {
   gang_nodes = local.gang ? var.on_demand_nodes + var.spot_nodes : 0
   gang_spot  = local.gang && var.spot_nodes > 0
 
+  # A3 Ultra and A4 take Hyperdisk only (Compute Engine, "Accelerator-optimized machine family", supported
+  # disk types); every other machine type here boots from pd-balanced unless the caller says otherwise.
+  hyperdisk_only = can(regex("^(a3-ultragpu|a4-highgpu|a4x-highgpu)-", var.machine_type))
+  boot_disk_type = coalesce(var.boot_disk_type, local.hyperdisk_only ? "hyperdisk-balanced" : "pd-balanced")
+
   # A compact placement policy only means something for two or more VMs.
   placement = local.gang && local.gang_nodes >= 2
 

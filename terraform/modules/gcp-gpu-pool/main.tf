@@ -59,7 +59,7 @@ resource "google_compute_instance_template" "this" {
     auto_delete  = true
     source_image = var.image
     disk_size_gb = var.boot_disk_gb
-    disk_type    = var.boot_disk_type
+    disk_type    = local.boot_disk_type
     labels       = local.labels
   }
 
@@ -142,7 +142,7 @@ resource "google_compute_instance" "gang" {
     initialize_params {
       image  = var.image
       size   = var.boot_disk_gb
-      type   = var.boot_disk_type
+      type   = local.boot_disk_type
       labels = local.labels
     }
   }

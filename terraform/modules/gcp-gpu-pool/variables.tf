@@ -204,18 +204,24 @@ variable "boot_disk_gb" {
 }
 
 variable "boot_disk_type" {
-  description = "Boot disk type. a3 machines take hyperdisk-balanced or pd-balanced."
+  description = "Boot disk type (null: per machine type, hyperdisk-balanced on A3 Ultra and A4, which take Hyperdisk only, pd-balanced elsewhere). a3-highgpu/megagpu boot from pd-balanced or hyperdisk-balanced."
   type        = string
-  default     = "pd-balanced"
+  default     = null
 
   validation {
-    condition     = contains(["pd-balanced", "pd-ssd", "pd-standard", "hyperdisk-balanced"], var.boot_disk_type)
+    condition     = var.boot_disk_type == null || contains(["pd-balanced", "pd-ssd", "pd-standard", "hyperdisk-balanced"], coalesce(var.boot_disk_type, "pd-balanced"))
     error_message = "boot_disk_type must be pd-balanced, pd-ssd, pd-standard or hyperdisk-balanced."
   }
 
   validation {
-    condition     = !startswith(var.machine_type, "a3-") || contains(["pd-balanced", "hyperdisk-balanced"], var.boot_disk_type)
+    condition     = var.boot_disk_type == null || !startswith(var.machine_type, "a3-") || contains(["pd-balanced", "hyperdisk-balanced"], coalesce(var.boot_disk_type, "pd-balanced"))
     error_message = "a3 machine types boot from hyperdisk-balanced or pd-balanced."
+  }
+
+  # https://cloud.google.com/compute/docs/accelerator-optimized-machines (A3 Ultra and A4: Hyperdisk only)
+  validation {
+    condition     = var.boot_disk_type == null || !can(regex("^(a3-ultragpu|a4-highgpu|a4x-highgpu)-", var.machine_type)) || var.boot_disk_type == "hyperdisk-balanced"
+    error_message = "A3 Ultra and A4 machine types take Hyperdisk only: boot_disk_type must be hyperdisk-balanced (or null)."
   }
 }
 
