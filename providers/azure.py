@@ -810,6 +810,7 @@ class AzureProvider(NoCapacityBlocks):
         name = safe_name(spec.run if spec.run is not None else spec.pool)
         priority = "Spot" if spec.capacity is CapacityType.SPOT else "Regular"
         operation = f"create or update scale set {name}"
+        first_ids: set[str] | None = None  # the VMs before this launch: a retry's re-read may see ours
         for attempt in range(self.settings.conflict_retries + 1):
             raw = self._get_scale_set_raw(name)
             before = _scale_set(raw) if raw is not None else None
@@ -826,7 +827,9 @@ class AzureProvider(NoCapacityBlocks):
                         operation="launch",
                     )
             before_vms = self._vms(name) if before is not None else []
-            before_ids = {vm.instance_id for vm in before_vms}
+            if first_ids is None:
+                first_ids = {vm.instance_id for vm in before_vms}
+            before_ids = first_ids
             current = before.capacity if before is not None else 0
             target = spec.target if spec.target is not None else current + spec.count
             if target < current:

@@ -623,7 +623,8 @@ class AzureFake:
                 409,
                 "OperationNotAllowed",
                 f"Operation could not be completed as it results in exceeding approved "
-                f"{labels.get(name, name)} quota. Additional details - Deployment Model: Resource Manager, "
+                f"{labels.get(name, name + ' Cores')} quota. Additional details - Deployment Model: "
+                "Resource Manager, "
                 f"Location: {location}, Current Limit: {row['limit']}, Current Usage: {row['currentValue']}, "
                 f"Additional Required: {more}, (Minimum) New Limit Required: {row['currentValue'] + more}. "
                 "Submit a request for Quota increase at https://aka.ms/ProdCoreQuotaIncrease by specifying "
