@@ -14,6 +14,10 @@ How gpuplan's resources map onto Azure:
 - a capacity reservation is a **capacity reservation group** (named after the spec) holding one reservation of
   the SKU; scale sets launch into it through ``virtualMachineProfile.capacityReservation``.
 
+How it behaves when ARM does not simply succeed (partial scale-outs, quotas, concurrent writers through
+etags, long-running operations within ``operation_timeout_seconds``), how it reads quotas (compute usages)
+and spot evictions (activity log, instance views), and the RBAC it needs: ``docs/provision-azure.md``.
+
 Node ids are the VM's ARM resource id (``.../virtualMachineScaleSets/<set>/virtualMachines/<instance id>``),
 so ``terminate`` finds the scale set and instance id from the node alone.
 
