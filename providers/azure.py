@@ -14,6 +14,10 @@ How gpuplan's resources map onto Azure:
 - a capacity reservation is a **capacity reservation group** (named after the spec) holding one reservation of
   the SKU; scale sets launch into it through ``virtualMachineProfile.capacityReservation``.
 
+How it behaves when ARM does not simply succeed (partial scale-outs, quotas, concurrent writers through
+etags, long-running operations within ``operation_timeout_seconds``), how it reads quotas (compute usages)
+and spot evictions (activity log, instance views), and the RBAC it needs: ``docs/provision-azure.md``.
+
 Node ids are the VM's ARM resource id (``.../virtualMachineScaleSets/<set>/virtualMachines/<instance id>``),
 so ``terminate`` finds the scale set and instance id from the node alone.
 
@@ -32,13 +36,14 @@ import functools
 import ipaddress
 import logging
 import os
+import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
@@ -65,6 +70,7 @@ from providers.base import (
     PlacementGroupSpec,
     Provider,
     ProviderError,
+    Quota,
     QuotaExceeded,
     ReservationSpec,
     RetryPolicy,
@@ -87,6 +93,7 @@ __all__ = [
 log = logging.getLogger("gpuplan.providers.azure")
 
 T = TypeVar("T")
+_RNG = random.Random()
 
 CLOUD = "azure"
 ACCESS_TOKEN_ENV = "AZURE_ACCESS_TOKEN"
@@ -101,6 +108,21 @@ _CAPACITY_CODES = {
     "SkuNotAvailable",
 }
 _QUOTA_CODES = {"QuotaExceeded", "OperationNotAllowed"}  # the latter only with a quota message
+#: another writer got there first: ARM's 409 "The request failed due to conflict with a concurrent request",
+#: Compute's ConflictingConcurrentWriteNotAllowed, an operation ended by a newer PUT (OperationPreempted), an
+#: If-Match / If-None-Match that no longer holds (412 PreconditionFailed). Re-reading and sending again is
+#: safe: every write here names its resource and its absolute size.
+_CONCURRENCY_CODES = {
+    "Conflict",
+    "ConflictingConcurrentWriteNotAllowed",
+    "OperationPreempted",
+    "PreconditionFailed",
+}
+#: the activity log operations of a spot eviction (the scale set's, its VM's, a standalone VM's)
+_EVICTION_OPERATION = "/evictspotvm/action"
+#: Azure Scheduled Events give a Preempt (spot eviction) event at least 30 s before it happens
+#: (https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event scheduling")
+PREEMPT_NOTICE = timedelta(seconds=30)
 _GPU_MODEL = re.compile(r"_(GB300|GB200|B200|H200|H100|A100|MI300X|L40S|A10|T4|V100|P100|P40|M60)(?:_|$)")
 
 
@@ -135,6 +157,14 @@ class AzureSettings(pydantic.BaseModel):
     retry: RetryPolicy = RetryPolicy()
     polling_interval_seconds: float = pydantic.Field(5.0, ge=0)
     timeout_seconds: float = pydantic.Field(60.0, gt=0, description="connect and read timeout, each request")
+    #: how long one long-running operation (a scale set PUT of ND VMs takes minutes) may run before the call
+    #: raises Timeout (the operation goes on in ARM; the next inventory tells what it did)
+    operation_timeout_seconds: float = pydantic.Field(1800.0, gt=0)
+    #: a scale set PUT refused because another writer changed it meanwhile (409 concurrent request, 412 etag,
+    #: OperationPreempted) is re-read and sent again at most this many times, then reported as Conflict
+    conflict_retries: int = pydantic.Field(3, ge=0)
+    #: how far back ``interruptions`` reads the activity log for spot evictions
+    eviction_lookback_minutes: float = pydantic.Field(30.0, gt=0)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -162,7 +192,9 @@ def map_error(exc: BaseException, operation: str) -> ProviderError:
         return QuotaExceeded(message, **kw)
     if name == "ResourceNotFoundError" or status == 404:
         return NotFound(message, **kw)
-    if name == "ResourceExistsError" or status == 409:
+    if name in ("ResourceExistsError", "ResourceModifiedError") or status in (409, 412):
+        return Conflict(message, **kw)
+    if code in _CONCURRENCY_CODES:  # a long-running operation another write ended
         return Conflict(message, **kw)
     if name in ("ClientAuthenticationError", "CredentialUnavailableError") or status in (401, 403):
         return Auth(message, **kw)
@@ -191,7 +223,7 @@ def _sdk() -> SimpleNamespace:
     """The azure-core and azure-mgmt-compute pieces the adapter uses; MissingSDK when they are not
     installed. Classes that subclass SDK classes are built here too, for the same reason."""
     try:
-        from azure.core import PipelineClient
+        from azure.core import MatchConditions, PipelineClient
         from azure.core.credentials import AccessToken
         from azure.core.exceptions import AzureError
         from azure.core.pipeline.policies import RetryPolicy as CoreRetryPolicy
@@ -221,6 +253,7 @@ def _sdk() -> SimpleNamespace:
 
     return SimpleNamespace(
         PipelineClient=PipelineClient,
+        MatchConditions=MatchConditions,
         AccessToken=AccessToken,
         AzureError=AzureError,
         HttpRequest=HttpRequest,
@@ -340,6 +373,15 @@ class AzureProvider(NoCapacityBlocks):
             connection_timeout=settings.timeout_seconds,
             read_timeout=settings.timeout_seconds,
         )
+        # ARM calls azure-mgmt-compute has no operation for (the activity log), with the same credential
+        self._arm = self._az.PipelineClient(
+            base_url=base_url or "https://management.azure.com",
+            policies=[
+                self._az.UserAgentPolicy(sdk_moniker="gpuplan"),
+                self._az.NoThrottleRetry(retry_total=3),
+                self._az.LoopbackAuthPolicy(credential, ARM_SCOPE),
+            ],
+        )
         self._prices = self._az.PipelineClient(
             base_url=settings.prices_url,
             policies=[
@@ -363,6 +405,21 @@ class AzureProvider(NoCapacityBlocks):
             sleep=self._sleep,
             logger=log,
         )
+
+    def _finish(self, poller: Any, operation: str) -> Any:
+        """A long-running operation's result, waited for at most ``operation_timeout_seconds`` (azure-core's
+        poller follows Azure-AsyncOperation / Location and Retry-After); Timeout after that. A Failed
+        operation raises the SDK's error, which ``_call`` maps."""
+        limit = self.settings.operation_timeout_seconds
+        poller.wait(timeout=limit)
+        if not poller.done():
+            raise Timeout(
+                f"operation still running after {limit:g}s (status {poller.status()}); it goes on in Azure, "
+                "the next inventory shows what it did",
+                cloud=CLOUD,
+                operation=operation,
+            )
+        return poller.result()
 
     def handles(self, offering: str) -> bool:
         return offering.startswith(f"{CLOUD}:")
@@ -442,6 +499,9 @@ class AzureProvider(NoCapacityBlocks):
                 )
             )
         return out
+
+    def _list_usages(self, region: str) -> list[Any]:
+        return list(self._compute.usage.list(region))
 
     def _list_skus(self, region: str) -> list[Any]:
         return list(self._compute.resource_skus.list(filter=f"location eq '{region}'"))
@@ -661,9 +721,12 @@ class AzureProvider(NoCapacityBlocks):
         try:
             self._call(
                 f"create capacity reservation {name}",
-                lambda: self._compute.capacity_reservations.begin_create_or_update(
-                    self._rg, name, name, self._az.models.CapacityReservation(reservation)
-                ).result(),
+                lambda: self._finish(
+                    self._compute.capacity_reservations.begin_create_or_update(
+                        self._rg, name, name, self._az.models.CapacityReservation(reservation)
+                    ),
+                    f"create capacity reservation {name}",
+                ),
             )
         except ProviderError:
             if created:  # a failed reservation stays as a resource in state Failed: it goes first
@@ -673,7 +736,7 @@ class AzureProvider(NoCapacityBlocks):
                 )
                 self._cleanup(
                     f"delete capacity reservation group {name}",
-                    lambda: groups.begin_delete(self._rg, name).result(),
+                    lambda: self._finish(groups.begin_delete(self._rg, name), f"delete group {name}"),
                 )
             raise
         return CapacityReservation(
@@ -710,7 +773,10 @@ class AzureProvider(NoCapacityBlocks):
         try:
             self._call(
                 f"delete capacity reservation group {name}",
-                lambda: self._compute.capacity_reservation_groups.begin_delete(self._rg, name).result(),
+                lambda: self._finish(
+                    self._compute.capacity_reservation_groups.begin_delete(self._rg, name),
+                    f"delete group {name}",
+                ),
             )
         except NotFound:
             log.info("capacity reservation group %s was gone already", name)
@@ -718,9 +784,18 @@ class AzureProvider(NoCapacityBlocks):
     # -- nodes ------------------------------------------------------------------------------------------
 
     def launch(self, spec: LaunchSpec) -> list[Node]:
-        """Set the pool's (or gang's) scale set to ``spec.target`` VMs and return the VMs that are new. A gang
-        is all or nothing: if its scale set ends short, the VMs this launch made are deleted again (the scale
-        set too if it had none) and the error is raised."""
+        """Set the pool's (or gang's) scale set to ``spec.target`` VMs and return the VMs that are new.
+
+        - The PUT carries the scale set's etag (``If-Match``; ``If-None-Match: *`` for a new one), so a write
+          another client made between our read and our PUT is never overwritten: ARM answers 412, as it
+          answers 409 to a concurrent request; the adapter reads the scale set again and resends, at most
+          ``conflict_retries`` times, then raises Conflict.
+        - A scale-out that ends Failed part way (AllocationFailed, OverconstrainedAllocationRequest, a quota)
+          leaves the VMs ARM made and, in state Failed, those it could not: a gang (all or nothing) deletes
+          every VM this launch made (the scale set too if it had none) and raises the error naming how many
+          it got; a pool keeps the VMs that run, deletes the failed ones and raises with ``launched`` set.
+        - Timeout leaves everything as it is: the operation goes on in Azure and the next reconcile sees it.
+        """
         region, sku = self._split(spec.offering)
         if self.settings.ssh_public_key is None:
             raise InvalidRequest(
@@ -738,51 +813,84 @@ class AzureProvider(NoCapacityBlocks):
             )
         name = safe_name(spec.run if spec.run is not None else spec.pool)
         priority = "Spot" if spec.capacity is CapacityType.SPOT else "Regular"
-        before = self._get_scale_set(name)
-        if before is not None:
-            if not tags_match(before.tags, spec.tags):
-                raise Conflict(f"scale set {name} exists without our tags", cloud=CLOUD, operation="launch")
-            if before.sku != sku or before.priority != priority or before.location != region:
-                raise Conflict(
-                    f"scale set {name} runs {before.priority} {before.sku} in {before.location}, "
-                    f"not {priority} {sku} in {region}",
-                    cloud=CLOUD,
-                    operation="launch",
+        operation = f"create or update scale set {name}"
+        first_ids: set[str] | None = None  # the VMs before this launch: a retry's re-read may see ours
+        for attempt in range(self.settings.conflict_retries + 1):
+            raw = self._get_scale_set_raw(name)
+            before = _scale_set(raw) if raw is not None else None
+            if before is not None:
+                if not tags_match(before.tags, spec.tags):
+                    raise Conflict(
+                        f"scale set {name} exists without our tags", cloud=CLOUD, operation="launch"
+                    )
+                if before.sku != sku or before.priority != priority or before.location != region:
+                    raise Conflict(
+                        f"scale set {name} runs {before.priority} {before.sku} in {before.location}, "
+                        f"not {priority} {sku} in {region}",
+                        cloud=CLOUD,
+                        operation="launch",
+                    )
+            before_vms = self._vms(name) if before is not None else []
+            if first_ids is None:
+                first_ids = {vm.instance_id for vm in before_vms}
+            before_ids = first_ids
+            current = before.capacity if before is not None else 0
+            target = spec.target if spec.target is not None else current + spec.count
+            if target < current:
+                # a lower capacity would make Azure delete VMs of its own choosing: removing nodes is
+                # terminate's job (it names them), so launch never scales in
+                log.warning(
+                    "scale set %s holds %d VMs, more than the target %d: left as it is", name, current, target
                 )
-        before_vms = self._vms(name) if before is not None else []
-        before_ids = {vm.instance_id for vm in before_vms}
-        current = before.capacity if before is not None else 0
-        target = spec.target if spec.target is not None else current + spec.count
-        if target < current:
-            # a lower capacity would make Azure delete VMs of its own choosing: removing nodes is terminate's
-            # job (it names them), so launch never scales in
-            log.warning(
-                "scale set %s holds %d VMs, more than the target %d: left as it is", name, current, target
+                target = current
+            body = self._scale_set_body(spec, name, region, sku, priority, target)
+            log.info(
+                "launching scale set %s: %s %s in %s to %d VMs (had %d)%s%s",
+                name,
+                priority,
+                sku,
+                region,
+                target,
+                len(before_vms),
+                f", placement group {spec.placement_group}" if spec.placement_group else "",
+                f", reservation {spec.reservation}" if spec.reservation else "",
             )
-            target = current
-        body = self._scale_set_body(spec, name, region, sku, priority, target)
-        log.info(
-            "launching scale set %s: %s %s in %s to %d VMs (had %d)%s%s",
-            name,
-            priority,
-            sku,
-            region,
-            target,
-            len(before_vms),
-            f", placement group {spec.placement_group}" if spec.placement_group else "",
-            f", reservation {spec.reservation}" if spec.reservation else "",
-        )
-        try:
-            self._call(
-                f"create or update scale set {name}",
-                lambda: self._compute.virtual_machine_scale_sets.begin_create_or_update(
-                    self._rg, name, self._az.models.VirtualMachineScaleSet(body)
-                ).result(),
+            etag = getattr(raw, "etag", None) if raw is not None else None
+            condition = (
+                self._az.MatchConditions.IfNotModified
+                if etag
+                else self._az.MatchConditions.IfMissing
+                if raw is None
+                else None
             )
-        except ProviderError as exc:
-            if spec.all_or_nothing:
-                self._scale_back(name, before_ids, target, exc)
-            raise
+            try:
+                self._call(
+                    operation, functools.partial(self._put_scale_set, name, body, etag, condition, operation)
+                )
+            except Conflict as exc:
+                if attempt == self.settings.conflict_retries:
+                    raise Conflict(
+                        f"scale set {name} was changed by another writer on each of {attempt + 1} tries "
+                        f"({exc.message})",
+                        cloud=CLOUD,
+                        operation="launch",
+                        code=exc.code,
+                    ) from exc
+                wait = self.settings.retry.delay(attempt, _RNG)
+                log.warning(
+                    "scale set %s changed under us (%s): reading it again, retry %d in %.2f s",
+                    name,
+                    exc.code,
+                    attempt + 1,
+                    wait,
+                )
+                self._sleep(wait)
+                continue
+            except Timeout:
+                raise
+            except ProviderError as exc:
+                raise self._failed_launch(spec, name, before_ids, target, exc) from exc
+            break
         after = self._get_scale_set(name)
         after_vms = self._vms(name)
         new = [vm for vm in after_vms if vm.instance_id not in before_ids]
@@ -796,6 +904,67 @@ class AzureProvider(NoCapacityBlocks):
             raise short
         log.info("scale set %s holds %d VMs, %d new", name, len(after_vms), len(new))
         return self._nodes(after or _scale_set_from_body(name, body), new)
+
+    def _put_scale_set(
+        self, name: str, body: dict[str, Any], etag: str | None, condition: Any, operation: str
+    ) -> Any:
+        return self._finish(
+            self._compute.virtual_machine_scale_sets.begin_create_or_update(
+                self._rg,
+                name,
+                self._az.models.VirtualMachineScaleSet(body),
+                etag=etag,
+                match_condition=condition,
+            ),
+            operation,
+        )
+
+    def _get_scale_set_raw(self, name: str) -> Any:
+        try:
+            return self._call(
+                f"get scale set {name}", lambda: self._compute.virtual_machine_scale_sets.get(self._rg, name)
+            )
+        except NotFound:
+            return None
+
+    def _failed_launch(
+        self, spec: LaunchSpec, name: str, before_ids: set[str], target: int, cause: ProviderError
+    ) -> ProviderError:
+        """The error a scale-out that ended Failed raises, after the undo its kind needs (see ``launch``):
+        the cause's kind and code, with what the launch got in the message."""
+        asked = target - len(before_ids)
+        try:
+            vms = self._vms(name)
+        except ProviderError as exc:
+            if not isinstance(exc, NotFound):
+                log.error("cannot list scale set %s after its failed launch: %s", name, exc)
+            vms = []
+        new = [vm for vm in vms if vm.instance_id not in before_ids]
+        running = [vm for vm in new if _vm_state(vm) != "failed"]
+        failed = [vm.instance_id for vm in new if _vm_state(vm) == "failed"]
+        kind = type(cause)
+        if spec.all_or_nothing:
+            self._scale_back(name, before_ids, target, cause)
+            return kind(
+                f"gang {spec.run} got {len(running)} of the {asked} VMs it asked for, then {cause.code}: "
+                f"{cause.message}; a gang is all or nothing, so the VMs this launch made were deleted",
+                cloud=CLOUD,
+                operation="launch",
+                code=cause.code,
+            )
+        if failed:
+            log.info("scale set %s: deleting the %d VMs Azure could not start", name, len(failed))
+            self._cleanup(f"delete failed VMs of {name}", lambda: self._delete_instances(name, failed))
+        vmss = self._get_scale_set(name)
+        launched = tuple(self._nodes(vmss, running)) if vmss is not None else ()
+        return kind(
+            f"pool {spec.pool} got {len(running)} of the {asked} VMs it asked for, then {cause.code}: "
+            f"{cause.message}; the {len(running)} running stay",
+            cloud=CLOUD,
+            operation="launch",
+            code=cause.code,
+            launched=launched,
+        )
 
     def _scale_set_body(
         self, spec: LaunchSpec, name: str, region: str, sku: str, priority: str, target: int
@@ -881,7 +1050,7 @@ class AzureProvider(NoCapacityBlocks):
             if not isinstance(exc, NotFound):
                 log.error("cannot list scale set %s to scale it back: %s", name, exc)
             return
-        if len(vms) >= target:
+        if sum(_vm_state(vm) != "failed" for vm in vms) >= target:
             return
         if not before_ids:
             log.info(
@@ -893,7 +1062,10 @@ class AzureProvider(NoCapacityBlocks):
             )
             self._cleanup(
                 f"delete scale set {name}",
-                lambda: self._compute.virtual_machine_scale_sets.begin_delete(self._rg, name).result(),
+                lambda: self._finish(
+                    self._compute.virtual_machine_scale_sets.begin_delete(self._rg, name),
+                    f"delete scale set {name}",
+                ),
             )
             return
         new = [vm.instance_id for vm in vms if vm.instance_id not in before_ids]
@@ -920,15 +1092,21 @@ class AzureProvider(NoCapacityBlocks):
             log.error("%s failed: %s", what, exc)
 
     def _delete_reservation(self, group: str, name: str) -> None:
-        self._compute.capacity_reservations.begin_delete(self._rg, group, name).result()
+        self._finish(
+            self._compute.capacity_reservations.begin_delete(self._rg, group, name),
+            f"delete capacity reservation {group}/{name}",
+        )
 
     def _delete_instances(self, name: str, instance_ids: Sequence[str]) -> None:
         if not instance_ids:
             return
         log.info("deleting %d VMs of scale set %s: %s", len(instance_ids), name, ", ".join(instance_ids))
-        self._compute.virtual_machine_scale_sets.begin_delete_instances(
-            self._rg, name, {"instanceIds": list(instance_ids)}
-        ).result()
+        self._finish(
+            self._compute.virtual_machine_scale_sets.begin_delete_instances(
+                self._rg, name, {"instanceIds": list(instance_ids)}
+            ),
+            f"delete instances of {name}",
+        )
 
     def terminate(self, nodes: Sequence[Node]) -> None:
         """deleteInstances per scale set with the nodes' instance ids; VMs (or scale sets) already gone are
@@ -954,32 +1132,166 @@ class AzureProvider(NoCapacityBlocks):
             except NotFound:
                 log.info("scale set %s was gone already", scale_set)
 
+    # -- quotas -----------------------------------------------------------------------------------------
+
+    def quotas(self, wanted: Sequence[tuple[str, CapacityType]]) -> list[Quota]:
+        """Compute usages of each region (``GET .../locations/{region}/usages``, what ``az vm list-usage``
+        shows) that launches of ``wanted`` count against, in vCPUs:
+
+        - on demand: the size's family quota (``standardNDSH100v5Family``) and the total regional vCPUs
+          (``cores``);
+        - spot: the total regional spot vCPUs (``lowPriorityCores``), one bucket for every family; spot VMs
+          do not count against the family quota.
+
+        The family and the vCPUs of a size come from the resource SKU (its ``family`` is the usage's name,
+        its ``vCPUs`` capability the units), as AzManagers.jl's quota check reads them; a size the SKU list
+        omits falls back to the documented family names (``_FAMILIES``) and the vCPU count in the size's
+        name. https://learn.microsoft.com/rest/api/compute/usage/list ,
+        https://learn.microsoft.com/azure/virtual-machines/spot-vms ("Quota")."""
+        by_region: dict[str, list[tuple[str, str, CapacityType]]] = {}
+        for offering, capacity in wanted:
+            if self.handles(offering):
+                region, sku = self._split(offering)
+                by_region.setdefault(region, []).append((offering, sku, capacity))
+        out: list[Quota] = []
+        for region, items in sorted(by_region.items()):
+            skus = {
+                (k.name or "").lower(): k
+                for k in self._call(f"list skus {region}", functools.partial(self._list_skus, region))
+                if (k.resource_type or "") == "virtualMachines"
+            }
+            usages = self._call(f"list usages {region}", functools.partial(self._list_usages, region))
+            by_name = {str(u.name.value).lower(): u for u in usages if u.name is not None and u.name.value}
+            counted: dict[str, dict[tuple[str, CapacityType], float]] = {}
+            for offering, sku, capacity in items:
+                family, vcpus = _family_and_vcpus(sku, skus.get(sku.lower()))
+                if vcpus is None:
+                    log.warning("%s: vCPUs unknown, its quotas are not checked", offering)
+                    continue
+                names = ["lowPriorityCores"] if capacity is CapacityType.SPOT else ["cores"]
+                if capacity is not CapacityType.SPOT:
+                    if family is None:
+                        log.warning("%s: VM family unknown, its family quota is not checked", offering)
+                    else:
+                        names.insert(0, family)
+                for quota in names:
+                    counted.setdefault(quota.lower(), {})[(offering, capacity)] = float(vcpus)
+            for key, per_node in counted.items():
+                usage = by_name.get(key)
+                if usage is None:  # not reported by the cloud: left out, never guessed
+                    log.info("no usage %s in %s: not checked", key, region)
+                    continue
+                label = usage.name.localized_value or usage.name.value
+                out.append(
+                    Quota(
+                        name=f"{label} ({usage.name.value})" if label != usage.name.value else label,
+                        region=region,
+                        limit=float(usage.limit),
+                        used=float(usage.current_value),
+                        unit="vCPUs",
+                        per_node=per_node,
+                    )
+                )
+        return out
+
     def interruptions(self, plan_id: str) -> list[Interruption]:
-        """Spot VMs of our scale sets that ARM shows evicted. What the management API exposes is the VM's
-        instance view: an evicted VM under evictionPolicy Deallocate stays, ``PowerState/deallocated``
-        (``deallocating`` while it goes), and gpuplan never deallocates its own VMs, so that state means
-        eviction. Under evictionPolicy Delete (what gpuplan launches) the evicted VM is deleted and simply
-        leaves the list: the reconciler sees a missing node. The 30-second Preempt notice is a Scheduled
-        Event, served by the instance metadata service inside the VM only, not reachable from here."""
+        """Spot evictions of the VMs of our spot scale sets, as the management plane shows them:
+
+        1. the activity log: Azure writes an ``evictSpotVM/action`` operation
+           (``Microsoft.Compute/virtualMachineScaleSets/virtualMachines/evictSpotVM/action`` for a scale set's
+           VM) when it starts an eviction; the notice's deadline is the event's time plus the 30 s of the
+           Preempt scheduled event (:data:`PREEMPT_NOTICE`). Events for a whole scale set, naming no VM, are
+           logged and left to (2) and the inventory;
+        2. the VM's instance view: a VM evicted under evictionPolicy Deallocate stays,
+           ``PowerState/deallocating`` then ``deallocated`` (gpuplan never deallocates its own VMs); its
+           deadline is now (or the status's time): the node is already being taken.
+
+        Under evictionPolicy Delete (what gpuplan launches) an evicted VM leaves the list, and ARM lowers the
+        scale set's capacity with it: (1) is the notice. The Scheduled Events endpoint itself is served
+        inside the VM only (169.254.169.254), not to the control plane. A VM may be reported again in a
+        later call while its events are younger than ``eviction_lookback_minutes``: callers drop repeats.
+        https://learn.microsoft.com/rest/api/monitor/activity-logs/list"""
         ours = {TAG_PLAN: safe_name(plan_id)}
         now = datetime.now(UTC)
-        out: list[Interruption] = []
-        for vmss in self._scale_sets():
-            if vmss.priority != "Spot" or not tags_match(vmss.tags, ours):
+        spot = {
+            vmss.name.lower(): vmss
+            for vmss in self._scale_sets()
+            if vmss.priority == "Spot" and tags_match(vmss.tags, ours)
+        }
+        if not spot:
+            return []
+        found: dict[str, Interruption] = {}
+
+        def notice(vmss: _ScaleSet, node_id: str, at: datetime, deadline: datetime) -> Interruption:
+            return Interruption(
+                node_id=node_id,
+                kind="interruption",
+                at=at,
+                offering=f"{CLOUD}:{vmss.location}:{vmss.sku}",
+                pool=vmss.tags.get(TAG_POOL),
+                run=vmss.tags.get(TAG_RUN),
+                deadline=deadline,
+            )
+
+        since = now - timedelta(minutes=self.settings.eviction_lookback_minutes)
+        for event in self._call("read activity log", functools.partial(self._eviction_events, since)):
+            resource = str(event.get("resourceId") or "")
+            m = _NODE_ID.search(resource)
+            if m is None:
+                log.info("eviction in scale set %s names no VM: left to the inventory", resource)
                 continue
+            vmss = spot.get(m.group(1).lower())
+            if vmss is None:
+                continue
+            at = _parse_time(event.get("eventTimestamp")) or now
+            node_id = f"{self._id('virtualMachineScaleSets', vmss.name)}/virtualMachines/{m.group(2)}"
+            seen = found.get(node_id.lower())
+            if seen is None or at < seen.at:
+                found[node_id.lower()] = notice(vmss, node_id, at, at + PREEMPT_NOTICE)
+        for vmss in spot.values():
             for vm in self._vms(vmss.name):
-                if _power_state(vm) in ("deallocating", "deallocated"):
-                    out.append(
-                        Interruption(
-                            node_id=vm.id or f"{vmss.name}/{vm.instance_id}",
-                            kind="interruption",
-                            at=now,
-                            offering=f"{CLOUD}:{vmss.location}:{vmss.sku}",
-                            pool=vmss.tags.get(TAG_POOL),
-                            run=vmss.tags.get(TAG_RUN),
-                        )
-                    )
-        return out
+                if _power_state(vm) not in ("deallocating", "deallocated"):
+                    continue
+                node_id = vm.id or f"{vmss.name}/{vm.instance_id}"
+                if node_id.lower() not in found:
+                    at = _power_state_time(vm) or now
+                    found[node_id.lower()] = notice(vmss, node_id, at, min(at, now))
+        return sorted(found.values(), key=lambda i: (i.at, i.node_id))
+
+    def _eviction_events(self, since: datetime) -> list[dict[str, Any]]:
+        """The resource group's activity log since ``since``, only the spot eviction operations (paged by
+        ``nextLink``; a handful of pages at most)."""
+        base = (self.settings.base_url or "https://management.azure.com").rstrip("/")
+        url = f"{base}/subscriptions/{self._sub}/providers/Microsoft.Insights/eventtypes/management/values"
+        flt = f"eventTimestamp ge '{since:%Y-%m-%dT%H:%M:%SZ}' and resourceGroupName eq '{self._rg}'"
+        request = self._az.HttpRequest(
+            "GET",
+            url,
+            params={
+                "api-version": "2015-04-01",
+                "$filter": flt,
+                "$select": "eventTimestamp,operationName,resourceId,status",
+            },
+        )
+        events: list[dict[str, Any]] = []
+        for _ in range(50):
+            response = self._arm.send_request(
+                request,
+                connection_timeout=self.settings.timeout_seconds,
+                read_timeout=self.settings.timeout_seconds,
+            )
+            response.raise_for_status()
+            body = response.json()
+            for event in body.get("value") or []:
+                operation = str((event.get("operationName") or {}).get("value") or "").lower()
+                status = str((event.get("status") or {}).get("value") or "").lower()
+                if operation.endswith(_EVICTION_OPERATION) and status != "failed":
+                    events.append(event)
+            nxt = body.get("nextLink")
+            if not nxt:
+                break
+            request = self._az.HttpRequest("GET", nxt)
+        return events
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1046,6 +1358,15 @@ def _power_state(vm: Any) -> str | None:
     return None
 
 
+def _power_state_time(vm: Any) -> datetime | None:
+    view = getattr(getattr(vm, "properties", None), "instance_view", None)
+    for status in getattr(view, "statuses", None) or []:
+        if str(getattr(status, "code", "")).startswith("PowerState/"):
+            when = getattr(status, "time", None)
+            return when if isinstance(when, datetime) else _parse_time(when)
+    return None
+
+
 def _vm_state(vm: Any) -> str:
     """A VM's state in base.py's words (Inventory.live_nodes drops stopping/stopped/deleting)."""
     provisioning = str(getattr(getattr(vm, "properties", None), "provisioning_state", None) or "").lower()
@@ -1091,6 +1412,42 @@ def _parse_time(text: Any) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+#: VM family quota names (the usages' ``name.value``) of the GPU sizes, for a size the resource SKU list
+#: does not describe (restricted, or listed without its family). From the table of Azure VM family names
+#: in Red Hat's OpenShift on Azure docs ("GPU Accelerated"), which matches Azure's usages API.
+_FAMILIES: Final = {
+    "ND_H100_v5": "standardNDSH100v5Family",
+    "ND_H200_v5": "standardNDISRH200V5Family",
+    "ND_v4": "Standard NDASv4_A100 Family",  # ND96asr_v4 (NDasrA100_v4), sic: with spaces
+    "NC_A100_v4": "StandardNCADSA100v4Family",
+    "NC_H100_v5": "StandardNCadsH100v5Family",
+    "NC_T4_v3": "Standard NCASv3_T4 Family",
+    "NC_v3": "standardNCSv3Family",
+    "ND_v2": "standardNDSv2Family",
+    "NV_A10_v5": "StandardNVADSA10v5Family",
+}
+_SERIES = re.compile(r"^Standard_(N[A-Z])\d+[a-z]*(?:_([A-Z0-9]+))?_(v\d+)$")
+_VCPUS = re.compile(r"^Standard_[A-Z]+(\d+)")
+
+
+def _family_and_vcpus(sku: str, info: Any) -> tuple[str | None, int | None]:
+    """(family quota name, vCPUs) of a VM size: from its resource SKU, else from ``_FAMILIES`` and the vCPU
+    count Azure's size names carry after the family letters (ND**96**isr_H100_v5)."""
+    family = getattr(info, "family", None) if info is not None else None
+    vcpus: int | None = None
+    for cap in getattr(info, "capabilities", None) or []:
+        if getattr(cap, "name", None) == "vCPUs" and cap.value:
+            vcpus = int(float(cap.value))
+    if family is None:
+        m = _SERIES.match(sku)
+        if m:
+            family = _FAMILIES.get("_".join(p for p in (m.group(1), m.group(2), m.group(3)) if p))
+    if vcpus is None:
+        n = _VCPUS.match(sku)
+        vcpus = int(n.group(1)) if n else None
+    return family, vcpus
 
 
 def _conforms(provider: AzureProvider) -> Provider:

@@ -1,8 +1,10 @@
 """Resource attribute paths the Azure Terraform code may use, checked by ``hcl_walk.check_allowed``.
 
 Written by hand from the azurerm provider's documentation pages in hashicorp/terraform-provider-azurerm
-(``website/docs/r/<resource>.html.markdown``, read at the commit named above each entry; those pages are the
-4.x provider's). Paths are dotted for nested blocks (``network_interface.ip_configuration.subnet_id``).
+(``website/docs/r/<resource>.html.markdown``, read at the commit named above each entry; the scale set's
+page is v5.0.0's, the first release whose scale set has ``network_interface.accelerated_networking_enabled``,
+hence the module's ``>= 5.0, < 6.0``). Paths are dotted for nested blocks
+(``network_interface.ip_configuration.subnet_id``).
 Only the arguments, never the exported attributes (``id``, ``unique_id``), since Terraform code sets the
 former. The scale set's list is a deliberate subset of its page: the blocks a GPU pool could want, with
 their fields, and without ``admin_password`` (the modules hold no credentials: SSH keys only), the
@@ -47,7 +49,8 @@ ALLOWED: dict[str, set[str]] = {
         "sku.capacity",
         *TIMEOUTS,
     },
-    # website/docs/r/linux_virtual_machine_scale_set.html.markdown @ 00fe615dd0353ccbbd894138ef95f1949ea09691
+    # v5.0.0's page: network_interface.accelerated_networking_enabled (4.x: enable_accelerated_networking)
+    # website/docs/r/linux_virtual_machine_scale_set.html.markdown @ b241ed4b62ce683f74730401392ebb94b96d3981
     "azurerm_linux_virtual_machine_scale_set": {
         # arguments
         "name",

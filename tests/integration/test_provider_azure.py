@@ -472,12 +472,14 @@ def test_failed_gang_lro_is_insufficient_capacity_and_scaled_back(
     assert fake.sent("DELETE", "/virtualMachineScaleSets/llm-pretrain-r1$")
     assert f"{ARM}/virtualMachineScaleSets/llm-pretrain-r1".lower() not in fake.resources
 
-    # a gang growing from 2 to 4 gets 1 more, then fails: the new VM is deleted, the 2 it had stay
+    # a gang growing from 2 to 4 gets 1 more (and a Failed one), then fails: both new VMs are deleted,
+    # the 2 it had stay
     provider.launch(gang_spec())
     fake.fail_lro("PUT", "/virtualMachineScaleSets/llm-pretrain-r1$", "ZonalAllocationFailed", vms=1)
-    with pytest.raises(InsufficientCapacity):
+    with pytest.raises(InsufficientCapacity) as grown:
         provider.launch(gang_spec(count=2, target=4))
-    assert fake.sent("POST", "/llm-pretrain-r1/delete$")[-1].body == {"instanceIds": ["2"]}
+    assert "got 1 of the 2 VMs it asked for, then ZonalAllocationFailed" in str(grown.value)
+    assert fake.sent("POST", "/llm-pretrain-r1/delete$")[-1].body == {"instanceIds": ["2", "3"]}
     assert vm_ids(fake, "llm-pretrain-r1") == ["0", "1"]
 
     # a pool is not all or nothing: what it got stays

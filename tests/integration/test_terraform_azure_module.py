@@ -194,16 +194,41 @@ def test_outputs_are_described_and_cover_the_interface() -> None:
         assert len(body.get("description", "")) > 10, name
 
 
-def test_versions_pin_terraform_and_azurerm_loosely_and_no_provider_block() -> None:
+#: When the azurerm provider's schema got each attribute the module sets that came late (the
+#: hashicorp/terraform-provider-azurerm changelogs: CHANGELOG-v3.md, the 5.0 upgrade guide; PR numbers).
+#: 4.x's scale set called the first one ``network_interface.enable_accelerated_networking`` (renamed in
+#: 5.0.0 by #32779; checked in the provider's source at the v4.60.0 and v5.0.0 tags).
+VMSS = "azurerm_linux_virtual_machine_scale_set"
+FIRST_RELEASE: dict[tuple[str, str], tuple[int, int, int]] = {
+    (VMSS, "network_interface.accelerated_networking_enabled"): (5, 0, 0),
+    ("azurerm_proximity_placement_group", "allowed_vm_sizes"): (3, 38, 0),  # #19675
+    ("azurerm_proximity_placement_group", "zone"): (3, 38, 0),  # #19675
+    (VMSS, "capacity_reservation_group_id"): (3, 14, 0),  # #17530
+    ("azurerm_capacity_reservation_group", ""): (3, 10, 0),  # new resource, #16464
+    ("azurerm_capacity_reservation", ""): (3, 10, 0),  # new resource, #16464
+}
+
+
+def test_versions_pin_azurerm_from_the_first_release_with_every_attribute_to_the_next_major() -> None:
     (terraform,) = load(MODULE / "versions.tf")["terraform"]
     assert terraform["required_version"] == ">= 1.9"
     (providers,) = terraform["required_providers"]
-    assert providers["azurerm"] == {"source": "hashicorp/azurerm", "version": ">= 4.0, < 5.0"}
+    assert providers["azurerm"]["source"] == "hashicorp/azurerm"
+    # the table is about what the module uses: each attribute is really there
+    assert set(FIRST_RELEASE) <= attribute_paths(TF_FILES)
+    first = max(FIRST_RELEASE.values())
+    assert first == (5, 0, 0)
+    lower = ".".join(map(str, first[:2]))
+    assert providers["azurerm"]["version"] == f">= {lower}, < {first[0] + 1}.0"
+    # the module never names the 4.x spelling, which 5.x refuses
+    assert not [p for _, p in attribute_paths(TF_FILES) if p.endswith("enable_accelerated_networking")]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in TF_FILES)
+    assert "PR #32779" in (MODULE / "versions.tf").read_text(encoding="utf-8")  # the why, beside the pin
     for path in TF_FILES:
         assert "provider" not in load(path), path
-    text = "\n".join(p.read_text(encoding="utf-8") for p in TF_FILES).lower()
+    lowered = text.lower()
     for word in ("admin_password", "client_secret", "subscription_id", "access_key"):
-        assert word not in text
+        assert word not in lowered
 
 
 def test_scale_set_settings_of_every_kind() -> None:
