@@ -35,8 +35,8 @@ from planner.outputs.pools import TerraformPool, at_time, clouds_of, steady_stat
 __all__ = ["CLOUD_ROOTS", "Moment", "modules_dir", "write_roots"]
 
 AWS_PROVIDER: Final = ">= 5.0, < 7.0"
-GOOGLE_PROVIDER: Final = ">= 5.0, < 7.0"
-AZURERM_PROVIDER: Final = ">= 4.0, < 5.0"
+GOOGLE_PROVIDER: Final = ">= 6.19.0, < 8.0.0"
+AZURERM_PROVIDER: Final = ">= 5.0, < 6.0"
 TERRAFORM_VERSION: Final = ">= 1.9"  # the modules' validations refer to other variables
 
 

@@ -102,6 +102,24 @@ def test_the_root_passes_the_module_exactly_its_variables(cloud: str, roots: dic
         assert {v for v, required in declared.items() if required} - passed == set(), "required ones missing"
 
 
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_the_root_pins_its_provider_as_its_module_does(cloud: str, roots: dict[str, Path]) -> None:
+    """A root whose provider range does not meet its module's fails ``terraform init`` (no version fits
+    both): the azurerm 4.x root beside the 5.x module, the google >= 5.0 root beside a module that needs
+    6.19's MRDMA, were exactly that."""
+
+    def pins(path: Path) -> dict[str, str]:
+        found = {}
+        for body in load(path).get("terraform", []):
+            for providers in body.get("required_providers", []):
+                found |= {name: spec["version"] for name, spec in providers.items() if isinstance(spec, dict)}
+        return found
+
+    root = roots[cloud]
+    module = pins(root / "modules" / f"{cloud}-gpu-pool" / "versions.tf")
+    assert module and pins(root / "versions.tf") == module
+
+
 def _independent_pools(plan: Plan, cloud: str, period: int) -> dict[str, tuple[int, int]]:
     """offering -> (on-demand, spot) whole nodes of the period's inference rows, by pandas."""
     rows = plan.allocations
