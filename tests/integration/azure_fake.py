@@ -418,6 +418,9 @@ class AzureFake:
                 return 204, None, {}
             if any(k.startswith(key + "/") for k in self.resources):
                 raise _ArmError(409, "CapacityReservationGroupDeletionNotAllowed", "it still holds resources")
+            if "/proximityplacementgroups/" in key:  # not a long-running operation: 200 when it is gone
+                self.resources.pop(key)
+                return 200, None, {}
             self.resources[key].setdefault("properties", {})["provisioningState"] = "Deleting"
 
             def gone() -> None:
