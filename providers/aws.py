@@ -49,6 +49,7 @@ from providers.base import (
     Node,
     NotFound,
     OfferingInfo,
+    OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
     Provider,
@@ -137,8 +138,28 @@ _AUTH = {
     "SignatureDoesNotMatch",
     "NoCredentialsError",
     "PartialCredentialsError",
+    "AccessDenied",
+    "AccessDeniedException",  # Service Quotas and SQS (JSON protocols) say it so
 }
-_INVALID = {"MissingParameter", "ParamValidationError", "UnknownParameter", "ValidationError"}
+#: botocore's errors for a request that may have reached EC2 with no whole answer back: the outcome is
+#: unknown (Timeout), as for a read timeout
+_NO_ANSWER = {"ReadTimeoutError", "ConnectionClosedError", "IncompleteReadError", "ResponseStreamingError"}
+#: botocore's errors for a request that never reached EC2
+_UNREACHABLE = {
+    "EndpointConnectionError",
+    "ConnectionError",
+    "ProxyConnectionError",
+    "SSLError",
+    "HTTPClientError",
+}
+_TITLE = re.compile(rb"<title>\s*(.*?)\s*</title>", re.I | re.S)
+_INVALID = {
+    "MissingParameter",
+    "ParamValidationError",
+    "UnknownParameter",
+    "ValidationError",
+    "InsufficientFreeAddressesInSubnet",  # the subnet is too small for the launch: a settings problem
+}
 
 
 def _error(code: str | None, message: str, operation: str, status: int | None = None) -> ProviderError:
@@ -147,10 +168,18 @@ def _error(code: str | None, message: str, operation: str, status: int | None = 
     quota; ``InvalidInstanceID.NotFound`` is a missing resource, not a bad parameter."""
     c = code or ""
     kind: type[ProviderError] = ProviderError
-    if c in ("ReadTimeoutError", "ConnectTimeoutError"):
+    if c in _NO_ANSWER or c == "ConnectTimeoutError":
         kind = Timeout
-    elif c in _THROTTLED or (status == 503 and c in ("", "SlowDown", "ServiceUnavailable")):
+    elif c in _THROTTLED or (status == 503 and c in ("", "503", "SlowDown", "ServiceUnavailable")):
         kind = Throttled
+    elif c in _UNREACHABLE:
+        kind = OperationFailed
+        message = f"EC2 could not be reached: {message}"
+    elif c.isdigit() and (status or 0) >= 500:
+        # an error page with no API error code (botocore names the error by its HTTP status): a proxy
+        # or an outage answered, not EC2's API
+        kind = OperationFailed
+        message = f"EC2 answered HTTP {c} {message}".rstrip() + ", not the API's error: a proxy or an outage?"
     elif c in _CAPACITY:
         kind = InsufficientCapacity
     elif c in _QUOTA or c.endswith("LimitExceeded"):
@@ -170,14 +199,36 @@ def _error(code: str | None, message: str, operation: str, status: int | None = 
     return kind(message or c or "request failed", cloud=CLOUD, operation=operation, code=c or None)
 
 
+def _unreadable(exc: BaseException, operation: str) -> ProviderError:
+    """An answer botocore could not parse (``ResponseParserError``): not the API's XML but a proxy's or
+    an outage's page. The call's outcome is unknown to us, but no further parsing will help: it is an
+    OperationFailed naming the page's title (never the whole body, which may be long)."""
+    text = str(exc)
+    title = _TITLE.search(text.encode("utf-8", "replace").replace(b"\\n", b" "))
+    what = title.group(1).decode("utf-8", "replace")[:120] if title else text.split("\n", 1)[0][:160]
+    return OperationFailed(
+        f"EC2's answer could not be read (not the API's XML or JSON; a proxy's or an outage's page?): {what}",
+        cloud=CLOUD,
+        operation=operation,
+        code="ResponseParserError",
+    )
+
+
 def _from_exception(exc: BaseException, operation: str) -> ProviderError | None:
-    """The typed error for a botocore exception (None for anything else, which is a bug to surface)."""
+    """The typed error for a botocore exception (None for anything else, which is a bug to surface).
+
+    Besides ClientError and BotoCoreError, botocore raises ``ResponseParserError`` (a plain Exception)
+    when an answer is not the API's own (an HTML page from a proxy or a load balancer): it is mapped
+    here too, so it reaches the CLI as a cloud error (exit 6), not as a traceback."""
     from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return _error(err.get("Code"), err.get("Message", ""), operation, status)
+    if isinstance(exc, ResponseParserError):
+        return _unreadable(exc, operation)
     if isinstance(exc, BotoCoreError):
         # NoCredentialsError, ParamValidationError, EndpointConnectionError, ...: the class name is the
         # code; their messages name the missing thing, never a secret
@@ -229,6 +280,23 @@ def _region_of(offering: str) -> tuple[str, str]:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _network_cards(net: Mapping[str, Any]) -> int:
+    """The network cards of an instance type (``NetworkInfo``): ``MaximumNetworkCards``, else the
+    ``NetworkCards`` list's length, else 1."""
+    return int(net.get("MaximumNetworkCards") or len(net.get("NetworkCards") or []) or 1)
+
+
+#: interface types that take a private IPv4 address from the subnet (``efa-only`` takes none)
+_IP_INTERFACES = {"interface", "efa"}
+
+
+def _ips_per_node(template_data: Mapping[str, Any]) -> int:
+    """The subnet addresses one node launched from ``template_data`` takes: one per interface that is not
+    ``efa-only`` (1 with no explicit interfaces: the default primary one)."""
+    interfaces = template_data.get("NetworkInterfaces") or []
+    return sum(1 for i in interfaces if i.get("InterfaceType", "interface") in _IP_INTERFACES) or 1
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -398,7 +466,7 @@ class AwsProvider:
                         gpus_per_node=count,
                         gpu_memory_gb=mib / 1024 if mib else None,
                         fabric="efa" if efa else None,
-                        network_interfaces=int(net.get("MaximumNetworkCards", 1)) if efa else 1,
+                        network_interfaces=_network_cards(net) if efa else 1,
                     )
                 )
         return sorted(out, key=lambda o: o.offering)
@@ -600,13 +668,8 @@ class AwsProvider:
 
     # -- launching -----------------------------------------------------------------------------------------
 
-    def _template(self, region: str, instance_type: str, fabric: str | None, plan: str) -> str:
-        """The launch template for (type, fabric): the AMI, and for EFA one interface per network card
-        (card 0 at device index 0, the rest at 1, as AWS documents for p5). Its name carries a digest of
-        its data, so changed settings get a new template instead of silently reusing a stale one."""
-        key = (region, instance_type, plan, fabric)
-        if key in self._templates:
-            return self._templates[key]
+    def _template_data(self, region: str, instance_type: str, fabric: str | None) -> dict[str, Any]:
+        """The LaunchTemplateData of :meth:`_template` (no call but a cached describe_instance_types)."""
         data: dict[str, Any] = {"ImageId": self._image(region), "InstanceType": instance_type}
         if self.settings.key_name:
             data["KeyName"] = self.settings.key_name
@@ -620,7 +683,7 @@ class AwsProvider:
                 {
                     "NetworkCardIndex": card,
                     "DeviceIndex": 0 if card == 0 else 1,
-                    "InterfaceType": "efa",
+                    "InterfaceType": "efa" if card == 0 else "efa-only",
                     "SubnetId": subnet,
                     "DeleteOnTermination": True,
                     **(
@@ -629,12 +692,28 @@ class AwsProvider:
                         else {}
                     ),
                 }
-                for card in range(int(net.get("MaximumNetworkCards", 1)))
+                for card in range(_network_cards(net))
             ]
         elif fabric is not None:
             raise InvalidRequest(f"AWS has no {fabric} fabric (only efa)", cloud=CLOUD, operation="launch")
         elif self.settings.security_group_ids:
             data["SecurityGroupIds"] = list(self.settings.security_group_ids)
+        return data
+
+    def _template(self, region: str, instance_type: str, fabric: str | None, plan: str) -> str:
+        """The launch template for (type, fabric): the AMI, and for EFA one interface per network card, as
+        AWS advises for instances with several cards ("Maximize network bandwidth on Amazon EC2 instances
+        with multiple network cards",
+        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): the primary
+        interface (card 0, device index 0) is ``efa`` (EFA with ENA, the node's one private IP), every
+        other card an ``efa-only`` interface at device index 1, which takes no IP address (a p5.48xlarge:
+        1 + 31, so a gang of 16 takes 16 of its subnet's addresses, not 512). The cards are counted from
+        ``describe_instance_types`` (``NetworkInfo.MaximumNetworkCards``). Its name carries a digest of
+        its data, so changed settings get a new template instead of silently reusing a stale one."""
+        key = (region, instance_type, plan, fabric)
+        if key in self._templates:
+            return self._templates[key]
+        data = self._template_data(region, instance_type, fabric)
         digest = client_token(json.dumps(data, sort_keys=True))
         name = safe_name(f"gpuplan-{plan}-{instance_type}-{fabric or 'ena'}-{digest[:8]}", limit=128)
         found = self._call(
@@ -681,10 +760,36 @@ class AwsProvider:
             )
         plan = spec.tags.get(TAG_PLAN, "x")
         subnets = self._subnets(region)
-        template = self._template(region, instance_type, spec.fabric if spec.all_or_nothing else None, plan)
+        fabric = spec.fabric if spec.all_or_nothing else None
+        if spec.all_or_nothing:  # before anything is made: a gang must fit its one subnet
+            per_node = _ips_per_node(self._template_data(region, instance_type, fabric))
+            self._check_addresses(region, subnets[0], spec, per_node)
+        template = self._template(region, instance_type, fabric, plan)
         if spec.all_or_nothing:
             return self._launch_gang(region, spec, template, subnets[0])
         return self._launch_fleet(region, instance_type, spec, template, subnets)
+
+    def _check_addresses(self, region: str, subnet: str, spec: LaunchSpec, per_node: int) -> None:
+        """InvalidRequest (code InsufficientFreeAddressesInSubnet, as EC2 would say it after the fact)
+        unless ``subnet`` has the private addresses the gang takes: nodes x the IP-bearing interfaces of
+        each (``AvailableIpAddressCount`` of describe_subnets, which already leaves out the 5 addresses
+        AWS keeps in every subnet). A gang launches all or nothing in one subnet: one that cannot fit is
+        refused here, naming the subnet and the figures, before any instance or launch template is made,
+        rather than as EC2's error after the fact."""
+        (found,) = self._call(region, "describe_subnets", SubnetIds=[subnet])["Subnets"]
+        self._zones[(region, subnet)] = found["AvailabilityZone"]
+        available = int(found.get("AvailableIpAddressCount", 0))
+        needed = spec.count * per_node
+        if available < needed:
+            raise InvalidRequest(
+                f"subnet {subnet} ({found['AvailabilityZone']}) has {available} free IP addresses; gang "
+                f"{spec.run} needs {needed} ({spec.count} nodes x {per_node}): use a larger subnet first "
+                f"in aws.subnets.{region}",
+                cloud=CLOUD,
+                operation="launch",
+                code="InsufficientFreeAddressesInSubnet",
+            )
+        log.info("subnet %s has %d free addresses; gang %s takes %d", subnet, available, spec.run, needed)
 
     def _launch_gang(self, region: str, spec: LaunchSpec, template: str, subnet: str) -> list[Node]:
         params: dict[str, Any] = {
