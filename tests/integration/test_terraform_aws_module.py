@@ -190,7 +190,7 @@ def test_versions_pin_loosely_and_the_module_has_no_provider_block_or_credential
     versions = load(MODULE / "versions.tf")["terraform"][0]
     assert versions["required_version"].startswith(">= 1.")
     aws = versions["required_providers"][0]["aws"]
-    assert aws == {"source": "hashicorp/aws", "version": ">= 5.0, < 7.0"}
+    assert aws == {"source": "hashicorp/aws", "version": ">= 5.74, < 7.0"}  # efa-only came in 5.74
     for path in module_tf_files():
         document = load(path)
         assert "provider" not in document, f"{path.name} configures a provider"
@@ -394,6 +394,44 @@ def test_validation_blocks_reject_wrong_values(tmp_path: Path) -> None:
         'Tag keys starting with "aws:" are reserved',
     ]:
         assert message in text, f"no {message!r} in:\n{result.stderr}"
+
+
+EFA_TYPES = """resource "aws_launch_template" "efa" {
+  name = "efa-types"
+
+  network_interfaces {
+    network_card_index = 0
+    device_index       = 0
+    interface_type     = "efa"
+  }
+
+  network_interfaces {
+    network_card_index = 1
+    device_index       = 1
+    interface_type     = "efa-only"
+  }
+
+  network_interfaces {
+    network_card_index = 2
+    device_index       = 1
+    interface_type     = "efa-onl"
+  }
+}
+"""
+
+
+@needs_terraform
+def test_the_mirrored_provider_takes_efa_only_interfaces(tmp_path: Path) -> None:
+    """The module's conditional interface_type is unknown to validate; written out, the provider's own
+    check accepts "efa" and "efa-only" and names the one value it refuses (so the check really ran)."""
+    (tmp_path / "main.tf").write_text(EFA_TYPES, encoding="utf-8")
+    ok(terraform("init", cwd=tmp_path))
+    result = terraform("validate", "-no-color", cwd=tmp_path)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        'Error: expected network_interfaces.2.interface_type to be one of ["efa" "efa-only" "interface"], '
+        "got efa-onl"
+    ], result.stderr
 
 
 @needs_terraform
