@@ -54,6 +54,7 @@ from providers.base import (
     PlacementGroupSpec,
     Provider,
     ProviderError,
+    Quota,
     QuotaExceeded,
     ReservationSpec,
     RetryPolicy,
@@ -119,7 +120,14 @@ def open_provider(
 # errors: the one table of EC2 codes
 
 
-_THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "SlowDown", "RequestThrottled"}
+_THROTTLED = {
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "SlowDown",
+    "RequestThrottled",
+    "TooManyRequestsException",  # Service Quotas
+}
 _CAPACITY = {
     "InsufficientInstanceCapacity",
     "InsufficientCapacityOnHost",
@@ -186,7 +194,7 @@ def _error(code: str | None, message: str, operation: str, status: int | None = 
         kind = QuotaExceeded
     elif c in _AUTH:
         kind = Auth
-    elif c.endswith(("NotFound", "NotFoundException", ".Unknown")):
+    elif c.endswith(("NotFound", "NotFoundException", ".Unknown")) or c.startswith("NoSuch"):
         kind = NotFound  # InvalidPlacementGroup.Unknown is how EC2 says a group does not exist
     elif (
         c.endswith(".Duplicate")
@@ -234,6 +242,49 @@ def _from_exception(exc: BaseException, operation: str) -> ProviderError | None:
         # code; their messages name the missing thing, never a secret
         return _error(type(exc).__name__, str(exc), operation)
     return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# quotas: EC2's vCPU quotas per instance family and market (Service Quotas, service code ec2)
+
+#: (family, capacity) -> the Service Quotas code; names as the console shows them. The codes are those
+#: of the Service Quotas console for EC2 (e.g. https://console.aws.amazon.com/servicequotas/home/services/
+#: ec2/quotas/L-417A185B); families as the EC2 User Guide's "Amazon EC2 service quotas" groups them.
+VCPU_QUOTAS: dict[tuple[str, CapacityType], str] = {
+    ("P", CapacityType.ON_DEMAND): "L-417A185B",
+    ("G", CapacityType.ON_DEMAND): "L-DB2E81BA",
+    ("Standard", CapacityType.ON_DEMAND): "L-1216C47A",
+    ("P", CapacityType.SPOT): "L-7212CCBC",
+    ("G", CapacityType.SPOT): "L-3819A6DF",
+    ("Standard", CapacityType.SPOT): "L-34B43A08",
+}
+_QUOTA_NAMES = {
+    "L-417A185B": "Running On-Demand P instances",
+    "L-DB2E81BA": "Running On-Demand G and VT instances",
+    "L-1216C47A": "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+    "L-7212CCBC": "All P Spot Instance Requests",
+    "L-3819A6DF": "All G and VT Spot Instance Requests",
+    "L-34B43A08": "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+}
+#: families with quotas of their own that gpuplan does not read (a launch of them is not checked)
+_OTHER_FAMILIES = ("inf", "trn", "dl", "hpc", "mac", "x", "f", "u")
+
+
+def _quota_code(instance_type: str, capacity: CapacityType) -> str | None:
+    """The vCPU quota a node of ``instance_type`` on ``capacity`` counts against (None: none read here).
+    The family is the type's leading letters: p5 is P, g6e and vt1 are G and VT, m5/c7i/r6a/... are
+    Standard."""
+    letters = re.match(r"[a-z]+", instance_type.lower())
+    prefix = letters.group(0) if letters else ""
+    if prefix.startswith("p"):
+        family = "P"
+    elif prefix.startswith(("g", "vt")):
+        family = "G"
+    elif prefix.startswith(_OTHER_FAMILIES) or not prefix or prefix[0] not in "acdhimrtz":
+        return None
+    else:
+        family = "Standard"
+    return VCPU_QUOTAS[(family, capacity)]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -337,13 +388,13 @@ class AwsProvider:
 
     # -- the SDK boundary ----------------------------------------------------------------------------------
 
-    def _client(self, region: str) -> Any:
-        client = self._clients.get(region)
+    def _client(self, region: str, service: str = "ec2") -> Any:
+        client = self._clients.get(f"{service}/{region}")
         if client is None:
             from botocore.config import Config
 
             client = self._session.client(
-                "ec2",
+                service,
                 region_name=region,
                 endpoint_url=self.settings.endpoint_url,
                 config=Config(
@@ -352,12 +403,13 @@ class AwsProvider:
                     read_timeout=self.settings.timeout_seconds,
                 ),
             )
-            self._clients[region] = client
+            self._clients[f"{service}/{region}"] = client
         return client
 
-    def _call(self, region: str, operation: str, **params: Any) -> dict[str, Any]:
-        """``client.<operation>(**params)`` in ``region``: errors mapped, throttling retried (bounded)."""
-        method = getattr(self._client(region), operation)
+    def _call(self, region: str, operation: str, *, service: str = "ec2", **params: Any) -> dict[str, Any]:
+        """``client.<operation>(**params)`` of ``service`` (EC2 unless said) in ``region``: errors mapped,
+        throttling retried (bounded)."""
+        method = getattr(self._client(region, service), operation)
         result: dict[str, Any] = sdk_call(
             lambda: method(**params),
             f"{operation} in {region}",
@@ -973,6 +1025,107 @@ class AwsProvider:
                             node_id, Interruption(node_id, "interruption", at, n.offering, n.pool, n.run)
                         )
         return [found[k] for k in sorted(found)]
+
+    # -- quotas --------------------------------------------------------------------------------------------
+
+    def quotas(self, wanted: Sequence[tuple[str, CapacityType]]) -> list[Quota]:
+        """The EC2 vCPU quotas of Service Quotas (service code ``ec2``) that launches of ``wanted`` count
+        against: per region, one per instance family and market (:data:`VCPU_QUOTAS`), its value from
+        ``get_service_quota`` (the account's applied value; the AWS default where none is applied).
+
+        ``per_node`` is the instance type's ``VCpuInfo.DefaultVCpus`` (describe_instance_types), the unit
+        these quotas count in. ``used`` is read from ``describe_instances`` of the whole account in the
+        region, not only our nodes (a quota is the account's): the default vCPUs of its pending and running
+        instances of the quota's family, spot ones for the spot quota and the others for the on-demand one.
+        (AWS's own usage figure is the CloudWatch ``AWS/Usage`` metric ``ResourceCount``, which lags by
+        minutes; the instances are what is running now.) Offerings of families without such a quota
+        (Inf, Trn, DL, X, ...) count against none here. Sources: EC2 User Guide, "Amazon EC2 service
+        quotas" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-resource-limits.html) and the
+        Service Quotas console's codes for EC2."""
+        per_region: dict[str, list[tuple[str, str, CapacityType]]] = {}
+        for offering, capacity in wanted:
+            if self.handles(offering):
+                region, instance_type = _region_of(offering)
+                per_region.setdefault(region, []).append((offering, instance_type, CapacityType(capacity)))
+        found: list[Quota] = []
+        for region, items in sorted(per_region.items()):
+            counted: dict[str, dict[tuple[str, CapacityType], float]] = {}
+            for offering, instance_type, capacity in items:
+                code = _quota_code(instance_type, capacity)
+                if code is not None:
+                    vcpus = self._vcpus(region, [instance_type])[instance_type]
+                    counted.setdefault(code, {})[(offering, capacity)] = float(vcpus)
+            if not counted:
+                continue
+            usage = self._vcpus_in_use(region)
+            for code, per_node in sorted(counted.items()):
+                quota = self._service_quota(region, code)
+                if quota is None:
+                    continue
+                found.append(
+                    Quota(
+                        name=f"{quota.get('QuotaName') or _QUOTA_NAMES[code]} ({code})",
+                        region=region,
+                        limit=float(quota["Value"]),
+                        used=usage.get(code, 0.0),
+                        unit="vCPUs",
+                        per_node=per_node,
+                    )
+                )
+        return found
+
+    def _service_quota(self, region: str, code: str) -> dict[str, Any] | None:
+        """The quota ``code`` of EC2 in ``region``: the applied value, else AWS's default; None when
+        Service Quotas reports neither (left out, never guessed)."""
+        for operation in ("get_service_quota", "get_aws_default_service_quota"):
+            try:
+                quota: dict[str, Any] = self._call(
+                    region, operation, service="service-quotas", ServiceCode="ec2", QuotaCode=code
+                )["Quota"]
+                return quota
+            except NotFound:
+                continue
+        log.info("Service Quotas reports no quota %s in %s: not checked", code, region)
+        return None
+
+    def _vcpus(self, region: str, types: Sequence[str]) -> dict[str, int]:
+        """Default vCPUs of each instance type (describe_instance_types, cached; 100 types a call)."""
+        missing = sorted({t for t in types if (region, t) not in self._types})
+        for chunk in _chunks(missing, 100):
+            for info in self._pages(region, "describe_instance_types", "InstanceTypes", InstanceTypes=chunk):
+                self._types[(region, info["InstanceType"])] = info
+        out: dict[str, int] = {}
+        for name in types:
+            known = self._types.get((region, name))
+            if known is None:
+                raise InvalidRequest(
+                    f"unknown instance type {name} in {region}", cloud=CLOUD, operation="quotas"
+                )
+            out[name] = int((known.get("VCpuInfo") or {}).get("DefaultVCpus", 0))
+        return out
+
+    def _vcpus_in_use(self, region: str) -> dict[str, float]:
+        """Quota code -> default vCPUs of the account's pending and running instances in ``region``."""
+        instances = [
+            i
+            for res in self._pages(
+                region,
+                "describe_instances",
+                "Reservations",
+                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+            )
+            for i in res.get("Instances") or []
+        ]
+        vcpus = self._vcpus(region, sorted({i["InstanceType"] for i in instances}))
+        used: dict[str, float] = {}
+        for inst in instances:
+            capacity = (
+                CapacityType.SPOT if inst.get("InstanceLifecycle") == "spot" else CapacityType.ON_DEMAND
+            )
+            code = _quota_code(inst["InstanceType"], capacity)
+            if code is not None:
+                used[code] = used.get(code, 0.0) + vcpus[inst["InstanceType"]]
+        return used
 
     # -- Capacity Blocks for ML ------------------------------------------------------------------------
 

@@ -114,6 +114,10 @@ class Ec2StandIn:
     answers: dict[str, Handler] = field(default_factory=dict)  # canned answers (None: go on to moto)
     rewrites: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
     pages: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # operation -> a proxy's page
+    #: Service Quotas of EC2: (region, code) -> the applied value, and AWS's defaults by code (moto's
+    #: service-quotas knows only VPC's)
+    applied_quotas: dict[tuple[str, str], float] = field(default_factory=dict)
+    default_quotas: dict[str, float] = field(default_factory=dict)
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # template id -> its data
     launched: dict[str, dict[str, Any]] = field(default_factory=dict)  # instance id -> what EC2 reports
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -123,6 +127,8 @@ class Ec2StandIn:
         session.events.register("before-call.ec2.*", self._before_call)
         session.events.register("after-call.ec2.*", self._after_call)
         session.events.register("before-send.ec2.*", self._before_send)
+        session.events.register("before-parameter-build.service-quotas.*", self._keep_params)
+        session.events.register("before-call.service-quotas.*", self._before_call)
 
     # what tests look at
 
@@ -298,6 +304,60 @@ class Ec2StandIn:
                     "An EFA-only interface cannot be the primary network interface.",
                 )
         return None
+
+    # Service Quotas (the real GetServiceQuota answer's shape)
+
+    def _quota(self, region: str, code: str, value: float) -> dict[str, Any]:
+        family = {"L-417A185B": "P/OnDemand", "L-DB2E81BA": "G/OnDemand", "L-1216C47A": "Standard/OnDemand",
+                  "L-7212CCBC": "P/Spot", "L-3819A6DF": "G/Spot", "L-34B43A08": "Standard/Spot"}  # fmt: skip
+        names = {
+            "L-417A185B": "Running On-Demand P instances",
+            "L-DB2E81BA": "Running On-Demand G and VT instances",
+            "L-1216C47A": "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+            "L-7212CCBC": "All P Spot Instance Requests",
+            "L-3819A6DF": "All G and VT Spot Instance Requests",
+            "L-34B43A08": "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+        }
+        return {
+            "ServiceCode": "ec2",
+            "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+            "QuotaArn": f"arn:aws:servicequotas:{region}:{ACCOUNT}:ec2/{code}",
+            "QuotaCode": code,
+            "QuotaName": names.get(code, code),
+            "Value": value,
+            "Unit": "None",
+            "Adjustable": True,
+            "GlobalQuota": False,
+            "UsageMetric": {
+                "MetricNamespace": "AWS/Usage",
+                "MetricName": "ResourceCount",
+                "MetricDimensions": {
+                    "Class": family.get(code, "Standard/OnDemand"),
+                    "Resource": "vCPU",
+                    "Service": "EC2",
+                    "Type": "Resource",
+                },
+                "MetricStatisticRecommendation": "Maximum",
+            },
+        }
+
+    def _op_GetServiceQuota(self, region: str, p: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        value = self.applied_quotas.get((region, p["QuotaCode"])) if p["ServiceCode"] == "ec2" else None
+        if value is None:
+            return _fail(
+                "NoSuchResourceException", "The request failed because the specified resource does not exist."
+            )
+        return _ok({"Quota": self._quota(region, p["QuotaCode"], value)})
+
+    def _op_GetAWSDefaultServiceQuota(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        value = self.default_quotas.get(p["QuotaCode"]) if p["ServiceCode"] == "ec2" else None
+        if value is None:
+            return _fail(
+                "NoSuchResourceException", "The request failed because the specified resource does not exist."
+            )
+        return _ok({"Quota": self._quota(region, p["QuotaCode"], value)})
 
     # placement groups
 
