@@ -27,7 +27,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -94,6 +94,23 @@ class AwsSettings(BaseModel):
     key_name: str | None = None
     retry: RetryPolicy = RetryPolicy()
     timeout_seconds: float = Field(60.0, gt=0, description="connect and read timeout of each API call")
+    #: the SQS queue an EventBridge rule sends EC2's spot interruption warnings, rebalance
+    #: recommendations and state changes to (``gpuplan terraform`` writes one and outputs its URL); None:
+    #: interruptions are read from the EC2 API (spot request status), with no rebalance recommendations
+    interruption_queue_url: str | None = None
+    interruption_wait_seconds: int = Field(
+        1, ge=0, le=20, description="SQS long poll of the first receive of each read (0-20 s)"
+    )
+    interruption_max_messages: int = Field(
+        100, ge=1, le=1000, description="messages read from the queue per call at most"
+    )
+    interruption_visibility_seconds: int = Field(
+        300,
+        ge=1,
+        le=43200,
+        description="how long a message read stays hidden from other reads: longer than a daemon cycle, "
+        "so it is deleted at the next read before it comes back",
+    )
 
 
 def _sdk() -> Any:
@@ -333,6 +350,52 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+#: how long EC2 gives a spot instance after its interruption warning (EC2 User Guide, "Spot Instance
+#: interruption notices", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)
+SPOT_NOTICE = timedelta(minutes=2)
+_GONE_STATES = {"shutting-down", "terminated", "stopping", "stopped"}
+
+
+def _parse_event(body: object) -> dict[str, Any] | None:
+    """One EventBridge event from an SQS message body, as EC2 sends it, reduced to what gpuplan reads
+    (``kind``, ``instance``, ``region``, ``at``, ``deadline``); None for anything else. The shapes, with
+    ``source`` ``aws.ec2`` and ``detail.instance-id``:
+
+    - "EC2 Spot Instance Interruption Warning", ``detail.instance-action`` terminate/stop/hibernate
+      (spot-instance-termination-notices.html): EC2 acts two minutes after ``time``;
+    - "EC2 Instance Rebalance Recommendation" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+      rebalance-recommendations.html): elevated risk, no deadline;
+    - "EC2 Instance State-change Notification", ``detail.state`` (https://docs.aws.amazon.com/AWSEC2/
+      latest/UserGuide/monitoring-instance-state-changes.html): only the states of a node going away.
+    """
+    try:
+        event = json.loads(body) if isinstance(body, str) else None
+        if not isinstance(event, dict) or event.get("source") != "aws.ec2":
+            return None
+        detail = event["detail"]
+        instance = str(detail["instance-id"])
+        at = datetime.fromisoformat(str(event["time"]).replace("Z", "+00:00"))
+        region = str(event["region"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    kind = event.get("detail-type")
+    if kind == "EC2 Spot Instance Interruption Warning":
+        return {
+            "kind": "interruption",
+            "instance": instance,
+            "region": region,
+            "at": at,
+            "deadline": at + SPOT_NOTICE,
+        }
+    if kind == "EC2 Instance Rebalance Recommendation":
+        return {"kind": "rebalance", "instance": instance, "region": region, "at": at, "deadline": None}
+    if kind == "EC2 Instance State-change Notification" and detail.get("state") in _GONE_STATES:
+        return {"kind": "state-change", "instance": instance, "region": region, "at": at, "deadline": at}
+    return None
+
+
 def _network_cards(net: Mapping[str, Any]) -> int:
     """The network cards of an instance type (``NetworkInfo``): ``MaximumNetworkCards``, else the
     ``NetworkCards`` list's length, else 1."""
@@ -358,7 +421,9 @@ class AwsProvider:
     """gpuplan's protocol over EC2: one client per region, made on first use."""
 
     cloud = CLOUD
-    # an ODCR takes the cluster placement group's ARN; Capacity Blocks for ML; rebalance recommendations
+    # an ODCR takes the cluster placement group's ARN; Capacity Blocks for ML; rebalance recommendations,
+    # which EC2 sends only as EventBridge events: they come only with aws.interruption_queue_url set (a
+    # capability is static per class, so it is listed here and the setting's doc says what it needs)
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {
             Capability.GANG_RESERVATIONS,
@@ -385,6 +450,7 @@ class AwsProvider:
         self._templates: dict[tuple[str, str, str, str | None], str] = {}  # -> launch template id
         self._zones: dict[tuple[str, str], str] = {}  # (region, subnet) -> AZ
         self._blocks: dict[str, tuple[str, CapacityBlockOffer]] = {}  # offer id -> (region, offer)
+        self._read_before: list[str] = []  # receipt handles of the last interruption read, deleted next
 
     # -- the SDK boundary ----------------------------------------------------------------------------------
 
@@ -982,15 +1048,145 @@ class AwsProvider:
     # -- interruptions -------------------------------------------------------------------------------------
 
     def interruptions(self, plan_id: str) -> list[Interruption]:
+        """Spot interruption warnings and rebalance recommendations for our nodes: from the interruption
+        queue when ``interruption_queue_url`` is set (:meth:`_queued_interruptions`, as Karpenter's
+        interruption controller reads its queue), else from the EC2 API (:meth:`_polled_interruptions`,
+        which sees no rebalance recommendations)."""
+        if self.settings.interruption_queue_url:
+            return self._queued_interruptions(plan_id, self.settings.interruption_queue_url)
+        return self._polled_interruptions(plan_id)
+
+    def _queue_region(self, url: str) -> str:
+        """The queue's region, from its URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME), else the
+        first region gpuplan manages (a local endpoint's URL names none)."""
+        found = re.search(r"sqs[.-]([a-z]{2}(?:-[a-z]+)+-\d+)\.", url)
+        regions = self._regions()
+        return found.group(1) if found else (regions[0] if regions else "us-east-1")
+
+    def _queued_interruptions(self, plan_id: str, url: str) -> list[Interruption]:
+        """Notices from the SQS queue an EventBridge rule fills with EC2's events.
+
+        Delivery, at least once: the messages of the *previous* call are deleted first, at the start of
+        this one, because the caller has recorded what that call returned by now; the messages read now
+        stay in the queue, hidden for ``interruption_visibility_seconds``, until the next call deletes
+        them. A crash between the two leaves them there, and they come again once visible: callers drop
+        repeats (:meth:`Provider.interruptions`). Then up to ``interruption_max_messages`` messages are
+        received, 10 at a time (SQS's most), the first receive long-polling ``interruption_wait_seconds``
+        and the rest not waiting, until the queue is empty.
+
+        Each message's body is one EventBridge event, parsed by :func:`_parse_event`: a spot
+        interruption warning (deadline: the event's time + 2 minutes), a rebalance recommendation (no
+        deadline), or a state change to shutting-down/terminated/stopping/stopped of a spot node that EC2
+        reclaimed (its ``StateReason`` is ``Server.SpotInstanceTermination``; a node gpuplan terminated
+        itself is no interruption). Only our plan's nodes are reported (looked up by id and
+        ``gpuplan-plan`` tag in the event's region); a message that is not such an event is logged and
+        deleted at once, and never fails the call."""
+        region = self._queue_region(url)
+        plan = safe_name(plan_id)
+        self._delete_messages(region, url, self._read_before)
+        self._read_before = []
+        events: list[tuple[dict[str, Any], str]] = []  # (event, receipt handle)
+        garbled: list[str] = []
+        seen: set[object] = set()
+        cap = self.settings.interruption_max_messages
+        while len(events) + len(garbled) < cap:
+            got = self._call(
+                region,
+                "receive_message",
+                service="sqs",
+                QueueUrl=url,
+                MaxNumberOfMessages=min(10, cap - len(events) - len(garbled)),
+                WaitTimeSeconds=0 if events or garbled else self.settings.interruption_wait_seconds,
+                VisibilityTimeout=self.settings.interruption_visibility_seconds,
+            )
+            batch = [m for m in got.get("Messages") or [] if m.get("MessageId") not in seen]
+            if not batch:
+                break  # empty, or only messages read already in this call (their hiding ran out)
+            for message in batch:
+                seen.add(message.get("MessageId"))
+                event = _parse_event(message.get("Body"))
+                if event is None:
+                    log.warning(
+                        "interruption queue message %s is not an EC2 event gpuplan reads: deleted (%.200s)",
+                        message.get("MessageId"),
+                        message.get("Body"),
+                    )
+                    garbled.append(message["ReceiptHandle"])
+                else:
+                    events.append((event, message["ReceiptHandle"]))
+        self._delete_messages(region, url, garbled)
+        self._read_before = [handle for _, handle in events]
+        return self._ours(plan, [event for event, _ in events])
+
+    def _ours(self, plan: str, events: list[dict[str, Any]]) -> list[Interruption]:
+        """The events about this plan's nodes as Interruptions (one per node and kind, the earliest)."""
+        managed = set(self._regions())
+        by_region: dict[str, list[dict[str, Any]]] = {}
+        for event in events:
+            if event["region"] in managed:
+                by_region.setdefault(event["region"], []).append(event)
+            else:
+                log.info(
+                    "interruption event for %s in %s: not a region of ours",
+                    event["instance"],
+                    event["region"],
+                )
+        found: dict[tuple[str, str], Interruption] = {}
+        for region, mine in sorted(by_region.items()):
+            ids = sorted({e["instance"] for e in mine})
+            instances: dict[str, dict[str, Any]] = {}
+            for chunk in _chunks(ids, _FILTER_BATCH):
+                filters = [{"Name": "instance-id", "Values": chunk}, *_tag_filters({TAG_PLAN: plan})]
+                for res in self._pages(region, "describe_instances", "Reservations", Filters=filters):
+                    instances.update({i["InstanceId"]: i for i in res.get("Instances") or []})
+            for event in mine:
+                inst = instances.get(event["instance"])
+                if inst is None:
+                    continue  # another plan's node, or someone else's
+                kind = event["kind"]
+                if kind == "state-change":
+                    reason = (inst.get("StateReason") or {}).get("Code")
+                    if inst.get("InstanceLifecycle") != "spot" or reason != "Server.SpotInstanceTermination":
+                        continue  # terminated by its owner, not reclaimed
+                    kind = "interruption"
+                node = self._node(region, inst)
+                key = (node.id, kind)
+                notice = Interruption(
+                    node.id, kind, event["at"], node.offering, node.pool, node.run, event["deadline"]
+                )
+                if key not in found or notice.at < found[key].at:
+                    found[key] = notice
+        return [found[k] for k in sorted(found)]
+
+    def _delete_messages(self, region: str, url: str, handles: Sequence[str]) -> None:
+        """Delete messages by receipt handle, 10 a call; a handle SQS no longer takes (the message came
+        back and was read again) is logged: the message then comes once more, which callers allow."""
+        for chunk in _chunks(list(handles), 10):
+            done = self._call(
+                region,
+                "delete_message_batch",
+                service="sqs",
+                QueueUrl=url,
+                Entries=[{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(chunk)],
+            )
+            for failed in done.get("Failed") or []:
+                log.warning(
+                    "interruption queue: message not deleted (%s): %s",
+                    failed.get("Code"),
+                    failed.get("Message"),
+                )
+
+    def _polled_interruptions(self, plan_id: str) -> list[Interruption]:
         """Spot notices EC2's API shows for our nodes: spot requests whose status is marked-for-termination,
         marked-for-stop or instance-terminated-*, and instances whose state reason is
         Server.SpotInstanceTermination.
 
         Rebalance recommendations are not reported: EC2 publishes them only in the instance metadata
         service (``/latest/meta-data/events/recommendations/rebalance``, reachable from the instance
-        itself) and as EventBridge events ("EC2 Instance Rebalance Recommendation"); no describe call
-        returns them, and the two-minute interruption notice likewise appears in the API only as the spot
-        request status used here.
+        itself) and as EventBridge events ("EC2 Instance Rebalance Recommendation"), which only the
+        interruption queue reads; no describe call returns them, and the two-minute interruption notice
+        likewise appears in the API only as the spot request status used here (its deadline: the status's
+        time + 2 minutes; a node already reclaimed: now).
         """
         plan = safe_name(plan_id)
         found: dict[str, Interruption] = {}
@@ -1002,8 +1198,9 @@ class AwsProvider:
                     continue
                 spot[node.id] = node
                 if (inst.get("StateReason") or {}).get("Code") == "Server.SpotInstanceTermination":
+                    now = _now()
                     found[node.id] = Interruption(
-                        node.id, "interruption", _now(), node.offering, node.pool, node.run
+                        node.id, "interruption", now, node.offering, node.pool, node.run, now
                     )
             for chunk in _chunks(sorted(spot), _FILTER_BATCH):
                 requests = self._pages(
@@ -1021,9 +1218,10 @@ class AwsProvider:
                     ):
                         n = spot[node_id]
                         at = status.get("UpdateTime") or _now()
-                        found.setdefault(
-                            node_id, Interruption(node_id, "interruption", at, n.offering, n.pool, n.run)
+                        notice = Interruption(
+                            node_id, "interruption", at, n.offering, n.pool, n.run, at + SPOT_NOTICE
                         )
+                        found.setdefault(node_id, notice)
         return [found[k] for k in sorted(found)]
 
     # -- quotas --------------------------------------------------------------------------------------------

@@ -129,6 +129,8 @@ class Ec2StandIn:
         session.events.register("before-send.ec2.*", self._before_send)
         session.events.register("before-parameter-build.service-quotas.*", self._keep_params)
         session.events.register("before-call.service-quotas.*", self._before_call)
+        for step, hook in (("before-parameter-build", self._keep_params), ("before-call", self._before_call)):
+            session.events.register(f"{step}.sqs.*", hook)  # recorded, then on to moto's SQS
 
     # what tests look at
 
@@ -558,6 +560,29 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+def ec2_event(
+    detail_type: str, instance_id: str, when: datetime, region: str = "us-east-1", **detail: str
+) -> str:
+    """An EventBridge event of EC2 as an SQS message body, in the shape the EC2 User Guide shows
+    (spot-instance-termination-notices.html, rebalance-recommendations.html,
+    monitoring-instance-state-changes.html)."""
+    import json
+
+    return json.dumps(
+        {
+            "version": "0",
+            "id": f"{abs(hash((detail_type, instance_id, when))):032x}"[:32],
+            "detail-type": detail_type,
+            "source": "aws.ec2",
+            "account": ACCOUNT,
+            "time": f"{when:%Y-%m-%dT%H:%M:%SZ}",
+            "region": region,
+            "resources": [f"arn:aws:ec2:{region}a:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, **detail},
+        }
+    )
 
 
 def block_offering(offer_id: str, fee: str, *, count: int = 2, hours: int = 24) -> dict[str, Any]:
