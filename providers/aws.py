@@ -97,7 +97,8 @@ class AwsSettings(BaseModel):
     #: the SQS queue an EventBridge rule sends EC2's spot interruption warnings, rebalance
     #: recommendations and state changes to (``gpuplan terraform`` writes one and outputs its URL); None:
     #: interruptions are read from the EC2 API (spot request status), with no rebalance recommendations
-    interruption_queue_url: str | None = None
+    #: one URL, or region -> URL (EventBridge events are regional: one queue per region with nodes)
+    interruption_queue_url: str | dict[str, str] | None = None
     interruption_wait_seconds: int = Field(
         1, ge=0, le=20, description="SQS long poll of the first receive of each read (0-20 s)"
     )
@@ -450,7 +451,8 @@ class AwsProvider:
         self._templates: dict[tuple[str, str, str, str | None], str] = {}  # -> launch template id
         self._zones: dict[tuple[str, str], str] = {}  # (region, subnet) -> AZ
         self._blocks: dict[str, tuple[str, CapacityBlockOffer]] = {}  # offer id -> (region, offer)
-        self._read_before: list[str] = []  # receipt handles of the last interruption read, deleted next
+        #: queue URL -> receipt handles of the last interruption read there, deleted at the next
+        self._read_before: dict[str, list[str]] = {}
 
     # -- the SDK boundary ----------------------------------------------------------------------------------
 
@@ -1052,9 +1054,14 @@ class AwsProvider:
         queue when ``interruption_queue_url`` is set (:meth:`_queued_interruptions`, as Karpenter's
         interruption controller reads its queue), else from the EC2 API (:meth:`_polled_interruptions`,
         which sees no rebalance recommendations)."""
-        if self.settings.interruption_queue_url:
-            return self._queued_interruptions(plan_id, self.settings.interruption_queue_url)
-        return self._polled_interruptions(plan_id)
+        queues = self.settings.interruption_queue_url
+        if not queues:
+            return self._polled_interruptions(plan_id)
+        urls = sorted(queues.items()) if isinstance(queues, dict) else [(self._queue_region(queues), queues)]
+        found: list[Interruption] = []
+        for region, url in urls:
+            found.extend(self._queued_interruptions(plan_id, region, url))
+        return sorted(found, key=lambda i: (i.node_id, i.kind))
 
     def _queue_region(self, url: str) -> str:
         """The queue's region, from its URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME), else the
@@ -1063,7 +1070,7 @@ class AwsProvider:
         regions = self._regions()
         return found.group(1) if found else (regions[0] if regions else "us-east-1")
 
-    def _queued_interruptions(self, plan_id: str, url: str) -> list[Interruption]:
+    def _queued_interruptions(self, plan_id: str, region: str, url: str) -> list[Interruption]:
         """Notices from the SQS queue an EventBridge rule fills with EC2's events.
 
         Delivery, at least once: the messages of the *previous* call are deleted first, at the start of
@@ -1081,10 +1088,8 @@ class AwsProvider:
         itself is no interruption). Only our plan's nodes are reported (looked up by id and
         ``gpuplan-plan`` tag in the event's region); a message that is not such an event is logged and
         deleted at once, and never fails the call."""
-        region = self._queue_region(url)
         plan = safe_name(plan_id)
-        self._delete_messages(region, url, self._read_before)
-        self._read_before = []
+        self._delete_messages(region, url, self._read_before.pop(url, []))
         events: list[tuple[dict[str, Any], str]] = []  # (event, receipt handle)
         garbled: list[str] = []
         seen: set[object] = set()
@@ -1115,7 +1120,7 @@ class AwsProvider:
                 else:
                     events.append((event, message["ReceiptHandle"]))
         self._delete_messages(region, url, garbled)
-        self._read_before = [handle for _, handle in events]
+        self._read_before[url] = [handle for _, handle in events]
         return self._ours(plan, [event for event, _ in events])
 
     def _ours(self, plan: str, events: list[dict[str, Any]]) -> list[Interruption]:

@@ -448,3 +448,72 @@ def test_terraform_test_of_the_variants_on_a_mock_provider(tmp_path: Path) -> No
 
 # Apply and destroy against moto run on a generated root (tests/integration/test_terraform_roots.py):
 # the same module, instantiated the way gpuplan terraform does it, with its mixed-instances policy checked.
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The interruption queue: gpuplan terraform --interruption-queue (issue 35 point 7)
+# ---------------------------------------------------------------------------------------------------------
+
+QUEUE_MODULE = REPO / "terraform" / "modules" / "aws-interruption-queue"
+
+
+@pytest.fixture(scope="module")
+def queue_root(week_plan: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from datetime import timedelta
+
+    from typer.testing import CliRunner
+
+    from models.plan import Plan
+    from planner.cli import app
+
+    plan_dir = week_plan("aws")
+    gang = next(t for t in Plan.read(plan_dir).document.training if t.nodes > 1)
+    at = f"{gang.start + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}"
+    out = tmp_path_factory.mktemp("queue-root") / "roots"
+    result = CliRunner().invoke(
+        app,
+        ["terraform", str(plan_dir), "-o", str(out), "--at", at, "--interruption-queue"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    return out / "aws"
+
+
+def test_the_queue_root_has_a_queue_rules_targets_and_a_send_policy_per_region(queue_root: Path) -> None:
+    files = sorted(queue_root.rglob("*.tf"))
+    found = attribute_paths(files)
+    assert check_allowed(found, ALLOWED) == []
+    assert {
+        ("aws_sqs_queue", "name"),
+        ("aws_sqs_queue_policy", "policy"),
+        ("aws_cloudwatch_event_rule", "event_pattern"),
+        ("aws_cloudwatch_event_target", "arn"),
+    } <= found
+    main = (QUEUE_MODULE / "main.tf").read_text(encoding="utf-8")
+    for detail_type in (
+        "EC2 Spot Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification",
+    ):
+        assert f'"detail-type" = ["{detail_type}"]' in main  # what providers/aws.py _parse_event reads
+    assert '"events.amazonaws.com"' in main and '"sqs:SendMessage"' in main
+    regions = {
+        p["region"] for p in json.loads((queue_root / "terraform.tfvars.json").read_text())["pools"].values()
+    }
+    calls = {name: body for name, _, body in blocks(load(queue_root / "interruptions.tf"), "module")}
+    assert set(calls) == {f"interruptions_{r.replace('-', '_')}" for r in regions}
+    declared = {name for name, _, _ in blocks(load(QUEUE_MODULE / "variables.tf"), "variable")}
+    for body in calls.values():
+        assert {k for k in body if k not in {"source", "providers", "__is_block__"}} <= declared
+    outputs = {name for name, _, _ in blocks(load(queue_root / "interruptions.tf"), "output")}
+    assert outputs == {"interruption_queue_urls"}
+
+
+@needs_terraform
+def test_the_queue_module_and_root_validate_with_the_real_provider(queue_root: Path, tmp_path: Path) -> None:
+    ok(terraform("fmt", "-check", "-recursive", "-diff", str(QUEUE_MODULE), cwd=REPO))
+    root = tmp_path / "aws"
+    shutil.copytree(queue_root, root)
+    ok(terraform("init", cwd=root))
+    assert "Success" in ok(terraform("validate", "-no-color", cwd=root)).stdout
+    ok(terraform("fmt", "-check", "-recursive", "-diff", cwd=root))
