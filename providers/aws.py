@@ -27,7 +27,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,10 +49,12 @@ from providers.base import (
     Node,
     NotFound,
     OfferingInfo,
+    OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
     Provider,
     ProviderError,
+    Quota,
     QuotaExceeded,
     ReservationSpec,
     RetryPolicy,
@@ -92,6 +94,24 @@ class AwsSettings(BaseModel):
     key_name: str | None = None
     retry: RetryPolicy = RetryPolicy()
     timeout_seconds: float = Field(60.0, gt=0, description="connect and read timeout of each API call")
+    #: the SQS queue an EventBridge rule sends EC2's spot interruption warnings, rebalance
+    #: recommendations and state changes to (``gpuplan terraform`` writes one and outputs its URL); None:
+    #: interruptions are read from the EC2 API (spot request status), with no rebalance recommendations
+    #: one URL, or region -> URL (EventBridge events are regional: one queue per region with nodes)
+    interruption_queue_url: str | dict[str, str] | None = None
+    interruption_wait_seconds: int = Field(
+        1, ge=0, le=20, description="SQS long poll of the first receive of each read (0-20 s)"
+    )
+    interruption_max_messages: int = Field(
+        100, ge=1, le=1000, description="messages read from the queue per call at most"
+    )
+    interruption_visibility_seconds: int = Field(
+        300,
+        ge=1,
+        le=43200,
+        description="how long a message read stays hidden from other reads: longer than a daemon cycle, "
+        "so it is deleted at the next read before it comes back",
+    )
 
 
 def _sdk() -> Any:
@@ -118,7 +138,14 @@ def open_provider(
 # errors: the one table of EC2 codes
 
 
-_THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "SlowDown", "RequestThrottled"}
+_THROTTLED = {
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "SlowDown",
+    "RequestThrottled",
+    "TooManyRequestsException",  # Service Quotas
+}
 _CAPACITY = {
     "InsufficientInstanceCapacity",
     "InsufficientCapacityOnHost",
@@ -137,8 +164,28 @@ _AUTH = {
     "SignatureDoesNotMatch",
     "NoCredentialsError",
     "PartialCredentialsError",
+    "AccessDenied",
+    "AccessDeniedException",  # Service Quotas and SQS (JSON protocols) say it so
 }
-_INVALID = {"MissingParameter", "ParamValidationError", "UnknownParameter", "ValidationError"}
+#: botocore's errors for a request that may have reached EC2 with no whole answer back: the outcome is
+#: unknown (Timeout), as for a read timeout
+_NO_ANSWER = {"ReadTimeoutError", "ConnectionClosedError", "IncompleteReadError", "ResponseStreamingError"}
+#: botocore's errors for a request that never reached EC2
+_UNREACHABLE = {
+    "EndpointConnectionError",
+    "ConnectionError",
+    "ProxyConnectionError",
+    "SSLError",
+    "HTTPClientError",
+}
+_TITLE = re.compile(rb"<title>\s*(.*?)\s*</title>", re.I | re.S)
+_INVALID = {
+    "MissingParameter",
+    "ParamValidationError",
+    "UnknownParameter",
+    "ValidationError",
+    "InsufficientFreeAddressesInSubnet",  # the subnet is too small for the launch: a settings problem
+}
 
 
 def _error(code: str | None, message: str, operation: str, status: int | None = None) -> ProviderError:
@@ -147,17 +194,25 @@ def _error(code: str | None, message: str, operation: str, status: int | None = 
     quota; ``InvalidInstanceID.NotFound`` is a missing resource, not a bad parameter."""
     c = code or ""
     kind: type[ProviderError] = ProviderError
-    if c in ("ReadTimeoutError", "ConnectTimeoutError"):
+    if c in _NO_ANSWER or c == "ConnectTimeoutError":
         kind = Timeout
-    elif c in _THROTTLED or (status == 503 and c in ("", "SlowDown", "ServiceUnavailable")):
+    elif c in _THROTTLED or (status == 503 and c in ("", "503", "SlowDown", "ServiceUnavailable")):
         kind = Throttled
+    elif c in _UNREACHABLE:
+        kind = OperationFailed
+        message = f"EC2 could not be reached: {message}"
+    elif c.isdigit() and (status or 0) >= 500:
+        # an error page with no API error code (botocore names the error by its HTTP status): a proxy
+        # or an outage answered, not EC2's API
+        kind = OperationFailed
+        message = f"EC2 answered HTTP {c} {message}".rstrip() + ", not the API's error: a proxy or an outage?"
     elif c in _CAPACITY:
         kind = InsufficientCapacity
     elif c in _QUOTA or c.endswith("LimitExceeded"):
         kind = QuotaExceeded
     elif c in _AUTH:
         kind = Auth
-    elif c.endswith(("NotFound", "NotFoundException", ".Unknown")):
+    elif c.endswith(("NotFound", "NotFoundException", ".Unknown")) or c.startswith("NoSuch"):
         kind = NotFound  # InvalidPlacementGroup.Unknown is how EC2 says a group does not exist
     elif (
         c.endswith(".Duplicate")
@@ -170,19 +225,84 @@ def _error(code: str | None, message: str, operation: str, status: int | None = 
     return kind(message or c or "request failed", cloud=CLOUD, operation=operation, code=c or None)
 
 
+def _unreadable(exc: BaseException, operation: str) -> ProviderError:
+    """An answer botocore could not parse (``ResponseParserError``): not the API's XML but a proxy's or
+    an outage's page. The call's outcome is unknown to us, but no further parsing will help: it is an
+    OperationFailed naming the page's title (never the whole body, which may be long)."""
+    text = str(exc)
+    title = _TITLE.search(text.encode("utf-8", "replace").replace(b"\\n", b" "))
+    what = title.group(1).decode("utf-8", "replace")[:120] if title else text.split("\n", 1)[0][:160]
+    return OperationFailed(
+        f"EC2's answer could not be read (not the API's XML or JSON; a proxy's or an outage's page?): {what}",
+        cloud=CLOUD,
+        operation=operation,
+        code="ResponseParserError",
+    )
+
+
 def _from_exception(exc: BaseException, operation: str) -> ProviderError | None:
-    """The typed error for a botocore exception (None for anything else, which is a bug to surface)."""
+    """The typed error for a botocore exception (None for anything else, which is a bug to surface).
+
+    Besides ClientError and BotoCoreError, botocore raises ``ResponseParserError`` (a plain Exception)
+    when an answer is not the API's own (an HTML page from a proxy or a load balancer): it is mapped
+    here too, so it reaches the CLI as a cloud error (exit 6), not as a traceback."""
     from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return _error(err.get("Code"), err.get("Message", ""), operation, status)
+    if isinstance(exc, ResponseParserError):
+        return _unreadable(exc, operation)
     if isinstance(exc, BotoCoreError):
         # NoCredentialsError, ParamValidationError, EndpointConnectionError, ...: the class name is the
         # code; their messages name the missing thing, never a secret
         return _error(type(exc).__name__, str(exc), operation)
     return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# quotas: EC2's vCPU quotas per instance family and market (Service Quotas, service code ec2)
+
+#: (family, capacity) -> the Service Quotas code; names as the console shows them. The codes are those
+#: of the Service Quotas console for EC2 (e.g. https://console.aws.amazon.com/servicequotas/home/services/
+#: ec2/quotas/L-417A185B); families as the EC2 User Guide's "Amazon EC2 service quotas" groups them.
+VCPU_QUOTAS: dict[tuple[str, CapacityType], str] = {
+    ("P", CapacityType.ON_DEMAND): "L-417A185B",
+    ("G", CapacityType.ON_DEMAND): "L-DB2E81BA",
+    ("Standard", CapacityType.ON_DEMAND): "L-1216C47A",
+    ("P", CapacityType.SPOT): "L-7212CCBC",
+    ("G", CapacityType.SPOT): "L-3819A6DF",
+    ("Standard", CapacityType.SPOT): "L-34B43A08",
+}
+_QUOTA_NAMES = {
+    "L-417A185B": "Running On-Demand P instances",
+    "L-DB2E81BA": "Running On-Demand G and VT instances",
+    "L-1216C47A": "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+    "L-7212CCBC": "All P Spot Instance Requests",
+    "L-3819A6DF": "All G and VT Spot Instance Requests",
+    "L-34B43A08": "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+}
+#: families with quotas of their own that gpuplan does not read (a launch of them is not checked)
+_OTHER_FAMILIES = ("inf", "trn", "dl", "hpc", "mac", "x", "f", "u")
+
+
+def _quota_code(instance_type: str, capacity: CapacityType) -> str | None:
+    """The vCPU quota a node of ``instance_type`` on ``capacity`` counts against (None: none read here).
+    The family is the type's leading letters: p5 is P, g6e and vt1 are G and VT, m5/c7i/r6a/... are
+    Standard."""
+    letters = re.match(r"[a-z]+", instance_type.lower())
+    prefix = letters.group(0) if letters else ""
+    if prefix.startswith("p"):
+        family = "P"
+    elif prefix.startswith(("g", "vt")):
+        family = "G"
+    elif prefix.startswith(_OTHER_FAMILIES) or not prefix or prefix[0] not in "acdhimrtz":
+        return None
+    else:
+        family = "Standard"
+    return VCPU_QUOTAS[(family, capacity)]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -231,6 +351,69 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+#: how long EC2 gives a spot instance after its interruption warning (EC2 User Guide, "Spot Instance
+#: interruption notices", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)
+SPOT_NOTICE = timedelta(minutes=2)
+_GONE_STATES = {"shutting-down", "terminated", "stopping", "stopped"}
+
+
+def _parse_event(body: object) -> dict[str, Any] | None:
+    """One EventBridge event from an SQS message body, as EC2 sends it, reduced to what gpuplan reads
+    (``kind``, ``instance``, ``region``, ``at``, ``deadline``); None for anything else. The shapes, with
+    ``source`` ``aws.ec2`` and ``detail.instance-id``:
+
+    - "EC2 Spot Instance Interruption Warning", ``detail.instance-action`` terminate/stop/hibernate
+      (spot-instance-termination-notices.html): EC2 acts two minutes after ``time``;
+    - "EC2 Instance Rebalance Recommendation" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+      rebalance-recommendations.html): elevated risk, no deadline;
+    - "EC2 Instance State-change Notification", ``detail.state`` (https://docs.aws.amazon.com/AWSEC2/
+      latest/UserGuide/monitoring-instance-state-changes.html): only the states of a node going away.
+    """
+    try:
+        event = json.loads(body) if isinstance(body, str) else None
+        if not isinstance(event, dict) or event.get("source") != "aws.ec2":
+            return None
+        detail = event["detail"]
+        instance = str(detail["instance-id"])
+        at = datetime.fromisoformat(str(event["time"]).replace("Z", "+00:00"))
+        region = str(event["region"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    kind = event.get("detail-type")
+    if kind == "EC2 Spot Instance Interruption Warning":
+        return {
+            "kind": "interruption",
+            "instance": instance,
+            "region": region,
+            "at": at,
+            "deadline": at + SPOT_NOTICE,
+        }
+    if kind == "EC2 Instance Rebalance Recommendation":
+        return {"kind": "rebalance", "instance": instance, "region": region, "at": at, "deadline": None}
+    if kind == "EC2 Instance State-change Notification" and detail.get("state") in _GONE_STATES:
+        return {"kind": "state-change", "instance": instance, "region": region, "at": at, "deadline": at}
+    return None
+
+
+def _network_cards(net: Mapping[str, Any]) -> int:
+    """The network cards of an instance type (``NetworkInfo``): ``MaximumNetworkCards``, else the
+    ``NetworkCards`` list's length, else 1."""
+    return int(net.get("MaximumNetworkCards") or len(net.get("NetworkCards") or []) or 1)
+
+
+#: interface types that take a private IPv4 address from the subnet (``efa-only`` takes none)
+_IP_INTERFACES = {"interface", "efa"}
+
+
+def _ips_per_node(template_data: Mapping[str, Any]) -> int:
+    """The subnet addresses one node launched from ``template_data`` takes: one per interface that is not
+    ``efa-only`` (1 with no explicit interfaces: the default primary one)."""
+    interfaces = template_data.get("NetworkInterfaces") or []
+    return sum(1 for i in interfaces if i.get("InterfaceType", "interface") in _IP_INTERFACES) or 1
+
+
 # ----------------------------------------------------------------------------------------------------------
 # the provider
 
@@ -239,7 +422,9 @@ class AwsProvider:
     """gpuplan's protocol over EC2: one client per region, made on first use."""
 
     cloud = CLOUD
-    # an ODCR takes the cluster placement group's ARN; Capacity Blocks for ML; rebalance recommendations
+    # an ODCR takes the cluster placement group's ARN; Capacity Blocks for ML; rebalance recommendations,
+    # which EC2 sends only as EventBridge events: they come only with aws.interruption_queue_url set (a
+    # capability is static per class, so it is listed here and the setting's doc says what it needs)
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {
             Capability.GANG_RESERVATIONS,
@@ -266,16 +451,18 @@ class AwsProvider:
         self._templates: dict[tuple[str, str, str, str | None], str] = {}  # -> launch template id
         self._zones: dict[tuple[str, str], str] = {}  # (region, subnet) -> AZ
         self._blocks: dict[str, tuple[str, CapacityBlockOffer]] = {}  # offer id -> (region, offer)
+        #: queue URL -> receipt handles of the last interruption read there, deleted at the next
+        self._read_before: dict[str, list[str]] = {}
 
     # -- the SDK boundary ----------------------------------------------------------------------------------
 
-    def _client(self, region: str) -> Any:
-        client = self._clients.get(region)
+    def _client(self, region: str, service: str = "ec2") -> Any:
+        client = self._clients.get(f"{service}/{region}")
         if client is None:
             from botocore.config import Config
 
             client = self._session.client(
-                "ec2",
+                service,
                 region_name=region,
                 endpoint_url=self.settings.endpoint_url,
                 config=Config(
@@ -284,12 +471,13 @@ class AwsProvider:
                     read_timeout=self.settings.timeout_seconds,
                 ),
             )
-            self._clients[region] = client
+            self._clients[f"{service}/{region}"] = client
         return client
 
-    def _call(self, region: str, operation: str, **params: Any) -> dict[str, Any]:
-        """``client.<operation>(**params)`` in ``region``: errors mapped, throttling retried (bounded)."""
-        method = getattr(self._client(region), operation)
+    def _call(self, region: str, operation: str, *, service: str = "ec2", **params: Any) -> dict[str, Any]:
+        """``client.<operation>(**params)`` of ``service`` (EC2 unless said) in ``region``: errors mapped,
+        throttling retried (bounded)."""
+        method = getattr(self._client(region, service), operation)
         result: dict[str, Any] = sdk_call(
             lambda: method(**params),
             f"{operation} in {region}",
@@ -398,7 +586,7 @@ class AwsProvider:
                         gpus_per_node=count,
                         gpu_memory_gb=mib / 1024 if mib else None,
                         fabric="efa" if efa else None,
-                        network_interfaces=int(net.get("MaximumNetworkCards", 1)) if efa else 1,
+                        network_interfaces=_network_cards(net) if efa else 1,
                     )
                 )
         return sorted(out, key=lambda o: o.offering)
@@ -600,13 +788,8 @@ class AwsProvider:
 
     # -- launching -----------------------------------------------------------------------------------------
 
-    def _template(self, region: str, instance_type: str, fabric: str | None, plan: str) -> str:
-        """The launch template for (type, fabric): the AMI, and for EFA one interface per network card
-        (card 0 at device index 0, the rest at 1, as AWS documents for p5). Its name carries a digest of
-        its data, so changed settings get a new template instead of silently reusing a stale one."""
-        key = (region, instance_type, plan, fabric)
-        if key in self._templates:
-            return self._templates[key]
+    def _template_data(self, region: str, instance_type: str, fabric: str | None) -> dict[str, Any]:
+        """The LaunchTemplateData of :meth:`_template` (no call but a cached describe_instance_types)."""
         data: dict[str, Any] = {"ImageId": self._image(region), "InstanceType": instance_type}
         if self.settings.key_name:
             data["KeyName"] = self.settings.key_name
@@ -620,7 +803,7 @@ class AwsProvider:
                 {
                     "NetworkCardIndex": card,
                     "DeviceIndex": 0 if card == 0 else 1,
-                    "InterfaceType": "efa",
+                    "InterfaceType": "efa" if card == 0 else "efa-only",
                     "SubnetId": subnet,
                     "DeleteOnTermination": True,
                     **(
@@ -629,12 +812,28 @@ class AwsProvider:
                         else {}
                     ),
                 }
-                for card in range(int(net.get("MaximumNetworkCards", 1)))
+                for card in range(_network_cards(net))
             ]
         elif fabric is not None:
             raise InvalidRequest(f"AWS has no {fabric} fabric (only efa)", cloud=CLOUD, operation="launch")
         elif self.settings.security_group_ids:
             data["SecurityGroupIds"] = list(self.settings.security_group_ids)
+        return data
+
+    def _template(self, region: str, instance_type: str, fabric: str | None, plan: str) -> str:
+        """The launch template for (type, fabric): the AMI, and for EFA one interface per network card, as
+        AWS advises for instances with several cards ("Maximize network bandwidth on Amazon EC2 instances
+        with multiple network cards",
+        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): the primary
+        interface (card 0, device index 0) is ``efa`` (EFA with ENA, the node's one private IP), every
+        other card an ``efa-only`` interface at device index 1, which takes no IP address (a p5.48xlarge:
+        1 + 31, so a gang of 16 takes 16 of its subnet's addresses, not 512). The cards are counted from
+        ``describe_instance_types`` (``NetworkInfo.MaximumNetworkCards``). Its name carries a digest of
+        its data, so changed settings get a new template instead of silently reusing a stale one."""
+        key = (region, instance_type, plan, fabric)
+        if key in self._templates:
+            return self._templates[key]
+        data = self._template_data(region, instance_type, fabric)
         digest = client_token(json.dumps(data, sort_keys=True))
         name = safe_name(f"gpuplan-{plan}-{instance_type}-{fabric or 'ena'}-{digest[:8]}", limit=128)
         found = self._call(
@@ -681,10 +880,36 @@ class AwsProvider:
             )
         plan = spec.tags.get(TAG_PLAN, "x")
         subnets = self._subnets(region)
-        template = self._template(region, instance_type, spec.fabric if spec.all_or_nothing else None, plan)
+        fabric = spec.fabric if spec.all_or_nothing else None
+        if spec.all_or_nothing:  # before anything is made: a gang must fit its one subnet
+            per_node = _ips_per_node(self._template_data(region, instance_type, fabric))
+            self._check_addresses(region, subnets[0], spec, per_node)
+        template = self._template(region, instance_type, fabric, plan)
         if spec.all_or_nothing:
             return self._launch_gang(region, spec, template, subnets[0])
         return self._launch_fleet(region, instance_type, spec, template, subnets)
+
+    def _check_addresses(self, region: str, subnet: str, spec: LaunchSpec, per_node: int) -> None:
+        """InvalidRequest (code InsufficientFreeAddressesInSubnet, as EC2 would say it after the fact)
+        unless ``subnet`` has the private addresses the gang takes: nodes x the IP-bearing interfaces of
+        each (``AvailableIpAddressCount`` of describe_subnets, which already leaves out the 5 addresses
+        AWS keeps in every subnet). A gang launches all or nothing in one subnet: one that cannot fit is
+        refused here, naming the subnet and the figures, before any instance or launch template is made,
+        rather than as EC2's error after the fact."""
+        (found,) = self._call(region, "describe_subnets", SubnetIds=[subnet])["Subnets"]
+        self._zones[(region, subnet)] = found["AvailabilityZone"]
+        available = int(found.get("AvailableIpAddressCount", 0))
+        needed = spec.count * per_node
+        if available < needed:
+            raise InvalidRequest(
+                f"subnet {subnet} ({found['AvailabilityZone']}) has {available} free IP addresses; gang "
+                f"{spec.run} needs {needed} ({spec.count} nodes x {per_node}): use a larger subnet first "
+                f"in aws.subnets.{region}",
+                cloud=CLOUD,
+                operation="launch",
+                code="InsufficientFreeAddressesInSubnet",
+            )
+        log.info("subnet %s has %d free addresses; gang %s takes %d", subnet, available, spec.run, needed)
 
     def _launch_gang(self, region: str, spec: LaunchSpec, template: str, subnet: str) -> list[Node]:
         params: dict[str, Any] = {
@@ -825,15 +1050,148 @@ class AwsProvider:
     # -- interruptions -------------------------------------------------------------------------------------
 
     def interruptions(self, plan_id: str) -> list[Interruption]:
+        """Spot interruption warnings and rebalance recommendations for our nodes: from the interruption
+        queue when ``interruption_queue_url`` is set (:meth:`_queued_interruptions`, as Karpenter's
+        interruption controller reads its queue), else from the EC2 API (:meth:`_polled_interruptions`,
+        which sees no rebalance recommendations)."""
+        queues = self.settings.interruption_queue_url
+        if not queues:
+            return self._polled_interruptions(plan_id)
+        urls = sorted(queues.items()) if isinstance(queues, dict) else [(self._queue_region(queues), queues)]
+        found: list[Interruption] = []
+        for region, url in urls:
+            found.extend(self._queued_interruptions(plan_id, region, url))
+        return sorted(found, key=lambda i: (i.node_id, i.kind))
+
+    def _queue_region(self, url: str) -> str:
+        """The queue's region, from its URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME), else the
+        first region gpuplan manages (a local endpoint's URL names none)."""
+        found = re.search(r"sqs[.-]([a-z]{2}(?:-[a-z]+)+-\d+)\.", url)
+        regions = self._regions()
+        return found.group(1) if found else (regions[0] if regions else "us-east-1")
+
+    def _queued_interruptions(self, plan_id: str, region: str, url: str) -> list[Interruption]:
+        """Notices from the SQS queue an EventBridge rule fills with EC2's events.
+
+        Delivery, at least once: the messages of the *previous* call are deleted first, at the start of
+        this one, because the caller has recorded what that call returned by now; the messages read now
+        stay in the queue, hidden for ``interruption_visibility_seconds``, until the next call deletes
+        them. A crash between the two leaves them there, and they come again once visible: callers drop
+        repeats (:meth:`Provider.interruptions`). Then up to ``interruption_max_messages`` messages are
+        received, 10 at a time (SQS's most), the first receive long-polling ``interruption_wait_seconds``
+        and the rest not waiting, until the queue is empty.
+
+        Each message's body is one EventBridge event, parsed by :func:`_parse_event`: a spot
+        interruption warning (deadline: the event's time + 2 minutes), a rebalance recommendation (no
+        deadline), or a state change to shutting-down/terminated/stopping/stopped of a spot node that EC2
+        reclaimed (its ``StateReason`` is ``Server.SpotInstanceTermination``; a node gpuplan terminated
+        itself is no interruption). Only our plan's nodes are reported (looked up by id and
+        ``gpuplan-plan`` tag in the event's region); a message that is not such an event is logged and
+        deleted at once, and never fails the call."""
+        plan = safe_name(plan_id)
+        self._delete_messages(region, url, self._read_before.pop(url, []))
+        events: list[tuple[dict[str, Any], str]] = []  # (event, receipt handle)
+        garbled: list[str] = []
+        seen: set[object] = set()
+        cap = self.settings.interruption_max_messages
+        while len(events) + len(garbled) < cap:
+            got = self._call(
+                region,
+                "receive_message",
+                service="sqs",
+                QueueUrl=url,
+                MaxNumberOfMessages=min(10, cap - len(events) - len(garbled)),
+                WaitTimeSeconds=0 if events or garbled else self.settings.interruption_wait_seconds,
+                VisibilityTimeout=self.settings.interruption_visibility_seconds,
+            )
+            batch = [m for m in got.get("Messages") or [] if m.get("MessageId") not in seen]
+            if not batch:
+                break  # empty, or only messages read already in this call (their hiding ran out)
+            for message in batch:
+                seen.add(message.get("MessageId"))
+                event = _parse_event(message.get("Body"))
+                if event is None:
+                    log.warning(
+                        "interruption queue message %s is not an EC2 event gpuplan reads: deleted (%.200s)",
+                        message.get("MessageId"),
+                        message.get("Body"),
+                    )
+                    garbled.append(message["ReceiptHandle"])
+                else:
+                    events.append((event, message["ReceiptHandle"]))
+        self._delete_messages(region, url, garbled)
+        self._read_before[url] = [handle for _, handle in events]
+        return self._ours(plan, [event for event, _ in events])
+
+    def _ours(self, plan: str, events: list[dict[str, Any]]) -> list[Interruption]:
+        """The events about this plan's nodes as Interruptions (one per node and kind, the earliest)."""
+        managed = set(self._regions())
+        by_region: dict[str, list[dict[str, Any]]] = {}
+        for event in events:
+            if event["region"] in managed:
+                by_region.setdefault(event["region"], []).append(event)
+            else:
+                log.info(
+                    "interruption event for %s in %s: not a region of ours",
+                    event["instance"],
+                    event["region"],
+                )
+        found: dict[tuple[str, str], Interruption] = {}
+        for region, mine in sorted(by_region.items()):
+            ids = sorted({e["instance"] for e in mine})
+            instances: dict[str, dict[str, Any]] = {}
+            for chunk in _chunks(ids, _FILTER_BATCH):
+                filters = [{"Name": "instance-id", "Values": chunk}, *_tag_filters({TAG_PLAN: plan})]
+                for res in self._pages(region, "describe_instances", "Reservations", Filters=filters):
+                    instances.update({i["InstanceId"]: i for i in res.get("Instances") or []})
+            for event in mine:
+                inst = instances.get(event["instance"])
+                if inst is None:
+                    continue  # another plan's node, or someone else's
+                kind = event["kind"]
+                if kind == "state-change":
+                    reason = (inst.get("StateReason") or {}).get("Code")
+                    if inst.get("InstanceLifecycle") != "spot" or reason != "Server.SpotInstanceTermination":
+                        continue  # terminated by its owner, not reclaimed
+                    kind = "interruption"
+                node = self._node(region, inst)
+                key = (node.id, kind)
+                notice = Interruption(
+                    node.id, kind, event["at"], node.offering, node.pool, node.run, event["deadline"]
+                )
+                if key not in found or notice.at < found[key].at:
+                    found[key] = notice
+        return [found[k] for k in sorted(found)]
+
+    def _delete_messages(self, region: str, url: str, handles: Sequence[str]) -> None:
+        """Delete messages by receipt handle, 10 a call; a handle SQS no longer takes (the message came
+        back and was read again) is logged: the message then comes once more, which callers allow."""
+        for chunk in _chunks(list(handles), 10):
+            done = self._call(
+                region,
+                "delete_message_batch",
+                service="sqs",
+                QueueUrl=url,
+                Entries=[{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(chunk)],
+            )
+            for failed in done.get("Failed") or []:
+                log.warning(
+                    "interruption queue: message not deleted (%s): %s",
+                    failed.get("Code"),
+                    failed.get("Message"),
+                )
+
+    def _polled_interruptions(self, plan_id: str) -> list[Interruption]:
         """Spot notices EC2's API shows for our nodes: spot requests whose status is marked-for-termination,
         marked-for-stop or instance-terminated-*, and instances whose state reason is
         Server.SpotInstanceTermination.
 
         Rebalance recommendations are not reported: EC2 publishes them only in the instance metadata
         service (``/latest/meta-data/events/recommendations/rebalance``, reachable from the instance
-        itself) and as EventBridge events ("EC2 Instance Rebalance Recommendation"); no describe call
-        returns them, and the two-minute interruption notice likewise appears in the API only as the spot
-        request status used here.
+        itself) and as EventBridge events ("EC2 Instance Rebalance Recommendation"), which only the
+        interruption queue reads; no describe call returns them, and the two-minute interruption notice
+        likewise appears in the API only as the spot request status used here (its deadline: the status's
+        time + 2 minutes; a node already reclaimed: now).
         """
         plan = safe_name(plan_id)
         found: dict[str, Interruption] = {}
@@ -845,8 +1203,9 @@ class AwsProvider:
                     continue
                 spot[node.id] = node
                 if (inst.get("StateReason") or {}).get("Code") == "Server.SpotInstanceTermination":
+                    now = _now()
                     found[node.id] = Interruption(
-                        node.id, "interruption", _now(), node.offering, node.pool, node.run
+                        node.id, "interruption", now, node.offering, node.pool, node.run, now
                     )
             for chunk in _chunks(sorted(spot), _FILTER_BATCH):
                 requests = self._pages(
@@ -864,10 +1223,112 @@ class AwsProvider:
                     ):
                         n = spot[node_id]
                         at = status.get("UpdateTime") or _now()
-                        found.setdefault(
-                            node_id, Interruption(node_id, "interruption", at, n.offering, n.pool, n.run)
+                        notice = Interruption(
+                            node_id, "interruption", at, n.offering, n.pool, n.run, at + SPOT_NOTICE
                         )
+                        found.setdefault(node_id, notice)
         return [found[k] for k in sorted(found)]
+
+    # -- quotas --------------------------------------------------------------------------------------------
+
+    def quotas(self, wanted: Sequence[tuple[str, CapacityType]]) -> list[Quota]:
+        """The EC2 vCPU quotas of Service Quotas (service code ``ec2``) that launches of ``wanted`` count
+        against: per region, one per instance family and market (:data:`VCPU_QUOTAS`), its value from
+        ``get_service_quota`` (the account's applied value; the AWS default where none is applied).
+
+        ``per_node`` is the instance type's ``VCpuInfo.DefaultVCpus`` (describe_instance_types), the unit
+        these quotas count in. ``used`` is read from ``describe_instances`` of the whole account in the
+        region, not only our nodes (a quota is the account's): the default vCPUs of its pending and running
+        instances of the quota's family, spot ones for the spot quota and the others for the on-demand one.
+        (AWS's own usage figure is the CloudWatch ``AWS/Usage`` metric ``ResourceCount``, which lags by
+        minutes; the instances are what is running now.) Offerings of families without such a quota
+        (Inf, Trn, DL, X, ...) count against none here. Sources: EC2 User Guide, "Amazon EC2 service
+        quotas" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-resource-limits.html) and the
+        Service Quotas console's codes for EC2."""
+        per_region: dict[str, list[tuple[str, str, CapacityType]]] = {}
+        for offering, capacity in wanted:
+            if self.handles(offering):
+                region, instance_type = _region_of(offering)
+                per_region.setdefault(region, []).append((offering, instance_type, CapacityType(capacity)))
+        found: list[Quota] = []
+        for region, items in sorted(per_region.items()):
+            counted: dict[str, dict[tuple[str, CapacityType], float]] = {}
+            for offering, instance_type, capacity in items:
+                code = _quota_code(instance_type, capacity)
+                if code is not None:
+                    vcpus = self._vcpus(region, [instance_type])[instance_type]
+                    counted.setdefault(code, {})[(offering, capacity)] = float(vcpus)
+            if not counted:
+                continue
+            usage = self._vcpus_in_use(region)
+            for code, per_node in sorted(counted.items()):
+                quota = self._service_quota(region, code)
+                if quota is None:
+                    continue
+                found.append(
+                    Quota(
+                        name=f"{quota.get('QuotaName') or _QUOTA_NAMES[code]} ({code})",
+                        region=region,
+                        limit=float(quota["Value"]),
+                        used=usage.get(code, 0.0),
+                        unit="vCPUs",
+                        per_node=per_node,
+                    )
+                )
+        return found
+
+    def _service_quota(self, region: str, code: str) -> dict[str, Any] | None:
+        """The quota ``code`` of EC2 in ``region``: the applied value, else AWS's default; None when
+        Service Quotas reports neither (left out, never guessed)."""
+        for operation in ("get_service_quota", "get_aws_default_service_quota"):
+            try:
+                quota: dict[str, Any] = self._call(
+                    region, operation, service="service-quotas", ServiceCode="ec2", QuotaCode=code
+                )["Quota"]
+                return quota
+            except NotFound:
+                continue
+        log.info("Service Quotas reports no quota %s in %s: not checked", code, region)
+        return None
+
+    def _vcpus(self, region: str, types: Sequence[str]) -> dict[str, int]:
+        """Default vCPUs of each instance type (describe_instance_types, cached; 100 types a call)."""
+        missing = sorted({t for t in types if (region, t) not in self._types})
+        for chunk in _chunks(missing, 100):
+            for info in self._pages(region, "describe_instance_types", "InstanceTypes", InstanceTypes=chunk):
+                self._types[(region, info["InstanceType"])] = info
+        out: dict[str, int] = {}
+        for name in types:
+            known = self._types.get((region, name))
+            if known is None:
+                raise InvalidRequest(
+                    f"unknown instance type {name} in {region}", cloud=CLOUD, operation="quotas"
+                )
+            out[name] = int((known.get("VCpuInfo") or {}).get("DefaultVCpus", 0))
+        return out
+
+    def _vcpus_in_use(self, region: str) -> dict[str, float]:
+        """Quota code -> default vCPUs of the account's pending and running instances in ``region``."""
+        instances = [
+            i
+            for res in self._pages(
+                region,
+                "describe_instances",
+                "Reservations",
+                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+            )
+            for i in res.get("Instances") or []
+        ]
+        vcpus = self._vcpus(region, sorted({i["InstanceType"] for i in instances}))
+        used: dict[str, float] = {}
+        for inst in instances:
+            capacity = (
+                CapacityType.SPOT if inst.get("InstanceLifecycle") == "spot" else CapacityType.ON_DEMAND
+            )
+            code = _quota_code(inst["InstanceType"], capacity)
+            if code is not None:
+                used[code] = used.get(code, 0.0) + vcpus[inst["InstanceType"]]
+        return used
 
     # -- Capacity Blocks for ML ------------------------------------------------------------------------
 

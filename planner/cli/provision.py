@@ -194,7 +194,9 @@ def _capacity_blocks(
                 f"the plan pays ${request.on_demand_usd:,.0f}",
                 highlight=False,
             )
-            if not listing.offers:
+            if request.unsellable:
+                out.print(f"    no block: {escape(request.unsellable)}", highlight=False)
+            elif not listing.offers:
                 out.print("    no block offered for these dates", highlight=False)
             for offer in listing.offers:
                 saves = listing.saving_usd(offer)

@@ -38,6 +38,15 @@ def terraform(
         list[str] | None,
         typer.Option(help="write only this cloud's root (repeatable; default: every cloud used)"),
     ] = None,
+    interruption_queue: Annotated[
+        bool,
+        typer.Option(
+            "--interruption-queue",
+            help="aws: also write an SQS queue per region fed by EventBridge rules for spot interruption "
+            "warnings, rebalance recommendations and state changes (interruptions.tf; its URLs are an output "
+            "for aws.interruption_queue_url)",
+        ),
+    ] = False,
 ) -> None:
     """Write one Terraform root module per cloud the plan uses, for review and `terraform apply`.
 
@@ -66,7 +75,7 @@ def terraform(
 
             period_of(loaded.document, moment.at)  # outside the horizon: an input error, before writing
         with atomic_directory(output) as staging:
-            roots = write_roots(loaded, staging, moment, cloud)
+            roots = write_roots(loaded, staging, moment, cloud, interruption_queue=interruption_queue)
     except GpuplanError as exc:
         raise fail(exc) from None
     if not roots:

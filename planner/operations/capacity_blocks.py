@@ -1,7 +1,13 @@
 """AWS Capacity Blocks for ML for a plan's gangs: listed, and bought only when a person asks.
 
 A Capacity Block holds ``nodes`` instances for whole days at a fixed upfront fee, sold up to 8 weeks
-ahead; it is the way teams get H100/H200 capacity for a training run. :func:`block_requests` says which
+ahead; it is the way teams get H100/H200 capacity for a training run. EC2 sells durations of 1 to 14 days
+in 1-day steps, then 7-day steps up to 182 days, and at most 64 instances per block (256 across an
+account's blocks): :func:`block_duration_hours` rounds a run up to the next duration sold, and a gang a
+single block cannot hold is listed with the reason and never asked for (EC2 User Guide, "Find and
+purchase Capacity Blocks",
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html; API reference
+DescribeCapacityBlockOfferings ``CapacityDurationHours``). :func:`block_requests` says which
 of the plan's gangs a block could hold; :func:`list_blocks` asks the provider for the offers for each
 (listing buys nothing); :func:`buy_block` buys one of them, never above ``max_usd``, idempotently
 (the client token comes from the plan id and the offer), tagged as the plan's. A provider without
@@ -31,11 +37,13 @@ from providers.base import (
 
 __all__ = [
     "CAPACITY_BLOCK_AHEAD",
+    "CAPACITY_BLOCK_DAYS",
+    "CAPACITY_BLOCK_MAX_NODES",
     "CAPACITY_BLOCK_UNIT_HOURS",
     "BlockListing",
     "BlockPurchase",
     "BlockRequest",
-    "block_hours",
+    "block_duration_hours",
     "block_requests",
     "buy_block",
     "list_blocks",
@@ -44,13 +52,29 @@ __all__ = [
 #: How far ahead EC2 sells Capacity Blocks (8 weeks), and the unit of their durations (whole days).
 CAPACITY_BLOCK_AHEAD = timedelta(weeks=8)
 CAPACITY_BLOCK_UNIT_HOURS = 24
+#: The durations EC2 sells, in days: 1-14 in 1-day steps, then 21, 28, ... 182 in 7-day steps.
+CAPACITY_BLOCK_DAYS: tuple[int, ...] = (*range(1, 15), *range(21, 183, 7))
+#: The most instances one Capacity Block holds.
+CAPACITY_BLOCK_MAX_NODES = 64
+
+
+def block_duration_hours(hours: float) -> int | None:
+    """The shortest duration EC2 sells that covers ``hours``, in hours (720 h, 30 days: 840 h, 35 days);
+    None when the run is longer than the longest block (182 days)."""
+    days = max(hours, 1e-9) / CAPACITY_BLOCK_UNIT_HOURS - 1e-9
+    for sold in CAPACITY_BLOCK_DAYS:
+        if sold >= days:
+            return sold * CAPACITY_BLOCK_UNIT_HOURS
+    return None
 
 
 @dataclass(frozen=True)
 class BlockRequest:
     """A non-spot gang of the plan that a Capacity Block could hold: its size, its hours rounded up to
-    whole days, the start window to ask for (its planned start, or up to a day earlier), and what the
-    plan pays for it on demand (the figure a block's upfront fee is compared with)."""
+    the next duration EC2 sells, the start window to ask for (its planned start, or up to a day earlier),
+    and what the plan pays for it on demand (the figure a block's upfront fee is compared with).
+    ``unsellable`` says why no single block can hold it (more than 64 nodes, longer than 182 days); such
+    a request is listed with no offers and never sent to the cloud."""
 
     run: str
     offering: str
@@ -59,6 +83,7 @@ class BlockRequest:
     start_from: datetime
     start_to: datetime
     on_demand_usd: float
+    unsellable: str | None = None
 
 
 def block_requests(plan: Plan, at: datetime, handles: Callable[[str], bool]) -> list[BlockRequest]:
@@ -71,8 +96,19 @@ def block_requests(plan: Plan, at: datetime, handles: Callable[[str], bool]) -> 
             continue
         if not at < placement.start <= at + CAPACITY_BLOCK_AHEAD:
             continue
-        unit = CAPACITY_BLOCK_UNIT_HOURS
-        hours = max(1, math.ceil(placement.hours / unit - 1e-9)) * unit
+        sold = block_duration_hours(placement.hours)
+        unsellable = None
+        if placement.nodes > CAPACITY_BLOCK_MAX_NODES:
+            unsellable = (
+                f"{placement.nodes} nodes: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_NODES} "
+                "instances (and an account at most 256 across its blocks), so no single block is asked for"
+            )
+        elif sold is None:
+            unsellable = (
+                f"{placement.hours:g} h: longer than the longest Capacity Block "
+                f"({CAPACITY_BLOCK_DAYS[-1]} days), so no single block is asked for"
+            )
+        hours = sold if sold is not None else math.ceil(placement.hours)
         record = document.offerings.get(placement.offering)
         rate = record.on_demand_usd_h if record is not None and record.on_demand_usd_h else 0.0
         requests.append(
@@ -84,6 +120,7 @@ def block_requests(plan: Plan, at: datetime, handles: Callable[[str], bool]) -> 
                 start_from=max(at, placement.start - timedelta(days=1)),
                 start_to=placement.start,
                 on_demand_usd=rate * placement.nodes * placement.hours,
+                unsellable=unsellable,
             )
         )
     return requests
@@ -112,13 +149,16 @@ class BlockPurchase:
 
 
 def list_blocks(plan: Plan, provider: Provider, at: datetime) -> list[BlockListing]:
-    """The offers for each of the plan's gangs that a block could hold (:func:`block_requests`).
-    Unsupported when ``provider`` sells no blocks; a provider error propagates."""
+    """The offers for each of the plan's gangs that a block could hold (:func:`block_requests`); a
+    gang no single block can hold is listed with no offers, without asking the cloud. Unsupported when
+    ``provider`` sells no blocks; a provider error propagates."""
     require(provider, Capability.CAPACITY_BLOCKS, "capacity_block_offerings")
     return [
         BlockListing(
             request,
-            tuple(
+            ()
+            if request.unsellable
+            else tuple(
                 provider.capacity_block_offerings(
                     request.offering, request.nodes, request.hours, request.start_from, request.start_to
                 )
@@ -166,9 +206,3 @@ def buy_block(
         tags=managed_tags(plan_id, run=run),
     )
     return BlockPurchase(offer, run, max_usd, bought)
-
-
-def block_hours(hours: float) -> int:
-    """The shortest Capacity Block duration EC2 sells that covers ``hours``."""
-    unit = CAPACITY_BLOCK_UNIT_HOURS
-    return max(1, math.ceil(hours / unit - 1e-9)) * unit

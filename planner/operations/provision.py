@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
-from planner.operations.capacity_blocks import block_hours
+from planner.operations.capacity_blocks import CAPACITY_BLOCK_MAX_NODES, block_duration_hours
 from planner.operations.quotas import check_quotas, quota_keys
 from planner.operations.reconcile import (
     DEFAULT_BUDGET,
@@ -290,9 +290,14 @@ def _fell_back(
 def _block_offers(action: Action, provider: Provider, needs: list[Action]) -> str:
     """The Capacity Blocks offered for ``action``'s gang from now to its reservation's end, in words."""
     assert action.offering is not None
+    gang = f"{action.count} x {action.offering}"
+    if action.count > CAPACITY_BLOCK_MAX_NODES:
+        return f"no Capacity Block holds {gang} (at most {CAPACITY_BLOCK_MAX_NODES} instances per block)"
     ends = next((n.ends for n in needs if n.ends is not None), None)
     now = datetime.now(UTC)
-    hours = block_hours((ends - now).total_seconds() / 3600) if ends is not None else 24
+    hours = block_duration_hours((ends - now).total_seconds() / 3600 if ends is not None else 24)
+    if hours is None:
+        return f"no Capacity Block is sold for {gang} until {ends:%Y-%m-%d %H:%M}Z (182 days at most)"
     try:
         offers = provider.capacity_block_offerings(
             action.offering, action.count, hours, now, now + timedelta(days=7)
@@ -300,7 +305,6 @@ def _block_offers(action: Action, provider: Provider, needs: list[Action]) -> st
     except ProviderError as exc:
         return f"Capacity Blocks could not be listed ({exc.kind}: {exc})"
     if not offers:
-        gang = f"{action.count} x {action.offering}"
         return f"no Capacity Block of {gang} for {hours} h is offered in the next 7 days"
     best = min(offers, key=lambda o: (o.start or now, o.upfront_usd))
     start = f"{best.start:%Y-%m-%d %H:%M}Z" if best.start else "now"

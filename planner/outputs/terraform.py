@@ -11,7 +11,9 @@ root stands alone) once per pool of ``planner.outputs.pools``, from ``terraform.
 - ``variables.tf``: the plan's pools (typed) and the site settings a team fills in once (images,
   subnets, project, resource group, ...), listed in ``site.auto.tfvars.example``;
 - ``outputs.tf``, ``terraform.tfvars.json`` (the pools, sorted) and a ``README.md`` of what it holds,
-  with the commitment purchases the plan recommends as decisions (never Terraform resources).
+  with the commitment purchases the plan recommends as decisions (never Terraform resources);
+- AWS, with ``interruption_queue``: ``interruptions.tf``, an SQS queue and its EventBridge rules per
+  region (``terraform/modules/aws-interruption-queue``) for the adapter's ``interruption_queue_url``.
 
 The output is a pure function of the plan and the options: every map is sorted and nothing carries the
 time of writing, so a second run writes the same bytes and a review diff shows only real changes.
@@ -34,7 +36,7 @@ from planner.outputs.pools import TerraformPool, at_time, clouds_of, steady_stat
 
 __all__ = ["CLOUD_ROOTS", "Moment", "modules_dir", "write_roots"]
 
-AWS_PROVIDER: Final = ">= 5.0, < 7.0"
+AWS_PROVIDER: Final = ">= 5.74, < 7.0"  # efa-only interfaces
 GOOGLE_PROVIDER: Final = ">= 6.19.0, < 8.0.0"
 AZURERM_PROVIDER: Final = ">= 5.0, < 6.0"
 TERRAFORM_VERSION: Final = ">= 1.9"  # the modules' validations refer to other variables
@@ -79,8 +81,16 @@ def modules_dir() -> Path:
     raise InputError(None, None, "the Terraform modules are missing from this installation of gpuplan")
 
 
-def write_roots(plan: Plan, output: Path, moment: Moment, clouds: Sequence[str] | None = None) -> list[Path]:
-    """One root per cloud the plan uses (or of ``clouds``), written into ``output/<cloud>``; the roots."""
+def write_roots(
+    plan: Plan,
+    output: Path,
+    moment: Moment,
+    clouds: Sequence[str] | None = None,
+    *,
+    interruption_queue: bool = False,
+) -> list[Path]:
+    """One root per cloud the plan uses (or of ``clouds``), written into ``output/<cloud>``; the roots.
+    ``interruption_queue``: the AWS root also holds the interruption queue of each of its regions."""
     used = clouds_of(plan)
     wanted = list(clouds) if clouds is not None else used
     for cloud in wanted:
@@ -96,6 +106,8 @@ def write_roots(plan: Plan, output: Path, moment: Moment, clouds: Sequence[str] 
         root = output / cloud
         root.mkdir(parents=True, exist_ok=True)
         CLOUD_ROOTS[cloud].write(root, plan, moment, pools)
+        if interruption_queue and cloud == "aws":
+            _write_interruption_queues(root, plan, pools)
         roots.append(root)
     return roots
 
@@ -150,18 +162,7 @@ class CloudRoot:
 
     def write(self, root: Path, plan: Plan, moment: Moment, pools: list[TerraformPool]) -> None:
         plan_id = plan_id_of(plan.document)
-        module_copy = root / "modules" / self.module
-        if module_copy.exists():
-            shutil.rmtree(module_copy)
-        source = modules_dir() / self.module
-        if not source.is_dir():
-            raise InputError(
-                None, None, f"the Terraform module {self.module} is missing from {modules_dir()}"
-            )
-        module_copy.mkdir(parents=True)
-        for path in sorted(source.iterdir()):
-            if path.is_file():
-                (module_copy / path.name).write_bytes(path.read_bytes())
+        _copy_module(root, self.module)
         files = {
             "versions.tf": self.versions(),
             "main.tf": self.main(plan, moment, pools),
@@ -367,6 +368,68 @@ class CloudRoot:
         return "\n".join(lines) + "\n"
 
 
+def _copy_module(root: Path, module: str) -> None:
+    """``terraform/modules/<module>`` copied into ``root/modules`` (its files; any old copy replaced)."""
+    module_copy = root / "modules" / module
+    if module_copy.exists():
+        shutil.rmtree(module_copy)
+    source = modules_dir() / module
+    if not source.is_dir():
+        raise InputError(None, None, f"the Terraform module {module} is missing from {modules_dir()}")
+    module_copy.mkdir(parents=True)
+    for path in sorted(source.iterdir()):
+        if path.is_file():
+            (module_copy / path.name).write_bytes(path.read_bytes())
+
+
+INTERRUPTION_QUEUE_MODULE: Final = "aws-interruption-queue"
+
+
+def _write_interruption_queues(root: Path, plan: Plan, pools: list[TerraformPool]) -> None:
+    """``interruptions.tf``: per region of the AWS root, an SQS queue fed by EventBridge rules for EC2's
+    spot interruption warnings, rebalance recommendations and state changes (EventBridge events are
+    regional), and their URLs as an output, for the provider settings' ``interruption_queue_url``."""
+    _copy_module(root, INTERRUPTION_QUEUE_MODULE)
+    aws = _AWS_ROOT
+    regions = aws.regions(pools)
+    blocks = [
+        _comment(
+            "The interruption queues: EC2's spot interruption warnings, rebalance recommendations and "
+            "state changes, sent by EventBridge rules to one SQS queue per region. Put the output "
+            "interruption_queue_urls in the provider settings (aws.interruption_queue_url)."
+        )
+    ]
+    for region in regions:
+        alias = aws._alias(region)
+        blocks.append(
+            [
+                f'module "interruptions_{alias}" {{',
+                f"  source = {_string(f'./modules/{INTERRUPTION_QUEUE_MODULE}')}",
+                "  providers = {",
+                f"    aws = aws.{alias}",
+                "  }",
+                "",
+                *_attributes(
+                    [("name", 'substr("gpuplan-${var.plan_id}", 0, 60)'), ("plan_id", "var.plan_id")], 2
+                ),
+                "}",
+            ]
+        )
+    urls = [(_string(r), f"module.interruptions_{aws._alias(r)}.queue_url") for r in regions]
+    blocks.append(
+        [
+            'output "interruption_queue_urls" {',
+            '  description = "The interruption queue of each region (aws.interruption_queue_url)."',
+            "  value = {",
+            *_attributes(urls, 4),
+            "  }",
+            "}",
+        ]
+    )
+    text = "\n\n".join("\n".join(b) for b in blocks) + "\n"
+    (root / "interruptions.tf").write_text(text, encoding="utf-8")
+
+
 class _AwsRoot(CloudRoot):
     cloud = "aws"
     module = "aws-gpu-pool"
@@ -534,4 +597,5 @@ class _AzureRoot(_SingleModuleRoot):
 
 
 #: The root writer of each cloud.
-CLOUD_ROOTS: Final[dict[str, CloudRoot]] = {"aws": _AwsRoot(), "azure": _AzureRoot(), "gcp": _GcpRoot()}
+_AWS_ROOT: Final = _AwsRoot()
+CLOUD_ROOTS: Final[dict[str, CloudRoot]] = {"aws": _AWS_ROOT, "azure": _AzureRoot(), "gcp": _GcpRoot()}

@@ -7,10 +7,23 @@ Session, so every client the adapter makes from it carries them:
 - ``before-parameter-build.ec2.*`` hands the caller's parameters to the request context, and
   ``before-call.ec2.*`` records them (one entry per attempt, so retries show) and then either answers
   the call itself (a queued fault, a call moto lacks, a canned answer) or lets it go on to moto;
-- ``after-call.ec2.*`` lets a test rewrite a parsed answer moto gave (a fleet that comes back short).
+- ``after-call.ec2.*`` records what each launch asked for per instance id and puts it back on the
+  instances moto returns (see below), then lets a test rewrite a parsed answer (a fleet that comes back
+  short).
 
 The placement groups and reservations it answers for live in its own small state, so a create and a
 later describe agree, and a create of a reservation replays its ClientToken as EC2 does.
+
+moto drops ``Placement.GroupName`` (it comes back ``""``), keeps no capacity reservation on an instance,
+and reports one ENI of type ``interface`` whatever the launch template says. So that tests can assert
+what EC2 would report for the instances actually launched, the stand-in remembers, per instance id of a
+RunInstances or CreateFleet answer, the placement group, the reservation target and the launch
+template's network interfaces, and writes them into every RunInstances and DescribeInstances answer the
+way EC2 shapes them (``Placement.GroupName``; ``CapacityReservationId`` and
+``CapacityReservationSpecification.CapacityReservationTarget``; one ``NetworkInterfaces[]`` entry per
+interface with its ``InterfaceType`` and ``Attachment.NetworkCardIndex``/``DeviceIndex``, and no private
+address on an ``efa-only`` one). Like EC2 it refuses a launch into a placement group or a reservation
+that does not exist, and an ``efa-only`` primary interface.
 """
 
 from __future__ import annotations
@@ -31,6 +44,22 @@ ACCOUNT = "123456789012"
 FAKE_SECRET = "gpuplan-FAKE-SECRET-do-not-log-3f9c"  # planted in the environment; must never be logged
 
 Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+
+#: what nginx in front of an API sends when the API behind it is down (its default error page)
+NGINX_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+class _Raw:
+    """The raw body of an AWSResponse (botocore reads it with ``stream()``)."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
 
 
 def _ok(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
@@ -84,12 +113,24 @@ class Ec2StandIn:
     always_fail: dict[str, tuple[str, int]] = field(default_factory=dict)
     answers: dict[str, Handler] = field(default_factory=dict)  # canned answers (None: go on to moto)
     rewrites: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
+    pages: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # operation -> a proxy's page
+    #: Service Quotas of EC2: (region, code) -> the applied value, and AWS's defaults by code (moto's
+    #: service-quotas knows only VPC's)
+    applied_quotas: dict[tuple[str, str], float] = field(default_factory=dict)
+    default_quotas: dict[str, float] = field(default_factory=dict)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # template id -> its data
+    launched: dict[str, dict[str, Any]] = field(default_factory=dict)  # instance id -> what EC2 reports
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def install(self, session: Any) -> None:
         session.events.register("before-parameter-build.ec2.*", self._keep_params)
         session.events.register("before-call.ec2.*", self._before_call)
         session.events.register("after-call.ec2.*", self._after_call)
+        session.events.register("before-send.ec2.*", self._before_send)
+        session.events.register("before-parameter-build.service-quotas.*", self._keep_params)
+        session.events.register("before-call.service-quotas.*", self._before_call)
+        for step, hook in (("before-parameter-build", self._keep_params), ("before-call", self._before_call)):
+            session.events.register(f"{step}.sqs.*", hook)  # recorded, then on to moto's SQS
 
     # what tests look at
 
@@ -103,10 +144,22 @@ class Ec2StandIn:
         else:
             self.faults.setdefault(operation, []).extend([(code, status)] * times)
 
+    def proxy_page(self, operation: str, status: int = 502, body: bytes = NGINX_502) -> None:
+        """Answer ``operation`` with an HTML page (a proxy's or a load balancer's), as raw bytes on the
+        wire: botocore's own parser reads it, as it would read what a real proxy sends."""
+        self.pages[operation] = (status, body)
+
     def add_group(self, region: str, name: str, tags: dict[str, str]) -> None:
         self._store_group(region, name, [{"Key": k, "Value": v} for k, v in tags.items()])
 
     # the hooks
+
+    def _before_send(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        target = event_name.rsplit(".", 1)[-1]  # before-send.ec2.DescribeInstances
+        if target not in self.pages:
+            return None
+        status, body = self.pages[target]
+        return AWSResponse(request.url, status, {"Content-Type": "text/html"}, _Raw(body))
 
     @staticmethod
     def _keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
@@ -119,6 +172,8 @@ class Ec2StandIn:
         region = request_signer.region_name
         params = copy.deepcopy(context.get("stand_in_params", {}))
         self.requests.append(Request(op, region, params))
+        if op in self.pages:
+            return None  # on to the wire, where before-send answers with the page
         if op in self.always_fail:
             code, status = self.always_fail[op]
             return _fail(code, "stand-in fault", status)
@@ -132,10 +187,179 @@ class Ec2StandIn:
         own = getattr(self, f"_op_{op}", None)
         return own(region, params) if own is not None else None
 
-    def _after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
-        rewrite = self.rewrites.get(model.name)
+    def _after_call(self, model: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        op = model.name
+        params = context.get("stand_in_params", {})
+        if "Error" not in parsed:
+            if op == "CreateLaunchTemplate":
+                made = parsed.get("LaunchTemplate") or {}
+                self.templates[made.get("LaunchTemplateId", "")] = copy.deepcopy(params["LaunchTemplateData"])
+            elif op == "RunInstances":
+                for inst in parsed.get("Instances") or []:
+                    self._remember(inst, params, self._template_of(params.get("LaunchTemplate")))
+            elif op == "CreateFleet":
+                config = (params.get("LaunchTemplateConfigs") or [{}])[0]
+                data = self._template_of(config.get("LaunchTemplateSpecification"))
+                for group in parsed.get("Instances") or []:
+                    for instance_id in group.get("InstanceIds") or []:
+                        self._remember({"InstanceId": instance_id}, {}, data)
+            if op in ("RunInstances", "DescribeInstances"):
+                instances = parsed.get("Instances") or [
+                    i for r in parsed.get("Reservations") or [] for i in r.get("Instances") or []
+                ]
+                for inst in instances:
+                    self._as_ec2_reports(inst)
+        rewrite = self.rewrites.get(op)
         if rewrite is not None:
             rewrite(parsed)
+
+    # what EC2 reports on launched instances, which moto drops
+
+    def _template_of(self, spec: dict[str, Any] | None) -> dict[str, Any]:
+        return self.templates.get((spec or {}).get("LaunchTemplateId", ""), {})
+
+    def _remember(self, inst: dict[str, Any], params: dict[str, Any], template: dict[str, Any]) -> None:
+        placement = {**(template.get("Placement") or {}), **(params.get("Placement") or {})}
+        target = (
+            (
+                params.get("CapacityReservationSpecification")
+                or template.get("CapacityReservationSpecification")
+            )
+            or {}
+        ).get("CapacityReservationTarget") or {}
+        specs = params.get("NetworkInterfaces") or template.get("NetworkInterfaces") or []
+        self.launched[inst["InstanceId"]] = {
+            "group": placement.get("GroupName"),
+            "reservation": target.get("CapacityReservationId"),
+            "interfaces": sorted(
+                (copy.deepcopy(i) for i in specs),
+                key=lambda i: (i.get("NetworkCardIndex", 0), i["DeviceIndex"]),
+            ),
+            "enis": None,  # made on first report, then the same in every answer
+        }
+
+    def _as_ec2_reports(self, inst: dict[str, Any]) -> None:
+        known = self.launched.get(inst.get("InstanceId", ""))
+        if known is None:
+            return
+        if known["group"]:
+            inst.setdefault("Placement", {})["GroupName"] = known["group"]
+        if known["reservation"]:
+            inst["CapacityReservationId"] = known["reservation"]
+            inst["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": known["reservation"]}
+            }
+        if known["interfaces"]:
+            if known["enis"] is None:
+                primary = (inst.get("NetworkInterfaces") or [{}])[0]
+                known["enis"] = [self._eni(primary, spec, n) for n, spec in enumerate(known["interfaces"])]
+            inst["NetworkInterfaces"] = copy.deepcopy(known["enis"])
+
+    def _eni(self, primary: dict[str, Any], spec: dict[str, Any], n: int) -> dict[str, Any]:
+        """The ENI EC2 reports for one interface of the template: the primary keeps moto's ENI (and its
+        address), another ``efa`` gets an address of its own, an ``efa-only`` one none."""
+        eni = (
+            copy.deepcopy(primary)
+            if n == 0
+            else {
+                "NetworkInterfaceId": f"eni-{next(self._ids):017x}",
+                "SubnetId": spec.get("SubnetId", primary.get("SubnetId")),
+                "VpcId": primary.get("VpcId"),
+                "Status": "in-use",
+                "PrivateIpAddress": f"10.255.{n // 250}.{n % 250 + 1}",
+            }
+        )
+        eni["InterfaceType"] = spec.get("InterfaceType", "interface")
+        eni["Attachment"] = {
+            **(eni.get("Attachment") or {}),
+            "DeviceIndex": spec["DeviceIndex"],
+            "NetworkCardIndex": spec.get("NetworkCardIndex", 0),
+            "Status": "attached",
+        }
+        if eni["InterfaceType"] == "efa-only":  # no IP address: it carries only EFA (SRD) traffic
+            for key in ("PrivateIpAddress", "PrivateIpAddresses", "PrivateDnsName", "Association"):
+                eni.pop(key, None)
+        return eni
+
+    def _op_RunInstances(self, region: str, p: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]] | None:
+        """EC2's checks moto lacks; a launch that passes them goes on to moto."""
+        template = self._template_of(p.get("LaunchTemplate"))
+        group = (p.get("Placement") or {}).get("GroupName")
+        if group and (region, group) not in self.groups:
+            return _fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
+        target = (
+            (p.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        ).get("CapacityReservationId")
+        if target and target not in self.reservations:
+            return _fail(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{target}' does not exist",
+            )
+        for spec in p.get("NetworkInterfaces") or template.get("NetworkInterfaces") or []:
+            if (
+                spec.get("InterfaceType") == "efa-only"
+                and spec.get("NetworkCardIndex", 0) == 0
+                and spec["DeviceIndex"] == 0
+            ):
+                return _fail(
+                    "InvalidParameterCombination",
+                    "An EFA-only interface cannot be the primary network interface.",
+                )
+        return None
+
+    # Service Quotas (the real GetServiceQuota answer's shape)
+
+    def _quota(self, region: str, code: str, value: float) -> dict[str, Any]:
+        family = {"L-417A185B": "P/OnDemand", "L-DB2E81BA": "G/OnDemand", "L-1216C47A": "Standard/OnDemand",
+                  "L-7212CCBC": "P/Spot", "L-3819A6DF": "G/Spot", "L-34B43A08": "Standard/Spot"}  # fmt: skip
+        names = {
+            "L-417A185B": "Running On-Demand P instances",
+            "L-DB2E81BA": "Running On-Demand G and VT instances",
+            "L-1216C47A": "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+            "L-7212CCBC": "All P Spot Instance Requests",
+            "L-3819A6DF": "All G and VT Spot Instance Requests",
+            "L-34B43A08": "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+        }
+        return {
+            "ServiceCode": "ec2",
+            "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+            "QuotaArn": f"arn:aws:servicequotas:{region}:{ACCOUNT}:ec2/{code}",
+            "QuotaCode": code,
+            "QuotaName": names.get(code, code),
+            "Value": value,
+            "Unit": "None",
+            "Adjustable": True,
+            "GlobalQuota": False,
+            "UsageMetric": {
+                "MetricNamespace": "AWS/Usage",
+                "MetricName": "ResourceCount",
+                "MetricDimensions": {
+                    "Class": family.get(code, "Standard/OnDemand"),
+                    "Resource": "vCPU",
+                    "Service": "EC2",
+                    "Type": "Resource",
+                },
+                "MetricStatisticRecommendation": "Maximum",
+            },
+        }
+
+    def _op_GetServiceQuota(self, region: str, p: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        value = self.applied_quotas.get((region, p["QuotaCode"])) if p["ServiceCode"] == "ec2" else None
+        if value is None:
+            return _fail(
+                "NoSuchResourceException", "The request failed because the specified resource does not exist."
+            )
+        return _ok({"Quota": self._quota(region, p["QuotaCode"], value)})
+
+    def _op_GetAWSDefaultServiceQuota(
+        self, region: str, p: dict[str, Any]
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        value = self.default_quotas.get(p["QuotaCode"]) if p["ServiceCode"] == "ec2" else None
+        if value is None:
+            return _fail(
+                "NoSuchResourceException", "The request failed because the specified resource does not exist."
+            )
+        return _ok({"Quota": self._quota(region, p["QuotaCode"], value)})
 
     # placement groups
 
@@ -336,6 +560,29 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+def ec2_event(
+    detail_type: str, instance_id: str, when: datetime, region: str = "us-east-1", **detail: str
+) -> str:
+    """An EventBridge event of EC2 as an SQS message body, in the shape the EC2 User Guide shows
+    (spot-instance-termination-notices.html, rebalance-recommendations.html,
+    monitoring-instance-state-changes.html)."""
+    import json
+
+    return json.dumps(
+        {
+            "version": "0",
+            "id": f"{abs(hash((detail_type, instance_id, when))):032x}"[:32],
+            "detail-type": detail_type,
+            "source": "aws.ec2",
+            "account": ACCOUNT,
+            "time": f"{when:%Y-%m-%dT%H:%M:%SZ}",
+            "region": region,
+            "resources": [f"arn:aws:ec2:{region}a:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, **detail},
+        }
+    )
 
 
 def block_offering(offer_id: str, fee: str, *, count: int = 2, hours: int = 24) -> dict[str, Any]:

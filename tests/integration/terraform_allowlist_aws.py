@@ -148,4 +148,19 @@ ALLOWED: dict[str, set[str]] = {
     "data.aws_ec2_instance_type": {"instance_type"},
     # website/docs/d/subnet.html.markdown (stored at acdc6f66)
     "data.aws_subnet": {"id", "filter", "filter.name", "filter.values", "vpc_id", "availability_zone"},
+    # the interruption queue (terraform/modules/aws-interruption-queue), from the pages
+    # website/docs/r/sqs_queue.html.markdown, sqs_queue_policy.html.markdown,
+    # cloudwatch_event_rule.html.markdown and cloudwatch_event_target.html.markdown, each path checked
+    # against the 5.100.0 schema by test_allowlist_paths_exist_in_the_provider_schema
+    "aws_sqs_queue": {
+        "name",
+        "message_retention_seconds",
+        "visibility_timeout_seconds",
+        "sqs_managed_sse_enabled",
+        "kms_master_key_id",
+        "tags",
+    },
+    "aws_sqs_queue_policy": {"queue_url", "policy"},
+    "aws_cloudwatch_event_rule": {"name", "description", "event_pattern", "event_bus_name", "state", "tags"},
+    "aws_cloudwatch_event_target": {"rule", "target_id", "arn", "event_bus_name"},
 }

@@ -1,7 +1,8 @@
 """The AWS adapter against moto (in process, and once through moto's server on 127.0.0.1), with the calls
 moto lacks answered by the stand-in's hook. Assertions are on the requests the adapter actually sent
-(recorded by the hook) and on what it returns; moto drops Placement.GroupName and the EFA interface type,
-so those are checked in the requests only."""
+(recorded by the hook), on what it returns, and on the instances describe_instances reports: moto drops
+Placement.GroupName, the reservation and the EFA interface types, and the stand-in puts back on each
+launched instance what its launch asked for, as EC2 reports it (``aws_stand_in``)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from providers.base import (
     LaunchSpec,
     Node,
     NotFound,
+    OperationFailed,
     PlacementGroup,
     PlacementGroupSpec,
     Provider,
@@ -40,6 +42,7 @@ from providers.base import (
     ReservationSpec,
     RetryPolicy,
     Throttled,
+    Timeout,
 )
 
 REGION = "us-east-1"
@@ -131,6 +134,12 @@ def reservation_spec() -> ReservationSpec:
     )
 
 
+def _described(provider: AwsProvider, ids: list[str]) -> list[dict[str, Any]]:
+    """The instances as describe_instances answers the adapter's own (hooked) client."""
+    pages = provider._client(REGION).describe_instances(InstanceIds=ids)["Reservations"]
+    return [i for r in pages for i in r["Instances"]]
+
+
 def tag_dict(params: dict[str, Any], resource_type: str) -> dict[str, str]:
     specs = [s for s in params.get("TagSpecifications", []) if s["ResourceType"] == resource_type]
     assert len(specs) == 1, f"one {resource_type} tag specification in {params.get('TagSpecifications')}"
@@ -193,7 +202,7 @@ def test_spot_prices_keep_the_newest_per_zone(cloud: Cloud) -> None:
 # a gang: placement group, reservation, EFA launch template, run_instances
 
 
-def test_on_demand_gang_launches_into_its_group_and_reservation_with_one_efa_interface_per_card(
+def test_on_demand_gang_launches_into_its_group_and_reservation_with_efa_then_efa_only_per_card(
     cloud: Cloud,
 ) -> None:
     p, s = cloud.provider, cloud.stand_in
@@ -226,7 +235,9 @@ def test_on_demand_gang_launches_into_its_group_and_reservation_with_one_efa_int
     assert len(interfaces) == 32  # p5.48xlarge's MaximumNetworkCards in moto's instance type data
     assert [i["NetworkCardIndex"] for i in interfaces] == list(range(32))
     assert [i["DeviceIndex"] for i in interfaces] == [0] + [1] * 31
-    assert {i["InterfaceType"] for i in interfaces} == {"efa"}
+    # AWS's advice for several cards: the primary (card 0, device 0) EFA with ENA and an IP, the rest
+    # efa-only, which take no address (efa-acc-inst-types.html)
+    assert [i["InterfaceType"] for i in interfaces] == ["efa"] + ["efa-only"] * 31
     assert {i["SubnetId"] for i in interfaces} == {cloud.subnets[0]}
     assert lt["LaunchTemplateData"]["ImageId"].startswith("ami-")
     assert lt["ClientToken"] and tag_dict(lt, "launch-template") == {TAG_PLAN: PLAN}
@@ -253,6 +264,29 @@ def test_on_demand_gang_launches_into_its_group_and_reservation_with_one_efa_int
     assert [(r.name, r.nodes, r.placement_group, r.run) for r in inv.reservations] == [
         ("cr-pretrain-r1", 2, "pg-pretrain-r1", "pretrain-r1")
     ]
+    # on the instances launched, as describe_instances reports them: group, reservation, interfaces
+    assert {(n.placement_group, n.reservation) for n in inv.nodes} == {("pg-pretrain-r1", reservation.id)}
+    described = [
+        i
+        for r in cloud.ec2.describe_instances(InstanceIds=[n.id for n in nodes])["Reservations"]
+        for i in r["Instances"]
+    ]
+    # a client without the stand-in's hooks sees what moto keeps: no group, one plain interface
+    assert {i["Placement"]["GroupName"] for i in described} == {""}
+    assert {e["InterfaceType"] for i in described for e in i["NetworkInterfaces"]} == {"interface"}
+    for inst in _described(p, [n.id for n in nodes]):
+        assert inst["Placement"]["GroupName"] == "pg-pretrain-r1"
+        assert inst["CapacityReservationId"] == reservation.id
+        assert inst["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
+            "CapacityReservationId": reservation.id
+        }
+        enis = sorted(inst["NetworkInterfaces"], key=lambda e: e["Attachment"]["NetworkCardIndex"])
+        assert [e["InterfaceType"] for e in enis] == ["efa"] + ["efa-only"] * 31
+        assert [(e["Attachment"]["NetworkCardIndex"], e["Attachment"]["DeviceIndex"]) for e in enis] == [
+            (0, 0),
+            *((card, 1) for card in range(1, 32)),
+        ]
+        assert [e for e in enis if e.get("PrivateIpAddress")] == [enis[0]], "one address per node"
 
 
 def test_spot_gang_sends_one_time_terminate_market_options_and_inventory_says_spot(cloud: Cloud) -> None:
@@ -497,12 +531,29 @@ def test_release_and_delete_of_what_is_gone_are_done(cloud: Cloud) -> None:
         ("InvalidParameterValue", InvalidRequest),
         ("MissingParameter", InvalidRequest),
         ("ParamValidationError", InvalidRequest),
-        ("EndpointConnectionError", ProviderError),
+        ("EndpointConnectionError", OperationFailed),
+        ("ProxyConnectionError", OperationFailed),
+        ("ConnectionClosedError", Timeout),
+        ("IncompleteReadError", Timeout),
+        ("ReadTimeoutError", Timeout),
+        ("InsufficientFreeAddressesInSubnet", InvalidRequest),
+        ("AccessDeniedException", Auth),
     ],
 )
 def test_error_codes_map_to_typed_errors(code: str, kind: type[ProviderError]) -> None:
     err = _error(code, "message", "op")
     assert type(err) is kind and err.code == code and err.cloud == "aws"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(502, OperationFailed), (500, OperationFailed), (503, Throttled)]
+)
+def test_an_error_page_without_an_api_code_is_not_a_bare_error(
+    status: int, kind: type[ProviderError]
+) -> None:
+    """botocore names an HTML error page's error by its status ("502"): a proxy or an outage, not EC2."""
+    err = _error(str(status), "Bad Gateway", "op", status)
+    assert type(err) is kind
 
 
 def test_missing_credentials_are_auth_and_no_secret_is_logged(
@@ -692,3 +743,77 @@ def test_a_reservation_with_an_end_is_limited_to_it(cloud: Cloud) -> None:
     (cr,) = cloud.stand_in.calls("CreateCapacityReservation")
     assert cr["EndDateType"] == "limited" and cr["EndDate"] == ends
     assert made.name == "cr-pretrain-r1"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# a gang's subnet must hold its addresses (issue 35 point 5)
+
+
+@pytest.fixture
+def small_subnet(aws_env: None) -> Iterator[Cloud]:
+    """The cloud of :func:`cloud` with one /28 subnet: 11 free addresses (16 less the 5 AWS keeps)."""
+    with mock_aws():
+        session = boto3.Session(region_name=REGION)
+        ec2 = session.client("ec2", region_name=REGION)
+        vpc = ec2.create_vpc(CidrBlock="10.50.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.50.1.0/28", AvailabilityZone="us-east-1a")
+        stand_in = Ec2StandIn()
+        stand_in.install(session)
+        subnets = [subnet["Subnet"]["SubnetId"]]
+        settings = AwsSettings(image_id="ami-0a1b2c3d4e5f60718", subnets={REGION: subnets})
+        provider = open_provider(settings, session=session, sleep=lambda s: None)
+        provider.ensure_placement_group(group_spec())
+        yield Cloud(provider, stand_in, [], subnets, ec2)
+
+
+def test_a_gang_its_subnet_cannot_hold_is_refused_before_anything_is_made(small_subnet: Cloud) -> None:
+    cloud = small_subnet
+    with pytest.raises(InvalidRequest) as err:
+        cloud.provider.launch(gang_spec(count=12))
+    message = str(err.value)
+    assert cloud.subnets[0] in message and "11 free IP addresses" in message
+    assert "needs 12 (12 nodes x 1)" in message and err.value.code == "InsufficientFreeAddressesInSubnet"
+    assert not cloud.stand_in.calls("RunInstances") and not cloud.stand_in.calls("CreateLaunchTemplate")
+    (asked,) = cloud.stand_in.calls("DescribeSubnets")
+    assert asked["SubnetIds"] == cloud.subnets
+
+
+def test_an_efa_gang_takes_one_address_per_node_so_eleven_p5_fit_a_slash_28(small_subnet: Cloud) -> None:
+    """With an efa interface on all 32 cards a p5.48xlarge took 32 addresses: one node would not fit a
+    /28. With efa-only on cards 1-31 it takes one, so 11 nodes fit."""
+    nodes = small_subnet.provider.launch(gang_spec(count=11))
+    assert len(nodes) == 11
+    (run,) = small_subnet.stand_in.calls("RunInstances")
+    assert run["MinCount"] == run["MaxCount"] == 11
+
+
+def test_a_pool_is_not_held_to_one_subnet(small_subnet: Cloud) -> None:
+    small_subnet.provider.launch(pool_spec(CapacityType.ON_DEMAND, 2))
+    assert not small_subnet.stand_in.calls("DescribeSubnets"), "a fleet spreads over subnets: no gang check"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# answers that are not the API's (issue 35 point 5): typed errors, never a traceback
+
+
+def test_an_html_page_where_ec2_answers_is_operation_failed_naming_it(cloud: Cloud) -> None:
+    """nginx's 502 page, sent as 200 (a captive proxy) and as 502, read by botocore's own parser."""
+    cloud.stand_in.proxy_page("DescribeInstances", status=200)
+    with pytest.raises(OperationFailed) as err:
+        cloud.provider.inventory(PLAN)
+    assert err.value.code == "ResponseParserError" and err.value.operation == "describe_instances"
+    assert "could not be read" in str(err.value) and "502 Bad Gateway" in str(err.value)
+    assert "<html>" not in str(err.value)
+    cloud.stand_in.proxy_page("DescribeInstances", status=502)
+    with pytest.raises(OperationFailed, match="EC2 answered HTTP 502 Bad Gateway, not the API's error"):
+        cloud.provider.inventory(PLAN)
+
+
+def test_moto_servers_own_500_page_is_operation_failed(aws_env: None, moto_server: str) -> None:
+    """moto's server answers an operation it lacks (placement groups) with werkzeug's HTML 500 page."""
+    settings = AwsSettings(endpoint_url=moto_server, image_id="ami-0a1b2c3d4e5f60718")
+    provider = open_provider(settings, session=boto3.Session(region_name=REGION), sleep=lambda s: None)
+    with pytest.raises(OperationFailed) as err:
+        provider.inventory(PLAN)
+    assert err.value.operation == "describe_placement_groups"
+    assert "could not be read" in str(err.value) and "500 Internal Server Error" in str(err.value)

@@ -190,7 +190,7 @@ def test_versions_pin_loosely_and_the_module_has_no_provider_block_or_credential
     versions = load(MODULE / "versions.tf")["terraform"][0]
     assert versions["required_version"].startswith(">= 1.")
     aws = versions["required_providers"][0]["aws"]
-    assert aws == {"source": "hashicorp/aws", "version": ">= 5.0, < 7.0"}
+    assert aws == {"source": "hashicorp/aws", "version": ">= 5.74, < 7.0"}  # efa-only came in 5.74
     for path in module_tf_files():
         document = load(path)
         assert "provider" not in document, f"{path.name} configures a provider"
@@ -396,6 +396,44 @@ def test_validation_blocks_reject_wrong_values(tmp_path: Path) -> None:
         assert message in text, f"no {message!r} in:\n{result.stderr}"
 
 
+EFA_TYPES = """resource "aws_launch_template" "efa" {
+  name = "efa-types"
+
+  network_interfaces {
+    network_card_index = 0
+    device_index       = 0
+    interface_type     = "efa"
+  }
+
+  network_interfaces {
+    network_card_index = 1
+    device_index       = 1
+    interface_type     = "efa-only"
+  }
+
+  network_interfaces {
+    network_card_index = 2
+    device_index       = 1
+    interface_type     = "efa-onl"
+  }
+}
+"""
+
+
+@needs_terraform
+def test_the_mirrored_provider_takes_efa_only_interfaces(tmp_path: Path) -> None:
+    """The module's conditional interface_type is unknown to validate; written out, the provider's own
+    check accepts "efa" and "efa-only" and names the one value it refuses (so the check really ran)."""
+    (tmp_path / "main.tf").write_text(EFA_TYPES, encoding="utf-8")
+    ok(terraform("init", cwd=tmp_path))
+    result = terraform("validate", "-no-color", cwd=tmp_path)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        'Error: expected network_interfaces.2.interface_type to be one of ["efa" "efa-only" "interface"], '
+        "got efa-onl"
+    ], result.stderr
+
+
 @needs_terraform
 def test_terraform_test_of_the_variants_on_a_mock_provider(tmp_path: Path) -> None:
     """tests/variants.tftest.hcl: the mixed pool, the EFA gang with its reservation, the on-demand pool,
@@ -410,3 +448,72 @@ def test_terraform_test_of_the_variants_on_a_mock_provider(tmp_path: Path) -> No
 
 # Apply and destroy against moto run on a generated root (tests/integration/test_terraform_roots.py):
 # the same module, instantiated the way gpuplan terraform does it, with its mixed-instances policy checked.
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The interruption queue: gpuplan terraform --interruption-queue (issue 35 point 7)
+# ---------------------------------------------------------------------------------------------------------
+
+QUEUE_MODULE = REPO / "terraform" / "modules" / "aws-interruption-queue"
+
+
+@pytest.fixture(scope="module")
+def queue_root(week_plan: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from datetime import timedelta
+
+    from typer.testing import CliRunner
+
+    from models.plan import Plan
+    from planner.cli import app
+
+    plan_dir = week_plan("aws")
+    gang = next(t for t in Plan.read(plan_dir).document.training if t.nodes > 1)
+    at = f"{gang.start + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}"
+    out = tmp_path_factory.mktemp("queue-root") / "roots"
+    result = CliRunner().invoke(
+        app,
+        ["terraform", str(plan_dir), "-o", str(out), "--at", at, "--interruption-queue"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    return out / "aws"
+
+
+def test_the_queue_root_has_a_queue_rules_targets_and_a_send_policy_per_region(queue_root: Path) -> None:
+    files = sorted(queue_root.rglob("*.tf"))
+    found = attribute_paths(files)
+    assert check_allowed(found, ALLOWED) == []
+    assert {
+        ("aws_sqs_queue", "name"),
+        ("aws_sqs_queue_policy", "policy"),
+        ("aws_cloudwatch_event_rule", "event_pattern"),
+        ("aws_cloudwatch_event_target", "arn"),
+    } <= found
+    main = (QUEUE_MODULE / "main.tf").read_text(encoding="utf-8")
+    for detail_type in (
+        "EC2 Spot Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification",
+    ):
+        assert f'"detail-type" = ["{detail_type}"]' in main  # what providers/aws.py _parse_event reads
+    assert '"events.amazonaws.com"' in main and '"sqs:SendMessage"' in main
+    regions = {
+        p["region"] for p in json.loads((queue_root / "terraform.tfvars.json").read_text())["pools"].values()
+    }
+    calls = {name: body for name, _, body in blocks(load(queue_root / "interruptions.tf"), "module")}
+    assert set(calls) == {f"interruptions_{r.replace('-', '_')}" for r in regions}
+    declared = {name for name, _, _ in blocks(load(QUEUE_MODULE / "variables.tf"), "variable")}
+    for body in calls.values():
+        assert {k for k in body if k not in {"source", "providers", "__is_block__"}} <= declared
+    outputs = {name for name, _, _ in blocks(load(queue_root / "interruptions.tf"), "output")}
+    assert outputs == {"interruption_queue_urls"}
+
+
+@needs_terraform
+def test_the_queue_module_and_root_validate_with_the_real_provider(queue_root: Path, tmp_path: Path) -> None:
+    ok(terraform("fmt", "-check", "-recursive", "-diff", str(QUEUE_MODULE), cwd=REPO))
+    root = tmp_path / "aws"
+    shutil.copytree(queue_root, root)
+    ok(terraform("init", cwd=root))
+    assert "Success" in ok(terraform("validate", "-no-color", cwd=root)).stdout
+    ok(terraform("fmt", "-check", "-recursive", "-diff", cwd=root))

@@ -24,8 +24,11 @@ locals {
   placement_group_name = coalesce(var.placement_group_name, "${var.name}-pg")
   reservation_name     = coalesce(var.reservation_name, "${var.name}-cr")
 
-  # EFA: one interface per network card (p5.48xlarge has 32, p4d.24xlarge 4). Card 0 carries the primary
-  # interface at device index 0; the interfaces on the other cards take device index 1.
+  # EFA: one interface per network card (p5.48xlarge has 32, p4d.24xlarge 4), as AWS advises for
+  # instances with several cards (EC2 User Guide, "Maximize network bandwidth on Amazon EC2 instances with
+  # multiple network cards", efa-acc-inst-types.html): card 0 carries the primary interface at device
+  # index 0, of type "efa" (EFA with ENA: the node's one private IP); every other card an "efa-only"
+  # interface at device index 1, which takes no IP address, so a node takes one address of its subnet.
   network_cards = local.efa ? data.aws_ec2_instance_type.this[0].maximum_network_cards : 0
 }
 
@@ -106,7 +109,7 @@ resource "aws_launch_template" "this" {
     content {
       network_card_index    = network_interfaces.value
       device_index          = network_interfaces.value == 0 ? 0 : 1
-      interface_type        = "efa"
+      interface_type        = network_interfaces.value == 0 ? "efa" : "efa-only"
       security_groups       = var.security_group_ids
       delete_on_termination = true
     }

@@ -124,9 +124,9 @@ run "efa_gang_with_reservation" {
   assert {
     condition = alltrue([
       for i, nic in aws_launch_template.this.network_interfaces :
-      nic.interface_type == "efa" && nic.network_card_index == i && nic.device_index == (i == 0 ? 0 : 1)
+      nic.interface_type == (i == 0 ? "efa" : "efa-only") && nic.network_card_index == i && nic.device_index == (i == 0 ? 0 : 1)
     ])
-    error_message = "Card 0 should carry device index 0 and every other card device index 1, all of type efa."
+    error_message = "Card 0 should carry the efa primary at device index 0, every other card an efa-only interface at device index 1."
   }
 
   assert {
