@@ -448,7 +448,7 @@ class AwsProvider:
         self._rng = rng or random.Random()
         self._clients: dict[str, Any] = {}
         self._types: dict[tuple[str, str], dict[str, Any]] = {}  # (region, type) -> describe_instance_types
-        self._templates: dict[tuple[str, str, str, str | None], str] = {}  # -> launch template id
+        self._templates: dict[tuple[str, str, str, str | None, str | None], str] = {}  # -> launch template id
         self._zones: dict[tuple[str, str], str] = {}  # (region, subnet) -> AZ
         self._blocks: dict[str, tuple[str, CapacityBlockOffer]] = {}  # offer id -> (region, offer)
         #: queue URL -> receipt handles of the last interruption read there, deleted at the next
@@ -730,18 +730,20 @@ class AwsProvider:
         return None
 
     def ensure_reservation(self, spec: ReservationSpec) -> CapacityReservation:
-        """A targeted ODCR for the gang, in the AZ of the gang's subnet and in its cluster group; ours (by
-        name tag and our tags) is returned if it exists, and ClientToken covers a lost reply."""
+        """A targeted ODCR for the gang in its cluster group; ours (by name tag and our tags) is returned if
+        it exists, and ClientToken covers a lost reply. The zones of the region's subnets are tried in the
+        order the subnets are configured: a zone without the capacity (InsufficientInstanceCapacity, the
+        answer EC2 gives a whole-gang ODCR most often) passes the request to the next, and only when none
+        has it is it InsufficientCapacity, naming the zones tried. The gang's launch then takes the subnet
+        in the reservation's zone."""
         region, instance_type = _region_of(spec.offering)
         tags = {**spec.tags, "Name": spec.name}
         found = self._find_reservation(region, spec.name, spec.tags)
         if found is not None:
             return self._reservation(region, found)
         params: dict[str, Any] = {
-            "ClientToken": spec.token,
             "InstanceType": instance_type,
             "InstancePlatform": PLATFORM,
-            "AvailabilityZone": self._zone(region, self._subnets(region)[0]),
             "InstanceCount": spec.nodes,
             "InstanceMatchCriteria": "targeted",
             "EndDateType": "unlimited",
@@ -753,21 +755,40 @@ class AwsProvider:
         if spec.placement_group:
             groups = self._call(region, "describe_placement_groups", GroupNames=[spec.placement_group])
             params["PlacementGroupArn"] = groups["PlacementGroups"][0]["GroupArn"]
-        made = self._call(region, "create_capacity_reservation", **params)["CapacityReservation"]
-        log.info(
-            "created capacity reservation %s (%s) for %d x %s in %s",
-            spec.name,
-            made.get("CapacityReservationId"),
-            spec.nodes,
-            instance_type,
-            params["AvailabilityZone"],
+        zones = list(dict.fromkeys(self._zone(region, subnet) for subnet in self._subnets(region)))
+        refused: list[str] = []
+        for zone in zones:
+            # one token per zone: a retry in the same zone is deduped, a request in the next one is new
+            token = spec.token if not refused else client_token(spec.token, zone)
+            try:
+                made = self._call(
+                    region, "create_capacity_reservation", ClientToken=token, AvailabilityZone=zone, **params
+                )["CapacityReservation"]
+            except InsufficientCapacity as exc:
+                refused.append(zone)
+                log.warning("no capacity for reservation %s in %s (%s); next zone", spec.name, zone, exc.code)
+                continue
+            log.info(
+                "created capacity reservation %s (%s) for %d x %s in %s%s",
+                spec.name,
+                made.get("CapacityReservationId"),
+                spec.nodes,
+                instance_type,
+                zone,
+                f" (no capacity in {', '.join(refused)})" if refused else "",
+            )
+            return self._reservation(region, made)
+        raise InsufficientCapacity(
+            f"no zone can reserve {spec.nodes} x {instance_type} for {spec.name} (tried {', '.join(zones)})",
+            cloud=CLOUD,
+            operation="create_capacity_reservation",
+            code="InsufficientInstanceCapacity",
         )
-        return self._reservation(region, made)
 
-    def _reservation_target(self, region: str, reservation: str) -> tuple[str, bool]:
+    def _reservation_target(self, region: str, reservation: str) -> tuple[str, bool, str | None]:
         """The id of the live reservation named ``reservation`` (its Name tag), or of the one whose id it
-        is (cr- and hex digits), and whether it is a Capacity Block (whose nodes launch with the
-        ``capacity-block`` market type)."""
+        is (cr- and hex digits), whether it is a Capacity Block (whose nodes launch with the
+        ``capacity-block`` market type), and its zone."""
         filters = _tag_filters({"Name": reservation})
         found = [
             r
@@ -784,11 +805,15 @@ class AwsProvider:
             raise NotFound(
                 f"no capacity reservation named {reservation} in {region}", cloud=CLOUD, operation="launch"
             )
-        return str(found[0]["CapacityReservationId"]), found[0].get("ReservationType") == "capacity-block"
+        first = found[0]
+        block = first.get("ReservationType") == "capacity-block"
+        return str(first["CapacityReservationId"]), block, first.get("AvailabilityZone")
 
     # -- launching -----------------------------------------------------------------------------------------
 
-    def _template_data(self, region: str, instance_type: str, fabric: str | None) -> dict[str, Any]:
+    def _template_data(
+        self, region: str, instance_type: str, fabric: str | None, subnet: str | None = None
+    ) -> dict[str, Any]:
         """The LaunchTemplateData of :meth:`_template` (no call but a cached describe_instance_types)."""
         data: dict[str, Any] = {"ImageId": self._image(region), "InstanceType": instance_type}
         if self.settings.key_name:
@@ -798,7 +823,7 @@ class AwsProvider:
             net = info.get("NetworkInfo") or {}
             if not net.get("EfaSupported"):
                 raise InvalidRequest(f"{instance_type} does not support EFA", cloud=CLOUD, operation="launch")
-            subnet = self._subnets(region)[0]
+            subnet = subnet or self._subnets(region)[0]
             data["NetworkInterfaces"] = [
                 {
                     "NetworkCardIndex": card,
@@ -820,7 +845,9 @@ class AwsProvider:
             data["SecurityGroupIds"] = list(self.settings.security_group_ids)
         return data
 
-    def _template(self, region: str, instance_type: str, fabric: str | None, plan: str) -> str:
+    def _template(
+        self, region: str, instance_type: str, fabric: str | None, plan: str, subnet: str | None = None
+    ) -> str:
         """The launch template for (type, fabric): the AMI, and for EFA one interface per network card, as
         AWS advises for instances with several cards ("Maximize network bandwidth on Amazon EC2 instances
         with multiple network cards",
@@ -830,10 +857,10 @@ class AwsProvider:
         1 + 31, so a gang of 16 takes 16 of its subnet's addresses, not 512). The cards are counted from
         ``describe_instance_types`` (``NetworkInfo.MaximumNetworkCards``). Its name carries a digest of
         its data, so changed settings get a new template instead of silently reusing a stale one."""
-        key = (region, instance_type, plan, fabric)
+        key = (region, instance_type, plan, fabric, subnet)
         if key in self._templates:
             return self._templates[key]
-        data = self._template_data(region, instance_type, fabric)
+        data = self._template_data(region, instance_type, fabric, subnet)
         digest = client_token(json.dumps(data, sort_keys=True))
         name = safe_name(f"gpuplan-{plan}-{instance_type}-{fabric or 'ena'}-{digest[:8]}", limit=128)
         found = self._call(
@@ -881,13 +908,22 @@ class AwsProvider:
         plan = spec.tags.get(TAG_PLAN, "x")
         subnets = self._subnets(region)
         fabric = spec.fabric if spec.all_or_nothing else None
-        if spec.all_or_nothing:  # before anything is made: a gang must fit its one subnet
-            per_node = _ips_per_node(self._template_data(region, instance_type, fabric))
-            self._check_addresses(region, subnets[0], spec, per_node)
-        template = self._template(region, instance_type, fabric, plan)
-        if spec.all_or_nothing:
-            return self._launch_gang(region, spec, template, subnets[0])
-        return self._launch_fleet(region, instance_type, spec, template, subnets)
+        if not spec.all_or_nothing:
+            template = self._template(region, instance_type, fabric, plan)
+            return self._launch_fleet(region, instance_type, spec, template, subnets)
+        # a gang: one subnet, in its reservation's zone when it has one (ensure_reservation may have found
+        # capacity in another zone than the first subnet's)
+        target = self._reservation_target(region, spec.reservation) if spec.reservation else None
+        subnet = subnets[0]
+        if target is not None and target[2] is not None:
+            subnet = next((n for n in subnets if self._zone(region, n) == target[2]), subnet)
+        # before anything is made: the gang must fit its one subnet
+        per_node = _ips_per_node(self._template_data(region, instance_type, fabric, subnet))
+        self._check_addresses(region, subnet, spec, per_node)
+        template = self._template(
+            region, instance_type, fabric, plan, None if subnet == subnets[0] else subnet
+        )
+        return self._launch_gang(region, spec, template, subnet, target)
 
     def _check_addresses(self, region: str, subnet: str, spec: LaunchSpec, per_node: int) -> None:
         """InvalidRequest (code InsufficientFreeAddressesInSubnet, as EC2 would say it after the fact)
@@ -911,7 +947,14 @@ class AwsProvider:
             )
         log.info("subnet %s has %d free addresses; gang %s takes %d", subnet, available, spec.run, needed)
 
-    def _launch_gang(self, region: str, spec: LaunchSpec, template: str, subnet: str) -> list[Node]:
+    def _launch_gang(
+        self,
+        region: str,
+        spec: LaunchSpec,
+        template: str,
+        subnet: str,
+        target: tuple[str, bool, str | None] | None,
+    ) -> list[Node]:
         params: dict[str, Any] = {
             "MinCount": spec.count,
             "MaxCount": spec.count,
@@ -928,8 +971,8 @@ class AwsProvider:
                 "MarketType": "spot",
                 "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
             }
-        if spec.reservation:
-            reservation, block = self._reservation_target(region, spec.reservation)
+        if target is not None:
+            reservation, block, _ = target
             params["CapacityReservationSpecification"] = {
                 "CapacityReservationTarget": {"CapacityReservationId": reservation}
             }

@@ -322,6 +322,38 @@ def test_reservation_without_capacity_is_insufficient_capacity(cloud: Cloud) -> 
     )
 
 
+def test_a_zone_without_capacity_passes_the_reservation_to_the_next_and_the_gang_follows(
+    cloud: Cloud,
+) -> None:
+    """Issue 35 point 3: the first subnet's zone has no capacity for the whole-gang ODCR; the next zone's
+    subnet does, and the gang launches there (its launch template's interfaces in that zone's subnet, into
+    the reservation), not into the first subnet where its reservation is not."""
+    p, s = cloud.provider, cloud.stand_in
+    p.ensure_placement_group(group_spec())
+    s.fail("CreateCapacityReservation", "InsufficientInstanceCapacity")
+    reservation = p.ensure_reservation(reservation_spec())
+    first, second = s.calls("CreateCapacityReservation")
+    assert (first["AvailabilityZone"], second["AvailabilityZone"]) == ("us-east-1a", "us-east-1b")
+    assert first["ClientToken"] == reservation_spec().token != second["ClientToken"]
+    nodes = p.launch(gang_spec(reservation=reservation.name))
+    (lt,) = s.calls("CreateLaunchTemplate")
+    assert {i["SubnetId"] for i in lt["LaunchTemplateData"]["NetworkInterfaces"]} == {cloud.subnets[1]}
+    (run,) = s.calls("RunInstances")
+    assert run["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
+        "CapacityReservationId": reservation.id
+    }
+    assert len(nodes) == 2  # (moto places instances by the call's SubnetId, not a template's interfaces:
+    # the interfaces' subnet above is what EC2 places them by)
+
+
+def test_no_zone_with_capacity_is_insufficient_capacity_naming_the_zones(cloud: Cloud) -> None:
+    cloud.provider.ensure_placement_group(group_spec())
+    cloud.stand_in.fail("CreateCapacityReservation", "InsufficientInstanceCapacity", times=2)
+    with pytest.raises(InsufficientCapacity, match=r"tried us-east-1a, us-east-1b"):
+        cloud.provider.ensure_reservation(reservation_spec())
+    assert len(cloud.stand_in.calls("CreateCapacityReservation")) == 2
+
+
 # ----------------------------------------------------------------------------------------------------------
 # a pool: instant EC2 Fleet
 
