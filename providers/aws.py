@@ -755,9 +755,20 @@ class AwsProvider:
         if spec.placement_group:
             groups = self._call(region, "describe_placement_groups", GroupNames=[spec.placement_group])
             params["PlacementGroupArn"] = groups["PlacementGroups"][0]["GroupArn"]
-        zones = list(dict.fromkeys(self._zone(region, subnet) for subnet in self._subnets(region)))
+        subnet_of: dict[str, str] = {}  # zone -> the first subnet in it (the one its gang launches from)
+        for subnet in self._subnets(region):
+            subnet_of.setdefault(self._zone(region, subnet), subnet)
+        zones = list(subnet_of)
         refused: list[str] = []
+        too_small: list[InvalidRequest] = []
         for zone in zones:
+            try:  # a zone whose subnet cannot hold the gang's addresses would hold a reservation for nothing
+                run = spec.tags.get(TAG_RUN, spec.name)
+                self._check_addresses(region, subnet_of[zone], spec.nodes, 1, run, "ensure_reservation")
+            except InvalidRequest as small:
+                too_small.append(small)
+                log.warning("not reserving %s in %s: %s", spec.name, zone, small)
+                continue
             # one token per zone: a retry in the same zone is deduped, a request in the next one is new
             token = spec.token if not refused else client_token(spec.token, zone)
             try:
@@ -778,8 +789,11 @@ class AwsProvider:
                 f" (no capacity in {', '.join(refused)})" if refused else "",
             )
             return self._reservation(region, made)
+        if not refused and too_small:  # no zone was even asked: the subnets are the problem
+            raise too_small[0]
         raise InsufficientCapacity(
-            f"no zone can reserve {spec.nodes} x {instance_type} for {spec.name} (tried {', '.join(zones)})",
+            f"no zone can reserve {spec.nodes} x {instance_type} for {spec.name} "
+            f"(tried {', '.join(refused)})",
             cloud=CLOUD,
             operation="create_capacity_reservation",
             code="InsufficientInstanceCapacity",
@@ -919,33 +933,35 @@ class AwsProvider:
             subnet = next((n for n in subnets if self._zone(region, n) == target[2]), subnet)
         # before anything is made: the gang must fit its one subnet
         per_node = _ips_per_node(self._template_data(region, instance_type, fabric, subnet))
-        self._check_addresses(region, subnet, spec, per_node)
+        self._check_addresses(region, subnet, spec.count, per_node, spec.run, "launch")
         template = self._template(
             region, instance_type, fabric, plan, None if subnet == subnets[0] else subnet
         )
         return self._launch_gang(region, spec, template, subnet, target)
 
-    def _check_addresses(self, region: str, subnet: str, spec: LaunchSpec, per_node: int) -> None:
+    def _check_addresses(
+        self, region: str, subnet: str, nodes: int, per_node: int, run: str | None, operation: str
+    ) -> None:
         """InvalidRequest (code InsufficientFreeAddressesInSubnet, as EC2 would say it after the fact)
-        unless ``subnet`` has the private addresses the gang takes: nodes x the IP-bearing interfaces of
-        each (``AvailableIpAddressCount`` of describe_subnets, which already leaves out the 5 addresses
-        AWS keeps in every subnet). A gang launches all or nothing in one subnet: one that cannot fit is
-        refused here, naming the subnet and the figures, before any instance or launch template is made,
-        rather than as EC2's error after the fact."""
+        unless ``subnet`` has the private addresses a gang of ``nodes`` takes: nodes x the IP-bearing
+        interfaces of each (``AvailableIpAddressCount`` of describe_subnets, which already leaves out the 5
+        addresses AWS keeps in every subnet). A gang launches all or nothing in one subnet: one that
+        cannot fit is refused here, naming the subnet and the figures, before its reservation, launch
+        template or instances are made, rather than as EC2's error after the fact."""
         (found,) = self._call(region, "describe_subnets", SubnetIds=[subnet])["Subnets"]
         self._zones[(region, subnet)] = found["AvailabilityZone"]
         available = int(found.get("AvailableIpAddressCount", 0))
-        needed = spec.count * per_node
+        needed = nodes * per_node
         if available < needed:
             raise InvalidRequest(
                 f"subnet {subnet} ({found['AvailabilityZone']}) has {available} free IP addresses; gang "
-                f"{spec.run} needs {needed} ({spec.count} nodes x {per_node}): use a larger subnet first "
+                f"{run} needs {needed} ({nodes} nodes x {per_node}): use a larger subnet first "
                 f"in aws.subnets.{region}",
                 cloud=CLOUD,
-                operation="launch",
+                operation=operation,
                 code="InsufficientFreeAddressesInSubnet",
             )
-        log.info("subnet %s has %d free addresses; gang %s takes %d", subnet, available, spec.run, needed)
+        log.info("subnet %s has %d free addresses; gang %s takes %d", subnet, available, run, needed)
 
     def _launch_gang(
         self,

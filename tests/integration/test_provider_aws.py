@@ -810,6 +810,19 @@ def test_a_gang_its_subnet_cannot_hold_is_refused_before_anything_is_made(small_
     assert asked["SubnetIds"] == cloud.subnets
 
 
+def test_no_reservation_is_made_for_a_gang_its_subnet_cannot_hold(small_subnet: Cloud) -> None:
+    """A reservation bills at on demand from its creation: one for a gang whose launch the subnet would
+    refuse bills for nothing, so the addresses are checked before it too."""
+    cloud = small_subnet
+    cloud.provider.ensure_placement_group(group_spec())
+    spec = reservation_spec()
+    big = ReservationSpec(spec.name, spec.offering, 12, spec.placement_group, spec.tags, spec.token)
+    with pytest.raises(InvalidRequest, match="11 free IP addresses") as err:
+        cloud.provider.ensure_reservation(big)
+    assert err.value.code == "InsufficientFreeAddressesInSubnet"
+    assert not cloud.stand_in.calls("CreateCapacityReservation")
+
+
 def test_an_efa_gang_takes_one_address_per_node_so_eleven_p5_fit_a_slash_28(small_subnet: Cloud) -> None:
     """With an efa interface on all 32 cards a p5.48xlarge took 32 addresses: one node would not fit a
     /28. With efa-only on cards 1-31 it takes one, so 11 nodes fit."""
