@@ -4,9 +4,9 @@ The daemon's journal keeps each create it sent; the same intent (plan, target, p
 to the same token and journal key, so a gang or pool lost within its launch hour was "done" already and
 nothing replaced it until the next period, and a placement group deleted outside gpuplan was never made
 again (the gang's launch then failed "not found" every cycle). Here the mixed-fleet week is reconciled
-once, everything it made is lost at once (all nodes terminated, the gang's placement group deleted
-outside gpuplan), and the next cycle, in the same period, makes it all again under new tokens: every
-pool and the gang hold their nodes again, on new node ids.
+once, everything it made is lost at once (all nodes terminated, the gang's reservation and placement
+group deleted outside gpuplan), and the next cycle, in the same period, makes it all again under new
+tokens: every pool and the gang hold their nodes again, on new node ids.
 """
 
 from __future__ import annotations
@@ -177,12 +177,17 @@ def test_a_fleet_lost_within_its_launch_hour_is_made_again_in_the_next_cycle(
         gangs = [g for g in first.desired.gangs if g.placement_group]
         assert gangs, "the week's hour has a gang in a placement group"
 
-        # everything lost at once, within the launch hour: every node, and the gang's group deleted outside
+        # everything lost at once, within the launch hour: every node, and the gang's reservation and
+        # group deleted outside gpuplan
         lost = cloud.inventory(plan_id)
+        reserved = {r.name for r in lost.reservations}
+        assert reserved or cloud.cloud == "azure"  # Azure's gangs are never reserved (no PPG + CRG)
         cloud.terminate(lost.live_nodes())
+        for reservation in lost.reservations:
+            cloud.release_reservation(reservation)
         for group in lost.placement_groups:
             cloud.delete_placement_group(group)
-        assert _held(cloud, plan_id) == {}
+        assert _held(cloud, plan_id) == {} and not cloud.inventory(plan_id).reservations
 
         # read lag: just after the creates, an absent result may be the cloud's eventual consistency
         clock.now += SETTLE / 4
@@ -197,6 +202,7 @@ def test_a_fleet_lost_within_its_launch_hour_is_made_again_in_the_next_cycle(
         again = cloud.inventory(plan_id)
         assert not {n.id for n in again.live_nodes()} & {n.id for n in lost.live_nodes()}
         assert {g.placement_group for g in gangs} <= {g.name for g in again.placement_groups}
+        assert {r.name for r in again.reservations} == reserved
         launches = [a for a in second.actions if a.kind is ActionKind.LAUNCH]
         assert launches and all(a.attempt == 1 for a in launches)
         first_tokens = {a.token for a in first.actions}
