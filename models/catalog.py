@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from models.csvheader import checked_header
 from models.errors import InputError
+from models.numbers import Range, parse_number
 from models.tiers import Tier
 
 if TYPE_CHECKING:
@@ -112,89 +113,6 @@ MAX_GPU_MEMORY_GB: float = 1_024.0
 MAX_FABRIC_GBPS: float = 100_000.0
 #: Most expected spot interruptions per node-hour (one an hour; the defaults are 0.01 to 0.015).
 MAX_INTERRUPTIONS_PER_HOUR: float = 1.0
-
-_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
-
-
-def _number_text(value: float) -> str:
-    """``10000``, ``0.5``, ``1e+30``: a bound or a value as a message shows it."""
-    try:
-        number = float(value)
-    except OverflowError:
-        return "a number too large to write"
-    if number.is_integer() and abs(number) < 1e15:
-        return str(int(number))
-    return f"{number:g}"
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    """The documented range of a numeric input: bounds (``ge``/``gt`` below, ``le``/``lt`` above), the
-    unit named in messages, and whether only whole numbers are allowed (counts)."""
-
-    ge: float | None = None
-    gt: float | None = None
-    le: float | None = None
-    lt: float | None = None
-    unit: str = ""
-    whole: bool = False
-
-    def describe(self) -> str:
-        """The range in words for descriptions and docs: ``a whole number, 1 to 64 GPUs``."""
-        unit = f" {self.unit}" if self.unit else ""
-        low, low_open = (self.ge, False) if self.gt is None else (self.gt, True)
-        if self.whole and low_open and low is not None and float(low).is_integer():
-            low, low_open = low + 1, False  # counts: "1 to 10000", not "greater than 0 and at most 10000"
-        high, high_open = (self.le, False) if self.lt is None else (self.lt, True)
-        if low is not None and high is not None and not low_open and not high_open:
-            text = f"{_number_text(low)} to {_number_text(high)}{unit}"
-        else:
-            parts = []
-            if low is not None:
-                parts.append(f"{'greater than' if low_open else 'at least'} {_number_text(low)}")
-            if high is not None:
-                parts.append(f"{'less than' if high_open else 'at most'} {_number_text(high)}")
-            text = " and ".join(parts) + unit
-        return f"a whole number, {text}" if self.whole else text
-
-    def problem(self, value: float) -> str | None:
-        """Why a finite ``value`` is outside the range, or None when it is inside."""
-        unit = f" {self.unit}" if self.unit else ""
-        got = f", got {_number_text(value)}"
-        if self.whole and isinstance(value, float) and not value.is_integer():
-            return f"must be a whole number{got}"
-        if self.ge is not None and value < self.ge:
-            return f"must be at least {_number_text(self.ge)}{got}"
-        if self.gt is not None and value <= self.gt:
-            return f"must be greater than {_number_text(self.gt)}{got}"
-        if self.le is not None and value > self.le:
-            return f"must be at most {_number_text(self.le)}{unit}{got}"
-        if self.lt is not None and value >= self.lt:
-            return f"must be less than {_number_text(self.lt)}{unit}{got}"
-        return None
-
-
-def parse_number(raw: str, allowed: Range) -> float:
-    """One CSV cell read as a number inside ``allowed``.
-
-    Raises:
-        ValueError: the cell is not a number (a word, a boolean such as ``TRUE``), is not finite
-            (``inf``, ``nan``) or is outside the range; the message says which, quoting the cell.
-    """
-    text = raw.strip()
-    if text.lower() in _BOOLEAN_WORDS:
-        raise ValueError(f"a boolean is not a number, got {text!r}")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ValueError(f"must be a finite number, got {text!r}")
-    problem = allowed.problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
 
 # Resolved from this file, not the working directory, so the snapshot is found wherever the package is
 # installed (pyproject ships models/data/*.csv as package data). Nothing is read at import time.

@@ -15,22 +15,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import annotated_types
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from models.catalog import (
@@ -42,10 +37,10 @@ from models.catalog import (
     MAX_NODES,
     MAX_USD_PER_NODE_HOUR,
     Cloud,
-    Range,
 )
 from models.errors import InputError
 from models.naming import safe_name
+from models.numbers import Range, StrictModel
 from models.tiers import CLOUD_TERMS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term
 from models.yamlfile import read_yaml
 
@@ -98,56 +93,8 @@ def _number(description: str, allowed: Range, default: Any = PydanticUndefined) 
     )
 
 
-def _numeric_kind(annotation: Any) -> type | None:
-    """``int`` or ``float`` for a numeric field (``int | None`` too), None for anything else."""
-    if annotation in (int, float):
-        return annotation
-    args = [arg for arg in getattr(annotation, "__args__", ()) if arg is not type(None)]
-    return args[0] if len(args) == 1 and args[0] in (int, float) else None
-
-
-def _field_range(field: FieldInfo, whole: bool) -> Range:
-    bounds: dict[str, Any] = {}
-    for item in field.metadata:
-        for name in ("ge", "gt", "le", "lt"):
-            if isinstance(item, getattr(annotated_types, name.capitalize())):
-                bounds[name] = getattr(item, name)
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    return Range(**bounds, whole=whole, unit=str(extra.get("unit", "")))
-
-
-def _checked_number(value: Any, kind: type, field: FieldInfo) -> Any:
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a number")
-    if isinstance(value, str):
-        try:
-            number: int | float = float(value)  # YAML 1.1 reads 1e30 (no dot) as a string
-        except ValueError:
-            raise ValueError(f"{value!r} is not a number") from None
-    elif isinstance(value, int | float):
-        number = value
-    else:
-        return value
-    if isinstance(number, float) and not math.isfinite(number):
-        raise ValueError("must be a finite number")
-    problem = _field_range(field, whole=kind is int).problem(number)
-    if problem:
-        raise ValueError(problem)
-    return int(number) if kind is int else number
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _numbers_in_range(cls, value: Any, info: ValidationInfo) -> Any:
-        """Every int/float field: not a boolean, finite, whole for an int, inside the field's bounds."""
-        field = cls.model_fields.get(info.field_name or "")
-        kind = None if field is None else _numeric_kind(field.annotation)
-        if field is None or kind is None or value is None:
-            return value
-        return _checked_number(value, kind, field)
+class _Strict(StrictModel):
+    """A scenario's parts: strict as every user input is (``models.numbers.StrictModel``)."""
 
 
 def _check_name(value: str) -> str:

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models.catalog import Range, parse_number
 from models.csvheader import checked_header
 from models.errors import InputError
+from models.numbers import Range, parse_number
 from models.scenario import (
     MAX_HORIZON_HOURS,
     MAX_REPLICAS,
