@@ -4,13 +4,18 @@ The routes come from ``app.routes`` itself: a route without an entry in ``EXPECT
 route that is gone) fails the test, so a new route cannot be added without deciding who may use it.
 Roles: anonymous, the lead of team A (research), the lead of team B (vision), a platform admin. Team B's
 lead must get 404 for every team A object (never a hint that it exists); anonymous pages redirect to the
-sign-in page, anonymous API calls are 401. Each call that changes something acts on a fresh request or
-token of team A's lead, so the calls do not depend on each other.
+sign-in page, anonymous API calls are 401. Each call that changes something acts on a fresh request,
+token or user, so the calls do not depend on each other.
+
+Then every route again for callers who must be treated as anonymous though they once were not: a team A
+lead disabled by an admin (her session and API token from before), a session cookie copied before its
+sign-out, and an expired API token of team A's lead. Each gets the anonymous column, route by route.
 """
 
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +24,17 @@ import pytest
 pytest.importorskip("fastapi")
 
 from starlette.routing import Route
-from test_portal_requests import PortalKit, csrf, job, make_portal
+from fastapi.testclient import TestClient
+from test_portal_requests import NOW, PASSWORD, PortalKit, csrf, job, make_portal
 
-from planner.operations.portal.security import new_api_token
+from planner.operations.portal.app import SESSION_COOKIE
+from planner.operations.portal.security import hash_password, new_api_token
 
 _SERIAL = itertools.count()
 ROLES = ("anonymous", "ada", "grace", "admin")  # anonymous, lead of A, lead of B, admin
+#: once signed in or holding a token, now anonymous: a disabled lead of A, a signed-out session of A's
+#: lead (its cookie replayed), an expired token of A's lead
+GONE = ("disabled", "signed-out", "expired-token")
 TEAM_A = "research"
 
 # (method, path): (status for anonymous, lead A, lead B, admin)
@@ -51,9 +61,12 @@ EXPECTED: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("GET", "/account"): (303, 200, 200, 200),
     ("POST", "/account/tokens"): (303, 303, 303, 303),
     ("POST", "/account/tokens/{token_id}/revoke"): (303, 303, 404, 404),  # a token of A's lead: theirs only
+    ("POST", "/account/password"): (303, 422, 422, 422),  # a wrong current password: the page says so
     ("GET", "/admin"): ADMIN_PAGE,
     ("POST", "/admin/teams"): ADMIN_FORM,
     ("POST", "/admin/users"): ADMIN_FORM,
+    ("POST", "/admin/users/{user_id}/disable"): ADMIN_FORM,  # a fresh user each call
+    ("POST", "/admin/users/{user_id}/enable"): ADMIN_FORM,
     ("POST", "/admin/replan"): ADMIN_FORM,
     ("GET", "/admin/audit"): ADMIN_PAGE,
     ("GET", "/api/v1/me"): (401, 200, 200, 200),
@@ -93,7 +106,11 @@ def _routes(kit: PortalKit) -> set[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory: pytest.TempPathFactory) -> PortalKit:
-    return make_portal(tmp_path_factory.mktemp("portal-authz"))
+    kit = make_portal(tmp_path_factory.mktemp("portal-authz"))
+    kit.portal.store.add_user(
+        "dora", hash_password(PASSWORD), is_admin=False, roles={TEAM_A: "lead"}, actor="tests"
+    )
+    return kit
 
 
 def _fresh_request(kit: PortalKit) -> int:
@@ -107,8 +124,13 @@ def _fresh_token(kit: PortalKit) -> int:
     return kit.portal.store.add_token(user, "matrix", prefix, digest).id
 
 
+def _fresh_user(kit: PortalKit) -> int:
+    name = f"fresh-{next(_SERIAL)}"
+    return kit.portal.store.add_user(name, "x", is_admin=False, roles={}, actor="tests").id
+
+
 def _call(kit: PortalKit, clients: dict[str, Any], role: str, method: str, path: str) -> int:
-    user = None if role == "anonymous" else role
+    user = None if role in ("anonymous", *GONE) else role
     is_api = path.startswith("/api/v1/") and path != "/api/v1/openapi.json"
     if path in ("/login", "/logout") and method == "POST":
         client = kit.client(user)  # its own session: signing in or out must not touch the shared ones
@@ -119,6 +141,8 @@ def _call(kit: PortalKit, clients: dict[str, Any], role: str, method: str, path:
         params["request_id"] = _fresh_request(kit)
     if "{token_id}" in path:
         params["token_id"] = _fresh_token(kit)
+    if "{user_id}" in path:
+        params["user_id"] = _fresh_user(kit)
     url = path.format(**params)
     if is_api:
         bodies = {
@@ -137,6 +161,11 @@ def _call(kit: PortalKit, clients: dict[str, Any], role: str, method: str, path:
         "/requests/{request_id}/priority": {"priority_class": "low"},
         "/requests/{request_id}/move": {"direction": "down"},
         "/account/tokens": {"name": "matrix"},
+        "/account/password": {
+            "current_password": "not the password",
+            "new_password": "a new long password",
+            "confirm_password": "a new long password",
+        },
         "/admin/teams": {
             "name": TEAM_A,
             "guaranteed_gpus": "0",
@@ -162,6 +191,51 @@ def test_every_route_answers_every_role_as_expected(kit: PortalKit) -> None:
         got[(method, path)] = tuple(_call(kit, clients, role, method, path) for role in ROLES)
     wrong = {key: (got[key], EXPECTED[key]) for key in got if got[key] != EXPECTED[key]}
     assert wrong == {}, "(got, expected) per route, statuses for " + ", ".join(ROLES)
+
+
+def _gone_clients(kit: PortalKit) -> dict[str, TestClient]:
+    """Page and API clients of the :data:`GONE` callers, each made while it still worked."""
+    dora_page, dora_api = kit.client("dora"), kit.api("dora")
+    assert dora_page.get(f"/teams/{TEAM_A}").status_code == 200
+    assert dora_api.get(f"/api/v1/teams/{TEAM_A}").status_code == 200
+    dora = kit.portal.store.user("dora")
+    assert dora is not None
+    kit.portal.store.set_disabled(dora.id, True, "admin")
+
+    ada = kit.client("ada")
+    copied = ada.cookies[SESSION_COOKIE]
+    assert ada.post("/logout", data={"csrf_token": csrf(ada.get("/account").text)}).status_code == 303
+    replayed = TestClient(kit.app, follow_redirects=False)
+    replayed.cookies.set(SESSION_COOKIE, copied)
+
+    ada_user = kit.portal.store.user("ada")
+    assert ada_user is not None
+    token, prefix, digest = new_api_token()
+    kit.portal.store.add_token(ada_user, "old", prefix, digest, expires=NOW - timedelta(seconds=1))
+    expired = TestClient(kit.app, headers={"Authorization": f"Bearer {token}"}, follow_redirects=False)
+    return {
+        "disabled": dora_page,
+        "api:disabled": dora_api,
+        "signed-out": replayed,
+        "api:signed-out": replayed,
+        "expired-token": expired,
+        "api:expired-token": expired,
+    }
+
+
+def test_disabled_users_ended_sessions_and_expired_tokens_are_anonymous(kit: PortalKit) -> None:
+    """Route by route, each GONE caller gets exactly what an anonymous one gets: no page, no answer, no
+    change (each of these was a team A lead's working session or token a moment before)."""
+    clients = _gone_clients(kit)
+    seen = {e.id for e in kit.portal.store.audit(limit=1000)}
+    got = {}
+    for method, path in sorted(_routes(kit)):
+        got[(method, path)] = tuple(_call(kit, clients, role, method, path) for role in GONE)
+    expected = {key: (EXPECTED[key][0],) * len(GONE) for key in got}
+    wrong = {key: (got[key], expected[key]) for key in got if got[key] != expected[key]}
+    assert wrong == {}, "(got, expected) per route, statuses for " + ", ".join(GONE)
+    made = {e.action for e in kit.portal.store.audit(limit=1000) if e.id not in seen}
+    assert made <= {"request.add", "token.add", "user.add"}, made  # the calls' fixtures only: no change
 
 
 def test_team_b_sees_nothing_of_team_a_in_its_lists(kit: PortalKit) -> None:

@@ -122,7 +122,9 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert ada.post(f"/api/v1/requests/{made['dropped']['id']}/cancel").status_code == 200
     result = kit.api("admin").post("/api/v1/admin/replan")
     assert result.status_code == 200 and result.json()["ok"], result.text
-    return {"kit": kit, "made": made, "plan_dir": Path(result.json()["plan_dir"])}
+    plan_dir = Path(kit.portal.daemon_store.get_state("plan_dir"))  # type: ignore[arg-type]
+    assert result.json()["plan"] == plan_dir.name  # named, never located
+    return {"kit": kit, "made": made, "plan_dir": plan_dir}
 
 
 def test_bad_requests_get_the_scenario_files_messages(tmp_path: Path) -> None:

@@ -32,13 +32,15 @@ def test_every_form_post_needs_the_sessions_csrf_token(kit: PortalKit) -> None:
     request_id = kit.portal.store.add_request("research", "x", {"job": job(name="x")}, "normal", "ada").id
     posts = [p for (m, p) in EXPECTED if m == "POST" and not p.startswith("/api/")]
     assert len(posts) >= 10
+    grace_id = kit.portal.store.user("grace").id  # type: ignore[union-attr]
     before = len(kit.portal.store.audit())
     for path in posts:
-        url = path.format(team="research", request_id=request_id, token_id=1)
+        url = path.format(team="research", request_id=request_id, token_id=1, user_id=grace_id)
         assert admin.post(url, data={"name": "n"}).status_code == 403, path
         assert admin.post(url, data={"name": "n", "csrf_token": wrong}).status_code == 403, path
         assert admin.post(url, data={"name": "n", "csrf_token": ""}).status_code == 403, path
     assert len(kit.portal.store.audit()) == before  # nothing changed
+    assert not kit.portal.store.user("grace").disabled  # type: ignore[union-attr]
     assert kit.portal.store.request(request_id).status == "queued"  # type: ignore[union-attr]
     # and the right token works
     token = csrf(admin.get("/account").text)

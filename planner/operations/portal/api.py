@@ -1,7 +1,8 @@
 """The JSON API under ``/api/v1`` (for scripts: ``Authorization: Bearer <token>`` from the account page).
 
 Every route checks its caller (``auth.py``): another team's team, request, use or cost is a 404. A body
-that the scenario rules reject is a 422 with ``[{field, message}]`` in the scenario file's words.
+that the scenario rules reject is a 422 with ``[{field, message}]`` in the scenario file's words. No answer
+carries a server path (the plan is named, not located; messages have their paths cut to file names).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from planner.operations.portal.schemas import (
     UsageOut,
     UsagePoint,
 )
-from planner.operations.portal.service import Portal, QueueEntry
+from planner.operations.portal.service import Portal, QueueEntry, without_paths
 from planner.operations.portal.store import TeamRow, UserRow
 
 __all__ = ["router"]
@@ -52,14 +53,14 @@ _PROBLEM: dict[int | str, dict[str, Any]] = {
 
 
 def problem(error: InputError) -> JSONResponse:
-    return JSONResponse([{"field": error.where, "message": error.problem}], status_code=422)
+    return JSONResponse([{"field": error.where, "message": without_paths(error.problem)}], status_code=422)
 
 
 def request_out(entry: QueueEntry) -> RequestOut:
     row, state = entry.row, entry.state
     return RequestOut(
         id=row.id, team=row.team, name=row.name, job_name=row.job_name, priority_class=row.priority_class,
-        position=entry.position, status=row.status, state=state.state, detail=state.detail,
+        position=entry.position, status=row.status, state=state.state, detail=without_paths(state.detail),
         start=state.start, end=state.end, offering=state.offering, tier=state.tier,
         placement_group=state.placement_group, checkpoint_interval_minutes=state.checkpoint_interval_minutes,
         expected_cost_usd=state.cost_usd, cost_is_estimate=state.cost_is_estimate,
@@ -82,7 +83,7 @@ def plan_status(request: Request, user: ApiUser) -> PlanStatusOut:
     portal = portal_of(request)
     plan = portal.plan()
     return PlanStatusOut(
-        plan_dir=None if plan is None else str(portal.daemon_store.get_state("plan_dir")),
+        plan=None if plan is None else portal.plan_name(),
         last_replan=portal.last_replan(),
         next_replan=portal.next_replan(),
         total_usd=None if plan is None or not user.is_admin else plan.total_usd,
@@ -192,7 +193,7 @@ def put_team(request: Request, team: str, body: TeamIn, user: ApiWriter) -> Any:
 def replan(request: Request, user: ApiWriter) -> ReplanOut:
     require_admin(user)
     result = portal_of(request).replan(user.username)
-    return ReplanOut(ok=result.ok, message=result.message, plan_dir=result.plan_dir)
+    return ReplanOut(ok=result.ok, message=result.message, plan=result.plan)
 
 
 @router.get("/admin/audit")
@@ -200,4 +201,15 @@ def audit(
     request: Request, user: ApiUser, limit: Annotated[int, Query(ge=1, le=1000)] = 200
 ) -> list[AuditOut]:
     require_admin(user)
-    return [AuditOut(**vars(e)) for e in portal_of(request).store.audit(limit=limit)]
+    return [
+        AuditOut(**{**vars(e), "before": _public(e.before), "after": _public(e.after)})
+        for e in portal_of(request).store.audit(limit=limit)
+    ]
+
+
+def _public(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An audit entry's values with server paths cut (entries written before plans were named had
+    the plan's directory)."""
+    if data is None:
+        return None
+    return {k: without_paths(v) if isinstance(v, str) else v for k, v in data.items()}

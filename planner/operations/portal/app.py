@@ -1,12 +1,19 @@
 """``create_app(config)``: the portal as a FastAPI app, on the daemon's database. No globals: everything the
 routes need hangs off ``app.state`` (``portal``, ``limiter``), so tests build as many apps as they like.
 
-Sessions are Starlette's ``SessionMiddleware``: the session is a cookie signed with itsdangerous
-(HMAC-SHA1 over a timestamped payload; the signature is checked on every request, the payload is not
-secret and holds only the user id and the CSRF token), HttpOnly, ``SameSite=lax`` (a cross-site POST
-carries no session), ``Secure`` with ``https_only``, expiring after ``max_age``. The signing secret is
-given (``GPUPLAN_PORTAL_SECRET``) or generated once and kept in the database (``portal_settings``); it is
-never logged.
+The session cookie is Starlette's ``SessionMiddleware``: signed with itsdangerous (HMAC-SHA1 over a
+timestamped payload; the signature is checked on every request, the payload is not secret and holds only
+a random session id, the CSRF token and flash messages), HttpOnly, ``SameSite=lax`` (a cross-site POST
+carries no session), ``Secure`` with ``https_only``, expiring after ``max_age``. Whether the id is a
+signed-in session is the database's to say (``portal_sessions``, see ``auth.py``): a signed cookie alone
+cannot be ended, a row can. The signing secret is given (``GPUPLAN_PORTAL_SECRET``) or generated once and
+kept in the database (``portal_settings``); it is never logged.
+
+Request bodies are limited to ``max_body_bytes`` (FastAPI's own limit: a declared Content-Length over it
+is refused before any byte is read, a chunked body as soon as it passes it; 413). The client address the
+sign-in limits count by is the connection's, unless the connection comes from a proxy named in
+``forwarded_allow_ips`` (uvicorn's ``ProxyHeadersMiddleware``, then ``X-Forwarded-For`` is believed);
+the command serves with uvicorn's own proxy headers off, so nothing else rewrites it.
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ from planner.operations.portal.security import LoginLimiter
 from planner.operations.portal.service import Portal
 from planner.operations.portal.store import PRIORITY_CLASSES, PortalStore, TeamRow
 
-__all__ = ["SESSION_COOKIE", "create_app", "seed_teams"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_COOKIE", "create_app", "seed_teams"]
 
 log = logging.getLogger("gpuplan.portal")
 
 SESSION_COOKIE = "gpuplan_portal"
+#: The largest request body by default: a training request is well under 2 KB, a form a little more.
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
 _SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -69,14 +78,18 @@ def create_app(
     clock: Callable[[], datetime] | None = None,
     planner: Callable[..., Path] | None = None,
     limiter: LoginLimiter | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    forwarded_allow_ips: list[str] | None = None,
 ) -> FastAPI:
     """The portal for the daemon configured by ``config``. ``secret`` signs the session cookies (default:
-    generated once, kept in the database); ``clock`` and ``planner`` (the daemon's ``plan_scenario`` by
-    default) are for tests; ``limiter`` sets the login limits."""
+    generated once, kept in the database); ``max_age_seconds`` is a session's lifetime; ``clock`` and
+    ``planner`` (the daemon's ``plan_scenario`` by default) are for tests; ``limiter`` sets the login
+    limits; ``max_body_bytes`` the largest request body; ``forwarded_allow_ips`` the proxies (addresses or
+    networks, ``*`` for any) whose ``X-Forwarded-For`` names the client (none by default)."""
     from planner.operations.daemon.store import Store
 
     daemon_store = Store(config.database_url)
-    store = PortalStore(daemon_store.engine)
+    store = PortalStore(daemon_store.engine) if clock is None else PortalStore(daemon_store.engine, clock)
     kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
     portal = Portal(config, daemon_store, store, planner=planner, **kwargs)
     seed_teams(portal)
@@ -91,9 +104,11 @@ def create_app(
         openapi_url="/api/v1/openapi.json",
         docs_url=None,  # the Swagger UI loads from a CDN; the OpenAPI document is the reference
         redoc_url=None,
+        max_body_size=max_body_bytes,
     )
     app.state.portal = portal
     app.state.limiter = limiter or LoginLimiter()
+    app.state.session_seconds = max_age_seconds
     app.add_middleware(
         SessionMiddleware,
         secret_key=key,
@@ -109,6 +124,11 @@ def create_app(
         for name, value in _SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         return response
+
+    if forwarded_allow_ips:
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(forwarded_allow_ips))
 
     @app.exception_handler(LoginRequired)
     async def _login(request: Request, exc: LoginRequired) -> Response:

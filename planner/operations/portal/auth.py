@@ -1,9 +1,12 @@
 """Who is asking, and may they: the FastAPI dependencies every route goes through.
 
-- A page user comes from the signed session cookie (``uid``); a page that needs one sends an anonymous
-  visitor to ``/login`` (303). An API caller presents ``Authorization: Bearer <token>``; API reads also
-  accept the session (a browser's fetch), API writes only the bearer token (not CSRF-prone: a browser
-  never adds it on its own). Anonymous API calls get 401.
+- A page user comes from the session: the signed cookie carries a random session id (``sid``) and the
+  portal's ``portal_sessions`` table says whether that session is live (not signed out, not past its end,
+  its user not disabled, no password change since); a page that needs one sends an anonymous visitor to
+  ``/login`` (303). A disabled user, an ended session and an expired or revoked token are anonymous.
+  An API caller presents ``Authorization: Bearer <token>``; API reads also accept the session (a
+  browser's fetch), API writes only the bearer token (not CSRF-prone: a browser never adds it on its
+  own). Anonymous API calls get 401.
 - Every form POST checks the session's CSRF token (:func:`check_csrf`: 403 when missing or wrong).
 - Objects of a team the caller is not in are 404, as if they did not exist (no leak of existence);
   admins see all. A member (not a lead) who tries to change the team's requests gets 403; a non-admin on
@@ -17,7 +20,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Path, Request
 
 from planner.operations.errors import LoginRequired
-from planner.operations.portal.security import new_csrf_token, same_token, token_digest
+from planner.operations.portal.security import new_csrf_token, new_session_id, same_token, token_digest
 from planner.operations.portal.service import Portal
 from planner.operations.portal.store import RequestRow, TeamRow, UserRow
 
@@ -31,6 +34,9 @@ __all__ = [
     "managed_request",
     "managed_team",
     "portal_of",
+    "session_digest",
+    "sign_in",
+    "sign_out",
     "visible_request",
     "visible_team",
 ]
@@ -57,11 +63,34 @@ async def check_csrf(request: Request) -> None:
         raise HTTPException(403, "CSRF token missing or wrong: reload the page and try again")
 
 
+def session_digest(request: Request) -> str | None:
+    """The stored digest of the cookie's session id (None: no signed-in session in the cookie)."""
+    sid = request.session.get("sid")
+    return token_digest(sid) if isinstance(sid, str) and sid else None
+
+
 def _session_user(request: Request) -> UserRow | None:
-    uid = request.session.get("uid")
-    if not isinstance(uid, int):
-        return None
-    return portal_of(request).store.user_by_id(uid)
+    digest = session_digest(request)
+    return None if digest is None else portal_of(request).store.session_user(digest)
+
+
+def sign_in(request: Request, user: UserRow) -> None:
+    """A fresh session for ``user``: a new id (and CSRF token) in the cookie, its digest in the table,
+    ending after the app's session lifetime. The old cookie's session, if any, ends (no fixation)."""
+    sign_out(request)
+    sid = new_session_id()
+    portal_of(request).store.start_session(user.id, token_digest(sid), request.app.state.session_seconds)
+    request.session["sid"] = sid
+    csrf_token(request)
+
+
+def sign_out(request: Request) -> None:
+    """End the cookie's session in the table (a copy of the cookie is no session after this) and clear
+    the cookie."""
+    digest = session_digest(request)
+    if digest is not None:
+        portal_of(request).store.end_session(digest)
+    request.session.clear()
 
 
 def _bearer_user(request: Request) -> UserRow | None:

@@ -1,5 +1,6 @@
 """The server-rendered pages (Jinja templates in ``planner/operations/portal/templates``): sign-in, a team's
-queue, use and cost, a request, the account's API tokens, and the admin pages. Every form POST checks the
+queue, use and cost, a request, the account (API tokens with their expiry, the password), and the admin
+pages (teams, users: add, disable, enable). Every form POST checks the
 session's CSRF token; every route checks who is asking (``auth.py``) before it reads anything.
 """
 
@@ -24,15 +25,29 @@ from planner.operations.portal.auth import (
     managed_team,
     portal_of,
     require_admin,
+    session_digest,
+    sign_in,
+    sign_out,
     visible_request,
     visible_team,
 )
 from planner.operations.portal.charts import chargeback_chart, usage_chart
 from planner.operations.portal.security import hash_password, new_api_token, verify_password
-from planner.operations.portal.store import PRIORITY_CLASSES, ROLES, UserRow
+from planner.operations.portal.store import (
+    DEFAULT_TOKEN_DAYS,
+    MAX_TOKEN_DAYS,
+    PRIORITY_CLASSES,
+    ROLES,
+    UserRow,
+)
 from planner.outputs.reports.kit import fmt_usd
 
-__all__ = ["render", "router"]
+__all__ = ["MIN_PASSWORD", "render", "router"]
+
+#: The shortest password a user may set (the admin's add-user form and the CLI say the same).
+MIN_PASSWORD = 12
+#: Token lifetimes the account page offers (days); the form takes any whole number 1 to MAX_TOKEN_DAYS.
+TOKEN_DAYS = (7, 30, DEFAULT_TOKEN_DAYS, 180, MAX_TOKEN_DAYS)
 
 router = APIRouter(include_in_schema=False)
 Csrf = Annotated[None, Depends(check_csrf)]
@@ -150,17 +165,20 @@ def login(
             error="Wrong username or password.",
         )
     limiter.succeeded(username)
+    if user.disabled:  # said only to whoever knows the password
+        return render(
+            request, "login.html.j2", status_code=403, next=_safe_next(next),
+            error="This account is disabled: ask a platform admin.",
+        )  # fmt: skip
     if rehash:
         portal.store.set_password_hash(user.id, rehash)
-    request.session.clear()  # a fresh session (and CSRF token) on sign-in: no fixation
-    request.session["uid"] = user.id
-    csrf_token(request)
+    sign_in(request, user)  # a fresh session (and CSRF token) on sign-in: no fixation
     return see_other(_safe_next(next))
 
 
 @router.post("/logout")
 def logout(request: Request, _csrf: Csrf) -> Response:
-    request.session.clear()
+    sign_out(request)
     return see_other("/login")
 
 
@@ -305,21 +323,86 @@ def cancel_request(request: Request, request_id: ObjectId, user: PageUser, _csrf
 # -- account -----------------------------------------------------------------------------------------------
 
 
+def _account(
+    request: Request, user: UserRow, *, status_code: int = 200, error: str | None = None
+) -> HTMLResponse:
+    store = portal_of(request).store
+    digest = session_digest(request)
+    shown = None if digest is None else store.take_note(digest)
+    return render(
+        request, "account.html.j2", status_code=status_code, user=user, tokens=store.tokens(user.id),
+        new_token=shown, now=store.now(), token_days=TOKEN_DAYS, default_days=DEFAULT_TOKEN_DAYS,
+        max_days=MAX_TOKEN_DAYS, sessions=len(store.sessions(user.id)), min_password=MIN_PASSWORD,
+        error=error,
+    )  # fmt: skip
+
+
 @router.get("/account")
 def account_page(request: Request, user: PageUser) -> HTMLResponse:
-    tokens = portal_of(request).store.tokens(user.id)
-    shown = request.session.pop("new_token", None)
-    return render(request, "account.html.j2", user=user, tokens=tokens, new_token=shown)
+    return _account(request, user)
 
 
 @router.post("/account/tokens")
 def create_token(
-    request: Request, user: PageUser, _csrf: Csrf, name: Annotated[str, Form(min_length=1, max_length=100)]
+    request: Request,
+    user: PageUser,
+    _csrf: Csrf,
+    name: Annotated[str, Form(min_length=1, max_length=100)],
+    days: Annotated[int, Form(ge=1, le=MAX_TOKEN_DAYS)] = DEFAULT_TOKEN_DAYS,
 ) -> Response:
     token, prefix, digest = new_api_token()
-    portal_of(request).store.add_token(user, name, prefix, digest)
-    request.session["new_token"] = token  # shown once, on the next page, then gone from the session
+    store = portal_of(request).store
+    store.add_token(user, name, prefix, digest, days=days)
+    session = session_digest(request)
+    if session is not None:  # shown once, on the next page; kept in the session's row, not the cookie
+        store.put_note(session, token)
     return see_other("/account")
+
+
+@router.post("/account/password")
+def change_password(
+    request: Request,
+    user: PageUser,
+    _csrf: Csrf,
+    current_password: Annotated[str, Form(max_length=1024)],
+    new_password: Annotated[str, Form(max_length=1024)],
+    confirm_password: Annotated[str, Form(max_length=1024)],
+) -> Response:
+    """A new password: every session of the user ends (any other browser, any copied cookie); this
+    browser gets a fresh one. A wrong current password counts as a failed sign-in (the same limits)."""
+    portal = portal_of(request)
+    limiter = request.app.state.limiter
+    client = _client(request)
+    wait = limiter.retry_after(user.username, client)
+    if wait:
+        response = _account(
+            request, user, status_code=429, error=f"Too many failed attempts: try again in {wait} s."
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
+    ok, _rehash = verify_password(user.password_hash, current_password)
+    if not ok:
+        limiter.failed(user.username, client)
+        return _account(request, user, status_code=422, error="The current password is wrong.")
+    problem = password_problem(new_password, confirm_password)
+    if problem is None and new_password == current_password:
+        problem = "The new password is the current one."
+    if problem:
+        return _account(request, user, status_code=422, error=problem)
+    ended = portal.store.change_password(user.id, hash_password(new_password), user.username)
+    sign_in(request, user)
+    others = ended - 1
+    flash(request, f"Password changed; {others} other session{'s' if others != 1 else ''} signed out.")
+    return see_other("/account")
+
+
+def password_problem(password: str, confirm: str | None = None) -> str | None:
+    """Why ``password`` may not be set (None: it may)."""
+    if len(password) < MIN_PASSWORD:
+        return f"A password needs at least {MIN_PASSWORD} characters."
+    if confirm is not None and password != confirm:
+        return "The new password and its confirmation differ."
+    return None
 
 
 @router.post("/account/tokens/{token_id}/revoke")
@@ -372,8 +455,8 @@ async def admin_user(request: Request, user: PageUser, _csrf: Csrf) -> Response:
     username = str(form.get("username") or "").strip()
     password = str(form.get("password") or "")
     team, role = str(form.get("team") or ""), str(form.get("role") or "lead")
-    if not username or len(username) > 80 or len(password) < 12:
-        flash(request, "A user needs a name (at most 80 characters) and a password of at least 12.")
+    if not username or len(username) > 80 or password_problem(password):
+        flash(request, f"A user needs a name (at most 80 characters) and a password of {MIN_PASSWORD}+.")
         return see_other("/admin")
     if team and (portal.store.team(team) is None or role not in ROLES):
         flash(request, f"No team {team!r} (or role {role!r}).")
@@ -387,6 +470,32 @@ async def admin_user(request: Request, user: PageUser, _csrf: Csrf) -> Response:
     except NameTaken as exc:
         flash(request, str(exc))
     return see_other("/admin")
+
+
+def _set_disabled(request: Request, admin: UserRow, user_id: int, disabled: bool) -> Response:
+    store = portal_of(request).store
+    target = store.user_by_id(user_id)
+    if target is None:
+        raise HTTPException(404, "user not found")
+    if disabled and target.id == admin.id:
+        flash(request, "You cannot disable yourself (another admin can, or gpuplan portal --disable-user).")
+        return see_other("/admin")
+    store.set_disabled(target.id, disabled, admin.username)
+    flash(request, f"User {target.username} {'disabled: signed out everywhere' if disabled else 'enabled'}.")
+    return see_other("/admin")
+
+
+@router.post("/admin/users/{user_id}/disable")
+def admin_disable_user(request: Request, user_id: ObjectId, user: PageUser, _csrf: Csrf) -> Response:
+    """Disable a user: their sessions end at once, their tokens stop working, sign-in is refused."""
+    require_admin(user)
+    return _set_disabled(request, user, user_id, True)
+
+
+@router.post("/admin/users/{user_id}/enable")
+def admin_enable_user(request: Request, user_id: ObjectId, user: PageUser, _csrf: Csrf) -> Response:
+    require_admin(user)
+    return _set_disabled(request, user, user_id, False)
 
 
 @router.post("/admin/replan")

@@ -4,16 +4,23 @@ A request body carries the training job's fields under the names scenario files 
 ``gpus_per_node``, ``checkpoint.write_minutes`` ...); their ranges and cross-field rules are checked by the
 scenario model itself (``planner.operations.portal.queue.validate_request``), so an out-of-range value gets
 the message a scenario file would, as a 422 naming the field.
+
+What a caller writes is read strictly (``models.numbers.StrictModel``: a boolean is not a number, numbers
+finite) and bounded: every string and every list has a maximum length, so no body can make a stored
+request, a page or a replan large (the app's body limit caps the whole body as well).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, StringConstraints
+
+from models.numbers import StrictModel
 
 __all__ = [
+    "MAX_GPU_MODELS",
     "AuditOut",
     "ChargebackOut",
     "CheckpointIn",
@@ -31,10 +38,14 @@ __all__ = [
 
 #: :data:`planner.operations.portal.store.PRIORITY_CLASSES` as a type (a test checks that the two agree)
 PriorityClass = Literal["high", "normal", "low"]
+#: The most GPU models one request may name (the catalogs know a few dozen; prefixes cover families).
+MAX_GPU_MODELS: Final = 32
+_NAME_CHARS: Final = 200
+GpuModel = Annotated[str, StringConstraints(max_length=64)]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Body(StrictModel):
+    """A body a caller writes: unknown fields refused, numbers strict (``StrictModel``)."""
 
 
 class CheckpointIn(_Body):
@@ -45,11 +56,18 @@ class CheckpointIn(_Body):
 class RequestIn(_Body):
     """A training request: one run of a gang, as a scenario's ``training:`` entry."""
 
-    name: str = Field(description="the request's name (printable, at most 180 characters)")
-    project: str | None = Field(None, description="what chargeback splits the team's cost by")
+    name: str = Field(
+        description="the request's name (printable, at most 180 characters)", max_length=_NAME_CHARS
+    )
+    project: str | None = Field(
+        None, description="what chargeback splits the team's cost by", max_length=_NAME_CHARS
+    )
     nodes: int = Field(description="nodes in the gang")
     gpus_per_node: int = Field(8, description="GPUs of each node")
-    gpu_models: list[str] = Field(description="GPU models it may run on (prefixes: A100); at least one")
+    gpu_models: list[GpuModel] = Field(
+        description=f"GPU models it may run on (prefixes: A100); 1 to {MAX_GPU_MODELS}",
+        max_length=MAX_GPU_MODELS,
+    )
     hours: float = Field(description="run time of an uninterrupted gang")
     earliest_start: datetime | None = Field(None, description="default: the next whole hour")
     deadline: datetime | None = None
@@ -104,7 +122,7 @@ class TeamIn(_Body):
     guaranteed_gpus: int = 0
     burst_gpus: int | None = None
     priority: Literal["production", "standard", "batch"] = "standard"
-    allowed_classes: list[PriorityClass] = Field(default_factory=_default_classes, min_length=1)
+    allowed_classes: list[PriorityClass] = Field(default_factory=_default_classes, min_length=1, max_length=3)
 
 
 class TeamOut(BaseModel):
@@ -123,7 +141,7 @@ class MeOut(BaseModel):
 
 
 class PlanStatusOut(BaseModel):
-    plan_dir: str | None
+    plan: str | None = Field(description="the current plan's name (None: no plan yet); never a server path")
     last_replan: datetime | None
     next_replan: datetime | None = Field(description="when the daemon's replan is next due")
     total_usd: float | None
@@ -176,4 +194,4 @@ class AuditOut(BaseModel):
 class ReplanOut(BaseModel):
     ok: bool
     message: str
-    plan_dir: str | None
+    plan: str | None = Field(description="the new plan's name; never a server path")

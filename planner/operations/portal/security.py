@@ -6,6 +6,8 @@
 - API tokens: 32 random bytes (``secrets.token_urlsafe``) shown once; the database keeps the SHA-256 of
   the token only. A 256-bit random secret cannot be guessed, so a slow hash adds nothing there (the
   argon2 cost is for low-entropy passwords); SHA-256 lets a request find its token by an indexed lookup.
+- Sessions: a random 256-bit id (``new_session_id``) in the signed cookie; the database keeps its SHA-256
+  (as for API tokens), so the session ends when its row goes, whatever copies of the cookie exist.
 - CSRF: one random token per session, in the signed session cookie; every form POST carries it in a
   hidden field and it is compared in constant time (``hmac.compare_digest``). API writes authenticate
   with bearer tokens, which a browser never sends on its own, so they need no CSRF token.
@@ -34,6 +36,7 @@ __all__ = [
     "hash_password",
     "new_api_token",
     "new_csrf_token",
+    "new_session_id",
     "same_token",
     "token_digest",
     "verify_password",
@@ -73,6 +76,10 @@ def token_digest(token: str) -> str:
 
 
 def new_csrf_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def new_session_id() -> str:
     return secrets.token_urlsafe(32)
 
 

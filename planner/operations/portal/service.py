@@ -6,6 +6,7 @@ chargeback. No HTTP here: ``pages.py`` and ``api.py`` call these and check who m
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,9 +24,22 @@ if TYPE_CHECKING:
     from planner.operations.daemon.daemon import Daemon
     from planner.operations.daemon.store import Store
 
-__all__ = ["Portal", "QueueEntry", "ReplanResult"]
+__all__ = ["MAX_QUEUED_PER_TEAM", "Portal", "QueueEntry", "ReplanResult", "without_paths"]
 
 log = logging.getLogger("gpuplan.portal")
+
+#: Queued requests one team may have at once: the replan solves every one, so a script in a loop must
+#: not make it slow for everyone (cancelled and finished requests do not count).
+MAX_QUEUED_PER_TEAM = 200
+#: An absolute path in a message (``/srv/gpuplan/plans/x/plan.json``), not one inside a URL
+#: (``sqlite:///...``): its directories are the server's business, its last part names the file.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.])/(?:[^\s/'\"]+/)+([^\s/'\"]*)")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with each absolute path cut to its last part: what the portal says to its users names
+    files, never where the server keeps them."""
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "(a directory)", text)
 
 
 @dataclass(frozen=True)
@@ -37,9 +51,11 @@ class QueueEntry:
 
 @dataclass(frozen=True)
 class ReplanResult:
+    """A replan's outcome for its caller: the message without server paths, the new plan's name."""
+
     ok: bool
     message: str
-    plan_dir: str | None
+    plan: str | None
 
 
 class _NoCloud:
@@ -136,10 +152,14 @@ class Portal:
             failed = self.daemon_store.events("job-failed", limit=1)
             message = failed[-1].message if failed else "the replan did not run"
             self.store.record(actor, "replan", "plan", "replan", ok=False, message=message)
-            return ReplanResult(False, message, None)
-        plan_dir = self.daemon_store.get_state("plan_dir")
-        self.store.record(actor, "replan", "plan", "replan", ok=True, plan_dir=plan_dir)
-        return ReplanResult(True, f"planned at {now:%Y-%m-%d %H:%M}Z", plan_dir)
+            return ReplanResult(False, without_paths(message), None)
+        self.store.record(actor, "replan", "plan", "replan", ok=True, plan=self.plan_name())
+        return ReplanResult(True, f"planned at {now:%Y-%m-%d %H:%M}Z", self.plan_name())
+
+    def plan_name(self) -> str | None:
+        """The current plan's name (its directory's last part), None before the first replan."""
+        where = self.daemon_store.get_state("plan_dir")
+        return None if where is None else Path(where).name
 
     # -- queues --------------------------------------------------------------------------------------------
 
@@ -231,7 +251,19 @@ class Portal:
         """A new request of ``team`` (validated as its training job; InputError naming the field)."""
         from models.errors import InputError
         from planner.operations.portal.queue import default_start, estimate_usd, validate_request
+        from planner.operations.portal.schemas import MAX_GPU_MODELS
 
+        models = fields.get("gpu_models")
+        if (
+            isinstance(models, list) and len(models) > MAX_GPU_MODELS
+        ):  # the form's list: the schema bounds the API's
+            raise InputError(None, "gpu_models", f"at most {MAX_GPU_MODELS} GPU models, got {len(models)}")
+        queued = len(self.store.requests(team.name, status="queued"))
+        if queued >= MAX_QUEUED_PER_TEAM:
+            raise InputError(
+                None, None,
+                f"{team.name} has {queued} queued requests, the most a team may have: cancel one first",
+            )  # fmt: skip
         if priority_class not in team.allowed_classes:
             allowed = ", ".join(team.allowed_classes)
             raise InputError(

@@ -1,21 +1,38 @@
-"""The portal's tables, in the daemon's database: teams, users and their team roles, API tokens, training
-requests, settings (the generated session secret), and the audit log of every change.
+"""The portal's tables, in the daemon's database: teams, users and their team roles, signed-in sessions,
+API tokens, training requests, settings (the generated session secret), and the audit log of every change.
 
 SQLAlchemy 2 on the engine of the daemon's :class:`planner.operations.daemon.store.Store` (SQLite in WAL mode
 or PostgreSQL by URL), with table names prefixed ``portal_`` so they sit beside the daemon's ``gpuplan_``
 tables. As in the daemon's store, every method is one short transaction and returns plain values (no session
 outlives a call). Every change writes its audit row in the same transaction as the change, so there is no
 change without its record.
+
+Sessions live here, not in the cookie: the cookie carries a random session id, the table its SHA-256, so
+signing out, a password change and an admin disabling the user end a session for good (a copied cookie
+is worth nothing after that), and a read of the database gives no live session. A database made before
+sessions, token expiry and disabled users existed gets the new columns at start (:func:`_add_columns`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    delete,
+    inspect,
+    select,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -28,6 +45,7 @@ __all__ = [
     "AuditEntry",
     "PortalStore",
     "RequestRow",
+    "SessionRow",
     "TeamRow",
     "TokenRow",
     "UserRow",
@@ -41,6 +59,10 @@ PRIORITY_CLASSES: Final = ("high", "normal", "low")
 #: A user's role in a team: a lead submits and manages the team's requests; a member only looks.
 ROLES: Final = ("lead", "member")
 REQUEST_STATUSES: Final = ("queued", "cancelled")
+#: An API token made without an expiry (and one made before tokens had one: from its creation) ends after
+#: this many days; a user picks 1 to MAX_TOKEN_DAYS.
+DEFAULT_TOKEN_DAYS: Final = 90
+MAX_TOKEN_DAYS: Final = 365
 
 
 class _Base(DeclarativeBase):
@@ -65,6 +87,19 @@ class _User(_Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class _Session(_Base):
+    __tablename__ = "portal_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("portal_users.id"), index=True)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    #: a secret shown once on the next page (a new API token): here, not in the readable cookie
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class _Membership(_Base):
@@ -88,6 +123,7 @@ class _Token(_Base):
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_used: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class _Request(_Base):
@@ -156,6 +192,7 @@ class UserRow:
     password_hash: str
     is_admin: bool
     roles: dict[str, str]  # team -> role
+    disabled: bool = False
 
     def leads(self, team: str) -> bool:
         return self.roles.get(team) == "lead"
@@ -176,6 +213,19 @@ class TokenRow:
     created: datetime
     last_used: datetime | None
     revoked: bool
+    expires: datetime
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A signed-in session as its user sees it (never its id: only the cookie holds that)."""
+
+    id: int
+    created: datetime
+    expires: datetime
 
 
 @dataclass(frozen=True)
@@ -245,11 +295,42 @@ def _request(row: _Request) -> RequestRow:
     )
 
 
+def _token_expires(row: _Token) -> datetime:
+    """Its expiry; a token made before tokens had one ends ``DEFAULT_TOKEN_DAYS`` after its creation."""
+    if row.expires is not None:
+        return _utc(row.expires)
+    return _utc(row.created) + timedelta(days=DEFAULT_TOKEN_DAYS)
+
+
 def _token(row: _Token) -> TokenRow:
     return TokenRow(
         row.id, row.user_id, row.name, row.prefix, _utc(row.created),
-        None if row.last_used is None else _utc(row.last_used), row.revoked,
+        None if row.last_used is None else _utc(row.last_used), row.revoked, _token_expires(row),
     )  # fmt: skip
+
+
+#: Columns added after the first release of these tables: (table, column, SQL type and default). A
+#: database made before them gets them at start; ``create_all`` only makes missing tables.
+_LATER_COLUMNS: Final = (
+    ("portal_users", "disabled", "BOOLEAN NOT NULL DEFAULT FALSE"),
+    ("portal_tokens", "expires", "TIMESTAMP WITH TIME ZONE"),
+)
+
+
+def _add_columns(engine: Engine) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for each of :data:`_LATER_COLUMNS` the database lacks (SQLite and
+    PostgreSQL both take this form; SQLite stores the type name as it is)."""
+    found = inspect(engine)
+    missing = [
+        (table, column, kind)
+        for table, column, kind in _LATER_COLUMNS
+        if column not in {c["name"] for c in found.get_columns(table)}
+    ]
+    if not missing:
+        return
+    with engine.begin() as db:
+        for table, column, kind in missing:
+            db.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def _class_rank(name: str) -> int:
@@ -263,6 +344,10 @@ class PortalStore:
         self.engine = engine
         self._clock = clock
         _Base.metadata.create_all(engine)
+        _add_columns(engine)
+
+    def now(self) -> datetime:
+        return self._clock()
 
     def _run(self, body: Callable[[Session], T]) -> T:
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
@@ -343,7 +428,7 @@ class PortalStore:
         roles = {
             m.team: m.role for m in session.scalars(select(_Membership).where(_Membership.user_id == row.id))
         }
-        return UserRow(row.id, row.username, row.password_hash, row.is_admin, roles)
+        return UserRow(row.id, row.username, row.password_hash, row.is_admin, roles, bool(row.disabled))
 
     def user(self, username: str) -> UserRow | None:
         def body(session: Session) -> UserRow | None:
@@ -385,6 +470,119 @@ class PortalStore:
 
         return self._run(body)
 
+    def change_password(self, user_id: int, password_hash: str, actor: str) -> int:
+        """A new password (by the user or an admin): every session of the user ends (a session someone
+        else holds must not outlive the password it was opened with). The number of sessions ended."""
+
+        def body(session: Session) -> int:
+            row = session.get(_User, user_id)
+            if row is None:
+                return 0
+            row.password_hash = password_hash
+            ended = self._end_sessions(session, user_id)
+            self._audit(
+                session, actor, "user.password", "user", row.username, None, None, {"sessions_ended": ended}
+            )
+            return ended
+
+        return self._run(body)
+
+    def set_disabled(self, user_id: int, disabled: bool, actor: str) -> bool:
+        """Disable (every session ends, every token stops working, sign-in refused) or enable a user;
+        False when there is no such user. Tokens stay revoked-or-not as they were: enabling brings back
+        the user's unexpired tokens, never a session."""
+
+        def body(session: Session) -> bool:
+            row = session.get(_User, user_id)
+            if row is None:
+                return False
+            before = {"disabled": bool(row.disabled)}
+            row.disabled = disabled
+            ended = self._end_sessions(session, user_id) if disabled else 0
+            if before["disabled"] != disabled:
+                action = "user.disable" if disabled else "user.enable"
+                after = {"disabled": disabled, "sessions_ended": ended}
+                self._audit(session, actor, action, "user", row.username, None, before, after)
+            return True
+
+        return self._run(body)
+
+    # -- sessions ------------------------------------------------------------------------------------------
+
+    def start_session(self, user_id: int, digest: str, seconds: int) -> SessionRow:
+        """A new session of ``user_id`` with id digest ``digest``, ending ``seconds`` from now. Sessions
+        past their end are deleted here (so the table holds live sessions only, give or take)."""
+
+        def body(session: Session) -> SessionRow:
+            now = self._clock()
+            session.execute(delete(_Session).where(_Session.expires <= now))
+            row = _Session(
+                digest=digest, user_id=user_id, created=now, expires=now + timedelta(seconds=seconds)
+            )
+            session.add(row)
+            session.flush()
+            return SessionRow(row.id, _utc(row.created), _utc(row.expires))
+
+        return self._run(body)
+
+    def session_user(self, digest: str) -> UserRow | None:
+        """The user of the live session ``digest``: None when it ended, expired, or its user is disabled."""
+
+        def body(session: Session) -> UserRow | None:
+            row = session.scalars(select(_Session).where(_Session.digest == digest)).one_or_none()
+            if row is None or self._clock() >= _utc(row.expires):
+                return None
+            user = session.get(_User, row.user_id)
+            return None if user is None or user.disabled else self._user(session, user)
+
+        return self._run(body)
+
+    def end_session(self, digest: str) -> None:
+        self._run(lambda s: s.execute(delete(_Session).where(_Session.digest == digest)))
+
+    def end_sessions(self, user_id: int) -> int:
+        """End every session of ``user_id`` (sign out everywhere); how many there were."""
+        return self._run(lambda s: self._end_sessions(s, user_id))
+
+    def _end_sessions(self, session: Session, user_id: int) -> int:
+        rows = list(session.scalars(select(_Session).where(_Session.user_id == user_id)))
+        for row in rows:
+            session.delete(row)
+        return len(rows)
+
+    def sessions(self, user_id: int) -> list[SessionRow]:
+        """The user's live sessions, oldest first."""
+
+        def body(session: Session) -> list[SessionRow]:
+            now = self._clock()
+            query = select(_Session).where(_Session.user_id == user_id).order_by(_Session.id)
+            rows = [SessionRow(r.id, _utc(r.created), _utc(r.expires)) for r in session.scalars(query)]
+            return [r for r in rows if now < r.expires]
+
+        return self._run(body)
+
+    def put_note(self, digest: str, note: str | None) -> None:
+        """A secret for session ``digest`` to show once (:meth:`take_note`)."""
+
+        def body(session: Session) -> None:
+            row = session.scalars(select(_Session).where(_Session.digest == digest)).one_or_none()
+            if row is not None:
+                row.note = note
+
+        self._run(body)
+
+    def take_note(self, digest: str) -> str | None:
+        """The session's note, removed as it is read."""
+
+        def body(session: Session) -> str | None:
+            row = session.scalars(select(_Session).where(_Session.digest == digest)).one_or_none()
+            if row is None:
+                return None
+            note, row.note = row.note, None
+            return note
+
+        return self._run(body)
+
     def set_password_hash(self, user_id: int, password_hash: str) -> None:
         """A rehash on login (argon2 parameters raised): not a change the audit log needs."""
 
@@ -397,14 +595,27 @@ class PortalStore:
 
     # -- tokens --------------------------------------------------------------------------------------------
 
-    def add_token(self, user: UserRow, name: str, prefix: str, digest: str) -> TokenRow:
+    def add_token(
+        self,
+        user: UserRow,
+        name: str,
+        prefix: str,
+        digest: str,
+        *,
+        days: int = DEFAULT_TOKEN_DAYS,
+        expires: datetime | None = None,
+    ) -> TokenRow:
+        """A token of ``user`` ending ``days`` from now (or at ``expires``)."""
+
         def body(session: Session) -> TokenRow:
-            row = _Token(user_id=user.id, name=name, prefix=prefix, digest=digest, created=self._clock())
+            now = self._clock()
+            ends = expires if expires is not None else now + timedelta(days=days)
+            row = _Token(user_id=user.id, name=name, prefix=prefix, digest=digest, created=now, expires=ends)
             session.add(row)
             session.flush()
             self._audit(
                 session, user.username, "token.add", "token", str(row.id), None, None,
-                {"name": name, "prefix": prefix},
+                {"name": name, "prefix": prefix, "expires": ends.isoformat()},
             )  # fmt: skip
             return _token(row)
 
@@ -416,15 +627,19 @@ class PortalStore:
         )
 
     def token_user(self, digest: str) -> UserRow | None:
-        """The user of the live token with ``digest``; marks it used."""
+        """The user of the live token with ``digest`` (not revoked, not expired, its user not disabled);
+        marks it used."""
 
         def body(session: Session) -> UserRow | None:
             row = session.scalars(select(_Token).where(_Token.digest == digest)).one_or_none()
-            if row is None or row.revoked:
+            now = self._clock()
+            if row is None or row.revoked or now >= _token_expires(row):
                 return None
-            row.last_used = self._clock()
             user = session.get(_User, row.user_id)
-            return None if user is None else self._user(session, user)
+            if user is None or user.disabled:
+                return None
+            row.last_used = now
+            return self._user(session, user)
 
         return self._run(body)
 
