@@ -256,7 +256,7 @@ def _require_the_extra() -> None:
     import importlib
 
     missing = []
-    for module in ("fastapi", "uvicorn", "argon2", "multipart", "itsdangerous", "sqlalchemy"):
+    for module in ("fastapi", "uvicorn", "argon2", "python_multipart", "itsdangerous", "sqlalchemy"):
         try:
             importlib.import_module(module)
         except ImportError:

@@ -9,6 +9,7 @@ embedded demo in a temporary directory, on a fixed clock, with known users.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,11 +86,15 @@ def csrf(html: str) -> str:
     return found.group(1)
 
 
-def make_portal(directory: Path, *, limiter: LoginLimiter | None = None, **app_options: Any) -> PortalKit:
+def make_portal(
+    directory: Path,
+    *,
+    limiter: LoginLimiter | None = None,
+    clock: Callable[[], datetime] = lambda: NOW,
+    **app_options: Any,
+) -> PortalKit:
     config = load_config(prepare_demo(directory, NOW))
-    app = create_app(
-        config, secret="test-secret-" + "x" * 40, clock=lambda: NOW, limiter=limiter, **app_options
-    )
+    app = create_app(config, secret="test-secret-" + "x" * 40, clock=clock, limiter=limiter, **app_options)
     store = app.state.portal.store
     hashed = hash_password(PASSWORD)
     for name, (is_admin, roles) in USERS.items():
