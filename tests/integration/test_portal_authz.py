@@ -23,8 +23,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from starlette.routing import Route
 from fastapi.testclient import TestClient
+from starlette.routing import Route
 from test_portal_requests import NOW, PASSWORD, PortalKit, csrf, job, make_portal
 
 from planner.operations.portal.app import SESSION_COOKIE

@@ -232,3 +232,19 @@ def test_without_paths_cuts_absolute_paths_only() -> None:
         without_paths("sqlite:///var/db.sqlite and a/b/c and 1/2")
         == "sqlite:///var/db.sqlite and a/b/c and 1/2"
     )
+
+
+def test_a_wrong_forwarded_allow_ips_exits_2_before_writing_anything(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app as cli
+
+    where = tmp_path / "demo"
+    for value, problem in {
+        "10.0.0.300": "'10.0.0.300' is not an IP address or network (or *)",
+        "127.0.0.1,proxy.local": "'proxy.local' is not an IP address or network (or *)",
+    }.items():
+        answer = CliRunner().invoke(cli, ["portal", "--demo-dir", str(where), "--forwarded-allow-ips", value])
+        assert answer.exit_code == 2, answer.output
+        assert answer.output.strip().splitlines() == [f"error: --forwarded-allow-ips: {problem}"]
+    assert not where.exists()

@@ -241,7 +241,8 @@ def test_a_database_from_before_sessions_and_expiry_gets_its_columns(tmp_path: P
             "password_hash VARCHAR(255), is_admin BOOLEAN, created DATETIME)"
         )
         db.exec_driver_sql(
-            "CREATE TABLE portal_tokens (id INTEGER PRIMARY KEY, user_id INTEGER REFERENCES portal_users(id), "
+            "CREATE TABLE portal_tokens (id INTEGER PRIMARY KEY, "
+            "user_id INTEGER REFERENCES portal_users(id), "
             "name VARCHAR(100), prefix VARCHAR(20), digest VARCHAR(64) UNIQUE, created DATETIME, "
             "last_used DATETIME, revoked BOOLEAN)"
         )
