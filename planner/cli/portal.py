@@ -263,3 +263,11 @@ def _require_the_extra() -> None:
             missing.append(module)
     if missing:
         raise fail(InputError(None, "portal", f"needs {', '.join(missing)}: pip install 'gpuplan[portal]'"))
+    import inspect
+
+    from fastapi import FastAPI
+
+    if "max_body_size" not in inspect.signature(FastAPI.__init__).parameters:
+        raise fail(
+            InputError(None, "portal", "needs a FastAPI with request body limits: pip install -U fastapi")
+        )

@@ -106,6 +106,12 @@ def create_app(
         redoc_url=None,
         max_body_size=max_body_bytes,
     )
+    if (
+        getattr(app, "max_body_size", None) != max_body_bytes
+    ):  # an older FastAPI takes it as **extra, silently
+        raise RuntimeError(
+            "the portal needs FastAPI's request body limit (max_body_size): pip install -U fastapi"
+        )
     app.state.portal = portal
     app.state.limiter = limiter or LoginLimiter()
     app.state.session_seconds = max_age_seconds
