@@ -35,6 +35,13 @@ def chargeback(
         str | None, typer.Option(help="offering of OpenCost pods without the gpuplan.io/offering label")
     ] = None,
     month: Annotated[str | None, typer.Option(help="one calendar month, YYYY-MM (default: all)")] = None,
+    allow_outside_horizon: Annotated[
+        bool,
+        typer.Option(
+            "--allow-outside-horizon",
+            help="charge usage before or after the plan's horizon at the plan's rates (default: refused)",
+        ),
+    ] = False,
     idle_rule: Annotated[
         str,
         typer.Option(
@@ -63,15 +70,20 @@ def chargeback(
         if usage is not None and opencost is not None:
             raise InputError(None, "--usage", "give --usage or --opencost, not both")
         plan = Plan.read(plan_dir)
+        book = Book.from_plan(plan)
         rows = None
         if usage is not None:
-            rows, source_path = read_usage(usage), usage
+            rows = read_usage(usage, book, allow_outside_horizon=allow_outside_horizon)
+            source_path = usage
         elif opencost is not None:
-            rows, source_path = from_opencost(opencost, opencost_offering), opencost
+            rows = from_opencost(
+                opencost, book, opencost_offering, allow_outside_horizon=allow_outside_horizon
+            )
+            source_path = opencost
         if rows is None:
             result = charge_plan(plan, rule, month)
         else:
-            result = charge_usage(Book.from_plan(plan), rows, rule, source_path, month)
+            result = charge_usage(book, rows, rule, source_path, month)
         if not len(result.rows):
             where = "--month" if month else None
             raise InputError(None, where, f"nothing to charge{' in ' + month if month else ''}")
