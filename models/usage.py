@@ -203,8 +203,7 @@ def _read_text(path: Path, limits: UsageLimits, what: str, hint: str) -> str:
             raise InputError(
                 path,
                 None,
-                f"{size / 2**20:,.1f} MiB; {what} may be at most "
-                f"{limits.max_bytes / 2**20:,.0f} MiB ({hint})",
+                f"{_size(size)}; {what} may be at most {_size(limits.max_bytes)} ({hint})",
             )
         return path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
     except FileNotFoundError:
@@ -213,6 +212,13 @@ def _read_text(path: Path, limits: UsageLimits, what: str, hint: str) -> str:
         raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _size(count: int) -> str:
+    """``64 MiB``, ``1.5 MiB``, ``398 bytes``."""
+    if count < 2**20:
+        return f"{count:,} bytes"
+    return f"{number_text(round(count / 2**20, 1))} MiB"
 
 
 def _time(text: str) -> datetime:
