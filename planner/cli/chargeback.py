@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
@@ -102,7 +103,8 @@ def chargeback(
         highlight=False,
     )
     for team, usd in teams.items():
-        out.print(f"  {team}: ${usd:,.2f}", highlight=False)
+        # escaped: a team name is the user's text, and rich would read "[red]" in it as markup
+        out.print(f"  {escape(str(team))}: ${usd:,.2f}", highlight=False)
     out.print(f"wrote {output}/chargeback.csv, chargeback.json, chargeback.html", highlight=False)
     if abs(gap) >= CENT:
         raise typer.Exit(5)
