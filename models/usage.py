@@ -21,7 +21,11 @@ column                  required  meaning
 ======================  ========  ===================================================================
 
 Every problem is an :class:`~models.errors.InputError` naming the file, the row as a spreadsheet
-numbers it (the header is row 1) and the column.
+numbers it (the header is row 1) and the column. Rows are read against the plan (:func:`check_usage`):
+its teams, offerings and held tiers, its horizon (unless ``allow_outside_horizon``); numbers through
+:mod:`models.numbers`; files bounded by :class:`UsageLimits`. :func:`read_usage` and
+:func:`from_opencost` each read one file against one plan and raise InputError or return rows that
+:func:`charge_usage` prices without fail: what a fuzzer drives.
 
 OpenCost (https://opencost.io/docs/integrations/api): its ``/allocation`` API returns
 ``{"code": 200, "data": [{NAME: allocation, ...}, ...]}``, one map per ``step``, with
@@ -32,8 +36,10 @@ OpenCost (https://opencost.io/docs/integrations/api): its ``/allocation`` API re
 the API's pricing) is not used: gpuplan prices from the plan. OpenCost knows neither the purchase tier
 nor MIG, so these come from pod labels: ``team`` (default: the namespace), ``project`` (default: the
 namespace), ``gpuplan.io/offering`` (required unless a default offering is given),
-``gpuplan.io/tier`` (default ``on_demand``) and ``gpuplan.io/mig-profile``. ``__idle__`` and
-``__unallocated__`` entries and allocations without GPU-hours are skipped.
+``gpuplan.io/tier`` (default ``on_demand``) and ``gpuplan.io/mig-profile``. ``__idle__``,
+``__unallocated__`` and ``__unmounted__`` entries and allocations with ``gpuHours: 0`` are skipped;
+anything else unreadable (``code`` other than 200, ``gpuHours`` NaN or not a number, an allocation or
+label of the wrong type) is refused, never skipped: a pod must not vanish from the bill.
 """
 
 from __future__ import annotations
