@@ -37,6 +37,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import cache
 from typing import Any, Final, TypeVar, cast
 
 import numpy as np
@@ -138,6 +139,7 @@ def month_of(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m")
 
 
+@cache  # a usage file of many rows asks for the same few months again and again
 def month_span(month: str) -> tuple[datetime, datetime]:
     """[first hour, first hour of the next month) of ``YYYY-MM``; ValueError if it is not one."""
     try:

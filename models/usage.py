@@ -49,7 +49,6 @@ import io
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pandas as pd
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models.chargeback import (
     Book,
@@ -71,7 +70,7 @@ from models.chargeback import (
 )
 from models.csvheader import checked_header
 from models.errors import InputError
-from models.numbers import Range, StrictModel, number_text
+from models.numbers import Range, number_text, parse_number
 from models.tiers import COMMITTED_TIERS, Tier
 
 __all__ = [
@@ -131,6 +130,7 @@ _MAX_NAME: Final = 253
 _YEARS: Final = (2000, 2099)
 _ISO_CHARS: Final = re.compile(r"[0-9T:.,+\-Z ]+", re.ASCII)
 _GPU_HOURS: Final = Range(ge=0, unit="GPU-hours")
+_GPUS: Final = Range(gt=0, le=_MAX_GPUS, unit="GPUs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +148,15 @@ USAGE_LIMITS: Final = UsageLimits(max_bytes=64 * 2**20, max_rows=200_000)
 OPENCOST_LIMITS: Final = UsageLimits(max_bytes=256 * 2**20, max_rows=200_000)
 
 
-class UsageRow(StrictModel):
+class UsageRow(BaseModel):
     """One row of a usage CSV (or one OpenCost pod): a pod's GPUs (or MIG slice) on one offering and
-    tier from start to end. ``ref`` is empty for a CSV row, the allocation's path for OpenCost."""
+    tier from start to end. ``ref`` is empty for a CSV row, the allocation's path for OpenCost.
+
+    Built from values the readers have already parsed (``gpus`` by :func:`models.numbers.parse_number`
+    or from a checked ``gpuHours``), so not a :class:`~models.numbers.StrictModel`, whose per-field
+    check would triple the time of a 200,000-row file; ``gpus`` is checked against the same range here."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     row: int = Field(ge=1, description="its row in the file, as a spreadsheet numbers it")
     ref: str = Field("", description="OpenCost: data[step].name of the allocation")
@@ -159,7 +165,7 @@ class UsageRow(StrictModel):
     namespace: str = Field("", max_length=_MAX_NAME)
     start: datetime
     end: datetime
-    gpus: float | None = Field(None, gt=0, le=_MAX_GPUS, json_schema_extra={"unit": "GPUs"})
+    gpus: float | None = Field(None, description="GPUs held, a number in _GPUS")
     mig_profile: str | None = Field(None, min_length=1, max_length=_MAX_NAME)
     offering: str = Field(min_length=1, max_length=_MAX_NAME)
     tier: Tier
@@ -168,9 +174,22 @@ class UsageRow(StrictModel):
     @classmethod
     def _printable(cls, value: str | None) -> str | None:
         """Names end up in CSV, JSON and HTML: control and direction characters are refused."""
-        if value is not None and any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in value):
-            raise ValueError(f"{value!r} holds a control or formatting character")
+        if value is not None and not value.isprintable():
+            raise ValueError(f"{value!r} holds a control, formatting or separator character")
         return value
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        """Not a boolean, finite, inside :data:`_GPUS` (a number from a reader; text is a reader's job)."""
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number, got {value!r}")
+        problem = "must be a finite number" if not math.isfinite(value) else _GPUS.problem(value)
+        if problem:
+            raise ValueError(problem)
+        return float(value)
 
     @field_validator("start", "end")
     @classmethod
@@ -290,6 +309,11 @@ def _row(path: Path, number: int, cells: dict[str, str]) -> UsageRow:
             raise InputError(path, where(column), "empty cell; every row needs one")
     values: dict[str, Any] = {k: v for k, v in cells.items() if v != ""}
     values.setdefault("project", cells.get("namespace") or cells["team"])
+    if "gpus" in values:
+        try:
+            values["gpus"] = parse_number(values["gpus"], _GPUS)
+        except ValueError as exc:
+            raise InputError(path, where("gpus"), str(exc)) from None
     for column in ("start", "end"):
         try:
             values[column] = _time(values[column])

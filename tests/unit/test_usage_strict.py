@@ -58,7 +58,7 @@ def csv_row(**cells: str) -> str:
         ({"gpus": "90000"}, "row 3, column gpus", "more than any fleet"),
         # names: bounded, printable
         ({"project": "x" * 300}, "row 3, column project", "at most 253 characters"),
-        ({"team": "prod\u202e"}, "row 3, column team", "control or formatting character"),
+        ({"team": "prod\u202e"}, "row 3, column team", "control, formatting or separator character"),
     ],
 )
 def test_hostile_usage_cells(tmp_path: Path, cells: dict[str, str], where: str, text: str):
