@@ -31,11 +31,13 @@ the bill computed from the same rates (:attr:`Chargeback.expected_total_usd`).
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import cache
 from typing import Any, Final, TypeVar, cast
 
 import numpy as np
@@ -50,6 +52,7 @@ __all__ = [
     "CHARGEBACK_COLUMNS",
     "IDLE_PROJECT",
     "SCHEMA",
+    "WINDOW_COLUMNS",
     "Book",
     "Chargeback",
     "CommitmentWindow",
@@ -72,6 +75,7 @@ CHARGEBACK_COLUMNS: Final = (
 )  # fmt: skip
 
 K = TypeVar("K", bound=Hashable)
+_MONTH: Final = re.compile(r"[0-9]{4}-[0-9]{2}", re.ASCII)
 
 
 class IdleRule(StrEnum):
@@ -135,9 +139,12 @@ def month_of(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m")
 
 
+@cache  # a usage file of many rows asks for the same few months again and again
 def month_span(month: str) -> tuple[datetime, datetime]:
     """[first hour, first hour of the next month) of ``YYYY-MM``; ValueError if it is not one."""
     try:
+        if not _MONTH.fullmatch(month):  # strptime alone takes 2027-3 and other scripts' digits
+            raise ValueError(month)
         first = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
     except ValueError:
         raise ValueError(f"{month!r} is not a month; give YYYY-MM, e.g. 2027-03") from None
@@ -235,6 +242,11 @@ class Book:
     def period_start(self, period: int) -> datetime:
         return self.start + timedelta(hours=period * self.period_hours)
 
+    @property
+    def end(self) -> datetime:
+        """The end of the plan's horizon (the first instant after it)."""
+        return self.period_start(self.periods)
+
     def commitment_span(self, commitment: Any) -> tuple[datetime, datetime]:
         """[start, end) of a commitment inside the horizon (plans before start/end: its periods)."""
         end_period = self.periods if commitment.end_period is None else commitment.end_period
@@ -261,6 +273,13 @@ class Book:
 USE_COLUMNS: Final = (
     "month", "team", "project", "tier", "offering", "commitment", "gpu_hours", "work_gpu_hours",
     "node_hours", "cost_usd",
+)  # fmt: skip
+
+
+#: Columns of :attr:`Chargeback.windows`: each commitment's use and idle share per month.
+WINDOW_COLUMNS: Final = (
+    "month", "commitment", "offering", "tier", "cost_usd", "node_hours", "used_node_hours",
+    "used_fraction", "idle_usd", "usd_per_used_gpu_hour",
 )  # fmt: skip
 
 
@@ -362,7 +381,8 @@ def charge(
     rows = rows.sort_values(keys, kind="stable").reset_index(drop=True)
     return Chargeback(
         rows=rows,
-        windows=pd.DataFrame(window_rows),
+        # columns named: a plan without commitments has no windows, and callers still read the columns
+        windows=pd.DataFrame(window_rows, columns=list(WINDOW_COLUMNS)),
         rates=_rates(book, use, window_rows),
         expected_total_usd=expected_total_usd,
         idle_rule=rule,

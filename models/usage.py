@@ -21,7 +21,11 @@ column                  required  meaning
 ======================  ========  ===================================================================
 
 Every problem is an :class:`~models.errors.InputError` naming the file, the row as a spreadsheet
-numbers it (the header is row 1) and the column.
+numbers it (the header is row 1) and the column. Rows are read against the plan (:func:`check_usage`):
+its teams, offerings and held tiers, its horizon (unless ``allow_outside_horizon``); numbers through
+:mod:`models.numbers`; files bounded by :class:`UsageLimits`. :func:`read_usage` and
+:func:`from_opencost` each read one file against one plan and raise InputError or return rows that
+:func:`charge_usage` prices without fail: what a fuzzer drives.
 
 OpenCost (https://opencost.io/docs/integrations/api): its ``/allocation`` API returns
 ``{"code": 200, "data": [{NAME: allocation, ...}, ...]}``, one map per ``step``, with
@@ -32,8 +36,10 @@ OpenCost (https://opencost.io/docs/integrations/api): its ``/allocation`` API re
 the API's pricing) is not used: gpuplan prices from the plan. OpenCost knows neither the purchase tier
 nor MIG, so these come from pod labels: ``team`` (default: the namespace), ``project`` (default: the
 namespace), ``gpuplan.io/offering`` (required unless a default offering is given),
-``gpuplan.io/tier`` (default ``on_demand``) and ``gpuplan.io/mig-profile``. ``__idle__`` and
-``__unallocated__`` entries and allocations without GPU-hours are skipped.
+``gpuplan.io/tier`` (default ``on_demand``) and ``gpuplan.io/mig-profile``. ``__idle__``,
+``__unallocated__`` and ``__unmounted__`` entries and allocations with ``gpuHours: 0`` are skipped;
+anything else unreadable (``code`` other than 200, ``gpuHours`` NaN or not a number, an allocation or
+label of the wrong type) is refused, never skipped: a pod must not vanish from the bill.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import csv
 import io
 import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,13 +70,18 @@ from models.chargeback import (
 )
 from models.csvheader import checked_header
 from models.errors import InputError
+from models.numbers import Range, number_text, parse_number
 from models.tiers import COMMITTED_TIERS, Tier
 
 __all__ = [
     "OPENCOST_LABELS",
+    "OPENCOST_LIMITS",
     "USAGE_COLUMNS",
+    "USAGE_LIMITS",
+    "UsageLimits",
     "UsageRow",
     "charge_usage",
+    "check_usage",
     "from_opencost",
     "read_usage",
     "write_usage",
@@ -94,38 +107,94 @@ OPENCOST_LABELS: Final = {
     "tier": "gpuplan.io/tier",
     "mig_profile": "gpuplan.io/mig-profile",
 }
+#: Where each usage column comes from in an OpenCost allocation (what an error about it names).
+_OPENCOST_FIELDS: Final = {
+    "team": "properties.labels.team (else properties.namespace)",
+    "project": "properties.labels.project",
+    "namespace": "properties.namespace",
+    "start": "start",
+    "end": "end",
+    "gpus": "gpuHours / hours (GPUs)",
+    "mig_profile": "properties.labels.gpuplan.io/mig-profile",
+    "offering": "properties.labels.gpuplan.io/offering (or --opencost-offering)",
+    "tier": "properties.labels.gpuplan.io/tier",
+}
+#: OpenCost's own entries that are not pods (idle, unallocated and unmounted cost; also "cluster/__idle__").
+_OPENCOST_NOT_PODS: Final = frozenset({"__idle__", "__unallocated__", "__unmounted__"})
 #: A use longer than this (five years) is a typo in a date, not a pod.
 _MAX_HOURS: Final = 5 * 8784.0
 _MAX_GPUS: Final = 100_000.0
+#: Names (team, project, namespace, offering, profile): a Kubernetes name is at most 253 characters.
+_MAX_NAME: Final = 253
+#: Times outside these years are a typo or an attack, even with ``--allow-outside-horizon``.
+_YEARS: Final = (2000, 2099)
+_ISO_CHARS: Final = re.compile(r"[0-9T:.,+\-Z ]+", re.ASCII)
+_GPU_HOURS: Final = Range(ge=0, unit="GPU-hours")
+_GPUS: Final = Range(gt=0, le=_MAX_GPUS, unit="GPUs")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLimits:
+    """How big a usage file may be: bytes on disk and rows (usage CSV) or allocations (OpenCost). A file
+    beyond them is refused before it is parsed, so a runaway export cannot exhaust memory or time."""
+
+    max_bytes: int
+    max_rows: int
+
+
+#: 64 MiB and 200,000 rows: a month of a few thousand pods a day, charged in seconds.
+USAGE_LIMITS: Final = UsageLimits(max_bytes=64 * 2**20, max_rows=200_000)
+#: OpenCost allocations carry every resource (~2 KB each): 256 MiB, 200,000 allocations.
+OPENCOST_LIMITS: Final = UsageLimits(max_bytes=256 * 2**20, max_rows=200_000)
 
 
 class UsageRow(BaseModel):
-    """One row of a usage CSV: a pod's GPUs (or MIG slice) on one offering and tier from start to end."""
+    """One row of a usage CSV (or one OpenCost pod): a pod's GPUs (or MIG slice) on one offering and
+    tier from start to end. ``ref`` is empty for a CSV row, the allocation's path for OpenCost.
+
+    Built from values the readers have already parsed (``gpus`` by :func:`models.numbers.parse_number`
+    or from a checked ``gpuHours``), so not a :class:`~models.numbers.StrictModel`, whose per-field
+    check would triple the time of a 200,000-row file; ``gpus`` is checked against the same range here."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    row: int = Field(description="its row in the file, as a spreadsheet numbers it")
-    team: str = Field(min_length=1)
-    project: str
-    namespace: str = ""
+    row: int = Field(ge=1, description="its row in the file, as a spreadsheet numbers it")
+    ref: str = Field("", description="OpenCost: data[step].name of the allocation")
+    team: str = Field(min_length=1, max_length=_MAX_NAME)
+    project: str = Field(min_length=1, max_length=_MAX_NAME)
+    namespace: str = Field("", max_length=_MAX_NAME)
     start: datetime
     end: datetime
-    gpus: float | None = None
-    mig_profile: str | None = None
-    offering: str = Field(min_length=1)
+    gpus: float | None = Field(None, description="GPUs held, a number in _GPUS")
+    mig_profile: str | None = Field(None, min_length=1, max_length=_MAX_NAME)
+    offering: str = Field(min_length=1, max_length=_MAX_NAME)
     tier: Tier
+
+    @field_validator("team", "project", "namespace", "mig_profile", "offering")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        """Names end up in CSV, JSON and HTML: control and direction characters are refused."""
+        if value is not None and not value.isprintable():
+            raise ValueError(f"{value!r} holds a control, formatting or separator character")
+        return value
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        """Not a boolean, finite, inside :data:`_GPUS` (a number from a reader; text is a reader's job)."""
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number, got {value!r}")
+        problem = "must be a finite number" if not math.isfinite(value) else _GPUS.problem(value)
+        if problem:
+            raise ValueError(problem)
+        return float(value)
 
     @field_validator("start", "end")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-    @field_validator("gpus")
-    @classmethod
-    def _gpus(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and 0 < value <= _MAX_GPUS):
-            raise ValueError(f"must be a number > 0 and at most {_MAX_GPUS:,.0f}, got {value:g}")
-        return value
 
     @model_validator(mode="after")
     def _shape(self) -> UsageRow:
@@ -141,17 +210,62 @@ class UsageRow(BaseModel):
     def hours(self) -> float:
         return (self.end - self.start).total_seconds() / 3600.0
 
+    def where(self, column: str) -> str:
+        """Where ``column`` of this row is in its file: ``row 7, column tier`` or, for OpenCost,
+        ``data[0].chat-0, properties.labels.gpuplan.io/tier``."""
+        if self.ref:
+            return f"{self.ref}, {_OPENCOST_FIELDS.get(column, column)}"
+        return f"row {self.row}, column {column}"
 
-def read_usage(path: Path) -> list[UsageRow]:
-    """The usage CSV at ``path``, every cell checked; InputError naming the row and column otherwise."""
+
+def _read_text(path: Path, limits: UsageLimits, what: str, hint: str) -> str:
+    """The file as text, refused before reading when larger than ``limits.max_bytes``."""
     try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
+        size = path.stat().st_size
+        if path.is_dir():
+            raise InputError(path, None, f"is a directory, expected {what}")
+        if size > limits.max_bytes:
+            raise InputError(
+                path,
+                None,
+                f"{_size(size)}; {what} may be at most {_size(limits.max_bytes)} ({hint})",
+            )
+        return path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
     except FileNotFoundError:
-        raise InputError(path, None, "usage file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, None, "is a directory, expected a usage CSV file") from None
+        raise InputError(path, None, f"{what} not found") from None
     except UnicodeDecodeError as exc:
         raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _size(count: int) -> str:
+    """``64 MiB``, ``1.5 MiB``, ``398 bytes``."""
+    if count < 2**20:
+        return f"{count:,} bytes"
+    return f"{number_text(round(count / 2**20, 1))} MiB"
+
+
+def _time(text: str) -> datetime:
+    """An ISO 8601 / RFC 3339 time in ASCII digits (no offset: UTC), in UTC; ValueError saying why not."""
+    if not _ISO_CHARS.fullmatch(text):
+        raise ValueError(f"{text!r} is not a time (ISO 8601 in plain digits: 2027-03-01T00:00:00Z)")
+    try:
+        value = datetime.fromisoformat(text)
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{text!r} is not a time (ISO 8601: 2027-03-01T00:00:00Z)") from None
+    if not _YEARS[0] <= value.year <= _YEARS[1]:
+        raise ValueError(f"{text!r} is not a plausible time (years {_YEARS[0]} to {_YEARS[1]})")
+    return value
+
+
+def read_usage(
+    path: Path, book: Book, *, allow_outside_horizon: bool = False, limits: UsageLimits = USAGE_LIMITS
+) -> list[UsageRow]:
+    """The usage CSV at ``path``, every cell checked, and every row against the plan ``book``
+    (:func:`check_usage`); the first problem is an InputError naming the row and column."""
+    text = _read_text(path, limits, "a usage CSV", "split it by month")
     try:
         records = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:
@@ -161,6 +275,13 @@ def read_usage(path: Path) -> list[UsageRow]:
     what = "a usage CSV has the columns " + ", ".join(USAGE_COLUMNS)
     if not records:
         raise InputError(path, "row 1", f"empty file; {what}")
+    if len(records) - 1 > limits.max_rows:
+        raise InputError(
+            path,
+            f"row {limits.max_rows + 2}",
+            f"more than {limits.max_rows:,} rows; a usage CSV may have at most {limits.max_rows:,} "
+            "(split it by month)",
+        )
     header = checked_header(path, records[0], USAGE_COLUMNS, _REQUIRED, what)
     if "gpus" not in header and "mig_profile" not in header:
         raise InputError(path, "row 1", "needs a gpus or a mig_profile column (or both)")
@@ -175,24 +296,36 @@ def read_usage(path: Path) -> list[UsageRow]:
         rows.append(_row(path, number, cells))
     if not rows:
         raise InputError(path, "row 2", "the usage file has no rows")
+    check_usage(book, rows, path, allow_outside_horizon=allow_outside_horizon)
     return rows
 
 
 def _row(path: Path, number: int, cells: dict[str, str]) -> UsageRow:
+    def where(column: str) -> str:
+        return f"row {number}, column {column}"
+
     for column in _REQUIRED:
         if not cells.get(column):
-            raise InputError(path, f"row {number}, column {column}", "empty cell; every row needs one")
+            raise InputError(path, where(column), "empty cell; every row needs one")
     values: dict[str, Any] = {k: v for k, v in cells.items() if v != ""}
     values.setdefault("project", cells.get("namespace") or cells["team"])
     if "gpus" in values:
         try:
-            values["gpus"] = float(values["gpus"])
-        except ValueError:
-            raise InputError(
-                path, f"row {number}, column gpus", f"{values['gpus']!r} is not a number"
-            ) from None
+            values["gpus"] = parse_number(values["gpus"], _GPUS)
+        except ValueError as exc:
+            raise InputError(path, where("gpus"), str(exc)) from None
+    for column in ("start", "end"):
+        try:
+            values[column] = _time(values[column])
+        except ValueError as exc:
+            raise InputError(path, where(column), str(exc)) from None
+    return _usage_row(path, where, {"row": number, **values}, cells.get("tier"))
+
+
+def _usage_row(path: Path, where: Callable[[str], str], values: dict[str, Any], tier: Any) -> UsageRow:
+    """``UsageRow(**values)``, its first problem an InputError at ``where(column)``."""
     try:
-        return UsageRow(row=number, **values)
+        return UsageRow(**values)
     except ValidationError as exc:
         problem = exc.errors()[0]
         column = str(problem["loc"][0]) if problem["loc"] else ""
@@ -200,10 +333,87 @@ def _row(path: Path, number: int, cells: dict[str, str]) -> UsageRow:
         if not column and ": " in message:  # a row-level rule names its column first
             column, message = message.split(": ", 1)
         if column == "tier":
-            message = f"unknown tier {cells.get('tier')!r}; valid: {', '.join(str(t) for t in Tier)}"
-        elif column in ("start", "end") and problem["type"].startswith("datetime"):
-            message = f"{cells.get(column)!r} is not a time (ISO 8601: 2027-03-01T00:00:00Z)"
-        raise InputError(path, f"row {number}, column {column or 'row'}", message) from None
+            message = f"unknown tier {tier!r}; valid: {', '.join(str(t) for t in Tier)}"
+        raise InputError(path, where(column or "row"), message) from None
+
+
+def check_usage(book: Book, rows: list[UsageRow], path: Path, *, allow_outside_horizon: bool = False) -> None:
+    """Every row against the plan: its team, offering and tier the plan's (a committed tier only where
+    a commitment of the plan on that offering serves for all of the row's time), its MIG profile the
+    offering's GPU's, its GPUs what a fleet can hold, its times inside the plan's horizon unless
+    ``allow_outside_horizon``. The first problem is an InputError naming the row and column."""
+    horizon_end = book.end
+    known_teams = set(book.teams)
+    committed = {str(t) for t in COMMITTED_TIERS}
+    held: dict[tuple[str, str], list[Any]] = {}
+    for c in book.commitments:
+        held.setdefault((c.offering, str(c.term.tier)), []).append(c)
+    for r in rows:
+        if r.team not in known_teams:
+            raise InputError(
+                path, r.where("team"), f"{r.team!r} is not a team of the plan ({_names(book.teams)})"
+            )
+        rates = book.offerings.get(r.offering)
+        if rates is None:
+            raise InputError(
+                path,
+                r.where("offering"),
+                f"{r.offering!r} is not an offering of the plan ({_names(book.offerings)})",
+            )
+        if r.mig_profile is not None:
+            try:
+                mig_gpu_fraction(rates.gpu_model, r.mig_profile)
+            except ValueError as exc:
+                raise InputError(path, r.where("mig_profile"), str(exc)) from None
+        if r.gpus is not None and r.gpus > rates.gpus_per_node * 10_000:
+            raise InputError(
+                path,
+                r.where("gpus"),
+                f"{number_text(r.gpus)} GPUs: more than any fleet of {r.offering} holds",
+            )
+        tier = str(r.tier)
+        if tier in committed and (r.offering, tier) not in held:
+            raise InputError(
+                path,
+                r.where("tier"),
+                f"the plan holds no {tier} commitment on {r.offering}; use on_demand or spot",
+            )
+        if r.tier == Tier.SPOT and rates.spot_usd_h is None:
+            raise InputError(path, r.where("tier"), f"{r.offering} has no spot price in the plan")
+        if r.tier == Tier.ON_DEMAND and rates.on_demand_usd_h is None:
+            raise InputError(path, r.where("tier"), f"{r.offering} has no on-demand price in the plan")
+        if not allow_outside_horizon:
+            if r.start < book.start:
+                raise InputError(path, r.where("start"), _outside(r.start, "before", book.start))
+            if r.end > horizon_end:
+                raise InputError(path, r.where("end"), _outside(r.end, "after", horizon_end))
+        if tier in committed:
+            for piece in _pieces(r, None):
+                if _commitment_for(book, held[(r.offering, tier)], piece) is None:
+                    raise InputError(
+                        path,
+                        r.where("tier"),
+                        f"no {tier} commitment of the plan on {r.offering} serves from "
+                        f"{_stamp(piece.start)} to {_stamp(piece.end)}; charge that time as on_demand",
+                    )
+
+
+def _names(names: Any) -> str:
+    """Known names for a message, at most ten of them."""
+    listed = sorted(str(n) for n in names)
+    more = f", and {len(listed) - 10} more" if len(listed) > 10 else ""
+    return (", ".join(listed[:10]) or "none") + more
+
+
+def _stamp(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _outside(when: datetime, side: str, bound: datetime) -> str:
+    return (
+        f"{_stamp(when)} is {side} the plan's horizon ({'starts' if side == 'before' else 'ends'} "
+        f"{_stamp(bound)}); pass --allow-outside-horizon to charge it at the plan's rates"
+    )
 
 
 def write_usage(rows: list[UsageRow], path: Path) -> None:
@@ -212,80 +422,190 @@ def write_usage(rows: list[UsageRow], path: Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(USAGE_COLUMNS)
         for r in rows:
-            stamp = [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in (r.start, r.end)]
+            stamp = [_stamp(t) for t in (r.start, r.end)]
             gpus = "" if r.gpus is None else repr(r.gpus)
             writer.writerow(
                 [r.team, r.project, r.namespace, *stamp, gpus, r.mig_profile or "", r.offering, r.tier]
             )
 
 
-def from_opencost(path: Path, offering: str | None = None) -> list[UsageRow]:
-    """Usage rows from an OpenCost ``/allocation`` JSON export (module docstring: the fields used);
-    ``offering``: for pods without the ``gpuplan.io/offering`` label."""
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number OpenCost writes (a finite number is expected)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+        raise ValueError(f"key {twice!r} appears twice in one object")
+    return dict(pairs)
+
+
+def from_opencost(
+    path: Path,
+    book: Book,
+    offering: str | None = None,
+    *,
+    allow_outside_horizon: bool = False,
+    limits: UsageLimits = OPENCOST_LIMITS,
+) -> list[UsageRow]:
+    """Usage rows from an OpenCost ``/allocation`` JSON export (module docstring: the fields used),
+    each checked against the plan ``book`` (:func:`check_usage`); ``offering``: for pods without the
+    ``gpuplan.io/offering`` label. The first problem is an InputError naming the allocation and field."""
+    text = _read_text(path, limits, "an OpenCost export", "export a shorter window")
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise InputError(path, None, "OpenCost export not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise InputError(path, None, "not an OpenCost allocation export: nested too deep") from None
+    except ValueError as exc:  # JSONDecodeError, and the hooks' refusals
         raise InputError(path, None, f"not a JSON OpenCost allocation export: {exc}") from None
-    sets = data.get("data") if isinstance(data, dict) else None
+    shape = "expected the /allocation API's answer {code: 200, data: [{name: allocation}]}"
+    if not isinstance(data, dict):
+        raise InputError(path, None, f"{shape}, got {_kind(data)}")
+    code = data.get("code")
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise InputError(path, "code", f"{shape}; code is {_kind(code) if code is not None else 'missing'}")
+    if code != 200:
+        message = data.get("message")
+        said = f" ({str(message)[:200]!r})" if isinstance(message, str) and message else ""
+        raise InputError(
+            path, "code", f"the API answered code {code}{said}, not 200: export a successful answer"
+        )
+    sets = data.get("data")
     if not isinstance(sets, list):
-        raise InputError(path, "data", "expected the /allocation API's {code, data: [{name: allocation}]}")
+        raise InputError(path, "data", f"{shape}, got {_kind(sets) if sets is not None else 'no data'}")
+    count = sum(len(s) for s in sets if isinstance(s, dict))
+    if count > limits.max_rows:
+        raise InputError(
+            path,
+            "data",
+            f"{count:,} allocations; an export may have at most {limits.max_rows:,} "
+            "(export a shorter window)",
+        )
     rows: list[UsageRow] = []
     for s, allocations in enumerate(sets):
         if not isinstance(allocations, dict):
-            raise InputError(path, f"data[{s}]", "expected a map of allocation name -> allocation")
+            raise InputError(
+                path,
+                f"data[{s}]",
+                f"expected a map of allocation name -> allocation, got {_kind(allocations)}",
+            )
         for name, item in allocations.items():
             where = f"data[{s}].{name}"
-            if name in ("__idle__", "__unallocated__") or not isinstance(item, dict):
+            if name.rsplit("/", 1)[-1] in _OPENCOST_NOT_PODS:
                 continue
-            if not float(item.get("gpuHours") or 0.0) > 0:
-                continue
-            rows.append(_opencost_row(path, where, len(rows) + 2, item, offering))
+            if not isinstance(item, dict):
+                raise InputError(path, where, f"expected an allocation object, got {_kind(item)}")
+            gpu_hours = _gpu_hours(path, where, item)
+            if gpu_hours == 0:
+                continue  # a pod without GPUs
+            rows.append(_opencost_row(path, where, len(rows) + 2, item, gpu_hours, offering))
     if not rows:
         raise InputError(path, "data", "no allocation with gpuHours > 0")
+    check_usage(book, rows, path, allow_outside_horizon=allow_outside_horizon)
     return rows
 
 
-def _opencost_row(path: Path, where: str, number: int, item: dict[str, Any], default: str | None) -> UsageRow:
-    props = item.get("properties") or {}
-    labels = props.get("labels") or {}
-    namespace = str(props.get("namespace") or "")
-    offering = labels.get(OPENCOST_LABELS["offering"]) or default
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message: ``a list``, ``the string '200'``, ``true``."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, int | float):
+        return f"the number {number_text(value)}"
+    if isinstance(value, dict):
+        return "an object"
+    return "a list" if isinstance(value, list) else type(value).__name__
+
+
+def _gpu_hours(path: Path, where: str, item: dict[str, Any]) -> float:
+    """``gpuHours``: a finite JSON number >= 0 (a boolean, a string, null or NaN is refused, never
+    skipped: a pod whose GPU-hours cannot be read must not vanish from the bill)."""
+    if "gpuHours" not in item:
+        raise InputError(path, f"{where}.gpuHours", "missing; every allocation has gpuHours (0 without GPUs)")
+    value = item["gpuHours"]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(path, f"{where}.gpuHours", f"must be a number, got {_kind(value)}")
+    number = float(value)
+    problem = "must be a finite number" if not math.isfinite(number) else _GPU_HOURS.problem(number)
+    if problem:
+        raise InputError(path, f"{where}.gpuHours", problem)
+    return number
+
+
+def _text_field(path: Path, where: str, holder: dict[str, Any], key: str) -> str | None:
+    """A string field (a label, the namespace, a time) or None when absent; a non-string is refused."""
+    value = holder.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(path, where, f"must be a string, got {_kind(value)}")
+    return value
+
+
+def _opencost_row(
+    path: Path, where: str, number: int, item: dict[str, Any], gpu_hours: float, default: str | None
+) -> UsageRow:
+    props = item.get("properties", {})
+    if not isinstance(props, dict):
+        raise InputError(path, f"{where}.properties", f"expected an object, got {_kind(props)}")
+    labels = props.get("labels", {})
+    if not isinstance(labels, dict):
+        raise InputError(path, f"{where}.properties.labels", f"expected an object, got {_kind(labels)}")
+    namespace = _text_field(path, f"{where}.properties.namespace", props, "namespace") or ""
+    read = {
+        key: _text_field(path, f"{where}.properties.labels.{label}", labels, label)
+        for key, label in OPENCOST_LABELS.items()
+    }
+    for key, label in OPENCOST_LABELS.items():
+        if label.startswith("gpuplan.io/") and read[key] == "":
+            raise InputError(
+                path, f"{where}.properties.labels.{label}", "empty label; remove it or give a value"
+            )
+    offering = read["offering"] or default
     if not offering:
         raise InputError(
             path,
             where,
             f"no offering: label the pod {OPENCOST_LABELS['offering']} or pass --opencost-offering",
         )
-    try:
-        start = datetime.fromisoformat(str(item["start"]))
-        end = datetime.fromisoformat(str(item["end"]))
-        hours = (end - start).total_seconds() / 3600.0
-        gpu_hours = float(item["gpuHours"])
-    except (KeyError, ValueError, TypeError) as exc:
-        raise InputError(path, where, f"needs start, end (RFC 3339) and gpuHours: {exc}") from None
-    mig = labels.get(OPENCOST_LABELS["mig_profile"])
+    times = {}
+    for key in ("start", "end"):
+        text = _text_field(path, f"{where}.{key}", item, key)
+        if text is None:
+            raise InputError(path, f"{where}.{key}", "missing; an allocation has start and end (RFC 3339)")
+        try:
+            times[key] = _time(text)
+        except ValueError as exc:
+            raise InputError(path, f"{where}.{key}", str(exc)) from None
+    team = read["team"] or namespace
+    if not team:
+        raise InputError(path, where, "no team: label the pod team or give its namespace")
     values: dict[str, Any] = {
         "row": number,
-        "team": labels.get(OPENCOST_LABELS["team"]) or namespace,
-        "project": labels.get(OPENCOST_LABELS["project"]) or namespace,
+        "ref": where,
+        "team": team,
+        "project": read["project"] or namespace or team,
         "namespace": namespace,
-        "start": start,
-        "end": end,
+        **times,
         "offering": offering,
-        "tier": labels.get(OPENCOST_LABELS["tier"]) or Tier.ON_DEMAND,
+        "tier": read["tier"] or Tier.ON_DEMAND,
     }
-    if mig:
-        values["mig_profile"] = mig
+    hours = (times["end"] - times["start"]).total_seconds() / 3600.0
+    if hours <= 0:
+        raise InputError(path, f"{where}.end", "must be after start")
+    if read["mig_profile"]:
+        values["mig_profile"] = read["mig_profile"]
     else:
-        values["gpus"] = gpu_hours / hours if hours > 0 else 0.0
-    try:
-        return UsageRow(**values)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        field = ".".join(str(part) for part in problem["loc"])
-        raise InputError(path, f"{where}{'.' + field if field else ''}", str(problem["msg"])) from None
+        values["gpus"] = gpu_hours / hours
+
+    def field(column: str) -> str:
+        return f"{where}, {_OPENCOST_FIELDS.get(column, column)}"
+
+    return _usage_row(path, field, values, read["tier"])
 
 
 # ---- charging usage ------------------------------------------------------------------------------
@@ -293,11 +613,16 @@ def _opencost_row(path: Path, where: str, number: int, item: dict[str, Any], def
 
 @dataclass(frozen=True)
 class _Piece:
-    """A usage row inside one calendar month."""
+    """A usage row inside one calendar month: [start, end) of it."""
 
     row: UsageRow
     month: str
-    hours: float
+    start: datetime
+    end: datetime
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / 3600.0
 
 
 def _pieces(row: UsageRow, month: str | None) -> list[_Piece]:
@@ -309,62 +634,53 @@ def _pieces(row: UsageRow, month: str | None) -> list[_Piece]:
         _first, after = month_span(label)
         until = min(after, row.end)
         if month is None or label == month:
-            pieces.append(_Piece(row, label, (until - at).total_seconds() / 3600.0))
+            pieces.append(_Piece(row, label, at, until))
         at = until
     return pieces
+
+
+def _months_covered(rows: list[UsageRow]) -> list[str]:
+    """Every calendar month from the first row's to the last row's, those nobody used between them too:
+    the commitments are paid in each of them, so the bill of the usage's time holds them all."""
+    first = month_of(min(r.start for r in rows))
+    last_instant = max(r.end for r in rows)
+    months = []
+    label = first
+    while True:
+        months.append(label)
+        _start, after = month_span(label)
+        if after >= last_instant:
+            return months
+        label = month_of(after)
 
 
 def charge_usage(
     book: Book, rows: list[UsageRow], rule: IdleRule, path: Path, month: str | None = None
 ) -> Chargeback:
     """Charge actual usage at the plan's rates: on-demand and spot GPU-hours at their prices, and every
-    commitment of the plan paid in full for each month the usage covers, split over the hours used of
-    it by :func:`models.chargeback.amortize`. Reconciles with the bill those rates make: the
-    commitments' cost in the months plus the pay-as-you-go usage."""
+    commitment of the plan paid in full for each month the usage covers (from its first month to its
+    last, months nobody used included; with ``month``, that month), split over the hours used of it by
+    :func:`models.chargeback.amortize`. Reconciles with the bill those rates make: the commitments'
+    cost in the months plus the pay-as-you-go usage.
+
+    ``rows`` come from :func:`read_usage` or :func:`from_opencost` against the same ``book``; they are
+    checked again here (times aside: the horizon rule is the reader's), so no row can fail to price."""
+    check_usage(book, rows, path, allow_outside_horizon=True)
     committed_tiers = {str(t) for t in COMMITTED_TIERS}
     records = []
     by_tier: dict[tuple[str, str], list[Any]] = {}
     for c in book.commitments:
         by_tier.setdefault((c.offering, str(c.term.tier)), []).append(c)
     for r in rows:
-        rates = book.offerings.get(r.offering)
-        if rates is None:
-            known = ", ".join(sorted(book.offerings)) or "none"
-            raise InputError(
-                path,
-                f"row {r.row}, column offering",
-                f"{r.offering!r} is not an offering of the plan ({known})",
-            )
-        fraction = 1.0
-        if r.mig_profile is not None:
-            try:
-                fraction = mig_gpu_fraction(rates.gpu_model, r.mig_profile)
-            except ValueError as exc:
-                raise InputError(path, f"row {r.row}, column mig_profile", str(exc)) from None
+        rates = book.offerings[r.offering]
+        fraction = 1.0 if r.mig_profile is None else mig_gpu_fraction(rates.gpu_model, r.mig_profile)
         gpus = r.gpus if r.gpus is not None else fraction
-        if r.gpus is not None and r.gpus > rates.gpus_per_node * 10_000:
-            raise InputError(path, f"row {r.row}, column gpus", "more GPUs than any fleet holds")
         tier = str(r.tier)
-        if tier in committed_tiers and (r.offering, tier) not in by_tier:
-            raise InputError(
-                path,
-                f"row {r.row}, column tier",
-                f"the plan holds no {tier} commitment on {r.offering}; use on_demand or spot",
-            )
-        if tier == Tier.SPOT and rates.spot_usd_h is None:
-            raise InputError(path, f"row {r.row}, column tier", f"{r.offering} has no spot price in the plan")
         for piece in _pieces(r, month):
             gpu_hours = gpus * piece.hours
             commitment = ""
             if tier in committed_tiers:
-                found = _commitment_for(book, by_tier[(r.offering, tier)], piece.month)
-                if found is None:
-                    raise InputError(
-                        path,
-                        f"row {r.row}, column tier",
-                        f"no {tier} commitment of the plan on {r.offering} serves in {piece.month}",
-                    )
-                commitment = found
+                commitment = _commitment_for(book, by_tier[(r.offering, tier)], piece) or ""
             records.append(
                 {
                     "month": piece.month,
@@ -380,7 +696,7 @@ def charge_usage(
                 }
             )
     use = pd.DataFrame(records, columns=list(_USE_COLUMNS))
-    months = sorted(set(use["month"])) if month is None else [month]
+    months = _months_covered(rows) if month is None else [month]
     windows = _usage_windows(book, months)
     expected = float(use["cost_usd"].sum()) + sum(w.cost_usd for w in windows)
     result = charge(book, use, windows, rule, expected, "usage")
@@ -399,13 +715,12 @@ _USE_COLUMNS: Final = (
 )  # fmt: skip
 
 
-def _commitment_for(book: Book, commitments: list[Any], month: str) -> str | None:
-    """The commitment a committed usage row uses in ``month``: the first of its offering and tier that
-    serves then; None if none does."""
-    first, after = month_span(month)
+def _commitment_for(book: Book, commitments: list[Any], piece: _Piece) -> str | None:
+    """The commitment a committed usage row uses in ``piece``: the first of its offering and tier whose
+    term covers all of the piece's time; None if none does."""
     for c in commitments:
         start, end = _calendar_span(book, c)
-        if start < after and end > first:
+        if start <= piece.start and end >= piece.end:
             return str(c.name)
     return None
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
@@ -35,6 +36,13 @@ def chargeback(
         str | None, typer.Option(help="offering of OpenCost pods without the gpuplan.io/offering label")
     ] = None,
     month: Annotated[str | None, typer.Option(help="one calendar month, YYYY-MM (default: all)")] = None,
+    allow_outside_horizon: Annotated[
+        bool,
+        typer.Option(
+            "--allow-outside-horizon",
+            help="charge usage before or after the plan's horizon at the plan's rates (default: refused)",
+        ),
+    ] = False,
     idle_rule: Annotated[
         str,
         typer.Option(
@@ -63,15 +71,20 @@ def chargeback(
         if usage is not None and opencost is not None:
             raise InputError(None, "--usage", "give --usage or --opencost, not both")
         plan = Plan.read(plan_dir)
+        book = Book.from_plan(plan)
         rows = None
         if usage is not None:
-            rows, source_path = read_usage(usage), usage
+            rows = read_usage(usage, book, allow_outside_horizon=allow_outside_horizon)
+            source_path = usage
         elif opencost is not None:
-            rows, source_path = from_opencost(opencost, opencost_offering), opencost
+            rows = from_opencost(
+                opencost, book, opencost_offering, allow_outside_horizon=allow_outside_horizon
+            )
+            source_path = opencost
         if rows is None:
             result = charge_plan(plan, rule, month)
         else:
-            result = charge_usage(Book.from_plan(plan), rows, rule, source_path, month)
+            result = charge_usage(book, rows, rule, source_path, month)
         if not len(result.rows):
             where = "--month" if month else None
             raise InputError(None, where, f"nothing to charge{' in ' + month if month else ''}")
@@ -90,7 +103,8 @@ def chargeback(
         highlight=False,
     )
     for team, usd in teams.items():
-        out.print(f"  {team}: ${usd:,.2f}", highlight=False)
+        # escaped: a team name is the user's text, and rich would read "[red]" in it as markup
+        out.print(f"  {escape(str(team))}: ${usd:,.2f}", highlight=False)
     out.print(f"wrote {output}/chargeback.csv, chargeback.json, chargeback.html", highlight=False)
     if abs(gap) >= CENT:
         raise typer.Exit(5)

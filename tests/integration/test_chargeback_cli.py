@@ -113,3 +113,113 @@ def test_bad_usage_exits_2_and_writes_nothing(week_plan, tmp_path: Path):
     assert missing.exit_code == 2 and not out.exists()
     wrong_month = run(str(plan_dir), "-o", str(out), "--month", "2027-07")
     assert wrong_month.exit_code == 2 and "nothing to charge" in wrong_month.output and not out.exists()
+
+
+DEMO_SCENARIO = (
+    Path(__file__).resolve().parents[2] / "planner" / "operations" / "portal" / "demo" / "scenario.yaml"
+)
+
+
+@pytest.fixture(scope="module")
+def demo_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The portal's demo plan (two weeks from 2027-03-01, on demand and spot only: no commitments)."""
+    out = tmp_path_factory.mktemp("demo") / "plan"
+    result = CliRunner().invoke(app, ["plan", str(DEMO_SCENARIO), "-o", str(out), "-q", "--time-limit", "30"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "plan.json").read_text(encoding="utf-8"))["commitments"] == []
+    return out
+
+
+def test_demo_plan_without_commitments_charged_from_usage_and_opencost(demo_plan: Path, tmp_path: Path):
+    """It raised KeyError: 'used_node_hours' on any usage (issue 36). By hand from plan.json's prices:
+    research 2 GPUs x 10 h on demand, vision 8 GPUs x 5 h on spot."""
+    plan = json.loads((demo_plan / "plan.json").read_text(encoding="utf-8"))
+    (offering_id, offering), *_ = plan["offerings"].items()
+    per_gpu = offering["gpus_per_node"]
+    research = 20 * offering["on_demand_usd_h"] / per_gpu
+    vision = 40 * offering["spot_usd_h"] / per_gpu
+    usage = _usage(
+        tmp_path / "usage.csv",
+        [
+            ["research", "eval", "research", "2027-03-01T00:00:00Z", "2027-03-01T10:00:00Z", "2", "",
+             offering_id, "on_demand"],
+            ["vision", "ft", "vision", "2027-03-02T00:00:00Z", "2027-03-02T05:00:00Z", "8", "", offering_id,
+             "spot"],
+        ],
+    )  # fmt: skip
+    result = run(str(demo_plan), "--usage", str(usage), "-o", str(tmp_path / "cb"))
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(tmp_path / "cb" / "chargeback.csv")
+    assert rows.groupby("team")["cost_usd"].sum().to_dict() == pytest.approx(
+        {"research": research, "vision": vision}
+    )
+    doc = json.loads((tmp_path / "cb" / "chargeback.json").read_text(encoding="utf-8"))
+    assert doc["reconciliation"]["reconciled"] and doc["idle"] == []
+    pod = {"start": "2027-03-01T00:00:00Z", "end": "2027-03-01T10:00:00Z", "gpuHours": 20.0}
+    labels = {"gpuplan.io/offering": offering_id}
+    export = {
+        "code": 200,
+        "data": [{"eval-0": {**pod, "properties": {"namespace": "research", "labels": labels}}}],
+    }
+    (tmp_path / "allocation.json").write_text(json.dumps(export), encoding="utf-8")
+    result = run(str(demo_plan), "--opencost", str(tmp_path / "allocation.json"), "-o", str(tmp_path / "oc"))
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(tmp_path / "oc" / "chargeback.csv")
+    assert rows["cost_usd"].sum() == pytest.approx(research)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (["marketing", "", "", "2027-03-01T00:00:00Z", "2027-03-01T10:00:00Z", "2", "", "{o}", "on_demand"],
+         "row 2, column team: 'marketing' is not a team of the plan (research, vision)"),
+        (["research", "", "", "2031-03-01T00:00:00Z", "2031-03-02T00:00:00Z", "2", "", "{o}", "on_demand"],
+         "row 2, column end: 2031-03-02T00:00:00Z is after the plan's horizon"),
+        (["research", "", "", "2027-03-01T00:00:00Z", "2027-03-01T10:00:00Z", "nan", "", "{o}", "on_demand"],
+         "row 2, column gpus: must be a finite number, got 'nan'"),
+    ],
+)  # fmt: skip
+def test_wrong_usage_exits_2_with_one_line_and_writes_nothing(
+    demo_plan: Path, tmp_path: Path, row: list[str], message: str
+):
+    plan = json.loads((demo_plan / "plan.json").read_text(encoding="utf-8"))
+    offering = next(iter(plan["offerings"]))
+    usage = _usage(tmp_path / "usage.csv", [[cell.replace("{o}", offering) for cell in row]])
+    out = tmp_path / "cb"
+    result = run(str(demo_plan), "--usage", str(usage), "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and f"usage.csv: {message}" in result.output
+    assert not out.exists() and not list(tmp_path.glob(".cb*"))
+
+
+def test_allow_outside_horizon(demo_plan: Path, tmp_path: Path):
+    """Usage after the demo's two weeks: refused, then charged at the plan's rates with the flag."""
+    plan = json.loads((demo_plan / "plan.json").read_text(encoding="utf-8"))
+    (offering_id, offering), *_ = plan["offerings"].items()
+    usage = _usage(
+        tmp_path / "usage.csv",
+        [
+            [
+                "research",
+                "",
+                "",
+                "2027-04-01T00:00:00Z",
+                "2027-04-01T01:00:00Z",
+                "8",
+                "",
+                offering_id,
+                "on_demand",
+            ]
+        ],
+    )
+    refused = run(str(demo_plan), "--usage", str(usage), "-o", str(tmp_path / "cb"))
+    assert refused.exit_code == 2 and "--allow-outside-horizon" in refused.output
+    allowed = run(
+        str(demo_plan), "--usage", str(usage), "-o", str(tmp_path / "cb"), "--allow-outside-horizon"
+    )
+    assert allowed.exit_code == 0, allowed.output
+    rows = pd.read_csv(tmp_path / "cb" / "chargeback.csv")
+    assert rows["cost_usd"].sum() == pytest.approx(offering["on_demand_usd_h"])  # one node-hour
+    assert list(rows["month"]) == ["2027-04"]
+    bad_month = run(str(demo_plan), "-o", str(tmp_path / "m"), "--month", "٢٠٢٧-03")
+    assert bad_month.exit_code == 2 and "is not a month" in bad_month.output

@@ -84,7 +84,7 @@ def _by_project(result, project: str) -> tuple[float, float, float]:
 
 def test_hand_computed_case_guarantees_rule(tmp_path: Path):
     path = usage_csv(tmp_path, HAND_USAGE)
-    result = charge_usage(book(), read_usage(path), IdleRule.GUARANTEES, path)
+    result = charge_usage(book(), read_usage(path, book()), IdleRule.GUARANTEES, path)
     # by hand: the commitment costs 48 x 744 = 35,712 in March; used 372 + 124 = 496 node-hours at its
     # rate of $48 per node-hour; the idle 248 h (248 x 48 = 11,904) go to prod, the only team whose
     # guarantee an H100 commitment backs (research's guarantee is on A100s)
@@ -110,7 +110,7 @@ def test_hand_computed_case_guarantees_rule(tmp_path: Path):
 
 def test_hand_computed_case_usage_rule(tmp_path: Path):
     path = usage_csv(tmp_path, HAND_USAGE)
-    result = charge_usage(book(), read_usage(path), IdleRule.USAGE, path)
+    result = charge_usage(book(), read_usage(path, book()), IdleRule.USAGE, path)
     # by hand: the whole 35,712 over the 496 used node-hours, $72 per node-hour used
     cost = 48.0 * 744
     assert _by_project(result, "chat") == pytest.approx((cost * 372 / 496, 372 * 24.0, 372 * 8.0))
@@ -126,7 +126,7 @@ def test_usage_split_at_month_boundaries_and_month_filter(tmp_path: Path):
     """A pod running across midnight of March 31 is charged in both months; --month keeps March, whose
     bill holds the commitment's whole March."""
     path = usage_csv(tmp_path, f"prod,chat,ns,2027-03-31T20:00:00Z,2027-04-01T06:00:00Z,2,,{P5},on_demand\n")
-    rows = read_usage(path)
+    rows = read_usage(path, book(), allow_outside_horizon=True)  # April is after the plan's March
     both = charge_usage(book(), rows, IdleRule.GUARANTEES, path)
     on_demand = both.rows[both.rows["tier"] == "on_demand"].set_index("month")["gpu_hours"]
     assert on_demand.to_dict() == pytest.approx({"2027-03": 8.0, "2027-04": 12.0})
@@ -167,7 +167,7 @@ def test_mig_fraction_is_compute_slices():
             "after",
         ),
         (line(f"8,,{P5},reserved"), "row 2, column tier", "unknown tier"),
-        (line(f"-1,,{P5},on_demand"), "row 2, column gpus", "> 0"),
+        (line(f"-1,,{P5},on_demand"), "row 2, column gpus", "greater than 0"),
         (line(f"eight,,{P5},on_demand"), "row 2, column gpus", "not a number"),
         (line(f"1,1g.10gb,{P5},on_demand"), "row 2, column gpus", "exactly one"),
         (line(f"1,,{P5},on_demand", "yesterday,2027-03-02T00:00:00Z"), "row 2, column start", "not a time"),
@@ -178,12 +178,12 @@ def test_bad_usage_rows_are_named_by_row_and_column(tmp_path: Path, body: str, w
     good = line(f"8,,{P5},on_demand")
     path = usage_csv(tmp_path, body)
     with pytest.raises(InputError, match=text) as caught:
-        read_usage(path)
+        read_usage(path, book())
     assert caught.value.where == where
     # the same bad row after two good ones is row 4
     path = usage_csv(tmp_path, good + "\n" + body)
     with pytest.raises(InputError) as caught:
-        read_usage(path)
+        read_usage(path, book())
     assert caught.value.where == where.replace("row 2", "row 4")
 
 
@@ -194,13 +194,17 @@ def test_bad_usage_rows_are_named_by_row_and_column(tmp_path: Path, body: str, w
         (line(f",1g.99gb,{P5},on_demand"), "row 2, column mig_profile", "no MIG profile"),
         (line(f"8,,{P5},reserved_3y"), "row 2, column tier", "no reserved_3y"),
         (line(f"8,,{P5},reserved_1y", "2027-05-01T00:00:00Z,2027-05-02T00:00:00Z"), "row 2, column tier",
-         "serves in 2027-05"),
+         "serves from 2027-05-01T00:00:00Z to 2027-05-02T00:00:00Z"),
+        # the commitment ends with March: an April hour of the row is not on it
+        (line(f"8,,{P5},reserved_1y", "2027-03-31T20:00:00Z,2027-04-01T01:00:00Z"), "row 2, column tier",
+         "serves from 2027-04-01T00:00:00Z to 2027-04-01T01:00:00Z"),
     ],
 )  # fmt: skip
 def test_usage_rows_the_plan_cannot_price(tmp_path: Path, body: str, where: str, text: str):
+    """Refused when read against the plan (outside the horizon allowed, to reach the tier check)."""
     path = usage_csv(tmp_path, body)
     with pytest.raises(InputError, match=text) as caught:
-        charge_usage(book(), read_usage(path), IdleRule.GUARANTEES, path)
+        read_usage(path, book(), allow_outside_horizon=True)
     assert caught.value.where == where
 
 
@@ -208,10 +212,10 @@ def test_usage_header_problems(tmp_path: Path):
     path = tmp_path / "u.csv"
     path.write_text("team,start,end,gpus,offerng,tier\n", encoding="utf-8")
     with pytest.raises(InputError, match="did you mean 'offering'"):
-        read_usage(path)
+        read_usage(path, book())
     path.write_text("team,start,end,gpus,tier\n", encoding="utf-8")
     with pytest.raises(InputError, match="offering") as caught:
-        read_usage(path)
+        read_usage(path, book())
     assert caught.value.where == "row 1, column offering"
 
 
@@ -233,7 +237,7 @@ def test_opencost_export_converts_to_usage(tmp_path: Path):
                 },
                 "embed-0": {
                     "properties": {
-                        "namespace": "prod-ns",
+                        "namespace": "prod",
                         "labels": {"gpuplan.io/mig-profile": "1g.10gb", "gpuplan.io/offering": P5},
                     },
                     "start": "2027-03-01T00:00:00Z",
@@ -248,18 +252,22 @@ def test_opencost_export_converts_to_usage(tmp_path: Path):
     }  # fmt: skip
     path = tmp_path / "allocation.json"
     path.write_text(json.dumps(export), encoding="utf-8")
-    rows = from_opencost(path)
+    rows = from_opencost(path, book())
     assert [(r.team, r.project, r.gpus, r.mig_profile, r.hours) for r in rows] == [
         ("prod", "chat", 2.0, None, 10.0),
-        ("prod-ns", "prod-ns", None, "1g.10gb", 7.0),
+        ("prod", "prod", None, "1g.10gb", 7.0),
     ]
     result = charge_usage(book(), rows, IdleRule.GUARANTEES, path)
     # by hand: 20 GPU-h at $10, 7 h of a 1/7 slice = 1 GPU-h at $10, and the idle commitment
     assert result.expected_total_usd == pytest.approx(200.0 + 10.0 + 48.0 * 744)
-    pod = {"properties": {"namespace": "x"}, "start": "2027-03-01T00:00:00Z", "end": "2027-03-01T01:00:00Z"}
+    pod = {
+        "properties": {"namespace": "prod"},
+        "start": "2027-03-01T00:00:00Z",
+        "end": "2027-03-01T01:00:00Z",
+    }
     unlabelled = {"code": 200, "data": [{"p": {**pod, "gpuHours": 1.0}}]}
     path.write_text(json.dumps(unlabelled), encoding="utf-8")
     with pytest.raises(InputError, match=r"gpuplan\.io/offering") as caught:
-        from_opencost(path)
+        from_opencost(path, book())
     assert caught.value.where == "data[0].p"
-    assert from_opencost(path, offering=P5)[0].offering == P5
+    assert from_opencost(path, book(), offering=P5)[0].offering == P5

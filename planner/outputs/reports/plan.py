@@ -1005,8 +1005,26 @@ def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
 # Rendering
 # --------------------------------------------------------------------------------------------
 
+
+class _Verbatim(str):
+    """Text report.md prints as it is: the scenario echo, inside a code fence (no HTML there)."""
+
+    __slots__ = ()
+
+
+def _md_text(value: Any) -> Any:
+    """Every value report.md prints, with ``& < >`` as entities: names users write (scenario, teams,
+    workloads, a description) may hold HTML, and Markdown renderers pass raw HTML through (report.html
+    autoescapes)."""
+    if isinstance(value, _Verbatim) or not isinstance(value, str):
+        return value
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 # Markdown keeps every newline (no trim_blocks); render_markdown then collapses runs of blank lines.
-_MD = jinja_environment(autoescape=False, trim=False).get_template("plan.md.j2")
+_MD_ENV = jinja_environment(autoescape=False, trim=False)
+_MD_ENV.finalize = _md_text
+_MD = _MD_ENV.get_template("plan.md.j2")
 _HTML = jinja_environment(autoescape=True, trim=True).get_template("plan.html.j2")
 
 
@@ -1026,7 +1044,13 @@ def _context(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
 
 def render_markdown(plan: PlanDocument, allocations: pd.DataFrame) -> str:
     """The report as Markdown: the same sections as the html, no charts, repeated runs in an Appendix."""
-    text = _MD.render(**_context(plan, _allocations(allocations)))
+    context = _context(plan, _allocations(allocations))
+    echo = context["inputs_json"]
+    # a fence longer than any backtick run in the echo, so no name can close it
+    longest = max((len(run) for run in re.findall(r"`+", echo)), default=0)
+    context["inputs_json"] = _Verbatim(echo)
+    context["fence"] = _Verbatim("`" * max(3, longest + 1))
+    text = _MD.render(**context)
     # Collapse the blank-line runs that optional sections leave behind (a table never contains one).
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.strip("\n") + "\n"
