@@ -15,6 +15,7 @@ a capacity plan is a typo or an attack, never what was meant, so it is refused n
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -156,6 +157,10 @@ def checked_number(value: Any, kind: type, field: FieldInfo) -> Any:
     """One value of an int (``kind``) or float field: not a boolean, a number (a string only in ASCII
     digits: YAML 1.1 reads ``1e30`` as a string), finite, whole for an int, inside the field's bounds.
     A value of another type is returned as it is (pydantic's own error names it)."""
+    return _checked(value, kind, field_range(field, whole=kind is int))
+
+
+def _checked(value: Any, kind: type, allowed: Range) -> Any:
     if isinstance(value, bool):
         raise ValueError("a boolean is not a number")
     if isinstance(value, str):
@@ -166,7 +171,7 @@ def checked_number(value: Any, kind: type, field: FieldInfo) -> Any:
         return value
     if isinstance(number, float) and not math.isfinite(number):
         raise ValueError("must be a finite number")
-    problem = field_range(field, whole=kind is int).problem(number)
+    problem = allowed.problem(number)
     if problem:
         raise ValueError(problem)
     return int(number) if kind is int else number
@@ -181,8 +186,18 @@ class StrictModel(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _numbers_in_range(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        kind = None if field is None else numeric_kind(field.annotation)
-        if field is None or kind is None or value is None:
+        if value is None:
             return value
-        return checked_number(value, kind, field)
+        numeric = _numeric_field(cls, info.field_name or "")
+        return value if numeric is None else _checked(value, *numeric)
+
+
+@functools.cache
+def _numeric_field(model: type[BaseModel], name: str) -> tuple[type, Range] | None:
+    """A model field's kind (int or float) and range, worked out once per model and field (a model read
+    many times, such as a usage row, checks each value in microseconds, not in a field lookup)."""
+    field = model.model_fields.get(name)
+    kind = None if field is None else numeric_kind(field.annotation)
+    if field is None or kind is None:
+        return None
+    return kind, field_range(field, whole=kind is int)
