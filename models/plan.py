@@ -717,10 +717,12 @@ def check_consistency(
     provisioning would terminate the fleet there. Checked: the file is the one written with this plan.json
     (its digest and row count, where the plan records them); the totals reconcile,
     ``costs.total_usd = sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``, and each cost
-    breakdown adds up to the total; every row's offering is one of the plan's and every commitment a row
+    breakdown adds up to the total; the names plan.json gives lead to its own parts
+    (:func:`_check_references`); every row's offering is one of the plan's and every commitment a row
     names is one of its commitments; every row's workload and team are the plan's, and no two rows share
     a key. ``rows``: the spreadsheet row of each row of ``allocations`` (blank lines skipped), for messages.
     """
+    _check_references(plan_json, document)
     recorded = document.allocations_file
     if recorded is not None and (allocations_sha256 != recorded.sha256 or len(allocations) != recorded.rows):
         raise InputError(
@@ -730,6 +732,7 @@ def check_consistency(
             f"wrote {recorded.rows:,}, or other contents (a copy cut short, edited, or of another plan); "
             "write the plan again or copy its whole directory",
         )
+    _check_row_names(document, allocations, allocations_csv, rows)  # the precise cause before the totals
     rows_usd = float(allocations["cost_usd"].sum()) if len(allocations) else 0.0
     held_usd = sum(c.cost_in_horizon_usd for c in document.commitments)
     total = document.costs.total_usd
@@ -777,7 +780,6 @@ def check_consistency(
             "column offering",
             f"offerings the plan does not have: {', '.join(strangers[:3])}",
         )
-    _check_row_names(document, allocations, allocations_csv, rows)
     if "commitment" in allocations:
         named = {str(c) for c in allocations["commitment"].dropna() if str(c)}
         unknown = sorted(named - {c.name for c in document.commitments})
@@ -1007,7 +1009,6 @@ def _check_document(path: Path, document: PlanDocument) -> None:
     if horizon.hours != horizon.periods * horizon.period_hours:
         problem = f"hours ({horizon.hours}) is not periods ({horizon.periods}) x period_hours"
         raise InputError(path, "horizon", f"{problem} ({horizon.period_hours})")
-    _check_references(path, document)
 
 
 def _echo_names(echo: ScenarioEcho, section: str) -> list[str] | None:
