@@ -146,8 +146,8 @@ def parse_variation(text: str, where: str = "--vary") -> Variation:
     try:
         value = strict_float(number)
     except ValueError as exc:
-        problem = str(exc) if "finite" in str(exc) else f"{number!r} is not a number"
-        raise InputError(None, where, f"{text!r}: {problem}") from None
+        why = str(exc) if "finite" in str(exc) else f"{number!r} is not a number"
+        raise InputError(None, where, f"{text!r}: {why}") from None
     if abs(value) > MAX_CHANGE:
         raise InputError(
             None,
