@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from models.tiers import Tier
 if TYPE_CHECKING:
     import pandas as pd
 
+_log = logging.getLogger("gpuplan.catalog")
+
 __all__ = [
     "CLOUDS",
     "DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR",
@@ -35,8 +38,11 @@ __all__ = [
     "FABRICS",
     "GPU_MEMORY_GB",
     "GPU_MODELS",
+    "MAX_CATALOG_BYTES",
+    "MAX_CATALOG_ROWS",
     "MAX_GPUS_PER_NODE",
     "MAX_NODES",
+    "MAX_PRICE_RATIO",
     "MAX_USD_PER_NODE_HOUR",
     "OWNED_CLOUD",
     "PRICE_FIELD",
@@ -113,6 +119,21 @@ MAX_GPU_MEMORY_GB: float = 1_024.0
 MAX_FABRIC_GBPS: float = 100_000.0
 #: Most expected spot interruptions per node-hour (one an hour; the defaults are 0.01 to 0.015).
 MAX_INTERRUPTIONS_PER_HOUR: float = 1.0
+
+#: Most offerings in one catalog CSV (every GPU node type of the three clouds in every region is a few
+#: thousand) and its largest size; a bigger file is not a price list.
+MAX_CATALOG_ROWS: int = 100_000
+MAX_CATALOG_BYTES: int = 64 * 1024 * 1024
+
+# ---- price ratios -------------------------------------------------------------------------------------
+# A tier's price against the same row's on-demand price. Real catalogs: spot 30-90 % below on-demand,
+# 1-year commitments 25-45 % below, 3-year 45-70 % below (models/data/CATALOG-SOURCES.md). Above on-demand
+# happens for a short while on spot (AWS capped spot at on-demand only in 2017; GCP and Azure move spot
+# prices daily), and a commitment above on-demand is never worth buying, so the planner simply leaves it:
+# a warning. Beyond MAX_PRICE_RATIO the cell is a unit mix-up (a monthly or yearly rate, a price per
+# instance of a bigger size, an upfront fee), not a price, and planning with it would be wrong: an error.
+#: Most a spot or committed rate may be, in on-demand prices of the same row.
+MAX_PRICE_RATIO: float = 2.0
 
 # Resolved from this file, not the working directory, so the snapshot is found wherever the package is
 # installed (pyproject ships models/data/*.csv as package data). Nothing is read at import time.
@@ -262,9 +283,14 @@ class Catalog:
     offerings: tuple[Offering, ...]
     source: str
 
-    def __init__(self, offerings: Iterable[Offering], source: str = "embedded") -> None:
+    def __init__(
+        self, offerings: Iterable[Offering], source: str = "embedded", warnings: Iterable[str] = ()
+    ) -> None:
         self.offerings = tuple(offerings)
         self.source = source
+        #: what reading the CSV found doubtful but usable (a spot or committed rate above on-demand), each
+        #: naming the file, row and column; also logged (``gpuplan.catalog``, stderr by default)
+        self.warnings: tuple[str, ...] = tuple(warnings)
         self._by_id: dict[str, Offering] = {}
         for offering in self.offerings:
             if offering.id in self._by_id:
@@ -278,7 +304,9 @@ class Catalog:
         Errors name rows as a spreadsheet shows them: the header is row 1, so the first data row is
         row 2. Required columns must be present; optional ones may be absent altogether, and an empty
         optional cell means "not offered" (prices), "cloud default" (spot_interruptions_per_hour) or
-        "unlimited" (max_nodes). Spot or reserved prices above on-demand are accepted as given.
+        "unlimited" (max_nodes). A spot or reserved price above the row's on-demand price is accepted
+        with a warning (:attr:`warnings`), above :data:`MAX_PRICE_RATIO` times it refused; a 3-year rate
+        above the 1-year rate is a warning too. At most :data:`MAX_CATALOG_ROWS` offerings.
         Every number must be finite and inside its column's range (:data:`COLUMN_RANGES`: prices above
         0 and below $10,000 per node-hour, 1 to 64 GPUs per node, ...); region and instance_type are
         identifiers (no colon, space or control character), and an offering id appears once.
@@ -286,9 +314,13 @@ class Catalog:
         Raises:
             InputError: missing file, empty file, unknown or missing column, or a bad value.
         """
+        found: list[str] = []
         if path is None or (isinstance(path, str) and path == "embedded"):
-            return cls(_read_csv(EMBEDDED_CATALOG_PATH), source="embedded")
-        return cls(_read_csv(Path(path)), source=str(path))
+            return cls(_read_csv(EMBEDDED_CATALOG_PATH, found), source="embedded", warnings=found)
+        offerings = _read_csv(Path(path), found)
+        for warning in found:
+            _log.warning("warning: %s", warning)
+        return cls(offerings, source=str(path), warnings=found)
 
     def __len__(self) -> int:
         return len(self.offerings)
@@ -346,7 +378,7 @@ class Catalog:
                 return False
             return o.matches_gpu(gpu_patterns)
 
-        return Catalog((o for o in self.offerings if keep(o)), source=self.source)
+        return Catalog((o for o in self.offerings if keep(o)), source=self.source, warnings=self.warnings)
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per offering: the catalog columns, ``id`` and ``on_demand_usd_gpu_h`` (per GPU-hour).
@@ -393,12 +425,17 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
     return list(value)
 
 
-def _read_csv(path: Path) -> list[Offering]:
-    """Parse and validate every row; the first problem found raises InputError."""
+def _read_csv(path: Path, warnings: list[str]) -> list[Offering]:
+    """Parse and validate every row; the first problem found raises InputError. What is doubtful but
+    usable is appended to ``warnings``."""
     if not path.exists():
         raise InputError(path, None, "file not found")
     if path.is_dir():
         raise InputError(path, None, "is a directory, expected a catalog CSV file")
+    if path.stat().st_size > MAX_CATALOG_BYTES:
+        raise InputError(
+            path, None, f"{path.stat().st_size:,} bytes; a catalog CSV is at most {MAX_CATALOG_BYTES:,}"
+        )
     try:
         text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
     except UnicodeDecodeError as exc:
@@ -414,11 +451,16 @@ def _read_csv(path: Path) -> list[Offering]:
     header = _check_header(path, records[0])
     offerings: list[Offering] = []
     first_row_of: dict[str, int] = {}
+    if len(records) - 1 > MAX_CATALOG_ROWS:
+        raise InputError(
+            path, f"row {MAX_CATALOG_ROWS + 2}", f"more than {MAX_CATALOG_ROWS:,} offerings in one catalog"
+        )
     for index, record in enumerate(records[1:]):
         row = index + 2  # the header is spreadsheet row 1
         if not any(cell.strip() for cell in record):
             continue
         offering = _parse_row(path, row, header, record)
+        warnings.extend(_price_ratios(path, row, offering))
         if offering.id in first_row_of:
             raise InputError(
                 path,
@@ -430,6 +472,42 @@ def _read_csv(path: Path) -> list[Offering]:
     if not offerings:
         raise InputError(path, "row 2", "no data rows: the catalog needs at least one offering")
     return offerings
+
+
+def _price_ratios(path: Path, row: int, offering: Offering) -> list[str]:
+    """InputError for a spot or committed rate above :data:`MAX_PRICE_RATIO` x on-demand; the warnings
+    for one above on-demand, and for a 3-year rate above the 1-year rate (see the price ratios above)."""
+    on_demand = offering.on_demand_usd_h
+    if on_demand is None:
+        return []
+    found: list[str] = []
+    for column in ("spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h"):
+        price = getattr(offering, column)
+        if price is None or price <= on_demand:
+            continue
+        ratio = price / on_demand
+        where = f"row {row}, column {column}"
+        said = f"${price:,.4g} per node-hour is {ratio:.2f} x the on-demand ${on_demand:,.4g}"
+        if ratio > MAX_PRICE_RATIO:
+            raise InputError(
+                path,
+                where,
+                f"{said}; more than {MAX_PRICE_RATIO:g} x is a unit mix-up (a monthly, yearly or upfront "
+                "figure?), not a price per node-hour",
+            )
+        why = (
+            "planned as given (spot above on-demand happens briefly)"
+            if column == "spot_usd_h"
+            else "a commitment dearer than on-demand is never bought"
+        )
+        found.append(f"{path}: {where}: {said}; {why}")
+    one, three = offering.reserved_1y_usd_h, offering.reserved_3y_usd_h
+    if one is not None and three is not None and three > one:
+        found.append(
+            f"{path}: row {row}, column reserved_3y_usd_h: ${three:,.4g} per node-hour is above the 1-year "
+            f"${one:,.4g}; the 3-year term is planned as given"
+        )
+    return found
 
 
 def _check_header(path: Path, raw: list[str]) -> list[str]:

@@ -30,15 +30,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from models.documents import DocumentPart, read_json_document
 from models.errors import InputError
+from models.numbers import strict_float
 from models.tiers import COMMITTED_TIERS, HOURS_PER_YEAR, Term, Tier
 
 __all__ = [
@@ -101,18 +112,124 @@ def _iso_z(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
+#: Below this a number is negative, not float noise (what ``gpuplan verify`` tolerates too).
+_NEGATIVE: Final = -1e-6
+
+
+def _not_negative(value: float) -> float:
+    """A count or an amount of money: >= 0 (float noise of a subtraction tolerated)."""
+    if value < _NEGATIVE:
+        raise PydanticCustomError("negative", "must be >= 0, got {value}", {"value": f"{value:g}"})
+    return value
+
+
+def _a_number(value: Any) -> Any:
+    """One value of a numeric field, refused when :func:`_not_a_number` says why."""
+    problem = _not_a_number(value)
+    if problem is not None:
+        raise PydanticCustomError("not_a_number", problem)
+    return value
+
+
+#: USD that cannot be negative: prices, costs, totals (a negative cost is a broken or edited file).
+Usd = Annotated[float, BeforeValidator(_a_number), AfterValidator(_not_negative)]
+#: A number of nodes, GPUs, periods or runs: >= 0.
+Count = Annotated[int, BeforeValidator(_a_number), AfterValidator(_not_negative)]
+#: Hours, shares, rates: >= 0.
+Amount = Annotated[float, BeforeValidator(_a_number), AfterValidator(_not_negative)]
+
+
+def _leaves(annotation: Any) -> set[Any]:
+    """The leaf types of a field's annotation (through unions, containers and ``Annotated``)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return {type(arg) for arg in args}
+    if origin is Annotated:
+        return _leaves(args[0])
+    if origin is dict:
+        return _leaves(args[1])  # the keys are names
+    if not args:
+        return {annotation}
+    return set().union(*(_leaves(arg) for arg in args))
+
+
+def _numeric_field(annotation: Any) -> bool:
+    """Whether every non-None leaf of the field is a number (``int``, ``dict[str, float]``,
+    ``list[tuple[int, int]]``): a boolean or a string in it is not one."""
+    leaves = _leaves(annotation) - {type(None)}
+    return bool(leaves) and leaves <= {int, float}
+
+
+def _not_a_number(value: Any) -> str | None:
+    """Why a value of a numeric field is not a number as gpuplan writes one, or None (a value of another
+    type is left to pydantic, whose message names it)."""
+    if isinstance(value, bool):
+        return "a boolean is not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if isinstance(value, str):
+        try:
+            strict_float(value)
+        except ValueError:
+            return None  # not a number at all: pydantic says so
+        return f"{value!r} is a number in quotes; gpuplan writes numbers without them"
+    return None  # a list or mapping: its items' own type (Usd, Count, Amount) checks each
+
+
+def _strict_numbers(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    field = cls.model_fields.get(info.field_name or "")
+    if field is not None and value is not None and _numeric_field(field.annotation):
+        problem = _not_a_number(value)
+        if problem is not None:
+            raise PydanticCustomError("not_a_number", problem)
+    return value
+
+
+class _NumbersOnly(BaseModel):
+    """Numbers in plan.json are numbers: not NaN or infinite (Python's json reads ``NaN`` and
+    ``Infinity``), not a boolean (pydantic would read ``true`` as 1) and not in quotes (``"7"``): a plan
+    directory is read by every command that acts on it, and such a value is a broken or edited file."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return _strict_numbers(cls, value, info)
+
+
+class _PlanPart(DocumentPart, _NumbersOnly):
+    """A part of plan.json: unknown fields refused, assignments validated, numbers strict."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+class _UnservedPart(DocumentPart):
+    """A part of ``unserved[]``: as :class:`_PlanPart`, its numbers listed by name (a validator on every
+    field would also run on ``kind``, the discriminator, which pydantic forbids)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator(
+        "replica_hours", "periods", "run", "gpu_hours", "gpus", mode="before", check_fields=False
+    )
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return _strict_numbers(cls, value, info)
+
+
 #: A UTC instant, written ``YYYY-MM-DDTHH:MM:SSZ``.
 UtcTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
 
 
-class PlanHorizon(DocumentPart):
+class PlanHorizon(_PlanPart):
     start: UtcTime
     hours: int = Field(description="length of the horizon in hours")
     period_hours: int = Field(description="hours per period; periods index allocations.csv")
     periods: int
 
 
-class SolverStage(DocumentPart):
+class SolverStage(_PlanPart):
     """One stage of the solve; the hourly method's stages also say what its realization did."""
 
     stage: int
@@ -134,7 +251,7 @@ class SolverStage(DocumentPart):
 SolveMethod = Literal["staged-milp", "hourly-decomposition"]
 
 
-class SolverReport(DocumentPart):
+class SolverReport(_PlanPart):
     """How the plan was found and how far from optimal it is proven to be."""
 
     name: str
@@ -142,7 +259,7 @@ class SolverReport(DocumentPart):
         description="optimal (the certified gap is within the requested gap), feasible (a plan whose gap is "
         "above it), time_limit (staged method without a certified bound), ..."
     )
-    objective_usd: float = Field(
+    objective_usd: Usd = Field(
         description="what the written plan costs, its penalty for unserved demand included (the gap's cost)"
     )
     model_objective_usd: float | None = Field(
@@ -157,7 +274,7 @@ class SolverReport(DocumentPart):
     block_hours: int
     method: SolveMethod
     build_seconds: float
-    penalty_usd: float = Field(description="penalty priced into the objective for unserved demand")
+    penalty_usd: Usd = Field(description="penalty priced into the objective for unserved demand")
     bound_method: str
     notes: list[str] = Field(default_factory=list)
     stage2_model_periods: int | None = None
@@ -185,41 +302,41 @@ class SolverReport(DocumentPart):
         return self.status
 
 
-class OfferingRecord(DocumentPart):
+class OfferingRecord(_PlanPart):
     """An offering the plan uses, with the prices it was planned at."""
 
     cloud: str
     region: str
     instance_type: str
     gpu_model: str
-    gpus_per_node: int
+    gpus_per_node: Count
     fabric: str | None
-    on_demand_usd_h: float | None
-    spot_usd_h: float | None
-    reserved_1y_usd_h: float | None
-    reserved_3y_usd_h: float | None
-    owned_usd_h: float | None = None
-    available_from_hour: float | None = None
+    on_demand_usd_h: Usd | None
+    spot_usd_h: Usd | None
+    reserved_1y_usd_h: Usd | None
+    reserved_3y_usd_h: Usd | None
+    owned_usd_h: Usd | None = None
+    available_from_hour: Amount | None = None
 
 
-class Commitment(DocumentPart):
+class Commitment(_PlanPart):
     """Nodes of one offering held on one term from ``start`` to ``end``: bought by the plan (a purchase
     at one of the horizon's purchase steps) or ``existing`` (held already, paid whether used or not)."""
 
     offering: str = Field(description="offering id, cloud:region:instance_type")
     term: Term
-    nodes: int
-    usd_per_node_hour: float
-    cost_in_horizon_usd: float = Field(description="its hours inside the horizon at its rate")
-    obligation_beyond_horizon_usd: float = Field(description="what is still owed after the horizon ends")
+    nodes: Count
+    usd_per_node_hour: Usd
+    cost_in_horizon_usd: Usd = Field(description="its hours inside the horizon at its rate")
+    obligation_beyond_horizon_usd: Usd = Field(description="what is still owed after the horizon ends")
     name: str = Field("", description="names it in allocations.csv's commitment column")
     existing: bool = Field(False, description="held before the plan (scenario commitments:), not bought")
     start: UtcTime | None = Field(None, description="when its term starts (a purchase: when to buy)")
     end: UtcTime | None = Field(None, description="when its term ends (may be after the horizon)")
-    start_period: int = Field(0, description="first period its nodes serve in")
-    end_period: int | None = Field(None, description="the period after the last one they serve in")
-    used_node_hours: float | None = Field(None, description="node-hours of workloads it covered")
-    used_fraction: float | None = Field(None, description="used node-hours / its node-hours in the horizon")
+    start_period: Count = Field(0, description="first period its nodes serve in")
+    end_period: Count | None = Field(None, description="the period after the last one they serve in")
+    used_node_hours: Amount | None = Field(None, description="node-hours of workloads it covered")
+    used_fraction: Amount | None = Field(None, description="used node-hours / its node-hours in the horizon")
 
     @property
     def usd_per_year(self) -> float:
@@ -227,56 +344,56 @@ class Commitment(DocumentPart):
         return self.nodes * self.usd_per_node_hour * HOURS_PER_YEAR
 
 
-class TrainingPlacement(DocumentPart):
+class TrainingPlacement(_PlanPart):
     """One run of a training job: a gang of ``nodes`` nodes in one placement group."""
 
     job: str
-    run: int
+    run: Count
     team: str
     offering: str
     tier: Tier = Field(description="spot for a spot gang; else the tier most of its node-hours are billed on")
-    nodes: int
-    committed_fraction: float | None = Field(
+    nodes: Count
+    committed_fraction: Amount | None = Field(
         None, description="share of a non-spot gang's node-hours its offering's commitments cover"
     )
-    start_period: int
-    periods: int = Field(description="periods held, including the expected preemption overhead on spot")
+    start_period: Count
+    periods: Count = Field(description="periods held, including the expected preemption overhead on spot")
     placement_group: str
     fabric: str | None
-    checkpoint_interval_minutes: float
-    expected_overhead: float
-    cost_usd: float = Field(description="what the run pays beyond commitments: spot or on-demand node-hours")
+    checkpoint_interval_minutes: Amount
+    expected_overhead: Amount
+    cost_usd: Usd = Field(description="what the run pays beyond commitments: spot or on-demand node-hours")
     start: UtcTime
     end: UtcTime
-    hours: float
-    held_hours: int
-    gang_interruptions_per_hour: float
-    expected_interruptions: float
+    hours: Amount
+    held_hours: Count
+    gang_interruptions_per_hour: Amount
+    expected_interruptions: Amount
 
 
-class UnservedInference(DocumentPart):
+class UnservedInference(_UnservedPart):
     kind: Literal["inference"] = "inference"
     workload: str
     team: str
-    replica_hours: float
-    periods: int
+    replica_hours: Amount
+    periods: Count
     reason: str
 
 
-class UnservedTraining(DocumentPart):
+class UnservedTraining(_UnservedPart):
     kind: Literal["training"] = "training"
     workload: str
     team: str
-    run: int
-    gpu_hours: float
+    run: Count
+    gpu_hours: Amount
     reason: str
 
 
-class UnservedGuarantee(DocumentPart):
+class UnservedGuarantee(_UnservedPart):
     kind: Literal["guarantee"] = "guarantee"
     workload: str
     team: str
-    gpus: float
+    gpus: Amount
     reason: str
 
 
@@ -284,12 +401,12 @@ class UnservedGuarantee(DocumentPart):
 Unserved = Annotated[UnservedInference | UnservedTraining | UnservedGuarantee, Field(discriminator="kind")]
 
 
-class Costs(DocumentPart):
-    total_usd: float
-    by_tier: dict[Tier, float]
-    by_team: dict[str, float]
-    by_cloud: dict[str, float]
-    by_workload: dict[str, float]
+class Costs(_PlanPart):
+    total_usd: Usd
+    by_tier: dict[Tier, Usd]
+    by_team: dict[str, Usd]
+    by_cloud: dict[str, Usd]
+    by_workload: dict[str, Usd]
 
 
 #: How a peer chose what to buy (``planner/planning/baselines.py``): the cloud's recommendation over a
@@ -297,26 +414,26 @@ class Costs(DocumentPart):
 PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy"]
 
 
-class PeerCommitment(DocumentPart):
+class PeerCommitment(_PlanPart):
     """Nodes of one offering a peer buys on one term."""
 
     offering: str = Field(description="offering id, cloud:region:instance_type")
     term: Term
-    nodes: int
+    nodes: Count
 
 
-class Peer(DocumentPart):
+class Peer(_PlanPart):
     """What a user without the planner would pay: a policy priced on the same demand and catalog."""
 
     name: str = Field(description='e.g. "lookback 30 d, 3y" or "coverage p50, 1y"')
     policy: PeerPolicy
-    total_usd: float = Field(description="cost over the horizon: commitments every hour, the rest as used")
-    obligation_beyond_horizon_usd: float = 0.0
+    total_usd: Usd = Field(description="cost over the horizon: commitments every hour, the rest as used")
+    obligation_beyond_horizon_usd: Usd = 0.0
     commitments: list[PeerCommitment] = Field(default_factory=list)
     how: str = Field("", description="one line of how it was computed")
 
 
-class Baselines(DocumentPart):
+class Baselines(_PlanPart):
     """The peers the plan is compared against (``planner/planning/baselines.py``), on the same demand.
 
     ``all_on_demand_usd`` and ``greedy_usd`` are the two references without commitments; ``peers`` lists
@@ -324,8 +441,8 @@ class Baselines(DocumentPart):
     ``best_peer`` names the cheapest committing peer.
     """
 
-    all_on_demand_usd: float
-    greedy_usd: float
+    all_on_demand_usd: Usd
+    greedy_usd: Usd
     notes: list[str] = Field(default_factory=list)
     peers: list[Peer] = Field(default_factory=list)
     best_peer: str | None = Field(None, description="name of the cheapest peer that commits, if any")
@@ -335,47 +452,47 @@ class Baselines(DocumentPart):
         return next((p for p in self.peers if p.name == name), None)
 
 
-class PoolUtilization(DocumentPart):
-    committed_nodes: int
-    committed_node_hours: float
-    used_node_hours: float
-    used_fraction: float
+class PoolUtilization(_PlanPart):
+    committed_nodes: Count
+    committed_node_hours: Amount
+    used_node_hours: Amount
+    used_fraction: Amount
 
 
-class Utilization(DocumentPart):
-    reserved_used_fraction: float
+class Utilization(_PlanPart):
+    reserved_used_fraction: Amount
     pools: dict[str, PoolUtilization] = Field(default_factory=dict, description="per committed offering")
 
 
-class TeamSummary(DocumentPart):
-    guaranteed_gpus: int
-    burst_gpus: int | None
+class TeamSummary(_PlanPart):
+    guaranteed_gpus: Count
+    burst_gpus: Count | None
     priority: str
-    peak_gpus: float
-    gpu_hours: float
-    cost_usd: float
+    peak_gpus: Amount
+    gpu_hours: Amount
+    cost_usd: Usd
 
 
-class MigNodeLayout(DocumentPart):
+class MigNodeLayout(_PlanPart):
     """GPUs of one node that share a layout, in device order (GPU indices handed out from 0)."""
 
-    gpus: int
-    mig_devices: dict[str, int] | None = Field(description="profile -> instances per GPU; None: MIG off")
+    gpus: Count
+    mig_devices: dict[str, Count] | None = Field(description="profile -> instances per GPU; None: MIG off")
 
 
-class MigScheduleEntry(DocumentPart):
+class MigScheduleEntry(_PlanPart):
     """The periods in which a config is carried by the same number of a pool's nodes."""
 
-    periods: list[tuple[int, int]] = Field(
+    periods: list[tuple[Count, Count]] = Field(
         description="[start, end) ranges of period indices (allocations.csv's period), merged, ascending"
     )
-    nodes: int = Field(description="nodes of the pool carrying the config in each of those periods")
-    spot_nodes: int = Field(
+    nodes: Count = Field(description="nodes of the pool carrying the config in each of those periods")
+    spot_nodes: Count = Field(
         0, description="of them, spot nodes (spot and non-spot replicas never share a node)"
     )
 
 
-class MigConfigUse(DocumentPart):
+class MigConfigUse(_PlanPart):
     """One named mig-parted config of a pool: the layout of a node, and when and on how many nodes."""
 
     name: str = Field(description="mig-parted config name; the node label nvidia.com/mig.config")
@@ -391,7 +508,7 @@ class MigConfigUse(DocumentPart):
         )
 
 
-class MigPool(DocumentPart):
+class MigPool(_PlanPart):
     """A node pool's MIG slicing: the figures at its busiest period, and its configs over the horizon.
 
     In each period, the nodes of the pool that ``configs`` do not schedule run with MIG disabled
@@ -400,17 +517,19 @@ class MigPool(DocumentPart):
 
     offering: str
     gpu_model: str
-    peak_period: int = Field(description="the period whose MIG replicas need the most GPUs")
-    peak_demand: dict[str, int] = Field(description="MIG replicas per profile at the peak (allocations.csv)")
-    gpus_packed: int = Field(description="fewest GPUs holding the peak's replicas (spot, non-spot apart)")
-    gpus_per_service_layouts: int = Field(description="GPUs at the peak with one homogeneous layout each")
-    gpus_whole_per_replica: int = Field(description="GPUs at the peak with one replica per whole GPU")
-    gpus_planned: float = Field(
+    peak_period: Count = Field(description="the period whose MIG replicas need the most GPUs")
+    peak_demand: dict[str, Count] = Field(
+        description="MIG replicas per profile at the peak (allocations.csv)"
+    )
+    gpus_packed: Count = Field(description="fewest GPUs holding the peak's replicas (spot, non-spot apart)")
+    gpus_per_service_layouts: Count = Field(description="GPUs at the peak with one homogeneous layout each")
+    gpus_whole_per_replica: Count = Field(description="GPUs at the peak with one replica per whole GPU")
+    gpus_planned: Amount = Field(
         description="GPUs the plan's rows hold for MIG services at the peak: the GPUs they pack onto, plus "
         "their share of the idle GPUs of a last, partly used whole node (charged to the workloads on it)"
     )
-    packed_gpu_hours: float = Field(description="packed MIG GPUs summed over the periods, in GPU-hours")
-    whole_gpu_hours: float = Field(description="the same with one MIG replica per whole GPU")
+    packed_gpu_hours: Amount = Field(description="packed MIG GPUs summed over the periods, in GPU-hours")
+    whole_gpu_hours: Amount = Field(description="the same with one MIG replica per whole GPU")
     configs: list[MigConfigUse] = Field(
         default_factory=list,
         description="the pool's configs, numbered by first use, each with its schedule (empty only in "
@@ -428,17 +547,17 @@ class MigPool(DocumentPart):
         return {name: n for name, n in used.items() if n}
 
 
-class MigDeviceGroup(BaseModel):
+class MigDeviceGroup(_NumbersOnly):
     """GPUs of a node that share one MIG layout (mig-parted's ``mig-configs`` entry)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    devices: list[int] | Literal["all"] = Field(description="GPU indices, or all of the node's GPUs")
+    devices: list[Count] | Literal["all"] = Field(description="GPU indices, or all of the node's GPUs")
     mig_enabled: bool = Field(alias="mig-enabled")
-    mig_devices: dict[str, int] | None = Field(None, alias="mig-devices")
+    mig_devices: dict[str, Count] | None = Field(None, alias="mig-devices")
 
 
-class MigPartedConfig(BaseModel):
+class MigPartedConfig(_NumbersOnly):
     """NVIDIA mig-parted / GPU Operator config (FACTS 4.3): every config the pools schedule, and
     ``all-disabled`` for the nodes no config is scheduled on."""
 
@@ -452,7 +571,7 @@ class MigPartedConfig(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class MigSection(DocumentPart):
+class MigSection(_PlanPart):
     pools: list[MigPool]
     gpus_saved_vs_whole_at_peak: int
     gpu_hours_saved_vs_whole: float
@@ -460,7 +579,7 @@ class MigSection(DocumentPart):
     note: str
 
 
-class ScenarioEcho(BaseModel):
+class ScenarioEcho(_NumbersOnly):
     """The validated scenario as the planner read it, for reproducibility. Only the fields below are
     part of the contract; the rest is the scenario file's own format (``gpuplan schema scenario``)."""
 
@@ -471,14 +590,14 @@ class ScenarioEcho(BaseModel):
     max_spot_share: float | None = Field(None, description="the spot share cap the plan honoured")
 
 
-class FileDigest(DocumentPart):
+class FileDigest(_PlanPart):
     """What a file of the plan directory held when the plan was written."""
 
     sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the file's bytes, hex")
     rows: int = Field(ge=0, description="data rows (the header not counted)")
 
 
-class PlanDocument(DocumentPart):
+class PlanDocument(_PlanPart):
     """``plan.json``."""
 
     schema_: Literal["gpuplan.plan/v1"] = Field(SCHEMA, alias="schema")
@@ -567,10 +686,10 @@ class Plan:
         document = read_document(path)
         allocations_path = path.parent / "allocations.csv"
         raw = _file_bytes(allocations_path)  # read once: parsed, and hashed for the check
-        allocations = read_allocations(allocations_path, document.horizon, raw)
+        allocations, rows = _read_allocations(allocations_path, document.horizon, raw)
         if trusted:
             digest = hashlib.sha256(raw).hexdigest()
-            check_consistency(document, allocations, path, allocations_path, digest)
+            check_consistency(document, allocations, path, allocations_path, digest, rows)
         return cls(document, allocations)
 
 
@@ -589,6 +708,7 @@ def check_consistency(
     plan_json: Path,
     allocations_csv: Path,
     allocations_sha256: str,
+    rows: np.ndarray | None = None,
 ) -> None:
     """InputError (naming the file and what is wrong) unless plan.json and allocations.csv belong together.
 
@@ -597,9 +717,12 @@ def check_consistency(
     provisioning would terminate the fleet there. Checked: the file is the one written with this plan.json
     (its digest and row count, where the plan records them); the totals reconcile,
     ``costs.total_usd = sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``, and each cost
-    breakdown adds up to the total; every row's offering is one of the plan's and every commitment a row
-    names is one of its commitments.
+    breakdown adds up to the total; the names plan.json gives lead to its own parts
+    (:func:`_check_references`); every row's offering is one of the plan's and every commitment a row
+    names is one of its commitments; every row's workload and team are the plan's, and no two rows share
+    a key. ``rows``: the spreadsheet row of each row of ``allocations`` (blank lines skipped), for messages.
     """
+    _check_references(plan_json, document)
     recorded = document.allocations_file
     if recorded is not None and (allocations_sha256 != recorded.sha256 or len(allocations) != recorded.rows):
         raise InputError(
@@ -609,6 +732,7 @@ def check_consistency(
             f"wrote {recorded.rows:,}, or other contents (a copy cut short, edited, or of another plan); "
             "write the plan again or copy its whole directory",
         )
+    _check_row_names(document, allocations, allocations_csv, rows)  # the precise cause before the totals
     rows_usd = float(allocations["cost_usd"].sum()) if len(allocations) else 0.0
     held_usd = sum(c.cost_in_horizon_usd for c in document.commitments)
     total = document.costs.total_usd
@@ -639,6 +763,7 @@ def check_consistency(
         "by_tier": document.costs.by_tier,
         "by_team": document.costs.by_team,
         "by_cloud": document.costs.by_cloud,
+        "by_workload": document.costs.by_workload,
     }
     for name, part in parts.items():
         if part and not _close(total, sum(part.values())):
@@ -666,6 +791,46 @@ def check_consistency(
             )
 
 
+#: The columns that name a row of allocations.csv: a second row with the same names is a duplicate.
+_ROW_KEY: Final = ["period", "offering", "tier", "workload", "commitment"]
+
+
+def _check_row_names(
+    document: PlanDocument, allocations: pd.DataFrame, allocations_csv: Path, rows: np.ndarray | None
+) -> None:
+    """Every row's workload and team are the plan's, and no two rows share a key (period, offering, tier,
+    workload, commitment): a duplicated row would be provisioned and billed twice."""
+    if not len(allocations):
+        return
+    known = _known_workloads(document)
+    if known:
+        strangers = sorted(set(allocations["workload"].astype(str)) - known)
+        if strangers:
+            raise InputError(
+                allocations_csv,
+                "column workload",
+                f"workloads the plan does not have: {', '.join(strangers[:3])}",
+            )
+    if document.teams:
+        strangers = sorted(set(allocations["team"].astype(str)) - set(document.teams))
+        if strangers:
+            raise InputError(
+                allocations_csv, "column team", f"teams the plan does not have: {', '.join(strangers[:3])}"
+            )
+    key = [c for c in _ROW_KEY if c in allocations.columns]
+    twice = np.flatnonzero(allocations[key].astype(str).duplicated(keep="first").to_numpy())
+    if len(twice):
+        position = int(twice[0])
+        row = allocations.iloc[position]
+        named = ", ".join(f"{c} {row[c]}" for c in key if str(row[c]) not in ("", "nan"))
+        spreadsheet = int(rows[position]) if rows is not None else position + 2
+        raise InputError(
+            allocations_csv,
+            f"row {spreadsheet}",
+            f"a second row for {named}: each (period, offering, tier, workload, commitment) has one row",
+        )
+
+
 def plan_json_path(directory: str | Path) -> Path:
     """``directory/plan.json``; InputError when ``directory`` is a file (a plan directory was asked for)."""
     directory = Path(directory)
@@ -683,8 +848,6 @@ def plan_json_path(directory: str | Path) -> Path:
 _TEXT_COLUMNS: Final = ("offering", "tier", "workload", "kind", "team")
 _NUMBER_COLUMNS: Final = ("period", "nodes", "gpus", "replicas", "cost_usd")
 _KINDS: Final = ("inference", "training")
-#: Below this a number is negative, not float noise (what ``gpuplan verify`` tolerates too).
-_NEGATIVE: Final = -1e-6
 
 
 def _file_bytes(path: Path) -> bytes:
@@ -698,6 +861,14 @@ def _file_bytes(path: Path) -> bytes:
 
 
 def read_allocations(path: Path, horizon: PlanHorizon, raw: bytes | None = None) -> pd.DataFrame:
+    """allocations.csv as the contract says it is, else an InputError naming the row and column (see
+    :func:`_read_allocations`)."""
+    return _read_allocations(path, horizon, raw)[0]
+
+
+def _read_allocations(
+    path: Path, horizon: PlanHorizon, raw: bytes | None = None
+) -> tuple[pd.DataFrame, np.ndarray]:
     """allocations.csv as the contract says it is, else an InputError naming the row and column.
 
     Rows are numbered as a spreadsheet shows them (the header is row 1). Every row names its offering,
@@ -750,7 +921,7 @@ def read_allocations(path: Path, horizon: PlanHorizon, raw: bytes | None = None)
                 frame[column] = pd.to_numeric(frame[column]).astype(float)
         if not pd.api.types.is_integer_dtype(frame["period"]):
             frame["period"] = frame["period"].astype(np.int64)
-    return frame
+    return frame, rows
 
 
 def _ragged(path: Path, text: str, width: int, exc: Exception) -> InputError:
@@ -828,13 +999,9 @@ def read_document(path: Path) -> PlanDocument:
     return document
 
 
-#: The parts of plan.json that hold the money and node counts the reports add up.
-_FINITE_PARTS: Final = ("costs", "commitments", "baselines", "teams")
-
-
 def _check_document(path: Path, document: PlanDocument) -> None:
-    """What the models' types cannot say: the horizon is whole periods, and money is never NaN or inf
-    (JSON as Python reads it accepts ``NaN`` and ``Infinity``)."""
+    """What the models' types cannot say: the horizon is whole periods. (NaN, infinite, boolean and
+    negative numbers are refused by the models: :class:`_NumbersOnly`, :data:`Usd`, :data:`Count`.)"""
     horizon = document.horizon
     for name in ("hours", "period_hours", "periods"):
         if getattr(horizon, name) < 1:
@@ -842,20 +1009,91 @@ def _check_document(path: Path, document: PlanDocument) -> None:
     if horizon.hours != horizon.periods * horizon.period_hours:
         problem = f"hours ({horizon.hours}) is not periods ({horizon.periods}) x period_hours"
         raise InputError(path, "horizon", f"{problem} ({horizon.period_hours})")
-    data = document.model_dump(mode="python", include=set(_FINITE_PARTS))
-    for part in _FINITE_PARTS:
-        where = _non_finite(data[part], part)
-        if where is not None:
-            raise InputError(path, where[0], f"{where[1]} is not a finite number")
 
 
-def _non_finite(value: Any, where: str) -> tuple[str, float] | None:
-    """The first (field path, value) in ``value`` that is a NaN or infinite float, else None."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (where, value)
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _non_finite(item, f"{where}.{key}")
-        if found is not None:
-            return found
-    return None
+def _echo_names(echo: ScenarioEcho, section: str) -> list[str] | None:
+    """The names in the scenario echo's ``section`` (``teams``, ``inference``, ``training``); None when
+    the echo does not list it (a hand-written plan, or one written before it echoed the scenario)."""
+    items = (echo.model_extra or {}).get(section)
+    if items is None:
+        return None
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
+    ):
+        raise InputError(
+            None, f"inputs.{section}", "must be a list of objects with a name, as the scenario's"
+        )
+    return [item["name"] for item in items]
+
+
+def _check_references(path: Path, document: PlanDocument) -> None:
+    """Every name one part of plan.json gives refers to another part: offerings of commitments and runs,
+    teams of runs, unserved demand and the echoed workloads, commitment names and runs once each, periods
+    inside the horizon. Why: each command follows these names (provision launches a run's offering,
+    chargeback bills a team), and a name that leads nowhere is a crash or a silent loss there."""
+    offerings, teams, periods = document.offerings, document.teams, document.horizon.periods
+
+    def fail(where: str, problem: str) -> InputError:
+        return InputError(path, where, problem)
+
+    for k, commitment in enumerate(document.commitments):
+        where = f"commitments.{k}"
+        if offerings and commitment.offering not in offerings:
+            raise fail(f"{where}.offering", f"{commitment.offering!r} is not one of the plan's offerings")
+        end = periods if commitment.end_period is None else commitment.end_period
+        if not commitment.start_period <= end <= periods:
+            raise fail(
+                where,
+                f"periods {commitment.start_period} to {end} are not inside the horizon (0 to {periods})",
+            )
+    names = [c.name for c in document.commitments if c.name]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise fail("commitments", f"the name {twice[0]!r} is given to two commitments")
+    runs: set[tuple[str, int]] = set()
+    for k, run in enumerate(document.training):
+        where = f"training.{k}"
+        if offerings and run.offering not in offerings:
+            raise fail(f"{where}.offering", f"{run.offering!r} is not one of the plan's offerings")
+        if teams and run.team not in teams:
+            raise fail(f"{where}.team", f"{run.team!r} is not one of the plan's teams")
+        if run.periods < 1 or run.start_period + run.periods > periods:
+            raise fail(
+                where,
+                f"periods {run.start_period} to {run.start_period + run.periods - 1} are not inside the "
+                f"horizon (0 to {periods - 1})",
+            )
+        if (run.job, run.run) in runs:
+            raise fail(where, f"{run.job} run {run.run} is placed twice")
+        runs.add((run.job, run.run))
+    for k, item in enumerate(document.unserved):
+        if teams and item.team not in teams:
+            raise fail(f"unserved.{k}.team", f"{item.team!r} is not one of the plan's teams")
+    try:
+        echoed_teams = _echo_names(document.inputs, "teams")
+        workloads = [
+            name
+            for section in ("inference", "training")
+            for name in _echo_names(document.inputs, section) or []
+        ]
+    except InputError as error:
+        raise InputError(path, error.where, error.problem) from None
+    if echoed_teams is not None:
+        if not echoed_teams and (teams or workloads):
+            raise fail("inputs.teams", "no teams, but the plan's workloads belong to teams: the echo is cut")
+        strangers = sorted(set(teams) - set(echoed_teams))
+        if strangers:
+            raise fail("teams", f"{strangers[0]!r} is not a team of the scenario (inputs.teams)")
+        missing = [name for name in echoed_teams if name not in teams]
+        if missing:
+            raise fail("teams", f"no summary of the scenario's team {missing[0]!r} (inputs.teams)")
+    if workloads and len(set(workloads)) < len(workloads):
+        raise fail("inputs", "a workload name appears twice in the scenario echo")
+
+
+def _known_workloads(document: PlanDocument) -> set[str]:
+    """The workloads allocations.csv may name: the scenario echo's, else costs.by_workload's."""
+    echoed = [
+        name for section in ("inference", "training") for name in _echo_names(document.inputs, section) or []
+    ]
+    return set(echoed) or set(document.costs.by_workload)

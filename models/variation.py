@@ -29,8 +29,10 @@ what the unconstrained plan would hold". An absolute value (``capacity:H100=16``
 Every problem raises :class:`~models.errors.InputError` naming the change where it was written
 (``--vary[0]``, ``adjust[2]``, a sweep's ``variants[1].vary[0]``) and what is wrong: a target that matches
 nothing, a value set out of its range (``capacity=-4``, ``max_spot_share=1.5``, ``colocation.max_nodes=2.5``),
-a change that makes a number infinite, or one after which the scenario or an offering is no longer valid
-(both are validated again).
+a number that is not plain ASCII digits or beyond :data:`MAX_CHANGE` (``+1e308%``), a change that makes a
+number infinite or leaves an offering outside the catalog's ranges (a price of $10,000 per node-hour or
+more, more than one spot interruption per node-hour, more than 10,000 nodes), or one after which the
+scenario or an offering is no longer valid (both are validated again).
 """
 
 from __future__ import annotations
@@ -42,8 +44,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from models.catalog import CLOUDS, OWNED_CLOUD, PRICE_FIELD, Catalog, Offering
+from pydantic import ValidationError
+
+from models.catalog import (
+    CLOUDS,
+    COLUMN_RANGES,
+    MAX_NODES,
+    OWNED_CLOUD,
+    PRICE_FIELD,
+    Catalog,
+    Offering,
+)
 from models.errors import InputError
+from models.numbers import Range, number_text, strict_float
 from models.scenario import Colocation, PurchaseSchedule, Scenario, parse
 from models.tiers import Tier
 
@@ -60,6 +73,18 @@ KEYS = (*WORKLOAD_KEYS, *OFFERING_KEYS, "max_spot_share", "schedule", "colocatio
 #: The words ``schedule=`` takes (``models.scenario.PurchaseSchedule``).
 SCHEDULES: tuple[str, ...] = get_args(PurchaseSchedule)
 _SCHEDULE = re.compile(r"^\s*schedule\s*=\s*(?P<word>[a-z]+)\s*$", re.IGNORECASE)
+
+#: The largest number a change may carry (x1e6, +1e6 %, a value of 1e6): far beyond any shock a plan
+#: is asked about, and small enough that no product of a few changes overflows a float.
+MAX_CHANGE: float = 1e6
+#: What a changed offering's numbers must stay within: the catalog's own ranges (a price may drop to 0,
+#: a free tier in a what-if; it may not reach the catalog's cap), so a variant is a catalog gpuplan reads.
+_OFFERING_RANGES: dict[str, Range] = {
+    **{field: Range(ge=0, lt=COLUMN_RANGES[field].lt, unit=COLUMN_RANGES[field].unit)
+       for field in ("on_demand_usd_h", "spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h")},
+    "spot_interruptions_per_hour": COLUMN_RANGES["spot_interruptions_per_hour"],
+    "max_nodes": Range(ge=0, le=MAX_NODES, unit="nodes", whole=True),
+}  # fmt: skip
 
 _PATTERN = re.compile(
     r"^\s*(?P<key>[a-z_.]+)(?::(?P<target>[^=]+))?\s*=\s*(?P<value>[x*]?\s*[-+]?[0-9.]+(?:e-?\d+)?\s*%?)\s*$",
@@ -119,11 +144,17 @@ def parse_variation(text: str, where: str = "--vary") -> Variation:
     else:
         op, number = "=", raw
     try:
-        value = float(number)
-    except ValueError:
-        raise InputError(None, where, f"{text!r}: {number!r} is not a number") from None
-    if not math.isfinite(value):
-        raise InputError(None, where, f"{text!r}: the value must be finite")
+        value = strict_float(number)
+    except ValueError as exc:
+        why = str(exc) if "finite" in str(exc) else f"{number!r} is not a number"
+        raise InputError(None, where, f"{text!r}: {why}") from None
+    if abs(value) > MAX_CHANGE:
+        raise InputError(
+            None,
+            where,
+            f"{text!r}: {number_text(value)} is beyond any change gpuplan plans with "
+            f"(at most {number_text(MAX_CHANGE)} either way)",
+        )
     if key.startswith("colocation."):
         field = key.split(".", 1)[1]
         if field not in Colocation.model_fields:
@@ -212,7 +243,7 @@ def _apply(
         problem = f"the changed scenario is not valid: {error.where}: {error.problem}"
         culprit = _first_invalid(scenario, catalog, variations, reference_nodes)
         raise (culprit.error(problem) if culprit else InputError(None, "--vary", problem)) from None
-    return varied, Catalog(offerings, source=catalog.source)
+    return varied, Catalog(offerings, source=catalog.source, warnings=catalog.warnings)
 
 
 def _changed(
@@ -347,6 +378,10 @@ def _vary_offerings(
             update = {"spot_interruptions_per_hour": _finite(variation, what, rate)}
         else:
             update = {"max_nodes": _capacity(offering, variation, reference_nodes)}
+        for field, value in update.items():
+            problem = None if value is None else _OFFERING_RANGES[field].problem(value)
+            if problem:
+                raise variation.error(f"makes {field} of {offering.id} {number_text(value)}: it {problem}")
         try:
             changed.append(dataclasses.replace(offering, **update))
         except ValueError as exc:  # the offering's own checks (Offering.__post_init__)
@@ -382,7 +417,11 @@ def _vary_colocation(data: dict[str, Any], variation: Variation) -> None:
                 "the scenario has no colocation section; add one, or start with "
                 "colocation.max_nodes=N (the documented defaults for the rest)"
             )
-        data["colocation"] = Colocation(max_nodes=int(variation.value)).model_dump()
+        try:
+            data["colocation"] = Colocation(max_nodes=int(variation.value)).model_dump()
+        except ValidationError as exc:
+            problem = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise variation.error(f"colocation.max_nodes {problem}") from None
         return
     current = section.get(field)
     if isinstance(current, str) or (current is None and variation.op != "="):

@@ -64,6 +64,10 @@ def hourly_demand(
     return value * growth
 
 
+#: Most rows of one demand series (a year of minutes is 525,600) and its largest size: a bigger file is
+#: not a demand series.
+MAX_SERIES_ROWS: int = 1_000_000
+MAX_SERIES_BYTES: int = 64 * 1024 * 1024
 #: The columns of a demand series: a time (``hour`` from the horizon start, or an ISO ``timestamp``,
 #: naive = UTC) and the ``replicas`` wanted from that time until the next row's.
 SERIES_COLUMNS: tuple[str, ...] = ("hour", "timestamp", "replicas")
@@ -79,6 +83,9 @@ def _csv_series(spec: CsvSeries, horizon: Horizon, base_dir: Path | None, where:
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
+        size = path.stat().st_size
+        if size > MAX_SERIES_BYTES:
+            raise InputError(path, None, f"{size:,} bytes; a demand series is at most {MAX_SERIES_BYTES:,}")
         text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
     except FileNotFoundError:
         raise InputError(path, None, f"demand series not found (referenced by {where}.csv)") from None
@@ -99,6 +106,10 @@ def _csv_series(spec: CsvSeries, horizon: Horizon, base_dir: Path | None, where:
     if not records:
         raise InputError(path, "row 1", "empty file; expected a header row: hour (or timestamp), replicas")
     header = _series_header(path, records[0])
+    if len(records) - 1 > MAX_SERIES_ROWS:
+        raise InputError(
+            path, f"row {MAX_SERIES_ROWS + 2}", f"more than {MAX_SERIES_ROWS:,} rows in one demand series"
+        )
     column = "hour" if "hour" in header else "timestamp"
     at_time, at_replicas = header.index(column), header.index("replicas")
     rows: list[int] = []

@@ -70,25 +70,39 @@ class Variant:
         return any(v.key == "capacity" and v.op != "=" for v in self.variations())
 
 
+#: Most variants of one whatif (each is a plan solved) and most changes in one variant: far above any
+#: study a person reads side by side, and a bound on what a sweep file or the flags can ask for.
+MAX_VARIANTS = 200
+MAX_CHANGES = 50
+#: Longest variant name (it names a directory, variants/<slug>/).
+MAX_NAME = 100
+
+
 class _SweepVariant(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1)
-    vary: list[str] = Field(default_factory=list)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
+    vary: list[str] = Field(default_factory=list, max_length=MAX_CHANGES)
 
 
 class _Sweep(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
-    variants: list[_SweepVariant] = Field(min_length=1)
+    variants: list[_SweepVariant] = Field(min_length=1, max_length=MAX_VARIANTS)
 
 
 def variants_from_flags(texts: Sequence[str]) -> list[Variant]:
     """One variant per ``--vary``; several changes in one flag (``"demand=x1.3 spot_price=+50%"``) combine."""
+    if len(texts) > MAX_VARIANTS:
+        raise InputError(None, "--vary", f"{len(texts)} variants; at most {MAX_VARIANTS} in one whatif")
     result = []
     for index, text in enumerate(texts):
         changes = [part for part in re.split(r"[\s,;]+", text.strip()) if part]
         if not changes:
             raise InputError(None, f"--vary[{index}]", "no change given; e.g. --vary demand=x1.3")
+        if len(changes) > MAX_CHANGES:
+            raise InputError(
+                None, f"--vary[{index}]", f"{len(changes)} changes; at most {MAX_CHANGES} in one variant"
+            )
         result.append(Variant(" ".join(changes), changes, origin=f"--vary[{index}]"))
     return result
 
@@ -165,6 +179,12 @@ def _sweep_error(path: Path, exc: ValidationError) -> InputError:
         problem = "every variant needs a name" if field == "name" else "missing: list the variants here"
     elif kind == "too_short":
         problem = "no variants; list at least one: [{name: ..., vary: [demand=x1.3]}]"
+    elif kind == "too_long" and field == "variants":
+        problem = f"{len(value)} variants; at most {MAX_VARIANTS} in one sweep (split it into several)"
+    elif kind == "too_long":
+        problem = f"{len(value)} changes; at most {MAX_CHANGES} in one variant"
+    elif kind == "string_too_long":
+        problem = f"a name of {len(value)} characters; at most {MAX_NAME}"
     elif kind == "string_type":
         problem = f"expected a string, found {_yaml_kind(value)}"
         if isinstance(value, dict) and field == "vary":

@@ -79,6 +79,8 @@ KINDS: dict[str, str] = {
     "duration": "a run held for fewer hours than the job needs (on spot: its expected wall hours)",
     "spot-not-preemptible": "a job that is not preemptible on spot",
     "training-rows": "training rows in periods where the run is not placed, or missing where it is",
+    "training-cost": "a run's cost_usd differs from the cost of its rows (runs of one job that overlap in "
+    "time: their costs together against their rows)",
     "spot-share": "spot training GPU-hours above purchase.max_spot_share of the served training GPU-hours",
     "unserved-unlisted": "a training run neither placed nor listed in unserved[]",
     # teams

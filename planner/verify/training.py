@@ -1,5 +1,6 @@
 """Training: each placed run is one gang on one offering that fits it, inside its window, held long enough,
-with rows exactly in the periods it runs; every other run listed unserved; spot within its share.
+with rows exactly in the periods it runs and costing what the run says; every other run listed unserved;
+spot within its share.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from models.plan import TrainingPlacement, UnservedTraining
 from models.preemption import DEFAULT_RESTART_MINUTES, DEFAULT_WRITE_MINUTES, spot_overhead
 from models.tiers import Tier
 from models.workloads import TrainingRun
-from planner.verify.context import EPS, HELD, SPOT, Context
+from planner.verify.context import EPS, HELD, SPOT, Context, close
 from planner.verify.findings import Findings, Violation
 
 __all__ = ["check_training"]
@@ -35,6 +36,7 @@ def check_training(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None
         placed[key] = placement
         _check_placement(ctx, findings, run, placement)
     _check_rows(ctx, findings, rows, placed)
+    _check_costs(findings, rows, placed)
     unserved = {(u.workload, u.run) for u in ctx.plan.document.unserved if isinstance(u, UnservedTraining)}
     for key, run in ctx.runs.items():
         if key not in placed and key not in unserved:
@@ -176,3 +178,39 @@ def _check_rows(
             for job, period in sorted(missing)
         ),
     )
+
+
+def _check_costs(
+    findings: Findings, rows: pd.DataFrame, placed: dict[tuple[str, int], TrainingPlacement]
+) -> None:
+    """A run's ``cost_usd`` is what its rows cost (spot or on-demand node-hours; committed rows cost 0):
+    chargeback, the portal and the report show it as the run's cost. Rows name the job, not the run, so
+    runs of one job that overlap in time are checked together against the rows of the periods they hold."""
+    training = rows[rows["kind"] == "training"]
+    cost = training.groupby(["workload", "period"])["cost_usd"].sum()
+    by_job: dict[str, list[TrainingPlacement]] = defaultdict(list)
+    for placement in placed.values():
+        by_job[placement.job].append(placement)
+    for job, runs in sorted(by_job.items()):
+        runs.sort(key=lambda p: (p.start_period, p.run))
+        groups: list[list[TrainingPlacement]] = []
+        end = -1
+        for run in runs:  # runs whose periods overlap form one group
+            if groups and run.start_period < end:
+                groups[-1].append(run)
+            else:
+                groups.append([run])
+            end = max(end, run.start_period + run.periods)  # a new group starts at or after ``end``
+        for group in groups:
+            periods = {t for p in group for t in range(p.start_period, p.start_period + p.periods)}
+            theirs = sum(p.cost_usd for p in group)
+            ours = float(sum(cost.get((job, t), 0.0) for t in periods))
+            if not close(theirs, ours, rel=1e-6, abs_=0.01):
+                names = ", ".join(str(p.run) for p in group)
+                findings.add(
+                    "training-cost",
+                    f"{job} run {names}: cost_usd ${theirs:,.2f} in plan.json; its rows cost ${ours:,.2f}",
+                    workload=job,
+                    offering=group[0].offering,
+                    period=group[0].start_period,
+                )

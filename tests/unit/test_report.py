@@ -91,7 +91,12 @@ def _allocations(periods: int) -> pd.DataFrame:
     for run in range(52):
         tier = Tier.SPOT if run % 2 == 0 else Tier.ON_DEMAND
         add(run % periods, AWS_P5, tier, "finetune-weekly", "training", "research", 1)
-    return pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
+    # two runs in one period on one offering and tier share a row (the contract's one row per key)
+    frame = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
+    key = ["period", "offering", "tier", "workload", "kind", "team"]
+    numbers = ["nodes", "gpus", "replicas", "cost_usd"]
+    frame = frame.groupby(key, as_index=False, sort=False)[numbers].sum()
+    return frame.assign(commitment=float("nan"))[ALLOCATION_COLUMNS]
 
 
 def _costs(alloc: pd.DataFrame, periods: int) -> Costs:

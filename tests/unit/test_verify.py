@@ -222,8 +222,15 @@ class Edit:
         self.rows["cost_usd"] = self.rows["nodes"] * price
 
     def retotal(self) -> None:
-        """``costs`` recomputed from the rows and commitments as they now are."""
+        """``costs`` and each run's ``cost_usd`` recomputed from the rows and commitments as they now are."""
         rows, commitments = self.rows, self.doc.commitments
+        by_period = rows.groupby(["workload", "period"])["cost_usd"].sum()
+        self.doc.training = [
+            t.model_copy(update={"cost_usd": float(sum(
+                by_period.get((t.job, p), 0.0) for p in range(t.start_period, t.start_period + t.periods)
+            ))})
+            for t in self.doc.training
+        ]  # fmt: skip
         by_tier = {tier: 0.0 for tier in self.doc.costs.by_tier}
         for tier, value in rows.groupby("tier")["cost_usd"].sum().items():
             by_tier[Tier(str(tier))] = by_tier.get(Tier(str(tier)), 0.0) + float(value)
@@ -441,6 +448,14 @@ def _cost_row(e: Edit) -> None:
     index = e.row(e.placements["pretrain"].start_period, A, "on_demand", "pretrain")
     _set(e, index, cost_usd=2 * e.rows.loc[index, "cost_usd"])
     e.retotal()
+
+
+def _training_cost(e: Edit) -> None:
+    """pretrain's run says it costs $10 less than its rows (the rows, totals and all else unchanged)."""
+    run = e.placements["pretrain"]
+    assert run.cost_usd > 10
+    e.doc.training = [t.model_copy(update={"cost_usd": t.cost_usd - 10}) if t.job == "pretrain" else t
+                      for t in e.doc.training]  # fmt: skip
 
 
 def _costs(**change: float) -> Callable[[Edit], None]:
@@ -673,6 +688,7 @@ CORRUPTIONS: dict[str, Callable[[Edit], None]] = {
     "spot-not-preemptible": _spot_not_preemptible,
     "duration": _duration,
     "training-rows": _training_rows,
+    "training-cost": _training_cost,
     "row-identity": _row_identity,
     "unknown-offering": _unknown_offering,
     "gpus-column": _gpus_column,
