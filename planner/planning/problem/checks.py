@@ -46,7 +46,7 @@ def check_inputs(scenario: Scenario, catalog: Catalog) -> list[str]:
     _check_scope(scenario, catalog, offerings)
     _check_gpu_models(scenario, catalog)
     held_columns(scenario, offerings, catalog)  # held commitments: offerings in scope, a rate, max_nodes
-    warnings: list[str] = []
+    warnings: list[str] = list(catalog.warnings)  # implausible but possible prices: said in the plan too
     for i, service in enumerate(scenario.inference):
         if not any(replicas_per_node(service, o) > 0 for o in offerings):
             raise InputError(None, f"inference[{i}]", f"{service.name}: {why_no_service_offering(service)}")
