@@ -87,6 +87,7 @@ _AMI = re.compile(r"ami-[0-9a-f]{8,17}")
 _SUBNET = re.compile(r"subnet-[0-9a-f]{8,17}")
 _SECURITY_GROUP = re.compile(r"sg-[0-9a-f]{8,17}")
 _REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
+_URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
 _Text = Annotated[str, Field(min_length=1, max_length=2048)]
 _Regions = Annotated[dict[_Text, _Text], Field(min_length=1, max_length=MAX_ITEMS)]
 
@@ -168,6 +169,14 @@ class AwsSettings(StrictModel):
         if FILE in (info.context or {}):
             for group in value:
                 _shape(_SECURITY_GROUP, group, "a security group id (sg- and 8 or 17 hex digits)")
+        return value
+
+    @field_validator("endpoint_url", "interruption_queue_url")
+    @classmethod
+    def _urls(cls, value: str | dict[str, str] | None, info: ValidationInfo) -> str | dict[str, str] | None:
+        if value is not None and FILE in (info.context or {}):
+            for url in [value] if isinstance(value, str) else value.values():
+                _shape(_URL, url, "an http:// or https:// URL")
         return value
 
     @model_validator(mode="after")

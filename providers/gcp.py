@@ -173,6 +173,8 @@ _REQUEST_NAMESPACE = uuid.UUID("5b0c7a52-2d1e-4f0e-9a57-6770706c616e")  # fixed:
 
 _Text = Annotated[str, Field(min_length=1, max_length=2048)]
 _GCP_REGION = re.compile(r"[a-z]+(?:-[a-z]+)*\d{1,2}")
+#: a project id, or a domain-scoped one (example.com:my-project)
+_PROJECT = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][-a-z0-9]{0,29}")
 
 
 class NicSettings(StrictModel):
@@ -232,6 +234,13 @@ class GcpSettings(StrictModel):
                     raise ValueError(f"{region[:80]!r} is not a region such as us-central1")
                 if not re.fullmatch(rf"{re.escape(region)}-[a-z]", zone):
                     raise ValueError(f"{zone[:80]!r} is not a zone of {region} (such as {region}-a)")
+        return value
+
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str, info: ValidationInfo) -> str:
+        if FILE in (info.context or {}) and not _PROJECT.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a project id (lower-case letters, digits and hyphens)")
         return value
 
     @model_validator(mode="after")

@@ -65,6 +65,7 @@ def _refused(path: Path, where: str, words: str) -> None:
         ({"database": "mysql://x"}, "database", "SQLite or PostgreSQL"),
         ({"database": "postgresql+asyncpg://u@h/d"}, "database", "SQLite or PostgreSQL"),
         ({"database": "sqlite://"}, "database", "must be a file"),
+        ({"database": "postgresql+psycopg2://u:p@h:99999/d"}, "database", "port must be from 1 to 65535"),
         ({"database": "sqlite:///:memory:"}, "database", "must be a file"),
         ({"checkpoint_hook": {"command": []}}, "checkpoint_hook.command", "at least 1"),
         ({"checkpoint_hook": {"command": ["{run}"]}}, "checkpoint_hook.command", "placeholder"),

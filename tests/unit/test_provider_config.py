@@ -108,6 +108,8 @@ def test_all_three_sections_read(tmp_path: Path) -> None:
             "azure.polling_interval_seconds",
             "plain digits",
         ),
+        ({"aws": {**AWS, "interruption_queue_url": "1_000"}}, "aws.interruption_queue_url", "URL"),
+        ({"gcp": {**GCP, "project": "My Project"}}, "gcp.project", "not a project id"),
         # a section of a cloud not in use is read as strictly as the one in use
         ({"aws": AWS, "gcp": {"project": "p", "zone": "us-central1-a"}}, "gcp.zone", "Extra inputs"),
         ({"aws": AWS, "azure": {}}, "azure", "missing subscription_id"),

@@ -249,6 +249,8 @@ def check_database_url(url: str) -> str:
             f"the database must be SQLite or PostgreSQL through psycopg2 (sqlite:///..., "
             f"postgresql+psycopg2://...), got {parsed.drivername}://"
         )
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise ValueError(f"the port must be from 1 to 65535, got {parsed.port}")
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if (
