@@ -28,11 +28,12 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from models.naming import TAG_PLAN, TAG_POOL, TAG_RUN, client_token, parse_offering, safe_name
+from models.numbers import StrictModel
 from providers.base import (
     Auth,
     Capability,
@@ -64,6 +65,7 @@ from providers.base import (
     sdk_call,
     tags_match,
 )
+from providers.config import FILE, MAX_ITEMS, checked_retry
 
 __all__ = ["AwsProvider", "AwsSettings", "open_provider"]
 
@@ -81,24 +83,47 @@ _RESERVATION_ID = re.compile(r"cr-[0-9a-f]{8,17}")
 _SPOT_NOTICE_CODES = {"marked-for-termination", "marked-for-stop"}
 
 
-class AwsSettings(BaseModel):
-    """The ``aws:`` section of the provider settings file."""
+_AMI = re.compile(r"ami-[0-9a-f]{8,17}")
+_SUBNET = re.compile(r"subnet-[0-9a-f]{8,17}")
+_SECURITY_GROUP = re.compile(r"sg-[0-9a-f]{8,17}")
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
+_URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
+_Text = Annotated[str, Field(min_length=1, max_length=2048)]
+_Regions = Annotated[dict[_Text, _Text], Field(min_length=1, max_length=MAX_ITEMS)]
 
-    model_config = ConfigDict(extra="forbid")
 
-    endpoint_url: str | None = None  # moto / LocalStack; None = AWS's own endpoints
-    profile: str | None = None  # a named profile of the shared credentials file
-    image_id: str | dict[str, str] | None = None  # one AMI, or region -> AMI; required to launch
-    subnets: dict[str, list[str]] = {}  # region -> subnet ids; gangs use the first, fleets span all
-    security_group_ids: list[str] = []
-    key_name: str | None = None
+class AwsSettings(StrictModel):
+    """The ``aws:`` section of the provider settings file. Read from a file (the ``FILE`` context of
+    providers.config), the ids must have EC2's shapes and what a launch needs (``FILE_REQUIRES``) must be
+    there; a caller in Python may leave them out (a read-only provider, a test)."""
+
+    #: the settings a file must give, and what each is: launching without them fails at the first launch
+    FILE_REQUIRES: ClassVar[dict[str, str]] = {
+        "image_id": "one AMI id, or region -> AMI id",
+        "subnets": "region -> subnet ids",
+    }
+
+    endpoint_url: _Text | None = None  # moto / LocalStack; None = AWS's own endpoints
+    profile: _Text | None = None  # a named profile of the shared credentials file
+    image_id: _Text | _Regions | None = None  # one AMI, or region -> AMI; required to launch
+    #: region -> subnet ids; gangs use the first, fleets span all
+    subnets: Annotated[
+        dict[_Text, Annotated[list[_Text], Field(min_length=1, max_length=MAX_ITEMS)]],
+        Field(max_length=MAX_ITEMS),
+    ] = Field(default_factory=dict)
+    security_group_ids: Annotated[list[_Text], Field(max_length=16)] = Field(
+        default_factory=list
+    )  # EC2: 16 per interface at most
+    key_name: _Text | None = None
     retry: RetryPolicy = RetryPolicy()
-    timeout_seconds: float = Field(60.0, gt=0, description="connect and read timeout of each API call")
+    timeout_seconds: float = Field(
+        60.0, gt=0, le=3600, description="connect and read timeout of each API call"
+    )
     #: the SQS queue an EventBridge rule sends EC2's spot interruption warnings, rebalance
     #: recommendations and state changes to (``gpuplan terraform`` writes one and outputs its URL); None:
     #: interruptions are read from the EC2 API (spot request status), with no rebalance recommendations
     #: one URL, or region -> URL (EventBridge events are regional: one queue per region with nodes)
-    interruption_queue_url: str | dict[str, str] | None = None
+    interruption_queue_url: _Text | _Regions | None = None
     interruption_wait_seconds: int = Field(
         1, ge=0, le=20, description="SQS long poll of the first receive of each read (0-20 s)"
     )
@@ -112,6 +137,61 @@ class AwsSettings(BaseModel):
         description="how long a message read stays hidden from other reads: longer than a daemon cycle, "
         "so it is deleted at the next read before it comes back",
     )
+
+    _retry = field_validator("retry", mode="before")(checked_retry)
+
+    @field_validator("image_id")
+    @classmethod
+    def _ami(cls, value: str | dict[str, str] | None, info: ValidationInfo) -> str | dict[str, str] | None:
+        if value is not None and FILE in (info.context or {}):
+            amis = {"": value} if isinstance(value, str) else value
+            for region, ami in amis.items():
+                if region:
+                    _shape(_REGION, region, "a region such as us-east-1")
+                _shape(_AMI, ami, "an AMI id (ami- and 8 or 17 hex digits)")
+        return value
+
+    @field_validator("subnets")
+    @classmethod
+    def _subnet_ids(cls, value: dict[str, list[str]], info: ValidationInfo) -> dict[str, list[str]]:
+        if FILE in (info.context or {}):
+            for region, ids in value.items():
+                _shape(_REGION, region, "a region such as us-east-1")
+                for subnet in ids:
+                    _shape(_SUBNET, subnet, f"a subnet id of {region} (subnet- and 8 or 17 hex digits)")
+                if len(set(ids)) != len(ids):
+                    raise ValueError(f"{region} lists a subnet twice")
+        return value
+
+    @field_validator("security_group_ids")
+    @classmethod
+    def _groups(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if FILE in (info.context or {}):
+            for group in value:
+                _shape(_SECURITY_GROUP, group, "a security group id (sg- and 8 or 17 hex digits)")
+        return value
+
+    @field_validator("endpoint_url", "interruption_queue_url")
+    @classmethod
+    def _urls(cls, value: str | dict[str, str] | None, info: ValidationInfo) -> str | dict[str, str] | None:
+        if value is not None and FILE in (info.context or {}):
+            for url in [value] if isinstance(value, str) else value.values():
+                _shape(_URL, url, "an http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _an_ami_per_region(self, info: ValidationInfo) -> AwsSettings:
+        if FILE in (info.context or {}) and isinstance(self.image_id, dict):
+            missing = sorted(set(self.subnets) - set(self.image_id))
+            if missing:
+                raise ValueError(f"image_id has no AMI for {', '.join(missing)}, which subnets lists")
+        return self
+
+
+def _shape(pattern: re.Pattern[str], value: str, what: str) -> None:
+    """ValueError unless ``value`` is ``what`` (an id of the shape ``pattern`` matches)."""
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not {what}")
 
 
 def _sdk() -> Any:

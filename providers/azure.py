@@ -43,12 +43,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, ClassVar, Final, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import pydantic
 
 from models.naming import TAG_PLAN, TAG_POOL, TAG_RUN, parse_offering, safe_name
+from models.numbers import StrictModel
 from providers.base import (
     Auth,
     Capability,
@@ -80,6 +81,7 @@ from providers.base import (
     sdk_call,
     tags_match,
 )
+from providers.config import FILE, checked_retry
 
 __all__ = [
     "ACCESS_TOKEN_ENV",
@@ -126,45 +128,89 @@ PREEMPT_NOTICE = timedelta(seconds=30)
 _GPU_MODEL = re.compile(r"_(GB300|GB200|B200|H200|H100|A100|MI300X|L40S|A10|T4|V100|P100|P40|M60)(?:_|$)")
 
 
-class ImageSettings(pydantic.BaseModel):
+_Text = Annotated[str, pydantic.Field(min_length=1, max_length=2048)]
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_SUBNET_ID = re.compile(
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/virtualNetworks/[^/]+/subnets/[^/]+",
+    re.IGNORECASE,
+)
+_SSH_KEY = re.compile(r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?")
+
+
+class ImageSettings(StrictModel):
     """The marketplace image of every VM: by default Microsoft's Ubuntu HPC image, which carries the
     InfiniBand (OFED) and NVIDIA drivers an ND gang needs."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-
-    publisher: str = "microsoft-dsvm"
-    offer: str = "ubuntu-hpc"
-    sku: str = "2204"
-    version: str = "latest"
+    publisher: _Text = "microsoft-dsvm"
+    offer: _Text = "ubuntu-hpc"
+    sku: _Text = "2204"
+    version: _Text = "latest"
 
 
-class AzureSettings(pydantic.BaseModel):
-    """The ``azure:`` section of the provider settings file."""
+class AzureSettings(StrictModel):
+    """The ``azure:`` section of the provider settings file. Read from a file (the ``FILE`` context of
+    providers.config), what a launch needs (``FILE_REQUIRES``) must be there and have Azure's shapes."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    #: the settings a file must give, and what each is: launching without them fails at the first launch
+    FILE_REQUIRES: ClassVar[dict[str, str]] = {
+        "subscription_id": "the subscription's GUID",
+        "resource_group": "the resource group the fleet lives in",
+        "subnet_id": "the ARM id of the VMs' subnet",
+        "ssh_public_key": "the admin user's public key",
+    }
 
-    subscription_id: str
-    resource_group: str
+    subscription_id: _Text
+    resource_group: Annotated[str, pydantic.Field(min_length=1, max_length=90)]
     image: ImageSettings = ImageSettings()
-    admin_username: str = "gpuplan"
-    ssh_public_key: str | None = None  # required to launch
-    subnet_id: str | None = None  # required to launch: the ARM id of the subnet the VMs' NIC joins
-    base_url: str | None = None  # ARM endpoint; None = the public cloud's (a loopback http:// URL for fakes)
-    prices_url: str = RETAIL_PRICES_URL
+    admin_username: Annotated[str, pydantic.Field(min_length=1, max_length=64)] = "gpuplan"
+    ssh_public_key: Annotated[str, pydantic.Field(min_length=1, max_length=16384)] | None = None  # to launch
+    subnet_id: _Text | None = None  # required to launch: the ARM id of the subnet the VMs' NIC joins
+    base_url: _Text | None = (
+        None  # ARM endpoint; None = the public cloud's (a loopback http:// URL for fakes)
+    )
+    prices_url: _Text = RETAIL_PRICES_URL
     # default: azure-identity's DefaultAzureCredential; access-token-env: a bearer token fetched beforehand
     # (CI, fakes) read from $AZURE_ACCESS_TOKEN
     credential: Literal["default", "access-token-env"] = "default"
     retry: RetryPolicy = RetryPolicy()
-    polling_interval_seconds: float = pydantic.Field(5.0, ge=0)
-    timeout_seconds: float = pydantic.Field(60.0, gt=0, description="connect and read timeout, each request")
+    polling_interval_seconds: float = pydantic.Field(5.0, ge=0, le=600)
+    timeout_seconds: float = pydantic.Field(
+        60.0, gt=0, le=3600, description="connect and read timeout, each request"
+    )
     #: how long one long-running operation (a scale set PUT of ND VMs takes minutes) may run before the call
     #: raises Timeout (the operation goes on in ARM; the next inventory tells what it did)
-    operation_timeout_seconds: float = pydantic.Field(1800.0, gt=0)
+    operation_timeout_seconds: float = pydantic.Field(1800.0, gt=0, le=86400)
     #: a scale set PUT refused because another writer changed it meanwhile (409 concurrent request, 412 etag,
     #: OperationPreempted) is re-read and sent again at most this many times, then reported as Conflict
-    conflict_retries: int = pydantic.Field(3, ge=0)
+    conflict_retries: int = pydantic.Field(3, ge=0, le=20)
     #: how far back ``interruptions`` reads the activity log for spot evictions
-    eviction_lookback_minutes: float = pydantic.Field(30.0, gt=0)
+    eviction_lookback_minutes: float = pydantic.Field(30.0, gt=0, le=7 * 24 * 60)
+
+    _retry = pydantic.field_validator("retry", mode="before")(checked_retry)
+
+    @pydantic.field_validator("subscription_id")
+    @classmethod
+    def _guid(cls, value: str, info: pydantic.ValidationInfo) -> str:
+        if FILE in (info.context or {}) and not _GUID.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a subscription id (a GUID)")
+        return value
+
+    @pydantic.field_validator("subnet_id")
+    @classmethod
+    def _arm_subnet(cls, value: str | None, info: pydantic.ValidationInfo) -> str | None:
+        if value is not None and FILE in (info.context or {}) and not _SUBNET_ID.fullmatch(value):
+            raise ValueError(
+                f"{value[:80]!r} is not a subnet's ARM id (/subscriptions/.../resourceGroups/.../providers/"
+                "Microsoft.Network/virtualNetworks/.../subnets/...)"
+            )
+        return value
+
+    @pydantic.field_validator("ssh_public_key")
+    @classmethod
+    def _openssh(cls, value: str | None, info: pydantic.ValidationInfo) -> str | None:
+        if value is not None and FILE in (info.context or {}) and not _SSH_KEY.fullmatch(value.strip()):
+            raise ValueError("not an OpenSSH public key (ssh-ed25519 AAAA..., ssh-rsa AAAA...)")
+        return value
 
 
 # ----------------------------------------------------------------------------------------------------------

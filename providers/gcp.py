@@ -48,12 +48,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from models.catalog import GPU_MEMORY_GB
 from models.naming import TAG_PLAN, TAG_POOL, TAG_RUN, parse_offering, safe_name
+from models.numbers import StrictModel
 from providers.base import (
     Auth,
     Capability,
@@ -85,6 +86,7 @@ from providers.base import (
     sdk_call,
     tags_match,
 )
+from providers.config import FILE, MAX_ITEMS, checked_retry
 
 __all__ = ["GcpProvider", "GcpSettings", "NicSettings", "open_provider"]
 
@@ -169,46 +171,77 @@ _INSTANCE_STATE = {
 _REQUEST_NAMESPACE = uuid.UUID("5b0c7a52-2d1e-4f0e-9a57-6770706c616e")  # fixed: requestIds must repeat
 
 
-class NicSettings(BaseModel):
+_Text = Annotated[str, Field(min_length=1, max_length=2048)]
+_GCP_REGION = re.compile(r"[a-z]+(?:-[a-z]+)*\d{1,2}")
+#: a project id, or a domain-scoped one (example.com:my-project)
+_PROJECT = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][-a-z0-9]{0,29}")
+
+
+class NicSettings(StrictModel):
     """One extra (GPUDirect) network interface of an a3 node: its VPC network and subnetwork."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    network: str
-    subnetwork: str
+    network: _Text
+    subnetwork: _Text
 
 
-class GcpSettings(BaseModel):
+class GcpSettings(StrictModel):
     """The ``gcp:`` section of the provider settings.
 
     ``zones`` maps a region to the zone gpuplan uses there; a region not listed uses ``<region>-a``.
     ``gpudirect_networks`` are the extra NICs of a3 gang nodes (4 for tcpx on a3-highgpu-8g, 8 for tcpxo
     on a3-megagpu-8g; each its own VPC). ``api_endpoint`` points the clients at a fake or an emulator
     (None: Google's); ``credentials: anonymous`` sends no credentials and is only allowed with an endpoint.
+    Read from a file (the ``FILE`` context of providers.config), each zone must be in its region.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the settings a file must give (``project`` is required everywhere)
+    FILE_REQUIRES: ClassVar[dict[str, str]] = {"project": "the project id"}
 
-    project: str
-    zones: dict[str, str] = Field(default_factory=dict)
-    image: str = DEFAULT_IMAGE
-    boot_disk_gb: int = Field(200, ge=10)
-    boot_disk_type: str | None = Field(
+    project: _Text
+    zones: Annotated[dict[_Text, _Text], Field(max_length=MAX_ITEMS)] = Field(default_factory=dict)
+    image: _Text = DEFAULT_IMAGE
+    boot_disk_gb: int = Field(200, ge=10, le=65536)
+    boot_disk_type: _Text | None = Field(
         None, description="None: per machine type (hyperdisk-balanced on A3 Ultra / A4, else pd-balanced)"
     )
-    network: str = "global/networks/default"
-    subnetwork: str | None = None
-    gpudirect_networks: list[NicSettings] = Field(default_factory=list)
+    network: _Text = "global/networks/default"
+    subnetwork: _Text | None = None
+    gpudirect_networks: list[NicSettings] = Field(
+        default_factory=list, max_length=max(GPUDIRECT_NICS.values())
+    )
     rdma_networks: list[NicSettings] = Field(
         default_factory=list,
+        max_length=RDMA_NICS,
         description="the 8 MRDMA NICs of A3 Ultra gangs (a network with an RDMA profile)",
     )
-    api_endpoint: str | None = None
+    api_endpoint: _Text | None = None
     credentials: Literal["default", "anonymous"] = "default"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    operation_timeout_seconds: float = Field(600.0, gt=0)
-    poll_seconds: float = Field(2.0, gt=0, description="pause between polls of an operation that is RUNNING")
-    request_timeout_seconds: float = Field(60.0, gt=0, description="timeout of each API request")
+    operation_timeout_seconds: float = Field(600.0, gt=0, le=86400)
+    poll_seconds: float = Field(
+        2.0, gt=0, le=600, description="pause between polls of an operation that is RUNNING"
+    )
+    request_timeout_seconds: float = Field(60.0, gt=0, le=3600, description="timeout of each API request")
+
+    _retry = field_validator("retry", mode="before")(checked_retry)
+
+    @field_validator("zones")
+    @classmethod
+    def _zones_in_regions(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if FILE in (info.context or {}):
+            for region, zone in value.items():
+                if not _GCP_REGION.fullmatch(region):
+                    raise ValueError(f"{region[:80]!r} is not a region such as us-central1")
+                if not re.fullmatch(rf"{re.escape(region)}-[a-z]", zone):
+                    raise ValueError(f"{zone[:80]!r} is not a zone of {region} (such as {region}-a)")
+        return value
+
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str, info: ValidationInfo) -> str:
+        if FILE in (info.context or {}) and not _PROJECT.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a project id (lower-case letters, digits and hyphens)")
+        return value
 
     @model_validator(mode="after")
     def _anonymous_needs_endpoint(self) -> GcpSettings:

@@ -43,24 +43,26 @@ def daemon(
 
     from models.inputs import load_inputs
     from planner.cli.provision import parse_time
-    from planner.operations.daemon.config import load_config
+    from planner.operations.daemon.config import check_database, load_config
+    from providers.config import load_provider_config
 
     try:
-        loaded = load_config(config)
+        loaded = load_config(config)  # the hook's program found and executable too
         if apply_:
             loaded = loaded.model_copy(update={"apply": True})
         load_inputs(loaded.scenario_path)  # the scenario reads and validates, as gpuplan validate does
+        load_provider_config(loaded.settings_path)  # every section, the clouds not in use too
+        _require_the_extra()
+        # the database opens (or its SQLite directory takes the file): a wrong password is one line now,
+        # not six retries and a failed first job; --check and a run check the same things
+        database = check_database(config, loaded)
         if check:
-            from providers.config import load_provider_config
-
-            load_provider_config(loaded.settings_path)
             out.print(
                 f"{config}: valid; plans {loaded.scenario_path} on {loaded.provider.cloud}, "
-                f"{'applies' if loaded.apply else 'dry run'}, state in {_masked(loaded.database_url)}",
+                f"{'applies' if loaded.apply else 'dry run'}, state in {database}",
                 highlight=False,
             )
             return
-        _require_the_extra()
         from planner.operations.daemon.daemon import Daemon
         from planner.operations.daemon.logs import configure_json_logging
         from planner.operations.portal.queue import feed_scenario
@@ -93,9 +95,3 @@ def _require_the_extra() -> None:
             missing.append(module)
     if missing:
         raise InputError(None, "daemon", f"needs {', '.join(missing)}: pip install 'gpuplan[daemon]'")
-
-
-def _masked(url: str) -> str:
-    from planner.operations.daemon.logs import mask_url
-
-    return mask_url(url)

@@ -194,8 +194,8 @@ def test_apscheduler_runs_the_jobs_from_its_sqlalchemy_store_and_serves_metrics(
     path = daemon_config(tmp_path, scenario, metrics={"enabled": True, "host": "127.0.0.1", "port": 0})
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["apply"] = False  # a dry run: journals what it would do
-    data["jobs"] = {
-        name: {"every_minutes": 0.02} for name in ("refresh_prices", "reconcile", "watch_interruptions")
+    data["jobs"] = {  # the shortest interval a config takes (10 s); the first runs start at once
+        name: {"every_minutes": 1 / 6} for name in ("refresh_prices", "reconcile", "watch_interruptions")
     }
     data["jobs"]["replan"] = {"every_hours": 10000}
     data["jobs"]["commitment_expiry"] = {"every_hours": 10000}

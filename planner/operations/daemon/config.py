@@ -24,21 +24,62 @@ metrics: {host: 127.0.0.1, port: 9464}
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
-from typing import Literal
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
 from models.documents import validation_error
 from models.errors import InputError
+from models.numbers import Range, StrictModel, parse_number
 from models.yamlfile import read_yaml
 from planner.operations.reconcile import DisruptionBudget
 
-__all__ = ["Backoff", "CheckpointHook", "DaemonConfig", "JobSchedule", "load_config"]
+__all__ = [
+    "Backoff",
+    "CheckpointHook",
+    "DaemonConfig",
+    "JobSchedule",
+    "check_database",
+    "check_database_url",
+    "load_config",
+    "read_config",
+]
+
+#: The shortest interval of a job: 10 s (the interruption watch's 30 s default is well above; a cloud read
+#: every second only earns throttling).
+MIN_INTERVAL_SECONDS: Final = 10
+#: The longest: 10,000 hours (about 14 months). A job meant to run only on triggers (a re-plan when prices
+#: move) is given a very long interval; anything longer is a typo, and an unbounded one (``.inf``, 2**63)
+#: overflows the scheduler's date arithmetic so the job never runs.
+MAX_INTERVAL_HOURS: Final = 10_000
+_MAX_INTERVAL_MINUTES: Final = MAX_INTERVAL_HOURS * 60
+#: Paths, URLs and command words: long enough for any real one, short enough to be read in one line.
+_MAX_TEXT: Final = 4096
+#: The drivers the daemon's store is tested on (planner/operations/daemon/store.py).
+DATABASE_DRIVERS: Final = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg2")
+#: How long --check waits for a database server to answer.
+CONNECT_TIMEOUT_SECONDS: Final = 5
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _plain_path(value: Any) -> Any:
+    """A path as text: not empty, no NUL byte (the OS refuses it), not longer than a path can be."""
+    if isinstance(value, str | Path):
+        text = str(value)
+        if not text.strip():
+            raise ValueError("must not be empty")
+        if "\x00" in text:
+            raise ValueError("must not contain a NUL byte")
+        if len(text) > _MAX_TEXT:
+            raise ValueError(f"is {len(text)} characters long; at most {_MAX_TEXT}")
+    return value
+
+
+class _Strict(StrictModel):
+    """Unknown keys refused, numbers strict (models.numbers), paths plain."""
 
 
 class ProviderSection(_Strict):
@@ -48,36 +89,54 @@ class ProviderSection(_Strict):
         None, description="the simulated cloud's state file (default beside the config)"
     )
 
+    _paths = field_validator("settings", "sim_state", mode="before")(_plain_path)
+
 
 class JobSchedule(_Strict):
-    """How often a job runs (one of the units), and its own knobs."""
+    """How often a job runs (one of the units, coming to whole seconds from 10 s to 10,000 hours), and
+    its own knobs."""
 
-    every_minutes: float | None = Field(None, gt=0)
-    every_hours: float | None = Field(None, gt=0)
-    enabled: bool = True
+    every_minutes: float | None = Field(
+        None, gt=0, le=_MAX_INTERVAL_MINUTES, json_schema_extra={"unit": "minutes"}
+    )
+    every_hours: float | None = Field(None, gt=0, le=MAX_INTERVAL_HOURS, json_schema_extra={"unit": "hours"})
+    enabled: StrictBool = True
 
     @property
     def seconds(self) -> float:
         if self.every_minutes is not None:
             return self.every_minutes * 60
-        assert self.every_hours is not None
+        if self.every_hours is None:  # the validator below makes it impossible
+            raise ValueError("a job schedule without an interval")
         return self.every_hours * 3600
 
     @model_validator(mode="after")
     def _one_unit(self) -> JobSchedule:
         if (self.every_minutes is None) == (self.every_hours is None):
             raise ValueError("give every_minutes or every_hours (one of them)")
+        seconds = self.seconds
+        if abs(seconds - round(seconds)) > 1e-6:
+            raise ValueError(
+                f"the interval must come to whole seconds (0.5 minutes = 30 s), got {seconds:g} s"
+            )
+        if seconds < MIN_INTERVAL_SECONDS:
+            raise ValueError(f"the interval must be at least {MIN_INTERVAL_SECONDS} s, got {seconds:g} s")
         return self
 
 
 class ReplanSchedule(JobSchedule):
     price_change: float = Field(
-        0.10, gt=0, description="re-plan early when a plan offering's spot price moves by this share"
+        0.10, gt=0, le=10, description="re-plan early when a plan offering's spot price moves by this share"
     )
 
 
 class ExpirySchedule(JobSchedule):
-    warn_days: float = Field(30, gt=0, description="warn this many days before a commitment ends")
+    warn_days: float = Field(
+        30,
+        gt=0,
+        le=1100,
+        description="warn this many days before a commitment ends (terms run 3 years at most)",
+    )
 
 
 class Jobs(_Strict):
@@ -92,25 +151,69 @@ class Backoff(_Strict):
     """How long a job waits after failed runs: ``min(interval, first)`` after the first, doubling with each
     failure in a row, up to ``max(interval, max)``; the first success ends it. A short job (reconcile every
     5 minutes) so stops hammering a cloud that throttles or has no capacity, and a long one (replan daily)
-    is tried again within minutes instead of a day later."""
+    is tried again within minutes instead of a day later. Both at most a week: a longer wait is a daemon
+    that has stopped without saying so."""
 
-    first_minutes: float = Field(5, gt=0)
-    max_minutes: float = Field(60, gt=0)
+    first_minutes: float = Field(5, gt=0, le=7 * 24 * 60, json_schema_extra={"unit": "minutes"})
+    max_minutes: float = Field(60, gt=0, le=7 * 24 * 60, json_schema_extra={"unit": "minutes"})
 
     def seconds(self, interval: float, failures: int) -> float:
         """The wait after ``failures`` (>= 1) failed runs in a row of a job run every ``interval`` s."""
         first = min(interval, self.first_minutes * 60)
         return min(max(interval, self.max_minutes * 60), first * 2 ** min(max(failures - 1, 0), 40))
 
+    @model_validator(mode="after")
+    def _ordered(self) -> Backoff:
+        if self.first_minutes > self.max_minutes:
+            raise ValueError(
+                f"first_minutes ({self.first_minutes:g}) must not be more than "
+                f"max_minutes ({self.max_minutes:g})"
+            )
+        return self
+
 
 class CheckpointHook(_Strict):
     """Called for a training run whose nodes are interrupted, at once and at most until the notice runs
     out: a command (``{run}``, ``{node}`` and ``{deadline}``, an ISO time or empty, are replaced) or a
-    webhook that gets a JSON POST (``run``, ``node``, ``event``, ``deadline``)."""
+    webhook that gets a JSON POST (``run``, ``node``, ``event``, ``deadline``). A command's program is
+    looked up when the config is loaded (:func:`load_config`): a hook that cannot run is found then, not
+    at the first interruption, when the checkpoint it should have saved is lost."""
 
-    command: list[str] | None = None
-    webhook: str | None = Field(None, pattern=r"^https?://")
-    timeout_seconds: float = Field(30, gt=0)
+    command: list[str] | None = Field(None, min_length=1, max_length=64)
+    webhook: str | None = Field(None, max_length=2048)
+    timeout_seconds: float = Field(30, gt=0, le=3600, json_schema_extra={"unit": "seconds"})
+
+    @field_validator("command")
+    @classmethod
+    def _words(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
+        for word in value:
+            if "\x00" in word or len(word) > _MAX_TEXT:
+                raise ValueError(f"each word must be at most {_MAX_TEXT} characters, without a NUL byte")
+        if not value[0].strip():
+            raise ValueError("the program (the first word) must not be empty")
+        if any(mark in value[0] for mark in ("{run}", "{node}", "{deadline}")):
+            raise ValueError(
+                "the program (the first word) cannot be a placeholder; pass {run} as an argument"
+            )
+        return value
+
+    @field_validator("webhook")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("the URL must not contain spaces or control characters")
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018  (raises ValueError on a port that is not a number in 0-65535)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http:// or https:// URL with a host, got {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _one(self) -> CheckpointHook:
@@ -120,39 +223,108 @@ class CheckpointHook(_Strict):
 
 
 class MetricsSection(_Strict):
-    host: str = "127.0.0.1"
+    host: str = Field("127.0.0.1", min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.:\-\[\]]+$")
     port: int = Field(9464, ge=0, le=65535)
-    enabled: bool = True
+    enabled: StrictBool = True
+
+
+def check_database_url(url: str) -> str:
+    """``url`` parsed by SQLAlchemy and of a driver the store is tested on; ValueError saying what is
+    wrong otherwise. SQLite needs a file (an in-memory database forgets the journal when the process
+    ends, which is what the journal is for)."""
+    try:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+    except ImportError:
+        raise ValueError("reading a database URL needs SQLAlchemy: pip install 'gpuplan[daemon]'") from None
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise ValueError(
+            f"not a database URL ({str(exc).splitlines()[0][:120]}); give sqlite:///path/daemon.db or "
+            "postgresql+psycopg2://user:password@host:5432/database"
+        ) from None
+    if parsed.drivername not in DATABASE_DRIVERS:
+        raise ValueError(
+            f"the database must be SQLite or PostgreSQL through psycopg2 (sqlite:///..., "
+            f"postgresql+psycopg2://...), got {parsed.drivername}://"
+        )
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise ValueError(f"the port must be from 1 to 65535, got {parsed.port}")
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if (
+            database in ("", ":memory:")
+            or database.startswith("file::memory:")
+            or parsed.query.get("mode") == "memory"
+        ):
+            raise ValueError("a SQLite database must be a file (sqlite:///path/daemon.db), not in memory")
+    return url
 
 
 class DaemonConfig(_Strict):
     scenario: Path
     provider: ProviderSection = ProviderSection()
-    apply: bool = False
+    apply: StrictBool = False
     database: str | None = Field(
-        None, description="SQLAlchemy URL; default sqlite:///<daemon.db beside the config>"
+        None,
+        max_length=_MAX_TEXT,
+        description="SQLAlchemy URL, sqlite:///... or postgresql+psycopg2://...; "
+        "default sqlite:///<daemon.db beside the config>",
     )
     plans: Path | None = Field(
         None, description="where plans are written (default: plans/ beside the config)"
     )
-    lead_hours: float = Field(2.0, ge=0)
-    launch_batch: int = Field(16, ge=1, description="nodes per launch action (a pool's launch is split)")
+    lead_hours: float = Field(
+        2.0,
+        ge=0,
+        le=24 * 31,
+        description="gangs starting this soon are made ahead",
+        json_schema_extra={"unit": "hours"},
+    )
+    launch_batch: int = Field(
+        16, ge=1, le=1000, description="nodes per launch action (a pool's launch is split)"
+    )
     disruption_budget: str = Field(
         "50%",
         description="the most of a pool's running nodes one reconcile terminates: a share (50%) or a number "
         "of nodes; a larger shrink waits for later cycles (each held-back shrink is an event)",
     )
-    plan_time_limit: float = Field(120.0, gt=0, description="seconds each re-plan's solver may take")
+    plan_time_limit: float = Field(
+        120.0,
+        gt=0,
+        le=24 * 3600,
+        description="seconds each re-plan's solver may take",
+        json_schema_extra={"unit": "s"},
+    )
     jobs: Jobs = Jobs()
     backoff: Backoff = Backoff()
     checkpoint_hook: CheckpointHook | None = None
     metrics: MetricsSection = MetricsSection()
 
-    @field_validator("disruption_budget")
+    _paths = field_validator("scenario", "plans", mode="before")(_plain_path)
+
+    @field_validator("database")
     @classmethod
-    def _budget(cls, value: str) -> str:
-        DisruptionBudget.parse(value)  # ValueError saying what it takes
-        return value
+    def _database(cls, value: str | None) -> str | None:
+        return None if value is None else check_database_url(value)
+
+    @field_validator("disruption_budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        """``50%`` or ``3`` (a YAML number of nodes too), read as every other number is: ASCII digits,
+        finite, in range (``DisruptionBudget.parse`` alone takes ``1_0`` and other scripts' digits)."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            return value  # pydantic's own error names the type
+        text = value.strip()
+        if text.endswith("%"):
+            parse_number(text[:-1], Range(ge=0, le=100, unit="%"))
+        else:
+            parse_number(text, Range(ge=0, le=100_000, unit="nodes", whole=True))
+        DisruptionBudget.parse(text)
+        return text
 
     @property
     def budget(self) -> DisruptionBudget:
@@ -185,19 +357,153 @@ class DaemonConfig(_Strict):
         return None if self.provider.settings is None else self.path(self.provider.settings)
 
 
-def load_config(path: str | Path) -> DaemonConfig:
-    """``path`` validated; InputError naming the file and field for anything wrong, the scenario file
-    missing included."""
+def read_config(path: str | Path) -> DaemonConfig:
+    """``path`` validated on its own (the fields, not the files and programs they name); InputError
+    naming the file and field. What a fuzzer drives: no file is opened but ``path``."""
     path = Path(path)
     data = read_yaml(path, "daemon config")
     if not isinstance(data, dict):
         raise InputError(path, None, "must be a mapping (scenario:, provider:, jobs:, ...)")
+    if "base" in data:
+        raise InputError(path, "base", "Extra inputs are not permitted for schema gpuplan.daemon/v1")
     try:
-        config = DaemonConfig.model_validate({**data, "base": path.resolve().parent})
+        return DaemonConfig.model_validate({**data, "base": path.resolve().parent})
     except ValidationError as exc:
         raise validation_error(path, "gpuplan.daemon/v1", exc) from None
+
+
+def load_config(path: str | Path) -> DaemonConfig:
+    """``path`` validated, and what it names there: the scenario and settings files, the checkpoint hook's
+    program (found and executable; a relative path with a slash is taken from the config's directory, as
+    every path in the file). InputError naming the file and field for anything wrong."""
+    path = Path(path)
+    config = read_config(path)
     if not config.scenario_path.is_file():
         raise InputError(path, "scenario", f"{config.scenario_path} is not a file")
     if config.settings_path is not None and not config.settings_path.is_file():
         raise InputError(path, "provider.settings", f"{config.settings_path} is not a file")
+    hook = config.checkpoint_hook
+    if hook is not None and hook.command is not None:
+        program = _program(path, config, hook.command[0])
+        if program != hook.command[0]:
+            hook = hook.model_copy(update={"command": [program, *hook.command[1:]]})
+            config = config.model_copy(update={"checkpoint_hook": hook})
     return config
+
+
+def _program(path: Path, config: DaemonConfig, word: str) -> str:
+    """The hook's program as it will be run: a name looked up on PATH (kept as a name), a path made
+    absolute from the config's directory; InputError when it is missing or not executable."""
+    where = "checkpoint_hook.command"
+    if os.sep not in word and (os.altsep is None or os.altsep not in word):
+        if shutil.which(word) is None:
+            raise InputError(path, where, f"{word!r} is not a program on PATH (or not executable)")
+        return word
+    program = config.path(Path(word))
+    if not program.exists():
+        raise InputError(path, where, f"{program} does not exist")
+    if not program.is_file():
+        raise InputError(path, where, f"{program} is not a file")
+    if not os.access(program, os.X_OK):
+        raise InputError(path, where, f"{program} is not executable (chmod +x)")
+    return str(program)
+
+
+def check_database(path: str | Path, config: DaemonConfig) -> str:
+    """Open the daemon's database the way the daemon will, and close it; what it is (``SQLite file
+    .../daemon.db (new)``, ``PostgreSQL 15 at host:5432/db``) or InputError with what a user can act on:
+    a wrong password, no such host, nothing listening, no such database or user, the driver missing, a
+    SQLite directory that does not exist or a file that is not a database. Nothing is written: a SQLite
+    file that does not exist yet is not made (the daemon makes it)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(config.database_url)
+    if url.get_backend_name() == "sqlite":
+        return _check_sqlite(Path(path), Path(url.database or ""))
+    return _check_postgresql(Path(path), config.database_url)
+
+
+def _check_sqlite(path: Path, file: Path) -> str:
+    import sqlite3
+
+    where = "database"
+    folder = file.parent if str(file.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(path, where, f"the SQLite file's directory {folder} does not exist")
+    if not file.exists():
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(path, where, f"cannot create {file}: the directory {folder} is not writable")
+        return f"SQLite file {file} (new)"
+    if not file.is_file():
+        raise InputError(path, where, f"{file} is not a file")
+    try:
+        connection = sqlite3.connect(
+            f"{file.resolve().as_uri()}?mode=ro", uri=True, timeout=CONNECT_TIMEOUT_SECONDS
+        )
+        try:
+            connection.execute("PRAGMA schema_version").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        raise InputError(path, where, f"{file} cannot be opened as a SQLite database: {exc}") from None
+    if not os.access(file, os.W_OK):
+        raise InputError(path, where, f"{file} is read-only: the daemon writes its journal there")
+    return f"SQLite file {file}"
+
+
+def _check_postgresql(path: Path, url: str) -> str:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    where = "database"
+    parsed = make_url(url)
+    place = f"{parsed.host or 'the local socket'}" + (f":{parsed.port}" if parsed.port else "")
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS})
+    except ImportError as exc:
+        raise InputError(
+            path,
+            where,
+            f"the PostgreSQL driver is missing ({exc.name or exc}): pip install 'gpuplan[daemon]'",
+        ) from None
+    try:
+        with engine.connect() as connection:
+            version = connection.execute(text("show server_version")).scalar()
+    except DBAPIError as exc:
+        raise InputError(path, where, _postgresql_problem(exc, parsed, place)) from None
+    except SQLAlchemyError as exc:
+        raise InputError(
+            path, where, f"cannot connect to {place}: {_masked(str(exc), parsed.password)}"
+        ) from None
+    finally:
+        engine.dispose()
+    return f"PostgreSQL {str(version).split()[0]} at {place}/{parsed.database or ''}"
+
+
+def _postgresql_problem(exc: Exception, parsed: Any, place: str) -> str:
+    """The driver's refusal as something to do about it (the password never shown)."""
+    orig = getattr(exc, "orig", None)
+    message = str(orig if orig is not None else exc).strip()
+    lowered = message.lower()
+    user, database = parsed.username or "(none)", parsed.database or "(none)"
+    if "password authentication failed" in lowered:
+        return f"PostgreSQL at {place} refused the password of user {user!r}: wrong password"
+    if "no password supplied" in lowered:
+        return f"PostgreSQL at {place} wants a password for user {user!r}: put it in the URL (user:pw@host)"
+    if "could not translate host name" in lowered or "name or service not known" in lowered:
+        return f"no such host {parsed.host!r} (the name does not resolve)"
+    if "connection refused" in lowered:
+        return f"nothing answers at {place}: is PostgreSQL running there, on that port?"
+    if "timeout expired" in lowered or "timed out" in lowered:
+        return f"no answer from {place} within {CONNECT_TIMEOUT_SECONDS} s (a firewall, or the wrong host)"
+    if "database" in lowered and "does not exist" in lowered:
+        return f"PostgreSQL at {place} has no database {database!r} (create database {database})"
+    if "role" in lowered and "does not exist" in lowered:
+        return f"PostgreSQL at {place} has no user {user!r}"
+    first = message.splitlines()[0] if message else type(exc).__name__
+    return f"cannot connect to {place}: {_masked(first, parsed.password)}"
+
+
+def _masked(text: str, password: str | None) -> str:
+    return text.replace(password, "***") if password else text
