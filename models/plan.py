@@ -42,6 +42,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationError,
     ValidationInfo,
     field_validator,
 )
@@ -167,11 +168,11 @@ def _not_a_number(value: Any) -> str | None:
         return "a boolean is not a number"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value} is not a finite number"
-    if isinstance(value, str):
+    if isinstance(value, str):  # pydantic's lax mode would read "1_000" or "١٦" as a number
         try:
             strict_float(value)
-        except ValueError:
-            return None  # not a number at all: pydantic says so
+        except ValueError as exc:
+            return str(exc)
         return f"{value!r} is a number in quotes; gpuplan writes numbers without them"
     return None  # a list or mapping: its items' own type (Usd, Count, Amount) checks each
 
@@ -723,6 +724,7 @@ def check_consistency(
     a key. ``rows``: the spreadsheet row of each row of ``allocations`` (blank lines skipped), for messages.
     """
     _check_references(plan_json, document)
+    _check_echo(plan_json, document)
     recorded = document.allocations_file
     if recorded is not None and (allocations_sha256 != recorded.sha256 or len(allocations) != recorded.rows):
         raise InputError(
@@ -1024,6 +1026,25 @@ def _echo_names(echo: ScenarioEcho, section: str) -> list[str] | None:
             None, f"inputs.{section}", "must be a list of objects with a name, as the scenario's"
         )
     return [item["name"] for item in items]
+
+
+def _check_echo(path: Path, document: PlanDocument) -> None:
+    """The scenario echoed in ``inputs`` reads as a scenario, as strictly as the file it came from. Why:
+    commands read it (chargeback the teams' guarantees, the daemon the workloads), and an echo edited to
+    hold ``guaranteed_gpus: "1_000"`` or ``true`` would be read as a number there. ``max_spot_share`` is
+    the planner's own addition."""
+    from models.scenario import Scenario
+
+    echo = document.inputs.model_dump(mode="json")
+    echo.pop("max_spot_share", None)
+    try:
+        Scenario.model_validate(echo)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in ("inputs", *first["loc"]))
+        raise InputError(
+            path, where, f"{first['msg']} (the scenario echo is not the scenario gpuplan read)"
+        ) from None
 
 
 def _check_references(path: Path, document: PlanDocument) -> None:

@@ -378,9 +378,9 @@ def load_config(path: str | Path) -> DaemonConfig:
     every path in the file). InputError naming the file and field for anything wrong."""
     path = Path(path)
     config = read_config(path)
-    if not config.scenario_path.is_file():
+    if not _is_file(config.scenario_path):
         raise InputError(path, "scenario", f"{config.scenario_path} is not a file")
-    if config.settings_path is not None and not config.settings_path.is_file():
+    if config.settings_path is not None and not _is_file(config.settings_path):
         raise InputError(path, "provider.settings", f"{config.settings_path} is not a file")
     hook = config.checkpoint_hook
     if hook is not None and hook.command is not None:
@@ -389,6 +389,14 @@ def load_config(path: str | Path) -> DaemonConfig:
             hook = hook.model_copy(update={"command": [program, *hook.command[1:]]})
             config = config.model_copy(update={"checkpoint_hook": hook})
     return config
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name the system cannot even look up (too long, a loop) is not one."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _program(path: Path, config: DaemonConfig, word: str) -> str:
