@@ -43,7 +43,7 @@ def read_json_document(path: str | Path, model: type[M], schema: str, made_by: s
         text = path.read_text(encoding="utf-8")
         if not text.strip():
             raise InputError(path, None, f"empty file (run `{made_by}` again)")
-        data = json.loads(text, parse_constant=_not_json)
+        data = json.loads(text)
     except FileNotFoundError:
         raise InputError(path, None, f"file not found (run `{made_by}` first)") from None
     except IsADirectoryError:
@@ -54,10 +54,6 @@ def read_json_document(path: str | Path, model: type[M], schema: str, made_by: s
         raise InputError(path, None, "not a text file (gpuplan writes UTF-8 JSON)") from None
     except json.JSONDecodeError as exc:
         raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    except _NonFinite as exc:
-        raise InputError(
-            path, None, f"not valid JSON: {exc} is not a number JSON has (gpuplan never writes it)"
-        ) from None
     if not isinstance(data, dict):
         raise InputError(path, None, f"expected a JSON object, found {_json_kind(data)}")
     if data.get("schema") != schema:
@@ -73,14 +69,6 @@ def read_json_document(path: str | Path, model: type[M], schema: str, made_by: s
         return model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(path, schema, exc) from None
-
-
-class _NonFinite(ValueError):
-    """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON file: Python reads them, JSON has no such numbers."""
-
-
-def _not_json(constant: str) -> float:
-    raise _NonFinite(constant)
 
 
 def _json_kind(value: object) -> str:

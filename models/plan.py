@@ -1029,22 +1029,35 @@ def _echo_names(echo: ScenarioEcho, section: str) -> list[str] | None:
 
 
 def _check_echo(path: Path, document: PlanDocument) -> None:
-    """The scenario echoed in ``inputs`` reads as a scenario, as strictly as the file it came from. Why:
-    commands read it (chargeback the teams' guarantees, the daemon the workloads), and an echo edited to
-    hold ``guaranteed_gpus: "1_000"`` or ``true`` would be read as a number there. ``max_spot_share`` is
-    the planner's own addition."""
-    from models.scenario import Scenario
+    """The parts of the scenario echo (``inputs``) that commands read, read as strictly as the scenario
+    file they came from: its teams (chargeback's guarantees), services and training jobs (chargeback's
+    GPU models and memory, k8s, the portal). Why: an echo edited to hold ``guaranteed_gpus: "1_000"``,
+    ``true`` or NaN would be read as a number there. The contract asks only ``name`` of the echo, so a
+    section it does not hold is not asked for."""
+    from models.scenario import InferenceService, Team, TrainingJob
 
     echo = document.inputs.model_dump(mode="json")
-    echo.pop("max_spot_share", None)
-    try:
-        Scenario.model_validate(echo)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in ("inputs", *first["loc"]))
-        raise InputError(
-            path, where, f"{first['msg']} (the scenario echo is not the scenario gpuplan read)"
-        ) from None
+    sections: tuple[tuple[str, type[BaseModel]], ...] = (
+        ("teams", Team),
+        ("inference", InferenceService),
+        ("training", TrainingJob),
+    )
+    for section, model in sections:
+        items = echo.get(section)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise InputError(path, f"inputs.{section}", "must be a list, as the scenario has it")
+        for index, item in enumerate(items):
+            try:
+                model.model_validate(item)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in ("inputs", section, index, *first["loc"]))
+                problem = str(first["msg"]).removeprefix("Value error, ")
+                raise InputError(
+                    path, where, f"{problem} (the scenario echo is not one gpuplan reads)"
+                ) from None
 
 
 def _check_references(path: Path, document: PlanDocument) -> None:

@@ -41,6 +41,7 @@ from typing import Final
 
 from models.actions import Action, ActionKind
 from models.naming import TAG_STANDS_IN, client_token, managed_by_terraform, safe_name
+from models.numbers import strict_float
 from models.tiers import CapacityType
 from planner.outputs.desired import DesiredState, reservation_name
 from providers.base import Inventory, Node
@@ -86,8 +87,11 @@ class DisruptionBudget:
         value = text.strip()
         try:
             if value.endswith("%"):
-                return cls(share=float(value[:-1]) / 100, nodes=None)
-            return cls(share=None, nodes=int(value))
+                return cls(share=strict_float(value[:-1]) / 100, nodes=None)
+            nodes = strict_float(value)
+            if not nodes.is_integer():
+                raise ValueError(f"{value!r} is not a whole number of nodes")
+            return cls(share=None, nodes=int(nodes))
         except ValueError as exc:
             wanted = "a share of the pool's nodes (50%) or a number of nodes (3)"
             raise ValueError(f"{text!r} is not a disruption budget ({exc}); give {wanted}") from None

@@ -422,24 +422,30 @@ VARY_OUT_OF_RANGE = [
     ("colocation.depreciation_months=x0", "colocation.depreciation_months: must be greater than 0, got 0"),
     ("colocation.pue=0.5", "the changed scenario is not valid: colocation.pue"),
     ("colocation.residual_value_pct=+500%", "colocation.residual_value_pct: must be at most 100 %, got 180"),
-    ("colocation.max_nodes=x1e308", "makes colocation.max_nodes inf, not a finite number"),
+    ("colocation.max_nodes=x1e308", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
     ("capacity=-4", "capacity is a number of nodes (a whole number >= 0), got -4"),
     ("capacity=2.5", "capacity is a number of nodes"),
-    ("capacity:H100=x1e308", "makes the capacity of aws:us-east-1:p5.48xlarge inf"),
-    ("price=x1e308", "makes the on_demand price of aws:us-east-1:p5.48xlarge inf, not a finite number"),
-    ("spot_price:aws=x1e308", "makes the spot price of aws:us-east-1:p5.48xlarge inf"),
+    ("capacity:H100=x1e308", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
+    ("price=x1e308", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
+    ("spot_price:aws=x1e308", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
     ("spot_interruptions=-0.5", "spot interruptions per node-hour must be >= 0, got -0.5"),
-    ("spot_interruptions=x1e308 spot_interruptions=x1e308", "makes the spot interruptions of"),
+    (
+        "spot_interruptions=x1e308 spot_interruptions=x1e308",
+        "is beyond any change gpuplan plans with (at most 1000000 either way)",
+    ),
     ("max_spot_share=1.5", "max_spot_share is a share of training GPU-hours, from 0 to 1, got 1.5"),
     ("max_spot_share=-0.1", "from 0 to 1, got -0.1"),
     ("demand=x0", "the changed scenario is not valid: inference[0].scale: must be greater than 0, got 0"),
-    ("demand=x1e308", "makes the replicas of inference 'chat' grow to inf over the horizon"),
-    ("demand=x1e200 demand=x1e200", "makes the scale of inference 'chat' inf"),
+    ("demand=x1e308", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
+    ("demand=x1e200 demand=x1e200", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
     ("growth=-1", "monthly growth must be > -1"),
     ("growth=-0.6 growth=x2", "the changed scenario is not valid: inference[0].replicas.monthly_growth"),
     ("training_hours=0", "training hours must be > 0, got 0"),
-    ("training_hours=x1e308", "makes the hours of training 'ft' inf, not a finite number"),
+    ("training_hours=x1e308", "is beyond any change gpuplan plans with (at most 1000000 either way)"),
 ]
+
+
+BEYOND = "is beyond any change gpuplan plans with (at most 1000000 either way)"
 
 
 @pytest.mark.parametrize(("change", "problem"), VARY_OUT_OF_RANGE, ids=[c[0] for c in VARY_OUT_OF_RANGE])
@@ -480,14 +486,14 @@ def test_the_change_that_makes_a_scenario_invalid_is_the_one_named(kit) -> None:
 
 
 def test_growth_that_overflows_over_the_horizon_is_named(kit) -> None:
-    """2e306 a month is a finite number, but not over a year of months."""
+    """A growth factor beyond any change gpuplan plans with is named (1e308 would overflow over a year)."""
     service = {"name": "chat", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
                "replicas": {"profile": "diurnal", "base": 1, "peak": 3, "monthly_growth": 0.02}}  # fmt: skip
     scenario = parse(kit.scenario_dict(hours=8760, inference=[service]))
     with pytest.raises(InputError) as caught:
         apply_variations(scenario, Catalog([]), parse_all(["demand=x1.5", "growth=x1e308"]))
     assert caught.value.where == "--vary[1]"
-    assert "'growth=x1e308': makes the replicas of inference 'chat' grow to inf" in caught.value.problem
+    assert f"'growth=x1e308': 1e+308 {BEYOND}" in caught.value.problem
 
 
 # ---- sweep files ------------------------------------------------------------------------------------

@@ -459,3 +459,14 @@ def test_names_that_collide_in_the_clouds_are_refused_at_validation(tmp_path: Pa
     assert "training[1].name" in message and "'FT-A' and 'ft a'" in message and "'ft-a'" in message
     data["training"][1]["name"] = "ft-b"
     assert [j.name for j in parse(data, tmp_path / "scenario.yaml").training] == ["ft a", "ft-b"]
+
+
+@pytest.mark.parametrize("text", ["1_0", "١٠", "nan%", "inf", "2.5", "true", "-1", "150%"])
+def test_a_disruption_budget_is_read_as_strictly_as_every_number(text: str) -> None:
+    """``--disruption-budget`` and daemon.yaml's ``disruption_budget``: plain digits, whole nodes, 0-100 %."""
+    from planner.operations.reconcile import DisruptionBudget
+
+    with pytest.raises(ValueError, match="is not a disruption budget"):
+        DisruptionBudget.parse(text)
+    assert DisruptionBudget.parse("3") == DisruptionBudget(share=None, nodes=3)
+    assert DisruptionBudget.parse(" 25% ") == DisruptionBudget(share=0.25, nodes=None)

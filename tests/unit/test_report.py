@@ -795,7 +795,7 @@ def _plan_json(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
         (lambda d: d["commitments"][0].update(term="5y"), "plan.json: commitments.0.term: Input should be"),
         (
             lambda d: d["costs"].update(total_usd="a lot"),
-            "plan.json: costs.total_usd: Input should be a valid",
+            "plan.json: costs.total_usd: 'a lot' is not a number",
         ),
         (lambda d: d["baselines"].update(greedy=1.0), "plan.json: baselines.greedy: Extra inputs"),
         (lambda d: d.update(schema="gpuplan.plan/v0"), "this gpuplan reads schema 'gpuplan.plan/v1'"),
