@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 __all__ = [
     "Range",
     "StrictModel",
+    "checked_in_range",
     "checked_number",
     "field_range",
     "number_text",
@@ -157,10 +158,12 @@ def checked_number(value: Any, kind: type, field: FieldInfo) -> Any:
     """One value of an int (``kind``) or float field: not a boolean, a number (a string only in ASCII
     digits: YAML 1.1 reads ``1e30`` as a string), finite, whole for an int, inside the field's bounds.
     A value of another type is returned as it is (pydantic's own error names it)."""
-    return _checked(value, kind, field_range(field, whole=kind is int))
+    return checked_in_range(value, kind, field_range(field, whole=kind is int))
 
 
-def _checked(value: Any, kind: type, allowed: Range) -> Any:
+def checked_in_range(value: Any, kind: type, allowed: Range) -> Any:
+    """One value read as an int or float (``kind``) inside ``allowed``, as :func:`checked_number` reads a
+    field's: for numbers that live outside a pydantic field (a dataclass's, a mapping's)."""
     if isinstance(value, bool):
         raise ValueError("a boolean is not a number")
     if isinstance(value, str):
@@ -189,7 +192,7 @@ class StrictModel(BaseModel):
         if value is None:
             return value
         numeric = _numeric_field(cls, info.field_name or "")
-        return value if numeric is None else _checked(value, *numeric)
+        return value if numeric is None else checked_in_range(value, *numeric)
 
 
 @functools.cache

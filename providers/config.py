@@ -24,7 +24,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from models.errors import InputError
-from models.numbers import Range, checked_number
+from models.numbers import Range, checked_in_range
 from models.yamlfile import read_yaml
 from providers.base import Capability, Provider
 
@@ -70,13 +70,10 @@ def checked_retry(value: Any) -> Any:
 
 def _number(value: Any, allowed: Range) -> Any:
     """``value`` checked against ``allowed``, or the problem as text."""
-    from pydantic.fields import FieldInfo
-
-    field = FieldInfo(annotation=float, ge=allowed.ge, gt=allowed.gt, le=allowed.le, lt=allowed.lt)
     if not isinstance(value, bool) and not isinstance(value, int | float | str):
         return "must be a number"
     try:
-        return checked_number(value, int if allowed.whole else float, field)
+        return checked_in_range(value, int if allowed.whole else float, allowed)
     except ValueError as exc:
         return str(exc)
 
