@@ -1036,7 +1036,7 @@ def _check_echo(path: Path, document: PlanDocument) -> None:
     section it does not hold is not asked for."""
     from models.scenario import InferenceService, Team, TrainingJob
 
-    echo = document.inputs.model_dump(mode="json")
+    echo = document.inputs.model_dump()  # not mode="json": it writes inf and NaN as null
     sections: tuple[tuple[str, type[BaseModel]], ...] = (
         ("teams", Team),
         ("inference", InferenceService),
