@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import difflib
 import io
-import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from models.tiers import Tier
 if TYPE_CHECKING:
     import pandas as pd
 
-_log = logging.getLogger("gpuplan.catalog")
 
 __all__ = [
     "CLOUDS",
@@ -318,8 +316,7 @@ class Catalog:
         if path is None or (isinstance(path, str) and path == "embedded"):
             return cls(_read_csv(EMBEDDED_CATALOG_PATH, found), source="embedded", warnings=found)
         offerings = _read_csv(Path(path), found)
-        for warning in found:
-            _log.warning("warning: %s", warning)
+        # the commands say them: ``gpuplan catalog`` at once, plan and validate with the plan's warnings
         return cls(offerings, source=str(path), warnings=found)
 
     def __len__(self) -> int:

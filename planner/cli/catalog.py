@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError
-from planner.cli.common import fail, out
+from planner.cli.common import err, fail, out
 
 if TYPE_CHECKING:
     from models.catalog import Catalog, Offering
@@ -43,6 +43,8 @@ def catalog(
         rows = _select_offerings(loaded, gpu or [], cloud or [], region or [], fabric)
     except GpuplanError as error:
         raise fail(error) from None
+    for warning in loaded.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if csv:
         frame = Catalog(rows).to_dataframe()
         sys.stdout.write(frame.to_csv(index=False))

@@ -4,14 +4,15 @@ a bounded number of offerings. Each refusal is one InputError naming the file, r
 from __future__ import annotations
 
 import csv
-import logging
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import models.catalog as catalog_module
 from models.catalog import EMBEDDED_CATALOG_PATH, MAX_PRICE_RATIO, Catalog
 from models.errors import InputError
+from planner.cli import app
 
 
 def _rows() -> list[list[str]]:
@@ -66,15 +67,16 @@ def test_a_price_far_above_on_demand_is_refused(tmp_path: Path, column: str, tim
 
 
 @pytest.mark.parametrize(("column", "times"), [("spot_usd_h", 1.2), ("reserved_1y_usd_h", 1.5)])
-def test_a_price_a_little_above_on_demand_is_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, column: str, times: float
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="gpuplan.catalog"):
-        catalog = Catalog.load(_with(tmp_path, column, times=times))
+def test_a_price_a_little_above_on_demand_is_a_warning(tmp_path: Path, column: str, times: float) -> None:
+    path = _with(tmp_path, column, times=times)
+    catalog = Catalog.load(path)
     (warning,) = [w for w in catalog.warnings if column in w]
     assert f"row 2, column {column}: " in warning and f"{times:.2f} x the on-demand" in warning
-    assert warning in caplog.text  # on stderr for a user (the logger's last-resort handler)
     assert len(catalog) == 3
+    # said once where a person reads it: gpuplan catalog on stderr (plan and validate: the plan's warnings)
+    result = CliRunner().invoke(app, ["catalog", "--catalog", str(path), "--csv"])
+    assert result.exit_code == 0
+    assert " ".join(result.stderr.split()).count(" ".join(f"warning: {warning}".split())) == 1
 
 
 def test_a_three_year_rate_above_the_one_year_rate_is_a_warning(tmp_path: Path) -> None:
