@@ -113,12 +113,13 @@ def provision(
     from models.plan import Plan
     from planner.operations.provision import apply, prepare
     from planner.operations.reconcile import DisruptionBudget
+    from planner.outputs.desired import lead_hours_problem
     from providers.config import load_provider_config, open_provider
 
     _configure_logging(quiet)
     try:
-        if lead_hours < 0:
-            raise InputError(None, "--lead-hours", f"must be >= 0, got {lead_hours}")
+        if (problem := lead_hours_problem(lead_hours)) is not None:
+            raise InputError(None, "--lead-hours", problem)
         if buy_capacity_block is not None and (max_usd is None or not max_usd > 0):
             raise InputError(
                 None, "--max-usd", "give the most the block may cost upfront (a positive USD figure)"

@@ -58,6 +58,7 @@ def terraform(
     """
     from models.plan import Plan
     from planner.cli.provision import parse_time
+    from planner.outputs.desired import lead_hours_problem
     from planner.outputs.terraform import Moment, write_roots
     from providers.base import Capability
     from providers.config import CLOUDS, capabilities_of
@@ -65,8 +66,8 @@ def terraform(
     try:
         if at is not None and peak:
             raise InputError(None, "--at", "give --at TIME or --peak, not both")
-        if lead_hours < 0:
-            raise InputError(None, "--lead-hours", f"must be >= 0, got {lead_hours}")
+        if (problem := lead_hours_problem(lead_hours)) is not None:
+            raise InputError(None, "--lead-hours", problem)
         loaded = Plan.read(plan_dir)
         reserving = frozenset(c for c in CLOUDS if Capability.GANG_RESERVATIONS in capabilities_of(c))
         moment = Moment(None if at is None else parse_time(at), lead_hours, reserving)

@@ -35,10 +35,12 @@ from models.tiers import CapacityType, Tier
 
 __all__ = [
     "DEFAULT_LEAD_HOURS",
+    "MAX_LEAD_HOURS",
     "DesiredGang",
     "DesiredPool",
     "DesiredState",
     "desired_state",
+    "lead_hours_problem",
     "period_of",
     "plan_id_of",
     "region_of",
@@ -48,6 +50,18 @@ __all__ = [
 
 #: Hours before a gang's start at which its placement group and reservation are made.
 DEFAULT_LEAD_HOURS: Final = 2.0
+#: The longest lead a gang's placement group and reservation are made with (a month: a reservation made
+#: further ahead bills at on demand for nothing that long).
+MAX_LEAD_HOURS: Final = 24.0 * 31
+
+
+def lead_hours_problem(value: float) -> str | None:
+    """Why ``value`` is not a lead time (``--lead-hours``, daemon.yaml ``lead_hours``), or None."""
+    if not math.isfinite(value) or not 0 <= value <= MAX_LEAD_HOURS:
+        return f"must be from 0 to {MAX_LEAD_HOURS:g} hours (a month), got {value:g}"
+    return None
+
+
 #: Below this a pool's fractional node count is float noise, not a node more (0.9999999 nodes is 1).
 _NODE_TOLERANCE: Final = 1e-6
 

@@ -406,7 +406,9 @@ def test_an_azure_eviction_policy_and_a_failed_gang_lro(
         (["--at", "2026-01-01T00:00:00Z"], "--at: 2026-01-01T00:00:00Z is outside the plan's horizon"),
         (["--at", "next tuesday"], "--at: not an ISO 8601 time"),
         (["--cloud", "oracle"], "--cloud: unknown provider 'oracle'"),
-        (["--lead-hours", "-1"], "--lead-hours: must be >= 0"),
+        (["--lead-hours", "-1"], "--lead-hours: must be from 0 to 744 hours (a month), got -1"),
+        (["--lead-hours", "1e9"], "--lead-hours: must be from 0 to 744 hours (a month), got 1e+09"),
+        (["--lead-hours", "nan"], "--lead-hours: must be from 0 to 744 hours (a month), got nan"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

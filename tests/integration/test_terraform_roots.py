@@ -223,6 +223,7 @@ def test_bad_options_exit_2(week_plan: Callable[[str], Path], tmp_path: Path) ->
         (["--at", "2027-02-01T00:00:00Z", "--peak"], "not both"),
         (["--at", "2031-01-01"], "outside the plan's horizon"),
         (["--cloud", "oci"], "unknown cloud 'oci'"),
+        (["--lead-hours", "800"], "--lead-hours: must be from 0 to 744 hours (a month), got 800"),
     ):
         result = runner.invoke(app, ["terraform", plan_dir, "-o", str(tmp_path / "x"), *extra])
         assert result.exit_code == 2 and message in result.output

@@ -37,6 +37,7 @@ from models.errors import InputError
 from models.numbers import Range, StrictModel, parse_number
 from models.yamlfile import read_yaml
 from planner.operations.reconcile import DisruptionBudget
+from planner.outputs.desired import MAX_LEAD_HOURS
 
 __all__ = [
     "Backoff",
@@ -278,7 +279,7 @@ class DaemonConfig(_Strict):
     lead_hours: float = Field(
         2.0,
         ge=0,
-        le=24 * 31,
+        le=MAX_LEAD_HOURS,
         description="gangs starting this soon are made ahead",
         json_schema_extra={"unit": "hours"},
     )
