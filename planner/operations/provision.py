@@ -1,11 +1,15 @@
 """Provision a plan: read the fleet, reconcile it with the plan, and (only when asked) act.
 
 :func:`prepare` asks the provider for its inventory and returns the action list of
-``planner.operations.reconcile``;
-:func:`apply` executes it in order. A failed action does not stop the run: the actions that depend on it
-are skipped, every other one still runs, and each result says what happened, so a summary can name the
-pool that is short and why. Every call is logged (``gpuplan.provision``) with names and counts only:
-nothing from the provider's settings or the environment is ever put in a message.
+``planner.operations.reconcile``, with the launches the account's quotas cannot take refused before
+anything is made (``planner.operations.quotas``); :func:`apply` executes it in order. A failed action
+does not stop the run: the actions that depend on it are skipped, every other one still runs, and each
+result says what happened, so a summary can name the pool that is short and why. Two exceptions keep
+gangs from harm: a gang whose reservation failed launches without it (and, when the cloud has no
+capacity for that either, its result names the Capacity Blocks offered), and a gang launch that failed
+after making part of its nodes terminates them (all or nothing). Every call is logged
+(``gpuplan.provision``) with names and counts only: nothing from the provider's settings or the
+environment is ever put in a message.
 """
 
 from __future__ import annotations
