@@ -40,7 +40,17 @@ import yaml
 
 from models.errors import GpuplanError
 
-__all__ = ["KINDS", "Case", "Outcome", "Workspace", "classify", "generate", "run_case"]
+__all__ = [
+    "KINDS",
+    "Case",
+    "Outcome",
+    "Workspace",
+    "classify",
+    "generate",
+    "key_paths",
+    "run_case",
+    "value_at",
+]
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 
@@ -123,25 +133,26 @@ def run_case(case: Case, scratch: Path, index: int) -> Outcome:
 # mutations of parsed documents (YAML, JSON) and of CSV text
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def key_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into a parsed YAML or JSON tree (containers and leaves)."""
     found: list[tuple[Any, ...]] = [prefix] if prefix else []
     if isinstance(node, dict):
         for key, value in node.items():
-            found += _paths(value, (*prefix, key))
+            found += key_paths(value, (*prefix, key))
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            found += _paths(value, (*prefix, index))
+            found += key_paths(value, (*prefix, index))
     return found
 
 
-def _get(node: Any, path: tuple[Any, ...]) -> Any:
+def value_at(node: Any, path: tuple[Any, ...]) -> Any:
     for part in path:
         node = node[part]
     return node
 
 
 def _set(node: Any, path: tuple[Any, ...], value: Any) -> None:
-    _get(node, path[:-1])[path[-1]] = value
+    value_at(node, path[:-1])[path[-1]] = value
 
 
 def mutate_document(
@@ -155,9 +166,9 @@ def mutate_document(
     :data:`WRONG_NUMBERS` value is wrong; an unknown key added to a mapping is wrong where the reader
     refuses unknown keys (``strict_keys``); anything else is only asked not to crash the reader."""
     doc = copy.deepcopy(base)
-    paths = [p for p in _paths(doc) if skip is None or not skip(p)]
+    paths = [p for p in key_paths(doc) if skip is None or not skip(p)]
     path = rng.choice(paths)
-    current = _get(doc, path)
+    current = value_at(doc, path)
     roll = rng.random()
     if isinstance(current, int | float) and not isinstance(current, bool) and roll < 0.6:
         value = rng.choice(WRONG_NUMBERS)
@@ -168,8 +179,8 @@ def mutate_document(
         if key not in current:
             current[key] = 1
             return doc, f"{_dotted(path)} gains the unknown key {key!r}", True
-    if roll < 0.9 and isinstance(_get(doc, path[:-1]), dict):
-        del _get(doc, path[:-1])[path[-1]]
+    if roll < 0.9 and isinstance(value_at(doc, path[:-1]), dict):
+        del value_at(doc, path[:-1])[path[-1]]
         return doc, f"{_dotted(path)} deleted", False
     value = rng.choice(ANY_VALUES)
     _set(doc, path, value)

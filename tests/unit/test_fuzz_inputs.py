@@ -26,6 +26,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from input_fuzz import key_paths, value_at
 from typer.testing import CliRunner
 
 from models.catalog import EMBEDDED_CATALOG_PATH
@@ -48,35 +49,17 @@ BAD_VALUES: tuple[Any, ...] = (
 PLAUSIBLE_VALUES: tuple[Any, ...] = (0, 1, 2, 0.5, 3, "", "x", [], None, True)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key path into a parsed YAML tree (containers and leaves)."""
-    found: list[tuple[Any, ...]] = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*prefix, index))
-    return found
-
-
-def _get(node: Any, path: tuple[Any, ...]) -> Any:
-    for part in path:
-        node = node[part]
-    return node
-
-
 @st.composite
 def mutated(draw: st.DrawFn, values: tuple[Any, ...] = BAD_VALUES) -> tuple[str, dict[str, Any]]:
     """(scenario name, its data with one to three mutations)."""
     name = draw(st.sampled_from(sorted(BASES)))
     data = copy.deepcopy(BASES[name])
     for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(data)
+        paths = key_paths(data)
         if not paths:
             break
         path = draw(st.sampled_from(paths))
-        parent = _get(data, path[:-1])
+        parent = value_at(data, path[:-1])
         key = path[-1]
         action = draw(st.sampled_from(["set", "set", "set", "delete", "rename", "duplicate"]))
         if action == "set":
