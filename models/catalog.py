@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from models.csvheader import checked_header
 from models.errors import InputError
+from models.inputfile import decode_utf8, read_input_bytes
 from models.numbers import Range, parse_number
 from models.tiers import Tier
 
@@ -425,18 +426,13 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
 def _read_csv(path: Path, warnings: list[str]) -> list[Offering]:
     """Parse and validate every row; the first problem found raises InputError. What is doubtful but
     usable is appended to ``warnings``."""
-    if not path.exists():
-        raise InputError(path, None, "file not found")
-    if path.is_dir():
-        raise InputError(path, None, "is a directory, expected a catalog CSV file")
-    if path.stat().st_size > MAX_CATALOG_BYTES:
-        raise InputError(
-            path, None, f"{path.stat().st_size:,} bytes; a catalog CSV is at most {MAX_CATALOG_BYTES:,}"
-        )
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
-    except UnicodeDecodeError as exc:
-        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    data = read_input_bytes(
+        path,
+        MAX_CATALOG_BYTES,
+        directory="is a directory, expected a catalog CSV file",
+        too_large=lambda size: f"{size:,} bytes; a catalog CSV is at most {MAX_CATALOG_BYTES:,}",
+    )
+    text = decode_utf8(path, data)
     # csv.reader yields blank lines as records ([]), keeping our row numbers equal to a spreadsheet's.
     records = list(csv.reader(io.StringIO(text, newline="")))
     while records and not any(cell.strip() for cell in records[-1]):

@@ -50,6 +50,10 @@ def read_json_document(path: str | Path, model: type[M], schema: str, made_by: s
         raise InputError(path, None, "is a directory, not a JSON file") from None
     except NotADirectoryError:
         raise InputError(path.parent, None, f"is a file, not a directory holding {path.name}") from None
+    except PermissionError:
+        raise InputError(path, None, "cannot read: permission denied") from None
+    except OSError as exc:  # a name too long, an I/O error
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InputError(path, None, "not a text file (gpuplan writes UTF-8 JSON)") from None
     except json.JSONDecodeError as exc:

@@ -50,6 +50,7 @@ from pydantic_core import PydanticCustomError
 
 from models.documents import DocumentPart, read_json_document
 from models.errors import InputError
+from models.inputfile import read_input_bytes
 from models.numbers import strict_float
 from models.tiers import COMMITTED_TIERS, HOURS_PER_YEAR, Term, Tier
 
@@ -847,6 +848,8 @@ def plan_json_path(directory: str | Path) -> Path:
 
 
 #: allocations.csv's columns that hold text (every row names them) and numbers.
+#: A plan's CSV files: a five-year hourly plan of a large fleet is tens of MB; a file past this is not one.
+MAX_PLAN_FILE_BYTES: Final = 2**30
 _TEXT_COLUMNS: Final = ("offering", "tier", "workload", "kind", "team")
 _NUMBER_COLUMNS: Final = ("period", "nodes", "gpus", "replicas", "cost_usd")
 _KINDS: Final = ("inference", "training")
@@ -854,12 +857,7 @@ _KINDS: Final = ("inference", "training")
 
 def _file_bytes(path: Path) -> bytes:
     """The file's bytes, else an InputError saying why not (a directory, no such file)."""
-    if path.is_dir():
-        raise InputError(path, None, "is a directory, not a CSV file")
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, None, "file not found") from None
+    return read_input_bytes(path, MAX_PLAN_FILE_BYTES, directory="is a directory, not a CSV file")
 
 
 def read_allocations(path: Path, horizon: PlanHorizon, raw: bytes | None = None) -> pd.DataFrame:

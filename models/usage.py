@@ -70,6 +70,7 @@ from models.chargeback import (
 )
 from models.csvheader import checked_header
 from models.errors import InputError
+from models.inputfile import decode_utf8, read_input_bytes, size_text
 from models.numbers import Range, number_text, parse_number
 from models.tiers import COMMITTED_TIERS, Tier
 
@@ -220,30 +221,16 @@ class UsageRow(BaseModel):
 
 def _read_text(path: Path, limits: UsageLimits, what: str, hint: str) -> str:
     """The file as text, refused before reading when larger than ``limits.max_bytes``."""
-    try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise InputError(path, None, f"is a directory, expected {what}")
-        if size > limits.max_bytes:
-            raise InputError(
-                path,
-                None,
-                f"{_size(size)}; {what} may be at most {_size(limits.max_bytes)} ({hint})",
-            )
-        return path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
-    except FileNotFoundError:
-        raise InputError(path, None, f"{what} not found") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
-
-
-def _size(count: int) -> str:
-    """``64 MiB``, ``1.5 MiB``, ``398 bytes``."""
-    if count < 2**20:
-        return f"{count:,} bytes"
-    return f"{number_text(round(count / 2**20, 1))} MiB"
+    data = read_input_bytes(
+        path,
+        limits.max_bytes,
+        missing=f"{what} not found",
+        directory=f"is a directory, expected {what}",
+        too_large=lambda size: (
+            f"{size_text(size)}; {what} may be at most {size_text(limits.max_bytes)} ({hint})"
+        ),
+    )
+    return decode_utf8(path, data)
 
 
 def _time(text: str) -> datetime:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from models.csvheader import checked_header
 from models.errors import InputError
+from models.inputfile import decode_utf8, read_input_bytes
 from models.numbers import Range, parse_number
 from models.scenario import (
     MAX_HORIZON_HOURS,
@@ -82,21 +83,14 @@ def _csv_series(spec: CsvSeries, horizon: Horizon, base_dir: Path | None, where:
     path = Path(spec.csv)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    try:
-        size = path.stat().st_size
-        if size > MAX_SERIES_BYTES:
-            raise InputError(path, None, f"{size:,} bytes; a demand series is at most {MAX_SERIES_BYTES:,}")
-        text = path.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often write a BOM
-    except FileNotFoundError:
-        raise InputError(path, None, f"demand series not found (referenced by {where}.csv)") from None
-    except IsADirectoryError:
-        raise InputError(
-            path, None, f"is a directory, expected a CSV file (referenced by {where}.csv)"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
+    data = read_input_bytes(
+        path,
+        MAX_SERIES_BYTES,
+        missing=f"demand series not found (referenced by {where}.csv)",
+        directory=f"is a directory, expected a CSV file (referenced by {where}.csv)",
+        too_large=lambda size: f"{size:,} bytes; a demand series is at most {MAX_SERIES_BYTES:,}",
+    )
+    text = decode_utf8(path, data)
     try:
         records = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:

@@ -31,7 +31,6 @@ again for its message, which names the offending character or alias where libyam
 from __future__ import annotations
 
 import codecs
-import os
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from yaml.nodes import MappingNode, Node
 from yaml.reader import ReaderError
 
 from models.errors import InputError
+from models.inputfile import read_input_bytes
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "read_yaml"]
 
@@ -127,27 +127,21 @@ def read_yaml(path: str | Path, what: str = "file") -> Any:
 
 def _read(path: Path, what: str) -> bytes:
     """At most MAX_BYTES + 1 bytes: a huge file (or /dev/zero) is refused without reading it all."""
-    try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_BYTES + 1)
-            size = os.fstat(stream.fileno()).st_size
-    except FileNotFoundError:
-        raise InputError(path, None, f"{what} not found") from None
-    except IsADirectoryError:
-        raise InputError(path, None, f"is a directory, not a {what}") from None
-    except PermissionError:
-        raise InputError(path, None, "cannot read: permission denied") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        found = f"is {size / 1e6:.1f} MB" if size > MAX_BYTES else "is larger"
-        raise InputError(
-            path,
-            None,
+
+    def too_large(size: int) -> str:
+        found = f"is {size / 1e6:.1f} MB" if size > MAX_BYTES + 1 else "is larger"
+        return (
             f"too large: gpuplan reads YAML files of at most {MAX_BYTES / 1e6:g} MB and this one {found} "
-            "(a scenario is a few KB: is it the right file?)",
+            "(a scenario is a few KB: is it the right file?)"
         )
-    return data
+
+    return read_input_bytes(
+        path,
+        MAX_BYTES,
+        missing=f"{what} not found",
+        directory=f"is a directory, not a {what}",
+        too_large=too_large,
+    )
 
 
 def _decode(path: Path, data: bytes) -> str:
