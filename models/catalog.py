@@ -1,9 +1,11 @@
 """GPU offerings and their prices: the embedded snapshot or a user's own catalog CSV.
 
-One row of the CSV (format: ``spec/catalog-format.md``, version 1) is one *offering*: a node type in a
-region of a cloud, with its GPUs, its multi-node fabric and a price per node-hour for each purchase tier.
-The planner only ever sees :class:`Catalog` and :class:`Offering`; where the numbers came from is
-documented next to the data in ``models/data/CATALOG-SOURCES.md``.
+One row of the CSV (format 2, ``docs/catalog.md``; format 1 is ``spec/catalog-format.md`` and still loads)
+is one *offering*: a node type in a region of a cloud, with its GPUs, its multi-node fabric and a price per
+node-hour for each purchase tier. Format 2 adds, per price, where it comes from (:class:`PriceProvenance`:
+quoted from a price API or a published rate, assumed, negotiated; its source and date), so a plan can say
+what its figures rest on. The planner only ever sees :class:`Catalog` and :class:`Offering`; the embedded
+snapshot's sources are in ``models/data/CATALOG-SOURCES.md``.
 
 Loading is strict because a silently mis-read price turns into a wrong plan: every problem raises
 :class:`models.errors.InputError` naming the file, the spreadsheet row and the column.
@@ -16,7 +18,8 @@ import difflib
 import io
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "CATALOG_FORMAT",
     "CLOUDS",
     "DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR",
     "EMBEDDED_CATALOG_PATH",
@@ -44,14 +48,20 @@ __all__ = [
     "MAX_PRICE_RATIO",
     "MAX_USD_PER_NODE_HOUR",
     "OWNED_CLOUD",
+    "PRICE_BASES",
     "PRICE_FIELD",
+    "PROVENANCE_COLUMNS",
     "TIERS",
+    "TIER_COLUMN",
     "Catalog",
     "Cloud",
     "Offering",
+    "PriceBasis",
+    "PriceProvenance",
     "Range",
     "gpu_model_matches",
     "parse_number",
+    "write_catalog",
 ]
 
 GPU_MODELS: tuple[str, ...] = (
@@ -85,6 +95,21 @@ PRICE_FIELD: dict[Tier, str] = {
     Tier.RESERVED_3Y: "reserved_3y_usd_h",
     Tier.OWNED: "owned_usd_h",
 }
+#: The column prefix of each tier's price and provenance columns (``reserved_1y``: ``reserved_1y_usd_h``,
+#: ``reserved_1y_basis``, ``reserved_1y_source``, ``reserved_1y_as_of``).
+TIER_COLUMN: dict[Tier, str] = {
+    Tier.ON_DEMAND: "on_demand",
+    Tier.SPOT: "spot",
+    Tier.RESERVED_1Y: "reserved_1y",
+    Tier.RESERVED_3Y: "reserved_3y",
+}
+#: Where a price comes from. ``quoted``: read from the cloud's price API or a published rate, with its source
+#: and date. ``assumed``: a guess (a ratio of on-demand). ``negotiated``: the user's own (a private-price
+#: overlay or their catalog). ``unknown``: the API had none, so the tier is not offered (never zero).
+#: ``unstated``: a format-1 catalog, which does not say.
+PriceBasis = Literal["quoted", "assumed", "negotiated", "unknown", "unstated"]
+PRICE_BASES: tuple[PriceBasis, ...] = ("quoted", "assumed", "negotiated", "unknown", "unstated")
+_WRITTEN_BASES: tuple[PriceBasis, ...] = PRICE_BASES[:-1]  # what a basis cell may say
 #: The "cloud" of the nodes the user owns (a colocation site): named after the tier they are paid on.
 OWNED_CLOUD: str = Tier.OWNED.value
 
@@ -138,8 +163,17 @@ MAX_PRICE_RATIO: float = 2.0
 # installed (pyproject ships models/data/*.csv as package data). Nothing is read at import time.
 EMBEDDED_CATALOG_PATH: Path = Path(__file__).parent / "data" / "catalog.csv"
 
-# The CSV columns in the order of catalog-format.md; the embedded file uses exactly this order.
-_COLUMNS: tuple[str, ...] = (
+#: The catalog format gpuplan writes. Format 1 (``spec/catalog-format.md``) is format 2 without the
+#: provenance columns; a file is read as format 2 when its header has any of them.
+CATALOG_FORMAT: int = 2
+#: Format 2's provenance columns: for each tier, ``<tier>_basis`` (:data:`PRICE_BASES`), ``<tier>_source`` and
+#: ``<tier>_as_of`` (ISO 8601 date or time, UTC when it has no offset).
+PROVENANCE_COLUMNS: tuple[str, ...] = tuple(
+    f"{prefix}_{part}" for prefix in TIER_COLUMN.values() for part in ("basis", "source", "as_of")
+)
+# The CSV columns: format 1's in the order of catalog-format.md (the embedded file uses exactly this order),
+# then format 2's provenance columns.
+_V1_COLUMNS: tuple[str, ...] = (
     "cloud",
     "region",
     "instance_type",
@@ -156,6 +190,7 @@ _COLUMNS: tuple[str, ...] = (
     "max_nodes",
     "source",
 )
+_COLUMNS: tuple[str, ...] = (*_V1_COLUMNS, *PROVENANCE_COLUMNS)
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "fabric_gbps",
     "spot_usd_h",
@@ -163,6 +198,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "reserved_3y_usd_h",
     "spot_interruptions_per_hour",
     "max_nodes",
+    *PROVENANCE_COLUMNS,
 )
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c for c in _COLUMNS if c not in OPTIONAL_COLUMNS)
 _REQUIRED: frozenset[str] = frozenset(REQUIRED_COLUMNS)
@@ -187,6 +223,24 @@ def gpu_model_matches(gpu_model: str, patterns: Iterable[str]) -> bool:
     (``Offering.matches_gpu`` reads "no preference" as every offering itself)."""
     model = gpu_model.upper()
     return any(model.startswith(p.strip().upper()) for p in patterns)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceProvenance:
+    """Where one price of an offering comes from: ``basis`` (see :data:`PriceBasis`), ``source`` (the API and
+    endpoint, its version or offer version, or the published page), ``as_of`` (when it was read or
+    published; None when not known)."""
+
+    tier: str
+    basis: PriceBasis
+    source: str
+    as_of: datetime | None
+
+    def age_days(self, now: datetime) -> float | None:
+        """Days between ``as_of`` and ``now``; None when the date is not known."""
+        if self.as_of is None:
+            return None
+        return (now - self.as_of).total_seconds() / 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +271,8 @@ class Offering:
     source: str
     owned_usd_h: float | None = None
     available_from_hour: float = 0.0
+    #: Where each tier's price comes from (format 2); a tier not listed is ``unstated`` (see ``source``).
+    provenance: tuple[PriceProvenance, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         # The CSV loader reports these with row and column; this guards offerings built in code.
@@ -265,6 +321,19 @@ class Offering:
         if field is None:
             raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
         return getattr(self, field)
+
+    def price_provenance(self, tier: str) -> PriceProvenance:
+        """Where the price on ``tier`` comes from: the row's own record, else ``unstated`` with the row's
+        ``source`` (a format-1 catalog)."""
+        for record in self.provenance:
+            if record.tier == tier:
+                return record
+        return PriceProvenance(tier=tier, basis="unstated", source=self.source, as_of=None)
+
+    def with_price(self, tier: Tier, price: float | None, provenance: PriceProvenance) -> Offering:
+        """This offering with ``tier`` priced at ``price`` (None: not offered), its provenance replaced."""
+        others = tuple(record for record in self.provenance if record.tier != tier)
+        return replace(self, **{PRICE_FIELD[tier]: price}, provenance=(*others, provenance))  # type: ignore[arg-type]
 
     def matches_gpu(self, patterns: Iterable[str] | None) -> bool:
         """Prefix match of the canonical model name, case-insensitive (catalog-format.md).
@@ -388,7 +457,8 @@ class Catalog:
 
         records = [
             {
-                **{name: getattr(o, name) for name in _COLUMNS},
+                **{name: getattr(o, name) for name in _V1_COLUMNS},
+                **_provenance_cells(o),
                 "id": o.id,
                 "on_demand_usd_gpu_h": (
                     None if o.on_demand_usd_h is None else o.on_demand_usd_h / o.gpus_per_node
@@ -409,6 +479,52 @@ class Catalog:
         ]
         dtypes = {**dict.fromkeys(float_columns, "float64"), "gpus_per_node": "int64", "max_nodes": "Int64"}
         return frame.astype(dtypes)
+
+    def provenance_counts(self) -> dict[str, int]:
+        """How many of the catalog's prices are quoted, assumed, negotiated, unknown or unstated."""
+        counts: dict[str, int] = dict.fromkeys(PRICE_BASES, 0)
+        for offering in self.offerings:
+            for tier in TIER_COLUMN:
+                record = offering.price_provenance(tier)
+                if record.basis == "unknown" or offering.price(tier) is not None:
+                    counts[record.basis] += 1
+        return counts
+
+
+def _provenance_cells(offering: Offering) -> dict[str, str]:
+    """The format-2 provenance cells of ``offering`` (empty where it states none)."""
+    cells = dict.fromkeys(PROVENANCE_COLUMNS, "")
+    for record in offering.provenance:
+        prefix = TIER_COLUMN[Tier(record.tier)]
+        cells[f"{prefix}_basis"] = record.basis
+        cells[f"{prefix}_source"] = record.source
+        cells[f"{prefix}_as_of"] = "" if record.as_of is None else _iso(record.as_of)
+    return cells
+
+
+def _iso(moment: datetime) -> str:
+    """``2026-12-05`` for a midnight, else ``2026-12-05T08:00:00Z``."""
+    if moment.time() == datetime.min.time():
+        return moment.date().isoformat()
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_catalog(offerings: Iterable[Offering], path: Path) -> None:
+    """``offerings`` as a catalog CSV in format :data:`CATALOG_FORMAT`, written whole or not at all (a
+    temporary sibling renamed into place): a fetch that fails part way never leaves half a catalog."""
+    import os
+    import tempfile
+
+    frame = Catalog(offerings).to_dataframe()[list(_COLUMNS)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as stream:
+            frame.to_csv(stream, index=False, float_format="%.10g")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 # ---- reading ------------------------------------------------------------------------------------------
@@ -452,8 +568,15 @@ def _read_csv(path: Path, warnings: list[str]) -> list[Offering]:
         row = index + 2  # the header is spreadsheet row 1
         if not any(cell.strip() for cell in record):
             continue
+        if _on_demand_unknown(header, record):
+            name = ":".join(record[header.index(c)].strip() for c in ("cloud", "region", "instance_type"))
+            warnings.append(
+                f"{path}: row {row}: the on-demand price of {name} is unknown; the offering is not planned"
+            )
+            continue
         offering = _parse_row(path, row, header, record)
         warnings.extend(_price_ratios(path, row, offering))
+        warnings.extend(_unknown_prices(path, row, offering))
         if offering.id in first_row_of:
             raise InputError(
                 path,
@@ -465,6 +588,24 @@ def _read_csv(path: Path, warnings: list[str]) -> list[Offering]:
     if not offerings:
         raise InputError(path, "row 2", "no data rows: the catalog needs at least one offering")
     return offerings
+
+
+def _on_demand_unknown(header: list[str], record: list[str]) -> bool:
+    """Whether the row says its on-demand price is unknown (format 2): it is kept in the file, not planned."""
+    if "on_demand_basis" not in header:
+        return False
+    at = header.index("on_demand_basis")
+    return at < len(record) and record[at].strip().lower() == "unknown"
+
+
+def _unknown_prices(path: Path, row: int, offering: Offering) -> list[str]:
+    """A warning for each tier whose price the source did not have: the tier is not offered for the row."""
+    return [
+        f"{path}: row {row}: the {TIER_COLUMN[Tier(record.tier)].replace('_', '-')} price of "
+        f"{offering.id} is unknown ({record.source or 'no source given'}); that tier is not planned"
+        for record in offering.provenance
+        if record.basis == "unknown"
+    ]
 
 
 def _price_ratios(path: Path, row: int, offering: Offering) -> list[str]:
@@ -504,7 +645,9 @@ def _price_ratios(path: Path, row: int, offering: Offering) -> list[str]:
 
 
 def _check_header(path: Path, raw: list[str]) -> list[str]:
-    return checked_header(path, raw, _COLUMNS, _REQUIRED, f"catalog format v1 columns: {', '.join(_COLUMNS)}")
+    return checked_header(
+        path, raw, _COLUMNS, _REQUIRED, f"catalog format {CATALOG_FORMAT} columns: {', '.join(_COLUMNS)}"
+    )
 
 
 def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Offering:
@@ -578,6 +721,11 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
     if gpus is None or memory is None or on_demand is None:
         raise InputError(path, f"row {row}", "a required value is empty")
     rate = number("spot_interruptions_per_hour")
+    provenance = tuple(
+        said
+        for tier, prefix in TIER_COLUMN.items()
+        if (said := _provenance(path, row, cells, tier, prefix)) is not None
+    )
     return Offering(
         cloud=cloud,
         region=identifier("region"),
@@ -594,7 +742,69 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
         spot_interruptions_per_hour=DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR[cloud] if rate is None else rate,
         max_nodes=integer("max_nodes"),
         source=_printable(path, where("source"), text("source")),
+        provenance=provenance,
     )
+
+
+def _provenance(
+    path: Path, row: int, cells: dict[str, str], tier: Tier, prefix: str
+) -> PriceProvenance | None:
+    """The row's record of where its ``tier`` price comes from (format 2), or None when it says nothing.
+
+    A quoted price names its source and date; a price whose basis is ``unknown`` is empty (the tier is not
+    offered); a basis without a price, other than ``unknown``, is refused."""
+    basis_text = cells.get(f"{prefix}_basis", "").lower()
+    source = _printable(path, f"row {row}, column {prefix}_source", cells.get(f"{prefix}_source", ""))
+    as_of_text = cells.get(f"{prefix}_as_of", "")
+    if not basis_text:
+        if source or as_of_text:
+            raise InputError(
+                path,
+                f"row {row}, column {prefix}_basis",
+                f"empty, but {prefix}_source or {prefix}_as_of is given; write one of "
+                f"{', '.join(_WRITTEN_BASES)}",
+            )
+        return None
+    where = f"row {row}, column {prefix}_basis"
+    if basis_text not in _WRITTEN_BASES:
+        raise InputError(
+            path,
+            where,
+            f"unknown price basis {basis_text!r}; valid: {', '.join(_WRITTEN_BASES)}",
+        )
+    basis: PriceBasis = basis_text
+    has_price = bool(cells.get(f"{prefix}_usd_h", ""))
+    if basis == "unknown" and has_price:
+        raise InputError(path, where, f"unknown, but {prefix}_usd_h holds a price: leave the price empty")
+    if basis != "unknown" and not has_price:
+        raise InputError(
+            path, where, f"{basis}, but {prefix}_usd_h is empty: a price not offered or not found is unknown"
+        )
+    if basis == "quoted" and not (source and as_of_text):
+        raise InputError(
+            path, where, f"a quoted price names its source and date ({prefix}_source, {prefix}_as_of)"
+        )
+    as_of = _as_of(path, f"row {row}, column {prefix}_as_of", as_of_text) if as_of_text else None
+    return PriceProvenance(tier=tier.value, basis=basis, source=source, as_of=as_of)
+
+
+def _as_of(path: Path, where: str, text: str) -> datetime:
+    """An ISO 8601 date (``2026-12-05``) or time (``2026-12-05T08:00:00Z``), in UTC; not in the future."""
+    try:
+        if len(text) == 10:
+            moment = datetime.combine(date.fromisoformat(text), datetime.min.time(), tzinfo=UTC)
+        else:
+            moment = datetime.fromisoformat(text)
+            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except ValueError:
+        raise InputError(
+            path, where, f"{text!r} is not an ISO 8601 date or time (2026-12-05 or 2026-12-05T08:00:00Z)"
+        ) from None
+    if not text.isascii() or moment.year < 2000:
+        raise InputError(path, where, f"{text!r} is not a date a price was read on")
+    if moment > datetime.now(UTC) + timedelta(days=1):
+        raise InputError(path, where, f"{text!r} is in the future")
+    return moment
 
 
 def _printable(path: Path, where: str, value: str) -> str:

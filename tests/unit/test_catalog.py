@@ -15,6 +15,7 @@ from models.catalog import (
     EMBEDDED_CATALOG_PATH,
     FABRICS,
     GPU_MODELS,
+    PROVENANCE_COLUMNS,
     TIERS,
     Catalog,
     Offering,
@@ -392,7 +393,7 @@ def test_filter_returns_a_catalog_that_can_be_filtered_again(catalog: Catalog) -
 
 def test_to_dataframe(catalog: Catalog) -> None:
     frame = catalog.to_dataframe()
-    assert list(frame.columns) == [*FORMAT_COLUMNS, "id", "on_demand_usd_gpu_h"]
+    assert list(frame.columns) == [*FORMAT_COLUMNS, *PROVENANCE_COLUMNS, "id", "on_demand_usd_gpu_h"]
     assert len(frame) == len(catalog)
     row = frame.set_index("id").loc["aws:us-east-1:p5.48xlarge"]
     assert row["on_demand_usd_gpu_h"] == pytest.approx(6.88)  # FACTS.md 1.2: $6.88/GPU
@@ -681,7 +682,8 @@ BAD_INPUTS = {
         [*REQUIRED_COLUMNS, "on_demand"],
         _rows(["aws", "r", "t", "H100", 8, 80, "efa", 1, "s", 0.5]),
         "row 1, column on_demand",
-        f"did you mean 'on_demand_usd_h'?); catalog format v1 columns: {', '.join(FORMAT_COLUMNS)}",
+        "did you mean 'on_demand_usd_h'?); catalog format 2 columns: "
+        f"{', '.join([*FORMAT_COLUMNS, *PROVENANCE_COLUMNS])}",
     ),
 }
 
