@@ -352,10 +352,16 @@ class Catalog:
     source: str
 
     def __init__(
-        self, offerings: Iterable[Offering], source: str = "embedded", warnings: Iterable[str] = ()
+        self,
+        offerings: Iterable[Offering],
+        source: str = "embedded",
+        warnings: Iterable[str] = (),
+        overlays: Iterable[str] = (),
     ) -> None:
         self.offerings = tuple(offerings)
         self.source = source
+        #: the pricing overlays applied on top of the file, in order (``models/overlay.py``)
+        self.overlays: tuple[str, ...] = tuple(overlays)
         #: what reading the CSV found doubtful but usable (a spot or committed rate above on-demand), each
         #: naming the file, row and column; also logged (``gpuplan.catalog``, stderr by default)
         self.warnings: tuple[str, ...] = tuple(warnings)
@@ -388,6 +394,12 @@ class Catalog:
         offerings = _read_csv(Path(path), found)
         # the commands say them: ``gpuplan catalog`` at once, plan and validate with the plan's warnings
         return cls(offerings, source=str(path), warnings=found)
+
+    def with_offerings(self, offerings: Iterable[Offering], overlay: str | None = None) -> Catalog:
+        """The same catalog (source, warnings, overlays) holding ``offerings``; ``overlay`` names one more
+        pricing overlay applied to them."""
+        overlays = (*self.overlays, overlay) if overlay else self.overlays
+        return Catalog(offerings, source=self.source, warnings=self.warnings, overlays=overlays)
 
     def __len__(self) -> int:
         return len(self.offerings)
@@ -445,7 +457,7 @@ class Catalog:
                 return False
             return o.matches_gpu(gpu_patterns)
 
-        return Catalog((o for o in self.offerings if keep(o)), source=self.source, warnings=self.warnings)
+        return self.with_offerings(o for o in self.offerings if keep(o))
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per offering: the catalog columns, ``id`` and ``on_demand_usd_gpu_h`` (per GPU-hour).
@@ -515,7 +527,16 @@ def write_catalog(offerings: Iterable[Offering], path: Path) -> None:
     import os
     import tempfile
 
+    offerings = list(offerings)
     frame = Catalog(offerings).to_dataframe()[list(_COLUMNS)]
+    # an empty cell is "the cloud's default rate": keep it so, so that a better default reaches the row
+    import numpy as np
+
+    defaults = np.array(
+        [o.spot_interruptions_per_hour == DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR[o.cloud] for o in offerings],
+        dtype=bool,
+    )
+    frame["spot_interruptions_per_hour"] = frame["spot_interruptions_per_hour"].mask(defaults)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

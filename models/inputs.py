@@ -13,6 +13,7 @@ from pathlib import Path
 from models import scenario as scenario_io
 from models.catalog import Catalog
 from models.errors import InputError
+from models.overlay import PricingOverlay, apply_overlay, load_overlay
 from models.scenario import Scenario
 from models.variation import Variation, apply_variations, parse_all
 
@@ -40,11 +41,14 @@ def load_inputs(
     path: str | Path,
     variations: Iterable[Variation] = (),
     reference_nodes: Mapping[str, float] | None = None,
+    prices: Path | None = None,
 ) -> Inputs:
-    """Read and validate ``path``, then apply its ``adjust:`` list and ``variations``, in that order."""
+    """Read and validate ``path``; apply its ``pricing:`` overlay, then the ``prices`` overlay file
+    (``--prices``), then its ``adjust:`` list and ``variations``, in that order."""
     path = Path(path)
     scenario = scenario_io.load(path)
     catalog = load_catalog(scenario.catalog, path)
+    catalog = _with_overlays(scenario, catalog, path, prices)
     try:
         own = parse_all(scenario.adjust, "adjust")
     except InputError as error:
@@ -58,3 +62,24 @@ def load_inputs(
     except InputError as error:
         raise InputError(path, error.where, error.problem) from None
     return Inputs(scenario, catalog, path.parent)
+
+
+def _with_overlays(scenario: Scenario, catalog: Catalog, path: Path, prices: Path | None) -> Catalog:
+    """The catalog with the scenario's ``pricing:`` and the ``--prices`` file applied (models/overlay.py)."""
+    if isinstance(scenario.pricing, str):
+        overlay_path = Path(scenario.pricing)
+        if not overlay_path.is_absolute():
+            overlay_path = path.parent / overlay_path
+        catalog = _applied(catalog, load_overlay(overlay_path), str(overlay_path), overlay_path)
+    elif scenario.pricing is not None:
+        catalog = _applied(catalog, scenario.pricing, f"{path} pricing", path, "pricing.")
+    if prices is not None:
+        catalog = _applied(catalog, load_overlay(prices), str(prices), prices)
+    return catalog
+
+
+def _applied(catalog: Catalog, overlay: PricingOverlay, label: str, file: Path, where: str = "") -> Catalog:
+    try:
+        return apply_overlay(catalog, overlay, label, where)
+    except InputError as error:  # name the file the overlay is in
+        raise InputError(file, error.where, error.problem) from None

@@ -77,6 +77,8 @@ __all__ = [
     "PlanDocument",
     "PlanHorizon",
     "PoolUtilization",
+    "PriceSources",
+    "PriceUse",
     "ScenarioEcho",
     "SolveMethod",
     "SolverReport",
@@ -599,6 +601,38 @@ class FileDigest(_PlanPart):
     rows: int = Field(ge=0, description="data rows (the header not counted)")
 
 
+class PriceUse(_PlanPart):
+    """One price the plan rests on: an offering's tier, and where the price comes from."""
+
+    offering: str = Field(description="offering id, cloud:region:instance_type")
+    tier: Tier
+    usd_per_node_hour: Usd
+    basis: Literal["quoted", "assumed", "negotiated", "unstated"] = Field(
+        description="quoted (a price API or a published rate), assumed (a guess, e.g. a ratio of on-demand), "
+        "negotiated (the user's own: an overlay or their catalog), unstated (a format-1 catalog)"
+    )
+    source: str = Field(description="the API, endpoint and version, the published page, or the assumption")
+    as_of: UtcTime | None = Field(None, description="when the price was read or published")
+    node_hours: Amount = Field(description="node-hours of the plan at this price inside the horizon")
+
+
+class PriceSources(_PlanPart):
+    """Where the plan's prices come from: the catalog, and each price the plan uses."""
+
+    catalog: str = Field(description="'embedded' or the catalog file's path")
+    catalog_format: Count = Field(description="1: no provenance columns; 2: per-price provenance")
+    overlays: list[str] = Field(
+        default_factory=list, description="pricing overlays applied on top of the catalog, in order"
+    )
+    counts: dict[str, Count] = Field(description="prices the plan uses, per basis")
+    oldest: UtcTime | None = Field(None, description="the oldest dated price the plan uses")
+    newest: UtcTime | None = Field(None, description="the newest dated price the plan uses")
+    used: list[PriceUse] = Field(
+        default_factory=list, description="each (offering, tier) price the plan uses"
+    )
+    summary: str = Field(description="one line, as the CLI and the report's first screen say it")
+
+
 class PlanDocument(_PlanPart):
     """``plan.json``."""
 
@@ -621,6 +655,9 @@ class PlanDocument(_PlanPart):
     warnings: list[str] = Field(
         default_factory=list,
         description="what the scenario asks that the plan cannot give, found before solving",
+    )
+    prices: PriceSources | None = Field(
+        None, description="where the prices the plan uses come from (plans before catalog format 2 have none)"
     )
     allocations_file: FileDigest | None = Field(
         None,

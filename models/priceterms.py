@@ -111,17 +111,21 @@ class PriceTerm:
 
 def headline_commitment(terms: Iterable[PriceTerm], offering: str, years: int) -> PriceTerm | None:
     """The term that prices ``offering``'s ``years``-year tier in the catalog: the lowest effective rate among
-    its node-shaped terms paid without upfront (the catalog's tiers are paid by the hour); None if none."""
+    its node-shaped terms paid without upfront (the catalog's tiers are paid by the hour), else among its
+    savings plans; None if it has neither."""
     candidates = [
         t
         for t in terms
         if t.offering == offering
         and t.term_years == years
-        and t.kind in NODE_SHAPED_KINDS
+        and t.kind != "spot-zone"
         and t.payment in ("no-upfront", "")
         and t.usd_h > 0
     ]
-    return min(candidates, key=lambda t: (t.effective_usd_h, t.kind, t.offering_class), default=None)
+    # A node-shaped term first; a savings plan across types (Compute, Azure's) prices the tier only where the
+    # cloud sells nothing node-shaped: bought to cover N nodes it costs its rate, and is never cheaper.
+    shaped = [t for t in candidates if t.kind in NODE_SHAPED_KINDS] or candidates
+    return min(shaped, key=lambda t: (t.effective_usd_h, t.kind, t.offering_class), default=None)
 
 
 def terms_path_for(catalog_path: Path) -> Path:

@@ -41,6 +41,7 @@ from models.catalog import (
 from models.errors import InputError
 from models.naming import safe_name
 from models.numbers import Range, StrictModel
+from models.overlay import PricingOverlay
 from models.tiers import CLOUD_TERMS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term
 from models.yamlfile import read_yaml
 
@@ -526,6 +527,11 @@ class Scenario(_Strict):
     description: str = ""
     horizon: Horizon
     catalog: str = Field("embedded", description="'embedded' or a path to a catalog CSV")
+    pricing: PricingOverlay | Annotated[str, Field(min_length=1, max_length=4096)] | None = Field(
+        None,
+        description="your own prices on top of the catalog: a pricing overlay file (path relative to the "
+        "scenario) or the overlay itself (discounts:, rates:); see docs/prices.md",
+    )
     clouds: dict[Cloud, CloudScope] = Field(default_factory=lambda: {c: CloudScope() for c in CLOUDS})
     purchase: Purchase = Field(default_factory=Purchase)
     teams: list[Team] = Field(default_factory=list)

@@ -243,7 +243,7 @@ def _apply(
         problem = f"the changed scenario is not valid: {error.where}: {error.problem}"
         culprit = _first_invalid(scenario, catalog, variations, reference_nodes)
         raise (culprit.error(problem) if culprit else InputError(None, "--vary", problem)) from None
-    return varied, Catalog(offerings, source=catalog.source, warnings=catalog.warnings)
+    return varied, catalog.with_offerings(offerings)
 
 
 def _changed(

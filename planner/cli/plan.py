@@ -54,6 +54,14 @@ def plan(
             help="demand clusters per block of the certified bound and hourly method (default: 1-4 by size)"
         ),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="a pricing overlay YAML: your discounts and negotiated rates on top of the catalog "
+            "(docs/prices.md); the scenario's pricing: applies first",
+        ),
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
     fail_on_unserved: Annotated[
         bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
@@ -83,7 +91,7 @@ def plan(
             raise InputError(None, "--method", f"unknown method {method!r}; choose {', '.join(METHODS)}")
         if clusters_per_block is not None and clusters_per_block < 1:
             raise InputError(None, "--clusters-per-block", f"must be at least 1, got {clusters_per_block}")
-        inputs = load_inputs(scenario)
+        inputs = load_inputs(scenario, prices=prices)
         settings = SolveSettings(
             solver=solver.lower(),
             time_limit=time_limit,
@@ -180,6 +188,8 @@ def _print_summary(document: PlanDocument, output: Path, verified: bool | None =
             saving = (base - total) / base
             verb = f"saves {saving:.1%}" if saving >= 0 else f"costs {-saving:.1%} MORE"
             out.print(f"  vs {label}: ${base:,.0f} -> {verb}", highlight=False)
+    if document.prices is not None:
+        out.print(f"  {document.prices.summary}", highlight=False)
     how = document.solver
     out.print(
         f"  {how.verdict()} (certified bound ${how.bound_usd:,.0f}); {how.method} ({how.name}), "
@@ -188,14 +198,19 @@ def _print_summary(document: PlanDocument, output: Path, verified: bool | None =
     )
 
 
-def validate(scenario: Annotated[Path, typer.Argument(help="scenario YAML")]) -> None:
-    """Check a scenario (fields, references, catalog, demand series) without solving."""
+def validate(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML")],
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="a pricing overlay YAML to check with it (docs/prices.md)")
+    ] = None,
+) -> None:
+    """Check a scenario (fields, references, catalog, pricing overlay, demand series) without solving."""
     from models.inputs import load_inputs
     from models.workloads import service_demand, training_runs
     from planner.planning.problem.checks import check_inputs
 
     try:
-        inputs = load_inputs(scenario)
+        inputs = load_inputs(scenario, prices=prices)
         loaded, catalog = inputs.scenario, inputs.catalog
         for service in loaded.inference:
             service_demand(loaded, service, scenario.parent)

@@ -44,6 +44,10 @@ def verify(
     plan_dir: Annotated[Path, typer.Argument(help="a plan directory written by `gpuplan plan`")],
     as_json: Annotated[bool, typer.Option("--json", help="print the violations as JSON")] = False,
     examples: Annotated[int, typer.Option(help="examples kept per violation kind")] = 3,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", help="the pricing overlay the plan was made with (gpuplan plan --prices)"),
+    ] = None,
 ) -> None:
     from models.inputs import load_inputs
     from planner.verify import verify_inputs
@@ -51,8 +55,8 @@ def verify(
     try:
         if examples < 0:
             raise InputError(None, "--examples", f"must be at least 0, got {examples}")
-        inputs = load_inputs(scenario)
-        _check_plan_is_of(inputs.scenario, scenario, plan_dir)
+        inputs = load_inputs(scenario, prices=prices)
+        _check_plan_is_of(inputs.scenario, scenario, plan_dir, inputs.catalog.overlays)
         report = verify_inputs(inputs, scenario, plan_dir, examples)
     except GpuplanError as error:
         raise fail(error) from None
@@ -68,10 +72,19 @@ def verify(
         raise typer.Exit(EXIT_VIOLATIONS)
 
 
-def _check_plan_is_of(loaded: Scenario, scenario: Path, plan_dir: Path) -> None:
-    """A plan made from another scenario is the wrong argument, not a plan with violations: every check
-    would fail (or find offerings the scenario does not have). InputError naming both scenarios."""
+def _check_plan_is_of(loaded: Scenario, scenario: Path, plan_dir: Path, overlays: tuple[str, ...]) -> None:
+    """A plan made from another scenario, or with other pricing overlays, is the wrong argument, not a plan
+    with violations: every check would fail (or every cost differ). InputError naming both."""
     document = read_document(plan_json_path(plan_dir))
+    made_with = document.prices.overlays if document.prices is not None else None
+    if made_with is not None and list(made_with) != list(overlays):
+        said = ", ".join(made_with) or "no pricing overlay"
+        given = ", ".join(overlays) or "none"
+        raise InputError(
+            plan_dir / "plan.json",
+            "prices.overlays",
+            f"the plan was priced with {said}, this check with {given}: give verify the same --prices",
+        )
     if document.scenario != loaded.name:
         raise InputError(
             plan_dir / "plan.json",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from models.catalog import (
     Offering,
 )
 from models.errors import InputError
+from models.tiers import Tier
 
 # Column order of spec/catalog-format.md (version 1).
 FORMAT_COLUMNS = [
@@ -163,7 +166,7 @@ def test_embedded_catalog_loads(catalog: Catalog) -> None:
 
 def test_embedded_header_is_exactly_the_format_order() -> None:
     with EMBEDDED_CATALOG_PATH.open(encoding="utf-8") as fh:
-        assert next(csv.reader(fh)) == FORMAT_COLUMNS
+        assert next(csv.reader(fh)) == [*FORMAT_COLUMNS, *PROVENANCE_COLUMNS]  # format 2
 
 
 def test_every_cloud_has_at_least_two_regions(catalog: Catalog) -> None:
@@ -227,11 +230,63 @@ def test_embedded_ids_are_unique(catalog: Catalog) -> None:
     assert len(ids) == len(set(ids))
 
 
-def test_reserved_prices_follow_the_documented_ratios(catalog: Catalog) -> None:
+def test_assumed_reserved_prices_follow_the_documented_ratios(catalog: Catalog) -> None:
+    assumed = 0
     for o in catalog:
-        one, three = RESERVED_RATIOS[o.cloud]
-        assert o.reserved_1y_usd_h == round(o.on_demand_usd_h * one, 4), o.id
-        assert o.reserved_3y_usd_h == round(o.on_demand_usd_h * three, 4), o.id
+        for tier, ratio in zip((Tier.RESERVED_1Y, Tier.RESERVED_3Y), RESERVED_RATIOS[o.cloud], strict=True):
+            said = o.price_provenance(tier)
+            assert said.basis in ("quoted", "assumed"), (o.id, tier)
+            if said.basis == "assumed":
+                assumed += 1
+                assert "ASSUMPTION" in said.source, (o.id, tier)
+                assert o.price(tier) == pytest.approx(o.on_demand_usd_h * ratio, abs=2e-4), (o.id, tier)
+    assert assumed == 68  # CATALOG-SOURCES.md: 68 of the 122 commitment prices
+
+
+PUBLISHED = Path(__file__).resolve().parents[3] / "shared" / "data" / "commitment-prices"
+
+
+@pytest.mark.skipif(
+    not PUBLISHED.is_dir(), reason="../shared/data/commitment-prices not beside the repository"
+)
+def test_quoted_commitment_prices_are_the_published_rates(catalog: Catalog) -> None:
+    """Each quoted 1- or 3-year price is one of the rates published for that region and type (read here from
+    the research files directly, not through the tool that wrote the catalog), dated as its source."""
+    published: dict[tuple[str, str, str], set[float]] = {}
+    for cloud, kind in (("aws", "instance_type"), ("gcp", "machine_type"), ("azure", "vm_size")):
+        with (PUBLISHED / f"{cloud}.csv").open(encoding="utf-8") as stream:
+            for row in csv.DictReader(stream):
+                for column, value in row.items():
+                    term = "1y" if "_1y_" in column else "3y" if "_3y_" in column else None
+                    if term and value:
+                        published.setdefault((f"{cloud}:{row['region']}:{row[kind]}", term), set()).add(
+                            float(value)
+                        )
+    quoted = 0
+    for o in catalog:
+        for tier, term in ((Tier.RESERVED_1Y, "1y"), (Tier.RESERVED_3Y, "3y")):
+            said = o.price_provenance(tier)
+            if said.basis == "quoted":
+                quoted += 1
+                assert o.price(tier) in published[(o.id, term)], (o.id, tier)
+                assert said.as_of is not None and said.as_of.year >= 2025 and said.source, (o.id, tier)
+    assert quoted == 54
+    p5 = catalog.get("aws:us-east-1:p5.48xlarge")
+    assert (p5.reserved_1y_usd_h, p5.reserved_3y_usd_h) == (34.6752, 23.77728)  # EC2 Instance SP, no upfront
+
+
+@pytest.mark.skipif(
+    not PUBLISHED.is_dir(), reason="../shared/data/commitment-prices not beside the repository"
+)
+def test_the_embedded_catalog_is_as_the_quoting_tool_writes_it() -> None:
+    tool = Path(__file__).resolve().parents[2] / "tools" / "quote_embedded_catalog.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--check", "--shared", str(PUBLISHED.parents[1])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
@@ -247,7 +302,7 @@ def test_reserved_prices_follow_the_documented_ratios(catalog: Catalog) -> None:
         ("aws:us-east-1:g6e.xlarge", 1.861),
         ("gcp:us-central1:a3-highgpu-8g", 8 * 10.9791),
         ("gcp:us-central1:a3-highgpu-1g", 10.9791),
-        ("gcp:us-central1:a2-ultragpu-8g", 40.22),
+        ("gcp:us-central1:a2-ultragpu-8g", 40.22162),  # commitment-prices/gcp.csv (Billing Catalog build)
         ("azure:eastus:Standard_ND96isr_H100_v5", 98.32),
         ("azure:eastus:Standard_ND96amsr_A100_v4", 32.77),
         ("azure:eastus:Standard_NC24ads_A100_v4", 3.673),

@@ -202,10 +202,14 @@ def _header(plan: PlanDocument) -> dict[str, Any]:
             "The bound holds for the solver's model (merged periods and/or a coarser grid of "
             "training start times), which is a simplification of the full horizon."
         )
+    prices = plan.prices
+    assumed = [f"{u.offering} {u.tier}" for u in prices.used if u.basis == "assumed"] if prices else []
     return {
         "scenario": plan.scenario,
         "description": plan.description or plan.inputs.description,
         "created": iso_time(plan.created),
+        "prices": None if prices is None else prices.summary[0].upper() + prices.summary[1:],
+        "assumed_prices": ", ".join(assumed),
         "schema": plan.schema_,
         "horizon_items": horizon_items,
         "solver_items": solver_items,

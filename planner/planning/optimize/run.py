@@ -14,6 +14,7 @@ from pathlib import Path
 from models.catalog import Catalog
 from models.errors import SolverError
 from models.plan import Plan
+from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.hourly import plan_hourly
@@ -64,5 +65,7 @@ def optimize(
         method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
     plan_by = plan_hourly if method == "hourly" else plan_staged
     plan = plan_by(sets, settings, budget, say)
-    plan.document.warnings = warnings
+    sources = price_sources(catalog, plan.document, plan.allocations)
+    plan.document.prices = sources
+    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
     return plan

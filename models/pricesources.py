@@ -1,0 +1,135 @@
+"""Where a plan's prices come from, in one line and price by price: what a buyer checks before signing.
+
+A plan is only as good as the prices it was solved on. :func:`price_sources` lists every (offering, tier)
+price the plan uses (on-demand and spot node-hours from allocations.csv, the purchases' commitment rates),
+each with its basis (quoted, assumed, negotiated) and date from the catalog, and :func:`price_warnings`
+says when a decision rests on an assumed price or one older than :data:`STALE_AFTER_DAYS`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
+
+from models.catalog import CATALOG_FORMAT, Catalog
+from models.plan import PlanDocument, PriceSources, PriceUse
+from models.tiers import TERM_TIER, Term, Tier
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["STALE_AFTER_DAYS", "price_sources", "price_warnings"]
+
+#: A price read longer ago than this is old enough to check before buying on it.
+STALE_AFTER_DAYS: Final = 30
+_BASES: Final = ("quoted", "negotiated", "assumed", "unstated")
+_BOUGHT: Final = (Term.ONE_YEAR, Term.THREE_YEARS)  # terms bought at a catalog price
+
+
+def price_sources(catalog: Catalog, document: PlanDocument, allocations: pd.DataFrame) -> PriceSources:
+    """Every price ``document`` uses, from ``catalog``: on-demand and spot as allocations.csv uses them,
+    each commitment the plan buys at its rate (commitments already held and owned servers are priced by the
+    scenario, not the catalog)."""
+    hours: dict[tuple[str, Tier], float] = defaultdict(float)
+    period = document.horizon.period_hours
+    if len(allocations):
+        open_market = allocations[allocations["tier"].isin([Tier.ON_DEMAND.value, Tier.SPOT.value])]
+        summed = open_market.groupby(["offering", "tier"])["nodes"].sum()
+        for offering, tier, nodes in zip(
+            summed.index.get_level_values(0), summed.index.get_level_values(1), summed.to_numpy(), strict=True
+        ):
+            hours[(str(offering), Tier(str(tier)))] += float(nodes) * period
+    for commitment in document.commitments:
+        if commitment.existing or commitment.term not in _BOUGHT:
+            continue
+        rate = commitment.usd_per_node_hour
+        hours[(commitment.offering, TERM_TIER[commitment.term])] += (
+            commitment.cost_in_horizon_usd / rate if rate > 0 else 0.0
+        )
+    used = []
+    for (offering_id, tier), node_hours in sorted(hours.items()):
+        if node_hours <= 0 or offering_id not in {o.id for o in catalog}:
+            continue
+        offering = catalog.get(offering_id)
+        price = offering.price(tier)
+        if price is None:
+            continue
+        said = offering.price_provenance(tier)
+        basis = "unstated" if said.basis == "unknown" else said.basis
+        used.append(
+            PriceUse(
+                offering=offering_id,
+                tier=tier,
+                usd_per_node_hour=price,
+                basis=basis,
+                source=said.source,
+                as_of=said.as_of,
+                node_hours=node_hours,
+            )
+        )
+    counts = {basis: sum(1 for u in used if u.basis == basis) for basis in _BASES}
+    dated = [u.as_of for u in used if u.as_of is not None]
+    sources = PriceSources(
+        catalog=catalog.source,
+        catalog_format=CATALOG_FORMAT if _has_provenance(catalog) else 1,
+        overlays=list(catalog.overlays),
+        counts={basis: n for basis, n in counts.items() if n},
+        oldest=min(dated, default=None),
+        newest=max(dated, default=None),
+        used=used,
+        summary="",
+    )
+    sources.summary = _summary(sources)
+    return sources
+
+
+def price_warnings(sources: PriceSources, document: PlanDocument, now: datetime) -> list[str]:
+    """What a buyer should check first: each purchase priced on an assumption, and the prices the plan uses
+    that are older than :data:`STALE_AFTER_DAYS` days at ``now``."""
+    by_key = {(u.offering, u.tier): u for u in sources.used}
+    found = []
+    for commitment in document.commitments:
+        if commitment.existing or commitment.term not in _BOUGHT:
+            continue
+        use = by_key.get((commitment.offering, TERM_TIER[commitment.term]))
+        if use is not None and use.basis == "assumed":
+            found.append(
+                f"the {commitment.term} purchase of {commitment.nodes} x {commitment.offering} rests on an "
+                f"assumed price (${use.usd_per_node_hour:,.4g} per node-hour: {use.source}); get a quote "
+                "(gpuplan catalog fetch, or your rate in a pricing overlay) before buying"
+            )
+    stale = [u for u in sources.used if u.as_of is not None and (now - u.as_of).days > STALE_AFTER_DAYS]
+    if stale:
+        oldest = min(stale, key=lambda u: u.as_of or now)
+        found.append(
+            f"{len(stale)} of the {len(sources.used)} prices the plan uses are more than "
+            f"{STALE_AFTER_DAYS} days old (the oldest: {oldest.offering} {oldest.tier}, of "
+            f"{oldest.as_of:%Y-%m-%d}); refresh them with gpuplan catalog fetch"
+        )
+    return found
+
+
+def _has_provenance(catalog: Catalog) -> bool:
+    return any(o.provenance for o in catalog)
+
+
+def _summary(sources: PriceSources) -> str:
+    """``prices: the embedded catalog; the plan uses 12: 9 quoted (2025-11-30 to 2026-11-29), 3 assumed``."""
+    where = "the embedded catalog" if sources.catalog == "embedded" else sources.catalog
+    if sources.overlays:
+        where += f" with {', '.join(sources.overlays)}"
+    parts = []
+    for basis in _BASES:
+        n = sources.counts.get(basis, 0)
+        if not n:
+            continue
+        text = f"{n} {basis}"
+        if basis in ("quoted", "negotiated"):
+            dates = sorted({u.as_of.date() for u in sources.used if u.basis == basis and u.as_of is not None})
+            if dates:
+                text += f" (of {dates[0]})" if len(dates) == 1 else f" ({dates[0]} to {dates[-1]})"
+        parts.append(text)
+    if not parts:
+        return f"prices: {where}; the plan uses none of its prices"
+    return f"prices: {where}; the plan uses {len(sources.used)}: {', '.join(parts)}"
