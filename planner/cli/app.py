@@ -24,6 +24,7 @@ from planner.cli.daemon import daemon
 from planner.cli.k8s import k8s
 from planner.cli.plan import plan, validate
 from planner.cli.portal import portal
+from planner.cli.prices import fetch
 from planner.cli.provision import provision
 from planner.cli.report import report
 from planner.cli.schema import schema
@@ -44,7 +45,10 @@ app.add_typer(simulate_app, name="simulate")
 app.command()(plan)
 app.command()(whatif)
 app.command()(breakeven)
-app.command()(catalog)
+catalog_app = typer.Typer(invoke_without_command=True, help=(catalog.__doc__ or "").split("\n\n")[0])
+catalog_app.callback()(catalog)
+catalog_app.command("fetch")(fetch)
+app.add_typer(catalog_app, name="catalog")
 app.command()(validate)
 app.command()(report)
 app.command(help=verify_help())(verify)

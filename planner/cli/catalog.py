@@ -22,6 +22,7 @@ __all__ = ["catalog"]
 
 
 def catalog(
+    ctx: typer.Context,
     gpu: Annotated[list[str] | None, typer.Option(help="GPU model prefix, e.g. H100 (repeatable)")] = None,
     cloud: Annotated[list[str] | None, typer.Option(help="aws, gcp or azure (repeatable)")] = None,
     region: Annotated[list[str] | None, typer.Option(help="region name (repeatable)")] = None,
@@ -30,12 +31,21 @@ def catalog(
         Path | None, typer.Option("--catalog", help="a catalog CSV instead of the embedded one")
     ] = None,
     csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False,
+    provenance: Annotated[
+        bool,
+        typer.Option(
+            "--provenance", help="where each price comes from: quoted, assumed, its source and date"
+        ),
+    ] = False,
 ) -> None:
-    """List GPU offerings and their prices per tier ($ per node-hour).
+    """List GPU offerings and their prices per tier ($ per node-hour); `gpuplan catalog fetch` reads them
+    from the clouds' price APIs.
 
     Filters combine: an offering is listed when it matches every filter given (any of a repeated one).
     A filter that matches nothing is an error (exit 2) naming it, with the close matches.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from models.catalog import Catalog
 
     try:
@@ -48,6 +58,9 @@ def catalog(
     if csv:
         frame = Catalog(rows).to_dataframe()
         sys.stdout.write(frame.to_csv(index=False))
+        return
+    if provenance:
+        _print_provenance(rows, file)
         return
     table = Table(title=f"{len(rows)} offerings ({'embedded' if file is None else file})")
     for column, justify in (
@@ -69,6 +82,32 @@ def catalog(
     if not out.is_terminal:
         out.width = max(out.width, 140)  # piped or captured: do not squeeze the table to 80 columns
     out.print(table)
+
+
+def _print_provenance(rows: list[Offering], file: Path | None) -> None:
+    """One line per price: the offering, the tier, the price, quoted or assumed, its date and source."""
+    from models.catalog import TIER_COLUMN
+
+    table = Table(
+        title=f"where the prices of {len(rows)} offerings come from ({'embedded' if file is None else file})"
+    )
+    for column in ("offering", "tier", "$/node-h", "basis", "as of", "source"):
+        table.add_column(column, overflow="fold")
+    counts: dict[str, int] = {}
+    for o in sorted(rows, key=lambda o: (o.cloud, o.region, o.instance_type)):
+        for tier in TIER_COLUMN:
+            price, said = o.price(tier), o.price_provenance(tier)
+            if price is None and said.basis != "unknown":
+                continue
+            counts[said.basis] = counts.get(said.basis, 0) + 1
+            table.add_row(
+                o.id, tier.value, "-" if price is None else f"{price:,.4f}", said.basis,
+                "" if said.as_of is None else f"{said.as_of:%Y-%m-%d}", said.source,
+            )  # fmt: skip
+    if not out.is_terminal:
+        out.width = max(out.width, 200)
+    out.print(table)
+    out.print(", ".join(f"{n} {basis}" for basis, n in counts.items()), highlight=False)
 
 
 #: What a cloud is called besides the name gpuplan gives it (for the hint of an unknown ``--cloud``).
