@@ -51,7 +51,7 @@ class Discount(StrictModel):
     """A percentage off every catalog price of one cloud (an EDP, a negotiated agreement)."""
 
     cloud: Cloud
-    percent: float = Field(gt=0, lt=100, description="percent off the catalog price")
+    percent: float = Field(gt=0, lt=100, description="percent off the catalog price: above 0, below 100")
     tiers: list[TierName] = Field(
         default_factory=_every_tier,
         min_length=1,
@@ -67,7 +67,7 @@ class NegotiatedRate(StrictModel):
 
     offering: str = Field(max_length=200, description="offering id cloud:region:instance_type")
     tier: TierName
-    usd_h: float = Field(gt=0, lt=10_000, description="USD per node-hour")
+    usd_h: float = Field(gt=0, lt=10_000, description="USD per node-hour: above 0, below 10000")
     note: Note = ""
     as_of: dt.date | None = Field(None, description="when the rate was agreed or quoted")
 
