@@ -36,9 +36,9 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from models.catalog import GPU_MEMORY_GB, Offering
