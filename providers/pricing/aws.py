@@ -23,10 +23,11 @@ are still returned):
    the next change, or until now), one ``spot-zone`` term per zone; the catalog's spot price is the plain
    median of the zone values.
 
-Retries: botocore's own are switched off (``max_attempts`` 1) and every page is retried by
+Retries: botocore's own are switched off (``total_max_attempts`` 1: its ``max_attempts`` 1 would still
+retry once) and every page is retried by
 :func:`providers.pricing.common.with_retries` on throttling (``ThrottlingException``,
 ``RequestLimitExceeded``, HTTP 429) and transient failures (HTTP 5xx, a proxy's HTML page, a dropped
-connection), so the retrying is visible and bounded. boto3 is imported inside :func:`fetch`.
+connection), so the retrying is visible and bounded. botocore (boto3's core) is imported inside :func:`fetch`.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def fetch(request: FetchRequest, progress: Progress | None = None) -> FetchResul
 
 @dataclass(frozen=True)
 class _Clients:
-    """The boto3 clients of one fetch, made up front in one thread (making clients is not thread-safe;
+    """The botocore clients of one fetch, made up front in one thread (making clients is not thread-safe;
     using them is)."""
 
     pricing: Any
@@ -153,7 +154,7 @@ class _Clients:
     @classmethod
     def open(cls, request: FetchRequest) -> _Clients:
         try:
-            import boto3
+            import botocore.session
             from botocore.config import Config
             from botocore.exceptions import (
                 ClientError,
@@ -164,22 +165,25 @@ class _Clients:
             from botocore.parsers import ResponseParserError
         except ImportError as exc:
             raise MissingSDK(CLOUD, "boto3", "aws") from exc
-        config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60)
-        session = boto3.session.Session()
-        pricing = session.client(
+        config = Config(
+            retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60
+        )
+        session = botocore.session.get_session()  # a new one each fetch: credentials are read afresh
+        session.register_component("data_loader", _shared_loader(session))
+        pricing = session.create_client(
             "pricing",
             region_name=PRICING_REGION,
             endpoint_url=request.endpoints.get("aws-pricing"),
             config=config,
         )
-        savingsplans = session.client(
+        savingsplans = session.create_client(
             "savingsplans",
             region_name=PRICING_REGION,
             endpoint_url=request.endpoints.get("aws-savingsplans"),
             config=config,
         )
         ec2 = {
-            region: session.client(
+            region: session.create_client(
                 "ec2", region_name=region, endpoint_url=request.endpoints.get("aws-ec2"), config=config
             )
             for region in request.regions
@@ -212,6 +216,19 @@ class _Clients:
             status = int(answer.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
             return code in _THROTTLE_CODES or status == 429 or status >= 500
         return False
+
+
+_LOADER_LOCK = threading.Lock()
+_LOADERS: list[Any] = []
+
+
+def _shared_loader(session: Any) -> Any:
+    """botocore's data loader, kept between fetches: it caches the service models it has read (EC2's is
+    several MB of JSON, ~0.5 s to load), which never change while the process runs."""
+    with _LOADER_LOCK:
+        if not _LOADERS:
+            _LOADERS.append(session.get_component("data_loader"))
+        return _LOADERS[0]
 
 
 def _locked(progress: Progress | None) -> Progress:
@@ -495,6 +512,8 @@ def _shape(described: Mapping[str, Any]) -> Shape | None:
     if model is None:
         return None
     count = sum(int(g.get("Count") or 0) for g in gpus)
+    if count < 1:  # a fractional GPU (g6f: GpuPartitionSize < 1) is not a node gpuplan can plan
+        return None
     network = described.get("NetworkInfo", {})
     efa = bool(network.get("EfaSupported"))
     return Shape(
