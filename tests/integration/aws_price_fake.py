@@ -29,7 +29,7 @@ import re
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -256,7 +256,7 @@ class AwsPriceFake:
         return status, {"Content-Type": kind}, body
 
     # ---- the server ----
-    def serve(self) -> Iterator[str]:
+    def serve(self) -> Generator[str, None, None]:
         """Serve on 127.0.0.1 and a free port until the generator is closed; yields the endpoint URL."""
         fake = self
 
