@@ -24,6 +24,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, Final, Literal
 
@@ -105,7 +106,9 @@ GPU_SKU_NAMES: Final[dict[str, tuple[str, ...]]] = {
     "nvidia-tesla-v100": ("Nvidia Tesla V100 GPU",),
 }
 _GPU_BY_SKU_NAME: Final[dict[str, tuple[str, int]]] = {
-    name: (accelerator, rank) for accelerator, names in GPU_SKU_NAMES.items() for rank, name in enumerate(names)
+    name: (accelerator, rank)
+    for accelerator, names in GPU_SKU_NAMES.items()
+    for rank, name in enumerate(names)
 }
 #: The multi-node GPU fabric of each machine type and its bandwidth, as the embedded catalog records them
 #: (models/data/catalog.csv: a3-highgpu-8g GPUDirect-TCPX 800 Gb/s, a3-megagpu-8g GPUDirect-TCPXO 1600,
@@ -183,9 +186,9 @@ def fetch(request: FetchRequest, progress: Progress | None = None) -> FetchResul
         try:
             machines[region] = _region_machines(sdk, regions_client, types_client, project, region, retried)
         except Exception as error:
-            if not isinstance(error, sdk.api_exceptions.GoogleAPICallError | ProviderError) and not _transient(
-                sdk, error
-            ):
+            if not isinstance(
+                error, sdk.api_exceptions.GoogleAPICallError | ProviderError
+            ) and not _transient(sdk, error):
                 raise
             result.failed_regions[region] = f"machineTypes: {_describe(error)}"
             say(f"gcp {region}: failed ({_describe(error)})")
@@ -248,10 +251,7 @@ def _region_machines(
     found: dict[str, Machine] = {}
     for zone in zones:
         listed = retried(
-            lambda zone=zone: list(
-                types_client.list(project=project, zone=zone, retry=None, timeout=CALL_TIMEOUT)
-            ),
-            f"gcp machineTypes.list {zone}",
+            partial(_machine_types, types_client, project, zone), f"gcp machineTypes.list {zone}"
         )
         for mt in listed:
             if not mt.accelerators or mt.name in found:
@@ -265,6 +265,11 @@ def _region_machines(
                 gpus=int(accelerator.guest_accelerator_count),
             )
     return [found[name] for name in sorted(found)]
+
+
+def _machine_types(client: Any, project: str, zone: str) -> list[Any]:
+    """Every page of one zone's machine types (the pager follows ``nextPageToken``)."""
+    return list(client.list(project=project, zone=zone, retry=None, timeout=CALL_TIMEOUT))
 
 
 def _wanted_machines(
@@ -288,7 +293,11 @@ def _wanted_machines(
             if memory is None:  # pragma: no cover - every canonical model has one
                 raise AssertionError(model)
             shape = Shape(
-                gpu_model=model, gpus_per_node=machine.gpus, gpu_memory_gb=memory, fabric=fabric, fabric_gbps=gbps
+                gpu_model=model,
+                gpus_per_node=machine.gpus,
+                gpu_memory_gb=memory,
+                fabric=fabric,
+                fabric_gbps=gbps,
             )
             wanted[region].append((machine, shape))
         if not wanted[region]:
@@ -330,7 +339,7 @@ def _read_catalog(
             parent=COMPUTE_SERVICE, page_size=PAGE_SIZE, page_token=token, currency_code="USD"
         )
         response = retried(
-            lambda ask=ask: client.list_skus(request=ask, retry=None, timeout=CALL_TIMEOUT),
+            partial(client.list_skus, request=ask, retry=None, timeout=CALL_TIMEOUT),
             f"gcp billing catalog page {page}",
         )
         kept = 0
@@ -424,7 +433,10 @@ def _expected_description(component: Component, name: str, tier: Tier, region: s
         resource = GPU_SKU_NAMES.get(name, (name,))[0]
     else:
         committed = tier in (Tier.RESERVED_1Y, Tier.RESERVED_3Y)
-        part = {"core": "Cpu" if committed else "Instance Core", "ram": "Ram" if committed else "Instance Ram"}
+        part = {
+            "core": "Cpu" if committed else "Instance Core",
+            "ram": "Ram" if committed else "Instance Ram",
+        }
         resource = f"{name} {part[component]}"
     usage = next(usage for usage, t in USAGE_TIER.items() if t is tier)
     where = " running in" if component == "gpu" else " in"

@@ -62,7 +62,9 @@ class PriceFake:
     @classmethod
     def from_fixtures(cls, root: Path = FIXTURES) -> PriceFake:
         fake = cls()
-        for path in sorted((root / "billing").glob("skus-page-*.json"), key=lambda p: int(p.stem.rsplit("-")[-1])):
+        for path in sorted(
+            (root / "billing").glob("skus-page-*.json"), key=lambda p: int(p.stem.rsplit("-")[-1])
+        ):
             fake.pages.append(json.loads(path.read_text()))
         for path in (root / "compute").glob("region-*.json"):
             body = json.loads(path.read_text())
@@ -72,7 +74,8 @@ class PriceFake:
         return fake
 
     def fail(self, pattern: str, status: int, *, times: int = 1, message: str = "") -> None:
-        """The next ``times`` requests whose path matches ``pattern`` get ``status`` and Google's error body."""
+        """The next ``times`` requests whose path and query (``/v1/...?pageToken=...``) match ``pattern``
+        get ``status`` and Google's error body."""
         self.faults.append(Fault(pattern, status, times, message or f"fake {STATUS.get(status, status)}"))
 
     def edit_skus(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
@@ -80,16 +83,22 @@ class PriceFake:
         for page in self.pages:
             page["skus"] = [s for s in (change(sku) for sku in page["skus"]) if s is not None]
 
-    def count(self, pattern: str) -> int:
-        return sum(1 for path, _ in self.requests if re.search(pattern, path))
+    def count(self, pattern: str, token: str | None = None) -> int:
+        """Requests whose path matches ``pattern`` (and that asked for page ``token``, when given)."""
+        return sum(
+            1
+            for path, query in self.requests
+            if re.search(pattern, path) and (token is None or query.get("pageToken", [""])[0] == token)
+        )
 
     # ---- answering -------------------------------------------------------------------------------------
 
-    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    def answer(self, path: str, raw_query: str) -> tuple[int, dict[str, Any]]:
+        query = parse_qs(raw_query)
         with self.lock:
             self.requests.append((path, query))
             for fault in self.faults:
-                if fault.times > 0 and re.search(fault.pattern, path):
+                if fault.times > 0 and re.search(fault.pattern, f"{path}?{raw_query}"):
                     fault.times -= 1
                     return fault.status, error(fault.status, fault.message)
         skus = re.fullmatch(r"/v1/services/([^/]+)/skus", path)
@@ -100,11 +109,19 @@ class PriceFake:
         region = re.fullmatch(r"/compute/v1/projects/[^/]+/regions/([^/]+)", path)
         if region:
             body = self.regions.get(region.group(1))
-            return (200, body) if body else (404, error(404, f"The resource 'regions/{region.group(1)}' was not found"))
+            return (
+                (200, body)
+                if body
+                else (404, error(404, f"The resource 'regions/{region.group(1)}' was not found"))
+            )
         zone = re.fullmatch(r"/compute/v1/projects/[^/]+/zones/([^/]+)/machineTypes", path)
         if zone:
             body = self.machine_types.get(zone.group(1))
-            return (200, body) if body else (404, error(404, f"The resource 'zones/{zone.group(1)}' was not found"))
+            return (
+                (200, body)
+                if body
+                else (404, error(404, f"The resource 'zones/{zone.group(1)}' was not found"))
+            )
         return 404, error(404, f"no such path {path}")
 
     def _page(self, token: str) -> tuple[int, dict[str, Any]]:
@@ -124,9 +141,9 @@ def error(status: int, message: str) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     fake: PriceFake
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
-        status, body = self.fake.answer(url.path, parse_qs(url.query))
+        status, body = self.fake.answer(url.path, url.query)
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -134,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -143,7 +160,7 @@ def serve(fake: PriceFake) -> Iterator[str]:
     """``fake`` on 127.0.0.1 at a free port; yields its ``http://`` address, stops it on exit."""
     handler = type("Handler", (_Handler,), {"fake": fake})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
