@@ -378,3 +378,63 @@ def test_the_module_imports_without_the_sdk_and_fetch_names_the_extra() -> None:
         check=True,
     )
     assert "pip install 'gpuplan[gcp]'" in done.stdout
+
+
+def test_a_tiered_sku_is_priced_at_its_last_tier(url: str, fake: PriceFake) -> None:
+    """A free first tier (as E2's free allowance) is not what a fleet pays: the last tier's rate is."""
+    described = "Nvidia H100 80GB GPU running in Americas"
+    paid = usd(described)
+
+    def free_first_hour(s: dict[str, Any]) -> dict[str, Any]:
+        if s["description"] == described:
+            rates = s["pricingInfo"][0]["pricingExpression"]["tieredRates"]
+            free = {"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": "0", "nanos": 0}}
+            rates[:] = [free, {**rates[0], "startUsageAmount": 1}]
+        return s
+
+    fake.edit_skus(free_first_hour)
+    result, _ = run(url, gpus=("H100",))
+    a3 = by_id(result)["gcp:us-central1:a3-highgpu-8g"]
+    assert a3.on_demand_usd_h == pytest.approx(A3_HIGH_US_CENTRAL1["on_demand"], abs=1e-4)
+    assert paid > 9
+
+
+def test_a_gpu_sku_spelled_another_way_prices_it_and_the_preferred_spelling_wins(
+    url: str, fake: PriceFake
+) -> None:
+    """A3 Mega's GPU SKUs have been "Mega" and "Plus"; the commitment missing in Americas is found under the
+    other name, and where both exist the first spelling of GPU_SKU_NAMES is used."""
+    extra: list[dict[str, Any]] = []
+    for years, word, price in ((1, "Year", "5"), (3, "Years", "3")):
+        new = json.loads(
+            json.dumps(sku(f"Commitment v1: Nvidia H100 80GB GPU running in Americas for {years} {word}"))
+        )
+        new["description"] = (
+            f"Commitment v1: Nvidia H100 80GB Plus GPU running in Americas for {years} {word}"
+        )
+        new["skuId"] = f"PLUS-000{years}-AMER"
+        new["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["units"] = price
+        new["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["nanos"] = 0
+        extra.append(new)
+    shadow = json.loads(json.dumps(sku("Nvidia H100 80GB Mega GPU running in Virginia")))
+    shadow["description"] = "Nvidia H100 80GB Plus GPU running in Virginia"
+    shadow["skuId"] = "PLUS-0000-VIRG"
+    shadow["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["units"] = "99"
+    fake.pages[-1]["skus"].extend(extra)
+    fake.pages[0]["skus"].insert(0, shadow)
+    # a SKU whose description and usage type disagree is not what it seems: not used
+    liar = json.loads(json.dumps(sku("Commitment v1: A3 Cpu in Americas for 3 Years")))
+    liar["category"]["usageType"] = "Commit1Yr"
+    liar["skuId"] = "LIAR-0000-0001"
+    fake.pages[0]["skus"].insert(0, liar)
+    result, _ = run(url, gpus=("H100",))
+    found = by_id(result)
+    mega = found["gcp:us-central1:a3-megagpu-8g"]
+    host_1y = 208 * usd("Commitment v1: A3 Cpu in Americas for 1 Year") + 1872 * usd(
+        "Commitment v1: A3 Ram in Americas for 1 Year"
+    )
+    assert mega.reserved_1y_usd_h == pytest.approx(host_1y + 8 * 5, abs=1e-9)
+    assert "PLUS-0001-AMER" in mega.price_provenance("reserved_1y").source
+    assert "LIAR-0000-0001" not in mega.price_provenance("reserved_1y").source
+    assert found["gcp:us-east4:a3-megagpu-8g"].on_demand_usd_h == pytest.approx(92.21430, abs=1e-4)
+    assert not result.warnings
