@@ -185,11 +185,7 @@ def fetch(request: FetchRequest, progress: Progress | None = None) -> FetchResul
     for region in request.regions:
         try:
             machines[region] = _region_machines(sdk, regions_client, types_client, project, region, retried)
-        except Exception as error:
-            if not isinstance(
-                error, sdk.api_exceptions.GoogleAPICallError | ProviderError
-            ) and not _transient(sdk, error):
-                raise
+        except Exception as error:  # an API error, a dropped connection, a reply that does not parse
             result.failed_regions[region] = f"machineTypes: {_describe(error)}"
             say(f"gcp {region}: failed ({_describe(error)})")
             continue
@@ -208,11 +204,9 @@ def fetch(request: FetchRequest, progress: Progress | None = None) -> FetchResul
     catalog = sdk.billing.CloudCatalogClient(**_client_kwargs(sdk, credentials, billing_endpoint))
     try:
         rates = _read_catalog(sdk, catalog, needed, retried, say, result.warnings)
-    except sdk.api_exceptions.GoogleAPICallError as error:
-        raise _map_error(sdk, error, "list skus") from error
-    except Exception as error:
-        if not _transient(sdk, error):
-            raise
+    except ProviderError:
+        raise
+    except Exception as error:  # the whole fetch fails: one ProviderError, the SDK's error as its cause
         raise _map_error(sdk, error, "list skus") from error
 
     source = f"GCP Cloud Billing Catalog {COMPUTE_SERVICE} skus ({_url(billing_endpoint)}/v1)"

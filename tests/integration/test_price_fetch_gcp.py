@@ -18,7 +18,7 @@ from gcp_price_fake import FIXTURES, PriceFake, serve
 
 from models.catalog import Catalog, write_catalog
 from models.priceterms import read_terms, terms_path_for, write_terms
-from providers.errors import InvalidRequest, Throttled
+from providers.errors import InvalidRequest, ProviderError, Throttled
 from providers.pricing import gcp
 from providers.pricing.common import FetchRequest, FetchResult
 
@@ -438,3 +438,12 @@ def test_a_gpu_sku_spelled_another_way_prices_it_and_the_preferred_spelling_wins
     assert "LIAR-0000-0001" not in mega.price_provenance("reserved_1y").source
     assert found["gcp:us-east4:a3-megagpu-8g"].on_demand_usd_h == pytest.approx(92.21430, abs=1e-4)
     assert not result.warnings
+
+
+def test_a_catalog_reply_that_does_not_parse_fails_the_fetch_as_a_provider_error(
+    url: str, fake: PriceFake
+) -> None:
+    fake.pages[1]["skus"][0]["pricingInfo"][0]["pricingExpression"]["tieredRates"] = "not a list"
+    with pytest.raises(ProviderError) as caught:
+        gcp.fetch(request(url))
+    assert (caught.value.cloud, caught.value.operation) == ("gcp", "list skus")
