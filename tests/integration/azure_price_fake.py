@@ -13,8 +13,8 @@ azure-retail-prices):
   ``NextPageLink`` that repeats the query with ``$skip``; null on the last page.
 - ``savingsPlan`` is only in the items with ``api-version=2023-01-01-preview``, as the docs say.
 
-Faults, for the behaviours the tests need: :class:`Fault` answers a status (429 with ``Retry-After``, 500, ...)
-or a malformed body to the requests of one region (and page), ``times`` times or always. Every request is
+Faults, for the behaviours the tests need: :class:`Fault` answers a status (429 with ``Retry-After``, 500,
+...) or a malformed body to the requests of one region (and page), ``times`` times or always. Every request is
 recorded (region, page, query, status).
 """
 
@@ -98,7 +98,8 @@ class AzurePriceFake:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # a short poll so stop() returns at once (the default 0.5 s is half a second per test)
+        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
         self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
         return self.base
 
@@ -185,7 +186,7 @@ def _parse(text: str) -> Predicate:
     while position < len(text.rstrip()):
         match = _TOKEN.match(text, position)
         if match is None:
-            raise ValueError(f"unexpected text at {position}: {text[position:position + 20]!r}")
+            raise ValueError(f"unexpected text at {position}: {text[position : position + 20]!r}")
         position = match.end()
         opened, closed, comma, string, word = match.groups()
         if string is not None:
