@@ -5,6 +5,7 @@ the catalog and terms files."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -210,6 +211,26 @@ def test_unusable_price_is_unknown_never_converted(
     assert f"azure:eastus:Standard_ND96amsr_A100_v4: spot: {said}; that price is unknown" in result.warnings
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"type": "DevTestConsumption"},  # Dev/Test subscriptions only
+        {"isPrimaryMeterRegion": False},  # a non-primary meter region's copy
+        {"tierMinimumUnits": 100.0},  # a volume tier
+        {"productName": "Virtual Machines NDamsr A100 v4 Series Windows"},  # licence included
+        {"skuName": "ND96amsr A100 v4 Low Priority"},  # low priority, not spot
+    ],
+)
+def test_meters_gpuplan_does_not_plan_are_ignored(fake: AzurePriceFake, change: dict[str, object]) -> None:
+    """Each such meter, newer and cheaper than the real one, would win if it were read."""
+    base = next(
+        i for i in fake.items if i["armSkuName"] == "Standard_ND96amsr_A100_v4" and i["type"] == "Consumption"
+    )
+    fake.items.append({**base, **change, "unitPrice": 1.5, "effectiveStartDate": "2026-01-01T00:00:00Z"})
+    a100 = offering(azure.fetch(ask(fake, "eastus")), "azure:eastus:Standard_ND96amsr_A100_v4")
+    assert (a100.on_demand_usd_h, a100.spot_usd_h) == (32.77, 3.6047)
+
+
 def test_size_missing_from_the_table_is_warned_and_skipped(fake: AzurePriceFake) -> None:
     result = azure.fetch(ask(fake))
     assert not any("NC6s_v3" in o.id for o in result.offerings)
@@ -237,6 +258,22 @@ def test_failing_region_is_named_and_the_others_returned(
     assert said in result.failed_regions["eastus2"]
     assert {o.region for o in result.offerings} == {"eastus"}
     assert len(result.offerings) == 4
+
+
+@pytest.mark.parametrize(
+    ("link", "said"),
+    [
+        ("https://prices.example.net/api/retail/prices?$skip=4", "leaves"),
+        ("{base}/api/retail/prices?$filter=armRegionName eq 'eastus2'", "repeats an earlier page"),
+    ],
+)
+def test_next_page_link_off_the_endpoint_or_looping_fails_the_region(
+    fake: AzurePriceFake, link: str, said: str
+) -> None:
+    body = json.dumps({"Items": [], "NextPageLink": link.format(base=fake.base), "Count": 0})
+    fake.faults.append(Fault("eastus2", status=200, times=None, body=body))
+    result = azure.fetch(ask(fake))
+    assert said in result.failed_regions["eastus2"] and len(result.offerings) == 4
 
 
 def test_every_region_failing_is_a_provider_error(fake: AzurePriceFake) -> None:
