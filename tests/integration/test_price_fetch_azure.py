@@ -347,3 +347,22 @@ def test_round_trip_through_the_catalog_and_terms_files(fake: AzurePriceFake, tm
         (t.term_years, t.usd_h) for t in terms if t.offering == H100_EASTUS and t.kind == "savings-plan"
     )
     assert plans == [(1, 74.7232), (3, 48.1768)]
+
+
+def test_unknown_on_demand_row_stays_in_the_file_and_is_not_planned(
+    fake: AzurePriceFake, tmp_path: Path
+) -> None:
+    for item in fake.items:
+        if item["armSkuName"] == "Standard_NC40ads_H100_v5":
+            item["currencyCode"] = "EUR"  # not a USD price: unknown, never converted
+    result = azure.fetch(ask(fake, "eastus"))
+    nc = offering(result, "azure:eastus:Standard_NC40ads_H100_v5")
+    assert nc.on_demand_usd_h is None
+    path = tmp_path / "catalog.csv"
+    write_catalog(result.offerings, path)
+    assert "Standard_NC40ads_H100_v5" in path.read_text(encoding="utf-8")  # the row is kept
+    catalog = Catalog.load(path)
+    assert len(catalog) == 3
+    assert any(
+        "on-demand price of azure:eastus:Standard_NC40ads_H100_v5 is unknown" in w for w in catalog.warnings
+    )
