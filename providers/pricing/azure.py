@@ -89,7 +89,8 @@ TIMEOUT_S: Final = 30.0
 #: https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ :
 #: ``ndasra100v4-series`` (ND A100 v4: 8x A100 40 GB SXM, InfiniBand HDR 8x200 Gb/s),
 #: ``ndma100v4-series`` (NDm A100 v4: 8x A100 80 GB SXM, HDR 8x200), ``ndh100v5-series`` (ND H100 v5:
-#: 8x H100 80 GB, InfiniBand NDR 8x400), ``nd-family`` (ND H200 v5: 8x H200 141 GB, NDR 8x400),
+#: 8x H100 80 GB, InfiniBand NDR 8x400), ND H200 v5 (8x H200 141 GB, NDR 8x400: not on the size pages read,
+#: so as the embedded catalog has it),
 #: ``nca100v4-series`` (NC A100 v4: 1, 2 or 4 A100 80 GB PCIe, no InfiniBand), ``ncadsh100v5-series``
 #: (NCads H100 v5: 1 or 2 H100 NVL 94 GB, no InfiniBand). Bandwidths as the embedded catalog has them.
 SIZES: Final[Mapping[str, Shape]] = {
