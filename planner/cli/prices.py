@@ -57,6 +57,12 @@ def fetch(
         ),
     ] = None,
     spot_days: Annotated[int, typer.Option(help="days of AWS spot price history read per zone")] = 7,
+    project: Annotated[
+        str | None,
+        typer.Option(
+            help="GCP project to read machine types in (default: GOOGLE_CLOUD_PROJECT, then gcloud's)"
+        ),
+    ] = None,
     endpoint: Annotated[
         list[str] | None,
         typer.Option(
@@ -95,7 +101,9 @@ def fetch(
     results: list[FetchResult] = []
     failures: list[str] = []
     for name, (regions, gpus) in wanted.items():
-        request = FetchRequest(regions=regions, gpus=gpus, now=now, endpoints=endpoints, spot_days=spot_days)
+        request = FetchRequest(
+            regions=regions, gpus=gpus, now=now, endpoints=endpoints, spot_days=spot_days, project=project
+        )
         say(f"{name}: fetching {', '.join(regions)}" + (f" ({', '.join(gpus)})" if gpus else ""))
         try:
             module = importlib.import_module(f"providers.pricing.{name}")

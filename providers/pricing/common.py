@@ -55,9 +55,12 @@ class FetchRequest:
     gpus: tuple[str, ...]
     now: datetime
     endpoints: Mapping[str, str] = field(default_factory=dict)
-    #: Days of spot price history read per zone; the catalog's spot price is the median over the zones of
-    #: each zone's median over these days.
+    #: Days of spot price history read per zone (AWS); the catalog's spot price is the median over the zones
+    #: of each zone's time-weighted median over these days (a price holds until the next change).
     spot_days: int = 7
+    #: The GCP project whose machine types are read (``compute.machineTypes.list`` needs one); None: the
+    #: environment's (GOOGLE_CLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, the credentials').
+    project: str | None = None
     #: Attempts per throttled or failed call (exponential backoff with jitter between them).
     attempts: int = 5
     #: The first backoff, in seconds (doubled each attempt, at most 20 s).

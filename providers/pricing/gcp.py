@@ -168,7 +168,7 @@ def fetch(request: FetchRequest, progress: Progress | None = None) -> FetchResul
     result = FetchResult(cloud=CLOUD)
     billing_endpoint = request.endpoints.get("gcp-billing", DEFAULT_BILLING_ENDPOINT)
     compute_endpoint = request.endpoints.get("gcp-compute", DEFAULT_COMPUTE_ENDPOINT)
-    credentials, project = _credentials(sdk, (billing_endpoint, compute_endpoint))
+    credentials, project = _credentials(sdk, (billing_endpoint, compute_endpoint), request.project)
 
     def retried(call: Callable[[], Any], what: str) -> Any:
         return with_retries(
@@ -544,11 +544,12 @@ def _url(endpoint: str) -> str:
     return endpoint if "://" in endpoint else f"https://{endpoint}"
 
 
-def _credentials(sdk: SimpleNamespace, endpoints: Iterable[str]) -> tuple[Any, str]:
+def _credentials(sdk: SimpleNamespace, endpoints: Iterable[str], asked: str | None) -> tuple[Any, str]:
     """Credentials and the project whose machine types are read. An endpoint over plain http (a mirror, a
     test's stand-in) gets anonymous credentials, as no token is sent without TLS; otherwise Application
-    Default Credentials. The project: GOOGLE_CLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, else the credentials'."""
-    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUDSDK_CORE_PROJECT") or ""
+    Default Credentials. The project: the request's, GOOGLE_CLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, else the
+    credentials'."""
+    project = asked or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUDSDK_CORE_PROJECT") or ""
     if all(endpoint.startswith("http://") for endpoint in endpoints):
         credentials: Any = sdk.AnonymousCredentials()
     else:
@@ -563,7 +564,7 @@ def _credentials(sdk: SimpleNamespace, endpoints: Iterable[str]) -> tuple[Any, s
         project = project or default_project or ""
     if not project:
         raise InvalidRequest(
-            "no project to read machine types in: set GOOGLE_CLOUD_PROJECT",
+            "no project to read machine types in: give --project or set GOOGLE_CLOUD_PROJECT",
             cloud=CLOUD,
             operation="catalog fetch",
         )
