@@ -200,12 +200,13 @@ def test_a_price_the_api_does_not_have_is_unknown_with_a_warning(stand_in: tuple
                     dimension["pricePerUnit"]["USD"] = "0.0000000000"
     result = fetch(_request(url))
     offerings = {o.id: o for o in result.offerings}
-    b200 = offerings["aws:us-east-1:p6-b200.48xlarge"]  # AWS sells no 1-year RI or EC2 Instance SP for it
-    assert b200.reserved_1y_usd_h is None and b200.reserved_3y_usd_h == pytest.approx(49.21897)
-    assert b200.price_provenance("reserved_1y").basis == "unknown"
-    assert any(
-        t.kind == "savings-plan-compute" and t.term_years == 1 for t in result.terms if t.offering == b200.id
+    b200 = offerings["aws:us-east-1:p6-b200.48xlarge"]  # AWS sells no 1-year RI or EC2 Instance SP for it:
+    # its 1-year tier is the Compute Savings Plan's rate (headline_commitment's fallback), not unknown
+    assert b200.reserved_1y_usd_h == pytest.approx(89.72208) and b200.reserved_3y_usd_h == pytest.approx(
+        49.21897
     )
+    said = b200.price_provenance("reserved_1y")
+    assert said.basis == "quoted" and "savings-plan-compute" in said.source
     g6e_west = offerings["aws:us-west-2:g6e.xlarge"]  # no spot history in us-west-2
     assert g6e_west.spot_usd_h is None and g6e_west.price_provenance("spot").basis == "unknown"
     for offering_id in ("aws:us-east-1:p5en.48xlarge", "aws:us-east-1:p4de.24xlarge"):
@@ -213,7 +214,7 @@ def test_a_price_the_api_does_not_have_is_unknown_with_a_warning(stand_in: tuple
         assert kept.on_demand_usd_h is None and kept.price_provenance("on_demand").basis == "unknown"
         assert kept.reserved_1y_usd_h is not None  # the rest of the row is still priced
     warned = "\n".join(result.warnings)
-    assert "us-east-1 p6-b200.48xlarge: no reserved_1y price" in warned
+    assert "p6-b200.48xlarge: no reserved_1y price" not in warned
     assert "us-west-2 g6e.xlarge: no spot price" in warned
     assert "us-east-1 p5en.48xlarge: no on_demand price" in warned
     assert "us-east-1 p4de.24xlarge: no on_demand price" in warned
@@ -290,7 +291,8 @@ def test_the_catalog_and_terms_files_keep_prices_and_provenance(
     assert on_demand.as_of == NOW
     assert "DescribeSpotPriceHistory" in p5.price_provenance("spot").source
     b200 = catalog.get("aws:us-east-1:p6-b200.48xlarge")
-    assert b200.reserved_1y_usd_h is None and b200.price_provenance("reserved_1y").basis == "unknown"
+    assert b200.reserved_1y_usd_h == pytest.approx(89.72208)  # the Compute Savings Plan: nothing node-shaped
+    assert "savings-plan-compute" in b200.price_provenance("reserved_1y").source
     partial = next(
         t
         for t in terms

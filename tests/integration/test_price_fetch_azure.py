@@ -185,9 +185,11 @@ def test_missing_price_is_unknown_with_a_warning(fake: AzurePriceFake) -> None:
     spot = {p.tier: p for p in h100.provenance}["spot"]
     assert spot.basis == "unknown" and spot.source.startswith("not in Azure Retail Prices API")
     assert f"{H100_EASTUS}: no usable spot price in the Retail Prices API: unknown" in result.warnings
-    nc = offering(result, "azure:eastus:Standard_NC40ads_H100_v5")  # no reservation meter
-    assert (nc.on_demand_usd_h, nc.reserved_1y_usd_h, nc.reserved_3y_usd_h) == (6.98, None, None)
-    assert any("NC40ads_H100_v5: no usable 1-year reservation" in w for w in result.warnings)
+    nc = offering(result, "azure:eastus:Standard_NC40ads_H100_v5")  # no reservation meter: its savings plan
+    plans = {t.term_years: t.usd_h for t in result.terms if t.offering == nc.id and t.kind == "savings-plan"}
+    assert (nc.on_demand_usd_h, nc.reserved_1y_usd_h, nc.reserved_3y_usd_h) == (6.98, plans[1], plans[3])
+    assert "(savings-plan no-upfront)" in {p.tier: p for p in nc.provenance}["reserved_1y"].source
+    assert not any("NC40ads_H100_v5: no usable 1-year reservation" in w for w in result.warnings)
 
 
 @pytest.mark.parametrize(
