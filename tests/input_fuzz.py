@@ -534,6 +534,69 @@ def _mig_parted(path: tuple[Any, ...]) -> bool:
 
 
 #: Input kind -> its generator (an endless stream of cases).
+_OVERLAY: Final = {
+    "discounts": [
+        {
+            "cloud": "aws",
+            "percent": 8,
+            "tiers": ["on_demand", "reserved_3y"],
+            "note": "EDP",
+            "as_of": "2026-01-15",
+        },
+        {"cloud": "gcp", "percent": 12.5},
+    ],
+    "rates": [
+        {"offering": "aws:us-east-2:p5.48xlarge", "tier": "reserved_3y", "usd_h": 21.1, "note": "PPA"},
+        {"offering": "azure:eastus:Standard_ND96isr_H100_v5", "tier": "on_demand", "usd_h": 90},
+    ],
+}
+
+
+def overlay_cases(rng: random.Random, ws: Workspace) -> Iterator[Case]:
+    """A pricing overlay (``--prices``) applied to the embedded catalog, as plan and validate do."""
+    while True:
+        doc, what, wrong = mutate_document(rng, _OVERLAY)
+
+        def read(d: Path) -> None:
+            from models.catalog import Catalog
+            from models.overlay import apply_overlay, load_overlay
+
+            apply_overlay(Catalog.load(None), load_overlay(d / "prices.yaml"), "prices.yaml")
+
+        yield Case(
+            "pricing_overlay", what, wrong, {"prices.yaml": yaml.safe_dump(doc, allow_unicode=True)}, read
+        )
+
+
+_TERMS: Final = "\n".join(
+    [
+        "offering,kind,term_years,offering_class,payment,usd_h,upfront_usd,effective_usd_h,zone,source,as_of",
+        "aws:us-east-1:p5.48xlarge,reserved-instance,1,standard,partial-upfront,17.3376,151888.0,34.6764,,"
+        "AWS Price List,2026-12-01T00:00:00Z",
+        "aws:us-east-1:p5.48xlarge,savings-plan-ec2-instance,3,,no-upfront,23.77728,0,23.77728,,"
+        "Savings Plans rates,2026-12-01T00:00:00Z",
+        "aws:us-east-1:p5.48xlarge,spot-zone,,,,18.2,0,18.2,us-east-1a,DescribeSpotPriceHistory,2026-12-01T00:00:00Z",
+        "gcp:us-central1:a3-highgpu-8g,committed-use,3,resource-based,no-upfront,38.56849,0,38.56849,,"
+        "Cloud Billing Catalog,2026-12-01T00:00:00Z",
+        "",
+    ]
+)
+
+
+def terms_cases(rng: random.Random, ws: Workspace) -> Iterator[Case]:
+    """The terms file a fetch writes beside its catalog, read back."""
+    numeric = {"usd_h", "upfront_usd", "effective_usd_h"}
+    while True:
+        mutated, what, wrong = mutate_csv(rng, _TERMS, numeric)
+
+        def read(d: Path) -> None:
+            from models.priceterms import read_terms
+
+            read_terms(d / "catalog.terms.csv")
+
+        yield Case("terms_csv", what, wrong, {"catalog.terms.csv": mutated}, read)
+
+
 KINDS: Final[dict[str, Callable[[random.Random, Workspace], Iterator[Case]]]] = {
     "scenario": scenario_cases,
     "demand_csv": demand_cases,
@@ -545,6 +608,8 @@ KINDS: Final[dict[str, Callable[[random.Random, Workspace], Iterator[Case]]]] = 
     "usage_csv": usage_cases,
     "opencost_json": opencost_cases,
     "plan_dir": plan_dir_cases,
+    "pricing_overlay": overlay_cases,
+    "terms_csv": terms_cases,
 }
 
 
