@@ -59,6 +59,7 @@ __all__ = [
     "PriceBasis",
     "PriceProvenance",
     "Range",
+    "catalog_csv",
     "gpu_model_matches",
     "parse_number",
     "write_catalog",
@@ -521,12 +522,8 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_catalog(offerings: Iterable[Offering], path: Path) -> None:
-    """``offerings`` as a catalog CSV in format :data:`CATALOG_FORMAT`, written whole or not at all (a
-    temporary sibling renamed into place): a fetch that fails part way never leaves half a catalog."""
-    import os
-    import tempfile
-
+def catalog_csv(offerings: Iterable[Offering]) -> str:
+    """``offerings`` as the text of a catalog CSV in format :data:`CATALOG_FORMAT`: it loads back as it is."""
     offerings = list(offerings)
     frame = Catalog(offerings).to_dataframe()[list(_COLUMNS)]
     # an empty cell is "the cloud's default rate": keep it so, so that a better default reaches the row
@@ -537,11 +534,21 @@ def write_catalog(offerings: Iterable[Offering], path: Path) -> None:
         dtype=bool,
     )
     frame["spot_interruptions_per_hour"] = frame["spot_interruptions_per_hour"].mask(defaults)
+    return frame.to_csv(index=False, float_format="%.10g", lineterminator="\n")
+
+
+def write_catalog(offerings: Iterable[Offering], path: Path) -> None:
+    """``offerings`` as a catalog CSV in format :data:`CATALOG_FORMAT`, written whole or not at all (a
+    temporary sibling renamed into place): a fetch that fails part way never leaves half a catalog."""
+    import os
+    import tempfile
+
+    text = catalog_csv(offerings)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", newline="", encoding="utf-8") as stream:
-            frame.to_csv(stream, index=False, float_format="%.10g")
+            stream.write(text)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -55,9 +55,10 @@ def catalog(
         raise fail(error) from None
     for warning in loaded.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    if csv:
-        frame = Catalog(rows).to_dataframe()
-        sys.stdout.write(frame.to_csv(index=False))
+    if csv:  # the catalog format itself: edit it into a catalog of your own
+        from models.catalog import catalog_csv
+
+        sys.stdout.write(catalog_csv(rows))
         return
     if provenance:
         _print_provenance(rows, file)

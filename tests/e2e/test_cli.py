@@ -23,7 +23,7 @@ import pytest
 from cli_output import assert_input_error, output_lines
 from typer.testing import CliRunner
 
-from models.catalog import EMBEDDED_CATALOG_PATH
+from models.catalog import EMBEDDED_CATALOG_PATH, Catalog
 from planner.cli import app
 
 CONTRACT_COLUMNS = ["period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus"]
@@ -478,7 +478,7 @@ def _embedded_rows() -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_catalog_lists_only_aws_h100_as_csv(runner: CliRunner) -> None:
+def test_catalog_lists_only_aws_h100_as_csv(runner: CliRunner, tmp_path: Path) -> None:
     expected = {
         f"{r['cloud']}:{r['region']}:{r['instance_type']}"
         for r in _embedded_rows()
@@ -490,7 +490,10 @@ def test_catalog_lists_only_aws_h100_as_csv(runner: CliRunner) -> None:
     frame = pd.read_csv(io.StringIO(result.stdout))
     assert set(frame["cloud"]) == {"aws"}
     assert frame["gpu_model"].str.startswith("H100").all()
-    assert set(frame["id"]) == expected
+    assert set(frame["cloud"] + ":" + frame["region"] + ":" + frame["instance_type"]) == expected
+    printed = tmp_path / "printed.csv"  # the catalog format itself: it loads back as a catalog
+    printed.write_text(result.stdout, encoding="utf-8")
+    assert {o.id for o in Catalog.load(printed)} == expected
 
 
 def test_catalog_table_lists_only_aws_h100(runner: CliRunner) -> None:
@@ -515,7 +518,9 @@ def test_catalog_with_a_user_file(runner: CliRunner, project: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(io.StringIO(result.stdout))
-    assert frame["id"].tolist() == ["gcp:us-central1:a3-highgpu-8g"]
+    assert (frame["cloud"] + ":" + frame["region"] + ":" + frame["instance_type"]).tolist() == [
+        "gcp:us-central1:a3-highgpu-8g"
+    ]
 
 
 def test_catalog_with_a_malformed_user_file(runner: CliRunner, project: Path, kit) -> None:
