@@ -1,0 +1,121 @@
+"""How a savings plan bills, written once: a commitment of dollars per hour, not of nodes.
+
+AWS Savings Plans (Compute and EC2 Instance) and Azure savings plans for compute are bought as a committed
+spend per hour for one or three years. Each hour (AWS Savings Plans User Guide, "How Savings Plans apply to
+your AWS usage", https://docs.aws.amazon.com/savingsplans/latest/userguide/sp-applying.html):
+
+1. node commitments (Reserved Instances, reservations, committed use) apply first
+   (:mod:`models.billing`); what runs on demand after them is the usage a savings plan may cover;
+2. EC2 Instance Savings Plans apply before Compute Savings Plans (:data:`APPLY_ORDER`);
+3. within a plan, the usage with the **highest savings percentage** over its on-demand rate is covered
+   first (equal percentages: the lower savings-plan rate first), each node-hour at that usage's own
+   savings-plan rate, until the hour's commitment is spent; a node-hour may be covered in part;
+4. what is left is paid on demand; the commitment is paid every hour of its term, spent or not.
+
+:func:`bill_hours` applies that rule to hourly usage (every hour at once, with numpy): it is the rule
+``gpuplan verify`` re-bills a plan by, and what every model's savings-plan rows must agree with. A plan
+covers only the offerings it has a rate for (an EC2 Instance plan: one family in one region; a Compute
+plan: every family and region; Azure's: the VM sizes it lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import numpy as np
+
+__all__ = ["APPLY_ORDER", "SavingsPlan", "SavingsPlanBill", "bill_hours", "coverage_order"]
+
+PlanKind = Literal["savings-plan-ec2-instance", "savings-plan-compute", "savings-plan"]
+#: The order the kinds apply in each hour: EC2 Instance plans first, then Compute (AWS); Azure's plans
+#: apply after reservations, as one kind.
+APPLY_ORDER: Final[dict[str, int]] = {
+    "savings-plan-ec2-instance": 0,
+    "savings-plan-compute": 1,
+    "savings-plan": 1,
+}
+
+
+@dataclass(frozen=True)
+class SavingsPlan:
+    """A savings plan as held or bought: ``usd_per_hour`` committed from hour ``start`` to ``end`` (hours of
+    the series billed, end exclusive), and its rate per node-hour for each offering it covers."""
+
+    name: str
+    kind: PlanKind
+    usd_per_hour: float
+    rates: Mapping[str, float]
+    start: int = 0
+    end: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.usd_per_hour >= 0:
+            raise ValueError(
+                f"{self.name}: the commitment must be >= 0 USD per hour, got {self.usd_per_hour}"
+            )
+        if any(not rate > 0 for rate in self.rates.values()):
+            raise ValueError(f"{self.name}: savings-plan rates must be above 0")
+
+
+@dataclass
+class SavingsPlanBill:
+    """What the steps cost under the plans: per offering the nodes each plan covered and those left on
+    demand (arrays over the steps), and the totals in USD."""
+
+    covered: dict[tuple[str, str], np.ndarray] = field(
+        default_factory=dict
+    )  # (plan, offering) -> nodes per step
+    on_demand: dict[str, np.ndarray] = field(
+        default_factory=dict
+    )  # offering -> nodes left on demand per step
+    commitment_usd: float = 0.0  # every plan's commitment over its hours in the series, spent or not
+    on_demand_usd: float = 0.0  # what was left, at the on-demand rates
+    unspent_usd: float = 0.0  # of the commitments, what covered nothing
+
+    @property
+    def total_usd(self) -> float:
+        return self.commitment_usd + self.on_demand_usd
+
+
+def coverage_order(plan: SavingsPlan, on_demand_usd_h: Mapping[str, float]) -> list[str]:
+    """The offerings ``plan`` covers, in the order it covers them: highest savings percentage first, then the
+    lower savings-plan rate; an offering whose rate is not below its on-demand rate is never covered first
+    by choice, but a plan covers it at its rate all the same (AWS applies plans to all eligible usage)."""
+    eligible = [o for o in plan.rates if o in on_demand_usd_h and on_demand_usd_h[o] > 0]
+    return sorted(eligible, key=lambda o: (-(1 - plan.rates[o] / on_demand_usd_h[o]), plan.rates[o], o))
+
+
+def bill_hours(
+    usage: Mapping[str, np.ndarray],
+    on_demand_usd_h: Mapping[str, float],
+    plans: Sequence[SavingsPlan],
+    hours_per_step: float = 1.0,
+) -> SavingsPlanBill:
+    """Bill ``usage`` (offering -> the nodes node commitments left on demand in each step of
+    ``hours_per_step`` hours, one array entry per step) under ``plans`` by the rule of the module docstring.
+
+    A step's commitment is ``usd_per_hour x hours_per_step`` and covers a node for the step at ``rate x
+    hours_per_step``; the nodes run the whole step, so a step bills as its hours would one by one."""
+    steps = max((len(series) for series in usage.values()), default=0)
+    left = {o: np.asarray(series, dtype=float).copy() for o, series in usage.items()}
+    bill = SavingsPlanBill()
+    for plan in sorted(plans, key=lambda p: (APPLY_ORDER[p.kind], p.name)):
+        active = np.zeros(steps, dtype=bool)
+        active[plan.start : steps if plan.end is None else min(plan.end, steps)] = True
+        budget = np.where(active, plan.usd_per_hour * hours_per_step, 0.0)
+        bill.commitment_usd += float(budget.sum())
+        for offering in coverage_order(plan, on_demand_usd_h):
+            if offering not in left:
+                continue
+            rate = plan.rates[offering] * hours_per_step  # a node-hour's share of the step's commitment
+            covered = np.minimum(left[offering], budget / rate)
+            left[offering] -= covered
+            budget -= covered * rate
+            bill.covered[(plan.name, offering)] = covered
+        bill.unspent_usd += float(np.clip(budget, 0.0, None).sum())
+    for offering, remaining in left.items():
+        bill.on_demand[offering] = remaining
+        bill.on_demand_usd += float(remaining.sum()) * on_demand_usd_h.get(offering, 0.0) * hours_per_step
+    return bill
