@@ -14,8 +14,8 @@ loaded with the volumes the real APIs answer, and runs ``providers.pricing.<clou
   force before them) of spot history in 3-6 zones per type, a change every 1-3 h per zone (pages of 1,000).
   DescribeInstanceTypes goes on to moto's ThreadedMotoServer (warmed first: its first EC2 call loads its
   data).
-- ``aws-x30``: the same with each region's price list served 30 times over (every item repeated: ~78 MB of
-  price-list JSON instead of ~2.6 MB), to see whether the fetch's memory follows the volume it reads.
+- ``aws-x30``: the same with each region's price list served 30 times over (every item repeated: ~86 MB of
+  price-list JSON instead of ~2.9 MB), to see whether the fetch's memory follows the volume it reads.
 - ``gcp``: the regions of ``scenarios/training-heavy-lab.yaml`` (us-central1, us-east4; the fixtures' machine
   types), and a Cloud Billing Catalog of 40,000 Compute Engine SKUs (the real catalog's size) in pages of
   5,000: the fixtures' SKUs spread among SKUs of the other series, GPUs, regions, storage, network and
