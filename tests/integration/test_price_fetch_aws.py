@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -335,9 +334,14 @@ def test_importing_the_fetcher_does_not_import_the_sdk() -> None:
     assert json.loads(done.stdout) == []
 
 
-def test_a_scenario_s_regions_are_fetched_well_under_a_minute(stand_in: tuple[AwsPriceFake, str]) -> None:
-    """Four regions, each with every GPU instance type EC2 has (moto's data: ~60) at 12 RI terms each and
-    18 spot rows per type, read in one page each as AWS's page size would."""
+def test_every_gpu_type_ec2_describes_is_read_in_four_regions_at_once(
+    stand_in: tuple[AwsPriceFake, str],
+) -> None:
+    """Four regions read in parallel, each with every GPU instance type EC2 has (moto's data: ~65, among
+    them fractional g6f and GPUs gpuplan does not plan) at 12 RI terms each and 18 spot rows per type, one
+    page each as AWS's page sizes would: no region fails, each has the same offerings with every RI term,
+    and what is not planned is warned, not failed. How fast a fetch is at real volumes is measured by
+    bench/price_fetch_bench.py, not here."""
     fake, url = stand_in
     regions = ("us-east-1", "us-west-2", "us-east-2", "eu-west-1")
     template = next(
@@ -360,12 +364,16 @@ def test_a_scenario_s_regions_are_fetched_well_under_a_minute(stand_in: tuple[Aw
         "DescribeSavingsPlansOfferingRates": 1000,
         "DescribeSpotPriceHistory": 1000,
     }
-    started = time.perf_counter()
     result = fetch(_request(url, regions=regions))
-    elapsed = time.perf_counter() - started
     assert result.failed_regions == {}
-    assert len(result.offerings) >= len(regions) * 20
-    assert elapsed < 20, f"{elapsed:.1f} s"
+    planned = {r: sorted(o.instance_type for o in result.offerings if o.region == r) for r in regions}
+    assert len(planned["us-east-1"]) >= 20 and "p5.48xlarge" in planned["us-east-1"]
+    assert all(found == planned["us-east-1"] for found in planned.values())
+    reserved = [t for t in result.terms if t.kind == "reserved-instance"]
+    assert len(reserved) == 12 * len(result.offerings)
+    for region in regions:
+        (skipped,) = [w for w in result.warnings if w.startswith(f"aws {region}: GPU models")]
+        assert "g6f.large" in skipped and "g4dn.xlarge (T4)" in skipped
 
 
 def _moto_gpu_types() -> list[str]:

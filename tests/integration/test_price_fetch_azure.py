@@ -293,14 +293,12 @@ def test_bad_request_is_a_provider_error(fake: AzurePriceFake) -> None:
         azure.fetch(FetchRequest(regions=(), gpus=(), now=NOW, endpoints={"azure-prices": fake.base}))
 
 
-# -- progress, speed, import cost ----------------------------------------------------------------------------
+# -- progress, import cost ----------------------------------------------------------------------------
 
 
 def test_progress_names_each_region_and_the_total(fake: AzurePriceFake) -> None:
     lines: list[str] = []
-    started = time.monotonic()
     azure.fetch(ask(fake), lines.append)
-    assert time.monotonic() - started < 5
     assert "azure eastus: 5 pages, 19 items" in lines
     assert "azure eastus2: 4 pages, 13 items" in lines
     assert lines[-1] == "azure: 8 offerings, 28 terms, 0 failed regions"
