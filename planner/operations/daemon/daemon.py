@@ -337,6 +337,7 @@ class Daemon:
         }
         self.store.finish_cycle(cycle, "failed" if unresolved else "done", summary)
         self._pool_metrics(run)
+        self._commitment_metrics(plan, run, now)
         self.metrics.shortfall(shortfall)
         if shortfall:
             short = ", ".join(f"{pool} {nodes}" for pool, nodes in sorted(shortfall.items()))
@@ -524,6 +525,30 @@ class Daemon:
                 if short[original_id] <= 0 or not options[original_id]:
                     del short[original_id]
         return result
+
+    def _commitment_metrics(self, plan: Plan, run: Provisioning, now: datetime) -> None:
+        """Each commitment's use, planned beside actual; a warning (log and event ``reservation-idle``, once
+        while it lasts) for a reservation paid idle while on-demand nodes of its offering run outside it."""
+        from planner.operations.daemon.commitment_use import commitment_use, idle_reservations
+
+        used = commitment_use(plan.document, plan.allocations, run.inventory, now)
+        self.metrics.commitment_use({u.name: (u.planned, u.actual) for u in used})
+        idle = idle_reservations(run.inventory)
+        self.metrics.idle_reservations({r.name: r.held - r.running_in_it for r in idle})
+        known = set(self.store.get_state("idle_reservations") or [])
+        for reservation in idle:
+            if reservation.name in known:
+                continue
+            log.warning("%s", reservation.describe())
+            data = {
+                "reservation": reservation.name,
+                "offering": reservation.offering,
+                "held": reservation.held,
+                "running_in_it": reservation.running_in_it,
+                "on_demand_outside": reservation.on_demand_outside,
+            }
+            self.store.record_event("reservation-idle", reservation.describe(), at=now, data=data)
+        self.store.set_state("idle_reservations", sorted(r.name for r in idle))
 
     def _pool_metrics(self, run: Provisioning) -> None:
         live = run.inventory.live_nodes()

@@ -17,6 +17,13 @@ one: two daemons in one process (the tests run several) never clash on a name.
 | ``gpuplan_shortfall_nodes`` | gauge | pool | ``shortfall``: nodes the cloud would not give, per pool |
 | ``gpuplan_commitment_days_left`` | gauge | commitment | ``commitment_expiry``: days until it ends |
 | ``gpuplan_price_age_seconds`` | gauge | | ``price_age``: age of the oldest live price used |
+| ``gpuplan_commitment_used_fraction`` | gauge | commitment, state | ``commitment_use``: share in use |
+| ``gpuplan_reservation_idle_nodes`` | gauge | reservation | ``idle_reservations``: slots paid idle |
+
+``gpuplan_commitment_used_fraction`` is the share of a commitment's offering's committed nodes that
+non-spot nodes use, ``planned`` (the plan's current period) beside ``actual`` (the fleet);
+``gpuplan_reservation_idle_nodes`` counts a reservation's free slots while on-demand nodes of its offering
+run outside it (``commitment_use.py``).
 
 ``state`` is ``desired`` (the plan) or ``actual`` (the fleet); ``capacity`` is a capacity type
 (``on-demand``, ``spot``); ``kind`` on actions is an :class:`models.actions.ActionKind` value.
@@ -28,7 +35,8 @@ exposition even through a badly chosen name. Alerts worth writing: ``time() -
 gpuplan_job_last_success_timestamp_seconds > N``, ``gpuplan_pool_nodes{state="actual"} <
 gpuplan_pool_nodes{state="desired"}`` for longer than a reconcile cycle, ``gpuplan_shortfall_nodes > 0``,
 ``gpuplan_job_consecutive_failures >= 3``, ``gpuplan_commitment_days_left <
-30``, ``rate(gpuplan_actions_total{outcome="failed"}[15m]) > 0``.
+30``, ``gpuplan_reservation_idle_nodes > 0`` (money paid twice), a commitment's ``actual`` use well below
+its ``planned``, ``rate(gpuplan_actions_total{outcome="failed"}[15m]) > 0``.
 
 :class:`MetricsServer` serves ``/metrics`` (Prometheus' text format) and ``/healthz`` (JSON; 200 when
 ``ok``, 503 otherwise, so a load balancer or Kubernetes probe reads it without parsing) on loopback unless
@@ -160,6 +168,18 @@ class DaemonMetrics:
         self._price_age = Gauge(
             "gpuplan_price_age_seconds", "Age of the oldest live price the current plan uses.", registry=r
         )
+        self._commitment_use = Gauge(
+            "gpuplan_commitment_used_fraction",
+            "Share of a commitment's offering's committed nodes that non-spot nodes use: planned and actual.",
+            ["commitment", "state"],
+            registry=r,
+        )
+        self._reservation_idle = Gauge(
+            "gpuplan_reservation_idle_nodes",
+            "Free slots of a capacity reservation while on-demand nodes of its offering run outside it.",
+            ["reservation"],
+            registry=r,
+        )
 
     # -- the facts the jobs report ---------------------------------------------------------------------
 
@@ -205,6 +225,19 @@ class DaemonMetrics:
 
     def price_age(self, seconds: float) -> None:
         self._price_age.set(seconds)
+
+    def commitment_use(self, used: Mapping[str, tuple[float, float]]) -> None:
+        """Each active commitment's (planned, actual) use; commitments no longer active are dropped."""
+        self._commitment_use.clear()
+        for name, (planned, actual) in used.items():
+            self._commitment_use.labels(_label(name), "planned").set(planned)
+            self._commitment_use.labels(_label(name), "actual").set(actual)
+
+    def idle_reservations(self, idle: Mapping[str, int]) -> None:
+        """Free slots per reservation that sits idle beside on-demand nodes; reservations not named: none."""
+        self._reservation_idle.clear()
+        for name, nodes in idle.items():
+            self._reservation_idle.labels(_label(name)).set(nodes)
 
     @contextmanager
     def job(self, name: str) -> Iterator[None]:
