@@ -27,6 +27,7 @@ from models.csvheader import checked_header
 from models.errors import InputError
 from models.inputfile import decode_utf8, read_input_bytes
 from models.numbers import Range, parse_number
+from models.priceterms import PriceTerm, read_terms, terms_path_for
 from models.tiers import Tier
 
 if TYPE_CHECKING:
@@ -358,9 +359,14 @@ class Catalog:
         source: str = "embedded",
         warnings: Iterable[str] = (),
         overlays: Iterable[str] = (),
+        terms: Iterable[PriceTerm] = (),
     ) -> None:
         self.offerings = tuple(offerings)
         self.source = source
+        #: every commitment offer and zone spot price of these offerings (the terms file beside the CSV:
+        #: ``models/priceterms.py``); empty when the catalog has none
+        ids = {o.id for o in self.offerings}
+        self.terms: tuple[PriceTerm, ...] = tuple(t for t in terms if t.offering in ids)
         #: the pricing overlays applied on top of the file, in order (``models/overlay.py``)
         self.overlays: tuple[str, ...] = tuple(overlays)
         #: what reading the CSV found doubtful but usable (a spot or committed rate above on-demand), each
@@ -390,17 +396,20 @@ class Catalog:
             InputError: missing file, empty file, unknown or missing column, or a bad value.
         """
         found: list[str] = []
-        if path is None or (isinstance(path, str) and path == "embedded"):
-            return cls(_read_csv(EMBEDDED_CATALOG_PATH, found), source="embedded", warnings=found)
-        offerings = _read_csv(Path(path), found)
+        embedded = path is None or (isinstance(path, str) and path == "embedded")
+        file = EMBEDDED_CATALOG_PATH if embedded or path is None else Path(path)
+        offerings = _read_csv(file, found)
+        terms = _terms_beside(file, offerings, found)
         # the commands say them: ``gpuplan catalog`` at once, plan and validate with the plan's warnings
-        return cls(offerings, source=str(path), warnings=found)
+        return cls(offerings, source="embedded" if embedded else str(path), warnings=found, terms=terms)
 
     def with_offerings(self, offerings: Iterable[Offering], overlay: str | None = None) -> Catalog:
         """The same catalog (source, warnings, overlays) holding ``offerings``; ``overlay`` names one more
         pricing overlay applied to them."""
         overlays = (*self.overlays, overlay) if overlay else self.overlays
-        return Catalog(offerings, source=self.source, warnings=self.warnings, overlays=overlays)
+        return Catalog(
+            offerings, source=self.source, warnings=self.warnings, overlays=overlays, terms=self.terms
+        )
 
     def __len__(self) -> int:
         return len(self.offerings)
@@ -616,6 +625,24 @@ def _read_csv(path: Path, warnings: list[str]) -> list[Offering]:
     if not offerings:
         raise InputError(path, "row 2", "no data rows: the catalog needs at least one offering")
     return offerings
+
+
+def _terms_beside(path: Path, offerings: list[Offering], warnings: list[str]) -> list[PriceTerm]:
+    """The terms file beside a catalog (``catalog.csv`` -> ``catalog.terms.csv``), if there is one; a term of
+    an offering the catalog does not have is left out with one warning naming how many."""
+    beside = terms_path_for(path)
+    if not beside.is_file():
+        return []
+    terms = read_terms(beside)
+    ids = {o.id for o in offerings}
+    strays = sorted({t.offering for t in terms if t.offering not in ids})
+    if strays:
+        warnings.append(
+            f"{beside}: {len(strays)} offering(s) with terms but no catalog row (left out): "
+            + ", ".join(strays[:5])
+            + (" ..." if len(strays) > 5 else "")
+        )
+    return [t for t in terms if t.offering in ids]
 
 
 def _on_demand_unknown(header: list[str], record: list[str]) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "TERMS_COLUMNS",
     "Payment",
     "PriceTerm",
+    "TermBasis",
     "TermKind",
     "headline_commitment",
     "read_terms",
@@ -53,6 +54,8 @@ TermKind = Literal[
     "savings-plan",
     "spot-zone",
 ]
+#: Where a term's price comes from (the catalog's bases; a term the API did not have is simply absent).
+TermBasis = Literal["quoted", "assumed", "negotiated"]
 #: How a commitment is paid; empty for spot.
 Payment = Literal["no-upfront", "partial-upfront", "all-upfront", ""]
 #: Terms that commit to nodes of one type (or one family in one region) and so price the catalog's
@@ -73,6 +76,7 @@ TERMS_COLUMNS: Final = (
     "zone",
     "source",
     "as_of",
+    "basis",
 )
 _REQUIRED: Final = frozenset({"offering", "kind", "usd_h", "source", "as_of"})
 _PRICE = Range(ge=0, lt=10_000, unit="USD per node-hour")
@@ -100,6 +104,8 @@ class PriceTerm:
     zone: str
     source: str
     as_of: datetime
+    #: quoted (a price API, a published rate) or assumed (a documented guess); negotiated: the user's own
+    basis: TermBasis = "quoted"
 
     @property
     def effective_usd_h(self) -> float:
@@ -155,6 +161,7 @@ def write_terms(terms: Iterable[PriceTerm], path: Path) -> None:
                         t.zone,
                         t.source,
                         t.as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        t.basis,
                     ]
                 )
         os.replace(temporary, path)
@@ -246,6 +253,9 @@ def _parse(path: Path, row: int, header: list[str], record: list[str]) -> PriceT
     except ValueError:
         raise fail("as_of", f"{as_of_text!r} is not an ISO 8601 time") from None
     as_of = as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
+    basis = text("basis") or "quoted"  # files written before the column: every term was fetched
+    if basis not in get_args(TermBasis):
+        raise fail("basis", f"unknown basis {basis!r}; valid: {', '.join(get_args(TermBasis))}")
     term = PriceTerm(
         offering=offering,
         kind=kind,  # type: ignore[arg-type]
@@ -257,6 +267,7 @@ def _parse(path: Path, row: int, header: list[str], record: list[str]) -> PriceT
         zone=text("zone"),
         source=text("source"),
         as_of=as_of,
+        basis=basis,  # type: ignore[arg-type]
     )
     written = cells.get("effective_usd_h", "")
     if written:

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from models.catalog import EMBEDDED_CATALOG_PATH, Catalog, Offering, PriceProvenance, write_catalog  # noqa: E402
+from models.priceterms import PriceTerm, terms_path_for, write_terms  # noqa: E402
 from models.tiers import Tier  # noqa: E402
 
 #: When the snapshot's on-demand and spot prices were read (models/data/CATALOG-SOURCES.md).
@@ -108,6 +109,52 @@ def published_list_prices(shared: Path) -> dict[tuple[str, str, str, Tier], tupl
 
 Rates = dict[tuple[str, str, str, Tier], tuple[float, str, datetime]]
 
+#: The terms file's kind, offering class and term of each published column.
+TERM_OF_COLUMN = {
+    "ri_1y_no_upfront_usd_h": ("reserved-instance", "standard", 1),
+    "ri_3y_no_upfront_usd_h": ("reserved-instance", "standard", 3),
+    "sp_ec2_1y_usd_h": ("savings-plan-ec2-instance", "", 1),
+    "sp_ec2_3y_usd_h": ("savings-plan-ec2-instance", "", 3),
+    "sp_compute_1y_usd_h": ("savings-plan-compute", "", 1),
+    "sp_compute_3y_usd_h": ("savings-plan-compute", "", 3),
+    "cud_1y_usd_h": ("committed-use", "resource-based", 1),
+    "cud_3y_usd_h": ("committed-use", "resource-based", 3),
+    "reservation_1y_usd_h": ("reservation", "", 1),
+    "reservation_3y_usd_h": ("reservation", "", 3),
+}
+
+
+def published_terms(shared: Path, catalog: list[Offering]) -> list[PriceTerm]:
+    """Every published commitment rate of an embedded offering as a term (no upfront, quoted), the first
+    source of each (offering, kind, term) in the files' order of trust: the embedded terms file."""
+    ids = {o.id for o in catalog}
+    found: dict[tuple[str, str, int], PriceTerm] = {}
+    for cloud in TERM_COLUMNS:
+        with (shared / "data" / "commitment-prices" / f"{cloud}.csv").open(encoding="utf-8") as stream:
+            for row in csv.DictReader(stream):
+                if any(mark in row["source_date"] for mark in UNSTATED):
+                    continue
+                offering = f"{cloud}:{row['region']}:{row[TYPE_COLUMN[cloud]]}"
+                if offering not in ids:
+                    continue
+                as_of = datetime.fromisoformat(row["source_date"][:10]).replace(tzinfo=UTC)
+                for column, (kind, offering_class, years) in TERM_OF_COLUMN.items():
+                    if not row.get(column) or (offering, kind, years) in found:
+                        continue
+                    found[(offering, kind, years)] = PriceTerm(
+                        offering=offering,
+                        kind=kind,  # type: ignore[arg-type]
+                        term_years=years,
+                        offering_class=offering_class,
+                        payment="no-upfront",
+                        usd_h=float(row[column]),
+                        upfront_usd=0.0,
+                        zone="",
+                        source=f"{row['source'].split(' (')[0]} ({cloud}.csv of gpuplan's price research)",
+                        as_of=as_of,
+                    )
+    return list(found.values())
+
 
 def quoted_catalog(catalog: Catalog, rates: Rates, list_prices: Rates) -> list[Offering]:
     """Every offering with its provenance: published commitment rates taken, the rest as the row says."""
@@ -167,16 +214,24 @@ def main() -> int:
     offerings = quoted_catalog(
         Catalog.load(EMBEDDED_CATALOG_PATH), published(args.shared), published_list_prices(args.shared)
     )
+    terms = published_terms(args.shared, offerings)
+    terms_path = terms_path_for(EMBEDDED_CATALOG_PATH)
     if args.check:
         scratch = Path(EMBEDDED_CATALOG_PATH.parent / ".quote-check.csv")
+        scratch_terms = terms_path_for(scratch)
         try:
             write_catalog(offerings, scratch)
+            write_terms(terms, scratch_terms)
             same = scratch.read_bytes() == EMBEDDED_CATALOG_PATH.read_bytes()
+            same = same and terms_path.is_file() and scratch_terms.read_bytes() == terms_path.read_bytes()
         finally:
             scratch.unlink(missing_ok=True)
+            scratch_terms.unlink(missing_ok=True)
         print("the embedded catalog is as this tool writes it" if same else "the embedded catalog differs")
         return 0 if same else 1
     write_catalog(offerings, EMBEDDED_CATALOG_PATH)
+    write_terms(terms, terms_path)
+    print(f"wrote {terms_path}: {len(terms)} published commitment rates")
     counts = Catalog.load(EMBEDDED_CATALOG_PATH).provenance_counts()
     print(f"wrote {EMBEDDED_CATALOG_PATH}: {len(offerings)} offerings; prices {counts}")
     return 0

@@ -147,3 +147,33 @@ def test_the_terms_file_reads_back_and_is_checked(tmp_path: Path) -> None:
     path.write_text(text)
     with pytest.raises(InputError, match="column effective_usd_h: 29 is not usd_h"):
         read_terms(path)
+
+
+def test_a_catalog_carries_the_terms_file_beside_it(kit, tmp_path: Path) -> None:
+    path = kit.write_catalog_csv(tmp_path / "c.csv", [kit.offering_row()])
+    write_terms(
+        [_term(), _term(kind="savings-plan-compute", offering_class="", usd_h=33.0),
+         _term(offering="aws:us-west-2:p5.48xlarge")],  # no catalog row: left out, with a warning
+        terms_path_for(path),
+    )  # fmt: skip
+    catalog = Catalog.load(path)
+    assert sorted(t.kind for t in catalog.terms) == ["reserved-instance", "savings-plan-compute"]
+    assert any("1 offering(s) with terms but no catalog row" in w for w in catalog.warnings)
+    assert catalog.filter(cloud="gcp").terms == ()  # a filter keeps the terms of the offerings it keeps
+    assert len(catalog.filter(cloud="aws").terms) == 2
+
+
+def test_the_embedded_catalog_has_its_published_rates_as_terms() -> None:
+    catalog = Catalog.load()
+    by_key = {(t.offering, t.kind, t.term_years): t for t in catalog.terms}
+    ec2 = by_key[("aws:us-east-1:p5.48xlarge", "savings-plan-ec2-instance", 3)]
+    assert ec2.usd_h == 23.77728 and ec2.basis == "quoted" and ec2.payment == "no-upfront"
+    assert by_key[("aws:us-east-1:p6-b200.48xlarge", "savings-plan-compute", 1)].usd_h == 89.72208
+    assert by_key[("azure:eastus:Standard_ND96isr_H100_v5", "reservation", 1)].usd_h == 62.9248
+    for offering in catalog:  # every quoted commitment price of the catalog is one of its terms
+        for tier, years in ((Tier.RESERVED_1Y, 1), (Tier.RESERVED_3Y, 3)):
+            if offering.price_provenance(tier).basis == "quoted":
+                rates = {
+                    t.usd_h for t in catalog.terms if t.offering == offering.id and t.term_years == years
+                }
+                assert offering.price(tier) in rates, (offering.id, tier)
