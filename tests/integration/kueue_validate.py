@@ -12,8 +12,9 @@ The API server would do three things jsonschema alone does not (CLOUD-TESTING.md
 - keep ``x-kubernetes-list-type: map`` lists unique by their ``x-kubernetes-list-map-keys``.
 
 CEL as the API server runs it has Kubernetes' extension libraries beside the standard one; the rules of these
-CRDs use one of them, the regex library's ``find`` (Karpenter's label-domain rules), which cel-python lacks:
-:data:`K8S_FUNCTIONS` supplies it (https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-regex-library).
+CRDs use two of them that cel-python lacks, the regex library's ``find`` (Karpenter's label-domain rules)
+and the strings library's ``split`` (its AMI alias rules): :data:`K8S_FUNCTIONS` supplies them
+(https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-regex-library, #strings).
 """
 
 from __future__ import annotations
@@ -38,8 +39,15 @@ def _find(text: Any, pattern: Any) -> Any:
     return celpy.celtypes.StringType(found.group(0) if found else "")
 
 
+def _split(text: Any, separator: Any) -> Any:
+    """Kubernetes' ``<string>.split(<string>)``: the list of parts."""
+    return celpy.celtypes.ListType(
+        [celpy.celtypes.StringType(part) for part in str(text).split(str(separator))]
+    )
+
+
 #: CEL functions of Kubernetes' extension libraries that the CRDs' rules call and cel-python lacks.
-K8S_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find}
+K8S_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _split}
 
 
 def strict(schema: Any) -> Any:
