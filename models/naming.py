@@ -18,6 +18,8 @@ from models.tiers import CapacityType
 __all__ = [
     "BY_PROVISION",
     "BY_TERRAFORM",
+    "LABEL_CAPACITY",
+    "SPOT_TAINT",
     "TAG_MANAGED_BY",
     "TAG_PLAN",
     "TAG_POOL",
@@ -42,6 +44,12 @@ TAG_STANDS_IN = "gpuplan-stands-in"
 TAG_MANAGED_BY = "gpuplan-managed-by"
 BY_PROVISION = "provision"
 BY_TERRAFORM = "terraform"
+
+#: The Kubernetes node label that says how a node is paid for (``reserved``, ``owned``, ``on-demand``,
+#: ``spot``): the Kueue export's flavors select on it and the Karpenter export's NodePools set it.
+LABEL_CAPACITY = "gpuplan.io/capacity-type"
+#: The taint gpuplan's spot nodes carry (both exports spell it from here, so they cannot drift apart).
+SPOT_TAINT: dict[str, str] = {"key": LABEL_CAPACITY, "value": "spot", "effect": "NoSchedule"}
 
 
 def managed_by_terraform(tags: Mapping[str, str]) -> bool:

@@ -22,6 +22,7 @@ from planner.cli.chargeback import chargeback
 from planner.cli.common import EXIT_SOLVER, err
 from planner.cli.daemon import daemon
 from planner.cli.k8s import k8s
+from planner.cli.karpenter import karpenter
 from planner.cli.plan import plan, validate
 from planner.cli.portal import portal
 from planner.cli.prices import fetch
@@ -57,6 +58,7 @@ app.command()(schema)
 app.command()(provision)
 app.command()(terraform)
 app.command()(k8s)
+app.command()(karpenter)
 app.command()(daemon)
 app.command()(chargeback)
 app.command()(portal)

@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from models.catalog import gpu_model_matches
 from models.errors import InputError
-from models.naming import safe_name
+from models.naming import LABEL_CAPACITY, SPOT_TAINT, safe_name
 from models.plan import OfferingRecord, Plan
 from models.scenario import Scenario, Team
 from models.tiers import Tier
@@ -74,7 +74,6 @@ __all__ = [
 
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta2"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
-LABEL_CAPACITY: Final = "gpuplan.io/capacity-type"
 LABEL_MIG_CONFIG: Final = "nvidia.com/mig.config"
 LABEL_TEAM: Final = "gpuplan.io/team"
 LABEL_QUEUE: Final = "kueue.x-k8s.io/queue-name"
@@ -85,8 +84,7 @@ SHARED_QUEUE: Final = "gpuplan-shared"
 SERVICE_ACCOUNT: Final = "workloads"
 MIG_CONFIGMAP: Final = "gpuplan-mig-parted-config"
 MANAGED: Final = {"app.kubernetes.io/managed-by": "gpuplan"}
-#: The taint gpuplan's spot nodes carry, and the toleration a workload that may run on spot adds.
-SPOT_TAINT: Final = {"key": LABEL_CAPACITY, "value": "spot", "effect": "NoSchedule"}
+#: The toleration a workload that may run on spot adds (the taint is ``models.naming.SPOT_TAINT``).
 SPOT_TOLERATION: Final = {**SPOT_TAINT, "operator": "Equal"}
 #: ``reclaimWithinCohort`` values a team queue may take (the CRD's enum less ``Never``: no guarantee then).
 RECLAIM_POLICIES: Final = ("Any", "LowerPriority")

@@ -1,4 +1,6 @@
-"""Strict offline validation of Kueue manifests against the CRDs in ``../shared/data/kueue-crds/``.
+"""Strict offline validation of custom resources against their CRDs: Kueue's in
+``../shared/data/kueue-crds/`` (:class:`KueueValidator`) and any other directory of CRDs
+(:class:`CrdValidator`, which the Karpenter tests use with ``../shared/data/karpenter-crds/``).
 
 The API server would do three things jsonschema alone does not (CLOUD-TESTING.md section 6), so this does:
 
@@ -8,12 +10,18 @@ The API server would do three things jsonschema alone does not (CLOUD-TESTING.md
 - apply the schema's defaults, then evaluate every ``x-kubernetes-validations`` CEL rule at its node with
   cel-python (``{"self": celpy.json_to_cel(value)}``); rules on ``oldSelf`` are update-time checks, skipped;
 - keep ``x-kubernetes-list-type: map`` lists unique by their ``x-kubernetes-list-map-keys``.
+
+CEL as the API server runs it has Kubernetes' extension libraries beside the standard one; the rules of these
+CRDs use two of them that cel-python lacks, the regex library's ``find`` (Karpenter's label-domain rules)
+and the strings library's ``split`` (its AMI alias rules): :data:`K8S_FUNCTIONS` supplies them
+(https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-regex-library, #strings).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,23 @@ from jsonschema import Draft202012Validator
 
 CRDS = Path(__file__).resolve().parents[3] / "shared" / "data" / "kueue-crds"
 VERSION = "v1beta2"
+
+
+def _find(text: Any, pattern: Any) -> Any:
+    """Kubernetes' ``<string>.find(<regex>)``: the first match, or the empty string."""
+    found = re.search(str(pattern), str(text))
+    return celpy.celtypes.StringType(found.group(0) if found else "")
+
+
+def _split(text: Any, separator: Any) -> Any:
+    """Kubernetes' ``<string>.split(<string>)``: the list of parts."""
+    return celpy.celtypes.ListType(
+        [celpy.celtypes.StringType(part) for part in str(text).split(str(separator))]
+    )
+
+
+#: CEL functions of Kubernetes' extension libraries that the CRDs' rules call and cel-python lacks.
+K8S_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _split}
 
 
 def strict(schema: Any) -> Any:
@@ -37,17 +62,21 @@ def strict(schema: Any) -> Any:
     return result
 
 
-class KueueValidator:
-    """The four Kueue kinds at :data:`VERSION`; :meth:`errors` lists what the API server would refuse."""
+class CrdValidator:
+    """The kinds of the CRDs in ``directory`` at ``version``; :meth:`errors` lists what the API server would
+    refuse."""
 
-    def __init__(self, directory: Path = CRDS) -> None:
+    def __init__(self, directory: Path, version: str) -> None:
+        self.version = version
         self.schemas: dict[str, dict[str, Any]] = {}
-        self.group = ""
+        self.groups: dict[str, str] = {}
         for path in sorted(directory.glob("*.yaml")):
             crd = yaml.safe_load(path.read_text(encoding="utf-8"))
-            self.group = crd["spec"]["group"]
-            version = next(v for v in crd["spec"]["versions"] if v["name"] == VERSION)
-            self.schemas[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
+            kind = crd["spec"]["names"]["kind"]
+            version_entry = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+            self.schemas[kind] = version_entry["schema"]["openAPIV3Schema"]
+            self.groups[kind] = crd["spec"]["group"]
+        self.group = next(iter(self.groups.values()), "")
         self.validators = {kind: Draft202012Validator(strict(s)) for kind, s in self.schemas.items()}
         self.environment = celpy.Environment()
         self.programs: dict[str, Any] = {}
@@ -58,8 +87,9 @@ class KueueValidator:
         if kind not in self.schemas:
             return [f"kind {kind!r} is not one of {sorted(self.schemas)}"]
         found = []
-        if document.get("apiVersion") != f"{self.group}/{VERSION}":
-            found.append(f"apiVersion {document.get('apiVersion')!r}, expected {self.group}/{VERSION}")
+        expected = f"{self.groups[kind]}/{self.version}"
+        if document.get("apiVersion") != expected:
+            found.append(f"apiVersion {document.get('apiVersion')!r}, expected {expected}")
         for error in self.validators[kind].iter_errors(document):
             found.append(f"{'.'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}")
         if found:
@@ -92,7 +122,8 @@ class KueueValidator:
             if "oldSelf" in text:
                 continue
             if text not in self.programs:
-                self.programs[text] = self.environment.program(self.environment.compile(text))
+                compiled = self.environment.compile(text)
+                self.programs[text] = self.environment.program(compiled, functions=K8S_FUNCTIONS)
             self.rules_evaluated += 1
             try:
                 result = self.programs[text].evaluate({"self": celpy.json_to_cel(value)})
@@ -108,6 +139,13 @@ class KueueValidator:
                 child = _child(schema, key)
                 if child is not None:
                     yield from self._cel(child, item, f"{path}.{key}")
+
+
+class KueueValidator(CrdValidator):
+    """The four Kueue kinds at :data:`VERSION`."""
+
+    def __init__(self, directory: Path = CRDS) -> None:
+        super().__init__(directory, VERSION)
 
 
 def _child(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
