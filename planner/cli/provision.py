@@ -71,6 +71,14 @@ def provision(
         bool,
         typer.Option(help="terminate the nodes of training runs whose planned window has ended"),
     ] = False,
+    capacity_only: Annotated[
+        bool,
+        typer.Option(
+            "--capacity-only",
+            help="make only placement groups and reservations, never launch or terminate a node: an "
+            "autoscaler launches them (gpuplan karpenter writes its NodePools)",
+        ),
+    ] = False,
     actions: Annotated[
         Path | None, typer.Option(help="where to write the action list (default: PLAN_DIR/actions.json)")
     ] = None,
@@ -138,6 +146,7 @@ def provision(
             when,
             lead_hours=lead_hours,
             retire_finished_runs=retire_finished_runs,
+            capacity_only=capacity_only,
             budget=budget,
         )
     except GpuplanError as exc:  # a cloud error exits 6, bad input 2 (``fail``)

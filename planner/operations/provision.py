@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
@@ -49,8 +50,10 @@ from providers.base import (
 )
 
 __all__ = [
+    "CAPACITY_KINDS",
     "Provisioning",
     "apply",
+    "capacity_actions",
     "launch_spec",
     "placement_group_spec",
     "prepare",
@@ -118,12 +121,14 @@ def prepare(
     launch_batch: int | None = None,
     at_risk: frozenset[str] = frozenset(),
     budget: DisruptionBudget | None = DEFAULT_BUDGET,
+    capacity_only: bool = False,
 ) -> Provisioning:
     """The desired state at ``at``, the provider's inventory, and the actions between them (nothing done);
     ``at_risk`` nodes are replaced before they go, and each pool loses at most ``budget`` of its nodes
     (``planner.operations.reconcile.reconcile``; None: no limit). The account's quotas are read for the
     launches, and those that exceed one are refused before anything is created
-    (``planner.operations.quotas``)."""
+    (``planner.operations.quotas``). ``capacity_only``: placement groups and reservations only, no node
+    launched or terminated (an autoscaler launches them: ``gpuplan karpenter``)."""
     desired = desired_state(
         plan,
         at,
@@ -144,6 +149,13 @@ def prepare(
         held_back=held_back,
     )
     notes = [*desired.notes, *(h.describe() for h in held_back), *terraform_notes(desired, inventory)]
+    if capacity_only:
+        actions, left = capacity_actions(actions)
+        if left:
+            notes.append(
+                f"capacity only: {left} node launch(es) and termination(s) left to the autoscaler "
+                "(gpuplan karpenter writes its NodePools)"
+            )
     if not retire_finished_runs:
         notes += leftover_notes(desired, inventory)
     for held in held_back:
@@ -163,6 +175,34 @@ def prepare(
     return Provisioning(
         provider.cloud, desired, inventory, actions, notes, held_back=held_back, refused=refused
     )
+
+
+#: What ``capacity_only`` keeps: the capacity an autoscaler launches into, never a node.
+CAPACITY_KINDS: Final = frozenset(
+    {
+        ActionKind.CREATE_PLACEMENT_GROUP,
+        ActionKind.CREATE_RESERVATION,
+        ActionKind.RELEASE_RESERVATION,
+        ActionKind.DELETE_PLACEMENT_GROUP,
+    }
+)
+
+
+def capacity_actions(actions: list[Action]) -> tuple[list[Action], int]:
+    """The placement-group and reservation actions of ``actions``, numbered again from 1 (an action's id is
+    its position) with their dependencies on kept actions only; and how many node actions were left out."""
+    kept = [a for a in actions if a.kind in CAPACITY_KINDS]
+    renumber = {a.id: i for i, a in enumerate(kept, start=1)}
+    numbered = [
+        a.model_copy(
+            update={
+                "id": renumber[a.id],
+                "depends_on": tuple(renumber[d] for d in a.depends_on if d in renumber),
+            }
+        )
+        for a in kept
+    ]
+    return numbered, len(actions) - len(kept)
 
 
 def apply(

@@ -286,6 +286,11 @@ class DaemonConfig(_Strict):
     launch_batch: int = Field(
         16, ge=1, le=1000, description="nodes per launch action (a pool's launch is split)"
     )
+    capacity_only: bool = Field(
+        False,
+        description="make only placement groups and reservations, never launch or terminate a node: an "
+        "autoscaler launches them (gpuplan karpenter writes its NodePools)",
+    )
     disruption_budget: str = Field(
         "50%",
         description="the most of a pool's running nodes one reconcile terminates: a share (50%) or a number "

@@ -301,6 +301,7 @@ class Daemon:
             launch_batch=self.config.launch_batch,
             at_risk=at_risk,
             budget=self.config.budget,
+            capacity_only=self.config.capacity_only,
         )
         cycle = self.store.begin_cycle("reconcile", plan_id, now)
         for held in run.held_back:  # a shrink larger than the budget: the rest waits for later cycles
