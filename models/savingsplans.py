@@ -20,13 +20,28 @@ plan: every family and region; Azure's: the VM sizes it lists).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import numpy as np
 
-__all__ = ["APPLY_ORDER", "SavingsPlan", "SavingsPlanBill", "bill_hours", "coverage_order"]
+if TYPE_CHECKING:
+    from models.priceterms import PriceTerm
+
+K = TypeVar("K")
+
+__all__ = [
+    "APPLY_ORDER",
+    "RateGroup",
+    "SavingsPlan",
+    "SavingsPlanBill",
+    "bill_hours",
+    "budget_row",
+    "cover_row",
+    "coverage_order",
+    "rate_groups",
+]
 
 PlanKind = Literal["savings-plan-ec2-instance", "savings-plan-compute", "savings-plan"]
 #: The order the kinds apply in each hour: EC2 Instance plans first, then Compute (AWS); Azure's plans
@@ -119,3 +134,60 @@ def bill_hours(
         bill.on_demand[offering] = remaining
         bill.on_demand_usd += float(remaining.sum()) * on_demand_usd_h.get(offering, 0.0) * hours_per_step
     return bill
+
+
+# ---- the rate groups and the linear form the models use ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateGroup:
+    """Savings plans that cover the same offerings at the same rates: one kind, one term, one scope (a
+    Compute plan: every offering it prices; an EC2 Instance plan: one instance family in one region; an
+    Azure plan: every VM size it prices). Plans of one group bought at different steps apply as one plan
+    with their budgets added (same rates, same order), so a model needs one covering per group, not per
+    purchase."""
+
+    kind: PlanKind
+    term_years: int
+    scope: str
+    rates: Mapping[str, float]
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.term_years}y {self.scope}"
+
+
+def rate_groups(terms: Iterable[PriceTerm]) -> list[RateGroup]:
+    """The rate groups of a catalog's terms file: its savings-plan terms paid without upfront (the hourly
+    rate is the plan's rate), grouped by kind, term and scope; an EC2 Instance plan's scope is the
+    family (``p5`` of ``p5.48xlarge``) and region of the offering, as AWS sells it."""
+    grouped: dict[tuple[str, int, str], dict[str, float]] = {}
+    for term in terms:
+        if term.kind not in APPLY_ORDER or term.payment not in ("no-upfront", "") or not term.term_years:
+            continue
+        scope = term.kind.removeprefix("savings-plan-") if term.kind != "savings-plan" else "azure"
+        if term.kind == "savings-plan-ec2-instance":
+            _cloud, region, instance_type = term.offering.split(":", 2)
+            scope = f"ec2-instance {instance_type.split('.', 1)[0]} {region}"
+        rates = grouped.setdefault((term.kind, term.term_years, scope), {})
+        rates[term.offering] = min(term.usd_h, rates.get(term.offering, term.usd_h))
+    return [
+        RateGroup(kind=kind, term_years=years, scope=scope, rates=rates)  # type: ignore[arg-type]
+        for (kind, years, scope), rates in sorted(grouped.items())
+    ]
+
+
+def cover_row(covers: Sequence[K], on_demand: K) -> list[tuple[K, float]]:
+    """One offering in one period: the nodes the groups cover are nodes paid on demand otherwise,
+    ``sum_g Z[g] - NO <= 0`` (the row's upper bound is 0)."""
+    return [*((key, 1.0) for key in covers), (on_demand, -1.0)]
+
+
+def budget_row(covers: Sequence[tuple[K, float]], budgets: Sequence[K]) -> list[tuple[K, float]]:
+    """One group in one period: what its coverings spend at their rates is at most what its plans active
+    then commit, ``sum_o rate[o] Z[o] - sum_k S[k] <= held budget`` (the row's upper bound: the plans held,
+    in USD per hour). Priced in the objective at ``-c_od`` per covered node-hour (a bound) or slightly less
+    (a plan, so that spare budget never makes on-demand nodes look free), this is a relaxation of
+    :func:`bill_hours`: equal with one group active, never dearer with several (the rule's order can cost
+    more than the best split; ``gpuplan verify`` re-bills by the rule)."""
+    return [*covers, *((key, -1.0) for key in budgets)]

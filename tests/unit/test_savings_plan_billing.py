@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from models.savingsplans import SavingsPlan, bill_hours, coverage_order
+from models.savingsplans import SavingsPlan, bill_hours, budget_row, cover_row, coverage_order, rate_groups
 
 OD = {"p5": 55.04, "p4d": 21.96, "g6e": 1.861}
 
@@ -83,3 +83,89 @@ def test_bad_plans_are_refused() -> None:
         SavingsPlan("x", "savings-plan-compute", -1.0, {"p5": 30.0})
     with pytest.raises(ValueError, match="above 0"):
         SavingsPlan("x", "savings-plan-compute", 1.0, {"p5": 0.0})
+
+
+# ---- the linear form the models use (cover_row, budget_row) ---------------------------------------------
+
+
+def _lp(
+    usage: dict[str, float], groups: list[tuple[str, dict[str, float], float]], od: dict[str, float] = OD
+) -> float:
+    """One hour as the models write it: NO[o] on-demand nodes (fixed here to the usage), Z[g,o] covered by
+    group g, rows from cover_row and budget_row, covered nodes priced at -c_od, every budget paid."""
+    import pulp
+
+    model = pulp.LpProblem("hour", pulp.LpMinimize)
+    z = {
+        (g, o): model.add_variable(f"z_{g}_{o}", 0, None)
+        for g, (_name, rates, _budget) in enumerate(groups)
+        for o in rates
+        if o in usage
+    }
+    no = {o: model.add_variable(f"no_{o}", usage[o], usage[o]) for o in usage}
+    for o in usage:
+        row = cover_row([z[g, o] for g in range(len(groups)) if (g, o) in z], no[o])
+        model += pulp.lpSum(c * v for v, c in row) <= 0
+    for g, (_name, rates, budget) in enumerate(groups):
+        row = budget_row([(z[g, o], rates[o]) for o in rates if (g, o) in z], [])
+        model += pulp.lpSum(c * v for v, c in row) <= budget
+    model += pulp.lpSum(od[o] * no[o] for o in usage) - pulp.lpSum(od[o] * var for (_g, o), var in z.items())
+    model.solve(pulp.HiGHS(msg=False))
+    assert pulp.LpStatus[model.status] == "Optimal"
+    return float(pulp.value(model.objective) or 0.0) + sum(budget for _n, _r, budget in groups)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_linear_form_equals_the_rule_with_one_group(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    rates = {o: OD[o] * float(rng.uniform(0.4, 0.95)) for o in OD}
+    budget = float(rng.uniform(0, 120))
+    usage = {o: float(rng.integers(0, 6)) for o in OD}
+    rule = bill_hours(
+        {o: np.array([n]) for o, n in usage.items()},
+        OD,
+        [SavingsPlan("g", "savings-plan-compute", budget, rates)],
+    )
+    assert _lp(usage, [("g", rates, budget)]) == pytest.approx(rule.total_usd, rel=1e-7, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_linear_form_is_never_dearer_than_the_rule(seed: int) -> None:
+    rng = np.random.default_rng(200 + seed)
+    ec2 = {"p5": OD["p5"] * float(rng.uniform(0.4, 0.8))}
+    compute = {o: OD[o] * float(rng.uniform(0.5, 0.95)) for o in OD}
+    budgets = (float(rng.uniform(0, 80)), float(rng.uniform(0, 80)))
+    usage = {o: float(rng.integers(0, 5)) for o in OD}
+    plans = [SavingsPlan("ec2", "savings-plan-ec2-instance", budgets[0], ec2),
+             SavingsPlan("compute", "savings-plan-compute", budgets[1], compute)]  # fmt: skip
+    rule = bill_hours({o: np.array([n]) for o, n in usage.items()}, OD, plans)
+    assert _lp(usage, [("ec2", ec2, budgets[0]), ("compute", compute, budgets[1])]) <= rule.total_usd + 1e-6
+
+
+def test_where_the_rules_order_costs_more_than_the_best_split() -> None:
+    """EC2 Instance plan $5.5/h with rates f1 6, f2 5.5; Compute plan $6/h with f1 9, f2 6; one node of each
+    at $10/h on demand. The rule: the EC2 plan first covers f2 whole (savings 45 %: 5.5 of 5.5 spent), the
+    Compute plan then covers 6/9 of f1: 11.5 + 10/3 = 14.83. The best split: EC2 covers f1 (5.5/6 of it),
+    Compute covers f2 whole: 11.5 + 10/12 = 12.33. Models may reach the split; verify bills the rule."""
+    od = {"f1": 10.0, "f2": 10.0}
+    ec2 = SavingsPlan("ec2", "savings-plan-ec2-instance", 5.5, {"f1": 6.0, "f2": 5.5})
+    compute = SavingsPlan("compute", "savings-plan-compute", 6.0, {"f1": 9.0, "f2": 6.0})
+    rule = bill_hours({"f1": np.array([1.0]), "f2": np.array([1.0])}, od, [ec2, compute])
+    assert rule.total_usd == pytest.approx(11.5 + 10 / 3)
+    best = 11.5 + 10 / 12
+    split = _lp(
+        {"f1": 1.0, "f2": 1.0}, [("ec2", dict(ec2.rates), 5.5), ("compute", dict(compute.rates), 6.0)], od
+    )
+    assert split == pytest.approx(best)
+
+
+def test_rate_groups_from_the_embedded_terms() -> None:
+    from models.catalog import Catalog
+
+    groups = {g.name: g for g in rate_groups(Catalog.load().terms)}
+    p5 = groups["savings-plan-ec2-instance 3y ec2-instance p5 us-east-1"]
+    assert dict(p5.rates) == {"aws:us-east-1:p5.48xlarge": 23.77728}
+    compute = groups["savings-plan-compute 1y compute"]
+    assert dict(compute.rates) == {"aws:us-east-1:p6-b200.48xlarge": 89.72208}
+    assert all(g.kind.startswith("savings-plan") for g in groups.values())
+    assert not any("reserved" in name or "committed" in name for name in groups)
