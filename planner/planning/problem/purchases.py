@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -43,8 +43,11 @@ from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Term
 
 __all__ = [
     "CommitColumn",
+    "PlanColumn",
     "committed_by_period",
     "held_columns",
+    "plan_budget",
+    "plan_columns",
     "purchase_columns",
     "purchase_steps",
     "segment_of_period",
@@ -247,3 +250,65 @@ def segment_of_period(columns: list[CommitColumn], periods: int) -> np.ndarray:
     return np.searchsorted(np.array(bounds, dtype=np.int64), np.arange(periods), side="right").astype(
         np.int64
     )
+
+
+# ---- savings plans: dollars per hour, not nodes (issue 38; models/savingsplans.py) ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanColumn:
+    """One way to hold a savings plan: a rate group (``models.savingsplans.RateGroup``, by index), the
+    periods its budget applies in (start inclusive, end exclusive, clipped to the horizon), the hours of
+    the horizon it is paid for and those its term binds after it. A held plan has its ``usd_per_hour``; a
+    new one leaves it to the model (a continuous amount: AWS sells them in steps of $0.001 per hour)."""
+
+    group: int
+    start: int
+    end: int
+    paid_hours: float
+    beyond_hours: float
+    starts_hour: float
+    ends_hour: float
+    usd_per_hour: float | None = None
+    name: str = ""
+
+    @property
+    def existing(self) -> bool:
+        return self.usd_per_hour is not None
+
+
+def plan_columns(
+    scenario: Scenario, term_years: Mapping[int, int], held: Sequence[PlanColumn] = ()
+) -> list[PlanColumn]:
+    """What the plan may buy: each rate group (index -> its term in years) at each purchase step and where a
+    ``held`` plan of the same group ends inside the horizon (a renewal); the held ones first, as given."""
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    periods = horizon.periods
+    steps = purchase_steps(scenario)
+    found: list[PlanColumn] = list(held)
+    for group, years in sorted(term_years.items()):
+        renewals = {c.end for c in held if c.group == group and 0 < c.end < periods}
+        length = years * HOURS_PER_YEAR
+        for step in sorted({*steps, *renewals}):
+            end = min(periods, step + math.ceil(length / p - 1e-9))
+            paid = float((end - step) * p)
+            found.append(
+                PlanColumn(
+                    group, step, end, paid, max(0.0, length - paid), float(step * p), float(step * p + length)
+                )
+            )
+    return found
+
+
+def plan_budget(
+    columns: list[PlanColumn], chosen: Mapping[int, float], groups: int, periods: int
+) -> np.ndarray:
+    """(groups, periods) USD per hour committed: the held plans' and ``chosen`` (column -> USD per hour)."""
+    delta = np.zeros((groups, periods + 1))
+    for k, column in enumerate(columns):
+        usd = column.usd_per_hour if column.existing else chosen.get(k, 0.0)
+        if usd and column.end > column.start:
+            delta[column.group, column.start] += usd
+            delta[column.group, column.end] -= usd
+    return np.cumsum(delta, axis=1)[:, :periods]
