@@ -203,8 +203,27 @@ CloudTerm = Annotated[
 PurchaseSchedule = Literal["horizon", "quarterly", "monthly"]
 
 
+#: The savings plans a scenario may buy or hold (issue 38): an AWS Compute Savings Plan (any instance type
+#: and region it prices), an AWS EC2 Instance Savings Plan (one instance family in one region) or an Azure
+#: savings plan for compute. Each is a commitment of USD per hour, not of nodes
+#: (``models/savingsplans.py``).
+SavingsPlanKind = Literal["compute", "ec2-instance", "azure"]
+#: A scenario's kind -> the kind of its rates in a catalog's terms file (``models/priceterms.py``).
+SAVINGS_PLAN_TERM_KIND: dict[str, str] = {
+    "compute": "savings-plan-compute",
+    "ec2-instance": "savings-plan-ec2-instance",
+    "azure": "savings-plan",
+}
+_USD_PER_HOUR = Range(gt=0, le=1_000_000, unit="USD per hour")
+
+
 class Purchase(_Strict):
     terms: list[CloudTerm] = Field(default_factory=lambda: list(CLOUD_TERMS))
+    savings_plans: list[SavingsPlanKind] = Field(
+        default_factory=list,
+        description="savings plans the plan may buy (opt-in): compute, ec2-instance, azure; for the "
+        "terms in terms, at the rates of the catalog's terms file",
+    )
     max_spot_share: float = _number("most training GPU-hours on spot", Range(ge=0, le=1), 1.0)
     schedule: PurchaseSchedule = Field(
         "quarterly",
@@ -272,6 +291,56 @@ class ExistingCommitment(_Strict):
     def label(self) -> str:
         """Its name, by default ``held:OFFERING/TERM/START-DATE`` (never a purchase's name)."""
         return self.name or f"held:{self.offering}/{self.term}/{self.start.date().isoformat()}"
+
+
+class HeldSavingsPlan(_Strict):
+    """A savings plan the fleet already holds: ``usd_per_hour`` committed from ``start`` for its ``term``,
+    paid every hour whether spent or not. Each hour it covers the on-demand nodes it has a rate for, at
+    those rates, highest savings first (``models/savingsplans.py``). An ``ec2-instance`` plan covers one
+    instance ``family`` in one ``region``; a ``compute`` or ``azure`` plan every offering its kind prices.
+    Its rates are the catalog's (the terms file); a plan whose kind and scope the catalog has no rate for
+    is refused when the scenario is planned."""
+
+    name: Name
+    kind: SavingsPlanKind
+    term: CloudTerm
+    usd_per_hour: float = _number("the commitment", _USD_PER_HOUR)
+    start: datetime = Field(description="when it began (may be before the horizon)")
+    family: str | None = Field(
+        None, min_length=1, description="ec2-instance plans only: the instance family (p5 of p5.48xlarge)"
+    )
+    region: str | None = Field(None, min_length=1, description="ec2-instance plans only: the region")
+
+    @field_validator("start")
+    @classmethod
+    def _to_utc(cls, value: datetime) -> datetime:
+        return _checked_time(value)
+
+    @model_validator(mode="after")
+    def _scope(self) -> HeldSavingsPlan:
+        scoped = self.kind == "ec2-instance"
+        for field in ("family", "region"):
+            given = getattr(self, field) is not None
+            if scoped and not given:
+                raise _FieldError(
+                    field, "an ec2-instance savings plan covers one family in one region: give it"
+                )
+            if given and not scoped:
+                raise _FieldError(field, f"only an ec2-instance savings plan has a {field}; a {self.kind} "
+                                  "plan covers every offering its kind prices")  # fmt: skip
+        return self
+
+    @property
+    def ends(self) -> datetime:
+        return self.start + timedelta(hours=(self.term.years or 0) * HOURS_PER_YEAR)
+
+    @property
+    def scope(self) -> str:
+        """The scope as ``models.savingsplans.rate_groups`` names it: ``compute``, ``azure`` or
+        ``ec2-instance FAMILY REGION``."""
+        if self.kind == "ec2-instance":
+            return f"ec2-instance {self.family} {self.region}"
+        return self.kind
 
 
 class Team(_Strict):
@@ -541,6 +610,9 @@ class Scenario(_Strict):
     commitments: list[ExistingCommitment] = Field(
         default_factory=list, description="commitments already held (reserved, committed use, reservations)"
     )
+    savings_plans: list[HeldSavingsPlan] = Field(
+        default_factory=list, description="savings plans already held (USD per hour committed)"
+    )
     adjust: list[str] = Field(
         default_factory=list, description="changes to apply first, as gpuplan whatif --vary (spot_price=+50%)"
     )
@@ -580,6 +652,20 @@ class Scenario(_Strict):
                         f"({self.horizon.start.isoformat()} to {self.horizon.end.isoformat()})",
                     )
         _no_duplicates([c.label for c in self.commitments], "commitment")
+        labels = {c.label for c in self.commitments}
+        for index, plan in enumerate(self.savings_plans):
+            if plan.name in labels:
+                raise _FieldError(
+                    f"savings_plans[{index}].name",
+                    f"{plan.name!r} is already the name of a commitment or savings plan; names are unique",
+                )
+            labels.add(plan.name)
+            if plan.ends <= self.horizon.start or plan.start >= self.horizon.end:
+                raise _FieldError(
+                    f"savings_plans[{index}]",
+                    f"{plan.start.isoformat()} to {plan.ends.isoformat()} does not overlap the horizon "
+                    f"({self.horizon.start.isoformat()} to {self.horizon.end.isoformat()}); remove it",
+                )
         for index, held in enumerate(self.commitments):
             if held.ends <= self.horizon.start or held.start >= self.horizon.end:
                 raise _FieldError(
@@ -682,8 +768,9 @@ def parse(data: Any, file: str | Path | None = None) -> Scenario:
         # an unknown field usually explains the rest (a misspelt key also reads as a missing one)
         error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         ctx_error = (error.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, _FieldError):
-            raise InputError(file, ctx_error.where, ctx_error.problem) from None
+        if isinstance(ctx_error, _FieldError):  # inside a part (savings_plans[0]): its path first
+            where = ".".join(part for part in (_format_loc(error["loc"]), ctx_error.where) if part)
+            raise InputError(file, where, ctx_error.problem) from None
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see scenarios/README.md for the fields)"

@@ -24,6 +24,7 @@ __all__ = [
     "COMMITTED_TIERS",
     "HOURS_PER_MONTH",
     "HOURS_PER_YEAR",
+    "PREPAID_TIERS",
     "TERM_TIER",
     "TIER_ORDER",
     "Capacity",
@@ -45,13 +46,21 @@ class Tier(StrEnum):
     RESERVED_3Y = "reserved_3y"
     OWNED = "owned"
     CAPACITY_RESERVATION = "capacity_reservation"
+    SAVINGS_PLAN = "savings_plan"
     ON_DEMAND = "on_demand"
     SPOT = "spot"
 
     @property
     def committed(self) -> bool:
-        """Paid for the whole term whether used or not (its allocation rows cost 0)."""
+        """Committed *nodes*, paid for the whole term whether used or not (its allocation rows cost 0).
+        Not a savings plan: its rows cost 0 too, but it commits dollars per hour, not nodes
+        (:data:`PREPAID_TIERS`)."""
         return self in COMMITTED_TIERS
+
+    @property
+    def prepaid(self) -> bool:
+        """Paid by a commitment whether used or not, nodes or dollars per hour: its rows cost 0."""
+        return self in PREPAID_TIERS
 
 
 class Term(StrEnum):
@@ -107,7 +116,13 @@ COMMITTED_TIERS: tuple[Tier, ...] = (
     Tier.RESERVED_1Y,
     Tier.CAPACITY_RESERVATION,
 )
+#: Tiers whose allocation rows cost 0 because a commitment pays for them: the node commitments and
+#: savings plans (a commitment of dollars per hour that covers on-demand nodes at its rates each hour,
+#: ``models/savingsplans.py``). Savings plans are not in :data:`COMMITTED_TIERS`: every user of that
+#: (committed nodes per offering, the billing rule, pools, chargeback of node commitments) counts nodes.
+PREPAID_TIERS: tuple[Tier, ...] = (*COMMITTED_TIERS, Tier.SAVINGS_PLAN)
 #: The order tiers are shown in (cheapest commitment first, spot last).
 TIER_ORDER: tuple[Tier, ...] = (
-    Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.CAPACITY_RESERVATION, Tier.ON_DEMAND, Tier.SPOT,
+    Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.CAPACITY_RESERVATION, Tier.SAVINGS_PLAN,
+    Tier.ON_DEMAND, Tier.SPOT,
 )  # fmt: skip

@@ -150,6 +150,7 @@ _TIER_CAPACITY: Final = {
     Tier.RESERVED_3Y: NodeCapacity.RESERVED,
     Tier.CAPACITY_RESERVATION: NodeCapacity.RESERVED,
     Tier.OWNED: NodeCapacity.OWNED,
+    Tier.SAVINGS_PLAN: NodeCapacity.ON_DEMAND,  # a $/h commitment discounts on-demand nodes, holds none
     Tier.ON_DEMAND: NodeCapacity.ON_DEMAND,
     Tier.SPOT: NodeCapacity.SPOT,
 }

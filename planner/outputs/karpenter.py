@@ -120,6 +120,8 @@ class PoolTier(StrEnum):
 _TIER_OF_ROW: Final = {
     Tier.RESERVED_1Y: PoolTier.COMMITTED,
     Tier.RESERVED_3Y: PoolTier.COMMITTED,
+    # a savings plan is a $/h discount over on-demand nodes of any pool it covers: they launch on demand
+    Tier.SAVINGS_PLAN: PoolTier.ON_DEMAND,
     Tier.ON_DEMAND: PoolTier.ON_DEMAND,
     Tier.SPOT: PoolTier.SPOT,
 }

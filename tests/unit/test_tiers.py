@@ -11,6 +11,7 @@ from models.tiers import (
     COMMITTED_TIERS,
     HOURS_PER_MONTH,
     HOURS_PER_YEAR,
+    PREPAID_TIERS,
     TERM_TIER,
     TIER_ORDER,
     Capacity,
@@ -23,7 +24,7 @@ from planner.planning.optimize.dispatch import CODE_CAPACITY, NON_SPOT_CODE, SPO
 
 def test_members_are_the_strings_the_files_use() -> None:
     assert [tier.value for tier in Tier] == [
-        "reserved_1y", "reserved_3y", "owned", "capacity_reservation", "on_demand", "spot",
+        "reserved_1y", "reserved_3y", "owned", "capacity_reservation", "savings_plan", "on_demand", "spot",
     ]  # fmt: skip
     assert [term.value for term in Term] == ["1y", "3y", "owned", "reservation"]
     assert [kind.value for kind in Capacity] == ["non_spot", "spot"]
@@ -32,6 +33,10 @@ def test_members_are_the_strings_the_files_use() -> None:
     assert CLOUD_TERMS == (Term.ONE_YEAR, Term.THREE_YEARS)
     assert set(COMMITTED_TIERS) == {TERM_TIER[term] for term in Term}
     assert sorted(TIER_ORDER) == sorted(Tier)
+    # a savings plan commits dollars per hour, not nodes: prepaid, never among the committed node tiers
+    assert Tier.SAVINGS_PLAN not in COMMITTED_TIERS and Tier.SAVINGS_PLAN in PREPAID_TIERS
+    assert set(PREPAID_TIERS) == {*COMMITTED_TIERS, Tier.SAVINGS_PLAN}
+    assert Tier.SAVINGS_PLAN.prepaid and not Tier.SAVINGS_PLAN.committed and not Tier.ON_DEMAND.prepaid
 
 
 def test_variable_letters_and_array_codes_are_fixed() -> None:
@@ -50,5 +55,9 @@ def test_one_month_and_one_year() -> None:
 def test_every_tier_has_its_price_field() -> None:
     fields = {field.name for field in dataclasses.fields(Offering)}
     # a capacity reservation has no catalog price of its own: it is held at its rate, by default on demand
-    assert set(PRICE_FIELD) == set(Tier) - {Tier.CAPACITY_RESERVATION} and set(PRICE_FIELD.values()) <= fields
-    assert set(TIERS) == set(Tier) - {Tier.OWNED, Tier.CAPACITY_RESERVATION}
+    # nor a savings plan: its rates are per offering and plan, in the catalog's terms file
+    assert (
+        set(PRICE_FIELD) == set(Tier) - {Tier.CAPACITY_RESERVATION, Tier.SAVINGS_PLAN}
+        and set(PRICE_FIELD.values()) <= fields
+    )
+    assert set(TIERS) == set(Tier) - {Tier.OWNED, Tier.CAPACITY_RESERVATION, Tier.SAVINGS_PLAN}

@@ -38,7 +38,8 @@ import numpy as np
 
 from models.catalog import Catalog, Offering
 from models.errors import InputError
-from models.scenario import ExistingCommitment, Scenario
+from models.savingsplans import RateGroup, rate_groups
+from models.scenario import SAVINGS_PLAN_TERM_KIND, ExistingCommitment, Scenario
 from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Term
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "plan_columns",
     "purchase_columns",
     "purchase_steps",
+    "savings_plan_groups",
     "segment_of_period",
 ]
 
@@ -312,3 +314,69 @@ def plan_budget(
             delta[column.group, column.start] += usd
             delta[column.group, column.end] -= usd
     return np.cumsum(delta, axis=1)[:, :periods]
+
+
+def savings_plan_groups(
+    scenario: Scenario, catalog: Catalog, offerings: Sequence[Offering]
+) -> tuple[list[RateGroup], list[PlanColumn], dict[int, int]]:
+    """The savings-plan rate groups a scenario uses, its held plans as columns (in scenario order) and the
+    groups it may buy (group index -> term in years).
+
+    Rates are the catalog's terms file's (``Catalog.terms``, through ``models.savingsplans.rate_groups``),
+    kept for the scenario's ``offerings`` only; a pricing overlay does not reach savings-plan rates yet (a
+    later change: assumed rates for the embedded catalog's offerings without a published one). A group is
+    kept when a held plan is in it (even if none of its offerings is in scope: the plan is paid all the
+    same) or when ``purchase.savings_plans`` and ``purchase.terms`` let the plan buy it and it covers some
+    offering in scope. A held plan whose kind, term and scope have no rates in the catalog is an
+    InputError naming it."""
+    in_scope = {offering.id for offering in offerings}
+    every: dict[tuple[str, int, str], RateGroup] = {
+        (g.kind, g.term_years, g.scope): g for g in rate_groups(catalog.terms)
+    }
+    wanted: dict[tuple[str, int, str], None] = {}
+    for k, plan in enumerate(scenario.savings_plans):
+        key = (SAVINGS_PLAN_TERM_KIND[plan.kind], plan.term.years or 0, plan.scope)
+        if key not in every:
+            raise InputError(
+                None,
+                f"savings_plans[{k}]",
+                f"{plan.name!r}: the catalog has no rates for a {plan.term} {plan.kind} savings plan"
+                + (f" of {plan.family} in {plan.region}" if plan.kind == "ec2-instance" else "")
+                + " (savings-plan rates come from the catalog's terms file, catalog.terms.csv)",
+            )
+        wanted[key] = None
+    kinds = {SAVINGS_PLAN_TERM_KIND[kind] for kind in scenario.purchase.savings_plans}
+    years = {term.years for term in scenario.purchase.terms}
+    for key, group in every.items():
+        if group.kind in kinds and group.term_years in years and in_scope & set(group.rates):
+            wanted[key] = None
+    groups = [
+        RateGroup(kind=g.kind, term_years=g.term_years, scope=g.scope,
+                  rates={o: r for o, r in g.rates.items() if o in in_scope})
+        for g in (every[key] for key in sorted(wanted))
+    ]  # fmt: skip
+    index: dict[tuple[str, int, str], int] = {
+        (g.kind, g.term_years, g.scope): n for n, g in enumerate(groups)
+    }
+    horizon = scenario.horizon
+    p = horizon.period_hours
+    held: list[PlanColumn] = []
+    for plan in scenario.savings_plans:
+        starts, ends = horizon.hour_of(plan.start), horizon.hour_of(plan.ends)
+        first = max(0, math.ceil(starts / p - 1e-9))
+        last = min(horizon.periods, math.floor(ends / p + 1e-9))
+        held.append(
+            PlanColumn(
+                index[(SAVINGS_PLAN_TERM_KIND[plan.kind], plan.term.years or 0, plan.scope)],
+                first, max(first, last),
+                max(0.0, min(ends, horizon.hours) - max(starts, 0.0)),
+                max(0.0, ends - max(float(horizon.hours), starts)),
+                starts, ends, usd_per_hour=plan.usd_per_hour, name=plan.name,
+            )
+        )  # fmt: skip
+    buyable = {
+        index[key]: key[1]
+        for key in index
+        if key[0] in kinds and key[1] in years and groups[index[key]].rates
+    }
+    return groups, held, buyable
