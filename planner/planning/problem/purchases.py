@@ -246,8 +246,9 @@ def committed_by_period(
     return np.cumsum(delta, axis=1)[:, :periods]
 
 
-def segment_of_period(columns: list[CommitColumn], periods: int) -> np.ndarray:
-    """Per period, the number of column boundaries at or before it: equal numbers, equal columns active."""
+def segment_of_period(columns: Sequence[CommitColumn | PlanColumn], periods: int) -> np.ndarray:
+    """Per period, the number of column boundaries at or before it: equal numbers, equal columns active
+    (commitment columns and savings-plan columns alike: a plan's window bounds a segment too)."""
     bounds = sorted({b for column in columns for b in (column.start, column.end) if 0 < b < periods})
     return np.searchsorted(np.array(bounds, dtype=np.int64), np.arange(periods), side="right").astype(
         np.int64

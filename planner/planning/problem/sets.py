@@ -42,15 +42,20 @@ from models.preemption import (
     SpotOverhead,
     spot_overhead,
 )
+from models.savingsplans import RateGroup
 from models.scenario import InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import TERM_TIER, Capacity, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 from planner.planning.problem.purchases import (
     CommitColumn,
+    PlanColumn,
     committed_by_period,
     held_columns,
+    plan_budget,
+    plan_columns,
     purchase_columns,
+    savings_plan_groups,
     segment_of_period,
 )
 
@@ -115,12 +120,43 @@ class PlanningSets:
     columns: list[CommitColumn] = field(default_factory=list)  # existing first, then what may be bought
     segment: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per period
     columns_on: dict[int, list[int]] = field(default_factory=dict)  # offering -> its columns
+    # savings plans (issue 38, ``purchases.savings_plan_groups``): the rate groups, their rates by offering
+    # index, and the plan columns (held first, then what may be bought); never in ``columns``, whose
+    # users count nodes
+    groups: list[RateGroup] = field(default_factory=list)
+    group_rates: list[dict[int, float]] = field(default_factory=list)  # group -> offering index -> $/node-h
+    plans: list[PlanColumn] = field(default_factory=list)
 
     @property
     def fixed_usd(self) -> float:
-        """What the commitments already held cost inside the horizon: the same in every plan, so the
-        solvers never see it; plan costs and bounds add it."""
-        return sum((column.nodes or 0) * column.cost_per_node for column in self.columns)
+        """What the commitments and savings plans already held cost inside the horizon: the same in every
+        plan, so the solvers never see it; plan costs and bounds add it."""
+        nodes = sum((column.nodes or 0) * column.cost_per_node for column in self.columns)
+        return nodes + sum((plan.usd_per_hour or 0.0) * plan.paid_hours for plan in self.plans)
+
+    @property
+    def held_plans(self) -> list[int]:
+        """Savings-plan columns held already (their ``usd_per_hour`` is given)."""
+        return [k for k, plan in enumerate(self.plans) if plan.existing]
+
+    @property
+    def new_plans(self) -> list[int]:
+        """Savings-plan columns the plan decides (none is bought yet: a later step of issue 38)."""
+        return [k for k, plan in enumerate(self.plans) if not plan.existing]
+
+    def plans_active(self, period: int) -> list[int]:
+        """Savings-plan columns whose budget applies in ``period``."""
+        return [k for k, plan in enumerate(self.plans) if plan.start <= period < plan.end]
+
+    def budget(self, chosen: dict[int, float] | None = None) -> np.ndarray:
+        """(groups, periods) USD per hour committed: the held plans' and ``chosen`` (column -> USD/h)."""
+        return plan_budget(self.plans, chosen or {}, len(self.groups), len(self.slot_of_period))
+
+    def plan_covered(self, o: int) -> bool:
+        """Some savings plan of the sets (held, or a group the plan may buy) has a rate for offering ``o``:
+        its on-demand nodes may cost less than their on-demand price, so pruning never compares it at
+        that price alone."""
+        return any(o in rates for rates in self.group_rates)
 
     @property
     def new_columns(self) -> list[int]:
@@ -241,7 +277,14 @@ def build_sets(
         for o, off in enumerate(offerings)
     }
     held = held_columns(scenario, offerings, catalog)
-    held_on = {column.offering for column in held}
+    groups, held_plans, buyable_groups = savings_plan_groups(scenario, catalog, offerings)
+    index_of = {offering.id: o for o, offering in enumerate(offerings)}
+    group_rates = [{index_of[oid]: rate for oid, rate in g.rates.items() if oid in index_of} for g in groups]
+    plans = plan_columns(scenario, buyable_groups, held_plans)
+    # a savings plan's offerings may be paid below on demand (memo fact 3): pruning keeps them as it keeps
+    # offerings with commitments, else a dominance "by on-demand price" would not be exact
+    plan_covered = {o for rates in group_rates for o in rates}
+    held_on = {column.offering for column in held} | plan_covered
     spot_only = spot_only_offerings(offerings, held_on) if options.prune else set()
     terms = {o: [] if o in spot_only else buyable[o] for o in range(len(offerings))}
     columns = held + purchase_columns(scenario, offerings, terms, held)
@@ -263,13 +306,23 @@ def build_sets(
         if not any(key[0] == i for key in rpn):
             no_offering[i] = why_no_service_offering(service)
 
-    serve_tiers = _serve_tiers(services, offerings, rpn, commit_terms, spot_only, options.prune)
+    serve_tiers = _serve_tiers(services, offerings, rpn, commit_terms, spot_only, options.prune, plan_covered)
     runs = training_runs(scenario)
     loose = _loose_teams(scenario, services, offerings, rpn, demand, runs) if options.prune else set()
     block_periods = _block_periods(options, p, horizon.hours, bool(runs)) if options.merge else 1
     grid = max(1, round((options.start_grid_hours or min(24, block_periods * p)) / p))
     train_options, no_option = _training_options(
-        scenario, offerings, commit_terms, columns, runs, block_periods, grid, options, spot_only, loose
+        scenario,
+        offerings,
+        commit_terms,
+        columns,
+        runs,
+        block_periods,
+        grid,
+        options,
+        spot_only,
+        loose,
+        plan_covered,
     )
 
     in_window = np.zeros(horizon.periods, dtype=bool)
@@ -278,7 +331,7 @@ def build_sets(
     block_of = np.where(in_window, np.arange(horizon.periods) // block_periods, -1)
     if not options.merge:
         block_of = np.arange(horizon.periods)  # every period its own slot
-    segment = segment_of_period(columns, horizon.periods)
+    segment = segment_of_period([*columns, *plans], horizon.periods)  # savings plans' windows too
     slots, slot_of_period = _merge_periods(block_of, demand, p, segment)
 
     team_offerings: dict[str, list[int]] = defaultdict(list)
@@ -304,6 +357,11 @@ def build_sets(
         )
     if held:
         notes.append(f"{len(held)} commitments held already: paid whether used or not, used first")
+    if held_plans:
+        notes.append(
+            f"{len(held_plans)} savings plans held already: paid every hour, covering on-demand nodes at "
+            "their rates (highest savings first)"
+        )
     if runs:
         notes.append(
             f"training starts on a {grid * p} h grid (plus each window's first and last start); "
@@ -330,6 +388,9 @@ def build_sets(
         columns=columns,
         segment=segment,
         columns_on=columns_by_offering(columns),
+        groups=groups,
+        group_rates=group_rates,
+        plans=plans,
     )
 
 
@@ -380,6 +441,7 @@ def _training_options(
     options: ModelOptions,
     spot_only: set[int],
     loose_teams: set[str],
+    plan_covered: set[int] | frozenset[int] = frozenset(),
 ) -> tuple[list[TrainingOption], dict[int, str]]:
     """Placement options per run, without the ones another option beats whatever else happens.
 
@@ -394,6 +456,8 @@ def _training_options(
     the job's GPU model and GPUs per node, a fabric if the job needs one and room for the whole gang
     (``eligible``); spot only for preemptible jobs while ``max_spot_share`` > 0; starts only between the
     window's first period and its last feasible start; no start on owned nodes before any serve.
+    Non-spot options on an offering a savings plan covers (``plan_covered``) are kept as on a committable
+    one: where they start decides how much idle savings-plan budget covers them.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -433,15 +497,16 @@ def _training_options(
                 periods = math.ceil(hours / p - 1e-9)
                 if run.end_period - periods >= run.first_period:
                     candidates.append((o, tier, job.nodes * price * periods * p, periods, overhead))
-        # non-spot on a committable offering is never pruned: its nodes may use idle commitments
+        # non-spot on a committable (or savings-plan) offering is never pruned: it may use idle commitments
+        kept = {o for o in eligible if terms[o] or o in plan_covered}
         keep: set[tuple[int, Capacity]] = {
-            (o, tier) for o, tier, *_ in candidates if tier == Capacity.NON_SPOT and terms[o]
+            (o, tier) for o, tier, *_ in candidates if tier == Capacity.NON_SPOT and o in kept
         }
         for tier in (Capacity.NON_SPOT, Capacity.SPOT):
             pool = [
                 (o, cost, 1.0, 1.0, offerings[o].max_nodes)
                 for o, t, cost, _, _ in candidates
-                if t == tier and not (tier == Capacity.NON_SPOT and terms[o])
+                if t == tier and not (tier == Capacity.NON_SPOT and o in kept)
             ]
             keep |= {(o, tier) for o in (cheapest_per_tier(pool) if options.prune else [c[0] for c in pool])}
         for o, tier, cost, periods, overhead in candidates:
@@ -450,7 +515,7 @@ def _training_options(
             last_start = run.end_period - periods
             # the start matters only through commitments, capacity and burst limits
             fixed = (
-                (tier == Capacity.SPOT or not terms[o])
+                (tier == Capacity.SPOT or o not in kept)
                 and offerings[o].max_nodes is None
                 and job.team in loose_teams
             )
@@ -489,6 +554,7 @@ def _serve_tiers(
     terms: dict[int, list[Term]],
     spot_only: set[int],
     prune: bool = True,
+    plan_covered: set[int] | frozenset[int] = frozenset(),
 ) -> dict[tuple[int, int], tuple[Capacity, ...]]:
     """Per (service, offering), the tiers on which serving it can be part of an optimal plan.
 
@@ -496,7 +562,8 @@ def _serve_tiers(
     a tier only when ONE unlimited offering beats it for every service that could use it (at least the
     replicas per node, no higher price, no more GPUs per replica): then any mix of services on its
     nodes fits on as many nodes of the other, for less. Non-spot use of a committable offering is never
-    pruned here (its commitments may sit idle beside it).
+    pruned here (its commitments may sit idle beside it), nor that of one a savings plan covers
+    (``plan_covered``: its on-demand nodes may cost less than their on-demand price).
 
     Rules by construction (build.py 10, 11): a latency-critical service gets no spot kind, and no
     offering gets a kind it has no price for (non-spot needs a term or an on-demand price).
@@ -515,7 +582,7 @@ def _serve_tiers(
                 continue
             if not users:
                 continue
-            if tier == Capacity.NON_SPOT and terms[o]:  # its commitments could be idle: never pruned
+            if tier == Capacity.NON_SPOT and (terms[o] or o in plan_covered):  # never pruned: see above
                 beaten = False
             else:
                 beaten = prune and any(
