@@ -11,8 +11,11 @@ non-spot row is split between the committed tiers and on-demand in that proporti
 the whole number of a service's replicas a row serves (0 on training rows); ``nodes`` the node-hours
 per hour it is billed for, its share of idle parts of whole held nodes included.
 Totals reconcile by construction:
-``costs.total_usd == sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``; committed
-(reserved, owned) rows carry cost 0 because commitments are paid whether used or not.
+``costs.total_usd == sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd) +
+sum(savings_plans.cost_in_horizon_usd)``; committed (reserved, owned) rows and ``savings_plan`` rows carry
+cost 0 because commitments and savings plans are paid whether used or not. A savings plan's rows are the
+part of the on-demand nodes of a period it covers (``models.savingsplans.bill_hours`` on the whole
+on-demand nodes of each offering in that period).
 
 ``gpuplan schema plan`` prints :func:`plan_json_schema`; the committed copy is
 ``models/data/plan.schema.json`` (``models/schemas.py``) and a test fails when the two drift apart.
@@ -79,6 +82,7 @@ __all__ = [
     "PoolUtilization",
     "PriceSources",
     "PriceUse",
+    "SavingsPlanCommitment",
     "ScenarioEcho",
     "SolveMethod",
     "SolverReport",
@@ -346,6 +350,32 @@ class Commitment(_PlanPart):
     def usd_per_year(self) -> float:
         """What the commitment costs per year of its term (8,760 hours)."""
         return self.nodes * self.usd_per_node_hour * HOURS_PER_YEAR
+
+
+class SavingsPlanCommitment(_PlanPart):
+    """A savings plan (issue 38): ``usd_per_hour`` committed from ``start`` to ``end``, held already
+    (``existing``) or bought by the plan. Each hour of ``start_period`` to ``end_period`` it covers on-demand
+    nodes of the offerings in ``rates`` at those rates, highest savings first (``models/savingsplans.py``);
+    its rows in allocations.csv are tier ``savings_plan``, name it in the commitment column and cost 0: its
+    cost is ``cost_in_horizon_usd``, spent or not."""
+
+    name: str = Field(min_length=1, description="names it in allocations.csv's commitment column")
+    kind: Literal["savings-plan-compute", "savings-plan-ec2-instance", "savings-plan"] = Field(
+        description="AWS Compute, AWS EC2 Instance, or an Azure savings plan for compute"
+    )
+    term: Term
+    scope: str = Field(description="compute, azure, or ec2-instance FAMILY REGION")
+    usd_per_hour: Usd = Field(description="the commitment, USD per hour")
+    rates: dict[str, Usd] = Field(description="offering id -> its savings-plan rate, USD per node-hour")
+    existing: bool = Field(False, description="held before the plan (scenario savings_plans:), not bought")
+    start: UtcTime = Field(description="when its term starts")
+    end: UtcTime = Field(description="when its term ends (may be after the horizon)")
+    start_period: Count = Field(description="first period it covers")
+    end_period: Count = Field(description="the period after the last one it covers")
+    cost_in_horizon_usd: Usd = Field(description="its hours inside the horizon at usd_per_hour")
+    obligation_beyond_horizon_usd: Usd = Field(description="what is still owed after the horizon ends")
+    spent_usd: Usd = Field(description="of its commitment in the horizon, what covered nodes (at its rates)")
+    unspent_usd: Usd = Field(description="of its commitment in the horizon, what covered nothing")
 
 
 class TrainingPlacement(_PlanPart):
@@ -644,6 +674,9 @@ class PlanDocument(_PlanPart):
     solver: SolverReport
     offerings: dict[str, OfferingRecord]
     commitments: list[Commitment]
+    savings_plans: list[SavingsPlanCommitment] = Field(
+        default_factory=list, description="savings plans held or bought (plans written before them have none)"
+    )
     training: list[TrainingPlacement]
     unserved: list[Unserved]
     costs: Costs
@@ -755,7 +788,8 @@ def check_consistency(
     copy) or the allocations of another plan would hold no pools in the periods they lack, and
     provisioning would terminate the fleet there. Checked: the file is the one written with this plan.json
     (its digest and row count, where the plan records them); the totals reconcile,
-    ``costs.total_usd = sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)``, and each cost
+    ``costs.total_usd = sum(allocations.cost_usd) + sum(commitments.cost_in_horizon_usd)`` (+ the savings
+    plans' ``cost_in_horizon_usd``), and each cost
     breakdown adds up to the total; the names plan.json gives lead to its own parts
     (:func:`_check_references`); every row's offering is one of the plan's and every commitment a row
     names is one of its commitments; every row's workload and team are the plan's, and no two rows share
@@ -774,7 +808,9 @@ def check_consistency(
         )
     _check_row_names(document, allocations, allocations_csv, rows)  # the precise cause before the totals
     rows_usd = float(allocations["cost_usd"].sum()) if len(allocations) else 0.0
-    held_usd = sum(c.cost_in_horizon_usd for c in document.commitments)
+    held_usd = sum(c.cost_in_horizon_usd for c in document.commitments) + sum(
+        plan.cost_in_horizon_usd for plan in document.savings_plans
+    )
     total = document.costs.total_usd
     if not len(allocations):  # a plan that allocates nothing has a header-only file; this one needs rows
         if total - held_usd > _CENTS:
@@ -822,7 +858,9 @@ def check_consistency(
         )
     if "commitment" in allocations:
         named = {str(c) for c in allocations["commitment"].dropna() if str(c)}
-        unknown = sorted(named - {c.name for c in document.commitments})
+        unknown = sorted(
+            named - {c.name for c in document.commitments} - {plan.name for plan in document.savings_plans}
+        )
         if unknown:
             raise InputError(
                 allocations_csv,
@@ -1115,7 +1153,7 @@ def _check_references(path: Path, document: PlanDocument) -> None:
                 where,
                 f"periods {commitment.start_period} to {end} are not inside the horizon (0 to {periods})",
             )
-    names = [c.name for c in document.commitments if c.name]
+    names = [c.name for c in document.commitments if c.name] + [plan.name for plan in document.savings_plans]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise fail("commitments", f"the name {twice[0]!r} is given to two commitments")

@@ -41,7 +41,10 @@ def node_counts(ctx: Context, rows: pd.DataFrame) -> pd.DataFrame:
     parts = {
         "N": rows[held].groupby(key)["nodes"].sum(),
         "committed_rows": rows[rows["committed"]].groupby(key)["nodes"].sum(),
-        "on_demand_rows": rows[rows["tier"] == Tier.ON_DEMAND].groupby(key)["nodes"].sum(),
+        # a savings plan's rows are on-demand nodes it pays for (check_savings_plans re-bills the split)
+        "on_demand_rows": rows[rows["tier"].isin([Tier.ON_DEMAND, Tier.SAVINGS_PLAN])]
+        .groupby(key)["nodes"]
+        .sum(),
         "S": rows[rows["capacity"] == SPOT].groupby(key)["nodes"].sum(),
     }
     frame = pd.DataFrame(parts).fillna(0.0).reset_index()
@@ -312,7 +315,8 @@ def check_commitment_rows(ctx: Context, findings: Findings, rows: pd.DataFrame) 
     # a committed tier with no commitment of it on the offering at all is tier-uncommitted's to report
     pairs = pd.MultiIndex.from_arrays([known["c_offering"], known["c_tier"]])
     held = pd.MultiIndex.from_arrays([frame["offering"], frame["tier"]]).isin(pairs)
-    bad = np.where(committed, held & ~fits, (frame["commitment"] != "").to_numpy())
+    plan_rows = (frame["tier"] == Tier.SAVINGS_PLAN).to_numpy()  # check_savings_plans' to judge
+    bad = np.where(committed, held & ~fits, (frame["commitment"] != "").to_numpy() & ~plan_rows)
     examples = row_examples(
         frame[bad], "commitment-row",
         lambda r: f"{r.workload} on {r.tier} of {r.offering} in period {r.period:g} names commitment "
@@ -337,7 +341,12 @@ def check_costs(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
     chargeback to teams and workloads is the plan's choice, but it must add up to the total."""
     doc = ctx.plan.document
     commitments = doc.commitments
-    total = float(rows["cost_usd"].sum()) + sum(c.cost_in_horizon_usd for c in commitments)
+    plans = doc.savings_plans
+    total = (
+        float(rows["cost_usd"].sum())
+        + sum(c.cost_in_horizon_usd for c in commitments)
+        + sum(plan.cost_in_horizon_usd for plan in plans)
+    )
     if not close(doc.costs.total_usd, total, rel=1e-6, abs_=0.01):
         findings.add(
             "cost-total", f"costs.total_usd ${doc.costs.total_usd:,.2f}; rows + commitments ${total:,.2f}"
@@ -352,6 +361,9 @@ def check_costs(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
     for c in commitments:
         by_tier[str(TERM_TIER[c.term])] += c.cost_in_horizon_usd
         by_cloud[cloud_of.get(c.offering, "?")] += c.cost_in_horizon_usd
+    for plan in plans:  # an AWS plan (Compute, EC2 Instance) or Azure's
+        by_tier[str(Tier.SAVINGS_PLAN)] += plan.cost_in_horizon_usd
+        by_cloud["azure" if plan.kind == "savings-plan" else "aws"] += plan.cost_in_horizon_usd
     for kind, plan_values, mine in (
         ("cost-by-tier", {str(k): v for k, v in doc.costs.by_tier.items()}, by_tier),
         ("cost-by-cloud", doc.costs.by_cloud, by_cloud),

@@ -20,7 +20,8 @@ import pandas as pd
 from models.catalog import Catalog, Offering
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, canonical_model, smallest_profile
 from models.plan import Commitment, Plan
-from models.scenario import InferenceService, Scenario, TrainingJob
+from models.savingsplans import RateGroup, SavingsPlan, rate_groups
+from models.scenario import SAVINGS_PLAN_TERM_KIND, InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
@@ -177,3 +178,21 @@ class Context:
         gpn = {oid: float(o.gpus_per_node) for oid, o in self.offerings.items()}
         frame["gpn"] = frame["offering"].map(gpn).astype(float)
         return frame.reset_index(drop=True)
+
+
+def held_savings_plans(ctx: Context) -> list[SavingsPlan]:
+    """The scenario's held savings plans as the rule bills them: rates from the catalog's terms file (for
+    the scenario's offerings), start and end as the whole periods inside their term."""
+    groups: dict[tuple[str, int, str], RateGroup] = {
+        (g.kind, g.term_years, g.scope): g for g in rate_groups(ctx.catalog.terms)
+    }
+    horizon = ctx.scenario.horizon
+    result = []
+    for held in ctx.scenario.savings_plans:
+        group = groups.get((SAVINGS_PLAN_TERM_KIND[held.kind], held.term.years or 0, held.scope))
+        rates = {o: r for o, r in (group.rates if group else {}).items() if o in ctx.offerings}
+        first = max(0, math.ceil(horizon.hour_of(held.start) / ctx.p - 1e-9))
+        end = min(ctx.periods, math.floor(horizon.hour_of(held.ends) / ctx.p + 1e-9))
+        kind = SAVINGS_PLAN_TERM_KIND[held.kind]
+        result.append(SavingsPlan(held.name, kind, held.usd_per_hour, rates, first, max(first, end)))  # type: ignore[arg-type]
+    return result

@@ -66,6 +66,15 @@ KINDS: dict[str, str] = {
     "period than it has",
     "obligation": "a commitment's obligation_beyond_horizon_usd differs from nodes x rate x the term's "
     "hours after the horizon",
+    "existing-savings-plan": "a savings plan the scenario holds is missing from plan.json or differs from "
+    "it (kind, term, usd_per_hour, start, end, periods), or one listed that the scenario does not hold",
+    "savings-plan-cost": "a savings plan's cost_in_horizon_usd or obligation differs from usd_per_hour x "
+    "its hours inside (after) the horizon",
+    "savings-plan-row": "a savings_plan row that names no held savings plan active in its period with a "
+    "rate for its offering",
+    "savings-plan-coverage": "a savings plan's rows in a period differ from what the billing rule covers of "
+    "the whole on-demand nodes (EC2 Instance plans first, highest savings first)",
+    "savings-plan-budget": "a savings plan's rows use more than its commitment in a period, at its rates",
     "cost-total": "costs.total_usd differs from the rows' cost plus the commitments' cost in the horizon",
     "cost-by-tier": "costs.by_tier differs from the rows and commitments recomputed per tier",
     "cost-by-cloud": "costs.by_cloud differs from the rows and commitments recomputed per cloud",

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from models.tiers import TERM_TIER, Tier
-from planner.verify.context import EPS, SPOT, Context, replica_shape
+from planner.verify.context import EPS, SPOT, Context, held_savings_plans, replica_shape
 from planner.verify.findings import Findings, Violation
 
 __all__ = ["check_header", "check_rows", "row_examples"]
@@ -115,6 +115,8 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
     # a commitment held already is on its own term, whatever the scenario may buy
     held = {(c.offering, str(TERM_TIER[c.term])) for c in scenario.commitments}
 
+    covered = {oid for plan in held_savings_plans(ctx) for oid in plan.rates}
+
     def sold(offering_id: str, tier: str) -> bool:
         offering = offerings[offering_id]
         if (offering_id, tier) in held:
@@ -123,6 +125,8 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
             return offering.owned
         if tier == Tier.CAPACITY_RESERVATION:
             return False  # only held ones: the plan never buys a capacity reservation
+        if tier == Tier.SAVINGS_PLAN:  # a held plan covers it (which one, and when: check_savings_plans)
+            return offering_id in covered
         if tier in (Tier.RESERVED_1Y, Tier.RESERVED_3Y) and tier not in allowed_terms:
             return False
         return offering.price(tier) is not None

@@ -547,7 +547,8 @@ def certified_bound(
             variable.cat = pulp.LpContinuous
     result = solve(problem, time_limit=time_limit, gap=gap, start=start)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
-    bound = result.bound + sets.fixed_usd if result.ok else float("-inf")  # held commitments: a constant
+    # held commitments: a constant (less what held savings plans can save: sets.bound_fixed_usd)
+    bound = result.bound + sets.bound_fixed_usd if result.ok else float("-inf")
     decisions = _decisions(sets, model.commit, chosen_by) if result.ok else None
     method = METHOD + (", LP relaxation" if relax else "")
     return BoundResult(bound, clusters, time.perf_counter() - began, result, method, decisions)

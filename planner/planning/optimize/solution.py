@@ -38,6 +38,7 @@ from models.plan import (
     PlanDocument,
     PlanHorizon,
     PoolUtilization,
+    SavingsPlanCommitment,
     ScenarioEcho,
     SolveMethod,
     SolverReport,
@@ -49,8 +50,9 @@ from models.plan import (
     UnservedTraining,
     Utilization,
 )
+from models.savingsplans import SavingsPlanBill, bill_hours
 from models.scenario import Scenario
-from models.tiers import TERM_TIER, Capacity, Tier
+from models.tiers import TERM_TIER, Capacity, Term, Tier
 from models.workloads import period_start
 from planner.planning.mig.layouts import mig_section
 from planner.planning.optimize.build import PlanningModel, worst_shortfall
@@ -264,7 +266,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
                     )
                 )
     table = pd.concat(parts, ignore_index=True)
-    table = table[table["nodes"] > EPS]
+    table = _savings_plan_rows(sets, table[table["nodes"] > EPS])
     gpus_per_node = np.array([o.gpus_per_node for o in sets.offerings], dtype=float)
     price = {
         Tier.ON_DEMAND: np.array([o.on_demand_usd_h or 0.0 for o in sets.offerings]),
@@ -281,6 +283,107 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     table["tier"] = table["tier"].map(str)
     table = table.sort_values(["period", "kind", "workload", "offering", "tier"], kind="stable")
     return table[ALLOCATION_COLUMNS].reset_index(drop=True)
+
+
+def savings_plan_bill(sets: PlanningSets, allocations: pd.DataFrame) -> SavingsPlanBill:
+    """The held savings plans billed by the rule (``models.savingsplans.bill_hours``) on the whole on-demand
+    nodes of each offering in each period: the rows of tier on_demand and savings_plan of ``allocations``
+    (``o`` and ``period`` columns), which add up to the nodes beyond the node commitments."""
+    periods = len(sets.slot_of_period)
+    ids = [offering.id for offering in sets.offerings]
+    rows = allocations[allocations["tier"].isin([Tier.ON_DEMAND, Tier.SAVINGS_PLAN])]
+    usage: dict[str, np.ndarray] = {}
+    for o, nodes in rows.groupby("o")["nodes"]:
+        series = np.zeros(periods)
+        np.add.at(series, rows.loc[nodes.index, "period"].to_numpy(np.int64), nodes.to_numpy())
+        usage[ids[int(cast(int, o))]] = np.round(series, 9)
+    prices = {offering.id: offering.on_demand_usd_h or 0.0 for offering in sets.offerings}
+    return bill_hours(usage, prices, sets.savings_plans(), hours_per_step=float(sets.period_hours))
+
+
+def _savings_plan_rows(sets: PlanningSets, table: pd.DataFrame) -> pd.DataFrame:
+    """The on-demand rows split by the held savings plans: per period and offering, the part each plan
+    covers (``savings_plan_bill``) becomes rows of tier savings_plan naming it (cost 0), in proportion
+    to each row's nodes; replicas split in whole numbers by the same proportion."""
+    if not sets.held_plans or not len(table):
+        return table
+    bill = savings_plan_bill(sets, table)
+    on_demand = (table["tier"] == Tier.ON_DEMAND).to_numpy()
+    rows = table[on_demand]
+    index = {offering.id: o for o, offering in enumerate(sets.offerings)}
+    period = rows["period"].to_numpy(np.int64)
+    offering = rows["o"].to_numpy(np.int64)
+    nodes = rows["nodes"].to_numpy(float)
+    replicas = rows["replicas"].to_numpy(float)
+    total = np.zeros((len(sets.offerings), len(sets.slot_of_period)))
+    np.add.at(total, (offering, period), nodes)
+    left_share = np.ones(len(rows))
+    left_replicas = replicas.copy()
+    parts = [table[~on_demand]]
+    for (name, oid), covered in sorted(bill.covered.items()):
+        o = index[oid]
+        mine = offering == o
+        if not mine.any() or not covered.any():
+            continue
+        share = np.zeros(len(rows))
+        whole = total[o, period[mine]]
+        share[mine] = np.divide(covered[period[mine]], whole, out=np.zeros(len(whole)), where=whole > EPS)
+        taken = _split_whole(replicas, share)
+        taken = np.minimum(taken, left_replicas)
+        left_replicas -= taken
+        left_share -= share
+        parts.append(
+            rows.assign(tier=Tier.SAVINGS_PLAN, nodes=nodes * share, replicas=taken, commitment=name)[
+                share > 0
+            ]
+        )
+    parts.append(rows.assign(nodes=nodes * np.clip(left_share, 0.0, 1.0), replicas=left_replicas))
+    result = pd.concat(parts, ignore_index=True)
+    return result[result["nodes"] > EPS]
+
+
+def _savings_plans(sets: PlanningSets, allocations: pd.DataFrame) -> list[SavingsPlanCommitment]:
+    """plan.json ``savings_plans[]``: the held ones, in scenario order, each with what it costs inside the
+    horizon, what it binds beyond, and what of its commitment covered nodes."""
+    horizon = sets.scenario.horizon
+    p = horizon.period_hours
+    rows = allocations[allocations["tier"] == Tier.SAVINGS_PLAN]
+    rate_of = {
+        (plan.name, offering): rate for plan in sets.savings_plans() for offering, rate in plan.rates.items()
+    }
+    spent: dict[tuple[str, str], float] = defaultdict(float)
+    for row in rows.itertuples(index=False):
+        spent[(str(row.commitment), str(row.offering))] += float(str(row.nodes))
+    result = []
+    for plan in (sets.plans[k] for k in sets.held_plans):
+        group = sets.groups[plan.group]
+        usd = plan.usd_per_hour or 0.0
+        paid = usd * plan.paid_hours
+        used = sum(
+            nodes * rate_of[(plan.name, offering)] * p
+            for (name, offering), nodes in spent.items()
+            if name == plan.name
+        )
+        result.append(
+            SavingsPlanCommitment(
+                name=plan.name,
+                kind=group.kind,
+                term=Term.ONE_YEAR if group.term_years == 1 else Term.THREE_YEARS,
+                scope=group.scope,
+                usd_per_hour=usd,
+                rates=dict(sorted(group.rates.items())),
+                existing=True,
+                start=horizon.start + timedelta(hours=plan.starts_hour),
+                end=horizon.start + timedelta(hours=plan.ends_hour),
+                start_period=plan.start,
+                end_period=plan.end,
+                cost_in_horizon_usd=paid,
+                obligation_beyond_horizon_usd=usd * plan.beyond_hours,
+                spent_usd=used,
+                unspent_usd=max(0.0, paid - used),
+            )
+        )
+    return result
 
 
 def build_plan(
@@ -303,7 +406,8 @@ def build_plan(
     p = horizon.period_hours
     allocations = extract_allocations(solution)
     commitments = _commitments(sets, solution.commits, allocations)
-    costs = _costs(sets, allocations, commitments)
+    savings_plans = _savings_plans(sets, allocations)
+    costs = _costs(sets, allocations, commitments, savings_plans)
     total = costs.total_usd
     pools = _pools(sets, allocations, solution.commits)
     committed_hours = sum(pool.committed_node_hours for pool in pools.values())
@@ -342,6 +446,7 @@ def build_plan(
         solver=solver,
         offerings={o.id: _offering_record(o) for o in sets.offerings if o.id in used_offerings},
         commitments=commitments,
+        savings_plans=savings_plans,
         training=_training_records(solution, allocations),
         unserved=_unserved(solution),
         costs=costs,
@@ -534,12 +639,19 @@ def _inference_reason(sets: PlanningSets, i: int) -> str:
     return "demand above what " + (" or ".join(parts) if parts else "the eligible offerings") + " allows"
 
 
-def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Commitment]) -> Costs:
+def _costs(
+    sets: PlanningSets,
+    allocations: pd.DataFrame,
+    commitments: list[Commitment],
+    savings_plans: list[SavingsPlanCommitment] | None = None,
+) -> Costs:
     by_tier: dict[Tier, float] = {tier: 0.0 for tier in TIERS}
     if any(o.owned for o in sets.offerings):
         by_tier[Tier.OWNED] = 0.0
     for column in sets.columns:  # tiers only held commitments bring (capacity reservations)
         by_tier.setdefault(TERM_TIER[column.term], 0.0)
+    if savings_plans:  # savings_plan only in a plan that holds one (older plans' by_tier unchanged)
+        by_tier[Tier.SAVINGS_PLAN] = 0.0
     for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
         by_tier[Tier(str(tier))] += float(value)
     cloud_of = {o.id: o.cloud for o in sets.offerings}
@@ -582,6 +694,24 @@ def _costs(sets: PlanningSets, allocations: pd.DataFrame, commitments: list[Comm
                 by_workload[workload] += share.usd
         if not used:
             by_workload["(unused commitments)"] += cost
+    # savings plans: each plan's cost split by the dollars of it each workload spent (its rows' node-hours
+    # at the plan's rates); one nobody used as an unused commitment is
+    for plan in savings_plans or []:
+        by_tier[Tier.SAVINGS_PLAN] += plan.cost_in_horizon_usd
+        by_cloud["azure" if plan.kind == "savings-plan" else "aws"] += plan.cost_in_horizon_usd
+        mine = allocations[
+            (allocations["tier"] == Tier.SAVINGS_PLAN) & (allocations["commitment"] == plan.name)
+        ]
+        spent: dict[tuple[str, str], float] = defaultdict(float)
+        for row in mine.itertuples(index=False):
+            spent[(str(row.team), str(row.workload))] += float(str(row.nodes)) * plan.rates[str(row.offering)]
+        shares = amortize(plan.cost_in_horizon_usd, spent, sum(spent.values()), IdleRule.USAGE, {}, fallback)
+        for (team, workload), share in shares.items():
+            by_team[team] += share.usd
+            if workload:
+                by_workload[workload] += share.usd
+        if not spent:
+            by_workload["(unused commitments)"] += plan.cost_in_horizon_usd
     total = sum(by_tier.values())
     return Costs(
         total_usd=total,

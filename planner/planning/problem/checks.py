@@ -29,7 +29,7 @@ from models.scenario import InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import TERM_TIER
 from models.workloads import training_runs
-from planner.planning.problem.purchases import held_columns
+from planner.planning.problem.purchases import held_columns, savings_plan_groups
 from planner.planning.problem.sets import (
     replicas_per_node,
     runs_gang,
@@ -46,7 +46,18 @@ def check_inputs(scenario: Scenario, catalog: Catalog) -> list[str]:
     _check_scope(scenario, catalog, offerings)
     _check_gpu_models(scenario, catalog)
     held_columns(scenario, offerings, catalog)  # held commitments: offerings in scope, a rate, max_nodes
+    savings_plan_groups(scenario, catalog, offerings)  # held savings plans: rates in the catalog
     warnings: list[str] = list(catalog.warnings)  # implausible but possible prices: said in the plan too
+    if scenario.purchase.savings_plans:  # issue 38: held plans are modelled, buying them comes later
+        if not scenario.savings_plans:
+            raise InputError(
+                None,
+                "purchase.savings_plans",
+                "buying savings plans is not planned yet (held ones are: savings_plans:); remove it",
+            )
+        warnings.append(
+            "purchase.savings_plans: buying savings plans is not planned yet; the plan uses the held ones"
+        )
     for i, service in enumerate(scenario.inference):
         if not any(replicas_per_node(service, o) > 0 for o in offerings):
             raise InputError(None, f"inference[{i}]", f"{service.name}: {why_no_service_offering(service)}")

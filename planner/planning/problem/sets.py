@@ -42,7 +42,7 @@ from models.preemption import (
     SpotOverhead,
     spot_overhead,
 )
-from models.savingsplans import RateGroup
+from models.savingsplans import RateGroup, SavingsPlan
 from models.scenario import InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import TERM_TIER, Capacity, Term, Tier
@@ -143,6 +143,48 @@ class PlanningSets:
     def new_plans(self) -> list[int]:
         """Savings-plan columns the plan decides (none is bought yet: a later step of issue 38)."""
         return [k for k, plan in enumerate(self.plans) if not plan.existing]
+
+    @property
+    def held_plan_saving_cap_usd(self) -> float:
+        """The most the held savings plans can save against paying their covered nodes on demand: a plan of
+        B USD/h covers at most B / rate nodes of an offering an hour, each saving its on-demand price, so
+        at most ``B x max(on-demand / rate)`` an hour over the periods it covers. The models do not know
+        savings plans yet (issue 38, memo steps 5-6): their bounds, on-demand for what a plan covers, are
+        made valid by subtracting this (:attr:`bound_fixed_usd`)."""
+        p = self.period_hours
+        cap = 0.0
+        for plan in self.plans:
+            if plan.existing and plan.end > plan.start:
+                ratios = [
+                    (self.offerings[o].on_demand_usd_h or 0.0) / rate
+                    for o, rate in self.group_rates[plan.group].items()
+                ]
+                cap += (plan.usd_per_hour or 0.0) * (plan.end - plan.start) * p * max(ratios, default=0.0)
+        return cap
+
+    @property
+    def bound_fixed_usd(self) -> float:
+        """What a lower bound adds to its model's: :attr:`fixed_usd` less what held savings plans can save
+        at most (:attr:`held_plan_saving_cap_usd`); equal to it without held savings plans."""
+        cap = self.held_plan_saving_cap_usd
+        return self.fixed_usd - cap if cap else self.fixed_usd
+
+    def savings_plans(self) -> list[SavingsPlan]:
+        """The held savings plans as the billing rule takes them (``models.savingsplans.bill_hours``):
+        rates by offering id, start and end in periods. Bought ones come with memo step 7."""
+        ids = [offering.id for offering in self.offerings]
+        return [
+            SavingsPlan(
+                name=plan.name,
+                kind=self.groups[plan.group].kind,
+                usd_per_hour=plan.usd_per_hour or 0.0,
+                rates={ids[o]: rate for o, rate in self.group_rates[plan.group].items()},
+                start=plan.start,
+                end=plan.end,
+            )
+            for plan in self.plans
+            if plan.existing
+        ]
 
     def plans_active(self, period: int) -> list[int]:
         """Savings-plan columns whose budget applies in ``period``."""
@@ -360,7 +402,8 @@ def build_sets(
     if held_plans:
         notes.append(
             f"{len(held_plans)} savings plans held already: paid every hour, covering on-demand nodes at "
-            "their rates (highest savings first)"
+            "their rates (highest savings first); the models do not see them yet, so the bounds subtract "
+            "the most they can save (valid, not tight)"
         )
     if runs:
         notes.append(

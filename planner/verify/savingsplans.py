@@ -1,0 +1,141 @@
+"""Savings plans, re-billed (issue 38): the held plans exactly as the scenario lists them, at the catalog's
+rates, costed for their hours inside the horizon; every ``savings_plan`` row names a plan active in its
+period with a rate for its offering; and each period re-billed by the cloud's rule
+(``models.savingsplans.bill_hours``: EC2 Instance plans first, highest savings first) on the whole
+on-demand nodes of each offering, which the on_demand and savings_plan rows of a period add up to: each
+plan's rows must carry what the rule covers, and no plan spends more than its commitment in a period.
+
+Independent of the planner: the plans and their rates are re-derived here from the scenario and the
+catalog's terms file (``models.*`` only).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+
+from models.savingsplans import SavingsPlan, bill_hours
+from models.tiers import HOURS_PER_YEAR, Tier
+from planner.verify.context import Context, close, held_savings_plans
+from planner.verify.findings import Findings, Violation
+from planner.verify.rows import row_examples
+
+__all__ = ["check_savings_plans"]
+
+
+def check_savings_plans(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
+    plans = held_savings_plans(ctx)
+    _check_listed(ctx, findings, plans)
+    by_name = {plan.name: plan for plan in plans}
+    sp = rows[rows["tier"] == Tier.SAVINGS_PLAN]
+    # each row names a held plan active in its period with a rate for its offering
+    fits = np.array(
+        [
+            name in by_name
+            and by_name[name].start <= period < (by_name[name].end or ctx.periods)
+            and offering in by_name[name].rates
+            for name, period, offering in zip(sp["commitment"], sp["period"], sp["offering"], strict=True)
+        ],
+        dtype=bool,
+    )
+    bad = sp[~fits]
+    findings.add_many(
+        "savings-plan-row", len(bad),
+        row_examples(bad, "savings-plan-row", lambda r: f"{r.workload} on savings_plan of {r.offering} in "
+                     f"period {r.period:g} names {r.commitment!r}: no held plan covering it then"),
+    )  # fmt: skip
+    if not plans:
+        return
+    # re-bill every period by the rule on the whole on-demand nodes (on_demand + savings_plan rows)
+    paid = rows[rows["tier"].isin([Tier.ON_DEMAND, Tier.SAVINGS_PLAN])]
+    usage: dict[str, np.ndarray] = {}
+    for offering, frame in paid.groupby(paid["offering"].astype(str)):
+        series = np.zeros(ctx.periods)
+        np.add.at(series, frame["period"].to_numpy(np.int64), frame["nodes"].to_numpy(float))
+        usage[str(offering)] = np.round(series, 9)
+    prices = {oid: o.on_demand_usd_h or 0.0 for oid, o in ctx.offerings.items()}
+    bill = bill_hours(usage, prices, plans, hours_per_step=float(ctx.p))
+    carried: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros(ctx.periods))
+    good = sp[fits]
+    for name, offering, period, nodes in zip(
+        good["commitment"], good["offering"], good["period"], good["nodes"], strict=True
+    ):
+        carried[(str(name), str(offering))][int(period)] += float(nodes)
+    wrong: list[Violation] = []
+    count = 0
+    for key in sorted(set(bill.covered) | set(carried)):
+        expected = bill.covered.get(key, np.zeros(ctx.periods))
+        found = carried.get(key, np.zeros(ctx.periods))
+        off = np.flatnonzero(np.abs(expected - found) > 1e-6)
+        count += len(off)
+        for period in off[: max(0, findings.examples - len(wrong))]:
+            wrong.append(Violation(
+                kind="savings-plan-coverage", period=int(period), offering=key[1],
+                message=f"savings plan {key[0]} covers {found[period]:g} nodes of {key[1]} in period "
+                f"{period}; the rule covers {expected[period]:g} of the {usage.get(key[1], found)[period]:g} "
+                "on-demand nodes",
+            ))  # fmt: skip
+    findings.add_many("savings-plan-coverage", count, wrong)
+    # spending: what a plan's rows use at its rates is at most its commitment in each period
+    over: list[Violation] = []
+    count = 0
+    spend: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(ctx.periods))
+    for (name, offering), series in carried.items():
+        spend[name] = spend[name] + series * by_name[name].rates[offering]
+    for name, series in sorted(spend.items()):
+        above = np.flatnonzero(series > by_name[name].usd_per_hour + 1e-6)
+        count += len(above)
+        over += [
+            Violation(kind="savings-plan-budget", period=int(t),
+                      message=f"savings plan {name} spends ${series[t]:,.4f}/h in period {t}; it commits "
+                      f"${by_name[name].usd_per_hour:,.4f}/h")
+            for t in above[: findings.examples]
+        ]  # fmt: skip
+    findings.add_many("savings-plan-budget", count, over)
+
+
+def _check_listed(ctx: Context, findings: Findings, plans: list[SavingsPlan]) -> None:
+    """plan.json's savings_plans: each held plan once, as the scenario holds it, costed for its hours
+    inside the horizon and owing the rest of its term; none the scenario does not hold."""
+    horizon = ctx.scenario.horizon
+    listed = {plan.name: plan for plan in ctx.plan.document.savings_plans}
+    for held, plan in zip(ctx.scenario.savings_plans, plans, strict=True):
+        mine = listed.pop(held.name, None)
+        if mine is None:
+            findings.add("existing-savings-plan", f"held savings plan {held.name} is missing from plan.json")
+            continue
+        same = (
+            mine.kind == plan.kind
+            and mine.term == held.term
+            and close(mine.usd_per_hour, held.usd_per_hour)
+            and mine.start == held.start
+            and mine.end == held.ends
+            and (mine.start_period, mine.end_period) == (plan.start, plan.end)
+            and mine.existing
+        )
+        if not same:
+            findings.add(
+                "existing-savings-plan",
+                f"savings plan {held.name} differs from the scenario's (kind, term, usd_per_hour, start, "
+                "end, periods)",
+            )
+        starts, ends = horizon.hour_of(held.start), horizon.hour_of(held.ends)
+        inside = max(0.0, min(ends, horizon.hours) - max(starts, 0.0))
+        beyond = max(0.0, ends - max(float(horizon.hours), starts))
+        if not close(mine.cost_in_horizon_usd, held.usd_per_hour * inside, abs_=0.01) or not close(
+            mine.obligation_beyond_horizon_usd, held.usd_per_hour * beyond, abs_=0.01
+        ):
+            findings.add(
+                "savings-plan-cost",
+                f"savings plan {held.name}: cost_in_horizon_usd ${mine.cost_in_horizon_usd:,.2f} and "
+                f"obligation ${mine.obligation_beyond_horizon_usd:,.2f}; its {inside:g} h inside the "
+                f"horizon cost ${held.usd_per_hour * inside:,.2f}, the {beyond:g} h after it "
+                f"${held.usd_per_hour * beyond:,.2f}",
+            )
+        if (held.ends - held.start) != timedelta(hours=(held.term.years or 0) * HOURS_PER_YEAR):
+            findings.add("existing-savings-plan", f"savings plan {held.name} does not last its term")
+    for name in sorted(listed):
+        findings.add("existing-savings-plan", f"savings plan {name} in plan.json is not held by the scenario")
