@@ -1,0 +1,52 @@
+"""With every savings-plan list empty, the planner writes what it wrote before savings plans existed (issue
+38: "budget 0 changes nothing"). A mixed-fleet-like small case (scenarios/mixed-fleet.yaml over two weeks,
+its weekly fine-tuning kept), planned by both methods: allocations.csv and plan.json's money (costs,
+commitments, training, unserved, teams) must be byte for byte main's at 7192af8, the commit this branch
+started from (digests measured there with these settings, and equal on this branch).
+
+If a later change of the planner deliberately changes these plans, measure the digests again on a tree
+without savings plans in its sets (or with them empty) and say so in the commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from models.inputs import load_inputs
+from planner.planning.optimize import SolveSettings, optimize
+
+REPO = Path(__file__).resolve().parents[2]
+MAIN = {
+    "staged": (
+        "b03930495fae1d636487c9bca7b000a782e3e56c9a75b8c4be9f138eb8cbcb7a",
+        "0d8ec32940350895534cacdb2be004e85c5da8958cca09b69cdee2b2d8365491",
+    ),
+    "hourly": (
+        "9696d639a42a72f52d3cb9afeb7523852cb4780a18009897aa70d93cbb459d2f",
+        "dd8a2693b31fa13c2ac7388f55f4dbb14d33f5a9eab28ec8d4475db94f8f4af1",
+    ),
+}
+
+
+@pytest.mark.parametrize("method", sorted(MAIN))
+def test_no_savings_plan_plans_as_before(tmp_path: Path, method: str) -> None:
+    data = yaml.safe_load((REPO / "scenarios" / "mixed-fleet.yaml").read_text(encoding="utf-8"))
+    data["horizon"]["hours"] = 336
+    data["training"] = [t for t in data["training"] if t["name"] == "finetune-weekly"]
+    assert "savings_plans" not in data and "savings_plans" not in data["purchase"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    inputs = load_inputs(tmp_path / "s.yaml")
+    settings = SolveSettings(time_limit=60, method=method, threads=1)
+    plan = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings)
+    (tmp_path / "plan").mkdir()
+    plan.write(tmp_path / "plan")
+    document = json.loads((tmp_path / "plan" / "plan.json").read_text(encoding="utf-8"))
+    money = {key: document[key] for key in ("costs", "commitments", "training", "unserved", "teams")}
+    rows = hashlib.sha256((tmp_path / "plan" / "allocations.csv").read_bytes()).hexdigest()
+    parts = hashlib.sha256(json.dumps(money, sort_keys=True).encode()).hexdigest()
+    assert document["savings_plans"] == [] and "savings_plan" not in document["costs"]["by_tier"]
+    assert (rows, parts) == MAIN[method]
