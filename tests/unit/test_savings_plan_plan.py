@@ -100,7 +100,10 @@ def test_a_compute_plan_covers_the_higher_discount_first(kit, tmp_path: Path) ->
     assert verify(inputs, plan).total == 0
 
 
-def test_the_bound_stays_below_the_optimum_the_models_cannot_see_yet(kit, tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["staged", "hourly"])
+def test_the_bound_stays_below_the_optimum_the_models_cannot_see_yet(
+    kit, tmp_path: Path, method: str
+) -> None:
     """p5 at $10/h in us-east-1, or at $11/h in us-east-2 where a held $12/h plan covers it at $6/h. The
     models do not see the plan yet: they serve from us-east-1, $12 + 3 x $10 an hour. The optimum serves
     from us-east-2, $12 + (3 - 2) x $11 an hour. A bound on the models' terms ($42/h) would call the plan
@@ -116,11 +119,27 @@ def test_the_bound_stays_below_the_optimum_the_models_cannot_see_yet(kit, tmp_pa
     data = kit.scenario_dict(hours=HOURS, start=START, inference=[CHAT])
     data["savings_plans"] = [held(usd_per_hour=12.0)]
     inputs = load_inputs(kit.write_scenario_yaml(directory / "s.yaml", data))
-    plan = _plan(inputs)
+    plan = optimize(
+        inputs.scenario, inputs.catalog, inputs.base_dir, SolveSettings(time_limit=30, method=method)
+    )
+    assert plan.document.solver.method == {"staged": "staged-milp", "hourly": "hourly-decomposition"}[method]
     optimum = (12.0 + 11.0) * HOURS
     assert plan.document.costs.total_usd >= optimum - 1e-6  # as billed: never below the optimum
     assert plan.document.solver.bound_usd <= optimum + 1e-6
     assert plan.document.solver.bound_usd == pytest.approx((12.0 + 30.0 - 12.0 * 11 / 6) * HOURS)
+    assert verify(inputs, plan).total == 0
+
+
+def test_a_training_run_pays_only_what_the_plan_leaves_on_demand(kit, tmp_path: Path) -> None:
+    """A 2-node gang for 20 h on p5 ($10/h), a $6/h plan at $6/h: it covers 1 node while the run runs; the
+    run pays the other, 20 x $10, and the plan its 48 h."""
+    job = {"name": "ft", "team": "t", "nodes": 2, "gpus_per_node": 8, "gpu_models": ["H100"], "hours": 20}
+    terms = [sp_term(P5, "savings-plan-compute", 1, 6.0)]
+    inputs = _inputs(kit, tmp_path, [held(usd_per_hour=6.0)], [], terms, training=[job])
+    plan = _plan(inputs)
+    (run,) = plan.document.training
+    assert run.cost_usd == pytest.approx(20 * 10.0)
+    assert plan.document.costs.total_usd == pytest.approx(6.0 * HOURS + 20 * 10.0)
     assert verify(inputs, plan).total == 0
 
 

@@ -518,10 +518,11 @@ def _offering_record(o: Offering) -> OfferingRecord:
     )
 
 
-def covered_share(allocations: pd.DataFrame) -> pd.Series:
-    """Per (period, offering): the share of its non-spot node-hours that commitments cover."""
+def covered_share(allocations: pd.DataFrame, tiers: tuple[Tier, ...] = COMMITTED_TIERS) -> pd.Series:
+    """Per (period, offering): the share of its non-spot node-hours that commitments cover (``tiers``:
+    the node commitments; savings plans with ``(Tier.SAVINGS_PLAN,)``)."""
     non_spot = allocations[allocations["tier"] != Tier.SPOT]
-    committed = non_spot["tier"].isin(COMMITTED_TIERS)
+    committed = non_spot["tier"].isin(tiers)
     totals = non_spot.groupby(["period", "offering"])["nodes"].sum()
     covered = non_spot[committed].groupby(["period", "offering"])["nodes"].sum()
     return (covered.reindex(totals.index, fill_value=0.0) / totals).rename("covered")
@@ -532,6 +533,8 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
     horizon = sets.scenario.horizon
     p = horizon.period_hours
     covered = covered_share(allocations)
+    # what savings plans cover of a (period, offering)'s non-spot nodes: its rows split in proportion too
+    plan_covered = covered_share(allocations, (Tier.SAVINGS_PLAN,)) if sets.held_plans else pd.Series()
     records = []
     for option in solution.placements:
         run = sets.runs[option.run]
@@ -550,6 +553,8 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
             ]
             by_tier = mine.groupby("tier")["nodes"].sum()
             tier = Tier(str(by_tier.idxmax())) if len(by_tier) and fraction >= 0.5 else Tier.ON_DEMAND
+            if len(plan_covered):
+                shares = shares + np.array([plan_covered.get((t, offering.id), 0.0) for t in periods])
             cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
         overhead = option.overhead
         records.append(
