@@ -45,6 +45,7 @@ import pandas as pd
 
 from models.billing import row_rate
 from models.catalog import gpu_model_matches
+from models.errors import InputError
 from models.mig import COMPUTE_SLICES, profile_named, replica_slice, supports_mig
 from models.tiers import COMMITTED_TIERS, Tier
 
@@ -209,8 +210,19 @@ class Book:
 
     @classmethod
     def from_plan(cls, plan: Any) -> Book:
-        """From a :class:`models.plan.Plan` (its plan.json, with the scenario echo in ``inputs``)."""
+        """From a :class:`models.plan.Plan` (its plan.json, with the scenario echo in ``inputs``).
+
+        A plan holding savings plans is refused (InputError): their dollars are not split between teams
+        yet (issue 38), and a chargeback that leaves them out would not add up to the plan's cost."""
         doc = plan.document
+        if getattr(doc, "savings_plans", None):
+            names = ", ".join(sp.name for sp in doc.savings_plans)
+            raise InputError(
+                None,
+                "savings_plans",
+                f"the plan holds savings plans ({names}), which chargeback does not split between teams yet: "
+                "their cost is in the plan's totals and cost by team (report.md)",
+            )
         echo = doc.inputs.model_dump(mode="json")
         workloads = [*echo.get("inference", []), *echo.get("training", [])]
         models: dict[str, list[str]] = defaultdict(list)
