@@ -383,23 +383,13 @@ def _spot_rows(rng: random.Random, region: str, types: list[str]) -> Iterator[di
 
 @contextmanager
 def _moto() -> Iterator[str]:
-    import logging
+    import botocore.session
+    from aws_stand_in import moto_running
 
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        url = f"http://{host}:{port}"
-        import botocore.session
-
+    with moto_running() as url:
         ec2 = botocore.session.get_session().create_client("ec2", region_name="us-east-1", endpoint_url=url)
         ec2.describe_instance_types(InstanceTypes=["p5.48xlarge"])  # moto loads EC2's data on first use
         yield url
-    finally:
-        server.stop()
 
 
 def row_aws(copies: int, profile: bool) -> dict[str, Any]:

@@ -88,7 +88,7 @@ from providers.base import (
 )
 from providers.config import FILE, MAX_ITEMS, checked_retry
 
-__all__ = ["GcpProvider", "GcpSettings", "NicSettings", "open_provider"]
+__all__ = ["GcpProvider", "GcpSettings", "NicSettings", "open_provider", "sdk"]
 
 log = logging.getLogger("gpuplan.providers.gcp")
 
@@ -282,8 +282,9 @@ def boot_disk_type(machine: str, configured: str | None) -> str:
     return configured
 
 
-def _sdk() -> SimpleNamespace:
-    """The SDK modules, imported on first use so the rest of gpuplan needs none of them."""
+def sdk() -> SimpleNamespace:
+    """The SDK modules, imported on first use so the rest of gpuplan needs none of them (the price fetcher,
+    ``providers/pricing/gcp.py``, adds the billing client to them)."""
     try:
         import google.api_core.exceptions as api_exceptions
         import google.auth
@@ -404,7 +405,7 @@ class GcpProvider(NoCapacityBlocks):
         self._clock = clock
         self._machine_cache: dict[tuple[str, str], Any] = {}
         self._rng = rng or random.Random()
-        self._g = _sdk()
+        self._g = sdk()
         compute = self._g.compute
 
         def build() -> dict[str, Any]:

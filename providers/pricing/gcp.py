@@ -517,27 +517,16 @@ def _offering(
 
 
 def _sdk() -> SimpleNamespace:
-    """The SDK modules, imported on first use so the rest of gpuplan needs none of them."""
+    """The Compute Engine SDK the provider adapter loads (``providers.gcp.sdk``), with the Cloud Billing
+    client beside it; imported on first use so the rest of gpuplan needs none of them."""
+    from providers.gcp import sdk
+
+    modules = sdk()
     try:
-        import google.api_core.exceptions as api_exceptions
-        import google.auth
-        import google.auth.exceptions as auth_exceptions
-        import requests
-        from google.api_core.client_options import ClientOptions
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import billing_v1, compute_v1
+        from google.cloud import billing_v1
     except ImportError as exc:
-        raise MissingSDK(CLOUD, "google-cloud-billing and google-cloud-compute", "gcp") from exc
-    return SimpleNamespace(
-        billing=billing_v1,
-        compute=compute_v1,
-        api_exceptions=api_exceptions,
-        auth=google.auth,
-        auth_exceptions=auth_exceptions,
-        requests=requests,
-        ClientOptions=ClientOptions,
-        AnonymousCredentials=AnonymousCredentials,
-    )
+        raise MissingSDK(CLOUD, "google-cloud-billing", "gcp") from exc
+    return SimpleNamespace(**vars(modules), billing=billing_v1)
 
 
 def _url(endpoint: str) -> str:

@@ -33,6 +33,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -547,9 +548,9 @@ def make_vpc(session: Any, endpoint_url: str | None = None) -> Vpc:
     return Vpc(subnets, "ami-0a1b2c3d4e5f60718")
 
 
-@pytest.fixture
-def moto_server() -> Iterator[str]:
-    """moto's server on 127.0.0.1 and a free port; its endpoint URL."""
+@contextmanager
+def moto_running() -> Iterator[str]:
+    """moto's server on 127.0.0.1 and a free port while the block runs; its endpoint URL."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
@@ -560,6 +561,13 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    """moto's server for one test; its endpoint URL."""
+    with moto_running() as url:
+        yield url
 
 
 def ec2_event(

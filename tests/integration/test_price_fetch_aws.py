@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from aws_price_fake import AwsPriceFake
+from aws_stand_in import moto_running
 
 from models.catalog import Catalog, write_catalog
 from models.priceterms import read_terms, write_terms
@@ -33,15 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def ec2_upstream() -> Iterator[str]:
     """moto's server for DescribeInstanceTypes, one for the module: it only reads EC2's instance-type data,
     and its first EC2 call in a process costs seconds."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_running() as url:
+        yield url
 
 
 @pytest.fixture

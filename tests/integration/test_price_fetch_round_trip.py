@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from aws_price_fake import AwsPriceFake
+from aws_stand_in import moto_running
 from azure_price_fake import AzurePriceFake, Fault
 from gcp_price_fake import PriceFake, serve
 from typer.testing import CliRunner
@@ -27,15 +28,8 @@ from planner.cli import app
 
 @pytest.fixture(scope="module")
 def ec2_upstream() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_running() as url:
+        yield url
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -237,12 +237,22 @@ def committed_by_period(
     columns: list[CommitColumn], chosen: Mapping[int, float], offerings: int, periods: int
 ) -> np.ndarray:
     """(offerings, periods) committed nodes: the existing columns' and ``chosen`` (column -> nodes)."""
-    delta = np.zeros((offerings, periods + 1))
-    for c, column in enumerate(columns):
-        nodes = column.nodes if column.existing else chosen.get(c, 0.0)
-        if nodes and column.end > column.start:
-            delta[column.offering, column.start] += nodes
-            delta[column.offering, column.end] -= nodes
+    held = (
+        (column.offering, column.start, column.end, column.nodes if column.existing else chosen.get(c, 0.0))
+        for c, column in enumerate(columns)
+    )
+    return _sum_over_windows(held, offerings, periods)
+
+
+def _sum_over_windows(
+    windows: Iterable[tuple[int, int, int, float | None]], rows: int, periods: int
+) -> np.ndarray:
+    """(rows, periods): each (row, start, end, amount) added in the periods [start, end)."""
+    delta = np.zeros((rows, periods + 1))
+    for row, start, end, amount in windows:
+        if amount and end > start:
+            delta[row, start] += amount
+            delta[row, end] -= amount
     return np.cumsum(delta, axis=1)[:, :periods]
 
 
@@ -308,13 +318,16 @@ def plan_budget(
     columns: list[PlanColumn], chosen: Mapping[int, float], groups: int, periods: int
 ) -> np.ndarray:
     """(groups, periods) USD per hour committed: the held plans' and ``chosen`` (column -> USD per hour)."""
-    delta = np.zeros((groups, periods + 1))
-    for k, column in enumerate(columns):
-        usd = column.usd_per_hour if column.existing else chosen.get(k, 0.0)
-        if usd and column.end > column.start:
-            delta[column.group, column.start] += usd
-            delta[column.group, column.end] -= usd
-    return np.cumsum(delta, axis=1)[:, :periods]
+    held = (
+        (
+            column.group,
+            column.start,
+            column.end,
+            column.usd_per_hour if column.existing else chosen.get(k, 0.0),
+        )
+        for k, column in enumerate(columns)
+    )
+    return _sum_over_windows(held, groups, periods)
 
 
 def savings_plan_groups(
