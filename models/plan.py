@@ -445,7 +445,7 @@ class Costs(_PlanPart):
 
 #: How a peer chose what to buy (``planner/planning/baselines.py``): the cloud's recommendation over a
 #: lookback, a percentile coverage target, or one of the two references without commitments.
-PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy"]
+PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy", "savings_plan"]
 
 
 class PeerCommitment(_PlanPart):

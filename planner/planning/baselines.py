@@ -22,6 +22,9 @@ then whole-GPU replicas and those GPUs onto the fewest nodes. The peers:
   Per offering, as AWS RIs are per instance type and region. The best of the 6 combinations is the peer.
 - **coverage** (the Terraform savings-plan autopilot modules): commit the p-th percentile of the hourly
   use per offering over a 30-day lookback, p0 (the always-on floor) and p50, on the cheaper term.
+- **savings plan** (the cloud's savings-plan recommendation, AWS Cost Explorer ``LookbackPeriodInDays``):
+  where the scenario may buy savings plans, the USD-per-hour commitment with the largest saving over the
+  lookback, billed by the cloud's rule, for the best kind, term and lookback.
 
 There is no history before the horizon, so **the lookback is the first L days of the horizon's
 forecast**, standing in for the last L days of history; the commitment chosen is billed over the
@@ -41,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -50,6 +53,7 @@ import numpy as np
 from models.billing import commitment_usd, on_demand_nodes
 from models.mig import replica_slice, replicas_per_gpu
 from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy
+from models.savingsplans import SavingsPlan, bill_hours, coverage_order
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, TERM_TIER, Capacity, Term
 from planner.planning.mig.packing import pack
 
@@ -72,6 +76,15 @@ COVERAGE_LOOKBACK_DAYS = 30
 
 #: (offering, term) -> nodes committed
 Commits = dict[tuple[int, Term], int]
+
+
+@dataclass(frozen=True)
+class PeerPlan:
+    """A savings plan a peer buys at the horizon's start: the plan as the rule bills it, and the hours of
+    its term after the horizon (its obligation)."""
+
+    plan: SavingsPlan
+    beyond_hours: float
 
 
 @dataclass
@@ -253,8 +266,11 @@ def commit_price(sets: PlanningSets, o: int, term: Term) -> float | None:
     return offering.price(TERM_TIER[term])
 
 
-def bill(sets: PlanningSets, usage: Usage, commits: Commits) -> tuple[float, float]:
-    """(cost over the horizon, obligation after it) of ``usage`` with ``commits`` (billing rule above)."""
+def bill(
+    sets: PlanningSets, usage: Usage, commits: Commits, plans: Sequence[PeerPlan] = ()
+) -> tuple[float, float]:
+    """(cost over the horizon, obligation after it) of ``usage`` with ``commits`` and the savings ``plans``
+    the peer buys (billing rule above; every peer also holds the fleet's savings plans)."""
     p, hours = sets.period_hours, sets.horizon_hours
     covered = sets.committed({})  # the commitments held already: every peer has them
     total, beyond = sets.fixed_usd, 0.0
@@ -263,11 +279,27 @@ def bill(sets: PlanningSets, usage: Usage, commits: Commits) -> tuple[float, flo
         covered[o] += nodes
         total += commitment_usd(nodes, rate, hours)
         beyond += commitment_usd(nodes, rate, max(0.0, (Term(term).years or 0) * HOURS_PER_YEAR - hours))
+    held = sets.savings_plans()
+    above: dict[str, np.ndarray] = {}
     for o, offering in enumerate(sets.offerings):
-        above = on_demand_nodes(usage.nonspot[o], covered[o]).sum()
-        total += float(above) * (offering.on_demand_usd_h or 0.0) * p
+        if held or plans:
+            above[offering.id] = on_demand_nodes(usage.nonspot[o], covered[o])
+        else:
+            total += (
+                float(on_demand_nodes(usage.nonspot[o], covered[o]).sum())
+                * (offering.on_demand_usd_h or 0.0)
+                * p
+            )
         if usage.spot[o].any():
             total += float(usage.spot[o].sum()) * (offering.spot_usd_h or 0.0) * p
+    if held or plans:  # on demand what the plans leave, by the cloud's rule (models/savingsplans.py)
+        prices = {offering.id: offering.on_demand_usd_h or 0.0 for offering in sets.offerings}
+        bought = [peer.plan for peer in plans]
+        total += bill_hours(above, prices, [*held, *bought], hours_per_step=float(p)).on_demand_usd
+        for peer in plans:
+            end = len(sets.slot_of_period) if peer.plan.end is None else peer.plan.end
+            total += peer.plan.usd_per_hour * (end - peer.plan.start) * p
+            beyond += peer.plan.usd_per_hour * peer.beyond_hours
     return total + usage.spot_training_usd, beyond
 
 
@@ -355,6 +387,35 @@ def lookback_level(series: np.ndarray, on_demand_usd_h: float, commit_usd_h: flo
         if saving > best_saving + 1e-9:
             best_level, best_saving = c, saving
     return best_level
+
+
+def savings_plan_level(
+    usage: Mapping[str, np.ndarray],
+    on_demand_usd_h: Mapping[str, float],
+    plan: SavingsPlan,
+    held: Sequence[SavingsPlan] = (),
+    hours_per_step: float = 1.0,
+) -> float:
+    """The commitment (USD per hour) of a plan of ``plan``'s kind and rates with the largest saving over
+    ``usage`` (offering -> nodes the node commitments leave on demand, per step), beside the ``held``
+    plans, as AWS Cost Explorer's Savings Plans recommendation simulates its lookback: billed by the rule
+    (``bill_hours``) at every candidate, the amounts where the saving can change slope (each step's
+    spend, at the plan's rates, on what the held plans leave, offering by offering in coverage order);
+    ties go to the smaller amount, and 0 when nothing saves."""
+    base = bill_hours(usage, on_demand_usd_h, held, hours_per_step)
+    spend = np.zeros(max((len(v) for v in usage.values()), default=0))
+    candidates: set[float] = set()
+    for offering in coverage_order(plan, on_demand_usd_h):
+        if offering in base.on_demand:
+            spend = spend + base.on_demand[offering] * plan.rates[offering]
+            candidates |= {round(float(v), 3) for v in np.unique(spend) if v > 0}
+    best, best_cost = 0.0, base.total_usd
+    for amount in sorted(candidates):
+        trial = SavingsPlan(plan.name, plan.kind, amount, plan.rates, plan.start, plan.end)
+        cost = bill_hours(usage, on_demand_usd_h, [*held, trial], hours_per_step).total_usd
+        if cost < best_cost - 1e-9:
+            best, best_cost = amount, cost
+    return best
 
 
 def coverage_level(series: np.ndarray, percentile: float) -> int:
@@ -453,6 +514,50 @@ def _committing_peers(sets: PlanningSets, usage: Usage) -> list[Peer]:
     return peers
 
 
+def _savings_plan_peer(sets: PlanningSets, usage: Usage) -> Peer | None:
+    """The cloud's savings-plan recommendation (AWS Cost Explorer, Azure Advisor): for each kind, term and
+    scope the scenario may buy, the hourly commitment with the largest saving over the first L days of
+    the forecast (:func:`savings_plan_level`), bought at the horizon's start and billed over the whole
+    horizon; the cheapest of them all over 7/30/60 d. None when the scenario buys no savings plan."""
+    p = sets.period_hours
+    periods = len(sets.slot_of_period)
+    starting = [k for k in sets.new_plans if sets.plans[k].start == 0]
+    if not starting:
+        return None
+    ids = [offering.id for offering in sets.offerings]
+    prices = {offering.id: offering.on_demand_usd_h or 0.0 for offering in sets.offerings}
+    covered = sets.committed({})
+    above = {ids[o]: on_demand_nodes(usage.nonspot[o], covered[o]) for o in range(len(ids))}
+    held = sets.savings_plans()
+    tried: list[tuple[float, float, int, int, float]] = []  # total, beyond, column, days, USD/h
+    for k in starting:
+        column, group = sets.plans[k], sets.groups[sets.plans[k].group]
+        rates = {ids[o]: rate for o, rate in sets.group_rates[column.group].items()}
+        template = SavingsPlan(group.name, group.kind, 0.0, rates, 0, column.end)
+        for days in LOOKBACK_DAYS:
+            window = window_periods(sets, days)
+            level = savings_plan_level(
+                {oid: series[:window] for oid, series in above.items()}, prices, template,
+                [h for h in held if h.start < window], float(p),
+            )  # fmt: skip
+            bought = SavingsPlan(group.name, group.kind, level, rates, 0, min(column.end, periods))
+            total, beyond = bill(sets, usage, {}, [PeerPlan(bought, column.beyond_hours)] if level else [])
+            tried.append((total, beyond, k, days, level))
+    total, beyond, k, days, level = min(tried, key=lambda x: (x[0], x[3], x[2]))
+    group = sets.groups[sets.plans[k].group]
+    term = Term.ONE_YEAR if group.term_years == 1 else Term.THREE_YEARS
+    return Peer(
+        name=f"savings plan lookback {days} d, {group.kind.removeprefix('savings-plan-')} {term}",
+        policy="savings_plan",
+        total_usd=total,
+        obligation_beyond_horizon_usd=beyond,
+        how=f"cloud savings-plan recommendation: {group.name} at ${level:,.3f}/h, the commitment with the "
+        f"largest saving over the first {days} d of the forecast (billed by the rule, best savings first), "
+        f"bought at the start; best of {'/'.join(map(str, LOOKBACK_DAYS))} d x {len(starting)} kinds, terms "
+        "and scopes; the rest on demand, spot as the per-launch policy uses it",
+    )
+
+
 def _peer(sets: PlanningSets, priced: _Priced, how: str) -> Peer:
     if priced.guarantee_nodes:
         how += f"; {priced.guarantee_nodes} more nodes committed to back team guarantees"
@@ -497,7 +602,10 @@ def compute_baselines(sets: PlanningSets) -> Baselines:
         ),
         *_committing_peers(sets, greedy),
     ]
-    committing = [p for p in peers if p.policy in ("lookback", "coverage")]
+    plan_peer = _savings_plan_peer(sets, greedy)
+    if plan_peer is not None:
+        peers.append(plan_peer)
+    committing = [p for p in peers if p.policy in ("lookback", "coverage", "savings_plan")]
     best = min(committing, key=lambda p: p.total_usd) if committing else None
     notes = [
         "peers run the per-launch usage: cheapest eligible offering per workload and period, training at its "

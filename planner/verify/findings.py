@@ -68,10 +68,13 @@ KINDS: dict[str, str] = {
     "hours after the horizon",
     "existing-savings-plan": "a savings plan the scenario holds is missing from plan.json or differs from "
     "it (kind, term, usd_per_hour, start, end, periods), or one listed that the scenario does not hold",
+    "savings-plan-purchase": "a savings plan bought by the plan of a kind or term the scenario does not buy "
+    "(purchase.savings_plans, purchase.terms), at rates other than the catalog's, not starting at a purchase "
+    "step or not lasting its term",
     "savings-plan-cost": "a savings plan's cost_in_horizon_usd or obligation differs from usd_per_hour x "
     "its hours inside (after) the horizon",
-    "savings-plan-row": "a savings_plan row that names no held savings plan active in its period with a "
-    "rate for its offering",
+    "savings-plan-row": "a savings_plan row that names no savings plan (held or bought) active in its period "
+    "with a rate for its offering",
     "savings-plan-coverage": "a savings plan's rows in a period differ from what the billing rule covers of "
     "the whole on-demand nodes (EC2 Instance plans first, highest savings first)",
     "savings-plan-budget": "a savings plan's rows use more than its commitment in a period, at its rates",

@@ -115,7 +115,9 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
     # a commitment held already is on its own term, whatever the scenario may buy
     held = {(c.offering, str(TERM_TIER[c.term])) for c in scenario.commitments}
 
-    covered = {oid for plan in held_savings_plans(ctx) for oid in plan.rates}
+    covered = {oid for plan in held_savings_plans(ctx) for oid in plan.rates} | {
+        oid for plan in ctx.plan.document.savings_plans if not plan.existing for oid in plan.rates
+    }  # bought plans' rates and starts: check_savings_plans
 
     def sold(offering_id: str, tier: str) -> bool:
         offering = offerings[offering_id]
@@ -125,7 +127,7 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
             return offering.owned
         if tier == Tier.CAPACITY_RESERVATION:
             return False  # only held ones: the plan never buys a capacity reservation
-        if tier == Tier.SAVINGS_PLAN:  # a held plan covers it (which one, and when: check_savings_plans)
+        if tier == Tier.SAVINGS_PLAN:  # a plan covers it (which one, and when: check_savings_plans)
             return offering_id in covered
         if tier in (Tier.RESERVED_1Y, Tier.RESERVED_3Y) and tier not in allowed_terms:
             return False

@@ -1,5 +1,6 @@
-"""Savings plans, re-billed (issue 38): the held plans exactly as the scenario lists them, at the catalog's
-rates, costed for their hours inside the horizon; every ``savings_plan`` row names a plan active in its
+"""Savings plans, re-billed (issue 38): the held plans exactly as the scenario lists them, the bought ones
+of a kind and term the scenario buys, starting at a purchase step, each at the catalog's rates and costed
+for its hours inside the horizon; every ``savings_plan`` row names a plan active in its
 period with a rate for its offering; and each period re-billed by the cloud's rule
 (``models.savingsplans.bill_hours``: EC2 Instance plans first, highest savings first) on the whole
 on-demand nodes of each offering, which the on_demand and savings_plan rows of a period add up to: each
@@ -11,14 +12,17 @@ catalog's terms file (``models.*`` only).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import timedelta
 
 import numpy as np
 import pandas as pd
 
-from models.savingsplans import SavingsPlan, bill_hours
+from models.savingsplans import SavingsPlan, bill_hours, rate_groups
+from models.scenario import SAVINGS_PLAN_TERM_KIND
 from models.tiers import HOURS_PER_YEAR, Tier
+from planner.verify.billing import purchase_hours
 from planner.verify.context import Context, close, held_savings_plans
 from planner.verify.findings import Findings, Violation
 from planner.verify.rows import row_examples
@@ -29,6 +33,7 @@ __all__ = ["check_savings_plans"]
 def check_savings_plans(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
     plans = held_savings_plans(ctx)
     _check_listed(ctx, findings, plans)
+    plans = [*plans, *_bought(ctx, findings)]
     by_name = {plan.name: plan for plan in plans}
     sp = rows[rows["tier"] == Tier.SAVINGS_PLAN]
     # each row names a held plan active in its period with a rate for its offering
@@ -101,7 +106,7 @@ def _check_listed(ctx: Context, findings: Findings, plans: list[SavingsPlan]) ->
     """plan.json's savings_plans: each held plan once, as the scenario holds it, costed for its hours
     inside the horizon and owing the rest of its term; none the scenario does not hold."""
     horizon = ctx.scenario.horizon
-    listed = {plan.name: plan for plan in ctx.plan.document.savings_plans}
+    listed = {plan.name: plan for plan in ctx.plan.document.savings_plans if plan.existing}
     for held, plan in zip(ctx.scenario.savings_plans, plans, strict=True):
         mine = listed.pop(held.name, None)
         if mine is None:
@@ -139,3 +144,53 @@ def _check_listed(ctx: Context, findings: Findings, plans: list[SavingsPlan]) ->
             findings.add("existing-savings-plan", f"savings plan {held.name} does not last its term")
     for name in sorted(listed):
         findings.add("existing-savings-plan", f"savings plan {name} in plan.json is not held by the scenario")
+
+
+def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
+    """The plans plan.json says the plan buys, each checked against the scenario and the catalog: a kind and
+    term the scenario buys, the catalog's rates for its offerings, a start at a purchase step (or where a
+    held plan of its group ends), its term's length, its periods and its cost. Returned at the catalog's
+    rates, for the re-billing (a wrong one is still billed, so its rows are checked too)."""
+    scenario = ctx.scenario
+    horizon = scenario.horizon
+    groups = {(g.kind, g.term_years, g.scope): g for g in rate_groups(ctx.catalog.terms)}
+    kinds = {SAVINGS_PLAN_TERM_KIND[kind] for kind in scenario.purchase.savings_plans}
+    steps = purchase_hours(ctx) | {horizon.hour_of(held.ends) for held in scenario.savings_plans}
+    result = []
+    for plan in (p for p in ctx.plan.document.savings_plans if not p.existing):
+        years = plan.term.years or 0
+        group = groups.get((plan.kind, years, plan.scope))
+        rates = {o: r for o, r in (group.rates if group else {}).items() if o in ctx.offerings}
+        begins, ends = horizon.hour_of(plan.start), horizon.hour_of(plan.end)
+        problems = []
+        if plan.kind not in kinds or plan.term not in scenario.purchase.terms:
+            problems.append(f"a {plan.term} {plan.kind} plan, which purchase.savings_plans/terms do not buy")
+        if (
+            group is None
+            or set(rates) != set(plan.rates)
+            or not all(close(plan.rates[o], rate) for o, rate in rates.items())
+        ):
+            problems.append("rates other than the catalog's for its kind, term and scope")
+        if not any(abs(begins - h) < 1e-6 for h in steps) or not close(ends - begins, years * HOURS_PER_YEAR):
+            problems.append(f"starts {plan.start.isoformat()}: not at a purchase step, or not for its term")
+        first = max(0, math.ceil(begins / ctx.p - 1e-9))
+        last = max(first, min(ctx.periods, math.floor(ends / ctx.p + 1e-9)))
+        if (plan.start_period, plan.end_period) != (first, last):
+            problems.append(f"periods {plan.start_period}-{plan.end_period}; its times give {first}-{last}")
+        for problem in problems:
+            findings.add("savings-plan-purchase", f"savings plan {plan.name}: {problem}")
+        inside = max(0.0, min(ends, horizon.hours) - max(begins, 0.0))
+        beyond = max(0.0, ends - max(float(horizon.hours), begins))
+        if not close(plan.cost_in_horizon_usd, plan.usd_per_hour * inside, abs_=0.01) or not close(
+            plan.obligation_beyond_horizon_usd, plan.usd_per_hour * beyond, abs_=0.01
+        ):
+            findings.add(
+                "savings-plan-cost",
+                f"savings plan {plan.name}: cost_in_horizon_usd ${plan.cost_in_horizon_usd:,.2f} and "
+                f"obligation ${plan.obligation_beyond_horizon_usd:,.2f}; its {inside:g} h inside the horizon "
+                f"cost ${plan.usd_per_hour * inside:,.2f}, the {beyond:g} h after it "
+                f"${plan.usd_per_hour * beyond:,.2f}",
+            )
+        billed = rates or dict(plan.rates)
+        result.append(SavingsPlan(plan.name, plan.kind, plan.usd_per_hour, billed, first, last))
+    return result

@@ -736,11 +736,12 @@ def test_the_mig_check_counts_every_period_it_misses(base: SimpleNamespace, tmp_
     assert group.examples[0].offering == M
 
 
-#: Kinds only a plan with a held savings plan can break; the base scenario holds none, so their corruptions
-#: are in test_savings_plan_plan.py (the test_verify_finds_* tests there, one per kind).
+#: Kinds only a plan with a savings plan can break; the base scenario has none, so their corruptions are in
+#: test_savings_plan_plan.py (held plans: the test_verify_finds_* tests there, one per kind) and
+#: test_savings_plan_buy.py (bought plans: savings-plan-purchase).
 SAVINGS_PLAN_KINDS = {
     "existing-savings-plan", "savings-plan-cost", "savings-plan-row", "savings-plan-coverage",
-    "savings-plan-budget",
+    "savings-plan-budget", "savings-plan-purchase",
 }  # fmt: skip
 
 

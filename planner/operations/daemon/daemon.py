@@ -47,8 +47,8 @@ from models.actions import Action, ActionKind, ActionResult
 from models.catalog import Catalog
 from models.errors import GpuplanError
 from models.naming import TAG_STANDS_IN, client_token, pool_name
-from models.plan import Plan
-from models.scenario import Scenario
+from models.plan import Plan, SavingsPlanCommitment
+from models.scenario import SAVINGS_PLAN_TERM_KIND, HeldSavingsPlan, Scenario
 from models.tiers import CapacityType
 from planner.operations.daemon.config import DaemonConfig
 from planner.operations.errors import CycleFailed
@@ -740,6 +740,13 @@ def plan_scenario(
         ]
         if bought:
             scenario = scenario.model_copy(update={"commitments": [*scenario.commitments, *bought]})
+        plans = [
+            _held_savings_plan(p)
+            for p in previous.document.savings_plans
+            if not p.existing and p.start <= now
+        ]
+        if plans:  # savings plans the previous plan bought and that have started: held from now on
+            scenario = scenario.model_copy(update={"savings_plans": [*scenario.savings_plans, *plans]})
     settings = SolveSettings(time_limit=config.plan_time_limit)
     plan = optimize(scenario, inputs.catalog, inputs.base_dir, settings)
     target = config.plans_dir / f"plan-{now:%Y%m%dT%H%M%SZ}"
@@ -753,3 +760,15 @@ def plan_scenario(
             encoding="utf-8",
         )
     return target
+
+
+def _held_savings_plan(bought: SavingsPlanCommitment) -> HeldSavingsPlan:
+    """A savings plan a previous plan bought, as the scenario holds one (``savings_plans:``): its kind,
+    term, amount and start, and for an EC2 Instance plan the family and region of its scope."""
+    kind = {value: key for key, value in SAVINGS_PLAN_TERM_KIND.items()}[bought.kind]
+    scoped = kind == "ec2-instance"
+    _word, family, region = bought.scope.split(" ") if scoped else ("", None, None)
+    return HeldSavingsPlan(
+        name=bought.name, kind=kind, term=bought.term, usd_per_hour=bought.usd_per_hour, start=bought.start,
+        family=family, region=region,
+    )  # fmt: skip

@@ -70,6 +70,7 @@ import pulp
 
 from models.billing import pool_row
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, replica_slice, replicas_per_gpu
+from models.savingsplans import budget_row, cover_row
 from models.tiers import Capacity
 from planner.planning.optimize.build import (
     VAR_CODE,
@@ -207,6 +208,7 @@ class ClusterModel:
     block_beyond: dict[tuple[int, int], list] = field(default_factory=lambda: defaultdict(list))
     cap_rows: set[tuple[int, int]] = field(default_factory=set)  # (o, c) capacity rows wanted anyway
     burst_rows: set[tuple[str, int]] = field(default_factory=set)  # (team, c) burst rows wanted anyway
+    plan_buy: dict[int, pulp.LpVariable] = field(default_factory=dict)  # new savings-plan column -> S[k]
 
     def var(self, name: str, up: float | None = None, cat: str = pulp.LpContinuous) -> pulp.LpVariable:
         return self.problem.add_variable(name, 0, up, cat)
@@ -362,6 +364,48 @@ def add_combo(
     return y
 
 
+def _savings_plans(model: ClusterModel, on_demand: dict[tuple[int, int], pulp.LpVariable]) -> None:
+    """Savings plans as ``build.define_savings_plans`` writes them, per cluster: S[k] USD per hour bought,
+    Z[g,o,c] on-demand nodes (inference and training alike) covered at each group's rates within its
+    budget. With S fixed, each hour's LP of step 2 holds these rows with the same right-hand side
+    throughout a segment (a plan's window bounds segments), so its value stays convex and step 3 holds;
+    and the rows are a relaxation of the cloud's rule (``models.savingsplans.budget_row``). So the held
+    plans' budgets are in the model and the bound adds their whole cost (``sets.fixed_usd``)."""
+    sets = model.sets
+    if not sets.groups:
+        return
+    for k in sets.new_plans:
+        model.plan_buy[k] = model.var(f"S_{k}")
+        model.objective.append((model.plan_buy[k], sets.plans[k].paid_hours))
+    held = sets.budget()
+    covers: dict[tuple[int, int], list[pulp.LpVariable]] = defaultdict(list)
+    for c in range(model.clusters):
+        period = int(model.cluster_period[c])
+        active = sets.plans_active(period)
+        for g, rates in enumerate(sets.group_rates):
+            budgets = [model.plan_buy[k] for k in active if k in model.plan_buy and sets.plans[k].group == g]
+            if not budgets and held[g, period] <= 0:
+                continue
+            spend = []
+            for o, rate in rates.items():
+                beyond = on_demand.get((o, c))
+                price = sets.offerings[o].on_demand_usd_h
+                if beyond is None or price is None or price <= rate:
+                    continue
+                cover = model.var(f"Z_{g}_{o}_{c}")
+                covers[(o, c)].append(cover)
+                spend.append((cover, rate))
+                model.objective.append((cover, -price * model.hours[c]))
+            if spend:
+                model.constraints[f"sp_budget_{g}_{c}"] = LpCon(
+                    LpExpr(budget_row(spend, budgets)), pulp.LpConstraintLE, None, float(held[g, period])
+                )
+    for (o, c), zs in covers.items():
+        model.constraints[f"sp_cover_{o}_{c}"] = LpCon(
+            LpExpr(cover_row(zs, on_demand[(o, c)])), pulp.LpConstraintLE, None, 0.0
+        )
+
+
 def finish_model(model: ClusterModel) -> None:
     """Each run placed once (or unserved), the spot share, the billing rule per pool and cluster, the
     gang cuts, capacity and burst limits, guarantees; then the rows and objective go into the problem."""
@@ -378,6 +422,7 @@ def finish_model(model: ClusterModel) -> None:
 
     on_demand_hours: dict[int, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     on_demand_of: dict[int, list[tuple[tuple[pulp.LpVariable, float], int]]] = defaultdict(list)
+    on_demand_nodes: dict[tuple[int, int], pulp.LpVariable] = {}
     for (o, c), users in model.pool_use.items():  # the billing rule: commitments first, on demand beyond
         committed, held_nodes = committed_terms(sets, commit, o, int(model.cluster_period[c]))
         price = sets.offerings[o].on_demand_usd_h
@@ -394,9 +439,11 @@ def finish_model(model: ClusterModel) -> None:
             constraints[f"pool_compute_{o}_{c}"] = LpCon(
                 LpExpr(pool_row(compute, committed, beyond)), pulp.LpConstraintLE, None, held_nodes
             )
-        if price is not None:
+        if price is not None and beyond is not None:
             on_demand_hours[o].append((beyond, hours[c]))
             on_demand_of[o].append(((beyond, hours[c]), c))
+            on_demand_nodes[(o, c)] = beyond
+    _savings_plans(model, on_demand_nodes)
     for (o, b), gangs in model.block_beyond.items():  # the same, block by block
         in_block = [(beyond, h) for (beyond, h), c in on_demand_of.get(o, []) if model.cluster_block[c] == b]
         if in_block:
@@ -547,8 +594,8 @@ def certified_bound(
             variable.cat = pulp.LpContinuous
     result = solve(problem, time_limit=time_limit, gap=gap, start=start)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
-    # held commitments: a constant (less what held savings plans can save: sets.bound_fixed_usd)
-    bound = result.bound + sets.bound_fixed_usd if result.ok else float("-inf")
+    # held commitments and savings plans: a constant (the plans' budgets are in the model: _savings_plans)
+    bound = result.bound + sets.fixed_usd if result.ok else float("-inf")
     decisions = _decisions(sets, model.commit, chosen_by) if result.ok else None
     method = METHOD + (", LP relaxation" if relax else "")
     return BoundResult(bound, clusters, time.perf_counter() - began, result, method, decisions)

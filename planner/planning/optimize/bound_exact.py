@@ -164,7 +164,7 @@ def exact_bound(
         combo.link = row_of[f"link_{combo.name}"]
         combo.rows = np.array([row_of[name] for name in combo.rows], dtype=np.int64)
     total = sum(combo.last - combo.first + 1 for combo in combos)
-    fixed = sets.bound_fixed_usd  # held commitments, less what held savings plans can save
+    fixed = sets.fixed_usd  # held commitments and savings plans (their budgets are in the cluster model)
 
     def result(bound: float, lp: float, **fields: object) -> ExactBound:
         values: dict[str, object] = {

@@ -45,6 +45,8 @@ Constraints (numbered as in the code)
   6. spot_share:     sum_{a spot} G_a Y[a] <= share * sum_a G_a Y[a]   (G_a: the run's GPU-hours)
   7. burst[m,s]:     sum_{i of m} g_o (XN + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
   8. guarantee[m,q]: sum_o H[m,o,q] + UG[m,q] >= guaranteed_m;  sum_m H[m,o,q] <= g_o R(o,q)
+  8b. savings plans:  sum_g Z[g,o,s] <= NO[o,s];  sum_o rate[g,o] Z[g,o,s] - sum_(k of g active) S[k]
+                     <= held budget[g,s]  (S[k] USD/h bought, Z covered nodes; define_savings_plans)
 
 Rules that hold by construction: no variable exists that could break them (the index sets of
 ``sets.py`` hold only the allowed tuples; numbered on from the rows)
@@ -109,6 +111,7 @@ import pulp
 from pulp.v4_migration import set_v4_migration_warnings
 
 from models.billing import pool_row
+from models.savingsplans import budget_row, cover_row
 from models.tiers import Capacity, Tier
 from planner.planning.problem.sets import PlanningSets, on_demand_or_dearest, shares_commitments, usable
 
@@ -144,6 +147,8 @@ class PlanningModel:
     unserved_replicas: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
     guarantee: dict[tuple[str, int, int], pulp.LpVariable] = field(default_factory=dict)  # H[m,o,q]
     guarantee_short: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # UG[m,q]
+    plan_buy: dict[int, pulp.LpVariable] = field(default_factory=dict)  # new savings-plan column -> S[k]
+    plan_cover: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)  # Z[g,o,s]
     objective_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
     penalty_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)  # slack only
     constraints: dict[str, pulp.LpConstraint] = field(default_factory=dict)
@@ -171,6 +176,7 @@ def create_model(sets: PlanningSets) -> PlanningModel:
         define_inference(model)
         define_training(model)
         define_non_spot_and_capacity(model)
+        define_savings_plans(model)
         define_spot_share(model)
         define_team_burst(model)
         define_guarantees(model)
@@ -382,6 +388,52 @@ def define_non_spot_and_capacity(model: PlanningModel) -> None:
             if held or train:
                 commit, held_nodes = committed_terms(sets, model.commit, o, int(slot.periods[0]))
                 model.add(f"cap_{o}_{s}", [*commit, *held, *train], LE, limit - held_nodes)
+
+
+#: What a covered node-hour saves in a plan model is its on-demand price less this: a spare savings-plan
+#: budget never makes an on-demand node look free (``models.savingsplans.budget_row``).
+PLAN_COVER_EPS_USD = 1e-6
+
+
+def define_savings_plans(model: PlanningModel) -> None:
+    """Savings plans (issue 38; rows sp_cover and sp_budget): S[k] >= 0 USD per hour on each new plan
+    column, paid for its hours in the horizon; Z[g,o,s] >= 0 on-demand nodes of o that group g covers in
+    slot s, each saving its on-demand price: cover[o,s] sum_g Z - NO <= 0, budget[g,s] sum_o rate Z -
+    sum_(k active) S[k] <= what the plans held commit. Only inference's on-demand nodes (NO) are covered
+    here; a training run's on-demand part is paid at its price in its option (conservative). The amounts
+    written are decided again on the finished fleet, training included (``savings_purchase.py``); here
+    they let the model weigh plans against reservations."""
+    sets = model.sets
+    if not sets.groups:
+        return
+    for k in sets.new_plans:
+        var = model.var(f"S_{k}")
+        model.plan_buy[k] = var
+        model.objective_terms.append((var, sets.plans[k].paid_hours))
+    held = sets.budget()
+    covers: dict[tuple[int, int], list[pulp.LpVariable]] = defaultdict(list)
+    for s, slot in enumerate(sets.slots):
+        period = int(slot.periods[0])
+        active = sets.plans_active(period)
+        for g, rates in enumerate(sets.group_rates):
+            budgets = [model.plan_buy[k] for k in active if k in model.plan_buy and sets.plans[k].group == g]
+            if not budgets and held[g, period] <= 0:
+                continue
+            spend = []
+            for o, rate in rates.items():
+                on_demand = model.held.get((Capacity.NON_SPOT, o, s))
+                price = sets.offerings[o].on_demand_usd_h
+                if on_demand is None or price is None or price <= rate:
+                    continue
+                cover = model.var(f"Z_{g}_{o}_{s}")
+                model.plan_cover[(g, o, s)] = cover
+                covers[(o, s)].append(cover)
+                spend.append((cover, rate))
+                model.objective_terms.append((cover, -(price - PLAN_COVER_EPS_USD) * slot.hours))
+            if spend:
+                model.add(f"sp_budget_{g}_{s}", budget_row(spend, budgets), LE, float(held[g, period]))
+    for (o, s), zs in covers.items():
+        model.add(f"sp_cover_{o}_{s}", cover_row(zs, model.held[(Capacity.NON_SPOT, o, s)]), LE, 0.0)
 
 
 def segment_starts(sets: PlanningSets) -> dict[int, int]:

@@ -29,8 +29,9 @@ from planner.planning.optimize.build import (
     run_penalty,
     worst_shortfall,
 )
-from planner.planning.optimize.dispatch import CODE_CAPACITY, Dispatch, dispatch
+from planner.planning.optimize.dispatch import CODE_CAPACITY, NON_SPOT_CODE, Dispatch, Occupancy, dispatch
 from planner.planning.optimize.local_search import search
+from planner.planning.optimize.savings_purchase import plans_saving_usd
 from planner.planning.optimize.schedule import Schedule
 from planner.planning.optimize.settings import SEARCH_MIN_ROUND_GAIN
 from planner.planning.optimize.solution import Solution, build_plan
@@ -185,12 +186,27 @@ def guarantee_shortfall(sets: PlanningSets, commitments: dict[int, int]) -> tupl
 
 def written_cost(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> float:
     """Commitments + held nodes (spot inference, on-demand nodes beyond the commitments for inference and
-    training) + spot training + penalties, as the written plan adds it up."""
+    training) + spot training + penalties, less what savings plans save on the on-demand nodes (held
+    ones, and those the plan would buy for this fleet: ``savings_purchase.plans_saving_usd``), as the
+    written plan adds it up."""
     commitments = sets.fixed_usd + sum(
         nodes * sets.columns[c].cost_per_node for c, nodes in solution.commits.items()
     )
     training = sum(option.cost_usd for option in solution.placements)
-    return commitments + hourly.held_cost_usd + training + solution.penalty_usd
+    saved = plans_saving_usd(sets, _on_demand_nodes(sets, solution, hourly)) if sets.plans else 0.0
+    return commitments + hourly.held_cost_usd + training + solution.penalty_usd - saved
+
+
+def _on_demand_nodes(sets: PlanningSets, solution: Solution, hourly: Dispatch) -> np.ndarray:
+    """(offerings, periods) whole on-demand nodes of a dispatched plan: its non-spot nodes (inference's
+    node-equivalents, rounded up to whole nodes beyond the commitments, and training's) beyond them."""
+    periods = len(sets.slot_of_period)
+    non_spot = Occupancy.of(sets, solution.placements).non_spot.copy()
+    rows = hourly.rows[hourly.rows["tier"] == NON_SPOT_CODE]
+    np.add.at(non_spot, (rows["o"].astype(np.int64), rows["period"].astype(np.int64)), rows["nodes"])
+    committed = sets.committed({**solution.commits})[:, :periods]
+    beyond = non_spot - committed
+    return np.where(beyond > 1e-6, np.ceil(beyond - 1e-6), 0.0)
 
 
 def write_plan(

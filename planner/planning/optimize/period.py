@@ -15,6 +15,7 @@ import numpy as np
 
 from models.billing import on_demand_nodes
 from models.mig import replica_slice
+from models.savingsplans import APPLY_ORDER, coverage_order
 from models.tiers import Capacity
 from planner.planning.mig.packing import pack
 from planner.planning.optimize.build import replica_penalty
@@ -109,12 +110,14 @@ class PeriodState:
     def __init__(
         self,
         problem: RealizeContext,
+        period: int,
         committed: np.ndarray,
         train_non_spot: np.ndarray,
         train_spot: np.ndarray,
         team_room: np.ndarray,
     ) -> None:
         self.p = problem
+        self.plans = problem.plans_at(period)
         self.committed = committed
         self.train_non_spot = train_non_spot
         self.train_spot = train_spot
@@ -165,15 +168,46 @@ class PeriodState:
         before = self.gpus_of(o)
         changed = self.group(o, kind).gpus(shape, sign)
         after = (changed, before[1]) if kind == 0 else (before[0], changed)
-        return self.offering_cost(o, after) - self.offering_cost(o, before)
+        change = self.offering_cost(o, after) - self.offering_cost(o, before)
+        if kind == 0 and o in self.p.plan_covered and self.plans:
+            change -= self.plan_saving({o: changed}) - self.plan_saving()
+        return change
+
+    def plan_saving(self, inference_gpus: dict[int, int] | None = None) -> float:
+        """What the savings plans active this period save against on-demand, by the cloud's rule
+        (``models.savingsplans.bill_hours``: the plans in their order, each covering its offerings'
+        on-demand nodes highest savings first until its budget is spent), with the non-spot inference GPUs
+        of the offerings in ``inference_gpus`` in place of theirs. Their commitments are paid whatever
+        happens (``sets.fixed_usd``): only what they save depends on where replicas go."""
+        if not self.plans:
+            return 0.0
+        left: dict[int, float] = {}
+        saved = 0.0
+        for budget, order in self.plans:
+            for o, rate, price in order:
+                if budget <= EPS:
+                    break
+                if o not in left:
+                    gpus = (inference_gpus or {}).get(o)
+                    gpus = self.gpus_of(o)[0] if gpus is None else gpus
+                    non_spot = self.train_non_spot[o] + math.ceil(gpus / self.p.gpus_per_node[o])
+                    left[o] = on_demand_nodes(non_spot, self.committed[o])
+                covered = min(left[o], budget / rate)
+                left[o] -= covered
+                budget -= covered * rate
+                saved += covered * price
+        return saved
 
     def training_cost(self) -> float:
-        """What the period would cost with no inference at all: a lower bound on :meth:`cost`."""
-        return sum(self.offering_cost(o, (0, 0)) for o in self.p.offerings_used)
+        """What the period would cost with no inference at all: a lower bound on :meth:`cost` (a savings
+        plan saves at most an on-demand node's price per node it covers, so more nodes never cost less)."""
+        saving = self.plan_saving(dict.fromkeys(self.p.plan_covered, 0)) if self.plans else 0.0
+        return sum(self.offering_cost(o, (0, 0)) for o in self.p.offerings_used) - saving
 
     def cost(self) -> float:
-        """This period's cost of the offerings inference may use (training's own part included)."""
-        return sum(self.offering_cost(o, self.gpus_of(o)) for o in self.p.offerings_used)
+        """This period's cost of the offerings inference may use (training's own part included), less what
+        the savings plans save (:meth:`plan_saving`)."""
+        return sum(self.offering_cost(o, self.gpus_of(o)) for o in self.p.offerings_used) - self.plan_saving()
 
     def snapshot(self) -> UndoState:
         groups = {key: (g.whole, dict(g.mig)) for key, g in self.groups.items()}
@@ -236,6 +270,16 @@ class RealizeContext:
         for (i, o), kinds in sorted(sets.serve_tiers.items()):
             self.candidates[i] += [(o, KINDS.index(kind)) for kind in kinds]
         self.offerings_used = sorted({o for groups in self.candidates for o, _ in groups})
+        # the savings plans decided (held; bought ones once the plan is written), in the order the rule
+        # applies them, each with its offerings in coverage order: (start, end, USD/h, [(o, rate, c_od)])
+        prices = {o.id: o.on_demand_usd_h or 0.0 for o in offerings}
+        index = {o.id: k for k, o in enumerate(offerings)}
+        self.plans = [
+            (plan.start, plan.end if plan.end is not None else len(sets.slot_of_period), plan.usd_per_hour,
+             [(index[oid], plan.rates[oid], prices[oid]) for oid in coverage_order(plan, prices)])
+            for plan in sorted(sets.savings_plans(), key=lambda plan: (APPLY_ORDER[plan.kind], plan.name))
+        ]  # fmt: skip
+        self.plan_covered = {o for *_window, _usd, order in self.plans for o, _r, _c in order}
         p = sets.period_hours
         self.penalty = np.array([replica_penalty(sets, i) * p for i in range(len(sets.services))])
         self.exact_seconds_left = exact_seconds
@@ -246,3 +290,11 @@ class RealizeContext:
             range(len(sets.services)),
             key=lambda i: -max((self.shapes[(i, o)].share for o, _ in self.candidates[i]), default=0.0),
         )
+
+    def plans_at(self, period: int) -> list[tuple[float, list[tuple[int, float, float]]]]:
+        """The savings plans active in ``period``: (USD per hour, offerings in coverage order)."""
+        return [(usd, order) for start, end, usd, order in self.plans if start <= period < end and usd > 0]
+
+    def plans_key(self, period: int) -> bytes:
+        """Which plans are active in ``period``: periods that differ only there may cost differently."""
+        return bytes(start <= period < end for start, end, _usd, _order in self.plans)

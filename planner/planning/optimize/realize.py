@@ -123,11 +123,12 @@ def realize(
             (
                 rows.tobytes(), shares.tobytes(), target[:, t].tobytes(), committed[:, t].tobytes(),
                 train_non_spot[:, t].tobytes(), train_spot[:, t].tobytes(), team_train[:, t].tobytes(),
+                problem.plans_key(t),
             )
         )  # fmt: skip
         if key not in cache:
             room = problem.burst - team_train[:, t]
-            period = PeriodState(problem, committed[:, t], train_non_spot[:, t], train_spot[:, t], room)
+            period = PeriodState(problem, t, committed[:, t], train_non_spot[:, t], train_spot[:, t], room)
             cache[key] = _realize_period(period, rows, shares, target[:, t])
             if progress is not None and len(cache) % 1000 == 0:
                 progress(

@@ -58,6 +58,7 @@ from planner.planning.mig.layouts import mig_section
 from planner.planning.optimize.build import PlanningModel, worst_shortfall
 from planner.planning.optimize.dispatch import Occupancy
 from planner.planning.optimize.realize import realize
+from planner.planning.optimize.savings_purchase import buy_savings_plans, on_demand_usage
 from planner.planning.problem.sets import PlanningSets, TrainingOption
 from planner.solvers.solve import SolveResult
 
@@ -342,9 +343,32 @@ def _savings_plan_rows(sets: PlanningSets, table: pd.DataFrame) -> pd.DataFrame:
     return result[result["nodes"] > EPS]
 
 
+def _bought_savings_plans(
+    solution: Solution, allocations: pd.DataFrame, progress: Callable[[str], None] | None
+) -> tuple[Solution, pd.DataFrame]:
+    """The solution with the savings plans bought that make its fleet cheapest (``savings_purchase.py``),
+    and its allocations billed with them."""
+    sets = solution.sets
+    purchase = buy_savings_plans(sets, on_demand_usage(sets, allocations))
+    bought = sets.with_bought_plans(purchase.chosen)
+    if purchase.chosen:
+        what = ", ".join(f"{plan.name} ${plan.usd_per_hour:,.3f}/h" for plan in bought.plans if plan.bought)
+        note = (
+            f"savings plans bought for the fleet as written: {what} (an LP over {purchase.lp_periods:,} "
+            f"distinct periods; ${purchase.saving_usd:,.0f} less than without them)"
+        )
+    else:
+        note = "savings plans: none pays for itself on this fleet's on-demand use (an LP over its periods)"
+    if progress is not None:
+        progress(note)
+    solution = replace(solution, sets=bought, notes=[*solution.notes, note])
+    return solution, extract_allocations(solution)
+
+
 def _savings_plans(sets: PlanningSets, allocations: pd.DataFrame) -> list[SavingsPlanCommitment]:
-    """plan.json ``savings_plans[]``: the held ones, in scenario order, each with what it costs inside the
-    horizon, what it binds beyond, and what of its commitment covered nodes."""
+    """plan.json ``savings_plans[]``: the held ones in scenario order, then those bought by start, each
+    with what it costs inside the horizon, what it binds beyond, and what of its commitment covered
+    nodes."""
     horizon = sets.scenario.horizon
     p = horizon.period_hours
     rows = allocations[allocations["tier"] == Tier.SAVINGS_PLAN]
@@ -372,7 +396,7 @@ def _savings_plans(sets: PlanningSets, allocations: pd.DataFrame) -> list[Saving
                 scope=group.scope,
                 usd_per_hour=usd,
                 rates=dict(sorted(group.rates.items())),
-                existing=True,
+                existing=not plan.bought,
                 start=horizon.start + timedelta(hours=plan.starts_hour),
                 end=horizon.start + timedelta(hours=plan.ends_hour),
                 start_period=plan.start,
@@ -400,11 +424,13 @@ def build_plan(
     stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
     (``realize.py``)."""
     solution = realized(solution, realize_seconds, progress)
+    allocations = extract_allocations(solution)
+    if solution.sets.new_plans:  # savings plans the plan may buy: their amounts for this fleet
+        solution, allocations = _bought_savings_plans(solution, allocations, progress)
     sets = solution.sets
     scenario = sets.scenario
     horizon = scenario.horizon
     p = horizon.period_hours
-    allocations = extract_allocations(solution)
     commitments = _commitments(sets, solution.commits, allocations)
     savings_plans = _savings_plans(sets, allocations)
     costs = _costs(sets, allocations, commitments, savings_plans)

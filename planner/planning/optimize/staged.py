@@ -109,7 +109,7 @@ def plan_staged(
     result = SolveResult(best.solver, termination, best.objective + fixed, bound + floor, used)
     say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
     certified = None
-    if settings.certify:
+    if settings.certify or sets.plans:  # with savings plans, only this bound holds for the plan as billed
         # what is left of the time budget (at least a little: a bound stopped early is still valid)
         left = budget.left()
         left = None if left is None else budget.stage_floor(left)
@@ -193,16 +193,20 @@ def _second_stage(
 ) -> SolveResult:
     """Whole nodes with training fixed: first slot by slot at stage 1's commitments (fast, always
     feasible), then with commitments free again, warm-started from that plan, for what time allows."""
-    bounds = {key: (var.lowBound, var.upBound) for key, var in second.commit.items()}
-    for key, var in second.commit.items():
-        var.lowBound = var.upBound = round(first.commit[key].varValue or 0.0)
+    # commitments and savings plans as stage 1 bought them
+    decided = [(var, first.commit[key], True) for key, var in second.commit.items()]
+    decided += [(var, first.plan_buy[key], False) for key, var in second.plan_buy.items()]
+    bounds = [(var.lowBound, var.upBound) for var, _first, _whole in decided]
+    for var, bought, whole in decided:
+        value = bought.varValue or 0.0
+        var.lowBound = var.upBound = round(value) if whole else value
     began = time.perf_counter()
     by_slot = solve_separable(second.problem, time_limit=budget.limit, gap=min(settings.gap, 1e-4))
     if not by_slot.ok:
         raise SolverError(f"stage 2 (whole nodes, stage 1's commitments) ended '{by_slot.termination.value}'")
     start = {var.name: var.varValue or 0.0 for var in second.problem.variables()}
-    for key, var in second.commit.items():
-        var.lowBound, var.upBound = bounds[key]
+    for (var, _first, _whole), (low, up) in zip(decided, bounds, strict=True):
+        var.lowBound, var.upBound = low, up
     spent = used + time.perf_counter() - began  # solver seconds: stage 1's and this stage's so far
     left = None if budget.limit is None else budget.limit - spent
     half = budget.of_left(Share.STAGE_2_FREE, left)
@@ -268,6 +272,11 @@ def warm_start(full: PlanningModel, fixed: PlanningModel, chosen: list[int]) -> 
         values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
     for (tier, o, s), var in full.held.items():
         twin = fixed.held.get((tier, o, to_fixed_slot[s]))
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
+    for key, var in full.plan_buy.items():
+        values[var.name] = fixed.plan_buy[key].varValue or 0.0
+    for (g, o, s), var in full.plan_cover.items():
+        twin = fixed.plan_cover.get((g, o, to_fixed_slot[s]))
         values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
     for (i, s), var in full.unserved_replicas.items():
         twin = fixed.unserved_replicas.get((i, to_fixed_slot[s]))

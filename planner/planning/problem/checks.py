@@ -46,17 +46,15 @@ def check_inputs(scenario: Scenario, catalog: Catalog) -> list[str]:
     _check_scope(scenario, catalog, offerings)
     _check_gpu_models(scenario, catalog)
     held_columns(scenario, offerings, catalog)  # held commitments: offerings in scope, a rate, max_nodes
-    savings_plan_groups(scenario, catalog, offerings)  # held savings plans: rates in the catalog
     warnings: list[str] = list(catalog.warnings)  # implausible but possible prices: said in the plan too
-    if scenario.purchase.savings_plans:  # issue 38: held plans are modelled, buying them comes later
-        if not scenario.savings_plans:
-            raise InputError(
-                None,
-                "purchase.savings_plans",
-                "buying savings plans is not planned yet (held ones are: savings_plans:); remove it",
-            )
+    _groups, _held, buyable = savings_plan_groups(scenario, catalog, offerings)
+    if scenario.purchase.savings_plans and not buyable:
+        kinds = ", ".join(scenario.purchase.savings_plans)
+        terms = ", ".join(str(term) for term in scenario.purchase.terms) or "none"
         warnings.append(
-            "purchase.savings_plans: buying savings plans is not planned yet; the plan uses the held ones"
+            f"purchase.savings_plans ({kinds}): the catalog has no savings-plan rates on the terms bought "
+            f"({terms}) for the scenario's offerings, so none can be bought; savings-plan rates come from "
+            "the catalog's terms file (gpuplan catalog fetch writes it)"
         )
     for i, service in enumerate(scenario.inference):
         if not any(replicas_per_node(service, o) > 0 for o in offerings):

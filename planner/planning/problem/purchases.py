@@ -273,7 +273,8 @@ class PlanColumn:
     """One way to hold a savings plan: a rate group (``models.savingsplans.RateGroup``, by index), the
     periods its budget applies in (start inclusive, end exclusive, clipped to the horizon), the hours of
     the horizon it is paid for and those its term binds after it. A held plan has its ``usd_per_hour``; a
-    new one leaves it to the model (a continuous amount: AWS sells them in steps of $0.001 per hour)."""
+    new one leaves it to the model (a continuous amount: AWS sells them in steps of $0.001 per hour); once
+    the plan decides it (``PlanningSets.with_bought_plans``) it has its amount too and ``bought`` is set."""
 
     group: int
     start: int
@@ -284,9 +285,11 @@ class PlanColumn:
     ends_hour: float
     usd_per_hour: float | None = None
     name: str = ""
+    bought: bool = False
 
     @property
     def existing(self) -> bool:
+        """Its amount is known: held before the plan, or bought by it (then no model decides it again)."""
         return self.usd_per_hour is not None
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -136,21 +137,40 @@ class PlanningSets:
 
     @property
     def held_plans(self) -> list[int]:
-        """Savings-plan columns held already (their ``usd_per_hour`` is given)."""
+        """Savings-plan columns whose amount is known: held already, or bought (:meth:`with_bought_plans`)."""
         return [k for k, plan in enumerate(self.plans) if plan.existing]
 
     @property
     def new_plans(self) -> list[int]:
-        """Savings-plan columns the plan decides (none is bought yet: a later step of issue 38)."""
+        """Savings-plan columns the plan decides (USD per hour, ``purchase.savings_plans``)."""
         return [k for k, plan in enumerate(self.plans) if not plan.existing]
+
+    def with_bought_plans(self, chosen: dict[int, float]) -> PlanningSets:
+        """These sets with the savings-plan purchases decided: each new column of ``chosen`` (column ->
+        USD per hour, > 0) becomes a decided plan, named by kind, term and the day it starts; the other
+        new columns go. Billing (:meth:`savings_plans`), the fixed cost and the written plan then see
+        them as they see held ones; no model built from these sets buys more."""
+        start = self.scenario.horizon.start
+        plans = []
+        for k, plan in enumerate(self.plans):
+            if plan.existing:
+                plans.append(plan)
+            elif chosen.get(k, 0.0) > 0:
+                group = self.groups[plan.group]
+                day = (start + timedelta(hours=plan.starts_hour)).strftime("%Y-%m-%d")
+                scope = "" if group.scope in ("compute", "azure") else "/" + group.scope.split(" ", 1)[1]
+                name = f"{group.kind}/{group.term_years}y{scope.replace(' ', '/')}/{day}"
+                plans.append(replace(plan, usd_per_hour=chosen[k], name=name, bought=True))
+        return replace(self, plans=plans)
 
     @property
     def held_plan_saving_cap_usd(self) -> float:
         """The most the held savings plans can save against paying their covered nodes on demand: a plan of
         B USD/h covers at most B / rate nodes of an offering an hour, each saving its on-demand price, so
-        at most ``B x max(on-demand / rate)`` an hour over the periods it covers. The models do not know
-        savings plans yet (issue 38, memo steps 5-6): their bounds, on-demand for what a plan covers, are
-        made valid by subtracting this (:attr:`bound_fixed_usd`)."""
+        at most ``B x max(on-demand / rate)`` an hour over the periods it covers. The staged MILP covers
+        only inference's on-demand nodes with plans (``build.define_savings_plans``), so its stage bounds
+        are made valid for every node by subtracting this (:attr:`bound_fixed_usd`); the cluster model's
+        certified bounds cover every on-demand node and add the whole :attr:`fixed_usd`."""
         p = self.period_hours
         cap = 0.0
         for plan in self.plans:
@@ -170,8 +190,9 @@ class PlanningSets:
         return self.fixed_usd - cap if cap else self.fixed_usd
 
     def savings_plans(self) -> list[SavingsPlan]:
-        """The held savings plans as the billing rule takes them (``models.savingsplans.bill_hours``):
-        rates by offering id, start and end in periods. Bought ones come with memo step 7."""
+        """The decided savings plans (held, and bought once :meth:`with_bought_plans` made them so) as the
+        billing rule takes them (``models.savingsplans.bill_hours``): rates by offering id, start and end
+        in periods."""
         ids = [offering.id for offering in self.offerings]
         return [
             SavingsPlan(
@@ -402,8 +423,7 @@ def build_sets(
     if held_plans:
         notes.append(
             f"{len(held_plans)} savings plans held already: paid every hour, covering on-demand nodes at "
-            "their rates (highest savings first); the models do not see them yet, so the bounds subtract "
-            "the most they can save (valid, not tight)"
+            "their rates (highest savings first, as the cloud bills)"
         )
     if runs:
         notes.append(
