@@ -1,7 +1,8 @@
 """A small client of the Prometheus HTTP API's range queries (``GET /api/v1/query_range``), on httpx.
 
 Why our own and not a client library: the one call needed is a GET with four parameters, and what matters
-is around it: credentials from the environment that never reach a log or a message, windows cut into
+is around it: credentials from the environment that never reach a log or a message (httpx logs every request's
+URL, so credentials written into the URL are moved into an Auth first), windows cut into
 chunks (a range query answers at most 11,000 points per series: Prometheus ``web/api/v1/api.go``,
 "exceeded maximum resolution of 11,000 points per timeseries"), retries on 5xx and 429 with backoff, and
 one typed error that names the server and the query. Self-hosted Prometheus, Google Managed Prometheus
@@ -114,6 +115,8 @@ class PrometheusClient:
     transport: httpx.BaseTransport | None = None
     progress: Callable[[str], None] | None = None
     requests: int = 0  # how many HTTP requests were sent (a figure for the report and the tests)
+    shown: str = field(init=False, default="")  # the URL without credentials: for messages and provenance
+    _endpoint: str = field(init=False, default="", repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -124,8 +127,11 @@ class PrometheusClient:
             raise InputError(None, "--prometheus", f"{public_url(self.url)!r} is not an http(s) URL")
         if not 1 <= self.max_points <= MAX_POINTS:
             raise ValueError(f"max_points must be 1 to {MAX_POINTS}")
+        if parsed.userinfo and self.auth is None:
+            # httpx logs each request's URL: credentials move from the URL into an Auth, never logged
+            self.auth = httpx.BasicAuth(parsed.username, parsed.password)
         self.shown = public_url(self.url)
-        self._endpoint = self.url.rstrip("/") + "/api/v1/query_range"
+        self._endpoint = self.shown.rstrip("/") + "/api/v1/query_range"
 
     def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> list[RangeSeries]:
         """Every series ``query`` gives from ``start`` to ``end`` (both included, as Prometheus does) at

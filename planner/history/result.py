@@ -207,7 +207,7 @@ class History:
 def _write_frame(frame: pd.DataFrame, path: Path) -> None:
     out = frame.copy()
     out.index = pd.Index([_stamp(t) for t in frame.index], name="time")
-    out.to_csv(path, float_format="%.6g")
+    out.to_csv(path, float_format="%.10g")
 
 
 def _stamp(when: datetime) -> str:

@@ -163,17 +163,7 @@ def prometheus_server() -> Iterator[PrometheusServer]:
     try:
         end = datetime.fromtimestamp(int(time.time()) // 3600 * 3600, UTC) - timedelta(hours=3)
         fleet = draw_fleet(end)
-        data = folder / "fleet.om"
-        data.write_text("\n".join(fleet.lines) + "\n", encoding="utf-8")
-        done = subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(data), str(folder / "tsdb")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"promtool could not backfill: {done.stderr[-2000:]}")
+        _backfill(promtool, fleet.lines, folder)
         (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
         port = _free_port()
         log = (folder / "log").open("w")
@@ -194,15 +184,34 @@ def prometheus_server() -> Iterator[PrometheusServer]:
             _wait_ready(url, process, folder / "log")
             yield PrometheusServer(url, fleet, folder)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            process.kill()  # a throwaway server: its graceful shutdown would take seconds
+            process.wait()
             log.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _backfill(promtool: str, lines: list[str], folder: Path, parts: int = 4) -> None:
+    """``promtool tsdb create-blocks-from openmetrics`` in ``parts`` processes at once, each on its own
+    stretch of time cut at the 2-hour block boundaries (promtool writes one block per 2 hours and syncs
+    each: one process takes ~10 s for ten days, four take ~2.5 s on two cores)."""
+    block = 7200
+    samples = [line for line in lines if not line.startswith("#")]
+    blocks = [int(line.rsplit(" ", 1)[1]) // block for line in samples]
+    first, count = min(blocks), max(blocks) - min(blocks) + 1
+    chunks: list[list[str]] = [[] for _ in range(parts)]
+    for line, b in zip(samples, blocks, strict=True):
+        chunks[(b - first) * parts // count].append(line)
+    running = []
+    for i, chunk in enumerate(chunks):
+        data = folder / f"fleet-{i}.om"
+        data.write_text("\n".join([*chunk, "# EOF"]) + "\n", encoding="utf-8")
+        command = [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(data), str(folder / "tsdb")]
+        running.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for process in running:
+        _out, error = process.communicate(timeout=120)
+        if process.returncode != 0:
+            pytest.fail(f"promtool could not backfill: {error[-2000:]}")
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
