@@ -45,7 +45,9 @@ def _until(text: str | None) -> datetime | None:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise InputError(None, "--until", f"{text!r} is not a time (ISO 8601: 2027-03-01T00:00:00Z)") from None
+        raise InputError(
+            None, "--until", f"{text!r} is not a time (ISO 8601: 2027-03-01T00:00:00Z)"
+        ) from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
@@ -104,7 +106,11 @@ def demand(
                 marker = " (from --queries)" if role in config.queries else ""
                 out.print(f"# {role}{marker}\n{text}\n", highlight=False, markup=False, soft_wrap=True)
             return
-        given = [name for name, v in (("--prometheus", prometheus), ("--opencost", opencost), ("--usage", usage)) if v]
+        given = [
+            name
+            for name, v in (("--prometheus", prometheus), ("--opencost", opencost), ("--usage", usage))
+            if v
+        ]
         if len(given) != 1:
             problem = "give one source: --prometheus URL, --opencost FILE or --usage FILE"
             raise InputError(None, given[1] if len(given) > 1 else "--prometheus", problem)

@@ -62,7 +62,9 @@ def services_from(
     hours = step.total_seconds() / 3600
     for namespace, items in sorted(unmapped.items()):
         gpu_hours = sum(float(np.nansum(i.values)) for i in items if not i.resource) * hours
-        shown = ", ".join(i.describe() for i in items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+        shown = ", ".join(i.describe() for i in items[:3]) + (
+            f" and {len(items) - 3} more" if len(items) > 3 else ""
+        )
         warnings.append(
             f"namespace {namespace!r} maps to no service of the mapping file ({shown}): its "
             f"{gpu_hours:,.1f} GPU-hours are left out; add a rule for it to the mapping file"

@@ -16,6 +16,7 @@ but stripped from every message.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -205,10 +206,8 @@ class PrometheusClient:
     def _wait(self, attempt: int, retry_after: str | None) -> None:
         delay = self.backoff * 2**attempt
         if retry_after is not None:
-            try:
+            with contextlib.suppress(ValueError):  # an HTTP date: the backoff is used
                 delay = max(delay, float(retry_after))
-            except ValueError:
-                pass
         time.sleep(min(delay, 30.0))
 
     def _body(self, response: httpx.Response, query: str) -> dict[str, Any]:

@@ -109,7 +109,7 @@ class QueryConfig(BaseModel):
         not_gang = f"unless on (namespace, pod) ({gang})"
 
         def services(selector: str, by: str) -> str:
-            # PromQL binds ``*`` tighter than ``unless``: the brackets make it (requests unless gangs) * labels
+            # PromQL binds ``*`` tighter than ``unless``: brackets make it (requests unless gangs) * labels
             return (
                 f"sum by ({by}) ((("
                 f"kube_pod_container_resource_requests{{{selector}}} * {running}) {not_gang}) * {labels})"
@@ -124,7 +124,7 @@ class QueryConfig(BaseModel):
             "pending": "sum by (cluster_queue) (kueue_pending_workloads)",
             "runs": (
                 "sum by (namespace, pod, node, "
-                f"{gangs}) ((kube_pod_container_resource_requests{{resource=\"nvidia_com_gpu\"}} * {running}) "
+                f'{gangs}) ((kube_pod_container_resource_requests{{resource="nvidia_com_gpu"}} * {running}) '
                 f"* on (namespace, pod) group_left({gangs}) kube_pod_labels)"
             ),
         }

@@ -126,7 +126,7 @@ def read_prometheus(
         start=span.start,
         end=span.end,
         step=span.step,
-        queries=dict(config.all()),
+        queries={str(role): text for role, text in config.all().items()},
         gaps=tuple(holes),
         requests=client.requests,
     )

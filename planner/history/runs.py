@@ -61,11 +61,15 @@ def gang_runs(
         stretch: list[int] = []
         for at in steps:
             if stretch and _ended(stretch[-1], at, covered):
-                runs.append(_run(gang, namespace, team_of, stretch, by_step, pods[(namespace, gang)], index, step))
+                runs.append(
+                    _run(gang, namespace, team_of, stretch, by_step, pods[(namespace, gang)], index, step)
+                )
                 stretch = []
             stretch.append(at)
         if stretch:
-            runs.append(_run(gang, namespace, team_of, stretch, by_step, pods[(namespace, gang)], index, step))
+            runs.append(
+                _run(gang, namespace, team_of, stretch, by_step, pods[(namespace, gang)], index, step)
+            )
     return sorted(runs, key=lambda r: (r.start, r.namespace, r.name))
 
 

@@ -261,7 +261,7 @@ def _run(index: pd.DatetimeIndex, i: int, j: int, reason: np.ndarray, method: Fi
     why: Reason = "gap"
     for kind in ("negative", "non-finite"):
         if kind in kinds:
-            why = kind  # type: ignore[assignment]
+            why = kind
     start, end = index[i].to_pydatetime(), index[j].to_pydatetime()
     return Fill(start, end, j - i + 1, why, method)
 

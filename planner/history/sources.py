@@ -72,7 +72,9 @@ def rows_history(
     measured = [Measured(key, array, resource) for (key, resource), array in sorted(values.items())]
     covered = np.ones(len(index), dtype=bool)
     services, warnings = services_from(measured, mapping, index, covered, step)
-    warnings.append(f"{source} files hold no gangs: no training runs were read (their GPUs are in the services)")
+    warnings.append(
+        f"{source} files hold no gangs: no training runs were read (their GPUs are in the services)"
+    )
     short = short_history(index, step)
     if short:
         warnings.append(short)

@@ -96,12 +96,16 @@ def draw_fleet(end: datetime, seed: int = 40) -> Fleet:
         fleet.gpus[namespace] = np.where(down, np.nan, replicas * gpus).astype(float)
         labels = {"gpuplan_io_workload": "chat", "gpuplan_io_team": "assist"} if namespace == "chat" else {}
         for i in range(int(replicas.max())):
-            pods.append((namespace, f"{namespace}-{i}", gpus, labels, f"node-{namespace}-{i // 4}", replicas > i))
+            pods.append(
+                (namespace, f"{namespace}-{i}", gpus, labels, f"node-{namespace}-{i // 4}", replicas > i)
+            )
     for label, value, first, last, nodes, per_node, gpus in GANGS:
         on = (hours >= first) & (hours <= last)
         for n in range(nodes):
             for p in range(per_node):
-                pods.append(("research", f"{value}-{first}-{n}-{p}", gpus, {label: value}, f"gpu-{value}-{n}", on))
+                pods.append(
+                    ("research", f"{value}-{first}-{n}-{p}", gpus, {label: value}, f"gpu-{value}-{n}", on)
+                )
     for namespace, pod, gpus, labels, node, on in pods:
         shown = "".join(f',label_{k}="{v}"' for k, v in sorted(labels.items()))
         for h in np.flatnonzero(on & ~down):
@@ -113,8 +117,12 @@ def draw_fleet(end: datetime, seed: int = 40) -> Fleet:
             families["kube_pod_status_phase"].append(
                 f'kube_pod_status_phase{{namespace="{namespace}",pod="{pod}",phase="Running"}} 1 {t}'
             )
-            families["kube_pod_labels"].append(f'kube_pod_labels{{namespace="{namespace}",pod="{pod}"{shown}}} 1 {t}')
-            families["kube_pod_info"].append(f'kube_pod_info{{namespace="{namespace}",pod="{pod}",node="{node}"}} 1 {t}')
+            families["kube_pod_labels"].append(
+                f'kube_pod_labels{{namespace="{namespace}",pod="{pod}"{shown}}} 1 {t}'
+            )
+            families["kube_pod_info"].append(
+                f'kube_pod_info{{namespace="{namespace}",pod="{pod}",node="{node}"}} 1 {t}'
+            )
     fleet.pending = np.round(3 + 2 * np.sin(2 * math.pi * hours / 24)).astype(float)
     fleet.utilization = np.round(50 + 30 * np.sin(2 * math.pi * hours / 24) + rng.normal(0, 2, HOURS), 1)
     counter = 0.0
@@ -206,8 +214,18 @@ def _backfill(promtool: str, lines: list[str], folder: Path, parts: int = 4) -> 
     for i, chunk in enumerate(chunks):
         data = folder / f"fleet-{i}.om"
         data.write_text("\n".join([*chunk, "# EOF"]) + "\n", encoding="utf-8")
-        command = [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(data), str(folder / "tsdb")]
-        running.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        command = [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "-q",
+            str(data),
+            str(folder / "tsdb"),
+        ]
+        running.append(
+            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        )
     for process in running:
         _out, error = process.communicate(timeout=120)
         if process.returncode != 0:

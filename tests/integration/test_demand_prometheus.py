@@ -31,8 +31,18 @@ pytestmark = pytest.mark.xdist_group("prometheus")
 SECRET = "s3cr3t-t0ken-40"
 
 
-def demand(prom: PrometheusServer, out: Path, *args: str, url: str | None = None, env: dict[str, str] | None = None) -> Any:
-    command = ["demand", "--prometheus", url or prom.url, "--since", "10d", "--until", prom.fleet.end.isoformat()]
+def demand(
+    prom: PrometheusServer, out: Path, *args: str, url: str | None = None, env: dict[str, str] | None = None
+) -> Any:
+    command = [
+        "demand",
+        "--prometheus",
+        url or prom.url,
+        "--since",
+        "10d",
+        "--until",
+        prom.fleet.end.isoformat(),
+    ]
     return CliRunner().invoke(app, [*command, "-o", str(out), "-q", *args], env=env)
 
 
@@ -93,7 +103,9 @@ def test_the_hourly_demand_read_back_is_what_was_written(prom: PrometheusServer,
 
 def test_a_chunked_read_equals_one_read(prom: PrometheusServer) -> None:
     config = QueryConfig()
-    span = window(pd.Timedelta(days=10).to_pytimedelta(), pd.Timedelta(hours=1).to_pytimedelta(), prom.fleet.end)
+    span = window(
+        pd.Timedelta(days=10).to_pytimedelta(), pd.Timedelta(hours=1).to_pytimedelta(), prom.fleet.end
+    )
     whole = PrometheusClient(prom.url)
     chunked = PrometheusClient(prom.url, max_points=50)
     one = whole.query_range(config.query("allocated"), span.start, span.end, span.step)
@@ -115,7 +127,9 @@ def test_credentials_are_sent_and_never_shown(
         result = demand(prom, tmp_path / "ok", url=proxy.url, env={"GPUPLAN_PROMETHEUS_TOKEN": SECRET})
         assert result.exit_code == 0, result.output
         assert proxy.seen and set(proxy.seen) == {f"Bearer {SECRET}"}
-        refused = demand(prom, tmp_path / "no", url=proxy.url, env={"GPUPLAN_PROMETHEUS_TOKEN": "wrong-" + SECRET})
+        refused = demand(
+            prom, tmp_path / "no", url=proxy.url, env={"GPUPLAN_PROMETHEUS_TOKEN": "wrong-" + SECRET}
+        )
         one_line(refused, 6, proxy.url, "HTTP 401", "GPUPLAN_PROMETHEUS_TOKEN")
         nothing_written(tmp_path / "no")
         in_url = proxy.url.replace("http://", f"http://admin:{SECRET}@")
@@ -153,7 +167,9 @@ def test_a_4xx_names_the_query_and_prometheus_error(prom: PrometheusServer, tmp_
 
 
 def test_a_5xx_is_retried_then_succeeds_and_a_lasting_one_fails(prom: PrometheusServer) -> None:
-    span = window(pd.Timedelta(days=10).to_pytimedelta(), pd.Timedelta(hours=1).to_pytimedelta(), prom.fleet.end)
+    span = window(
+        pd.Timedelta(days=10).to_pytimedelta(), pd.Timedelta(hours=1).to_pytimedelta(), prom.fleet.end
+    )
     proxy = Proxy(prom.url, fail_first=(503, 429))
     try:
         client = PrometheusClient(proxy.url, backoff=0.001)
@@ -191,7 +207,9 @@ def test_negative_values_are_filled_and_said(prom: PrometheusServer, tmp_path: P
 
 def test_a_counter_reset_is_mended(prom: PrometheusServer, tmp_path: Path) -> None:
     queries = tmp_path / "q.yaml"
-    queries.write_text("queries:\n  allocated: sum by (namespace) (test_requests_total)\ncounters: [allocated]\n")
+    queries.write_text(
+        "queries:\n  allocated: sum by (namespace) (test_requests_total)\ncounters: [allocated]\n"
+    )
     out = tmp_path / "out"
     result = demand(prom, out, "--queries", str(queries))
     assert result.exit_code == 0, result.output
@@ -211,7 +229,9 @@ def test_an_unmapped_namespace_is_named(prom: PrometheusServer, tmp_path: Path) 
     warnings = [line for line in output_lines(result.output) if line.startswith("warning:")]
     assert any("namespace 'search' maps to no service" in w and "add a rule" in w for w in warnings)
     assert any("namespace 'research' maps to no service" in w for w in warnings)
-    assert sorted(p.name for p in (out / "history").glob("*.csv") if p.stem not in ("runs", "pending", "utilization")) == ["chat.csv"]
+    assert sorted(
+        p.name for p in (out / "history").glob("*.csv") if p.stem not in ("runs", "pending", "utilization")
+    ) == ["chat.csv"]
     assert "replicas" in pd.read_csv(out / "history" / "chat.csv").columns
 
 
