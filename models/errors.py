@@ -4,12 +4,13 @@
      ├── InputError        bad scenario / catalog / series / plan input: names file, field path and problem
      ├── SolverError       the solver could not produce a plan (not installed, crashed, no incumbent in time)
      ├── ProviderError     a cloud call that did not do what it says; its tree: providers/errors.py
-     └── CycleFailed, StoreUnavailable, NameTaken: the daemon's and portal's, planner/operations/errors.py
+     ├── CycleFailed, StoreUnavailable, NameTaken: the daemon's and portal's, planner/operations/errors.py
+     └── HistorySourceError  a Prometheus server gpuplan demand could not read: planner/history/errors.py
 
 One module per layer boundary holds that layer's errors, and no two error classes share a name
 (tests/unit/test_layers.py checks it). Exceptions that never leave their module (a search that gives up,
 a YAML loader's refusal) stay private there. The CLI turns an InputError into exit code 2 and a one-line
-message, a SolverError into 3, a ProviderError into 6, never a traceback.
+message, a SolverError into 3, a ProviderError or HistorySourceError into 6, never a traceback.
 """
 
 from __future__ import annotations

@@ -248,10 +248,11 @@ def _time(text: str) -> datetime:
 
 
 def read_usage(
-    path: Path, book: Book, *, allow_outside_horizon: bool = False, limits: UsageLimits = USAGE_LIMITS
+    path: Path, book: Book | None, *, allow_outside_horizon: bool = False, limits: UsageLimits = USAGE_LIMITS
 ) -> list[UsageRow]:
     """The usage CSV at ``path``, every cell checked, and every row against the plan ``book``
-    (:func:`check_usage`); the first problem is an InputError naming the row and column."""
+    (:func:`check_usage`; None: no plan, as ``gpuplan demand --usage`` reads a fleet's history); the
+    first problem is an InputError naming the row and column."""
     text = _read_text(path, limits, "a usage CSV", "split it by month")
     try:
         records = list(csv.reader(io.StringIO(text, newline="")))
@@ -283,7 +284,8 @@ def read_usage(
         rows.append(_row(path, number, cells))
     if not rows:
         raise InputError(path, "row 2", "the usage file has no rows")
-    check_usage(book, rows, path, allow_outside_horizon=allow_outside_horizon)
+    if book is not None:
+        check_usage(book, rows, path, allow_outside_horizon=allow_outside_horizon)
     return rows
 
 
@@ -430,7 +432,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def from_opencost(
     path: Path,
-    book: Book,
+    book: Book | None,
     offering: str | None = None,
     *,
     allow_outside_horizon: bool = False,
@@ -438,7 +440,8 @@ def from_opencost(
 ) -> list[UsageRow]:
     """Usage rows from an OpenCost ``/allocation`` JSON export (module docstring: the fields used),
     each checked against the plan ``book`` (:func:`check_usage`); ``offering``: for pods without the
-    ``gpuplan.io/offering`` label. The first problem is an InputError naming the allocation and field."""
+    ``gpuplan.io/offering`` label. The first problem is an InputError naming the allocation and field.
+    ``book`` None: no plan to check against (``gpuplan demand --opencost`` reads a fleet's history)."""
     text = _read_text(path, limits, "an OpenCost export", "export a shorter window")
     try:
         data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
@@ -489,7 +492,8 @@ def from_opencost(
             rows.append(_opencost_row(path, where, len(rows) + 2, item, gpu_hours, offering))
     if not rows:
         raise InputError(path, "data", "no allocation with gpuHours > 0")
-    check_usage(book, rows, path, allow_outside_horizon=allow_outside_horizon)
+    if book is not None:
+        check_usage(book, rows, path, allow_outside_horizon=allow_outside_horizon)
     return rows
 
 

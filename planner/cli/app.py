@@ -3,7 +3,8 @@
 Exit codes scripts can trust: 0 success; 2 bad input (scenario, catalog, series, arguments); 3 the
 solver produced no plan; 4 a plan was written but demand is unserved and ``--fail-on-unserved`` was
 given; 5 the plan was written but fails its own check (``gpuplan verify``: a bug, reported loudly);
-6 ``provision`` could not read the cloud (credentials, network, settings); 1 ``verify`` found
+6 ``provision`` could not read the cloud (credentials, network, settings), or ``demand`` its
+Prometheus server; 1 ``verify`` found
 violations, a ``provision --apply`` action failed, or anything unexpected. Input errors print one
 line naming the file, the field and the problem, never a traceback, and nothing is written.
 """
@@ -21,6 +22,7 @@ from planner.cli.catalog import catalog
 from planner.cli.chargeback import chargeback
 from planner.cli.common import EXIT_SOLVER, err
 from planner.cli.daemon import daemon
+from planner.cli.demand import demand
 from planner.cli.k8s import k8s
 from planner.cli.karpenter import karpenter
 from planner.cli.plan import plan, validate
@@ -46,6 +48,7 @@ app.add_typer(simulate_app, name="simulate")
 app.command()(plan)
 app.command()(whatif)
 app.command()(breakeven)
+app.command()(demand)
 catalog_app = typer.Typer(invoke_without_command=True, help=(catalog.__doc__ or "").split("\n\n")[0])
 catalog_app.callback()(catalog)
 catalog_app.command("fetch")(fetch)

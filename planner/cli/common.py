@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
+from planner.history.errors import HistorySourceError
 from providers.errors import ProviderError
 
 __all__ = [
@@ -39,11 +40,14 @@ out = Console(soft_wrap=True)
 
 def fail(error: GpuplanError) -> typer.Exit:
     """Print ``error`` as one line on stderr; the exit to raise: 2 for bad input, 6 for a cloud that could
-    not be read or refused (any command that talks to one), 3 for the solver."""
+    not be read or refused (any command that talks to one) or a history source (gpuplan demand's Prometheus)
+    that could not be read, 3 for the solver."""
     if isinstance(error, InputError):
         code, kind = EXIT_INPUT, "error"
     elif isinstance(error, ProviderError):
         code, kind = EXIT_CLOUD, "cloud error"
+    elif isinstance(error, HistorySourceError):
+        code, kind = EXIT_CLOUD, "source error"
     else:
         code, kind = EXIT_SOLVER, "solver error"
     # escaped: a message may hold brackets (``pip install 'gpuplan[aws]'``) that rich would read as markup

@@ -12,13 +12,20 @@ from pathlib import Path
 import pytest
 from aws_stand_in import aws_env, moto_server
 from postgres_server import PostgresServer, postgres_server
+from prometheus_stand_in import PrometheusServer, prometheus_server
 
-__all__ = ["aws_env", "moto_server", "pg", "scenario"]  # fixtures, by name
+__all__ = ["aws_env", "moto_server", "pg", "prom", "scenario"]  # fixtures, by name
 
 
 @pytest.fixture(scope="session")
 def pg() -> Iterator[PostgresServer]:
     yield from postgres_server()
+
+
+@pytest.fixture(scope="session")
+def prom() -> Iterator[PrometheusServer]:
+    """A real Prometheus with a drawn fleet's history (prometheus_stand_in.py); skips without it."""
+    yield from prometheus_server()
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ ERROR_MODULES = {
     "models/errors.py",  # the root of every error, and the domain's
     "providers/errors.py",  # a cloud's
     "planner/operations/errors.py",  # the daemon's and the portal's
+    "planner/history/errors.py",  # a history source (gpuplan demand's Prometheus) that could not be read
 }
 BUILTIN_EXCEPTIONS = {
     name
