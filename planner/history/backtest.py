@@ -187,6 +187,6 @@ def backtest(
 
 
 def holdout_for(hours: int, days: int = 30, share: float = 0.2) -> int:
-    """The usual holdout: the last ``days`` days, or the last ``share`` of a history shorter than 5x that."""
+    """The usual holdout: the last ``days`` days if twice that is left to fit, else the last ``share``."""
     wanted = days * DAY
-    return wanted if hours >= 5 * wanted else max(1, math.floor(hours * share))
+    return wanted if hours >= 3 * wanted else max(1, math.floor(hours * share))
