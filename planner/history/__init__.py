@@ -6,5 +6,6 @@ Modules, each with one job: ``prometheus`` (the HTTP API client: auth, chunks, r
 PromQL per role and its overrides), ``mapping`` (series -> gpuplan services), ``series`` (gaps, resets,
 fills), ``assemble`` (measured series -> services), ``runs`` (gangs -> training runs), ``read`` (Prometheus
 -> History), ``sources`` (OpenCost and usage CSV -> History), ``result`` (History, its files),
-``errors``. The forecast and its backtest build on History.
+``errors``; ``forecast`` (seasonal forecasts with quantiles and sampled paths, training-run rates) and
+``backtest`` (its error and band coverage on held-out history) build on History.
 """
