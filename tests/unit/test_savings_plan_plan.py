@@ -243,13 +243,3 @@ def test_a_plan_written_before_savings_plans_still_loads(late_plan, tmp_path: Pa
     assert read_document(tmp_path / "plan.json").savings_plans == []
     assert np.isfinite(plan.document.solver.bound_usd)
 
-
-def test_chargeback_refuses_a_plan_holding_savings_plans_rather_than_miss_their_cost(late_plan) -> None:
-    from models.chargeback import IdleRule, charge_plan
-    from models.errors import InputError
-
-    _inputs, plan = late_plan
-    assert plan.document.savings_plans
-    with pytest.raises(InputError, match="chargeback does not split between teams yet") as info:
-        charge_plan(plan, IdleRule.GUARANTEES)
-    assert info.value.where == "savings_plans"
