@@ -242,4 +242,3 @@ def test_a_plan_written_before_savings_plans_still_loads(late_plan, tmp_path: Pa
     (tmp_path / "plan.json").write_text(json.dumps(data))
     assert read_document(tmp_path / "plan.json").savings_plans == []
     assert np.isfinite(plan.document.solver.bound_usd)
-
