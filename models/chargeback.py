@@ -15,6 +15,13 @@ charged by the :class:`IdleRule`:
 A window nobody used is charged to the backers, else to every team that holds a guarantee, else to all
 teams equally. Owned nodes and capacity reservations are commitments too (paid for their window).
 
+A savings plan (issue 38: a commitment of dollars per hour, ``models/savingsplans.py``) is amortized by
+the same rule in dollars rather than node-hours: in a month its cost ``c`` is its commitment then, its
+"capacity" is that same commitment, and a user "used" the dollars it spent covering that user's nodes
+(covered node-hours x the plan's rate for the offering). So each team pays the dollars the plan spent on
+it, and the unspent commitment is idle cost charged by the :class:`IdleRule`; under ``guarantees`` its
+backers are the teams whose guarantee any offering it covers could back (a Compute plan covers many).
+
 Everything else is paid as used: on-demand and spot node-hours at their prices. A MIG slice counts as
 the fraction of a GPU its compute slices are (``g/7``: ``models/mig.py``), so a 1g.10gb replica-hour on
 an H100 is 1/7 GPU-hour. A spot training run in a plan holds its nodes for its work plus the expected
@@ -45,9 +52,8 @@ import pandas as pd
 
 from models.billing import row_rate
 from models.catalog import gpu_model_matches
-from models.errors import InputError
 from models.mig import COMPUTE_SLICES, profile_named, replica_slice, supports_mig
-from models.tiers import COMMITTED_TIERS, Tier
+from models.tiers import PREPAID_TIERS, Tier
 
 __all__ = [
     "CHARGEBACK_COLUMNS",
@@ -177,7 +183,11 @@ class OfferingRates:
 
 @dataclass(frozen=True)
 class CommitmentWindow:
-    """One commitment in one month: its cost then and its committed node-hours."""
+    """One commitment in one month: its cost then and its committed node-hours.
+
+    A savings plan's window (``tier`` savings_plan) counts dollars, not node-hours: ``node_hours`` is its
+    commitment in the month (USD), its users' use the dollars it spent on them; ``offering`` is its scope
+    and ``covers`` the offerings it has rates for (who backs it under the ``guarantees`` rule)."""
 
     commitment: str
     offering: str
@@ -185,6 +195,7 @@ class CommitmentWindow:
     month: str
     cost_usd: float
     node_hours: float
+    covers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -207,22 +218,12 @@ class Book:
     mig_memory: dict[str, tuple[float, float | None]]
     teams: list[str]
     total_usd: float
+    savings_plans: list[Any] = field(default_factory=list)  # models.plan.SavingsPlanCommitment
 
     @classmethod
     def from_plan(cls, plan: Any) -> Book:
-        """From a :class:`models.plan.Plan` (its plan.json, with the scenario echo in ``inputs``).
-
-        A plan holding savings plans is refused (InputError): their dollars are not split between teams
-        yet (issue 38), and a chargeback that leaves them out would not add up to the plan's cost."""
+        """From a :class:`models.plan.Plan` (its plan.json, with the scenario echo in ``inputs``)."""
         doc = plan.document
-        if getattr(doc, "savings_plans", None):
-            names = ", ".join(sp.name for sp in doc.savings_plans)
-            raise InputError(
-                None,
-                "savings_plans",
-                f"the plan holds savings plans ({names}), which chargeback does not split between teams yet: "
-                "their cost is in the plan's totals and cost by team (report.md)",
-            )
         echo = doc.inputs.model_dump(mode="json")
         workloads = [*echo.get("inference", []), *echo.get("training", [])]
         models: dict[str, list[str]] = defaultdict(list)
@@ -249,6 +250,7 @@ class Book:
             mig_memory=mig,
             teams=list(doc.teams),
             total_usd=doc.costs.total_usd,
+            savings_plans=list(getattr(doc, "savings_plans", None) or []),
         )
 
     def period_start(self, period: int) -> datetime:
@@ -266,12 +268,25 @@ class Book:
 
     def backers(self, offering: str) -> dict[str, float]:
         """Team -> guaranteed GPUs of the teams whose guarantee a commitment on ``offering`` backs."""
-        model = self.offerings[offering].gpu_model
+        return self.backers_of((offering,))
+
+    def backers_of(self, offerings: Sequence[str]) -> dict[str, float]:
+        """Team -> guaranteed GPUs of the teams whose guarantee a commitment on any of ``offerings`` backs
+        (those the plan knows: a savings plan's rates may name offerings the plan never used)."""
+        models = {self.offerings[o].gpu_model for o in offerings if o in self.offerings}
         return {
             team: float(gpus)
             for team, gpus in self.guarantees.items()
-            if gpus > 0 and gpu_model_matches(model, self.team_models.get(team, []))
+            if gpus > 0 and any(gpu_model_matches(m, self.team_models.get(team, [])) for m in models)
         }
+
+    def window_backers(self, window: CommitmentWindow) -> dict[str, float]:
+        """Who a window's idle hours (or dollars) go to under the ``guarantees`` rule."""
+        return self.backers_of(window.covers) if window.covers else self.backers(window.offering)
+
+    def savings_plan_rates(self) -> dict[tuple[str, str], float]:
+        """(savings plan, offering) -> the plan's rate for it, USD per node-hour."""
+        return {(sp.name, o): float(rate) for sp in self.savings_plans for o, rate in sp.rates.items()}
 
     def fallback(self) -> dict[str, float]:
         """Who pays a window nobody used and nothing backs: the guarantee holders, else every team."""
@@ -335,8 +350,8 @@ def charge(
         entry[1] += float(values["work_gpu_hours"])
         entry[2] += float(values["cost_usd"])
         entry[4] += float(values["list_usd"])
-    on_commitment = use[use["commitment"] != ""]
-    used = on_commitment.groupby(["commitment", "month", "team", "project"])["node_hours"].sum()
+    on_commitment = _with_units(book, use[use["commitment"] != ""])
+    used = on_commitment.groupby(["commitment", "month", "team", "project"])["units"].sum()
     used_by_window: dict[tuple[str, str], dict[tuple[str, str], float]] = defaultdict(dict)
     for index, hours in used.items():
         name, month, team, project = (str(k) for k in cast(tuple[Any, ...], index))
@@ -345,7 +360,7 @@ def charge(
     fallback = {(team, IDLE_PROJECT): w for team, w in book.fallback().items()}
     for window in windows:
         mine = used_by_window.get((window.commitment, window.month), {})
-        backers = {(team, IDLE_PROJECT): w for team, w in book.backers(window.offering).items()}
+        backers = {(team, IDLE_PROJECT): w for team, w in book.window_backers(window).items()}
         shares = amortize(window.cost_usd, mine, window.node_hours, rule, backers, fallback)
         idle = 0.0
         for (team, project), share in shares.items():
@@ -365,11 +380,7 @@ def charge(
                 "used_node_hours": used_hours,
                 "used_fraction": used_hours / window.node_hours if window.node_hours > 0 else 0.0,
                 "idle_usd": idle,
-                "usd_per_used_gpu_hour": (
-                    window.cost_usd / (used_hours * book.offerings[window.offering].gpus_per_node)
-                    if used_hours > 0
-                    else math.nan
-                ),
+                "usd_per_used_gpu_hour": _usd_per_used_gpu_hour(book, window, used_hours, on_commitment),
             }
         )
     records = []
@@ -402,6 +413,29 @@ def charge(
     )
 
 
+def _with_units(book: Book, use: pd.DataFrame) -> pd.DataFrame:
+    """``use`` with ``units``: what each row used of its commitment, in the commitment's own unit (node-hours
+    of a node commitment; a savings plan's dollars: covered node-hours x its rate for the offering)."""
+    rates = book.savings_plan_rates()
+    units = use["node_hours"].to_numpy(float).copy()
+    plan_rows = (use["tier"] == str(Tier.SAVINGS_PLAN)).to_numpy()
+    if plan_rows.any():
+        pairs = zip(use["commitment"][plan_rows], use["offering"][plan_rows], strict=True)
+        units[plan_rows] *= np.array([rates[(str(c), str(o))] for c, o in pairs], dtype=float)
+    return use.assign(units=units)
+
+
+def _usd_per_used_gpu_hour(book: Book, window: CommitmentWindow, used: float, use: pd.DataFrame) -> float:
+    """A window's cost over the GPU-hours its users ran on it (NaN if none)."""
+    if used <= 0:
+        return math.nan
+    if window.tier is not Tier.SAVINGS_PLAN:
+        return window.cost_usd / (used * book.offerings[window.offering].gpus_per_node)
+    mine = use[(use["commitment"] == window.commitment) & (use["month"] == window.month)]
+    gpu_hours = float(mine["gpu_hours"].sum())
+    return window.cost_usd / gpu_hours if gpu_hours > 0 else math.nan
+
+
 def _rates(book: Book, use: pd.DataFrame, windows: list[dict[str, Any]]) -> pd.DataFrame:
     """Unit rates per month, offering and tier: the list (on-demand) price of a GPU-hour, and what a
     GPU-hour used there effectively cost (a commitment's window cost over its used GPU-hours; spot per
@@ -422,7 +456,10 @@ def _rates(book: Book, use: pd.DataFrame, windows: list[dict[str, Any]]) -> pd.D
             }
         )
     by_key: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    records.extend(_savings_plan_rates(book, use, windows))
     for w in windows:
+        if w["tier"] == Tier.SAVINGS_PLAN:
+            continue
         entry = by_key[(w["month"], w["offering"], w["tier"])]
         entry[0] += w["cost_usd"]
         entry[1] += w["used_node_hours"] * book.offerings[w["offering"]].gpus_per_node
@@ -449,6 +486,34 @@ def _rates(book: Book, use: pd.DataFrame, windows: list[dict[str, Any]]) -> pd.D
         .sort_values(["month", "offering", "tier"])
         .reset_index(drop=True)
     )
+
+
+def _savings_plan_rates(book: Book, use: pd.DataFrame, windows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per month and offering a savings plan covered: its rate per GPU-hour, and what a covered GPU-hour
+    effectively cost (the rate, times the month's commitment over what it spent: its idle dollars carried
+    by the dollars spent)."""
+    rates = book.savings_plan_rates()
+    covered = use[(use["tier"] == str(Tier.SAVINGS_PLAN)) & (use["commitment"] != "")]
+    spent = {(w["commitment"], w["month"]): (w["cost_usd"], w["used_node_hours"]) for w in windows
+             if w["tier"] == Tier.SAVINGS_PLAN}  # fmt: skip
+    records = []
+    summed = covered.groupby(["month", "commitment", "offering"])["gpu_hours"].sum()
+    for key, gpu_hours in summed.items():
+        month, name, offering = (str(k) for k in cast(tuple[Any, ...], key))
+        rate = rates[(str(name), str(offering))] / book.offerings[str(offering)].gpus_per_node
+        cost, dollars = spent.get((str(name), str(month)), (0.0, 0.0))
+        effective = rate * cost / dollars if dollars > 0 and gpu_hours > 0 else math.nan
+        records.append(
+            {
+                "month": str(month),
+                "offering": str(offering),
+                "tier": str(Tier.SAVINGS_PLAN),
+                "list_usd_per_gpu_hour": book.offerings[str(offering)].list_usd_per_gpu_hour,
+                "price_usd_per_gpu_hour": rate,
+                "effective_usd_per_gpu_hour": effective,
+            }
+        )
+    return records
 
 
 # ---- from a plan (the forecast) ----------------------------------------------------------------------
@@ -509,7 +574,7 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
             "cost_usd": rows["cost_usd"].to_numpy(float),
         }
     )
-    committed = use["tier"].isin([str(t) for t in COMMITTED_TIERS])
+    committed = use["tier"].isin([str(t) for t in PREPAID_TIERS])
     use.loc[~committed, "commitment"] = ""
     windows: list[CommitmentWindow] = []
     for c in plan.document.commitments:
@@ -529,6 +594,7 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
                     node_hours=c.nodes * float(count) * p,
                 )
             )
+    windows.extend(_savings_plan_windows(plan.document.savings_plans, period_month))
     expected = book.total_usd
     notes = []
     if month is not None:
@@ -539,3 +605,28 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
     result = charge(book, use, windows, rule, expected, "plan")
     result.notes.extend(notes)
     return result
+
+
+def _savings_plan_windows(plans: Sequence[Any], period_month: np.ndarray) -> list[CommitmentWindow]:
+    """Each savings plan's windows, one per calendar month of its periods in the horizon: its cost there
+    spread over its periods evenly (``cost_in_horizon_usd`` is its hours at its rate), counted in dollars."""
+    windows = []
+    for sp in plans:
+        span = period_month[sp.start_period : sp.end_period]
+        if not len(span):
+            continue
+        labels, counts = np.unique(span, return_counts=True)
+        for label, count in zip(labels, counts, strict=True):
+            cost = sp.cost_in_horizon_usd * float(count) / len(span)
+            windows.append(
+                CommitmentWindow(
+                    commitment=sp.name,
+                    offering=sp.scope,
+                    tier=Tier.SAVINGS_PLAN,
+                    month=str(label),
+                    cost_usd=cost,
+                    node_hours=cost,
+                    covers=tuple(sorted(sp.rates)),
+                )
+            )
+    return windows

@@ -1,16 +1,17 @@
 """Where a plan's prices come from, in one line and price by price: what a buyer checks before signing.
 
 A plan is only as good as the prices it was solved on. :func:`price_sources` lists every (offering, tier)
-price the plan uses (on-demand and spot node-hours from allocations.csv, the purchases' commitment rates),
-each with its basis (quoted, assumed, negotiated) and date from the catalog, and :func:`price_warnings`
-says when a decision rests on an assumed price or one older than :data:`STALE_AFTER_DAYS`.
+price the plan uses (on-demand and spot node-hours from allocations.csv, the purchases' commitment rates,
+the savings-plan rates its savings plans covered nodes at), each with its basis (quoted, assumed,
+negotiated) and date from the catalog or its terms file, and :func:`price_warnings` says when a decision
+rests on an assumed price or one older than :data:`STALE_AFTER_DAYS`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from models.catalog import CATALOG_FORMAT, Catalog
 from models.plan import PlanDocument, PriceSources, PriceUse
@@ -18,6 +19,8 @@ from models.tiers import TERM_TIER, Term, Tier
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from models.priceterms import PriceTerm
 
 __all__ = ["STALE_AFTER_DAYS", "price_sources", "price_warnings"]
 
@@ -30,7 +33,8 @@ _BOUGHT: Final = (Term.ONE_YEAR, Term.THREE_YEARS)  # terms bought at a catalog 
 def price_sources(catalog: Catalog, document: PlanDocument, allocations: pd.DataFrame) -> PriceSources:
     """Every price ``document`` uses, from ``catalog``: on-demand and spot as allocations.csv uses them,
     each commitment the plan buys at its rate (commitments already held and owned servers are priced by the
-    scenario, not the catalog)."""
+    scenario, not the catalog), and each savings-plan rate a savings plan (held or bought) covered nodes at,
+    from the catalog's terms file."""
     hours: dict[tuple[str, Tier], float] = defaultdict(float)
     period = document.horizon.period_hours
     if len(allocations):
@@ -68,6 +72,7 @@ def price_sources(catalog: Catalog, document: PlanDocument, allocations: pd.Data
                 node_hours=node_hours,
             )
         )
+    used.extend(_savings_plan_rates(catalog, document, allocations))
     counts = {basis: sum(1 for u in used if u.basis == basis) for basis in _BASES}
     dated = [u.as_of for u in used if u.as_of is not None]
     sources = PriceSources(
@@ -99,6 +104,18 @@ def price_warnings(sources: PriceSources, document: PlanDocument, now: datetime)
                 f"assumed price (${use.usd_per_node_hour:,.4g} per node-hour: {use.source}); get a quote "
                 "(gpuplan catalog fetch, or your rate in a pricing overlay) before buying"
             )
+    for plan in document.savings_plans:
+        assumed = [
+            u
+            for u in sources.used
+            if u.tier == Tier.SAVINGS_PLAN and u.basis == "assumed" and u.offering in plan.rates
+        ]
+        if not plan.existing and assumed:
+            found.append(
+                f"buying savings plan {plan.name} (${plan.usd_per_hour:,.4g}/h) rests on {len(assumed)} "
+                f"assumed savings-plan rate(s) ({assumed[0].offering}: {assumed[0].source}); get the "
+                "offering's rates (gpuplan catalog fetch) before buying"
+            )
     stale = [u for u in sources.used if u.as_of is not None and (now - u.as_of).days > STALE_AFTER_DAYS]
     if stale:
         oldest = min(stale, key=lambda u: u.as_of or now)
@@ -108,6 +125,69 @@ def price_warnings(sources: PriceSources, document: PlanDocument, now: datetime)
             f"{oldest.as_of:%Y-%m-%d}); refresh them with gpuplan catalog fetch"
         )
     return found
+
+
+_KIND_NAMES: Final = {
+    "savings-plan-compute": "AWS Compute Savings Plan",
+    "savings-plan-ec2-instance": "AWS EC2 Instance Savings Plan",
+    "savings-plan": "Azure savings plan for compute",
+}
+
+
+def _savings_plan_rates(
+    catalog: Catalog, document: PlanDocument, allocations: pd.DataFrame
+) -> list[PriceUse]:
+    """One price per (offering, savings-plan kind, term) the plan's savings plans covered nodes of: the rate,
+    with the basis, source and date of the terms-file row it came from (``models/savingsplans.py``
+    ``rate_groups``: the lowest no-upfront rate of that kind, term and offering)."""
+    if not document.savings_plans or not len(allocations):
+        return []
+    period = document.horizon.period_hours
+    rows = allocations[allocations["tier"] == Tier.SAVINGS_PLAN.value]
+    covered = rows.groupby(["commitment", "offering"])["nodes"].sum()
+    hours: dict[tuple[str, str, int, float], float] = defaultdict(float)
+    plans = {p.name: p for p in document.savings_plans}
+    for index, nodes in covered.items():
+        name, offering = (str(k) for k in cast("tuple[Any, ...]", index))
+        plan = plans.get(name)
+        if plan is None or offering not in plan.rates:
+            continue
+        key = (offering, plan.kind, plan.term.years or 0, float(plan.rates[offering]))
+        hours[key] += float(nodes) * period
+    used = []
+    for (offering, kind, years, rate), node_hours in sorted(hours.items()):
+        if node_hours <= 0:
+            continue
+        term = _term_of(catalog, offering, kind, years, rate)
+        what = f"{_KIND_NAMES.get(kind, kind)}, {years}y, no upfront"
+        used.append(
+            PriceUse(
+                offering=offering,
+                tier=Tier.SAVINGS_PLAN,
+                usd_per_node_hour=rate,
+                basis=term.basis if term is not None else "unstated",
+                source=f"{what}: {term.source}"
+                if term is not None
+                else f"{what}: not in the catalog's terms file",
+                as_of=term.as_of if term is not None else None,
+                node_hours=node_hours,
+            )
+        )
+    return used
+
+
+def _term_of(catalog: Catalog, offering: str, kind: str, years: int, rate: float) -> PriceTerm | None:
+    """The terms-file row a savings-plan rate came from: that offering, kind and term, paid without upfront,
+    at the rate (the nearest, should a rate have been rounded on its way through plan.json)."""
+    candidates = [
+        t
+        for t in catalog.terms
+        if t.offering == offering
+        and t.kind == kind
+        and t.term_years == years
+        and t.payment in ("no-upfront", "")
+    ]
+    return min(candidates, key=lambda t: abs(t.usd_h - rate), default=None)
 
 
 def _has_provenance(catalog: Catalog) -> bool:

@@ -253,6 +253,7 @@ def read_usage(
     """The usage CSV at ``path``, every cell checked, and every row against the plan ``book``
     (:func:`check_usage`; None: no plan, as ``gpuplan demand --usage`` reads a fleet's history); the
     first problem is an InputError naming the row and column."""
+    _refuse_savings_plans(book, path)
     text = _read_text(path, limits, "a usage CSV", "split it by month")
     try:
         records = list(csv.reader(io.StringIO(text, newline="")))
@@ -326,11 +327,28 @@ def _usage_row(path: Path, where: Callable[[str], str], values: dict[str, Any], 
         raise InputError(path, where(column or "row"), message) from None
 
 
+def _refuse_savings_plans(book: Book | None, path: Path) -> None:
+    """Usage is not charged against a plan holding savings plans (issue 38): which of the usage a savings
+    plan covered is the cloud's hour-by-hour rule over every on-demand node of the account, which a usage
+    file of some pods does not tell; charging their commitment by the plan's forecast instead would not
+    reconcile with the bill. The plan's own forecast (no --usage) splits them."""
+    if book is not None and book.savings_plans:
+        names = ", ".join(sp.name for sp in book.savings_plans)
+        raise InputError(
+            path,
+            None,
+            f"the plan holds savings plans ({names}); usage is not charged against them yet (which usage a "
+            "savings plan covered is the cloud's hourly rule over all on-demand nodes): charge the plan's "
+            "forecast, without --usage or --opencost",
+        )
+
+
 def check_usage(book: Book, rows: list[UsageRow], path: Path, *, allow_outside_horizon: bool = False) -> None:
     """Every row against the plan: its team, offering and tier the plan's (a committed tier only where
     a commitment of the plan on that offering serves for all of the row's time), its MIG profile the
     offering's GPU's, its GPUs what a fleet can hold, its times inside the plan's horizon unless
     ``allow_outside_horizon``. The first problem is an InputError naming the row and column."""
+    _refuse_savings_plans(book, path)
     horizon_end = book.end
     known_teams = set(book.teams)
     committed = {str(t) for t in COMMITTED_TIERS}
@@ -442,6 +460,7 @@ def from_opencost(
     each checked against the plan ``book`` (:func:`check_usage`); ``offering``: for pods without the
     ``gpuplan.io/offering`` label. The first problem is an InputError naming the allocation and field.
     ``book`` None: no plan to check against (``gpuplan demand --opencost`` reads a fleet's history)."""
+    _refuse_savings_plans(book, path)
     text = _read_text(path, limits, "an OpenCost export", "export a shorter window")
     try:
         data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)

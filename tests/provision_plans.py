@@ -7,6 +7,10 @@ plan has spot pools beside the on-demand and committed ones. ``cloud`` restricts
 (``aws``, ``gcp``, ``azure``) or keeps all three (``all``), in the example's own regions. On GCP the gang
 asks for H100s, so it lands on an a3 machine with GPUDirect-TCPX/TCPXO rather than the H200's RDMA. The
 solve stops at a 5 % gap: these tests are about provisioning a plan, not about its optimality.
+
+``aws-sp`` is the AWS week holding a savings plan (issue 38): :data:`HELD_SAVINGS_PLAN`, an EC2 Instance
+Savings Plan for p5 in us-east-1 of :data:`SP_USD_PER_HOUR` an hour, held since 2026-09-01 for a year,
+at the embedded catalog's rate.
 """
 
 from __future__ import annotations
@@ -19,15 +23,28 @@ import yaml
 from models.inputs import load_inputs
 from planner.planning.optimize import SolveSettings, optimize
 
-__all__ = ["WEEK_START", "mixed_fleet_week", "week_scenario"]
+__all__ = ["HELD_SAVINGS_PLAN", "SP_USD_PER_HOUR", "WEEK_START", "mixed_fleet_week", "week_scenario"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "scenarios" / "mixed-fleet.yaml"
 WEEK_START = "2027-02-01T00:00:00Z"
+SP_USD_PER_HOUR = 40.0
+HELD_SAVINGS_PLAN = {
+    "name": "sp-p5",
+    "kind": "ec2-instance",
+    "term": "1y",
+    "usd_per_hour": SP_USD_PER_HOUR,
+    "start": "2026-09-01T00:00:00Z",
+    "family": "p5",
+    "region": "us-east-1",
+}
 
 
 def week_scenario(cloud: str) -> dict[str, Any]:
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     data["name"] = f"mixed-fleet-week-{cloud}"
+    if cloud == "aws-sp":
+        data["savings_plans"] = [dict(HELD_SAVINGS_PLAN)]
+        cloud = "aws"
     data["horizon"] = {"start": WEEK_START, "hours": 168, "period_hours": 1}
     if cloud != "all":
         data["clouds"] = {cloud: data["clouds"][cloud]}

@@ -11,6 +11,9 @@
   capacity reservation ahead of its start where the cloud's reservations can hold a placement group
   (``reserve_gangs``), so its nodes can launch together.
 - **Purchases**: the commitments the plan buys, as recommendations (never actions).
+- **Savings plans** (held or bought) are a billing commitment of dollars per hour, not a resource: the nodes
+  they cover are on-demand nodes of the pools above (rows of tier savings_plan), and each plan is a note
+  saying it is bought in the billing console or the Savings Plans API, never by gpuplan.
 
 Pure: no cloud calls. ``gpuplan provision`` and the daemon compare it with a provider's inventory
 (``planner.operations.reconcile``); ``gpuplan terraform`` writes it as Terraform roots (``pools.py``).
@@ -207,6 +210,7 @@ def desired_state(
             gangs.append(_gang(placement, name, running=placement.start <= at, reserve=reserve_gangs))
     for offering, nodes in sorted(skipped.items()):
         notes.append(f"{offering}: {nodes:g} nodes at this time belong to another provider, left out")
+    notes.extend(_savings_plan_notes(document, handles))
 
     purchases = tuple(
         RecommendedPurchase(
@@ -242,6 +246,26 @@ def desired_state(
         notes=tuple(notes),
         prices=prices,
     )
+
+
+def _savings_plan_notes(document: PlanDocument, handles: Callable[[str], bool]) -> list[str]:
+    """One line per savings plan of this provider's offerings: not provisioned, and where it is bought."""
+    notes = []
+    for sp in document.savings_plans:
+        if not any(handles(offering) for offering in sp.rates):
+            continue
+        where = (
+            "the Azure portal's Reservations + savings plans (or its Billing Benefits API)"
+            if sp.kind == "savings-plan"
+            else "the AWS Billing console or the Savings Plans API (CreateSavingsPlan)"
+        )
+        status = "held" if sp.existing else f"to buy from {sp.start:%Y-%m-%d}"
+        notes.append(
+            f"savings plan {sp.name} ({sp.scope}, {sp.term}, ${sp.usd_per_hour:,.2f}/h, {status}) is a "
+            f"billing commitment, not a resource: it is bought in {where}, never by gpuplan; the nodes it "
+            "covers launch on demand in the pools above"
+        )
+    return notes
 
 
 def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bool) -> DesiredGang:

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 import yaml
@@ -306,20 +306,28 @@ def _whole_flavors(plan: Plan) -> list[Flavor]:
         cost[flavor] += commitment.cost_in_horizon_usd
         gpu_hours[flavor] += gpus * max(0, end - commitment.start_period) * hours
     rows = plan.allocations
-    for tier in (Tier.ON_DEMAND, Tier.SPOT):
-        chosen = rows[rows["tier"].to_numpy() == tier]
+    # a savings plan's rows are on-demand nodes it pays for (tier savings_plan, cost 0 in the row): with the
+    # on-demand rows of their period they are one pool of whole nodes, priced at the plan's rate
+    sp_rate = {(sp.name, o): rate for sp in document.savings_plans for o, rate in sp.rates.items()}
+    for tiers in ((Tier.ON_DEMAND, Tier.SAVINGS_PLAN), (Tier.SPOT,)):
+        capacity = _TIER_CAPACITY[tiers[0]]
+        chosen = rows[rows["tier"].isin(list(tiers)).to_numpy()]
         if chosen.empty:
             continue
         nodes = chosen.groupby(["offering", "period"])["nodes"].sum()
-        for (offering, period), value in nodes.items():
-            flavor = key(str(offering), _TIER_CAPACITY[tier])
+        for index, value in nodes.items():
+            offering, period = cast("tuple[Any, Any]", index)
+            flavor = key(str(offering), capacity)
             whole = math.ceil(float(value) - _EPS)
             peak[flavor][int(period)] += whole * offerings[str(offering)].gpus_per_node
         for offering, part in chosen.groupby("offering"):
-            flavor = key(str(offering), _TIER_CAPACITY[tier])
+            flavor = key(str(offering), capacity)
             models[flavor].add(offerings[str(offering)].gpu_model)
             cost[flavor] += float(part["cost_usd"].sum())
             gpu_hours[flavor] += float(part["gpus"].sum()) * hours
+            covered = part[part["tier"] == Tier.SAVINGS_PLAN]
+            for name, nodes_on in covered.groupby("commitment")["nodes"].sum().items():
+                cost[flavor] += float(nodes_on) * hours * sp_rate.get((str(name), str(offering)), 0.0)
     for offering, row_tier in rows[["offering", "tier"]].drop_duplicates().itertuples(index=False):
         capacity = _TIER_CAPACITY[Tier(str(row_tier))]  # committed rows: the flavor of held capacity
         if capacity.committed:

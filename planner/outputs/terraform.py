@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from models.errors import InputError
-from models.plan import Plan
+from models.plan import Plan, PlanDocument
 from planner.outputs.desired import DEFAULT_LEAD_HOURS, period_of, plan_id_of
 from planner.outputs.pools import TerraformPool, at_time, clouds_of, steady_state
 
@@ -351,6 +351,7 @@ class CloudRoot:
                 )
         else:
             lines.append("None on this cloud.")
+        lines += _savings_plan_lines(document, self.cloud)
         lines += [
             "",
             "## Use",
@@ -599,3 +600,32 @@ class _AzureRoot(_SingleModuleRoot):
 #: The root writer of each cloud.
 _AWS_ROOT: Final = _AwsRoot()
 CLOUD_ROOTS: Final[dict[str, CloudRoot]] = {"aws": _AWS_ROOT, "azure": _AzureRoot(), "gcp": _GcpRoot()}
+
+
+def _savings_plan_lines(document: PlanDocument, cloud: str) -> list[str]:
+    """The README's savings plans on ``cloud`` (issue 38): a commitment of dollars per hour that discounts
+    on-demand nodes, bought in the billing console or API; no Terraform resource, and the pools above
+    already hold the on-demand nodes it covers. Nothing for a plan without them (its README unchanged)."""
+    plans = [sp for sp in document.savings_plans if any(o.split(":", 1)[0] == cloud for o in sp.rates)]
+    if not plans:
+        return []
+    lines = [
+        "",
+        "## Savings plans (billing, not resources)",
+        "",
+        "A savings plan commits dollars per hour and discounts the on-demand nodes it covers, which the "
+        "pools above launch as on demand. Terraform does not buy or hold it: it is bought in the cloud's "
+        "billing console or Savings Plans API.",
+        "",
+        "| savings plan | kind | scope | term | $/h | from | until | held | cost in the horizon "
+        "| owed after it |",
+        "|---|---|---|---|---:|---|---|---|---:|---:|",
+    ]
+    for sp in plans:
+        held = "yes" if sp.existing else "no: to buy"
+        lines.append(
+            f"| {sp.name} | {sp.kind} | {sp.scope} | {sp.term} | ${sp.usd_per_hour:,.2f} | "
+            f"{sp.start:%Y-%m-%d} | {sp.end:%Y-%m-%d} | {held} | ${sp.cost_in_horizon_usd:,.0f} | "
+            f"${sp.obligation_beyond_horizon_usd:,.0f} |"
+        )
+    return lines

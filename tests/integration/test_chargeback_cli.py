@@ -21,7 +21,7 @@ def run(*args: str) -> Any:
     return CliRunner().invoke(app, ["chargeback", *args])
 
 
-@pytest.mark.parametrize("cloud", ["aws", "all"])
+@pytest.mark.parametrize("cloud", ["aws", "all", "aws-sp"])  # aws-sp: the AWS week holding a savings plan
 @pytest.mark.parametrize("rule", ["guarantees", "usage"])
 def test_plan_chargeback_reconciles_to_the_cent(week_plan, tmp_path: Path, cloud: str, rule: str):
     plan_dir = week_plan(cloud)
@@ -43,6 +43,13 @@ def test_plan_chargeback_reconciles_to_the_cent(week_plan, tmp_path: Path, cloud
     assert doc["reconciliation"]["reconciled"] and doc["idle_rule"] == rule
     html = (tmp_path / "cb" / "chargeback.html").read_text(encoding="utf-8")
     assert "chart-teams" in html and "Unit rates" in html
+    if cloud == "aws-sp":  # the savings plan's whole cost is charged to teams, on its own tier
+        (sp,) = plan["savings_plans"]
+        charged = rows[rows["tier"] == "savings_plan"]["cost_usd"].sum()
+        assert charged == pytest.approx(sp["cost_in_horizon_usd"])
+        (window,) = [w for w in doc["idle"] if w["commitment"] == sp["name"]]
+        assert window["used_node_hours"] == pytest.approx(sp["spent_usd"])
+        assert window["idle_usd"] == pytest.approx(sp["unspent_usd"])
     if rule == "usage":
         # the week lies in one calendar month: the month's split is the plan's own cost by team
         by_team = rows.groupby("team")["cost_usd"].sum()

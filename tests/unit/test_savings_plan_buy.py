@@ -206,3 +206,15 @@ def test_every_peer_holds_the_fleets_savings_plans(kit, tmp_path: Path) -> None:
     plan = _plan(inputs)
     assert plan.document.baselines.all_on_demand_usd == pytest.approx((12.0 + 10.0) * HOURS)
     assert not [p for p in plan.document.baselines.peers if p.policy == "savings_plan"]
+
+
+def test_chargeback_splits_a_bought_plan_to_the_cent(kit, tmp_path: Path) -> None:
+    """A bought plan is charged as a held one: the team's months add up to the plan's total under both idle
+    rules, the plan's dollars among them."""
+    from models.chargeback import IdleRule, charge_plan
+
+    plan = _plan(_inputs(kit, tmp_path, HIGH_PEAK))
+    assert plan.document.savings_plans and not plan.document.savings_plans[0].existing
+    for rule in (IdleRule.GUARANTEES, IdleRule.USAGE):
+        result = charge_plan(plan, rule)
+        assert result.total_usd == pytest.approx(plan.document.costs.total_usd, abs=0.01)

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 from sp_kit import P4, P5, START, held, sp_term
 
-from models.errors import InputError
 from models.inputs import Inputs, load_inputs
 from models.plan import Plan
 from models.priceterms import terms_path_for, write_terms
@@ -248,13 +247,3 @@ def test_a_plan_written_before_savings_plans_still_loads(late_plan, tmp_path: Pa
     (tmp_path / "plan.json").write_text(json.dumps(data))
     assert read_document(tmp_path / "plan.json").savings_plans == []
     assert np.isfinite(plan.document.solver.bound_usd)
-
-
-def test_chargeback_refuses_a_plan_holding_savings_plans_rather_than_miss_their_cost(late_plan) -> None:
-    from models.chargeback import IdleRule, charge_plan
-
-    _inputs, plan = late_plan
-    assert plan.document.savings_plans
-    with pytest.raises(InputError, match="chargeback does not split between teams yet") as info:
-        charge_plan(plan, IdleRule.GUARANTEES)
-    assert info.value.where == "savings_plans"

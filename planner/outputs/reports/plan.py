@@ -525,6 +525,68 @@ def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+#: How the report names each savings-plan kind of plan.json (models/plan.py SavingsPlanCommitment.kind).
+SAVINGS_PLAN_KINDS = {
+    "savings-plan-compute": "AWS Compute Savings Plan",
+    "savings-plan-ec2-instance": "AWS EC2 Instance Savings Plan",
+    "savings-plan": "Azure savings plan for compute",
+}
+
+
+def _savings_plans(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any] | None:
+    """The savings plans held or bought (issue 38), None when the plan has none: each one's commitment,
+    how much of it covered nodes (utilization, as the clouds report it: spent over committed), what the
+    usage it covered would have cost on demand and so what it saved, and what it binds after the horizon.
+    The committed, spent and obligation figures are plan.json's; the saving is the covered savings_plan
+    rows of allocations.csv at the offerings' on-demand rates less what the plan spent on them."""
+    if not plan.savings_plans:
+        return None
+    hours = plan.horizon.period_hours
+    rows = alloc[alloc["tier"] == Tier.SAVINGS_PLAN]
+    at_on_demand: dict[str, float] = {}
+    for sp in plan.savings_plans:
+        mine = rows[rows["commitment"] == sp.name]
+        at_on_demand[sp.name] = sum(
+            float(nodes) * hours * (plan.offerings[str(o)].on_demand_usd_h or 0.0)
+            for o, nodes in mine.groupby("offering")["nodes"].sum().items()
+        )
+    table = Table(
+        ["savings plan", "kind", "term", "scope", "$/h", "hours in horizon", "committed", "spent",
+         "utilization", "covered usage at on demand", "saved", "obligation beyond horizon"],
+        [False, False, False, False, True, True, True, True, True, True, True, True],
+    )  # fmt: skip
+    plans = plan.savings_plans
+    committed, committed_total = money_column(sp.cost_in_horizon_usd for sp in plans)
+    spent, spent_total = money_column(sp.spent_usd for sp in plans)
+    value, value_total = money_column(at_on_demand[sp.name] for sp in plans)
+    saved, saved_total = money_column(at_on_demand[sp.name] - sp.spent_usd for sp in plans)
+    beyond, beyond_total = money_column(sp.obligation_beyond_horizon_usd for sp in plans)
+    for k, sp in enumerate(plans):
+        held_hours = sp.cost_in_horizon_usd / sp.usd_per_hour if sp.usd_per_hour > 0 else 0.0
+        utilization = sp.spent_usd / sp.cost_in_horizon_usd if sp.cost_in_horizon_usd > 0 else None
+        kind = SAVINGS_PLAN_KINDS.get(sp.kind, sp.kind) + (", held" if sp.existing else ", bought")
+        table.rows.append(
+            [sp.name, kind, str(sp.term), sp.scope, fmt_rate(sp.usd_per_hour), fmt_num(held_hours),
+             committed[k], spent[k], fmt_pct(utilization), value[k], saved[k], beyond[k]]
+        )  # fmt: skip
+    cost = sum(sp.cost_in_horizon_usd for sp in plans)
+    spent_usd = sum(sp.spent_usd for sp in plans)
+    net = sum(at_on_demand.values()) - cost
+    overall = fmt_pct(spent_usd / cost if cost > 0 else None)
+    table.total = ["Total", "", "", "", "", "", committed_total, spent_total, overall, value_total,
+                   saved_total, beyond_total]  # fmt: skip
+    unspent = max(cost - spent_usd, 0.0)
+    verdict = f"save {fmt_usd(net)} against paying" if net >= 0 else f"cost {fmt_usd(-net)} more than paying"
+    summary = (
+        f"Each hour a savings plan covers on-demand usage at its own rates, highest discount first, up to "
+        f"its commitment; the rest of the commitment is paid unspent ({fmt_usd(unspent)} in the horizon). "
+        f"Net of that, the savings plans {verdict} on demand for the usage they covered. They are "
+        "bought in the cloud's billing console or Savings Plans API, not by "
+        "gpuplan provision or Terraform; the nodes they cover run on demand."
+    )
+    return {"table": table, "summary": summary}
+
+
 TRAINING_HEADERS = [
     "job",
     "run",
@@ -1038,6 +1100,7 @@ def _context(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
         "head": _headline(plan),
         "costs": _costs(plan),
         "com": _commitments(plan, alloc),
+        "sp": _savings_plans(plan, alloc),
         "tr": _training(plan, alloc),
         "unserved": unserved_table(plan.unserved),
         "mig": _mig(plan),
