@@ -36,10 +36,18 @@ def plan(
     gap: Annotated[float, typer.Option(help="relative optimality gap at which to stop")] = 0.005,
     threads: Annotated[int | None, typer.Option(help="solver threads (default: the solver's choice)")] = None,
     block_hours: Annotated[
-        int | None, typer.Option(help="hours per block in which equal-demand periods merge (default 24)")
+        int | None,
+        typer.Option(
+            help="hours per block in which equal-demand periods merge (default: 168 on horizons of 8 weeks "
+            "or more, 24 on shorter ones, the whole horizon with no training; plan.json solver.block_hours)"
+        ),
     ] = None,
     start_grid_hours: Annotated[
-        int | None, typer.Option(help="training start grid, hours (default: the block length)")
+        int | None,
+        typer.Option(
+            help="training start grid, hours (default: the block length, at most 24; plan.json "
+            "solver.training_start_grid_hours)"
+        ),
     ] = None,
     method: Annotated[
         str,
