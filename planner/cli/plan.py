@@ -12,6 +12,7 @@ from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
 from models.plan import PlanDocument
 from models.tiers import Term
+from models.wording import plural
 from planner.cli.common import EXIT_SELF_CHECK, EXIT_UNSERVED, err, fail, out, progress_messages
 from planner.cli.verify import print_violations
 
@@ -229,7 +230,8 @@ def validate(
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     out.print(
-        f"{scenario}: ok ({len(loaded.inference)} services, {len(loaded.training)} training jobs / "
-        f"{len(runs)} runs, {len(loaded.teams)} teams, {len(catalog)} catalog offerings)",
+        f"{scenario}: ok ({plural(len(loaded.inference), 'service')}, "
+        f"{plural(len(loaded.training), 'training job')} / {plural(len(runs), 'run')}, "
+        f"{plural(len(loaded.teams), 'team')}, {plural(len(catalog), 'catalog offering')})",
         highlight=False,
     )

@@ -19,6 +19,7 @@ import typer
 from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
+from models.wording import plural
 from planner.cli.common import err, fail, out
 
 if TYPE_CHECKING:
@@ -319,8 +320,9 @@ def _print_actions(run: Provisioning, cloud: str, sim_state: Path | None, *, giv
     )
     inventory = run.document().inventory
     out.print(
-        f"inventory: {inventory['nodes']} nodes, {inventory['placement_groups']} placement groups, "
-        f"{inventory['reservations']} reservations tagged gpuplan-plan={desired.plan_id}",
+        f"inventory: {plural(inventory['nodes'], 'node')}, "
+        f"{plural(inventory['placement_groups'], 'placement group')}, "
+        f"{plural(inventory['reservations'], 'reservation')} tagged gpuplan-plan={desired.plan_id}",
         highlight=False,
     )
     for action in run.actions:
@@ -345,10 +347,13 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
     delta = fleet_usd_per_hour(run.actions)
     if run.actions:
         parts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        out.print(f"{len(run.actions)} actions: {parts} (fleet {_money(delta)}/h)", highlight=False)
+        out.print(f"{plural(len(run.actions), 'action')}: {parts} (fleet {_money(delta)}/h)", highlight=False)
     elif run.held_back:
         held = sum(h.held for h in run.held_back)
-        out.print(f"0 actions now: {held} terminations held back by the disruption budget", highlight=False)
+        out.print(
+            f"0 actions now: {plural(held, 'termination')} held back by the disruption budget",
+            highlight=False,
+        )
     else:
         out.print(
             f"0 actions: the fleet matches the plan at {run.desired.at:%Y-%m-%dT%H:%M}Z", highlight=False
