@@ -59,5 +59,7 @@ def test_help_fits_80_columns_whole(path: tuple[str, ...], command: Any) -> None
 
 
 def test_a_colon_range_is_not_an_emoji() -> None:
-    result = CliRunner().invoke(app, ["simulate", "openb", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    result = CliRunner().invoke(
+        app, ["simulate", "openb", "--help"], env={"COLUMNS": "80"}, terminal_width=80
+    )
     assert "50:100:5" in result.output, result.output
