@@ -9,6 +9,7 @@ carries the client token a cloud dedupes its create by, and lists the actions it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
 from typing import Final, Literal
@@ -27,6 +28,7 @@ __all__ = [
     "ActionPlan",
     "ActionResult",
     "RecommendedPurchase",
+    "fleet_usd_per_hour",
     "read_actions",
 ]
 
@@ -157,6 +159,14 @@ class ActionPlan(_Frozen):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2, by_alias=True) + "\n"
+
+
+def fleet_usd_per_hour(actions: Iterable[Action]) -> float:
+    """What the actions change the fleet's bill by, USD per hour: the sum of every action's own
+    ``usd_per_hour``, whatever its kind. A reservation bills from when it is made (a launch into it adds
+    nothing), so a sum over launches and terminations alone missed it and printed "+$0.00/h" under a
+    "+$880.64/h" reservation; summing every listed delta keeps the summary equal to the lines above it."""
+    return sum((a.usd_per_hour or 0.0) for a in actions)
 
 
 def read_actions(path: str | Path) -> ActionPlan:

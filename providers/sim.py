@@ -22,8 +22,9 @@ behaves like one where it matters to a provisioner:
   units one node of each ``"OFFERING/capacity"`` uses; their usage is what the live nodes use.
 
 The file is locked (``fcntl``) for each call and replaced atomically, so concurrent runs and a killed
-process never leave it half-written. The default file is ``$XDG_STATE_HOME/gpuplan/sim-cloud.json``
-(``~/.local/state/...``).
+process never leave it half-written. The default file is one per plan,
+``$XDG_STATE_HOME/gpuplan/sim-cloud/<plan id>.json`` (``~/.local/state/...``): two plans tried side by
+side do not share a simulated account (its quotas, capacity and faults), as they would share one file.
 """
 
 from __future__ import annotations
@@ -99,9 +100,13 @@ _DEFAULT_SETTINGS: Final = {"boot_seconds": 90.0, "api_latency_seconds": 0.02}
 SPOT_WARNING: Final = timedelta(minutes=2)
 
 
-def default_state_path() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpuplan" / "sim-cloud.json"
+def default_state_path(plan_id: str | None = None) -> Path:
+    """The simulated cloud's file for the plan ``plan_id`` (its resources' ``gpuplan-plan`` tag), so each
+    plan gets its own simulated account; ``sim-cloud.json`` beside them when no plan is named."""
+    base = Path(os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")) / "gpuplan"
+    if plan_id is None:
+        return base / "sim-cloud.json"
+    return base / "sim-cloud" / f"{safe_name(plan_id)}.json"
 
 
 def _now() -> datetime:

@@ -38,9 +38,15 @@ from planner.cli.whatif import whatif
 
 __all__ = ["app", "main"]
 
+#: Help is click's plain text, not Rich's panels: Rich's option table cut option names to fit 80 columns
+#: (``--clusters-per-blo…``) and read ``:100:`` in ``50:100:5`` as an emoji code (``50💯5``); click wraps
+#: the descriptions and prints the names and examples as written (tests/e2e/test_help_80_columns.py).
+PLAIN_HELP = None
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
     help="Plan GPU capacity on AWS, GCP and Azure: reserved (1y/3y), on-demand and spot, at minimum cost.",
 )
 app.add_typer(simulate_app, name="simulate")
@@ -49,7 +55,11 @@ app.command()(plan)
 app.command()(whatif)
 app.command()(breakeven)
 app.command()(demand)
-catalog_app = typer.Typer(invoke_without_command=True, help=(catalog.__doc__ or "").split("\n\n")[0])
+catalog_app = typer.Typer(
+    invoke_without_command=True,
+    rich_markup_mode=PLAIN_HELP,
+    help=(catalog.__doc__ or "").split("\n\n")[0],
+)
 catalog_app.callback()(catalog)
 catalog_app.command("fetch")(fetch)
 app.add_typer(catalog_app, name="catalog")

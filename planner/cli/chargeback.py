@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
+from models.wording import plural
 from planner.cli.common import fail, out
 
 __all__ = ["chargeback"]
@@ -98,8 +99,9 @@ def chargeback(
     status = "reconciles to the cent" if abs(gap) < CENT else f"DOES NOT reconcile (off by ${gap:,.2f})"
     teams = result.rows.groupby("team")["cost_usd"].sum()
     out.print(
-        f"chargeback ({result.source}, idle rule {rule}): ${result.total_usd:,.2f} over {len(teams)} teams, "
-        f"{len(result.rows)} rows; {status} with ${result.expected_total_usd:,.2f}",
+        f"chargeback ({result.source}, idle rule {rule}): ${result.total_usd:,.2f} over "
+        f"{plural(len(teams), 'team')}, "
+        f"{plural(len(result.rows), 'row')}; {status} with ${result.expected_total_usd:,.2f}",
         highlight=False,
     )
     for team, usd in teams.items():

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from models.errors import GpuplanError, InputError
+from models.errors import GpuplanError
 from planner.cli.common import fail, out
 
 __all__ = ["daemon"]
@@ -43,7 +43,7 @@ def daemon(
 
     from models.inputs import load_inputs
     from planner.cli.provision import parse_time
-    from planner.operations.daemon.config import check_database, load_config
+    from planner.operations.daemon.config import check_database, check_extra, load_config
     from providers.config import load_provider_config
 
     try:
@@ -52,7 +52,7 @@ def daemon(
             loaded = loaded.model_copy(update={"apply": True})
         load_inputs(loaded.scenario_path)  # the scenario reads and validates, as gpuplan validate does
         load_provider_config(loaded.settings_path)  # every section, the clouds not in use too
-        _require_the_extra()
+        check_extra(loaded.database_url)  # the [daemon] extra imports: --check fails where --once would
         # the database opens (or its SQLite directory takes the file): a wrong password is one line now,
         # not six retries and a failed first job; --check and a run check the same things
         database = check_database(config, loaded)
@@ -81,17 +81,3 @@ def daemon(
         run_forever(running)
     except GpuplanError as exc:  # a cloud error exits 6, bad input 2 (``fail``)
         raise fail(exc) from None
-
-
-def _require_the_extra() -> None:
-    """The daemon's libraries are an extra: a clear line naming it, not an ImportError's traceback."""
-    import importlib
-
-    missing = []
-    for module in ("apscheduler", "sqlalchemy", "prometheus_client"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            missing.append(module)
-    if missing:
-        raise InputError(None, "daemon", f"needs {', '.join(missing)}: pip install 'gpuplan[daemon]'")

@@ -12,6 +12,7 @@ from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
 from models.plan import PlanDocument
 from models.tiers import Term
+from models.wording import plural
 from planner.cli.common import EXIT_SELF_CHECK, EXIT_UNSERVED, err, fail, out, progress_messages
 from planner.cli.verify import print_violations
 
@@ -36,10 +37,18 @@ def plan(
     gap: Annotated[float, typer.Option(help="relative optimality gap at which to stop")] = 0.005,
     threads: Annotated[int | None, typer.Option(help="solver threads (default: the solver's choice)")] = None,
     block_hours: Annotated[
-        int | None, typer.Option(help="hours per block in which equal-demand periods merge (default 24)")
+        int | None,
+        typer.Option(
+            help="hours per block in which equal-demand periods merge (default: 168 on horizons of 8 weeks "
+            "or more, 24 on shorter ones, the whole horizon with no training; plan.json solver.block_hours)"
+        ),
     ] = None,
     start_grid_hours: Annotated[
-        int | None, typer.Option(help="training start grid, hours (default: the block length)")
+        int | None,
+        typer.Option(
+            help="training start grid, hours (default: the block length, at most 24; plan.json "
+            "solver.training_start_grid_hours)"
+        ),
     ] = None,
     method: Annotated[
         str,
@@ -221,7 +230,8 @@ def validate(
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     out.print(
-        f"{scenario}: ok ({len(loaded.inference)} services, {len(loaded.training)} training jobs / "
-        f"{len(runs)} runs, {len(loaded.teams)} teams, {len(catalog)} catalog offerings)",
+        f"{scenario}: ok ({plural(len(loaded.inference), 'service')}, "
+        f"{plural(len(loaded.training), 'training job')} / {plural(len(runs), 'run')}, "
+        f"{plural(len(loaded.teams), 'team')}, {plural(len(catalog), 'catalog offering')})",
         highlight=False,
     )

@@ -1,8 +1,9 @@
 """`gpuplan provision`: make a fleet match a plan, as `terraform plan` / `apply` do for infrastructure.
 
 A dry run (the default) reads the provider's inventory, prints the actions that would make the fleet match
-the plan at ``--at`` and writes them to ``actions.json``; ``--apply`` executes them. Commitment purchases
-are listed, never made.
+the plan at ``--at`` and writes them to ``actions.json`` (``--actions``; by default in ``<plan
+dir>.provision/`` beside the plan, never into the plan directory it reads, so a dry run leaves the plan as
+it was); ``--apply`` executes them. Commitment purchases are listed, never made.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typer
 from rich.markup import escape
 
 from models.errors import GpuplanError, InputError
+from models.wording import plural
 from planner.cli.common import err, fail, out
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from planner.operations.provision import Provisioning
     from providers.base import Provider
 
-__all__ = ["parse_time", "provision"]
+__all__ = ["default_actions_path", "parse_time", "provision"]
 
 #: Loggers of the SDKs: warnings only (their INFO and DEBUG lines carry request details we do not need).
 _QUIET_LOGGERS = ("botocore", "boto3", "urllib3", "azure", "google", "msal", "werkzeug")
@@ -61,7 +63,8 @@ def provision(
     sim_state: Annotated[
         Path | None,
         typer.Option(
-            help="state file of the simulated cloud (default: $XDG_STATE_HOME/gpuplan/sim-cloud.json)"
+            help="state file of the simulated cloud (default: one per plan, "
+            "$XDG_STATE_HOME/gpuplan/sim-cloud/PLAN_ID.json)"
         ),
     ] = None,
     lead_hours: Annotated[
@@ -80,7 +83,11 @@ def provision(
         ),
     ] = False,
     actions: Annotated[
-        Path | None, typer.Option(help="where to write the action list (default: PLAN_DIR/actions.json)")
+        Path | None,
+        typer.Option(
+            help="where to write the action list (default: PLAN_DIR.provision/actions.json, beside the "
+            "plan: the plan directory is never written)"
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print actions.json instead of the table")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no log of each call on stderr")] = False,
@@ -139,7 +146,8 @@ def provision(
         loaded = Plan.read(plan_dir)
         when, note = _when(at, loaded)
         config = load_provider_config(provider_config)
-        provider = open_provider(cloud.lower(), config, config_path=provider_config, sim_state=sim_state)
+        state = sim_state if sim_state is not None or cloud.lower() != "sim" else _default_sim_state(loaded)
+        provider = open_provider(cloud.lower(), config, config_path=provider_config, sim_state=state)
         run = prepare(
             loaded,
             provider,
@@ -153,9 +161,9 @@ def provision(
         raise fail(exc) from None
     if note:
         run.notes.insert(0, note)
-    target = actions if actions is not None else plan_dir / "actions.json"
+    target = actions if actions is not None else default_actions_path(plan_dir)
     if not as_json:
-        _print_actions(run, cloud.lower(), sim_state if cloud.lower() == "sim" else None)
+        _print_actions(run, cloud.lower(), state, given=sim_state is not None)
     if apply_ and run.actions:
         apply(run, provider, on_result=None if as_json else _print_result)
     _write(target, run)
@@ -170,6 +178,21 @@ def provision(
         )
     if run.failed() or blocks_failed:
         raise typer.Exit(1)
+
+
+def default_actions_path(plan_dir: Path) -> Path:
+    """``PLAN_DIR.provision/actions.json``: beside the plan, never in it. A plan directory is the output of
+    ``gpuplan plan`` (hashed, verified, maybe under version control); a dry run must leave it as it was."""
+    named = plan_dir if plan_dir.name not in ("", ".", "..") else plan_dir.resolve()
+    return named.with_name(f"{named.name}.provision") / "actions.json"
+
+
+def _default_sim_state(plan: Plan) -> Path:
+    """The simulated cloud's file for this plan: one per plan id, so plans never share a simulated account."""
+    from planner.outputs.desired import plan_id_of
+    from providers.sim import default_state_path
+
+    return default_state_path(plan_id_of(plan.document))
 
 
 def _capacity_blocks(
@@ -285,13 +308,11 @@ def _money(value: float | None) -> str:
     return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
 
 
-def _print_actions(run: Provisioning, cloud: str, sim_state: Path | None) -> None:
+def _print_actions(run: Provisioning, cloud: str, sim_state: Path | None, *, given: bool) -> None:
     desired = run.desired
-    where = f" (state {sim_state})" if sim_state is not None else ""
-    if cloud == "sim" and sim_state is None:
-        from providers.sim import default_state_path
-
-        where = f" (a simulated cloud, state {default_state_path()})"
+    where = ""
+    if cloud == "sim" and sim_state is not None:
+        where = f" (state {sim_state})" if given else f" (a simulated cloud, state {sim_state})"
     out.print(
         f"gpuplan provision: plan {desired.plan_id} at {desired.at:%Y-%m-%dT%H:%M}Z "
         f"(period {desired.period}) on {cloud}{where}",
@@ -299,8 +320,9 @@ def _print_actions(run: Provisioning, cloud: str, sim_state: Path | None) -> Non
     )
     inventory = run.document().inventory
     out.print(
-        f"inventory: {inventory['nodes']} nodes, {inventory['placement_groups']} placement groups, "
-        f"{inventory['reservations']} reservations tagged gpuplan-plan={desired.plan_id}",
+        f"inventory: {plural(inventory['nodes'], 'node')}, "
+        f"{plural(inventory['placement_groups'], 'placement group')}, "
+        f"{plural(inventory['reservations'], 'reservation')} tagged gpuplan-plan={desired.plan_id}",
         highlight=False,
     )
     for action in run.actions:
@@ -320,13 +342,18 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
     kinds: dict[str, int] = {}
     for action in run.actions:
         kinds[action.kind] = kinds.get(action.kind, 0) + 1
-    delta = sum(a.usd_per_hour or 0.0 for a in run.actions if a.kind in ("launch", "terminate"))
+    from models.actions import fleet_usd_per_hour
+
+    delta = fleet_usd_per_hour(run.actions)
     if run.actions:
         parts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        out.print(f"{len(run.actions)} actions: {parts} (fleet {_money(delta)}/h)", highlight=False)
+        out.print(f"{plural(len(run.actions), 'action')}: {parts} (fleet {_money(delta)}/h)", highlight=False)
     elif run.held_back:
         held = sum(h.held for h in run.held_back)
-        out.print(f"0 actions now: {held} terminations held back by the disruption budget", highlight=False)
+        out.print(
+            f"0 actions now: {plural(held, 'termination')} held back by the disruption budget",
+            highlight=False,
+        )
     else:
         out.print(
             f"0 actions: the fleet matches the plan at {run.desired.at:%Y-%m-%dT%H:%M}Z", highlight=False

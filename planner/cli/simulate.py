@@ -26,6 +26,7 @@ from planner.cli.common import err, fail, progress_messages
 simulate_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help, as every gpuplan command (planner/cli/app.py PLAIN_HELP)
     help="Replay job traces on a GPU fleet: naive, best-fit and workload-aware scheduling side by side.",
 )
 out = Console()

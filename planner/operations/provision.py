@@ -23,6 +23,7 @@ from typing import Final
 from models.actions import Action, ActionKind, ActionPlan, ActionResult
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
+from models.wording import plural
 from planner.operations.capacity_blocks import CAPACITY_BLOCK_MAX_NODES, block_duration_hours
 from planner.operations.quotas import check_quotas, quota_keys
 from planner.operations.reconcile import (
@@ -324,7 +325,7 @@ def _fell_back(
     capacity for it on demand either, the last step of the order is named: the Capacity Blocks the
     cloud offers for the gang (listing buys nothing; buying one stays a person's decision)."""
     if result.status == "done":
-        return result.model_copy(update={"message": f"{why}; {len(result.made)} nodes running"})
+        return result.model_copy(update={"message": f"{why}; {plural(len(result.made), 'node')} running"})
     message = f"{why}, which failed too: {result.message}"
     if result.error_kind == "insufficient-capacity" and supports(provider, Capability.CAPACITY_BLOCKS):
         message += "; " + _block_offers(sent, provider, [by_id[d] for d in blocking])
@@ -441,5 +442,5 @@ def _failure(action: Action, exc: ProviderError) -> str:
     if action.kind is ActionKind.LAUNCH:
         what = "gang" if action.run else "pool"
         short = action.count - len(exc.launched)
-        return f"{what} {action.target} is short {short} nodes ({exc.kind}): {exc}"
+        return f"{what} {action.target} is short {plural(short, 'node')} ({exc.kind}): {exc}"
     return f"{exc.kind}: {exc}"

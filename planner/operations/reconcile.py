@@ -43,6 +43,7 @@ from models.actions import Action, ActionKind
 from models.naming import TAG_STANDS_IN, client_token, managed_by_terraform, safe_name
 from models.numbers import strict_float
 from models.tiers import CapacityType
+from models.wording import plural
 from planner.outputs.desired import DesiredState, reservation_name
 from providers.base import Inventory, Node
 
@@ -195,7 +196,7 @@ def reconcile(
                 run=gang.run,
                 fabric=gang.fabric,
                 token=client_token(plan_id, "placement-group", gang.placement_group),
-                reason=f"{gang.run} ({gang.nodes} nodes) starts {gang.start:%Y-%m-%d %H:%M}Z",
+                reason=f"{gang.run} ({plural(gang.nodes, 'node')}) starts {gang.start:%Y-%m-%d %H:%M}Z",
             )
             group_action[gang.run] = made.id
     reservation_action: dict[str, int] = {}
@@ -213,7 +214,8 @@ def reconcile(
                 placement_group=gang.placement_group,
                 token=client_token(plan_id, "reservation", name, gang.nodes),
                 depends_on=_ids(group_action.get(gang.run)),
-                reason=f"holds {gang.nodes} nodes for {gang.run}, billed at on demand until its nodes use it",
+                reason=f"holds {plural(gang.nodes, 'node')} for {gang.run}, billed at on demand until its "
+                "nodes use it",
                 usd_per_hour=_per_hour(build.price(gang.offering, CapacityType.ON_DEMAND), gang.nodes),
                 ends=gang.end + RESERVATION_MARGIN,
             )
@@ -244,7 +246,8 @@ def reconcile(
                 plan_id, "launch", gang.run, period, have, gang.nodes, _members(by_run[gang.run])
             ),
             depends_on=_ids(group_action.get(gang.run), reservation_action.get(gang.run)),
-            reason=f"{gang.run} runs until {gang.end:%Y-%m-%d %H:%M}Z on {gang.nodes} nodes; {have} running",
+            reason=f"{gang.run} runs until {gang.end:%Y-%m-%d %H:%M}Z on {plural(gang.nodes, 'node')}; "
+            f"{have} running",
             # nodes launched into a reservation add nothing: the reservation is billed already
             usd_per_hour=None if reserved else _per_hour(build.price(gang.offering, gang.capacity), count),
         )
@@ -266,7 +269,7 @@ def reconcile(
                 token=client_token(
                     plan_id, "launch", pool.pool, period, start, start + count, _members(by_pool[pool.pool])
                 ),
-                reason=f"the plan holds {pool.nodes} nodes in period {period}; {have} running",
+                reason=f"the plan holds {plural(pool.nodes, 'node')} in period {period}; {have} running",
                 usd_per_hour=_per_hour(build.price(pool.offering, pool.capacity), count),
             )
             launches_of[pool.offering].append(made.id)
@@ -308,7 +311,7 @@ def reconcile(
             *launches_of.get(offering, ()),
             *(i for p in stood_for for i in launches_of[wanted[p].offering]),
         }
-        reason = f"the plan holds {want} nodes in period {period}; {len(nodes)} running"
+        reason = f"the plan holds {plural(want, 'node')} in period {period}; {len(nodes)} running"
         if name not in wanted:
             reason = f"the plan holds no nodes in this pool in period {period}; {len(nodes)} running"
         if risky:

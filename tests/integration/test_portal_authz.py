@@ -47,6 +47,7 @@ EXPECTED: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("GET", "/api/v1/openapi.json"): (200, 200, 200, 200),
     ("GET", "/assets/plotly.min.js"): (200, 200, 200, 200),
     ("GET", "/assets/portal.css"): (200, 200, 200, 200),
+    ("GET", "/favicon.ico"): (200, 200, 200, 200),
     ("GET", "/login"): (200, 200, 200, 200),
     ("POST", "/login"): (303, 303, 303, 303),  # team A's lead's credentials, from any client
     ("POST", "/logout"): (303, 303, 303, 303),

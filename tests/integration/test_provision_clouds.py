@@ -212,6 +212,11 @@ def _no_secret(*texts: str) -> None:
             assert value not in text, f"{name}'s value leaked"
 
 
+def _actions_of(plan_dir: Path) -> Path:
+    """Where a provision without --actions writes: beside the plan, never in it."""
+    return plan_dir.with_name(f"{plan_dir.name}.provision") / "actions.json"
+
+
 def _plan_for(stand: Stand, week_plan: Callable[[str], Path], tmp_path: Path) -> tuple[Path, str, Plan]:
     import shutil
 
@@ -234,7 +239,7 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     assert code == 0, dry
     assert "dry run: nothing was changed" in dry
     assert stand.created() == {"nodes": [], "groups": [], "reservations": [], "writes": 0}
-    document = ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8"))
+    document = ActionPlan.model_validate_json(_actions_of(plan_dir).read_text(encoding="utf-8"))
     gang = next(t for t in plan.document.training if t.nodes > 1)
     groups = [a for a in document.actions if a.kind == "create-placement-group"]
     assert [(g.run, g.fabric, g.count) for g in groups] == [
@@ -261,9 +266,7 @@ def test_dry_run_then_apply_then_nothing_left_to_do(
     assert "0 actions: the fleet matches the plan" in again
     assert stand.created() == made  # nothing created, nothing changed, nothing sent but reads
     logs = capfd.readouterr()
-    _no_secret(
-        dry, applied, again, logs.out, logs.err, (plan_dir / "actions.json").read_text(encoding="utf-8")
-    )
+    _no_secret(dry, applied, again, logs.out, logs.err, _actions_of(plan_dir).read_text(encoding="utf-8"))
 
 
 def _held(cloud: str, made: dict[str, Any]) -> dict[str, int]:
@@ -325,7 +328,7 @@ def test_a_short_pool_fails_its_action_names_the_pool_and_the_rest_is_done(
     plan_dir, at, _ = _plan_for(sim_stand, week_plan, tmp_path)
     base = ["provision", str(plan_dir), "--cloud", "sim", "--at", at, *sim_stand.flags]
     _, _ = _run(base)
-    document = ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8"))
+    document = ActionPlan.model_validate_json(_actions_of(plan_dir).read_text(encoding="utf-8"))
     spot = next(a for a in document.actions if a.kind == "launch" and a.capacity == "spot")
     sim = SimProvider(Path(sim_stand.flags[1]))
     sim.inject_fault("launch", "insufficient-capacity", match=spot.target)
@@ -352,7 +355,7 @@ def test_a_failed_placement_group_skips_only_its_gang(
         ["provision", str(plan_dir), "--cloud", "sim", "--at", at, *sim_stand.flags, "--apply"]
     )
     assert code == 1
-    document = ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8"))
+    document = ActionPlan.model_validate_json(_actions_of(plan_dir).read_text(encoding="utf-8"))
     status = {a.kind: document.results[a.id].status for a in document.actions if a.run and a.kind != "launch"}
     assert status == {"create-placement-group": "failed", "create-reservation": "skipped"}
     gang_launch = next(a for a in document.actions if a.kind == "launch" and a.run)
@@ -447,8 +450,9 @@ def test_without_at_a_plan_that_has_not_started_is_provisioned_from_its_start(
     assert code == 0, output
     assert "is before the plan's horizon: provisioning its start" in output
     assert "at 2027-02-01T00:00Z (period 0) on sim" in output
-    assert (tmp_path / "state" / "gpuplan" / "sim-cloud.json").exists()
-    assert ActionPlan.model_validate_json((plan_dir / "actions.json").read_text(encoding="utf-8")).period == 0
+    assert (tmp_path / "state" / "gpuplan" / "sim-cloud" / "mixed-fleet-week-aws.json").exists()
+    assert not (plan_dir / "actions.json").exists()  # never into the plan it reads
+    assert ActionPlan.model_validate_json(_actions_of(plan_dir).read_text(encoding="utf-8")).period == 0
 
 
 def test_an_aws_stockout_and_quota_are_clear_failures(

@@ -46,6 +46,7 @@ __all__ = [
     "JobSchedule",
     "check_database",
     "check_database_url",
+    "check_extra",
     "load_config",
     "read_config",
 ]
@@ -421,6 +422,40 @@ def _program(path: Path, config: DaemonConfig, word: str) -> str:
     if not os.access(program, os.X_OK):
         raise InputError(path, where, f"{program} is not executable (chmod +x)")
     return str(program)
+
+
+#: What ``pip install 'gpuplan[daemon]'`` brings (pyproject.toml): the module each import name needs.
+DAEMON_EXTRA: Final = {
+    "apscheduler": "apscheduler",  # the schedule (planner/operations/daemon/scheduler.py)
+    "sqlalchemy": "sqlalchemy",  # the state, journal and events (store.py)
+    "prometheus_client": "prometheus-client",  # /metrics (metrics.py)
+}
+
+
+def check_extra(database_url: str | None = None) -> None:
+    """InputError naming the ``[daemon]`` extra when a module the daemon runs on does not import.
+
+    ``--check`` must fail where ``--once`` would: a config can be valid while the daemon's own libraries
+    are missing (a plain ``pip install gpuplan``), and a PostgreSQL database needs psycopg2 besides.
+    Each module is imported, not just looked up, so a broken install is caught too.
+    """
+    import importlib
+
+    wanted = dict(DAEMON_EXTRA)
+    if database_url is not None and database_url.startswith("postgresql"):
+        wanted["psycopg2"] = "psycopg2-binary"  # the store's PostgreSQL driver
+    missing = []
+    for module, package in wanted.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    if missing:
+        raise InputError(
+            None,
+            "daemon",
+            f"needs {', '.join(missing)}, not installed: pip install 'gpuplan[daemon]' (the daemon's extra)",
+        )
 
 
 def check_database(path: str | Path, config: DaemonConfig) -> str:

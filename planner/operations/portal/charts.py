@@ -32,6 +32,7 @@ def usage_chart(
     fig.update_layout(
         title=f"GPUs of {team} over time (plan)",
         yaxis_title="GPUs",
+        yaxis_rangemode="tozero",  # a GPU count read against zero: an axis from 40 makes 48 look double
         height=360,
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )

@@ -15,6 +15,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from models.chargeback import CHARGEBACK_COLUMNS, IDLE_PROJECT, SCHEMA, Chargeback
+from models.wording import cents_adding_up
 from planner.outputs.reports.kit import (
     TIER_COLORS,
     Table,
@@ -76,7 +77,12 @@ def chargeback_document(result: Chargeback, scenario: str, month: str | None) ->
 
 def write_chargeback(result: Chargeback, scenario: str, month: str | None, directory: Path) -> None:
     """chargeback.csv, chargeback.json and chargeback.html into ``directory``."""
-    result.rows[list(CHARGEBACK_COLUMNS)].to_csv(directory / "chargeback.csv", index=False)
+    rows = result.rows[list(CHARGEBACK_COLUMNS)].copy()
+    for column in ("cost_usd", "idle_usd", "list_usd"):  # in cents that still add up to the total
+        rows[column] = cents_adding_up(rows[column])
+    for column in ("usd_per_gpu_hour", "usd_per_work_gpu_hour"):
+        rows[column] = rows[column].round(2)
+    rows.to_csv(directory / "chargeback.csv", index=False)
     document = chargeback_document(result, scenario, month)
     (directory / "chargeback.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     (directory / "chargeback.html").write_text(render_chargeback_html(result, document), encoding="utf-8")
