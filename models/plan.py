@@ -352,6 +352,11 @@ class Commitment(_PlanPart):
         return self.nodes * self.usd_per_node_hour * HOURS_PER_YEAR
 
 
+SavingsPlanContractKind = Literal[
+    "savings-plan-compute", "savings-plan-ec2-instance", "savings-plan", "committed-use"
+]
+
+
 class SavingsPlanCommitment(_PlanPart):
     """A savings plan (issue 38): ``usd_per_hour`` committed from ``start`` to ``end``, held already
     (``existing``) or bought by the plan. Each hour of ``start_period`` to ``end_period`` it covers on-demand
@@ -360,12 +365,16 @@ class SavingsPlanCommitment(_PlanPart):
     cost is ``cost_in_horizon_usd``, spent or not."""
 
     name: str = Field(min_length=1, description="names it in allocations.csv's commitment column")
-    kind: Literal["savings-plan-compute", "savings-plan-ec2-instance", "savings-plan"] = Field(
-        description="AWS Compute, AWS EC2 Instance, or an Azure savings plan for compute"
+    kind: SavingsPlanContractKind = Field(
+        description="AWS Compute, AWS EC2 Instance, an Azure savings plan for compute, or GCP "
+        "resource-based committed use (GPUs of one model in one region, shared by the machine types with it)"
     )
     term: Term
-    scope: str = Field(description="compute, azure, or ec2-instance FAMILY REGION")
+    scope: str = Field(description="compute, azure, ec2-instance FAMILY REGION or gcp-resource GPU REGION")
     usd_per_hour: Usd = Field(description="the commitment, USD per hour")
+    gpus: Count | None = Field(
+        None, description="committed-use only: the GPUs committed (with their vCPUs and memory)"
+    )
     rates: dict[str, Usd] = Field(description="offering id -> its savings-plan rate, USD per node-hour")
     existing: bool = Field(False, description="held before the plan (scenario savings_plans:), not bought")
     start: UtcTime = Field(description="when its term starts")

@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import numpy as np
 
+from models.tiers import TERM_TIER, Term
+
 if TYPE_CHECKING:
+    from models.catalog import Offering
     from models.priceterms import PriceTerm
 
 K = TypeVar("K")
@@ -40,16 +43,20 @@ __all__ = [
     "budget_row",
     "cover_row",
     "coverage_order",
+    "plan_groups",
     "rate_groups",
+    "resource_groups",
 ]
 
-PlanKind = Literal["savings-plan-ec2-instance", "savings-plan-compute", "savings-plan"]
+PlanKind = Literal["savings-plan-ec2-instance", "savings-plan-compute", "savings-plan", "committed-use"]
 #: The order the kinds apply in each hour: EC2 Instance plans first, then Compute (AWS); Azure's plans
-#: apply after reservations, as one kind.
+#: apply after reservations, as one kind; GCP's resource-based committed use (:func:`resource_groups`) is
+#: the only kind on its offerings.
 APPLY_ORDER: Final[dict[str, int]] = {
     "savings-plan-ec2-instance": 0,
     "savings-plan-compute": 1,
     "savings-plan": 1,
+    "committed-use": 0,
 }
 
 
@@ -151,6 +158,9 @@ class RateGroup:
     term_years: int
     scope: str
     rates: Mapping[str, float]
+    #: Resource-based committed use: the price of one GPU committed (with its vCPUs and memory), USD per
+    #: hour; amounts are whole GPUs. None for savings plans (any amount, in $0.001 steps).
+    unit_usd_per_hour: float | None = None
 
     @property
     def name(self) -> str:
@@ -165,6 +175,8 @@ def rate_groups(terms: Iterable[PriceTerm]) -> list[RateGroup]:
     for term in terms:
         if term.kind not in APPLY_ORDER or term.payment not in ("no-upfront", "") or not term.term_years:
             continue
+        if term.kind == "committed-use":  # per machine in the terms file; grouped by resource_groups
+            continue
         scope = term.kind.removeprefix("savings-plan-") if term.kind != "savings-plan" else "azure"
         if term.kind == "savings-plan-ec2-instance":
             _cloud, region, instance_type = term.offering.split(":", 2)
@@ -175,6 +187,41 @@ def rate_groups(terms: Iterable[PriceTerm]) -> list[RateGroup]:
         RateGroup(kind=kind, term_years=years, scope=scope, rates=rates)  # type: ignore[arg-type]
         for (kind, years, scope), rates in sorted(grouped.items())
     ]
+
+
+def resource_groups(offerings: Iterable[Offering], years: Iterable[int] = (1, 3)) -> list[RateGroup]:
+    """GCP resource-based committed use (issue 38, point 3): GCP sells commitments for GPU machine series as
+    resources (GPUs of one model in one region, with the vCPUs and memory that go with them), not per
+    machine type, so every machine type with that GPU in that region draws on one commitment. One group
+    per GPU model, region and term (scope ``gcp-resource MODEL REGION``), each machine type at its
+    committed-use price per node (the catalog's 1y/3y price, assembled from the GPU, vCPU and memory
+    commitment SKUs: https://cloud.google.com/compute/docs/instances/committed-use-discounts-overview).
+    Those prices are proportional to the GPUs (a2-highgpu-8g is 8 x a2-highgpu-1g), so a budget of G x
+    the price of one GPU covers G GPUs of any of them; one GPU's price is the lowest per GPU in the group."""
+    grouped: dict[tuple[int, str], dict[str, float]] = {}
+    unit: dict[tuple[int, str], float] = {}
+    for offering in offerings:
+        if offering.cloud != "gcp":
+            continue
+        for term_years in years:
+            price = offering.price(TERM_TIER[Term.ONE_YEAR if term_years == 1 else Term.THREE_YEARS])
+            if price is None or price <= 0:
+                continue
+            key = (term_years, f"gcp-resource {offering.gpu_model} {offering.region}")
+            grouped.setdefault(key, {})[offering.id] = price
+            per_gpu = price / offering.gpus_per_node
+            unit[key] = min(per_gpu, unit.get(key, per_gpu))
+    return [
+        RateGroup(kind="committed-use", term_years=term_years, scope=scope, rates=rates,
+                  unit_usd_per_hour=unit[(term_years, scope)])
+        for (term_years, scope), rates in sorted(grouped.items())
+    ]  # fmt: skip
+
+
+def plan_groups(terms: Iterable[PriceTerm], offerings: Iterable[Offering]) -> list[RateGroup]:
+    """Every dollar-per-hour commitment a catalog prices: its savings plans (:func:`rate_groups`, from the
+    terms file) and GCP's resource-based committed use (:func:`resource_groups`, from its offerings)."""
+    return [*rate_groups(terms), *resource_groups(offerings)]
 
 
 def cover_row(covers: Sequence[K], on_demand: K) -> list[tuple[K, float]]:

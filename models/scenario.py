@@ -204,16 +204,20 @@ PurchaseSchedule = Literal["horizon", "quarterly", "monthly"]
 
 
 #: The savings plans a scenario may buy or hold (issue 38): an AWS Compute Savings Plan (any instance type
-#: and region it prices), an AWS EC2 Instance Savings Plan (one instance family in one region) or an Azure
-#: savings plan for compute. Each is a commitment of USD per hour, not of nodes
-#: (``models/savingsplans.py``).
-SavingsPlanKind = Literal["compute", "ec2-instance", "azure"]
+#: and region it prices), an AWS EC2 Instance Savings Plan (one instance family in one region), an Azure
+#: savings plan for compute, or GCP resource-based committed use (``gcp-resource``: GPUs of one model in
+#: one region, with their vCPUs and memory, shared by every machine type with that GPU; bought in whole
+#: GPUs). Each is billed as a commitment of USD per hour, not of nodes (``models/savingsplans.py``).
+SavingsPlanKind = Literal["compute", "ec2-instance", "azure", "gcp-resource"]
 #: A scenario's kind -> the kind of its rates in a catalog's terms file (``models/priceterms.py``).
 SAVINGS_PLAN_TERM_KIND: dict[str, str] = {
     "compute": "savings-plan-compute",
     "ec2-instance": "savings-plan-ec2-instance",
     "azure": "savings-plan",
+    "gcp-resource": "committed-use",
 }
+#: Kinds whose scope is one family (EC2: an instance family; GCP: a GPU model) in one region.
+SCOPED_KINDS: tuple[str, ...] = ("ec2-instance", "gcp-resource")
 _USD_PER_HOUR = Range(gt=0, le=1_000_000, unit="USD per hour")
 
 
@@ -221,8 +225,9 @@ class Purchase(_Strict):
     terms: list[CloudTerm] = Field(default_factory=lambda: list(CLOUD_TERMS))
     savings_plans: list[SavingsPlanKind] = Field(
         default_factory=list,
-        description="savings plans the plan may buy (opt-in): compute, ec2-instance, azure; for the "
-        "terms in terms, at the rates of the catalog's terms file",
+        description="savings plans the plan may buy (opt-in): compute, ec2-instance, azure (at the rates "
+        "of the catalog's terms file), gcp-resource (GCP committed use as GPUs per model and region, in "
+        "place of one commitment per machine type); for the terms in terms",
     )
     max_spot_share: float = _number("most training GPU-hours on spot", Range(ge=0, le=1), 1.0)
     schedule: PurchaseSchedule = Field(
@@ -307,9 +312,13 @@ class HeldSavingsPlan(_Strict):
     usd_per_hour: float = _number("the commitment", _USD_PER_HOUR)
     start: datetime = Field(description="when it began (may be before the horizon)")
     family: str | None = Field(
-        None, min_length=1, description="ec2-instance plans only: the instance family (p5 of p5.48xlarge)"
+        None,
+        min_length=1,
+        description="ec2-instance: the instance family (p5 of p5.48xlarge); gcp-resource: the GPU model",
     )
-    region: str | None = Field(None, min_length=1, description="ec2-instance plans only: the region")
+    region: str | None = Field(
+        None, min_length=1, description="ec2-instance and gcp-resource plans only: the region"
+    )
 
     @field_validator("start")
     @classmethod
@@ -318,16 +327,18 @@ class HeldSavingsPlan(_Strict):
 
     @model_validator(mode="after")
     def _scope(self) -> HeldSavingsPlan:
-        scoped = self.kind == "ec2-instance"
+        scoped = self.kind in SCOPED_KINDS
         for field in ("family", "region"):
             given = getattr(self, field) is not None
             if scoped and not given:
                 raise _FieldError(
-                    field, "an ec2-instance savings plan covers one family in one region: give it"
+                    field,
+                    f"a {self.kind} plan covers one family (EC2: an instance family; GCP: a GPU "
+                    "model) in one region: give it",
                 )
             if given and not scoped:
-                raise _FieldError(field, f"only an ec2-instance savings plan has a {field}; a {self.kind} "
-                                  "plan covers every offering its kind prices")  # fmt: skip
+                raise _FieldError(field, f"only an ec2-instance or a gcp-resource plan has a {field}; a "
+                                  f"{self.kind} plan covers every offering its kind prices")  # fmt: skip
         return self
 
     @property
@@ -336,10 +347,10 @@ class HeldSavingsPlan(_Strict):
 
     @property
     def scope(self) -> str:
-        """The scope as ``models.savingsplans.rate_groups`` names it: ``compute``, ``azure`` or
-        ``ec2-instance FAMILY REGION``."""
-        if self.kind == "ec2-instance":
-            return f"ec2-instance {self.family} {self.region}"
+        """The scope as ``models.savingsplans.plan_groups`` names it: ``compute``, ``azure``,
+        ``ec2-instance FAMILY REGION`` or ``gcp-resource GPU_MODEL REGION``."""
+        if self.kind in SCOPED_KINDS:
+            return f"{self.kind} {self.family} {self.region}"
         return self.kind
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from models.catalog import Catalog, Offering
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_PROFILES, canonical_model, smallest_profile
 from models.plan import Commitment, Plan
-from models.savingsplans import RateGroup, SavingsPlan, rate_groups
+from models.savingsplans import RateGroup, SavingsPlan, plan_groups
 from models.scenario import SAVINGS_PLAN_TERM_KIND, InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
 from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
@@ -184,7 +184,7 @@ def held_savings_plans(ctx: Context) -> list[SavingsPlan]:
     """The scenario's held savings plans as the rule bills them: rates from the catalog's terms file (for
     the scenario's offerings), start and end as the whole periods inside their term."""
     groups: dict[tuple[str, int, str], RateGroup] = {
-        (g.kind, g.term_years, g.scope): g for g in rate_groups(ctx.catalog.terms)
+        (g.kind, g.term_years, g.scope): g for g in plan_groups(ctx.catalog.terms, ctx.offerings.values())
     }
     horizon = ctx.scenario.horizon
     result = []

@@ -19,7 +19,7 @@ from datetime import timedelta
 import numpy as np
 import pandas as pd
 
-from models.savingsplans import SavingsPlan, bill_hours, rate_groups
+from models.savingsplans import SavingsPlan, bill_hours, plan_groups
 from models.scenario import SAVINGS_PLAN_TERM_KIND
 from models.tiers import HOURS_PER_YEAR, Tier
 from planner.verify.billing import purchase_hours
@@ -153,7 +153,9 @@ def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
     rates, for the re-billing (a wrong one is still billed, so its rows are checked too)."""
     scenario = ctx.scenario
     horizon = scenario.horizon
-    groups = {(g.kind, g.term_years, g.scope): g for g in rate_groups(ctx.catalog.terms)}
+    groups = {
+        (g.kind, g.term_years, g.scope): g for g in plan_groups(ctx.catalog.terms, ctx.offerings.values())
+    }
     kinds = {SAVINGS_PLAN_TERM_KIND[kind] for kind in scenario.purchase.savings_plans}
     steps = purchase_hours(ctx) | {horizon.hour_of(held.ends) for held in scenario.savings_plans}
     result = []
@@ -173,6 +175,11 @@ def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
             problems.append("rates other than the catalog's for its kind, term and scope")
         if not any(abs(begins - h) < 1e-6 for h in steps) or not close(ends - begins, years * HOURS_PER_YEAR):
             problems.append(f"starts {plan.start.isoformat()}: not at a purchase step, or not for its term")
+        unit = group.unit_usd_per_hour if group is not None else None
+        if unit and (plan.gpus is None or not close(plan.usd_per_hour, plan.gpus * unit)):
+            problems.append(
+                f"${plan.usd_per_hour:,.4f}/h is not a whole number of GPUs at ${unit:,.5f}/h each"
+            )
         first = max(0, math.ceil(begins / ctx.p - 1e-9))
         last = max(first, min(ctx.periods, math.floor(ends / ctx.p + 1e-9)))
         if (plan.start_period, plan.end_period) != (first, last):

@@ -52,7 +52,12 @@ def test_held_plans_and_kinds_to_buy_are_read(kit, tmp_path: Path) -> None:
         (
             [held(kind="ec2-instance", region="us-east-1")],
             "savings_plans[0].family",
-            "one family in one region",
+            "in one region: give it",
+        ),
+        (
+            [held(kind="gcp-resource", family="H100")],
+            "savings_plans[0].region",
+            "GCP: a GPU model",
         ),
         ([held(region="us-east-1")], "savings_plans[0].region", "only an ec2-instance"),
         ([held(usd_per_hour=0)], "savings_plans[0].usd_per_hour", "greater than 0"),

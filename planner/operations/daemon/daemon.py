@@ -48,7 +48,7 @@ from models.catalog import Catalog
 from models.errors import GpuplanError
 from models.naming import TAG_STANDS_IN, client_token, pool_name
 from models.plan import Plan, SavingsPlanCommitment
-from models.scenario import SAVINGS_PLAN_TERM_KIND, HeldSavingsPlan, Scenario
+from models.scenario import SAVINGS_PLAN_TERM_KIND, SCOPED_KINDS, HeldSavingsPlan, Scenario
 from models.tiers import CapacityType
 from planner.operations.daemon.config import DaemonConfig
 from planner.operations.errors import CycleFailed
@@ -766,7 +766,7 @@ def _held_savings_plan(bought: SavingsPlanCommitment) -> HeldSavingsPlan:
     """A savings plan a previous plan bought, as the scenario holds one (``savings_plans:``): its kind,
     term, amount and start, and for an EC2 Instance plan the family and region of its scope."""
     kind = {value: key for key, value in SAVINGS_PLAN_TERM_KIND.items()}[bought.kind]
-    scoped = kind == "ec2-instance"
+    scoped = kind in SCOPED_KINDS
     _word, family, region = bought.scope.split(" ") if scoped else ("", None, None)
     return HeldSavingsPlan(
         name=bought.name, kind=kind, term=bought.term, usd_per_hour=bought.usd_per_hour, start=bought.start,

@@ -30,7 +30,7 @@ import pandas as pd
 import pulp
 
 from models.errors import SolverError
-from models.savingsplans import bill_hours, budget_row
+from models.savingsplans import bill_hours
 from models.tiers import Tier
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.solve import solve
@@ -44,7 +44,8 @@ STEP_USD_PER_HOUR = 0.001
 
 @dataclass(frozen=True)
 class PlanPurchase:
-    """What the LP chose: new plan column -> USD per hour, and its objective against buying none."""
+    """What the LP chose: new plan column -> USD per hour (resource-based committed use: whole GPUs x one
+    GPU's price), and its objective against buying none."""
 
     chosen: dict[int, float]
     saving_usd: float  # LP cost with no new plan minus LP cost with these (>= 0)
@@ -83,12 +84,23 @@ def buy_savings_plans(sets: PlanningSets, usage: np.ndarray) -> PlanPurchase:
     key = np.vstack([usage[eligible], held, active]).T if eligible else np.zeros((periods, 0))
     _distinct, first, weight = np.unique(key, axis=0, return_index=True, return_counts=True)
     problem = pulp.LpProblem("savings_plans", pulp.LpMinimize)
-    buy = {k: problem.add_variable(f"S_{k}", 0, None, pulp.LpContinuous) for k in new}
-    objective: list[tuple[pulp.LpVariable, float]] = [(buy[k], sets.plans[k].paid_hours) for k in new]
+    # USD per hour per unit bought: 1 for a savings plan (any amount), one GPU's price for resource-based
+    # committed use (whole GPUs: an integer count, so this LP becomes a small MILP)
+    scale = {k: sets.groups[sets.plans[k].group].unit_usd_per_hour or 1.0 for k in new}
+    buy = {
+        k: problem.add_variable(
+            f"S_{k}", 0, None,
+            pulp.LpInteger if sets.groups[sets.plans[k].group].unit_usd_per_hour else pulp.LpContinuous,
+        )
+        for k in new
+    }  # fmt: skip
+    objective: list[tuple[pulp.LpVariable, float]] = [
+        (buy[k], sets.plans[k].paid_hours * scale[k]) for k in new
+    ]
     for u, t in enumerate(first.tolist()):
         covers: dict[int, list[pulp.LpVariable]] = {}
         for g in groups:
-            budgets = [buy[k] for n, k in enumerate(new) if active[n, t] and sets.plans[k].group == g]
+            budgets = [k for n, k in enumerate(new) if active[n, t] and sets.plans[k].group == g]
             if not budgets and held[g, t] <= 0:
                 continue
             spend = []
@@ -100,8 +112,8 @@ def buy_savings_plans(sets: PlanningSets, usage: np.ndarray) -> PlanPurchase:
                 covers.setdefault(o, []).append(z)
                 spend.append((z, rate))
                 objective.append((z, -price * hours * float(weight[u])))
-            if spend:
-                row = budget_row(spend, budgets)
+            if spend:  # budget_row, each amount in its units
+                row = [*spend, *((buy[k], -scale[k]) for k in budgets)]
                 problem += pulp.LpConstraint(pulp.LpAffineExpression(row), pulp.LpConstraintLE,
                                              f"budget_{g}_{u}", float(held[g, t]))  # fmt: skip
         for o, zs in covers.items():  # cover_row with the on-demand nodes fixed: sum_g Z <= U
@@ -115,6 +127,11 @@ def buy_savings_plans(sets: PlanningSets, usage: np.ndarray) -> PlanPurchase:
         raise SolverError(f"the savings-plan purchase LP ended '{result.termination.value}'")
     chosen = {}
     for k, var in buy.items():
+        if sets.groups[sets.plans[k].group].unit_usd_per_hour:  # whole GPUs
+            units = round(float(var.varValue or 0.0))
+            if units > 0:
+                chosen[k] = units * scale[k]
+            continue
         amount = round(float(var.varValue or 0.0) / STEP_USD_PER_HOUR) * STEP_USD_PER_HOUR
         if amount >= STEP_USD_PER_HOUR:
             chosen[k] = round(amount, 3)

@@ -395,6 +395,7 @@ def _savings_plans(sets: PlanningSets, allocations: pd.DataFrame) -> list[Saving
                 term=Term.ONE_YEAR if group.term_years == 1 else Term.THREE_YEARS,
                 scope=group.scope,
                 usd_per_hour=usd,
+                gpus=round(usd / group.unit_usd_per_hour) if group.unit_usd_per_hour else None,
                 rates=dict(sorted(group.rates.items())),
                 existing=not plan.bought,
                 start=horizon.start + timedelta(hours=plan.starts_hour),

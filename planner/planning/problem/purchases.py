@@ -38,8 +38,8 @@ import numpy as np
 
 from models.catalog import Catalog, Offering
 from models.errors import InputError
-from models.savingsplans import RateGroup, rate_groups
-from models.scenario import SAVINGS_PLAN_TERM_KIND, ExistingCommitment, Scenario
+from models.savingsplans import RateGroup, plan_groups
+from models.scenario import SAVINGS_PLAN_TERM_KIND, SCOPED_KINDS, ExistingCommitment, Scenario
 from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Term
 
 __all__ = [
@@ -339,8 +339,9 @@ def savings_plan_groups(
     """The savings-plan rate groups a scenario uses, its held plans as columns (in scenario order) and the
     groups it may buy (group index -> term in years).
 
-    Rates are the catalog's terms file's (``Catalog.terms``, through ``models.savingsplans.rate_groups``),
-    kept for the scenario's ``offerings`` only; a pricing overlay does not reach savings-plan rates yet (a
+    Rates are the catalog's terms file's (``Catalog.terms``, through ``models.savingsplans.rate_groups``;
+    GCP's resource-based committed use from the offerings' 1y/3y prices, ``resource_groups``), kept for
+    the scenario's ``offerings`` only; a pricing overlay does not reach savings-plan rates yet (a
     later change: assumed rates for the embedded catalog's offerings without a published one). A group is
     kept when a held plan is in it (even if none of its offerings is in scope: the plan is paid all the
     same) or when ``purchase.savings_plans`` and ``purchase.terms`` let the plan buy it and it covers some
@@ -348,7 +349,7 @@ def savings_plan_groups(
     InputError naming it."""
     in_scope = {offering.id for offering in offerings}
     every: dict[tuple[str, int, str], RateGroup] = {
-        (g.kind, g.term_years, g.scope): g for g in rate_groups(catalog.terms)
+        (g.kind, g.term_years, g.scope): g for g in plan_groups(catalog.terms, offerings)
     }
     wanted: dict[tuple[str, int, str], None] = {}
     for k, plan in enumerate(scenario.savings_plans):
@@ -358,8 +359,13 @@ def savings_plan_groups(
                 None,
                 f"savings_plans[{k}]",
                 f"{plan.name!r}: the catalog has no rates for a {plan.term} {plan.kind} savings plan"
-                + (f" of {plan.family} in {plan.region}" if plan.kind == "ec2-instance" else "")
-                + " (savings-plan rates come from the catalog's terms file, catalog.terms.csv)",
+                + (f" of {plan.family} in {plan.region}" if plan.kind in SCOPED_KINDS else "")
+                + (
+                    " (GCP committed use is priced from the catalog's 1y/3y prices of the scenario's "
+                    "offerings with that GPU in that region)"
+                    if plan.kind == "gcp-resource"
+                    else " (savings-plan rates come from the catalog's terms file, catalog.terms.csv)"
+                ),
             )
         wanted[key] = None
     kinds = {SAVINGS_PLAN_TERM_KIND[kind] for kind in scenario.purchase.savings_plans}
@@ -369,7 +375,8 @@ def savings_plan_groups(
             wanted[key] = None
     groups = [
         RateGroup(kind=g.kind, term_years=g.term_years, scope=g.scope,
-                  rates={o: r for o, r in g.rates.items() if o in in_scope})
+                  rates={o: r for o, r in g.rates.items() if o in in_scope},
+                  unit_usd_per_hour=g.unit_usd_per_hour)
         for g in (every[key] for key in sorted(wanted))
     ]  # fmt: skip
     index: dict[tuple[str, int, str], int] = {

@@ -158,7 +158,7 @@ class PlanningSets:
             elif chosen.get(k, 0.0) > 0:
                 group = self.groups[plan.group]
                 day = (start + timedelta(hours=plan.starts_hour)).strftime("%Y-%m-%d")
-                scope = "" if group.scope in ("compute", "azure") else "/" + group.scope.split(" ", 1)[1]
+                scope = "" if " " not in group.scope else "/" + group.scope.split(" ", 1)[1]
                 name = f"{group.kind}/{group.term_years}y{scope.replace(' ', '/')}/{day}"
                 plans.append(replace(plan, usd_per_hour=chosen[k], name=name, bought=True))
         return replace(self, plans=plans)
@@ -333,9 +333,14 @@ def build_sets(
     horizon = scenario.horizon
     p = horizon.period_hours
     offerings = scenario_offerings(scenario, catalog)
+    # GCP committed use bought as resources (purchase.savings_plans: gcp-resource) takes the place of one
+    # commitment per machine type: the same prices, shared by the machine types with the GPU (issue 38)
+    by_resource = "gcp-resource" in scenario.purchase.savings_plans
     buyable = {
         o: [Term.OWNED]
         if off.owned
+        else []
+        if by_resource and off.cloud == "gcp"
         else [t for t in scenario.purchase.terms if off.price(TERM_TIER[t]) is not None]
         for o, off in enumerate(offerings)
     }
