@@ -254,11 +254,11 @@ def _savings_plan_notes(document: PlanDocument, handles: Callable[[str], bool]) 
     for sp in document.savings_plans:
         if not any(handles(offering) for offering in sp.rates):
             continue
-        where = (
-            "the Azure portal's Reservations + savings plans (or its Billing Benefits API)"
-            if sp.kind == "savings-plan"
-            else "the AWS Billing console or the Savings Plans API (CreateSavingsPlan)"
-        )
+        where = {
+            "savings-plan": "the Azure portal's Reservations + savings plans (or its Billing Benefits API)",
+            "committed-use": f"GCP's committed use discounts ({sp.gpus} GPUs with their vCPUs and memory: "
+            "gcloud compute commitments create)",
+        }.get(sp.kind, "the AWS Billing console or the Savings Plans API (CreateSavingsPlan)")
         status = "held" if sp.existing else f"to buy from {sp.start:%Y-%m-%d}"
         notes.append(
             f"savings plan {sp.name} ({sp.scope}, {sp.term}, ${sp.usd_per_hour:,.2f}/h, {status}) is a "

@@ -615,7 +615,8 @@ def _savings_plan_lines(document: PlanDocument, cloud: str) -> list[str]:
         "",
         "A savings plan commits dollars per hour and discounts the on-demand nodes it covers, which the "
         "pools above launch as on demand. Terraform does not buy or hold it: it is bought in the cloud's "
-        "billing console or Savings Plans API.",
+        "billing console or Savings Plans API (GCP resource-based committed use: gcloud compute "
+        "commitments create).",
         "",
         "| savings plan | kind | scope | term | $/h | from | until | held | cost in the horizon "
         "| owed after it |",

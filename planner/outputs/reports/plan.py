@@ -581,8 +581,8 @@ def _savings_plans(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any] | 
         f"Each hour a savings plan covers on-demand usage at its own rates, highest discount first, up to "
         f"its commitment; the rest of the commitment is paid unspent ({fmt_usd(unspent)} in the horizon). "
         f"Net of that, the savings plans {verdict} on demand for the usage they covered. They are "
-        "bought in the cloud's billing console or Savings Plans API, not by "
-        "gpuplan provision or Terraform; the nodes they cover run on demand."
+        "bought in the cloud's billing console or Savings Plans API (GCP committed use: gcloud compute "
+        "commitments create), not by gpuplan provision or Terraform; the nodes they cover run on demand."
     )
     return {"table": table, "summary": summary}
 
