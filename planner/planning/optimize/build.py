@@ -164,8 +164,10 @@ class PlanningModel:
         return self.problem.add_variable(name, 0, up, cat)
 
 
-def create_model(sets: PlanningSets) -> PlanningModel:
-    """Build the MILP in bulk: variables only over feasible tuples, expressions as (var, coef) lists."""
+def create_model(sets: PlanningSets, savings_plans: bool = True) -> PlanningModel:
+    """Build the MILP in bulk: variables only over feasible tuples, expressions as (var, coef) lists.
+    ``savings_plans`` False leaves the savings-plan rows out (:func:`define_savings_plans`): the staged
+    method's first stage, whose training decisions are hard enough without them."""
     model = PlanningModel(
         sets, pulp.LpProblem(sets.scenario.name.replace(" ", "_") or "plan", pulp.LpMinimize)
     )
@@ -176,7 +178,8 @@ def create_model(sets: PlanningSets) -> PlanningModel:
         define_inference(model)
         define_training(model)
         define_non_spot_and_capacity(model)
-        define_savings_plans(model)
+        if savings_plans:
+            define_savings_plans(model)
         define_spot_share(model)
         define_team_burst(model)
         define_guarantees(model)
