@@ -71,7 +71,7 @@ def test_without_the_driver_the_check_names_the_extra(scenario: Path, tmp_path: 
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "driver is missing" in done.stderr and "Traceback" not in done.stderr
+    assert "psycopg2" in done.stderr and "gpuplan[daemon]" in done.stderr and "Traceback" not in done.stderr
 
 
 def _variants(tmp_path: Path) -> list[dict[str, Any]]:

@@ -59,6 +59,11 @@ def short_plan(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 for job in data.get("training", [])
             ]
             directory = tmp_path_factory.mktemp(path.stem)
+            if data.get("catalog") not in (None, "embedded"):  # its own catalog: from beside the original
+                data["catalog"] = str(path.parent / data["catalog"])
+            for service in data.get("inference", []):
+                if "csv" in service["replicas"]:
+                    service["replicas"]["csv"] = str(path.parent / service["replicas"]["csv"])
             scenario = directory / "scenario.yaml"
             scenario.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
             inputs = load_inputs(scenario)

@@ -21,6 +21,7 @@ picks between the two.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -58,9 +59,11 @@ def plan_staged(
     ``budget`` counts from when planning started (before the sets were built): the build time and the
     time left for the certified bound count from there.
     """
-    # savings plans join at stage 2 (with training fixed): with them, stage 1's MILP over every slot and
-    # run start found no placement for a 16-node gang within its time on mixed-fleet (measured: $14.5M
-    # with the gang unserved, against $2.15M without them)
+    # savings plans for sale join at stage 3 (the whole-node model, warm-started) and, for every plan, in
+    # the purchase LP on the finished fleet (savings_purchase.py), so that a plan with plans for sale never
+    # costs more than without them: with them, stage 1's MILP over every slot and run start found no
+    # placement for a 16-node gang within its time on mixed-fleet (measured: $14.5M with the gang
+    # unserved, against $2.15M without them), and stage 2's free solve took its time from the rest
     first = create_model(sets, savings_plans=False)
     build_seconds = budget.elapsed()
     say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
@@ -70,11 +73,11 @@ def plan_staged(
 
     chosen = [a for a, var in enumerate(first.place) if (var.varValue or 0.0) > 0.5]
     fixed_sets = fix_training(sets, chosen)
-    second = create_model(fixed_sets)
+    second = create_model(fixed_sets, savings_plans=False)
     say(f"stage 2: {len(fixed_sets.slots)} model slots, whole nodes")
     final = _second_stage(first, second, settings, budget, relaxed.seconds)
-    # stage 1 without the savings plans bounds another model: with plans for sale only stage 3's bound
-    # (and the certified one, always computed then) bound this one; 0 is the trivial bound till then
+    # stages 1-2 without the savings plans for sale bound another model: with plans for sale only stage 3's
+    # bound (and the certified one, always computed then) bound this one; 0 is the trivial bound till then
     bound = relaxed.bound if not sets.new_plans else 0.0
     used = relaxed.seconds + final.seconds
     plan_model, stage3 = second, None
@@ -112,7 +115,10 @@ def plan_staged(
     bound = min(bound, best.objective)
     termination = _termination(best.objective, bound, settings.gap)
     result = SolveResult(best.solver, termination, best.objective + fixed, bound + floor, used)
-    say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
+    if sets.new_plans and stage3 is None:
+        say(f"solved: objective ${result.objective:,.0f} (plans for sale: the certified bound follows)")
+    else:
+        say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
     certified = None
     if settings.certify or sets.plans:  # with savings plans, only this bound holds for the plan as billed
         # what is left of the time budget (at least a little: a bound stopped early is still valid)
@@ -120,6 +126,9 @@ def plan_staged(
         left = None if left is None else budget.stage_floor(left)
         per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
         certified = certified_bound(sets, per_block, time_limit=left)
+        if not math.isfinite(certified.bound_usd):  # stopped before any solution: its LP bounds it too
+            say("certified bound: the cluster MILP found no solution in its time; its LP relaxation instead")
+            certified = certified_bound(sets, per_block, time_limit=left, relax=True)
         say(
             f"certified bound on the full hourly problem: ${certified.bound_usd:,.0f} "
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
@@ -127,8 +136,8 @@ def plan_staged(
     baselines = compute_baselines(sets)
     stages = [
         SolverStage(stage=1, what="node counts relaxed; commitments and training decided; lower bound"
-                    + (" (savings plans left to stage 2: a bound of the model without them)"
-                       if sets.new_plans else ""),
+                    + (" (savings plans for sale left to stage 3 and the purchase LP: a bound of the "
+                       "model without them)" if sets.new_plans else ""),
                     status=relaxed.termination.value, objective_usd=relaxed.objective + fixed,
                     bound_usd=relaxed.bound + floor, seconds=round(relaxed.seconds, 3)),
         SolverStage(stage=2, what="training fixed; whole nodes slot by slot, then commitments re-optimized",
@@ -253,7 +262,10 @@ def _local_search(
 
 
 def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
-    """Record the bound on the full hourly problem (every hourly start, whole nodes) in the plan."""
+    """Record the bound on the full hourly problem (every hourly start, whole nodes) in the plan; a bound
+    that could not be computed leaves the model's in place."""
+    if not math.isfinite(certified.bound_usd):
+        return
     bound = min(certified.bound_usd, objective)
     solver.bound_usd = solver.certified_bound_usd = bound
     solver.gap = solver.certified_gap = _distance(objective, bound)
@@ -280,8 +292,9 @@ def warm_start(full: PlanningModel, fixed: PlanningModel, chosen: list[int]) -> 
     for (tier, o, s), var in full.held.items():
         twin = fixed.held.get((tier, o, to_fixed_slot[s]))
         values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
-    for key, var in full.plan_buy.items():
-        values[var.name] = fixed.plan_buy[key].varValue or 0.0
+    for key, var in full.plan_buy.items():  # none where the fixed model left the plans for sale out
+        twin = fixed.plan_buy.get(key)
+        values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
     for (g, o, s), var in full.plan_cover.items():
         twin = fixed.plan_cover.get((g, o, to_fixed_slot[s]))
         values[var.name] = (twin.varValue or 0.0) if twin is not None else 0.0
