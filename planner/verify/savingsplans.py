@@ -19,6 +19,7 @@ from datetime import timedelta
 import numpy as np
 import pandas as pd
 
+from models.plan import SavingsPlanCommitment
 from models.savingsplans import SavingsPlan, bill_hours, plan_groups
 from models.scenario import SAVINGS_PLAN_TERM_KIND
 from models.tiers import HOURS_PER_YEAR, Tier
@@ -127,19 +128,9 @@ def _check_listed(ctx: Context, findings: Findings, plans: list[SavingsPlan]) ->
                 f"savings plan {held.name} differs from the scenario's (kind, term, usd_per_hour, start, "
                 "end, periods)",
             )
-        starts, ends = horizon.hour_of(held.start), horizon.hour_of(held.ends)
-        inside = max(0.0, min(ends, horizon.hours) - max(starts, 0.0))
-        beyond = max(0.0, ends - max(float(horizon.hours), starts))
-        if not close(mine.cost_in_horizon_usd, held.usd_per_hour * inside, abs_=0.01) or not close(
-            mine.obligation_beyond_horizon_usd, held.usd_per_hour * beyond, abs_=0.01
-        ):
-            findings.add(
-                "savings-plan-cost",
-                f"savings plan {held.name}: cost_in_horizon_usd ${mine.cost_in_horizon_usd:,.2f} and "
-                f"obligation ${mine.obligation_beyond_horizon_usd:,.2f}; its {inside:g} h inside the "
-                f"horizon cost ${held.usd_per_hour * inside:,.2f}, the {beyond:g} h after it "
-                f"${held.usd_per_hour * beyond:,.2f}",
-            )
+        _check_cost(
+            ctx, findings, mine, held.usd_per_hour, horizon.hour_of(held.start), horizon.hour_of(held.ends)
+        )
         if (held.ends - held.start) != timedelta(hours=(held.term.years or 0) * HOURS_PER_YEAR):
             findings.add("existing-savings-plan", f"savings plan {held.name} does not last its term")
     for name in sorted(listed):
@@ -186,18 +177,31 @@ def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
             problems.append(f"periods {plan.start_period}-{plan.end_period}; its times give {first}-{last}")
         for problem in problems:
             findings.add("savings-plan-purchase", f"savings plan {plan.name}: {problem}")
-        inside = max(0.0, min(ends, horizon.hours) - max(begins, 0.0))
-        beyond = max(0.0, ends - max(float(horizon.hours), begins))
-        if not close(plan.cost_in_horizon_usd, plan.usd_per_hour * inside, abs_=0.01) or not close(
-            plan.obligation_beyond_horizon_usd, plan.usd_per_hour * beyond, abs_=0.01
-        ):
-            findings.add(
-                "savings-plan-cost",
-                f"savings plan {plan.name}: cost_in_horizon_usd ${plan.cost_in_horizon_usd:,.2f} and "
-                f"obligation ${plan.obligation_beyond_horizon_usd:,.2f}; its {inside:g} h inside the horizon "
-                f"cost ${plan.usd_per_hour * inside:,.2f}, the {beyond:g} h after it "
-                f"${plan.usd_per_hour * beyond:,.2f}",
-            )
+        _check_cost(ctx, findings, plan, plan.usd_per_hour, begins, ends)
         billed = rates or dict(plan.rates)
         result.append(SavingsPlan(plan.name, plan.kind, plan.usd_per_hour, billed, first, last))
     return result
+
+
+def _check_cost(
+    ctx: Context,
+    findings: Findings,
+    plan: SavingsPlanCommitment,
+    usd_per_hour: float,
+    begins: float,
+    ends: float,
+) -> None:
+    """A plan held or bought from hour ``begins`` to ``ends`` at ``usd_per_hour``: plan.json's
+    cost inside the horizon and obligation after it are those hours at that rate."""
+    horizon = ctx.scenario.horizon
+    inside = max(0.0, min(ends, horizon.hours) - max(begins, 0.0))
+    beyond = max(0.0, ends - max(float(horizon.hours), begins))
+    if not close(plan.cost_in_horizon_usd, usd_per_hour * inside, abs_=0.01) or not close(
+        plan.obligation_beyond_horizon_usd, usd_per_hour * beyond, abs_=0.01
+    ):
+        findings.add(
+            "savings-plan-cost",
+            f"savings plan {plan.name}: cost_in_horizon_usd ${plan.cost_in_horizon_usd:,.2f} and obligation "
+            f"${plan.obligation_beyond_horizon_usd:,.2f}; its {inside:g} h inside the horizon cost "
+            f"${usd_per_hour * inside:,.2f}, the {beyond:g} h after it ${usd_per_hour * beyond:,.2f}",
+        )

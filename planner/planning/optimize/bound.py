@@ -70,7 +70,6 @@ import pulp
 
 from models.billing import pool_row
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, replica_slice, replicas_per_gpu
-from models.savingsplans import budget_row, cover_row
 from models.tiers import Capacity
 from planner.planning.optimize.build import (
     VAR_CODE,
@@ -79,6 +78,7 @@ from planner.planning.optimize.build import (
     guarantee_rows,
     replica_penalty,
     run_penalty,
+    savings_plan_rows,
 )
 from planner.planning.problem.sets import PlanningSets, TrainingOption, shares_commitments, usable
 from planner.solvers.solve import SolveResult, solve
@@ -365,45 +365,18 @@ def add_combo(
 
 
 def _savings_plans(model: ClusterModel, on_demand: dict[tuple[int, int], pulp.LpVariable]) -> None:
-    """Savings plans as ``build.define_savings_plans`` writes them, per cluster: S[k] USD per hour bought,
+    """Savings plans as ``build.savings_plan_rows`` writes them, per cluster: S[k] USD per hour bought,
     Z[g,o,c] on-demand nodes (inference and training alike) covered at each group's rates within its
     budget. With S fixed, each hour's LP of step 2 holds these rows with the same right-hand side
     throughout a segment (a plan's window bounds segments), so its value stays convex and step 3 holds;
     and the rows are a relaxation of the cloud's rule (``models.savingsplans.budget_row``). So the held
     plans' budgets are in the model and the bound adds their whole cost (``sets.fixed_usd``)."""
-    sets = model.sets
-    if not sets.groups:
-        return
-    for k in sets.new_plans:
-        model.plan_buy[k] = model.var(f"S_{k}")
-        model.objective.append((model.plan_buy[k], sets.plans[k].paid_hours))
-    held = sets.budget()
-    covers: dict[tuple[int, int], list[pulp.LpVariable]] = defaultdict(list)
-    for c in range(model.clusters):
-        period = int(model.cluster_period[c])
-        active = sets.plans_active(period)
-        for g, rates in enumerate(sets.group_rates):
-            budgets = [model.plan_buy[k] for k in active if k in model.plan_buy and sets.plans[k].group == g]
-            if not budgets and held[g, period] <= 0:
-                continue
-            spend = []
-            for o, rate in rates.items():
-                beyond = on_demand.get((o, c))
-                price = sets.offerings[o].on_demand_usd_h
-                if beyond is None or price is None or price <= rate:
-                    continue
-                cover = model.var(f"Z_{g}_{o}_{c}")
-                covers[(o, c)].append(cover)
-                spend.append((cover, rate))
-                model.objective.append((cover, -price * model.hours[c]))
-            if spend:
-                model.constraints[f"sp_budget_{g}_{c}"] = LpCon(
-                    LpExpr(budget_row(spend, budgets)), pulp.LpConstraintLE, None, float(held[g, period])
-                )
-    for (o, c), zs in covers.items():
-        model.constraints[f"sp_cover_{o}_{c}"] = LpCon(
-            LpExpr(cover_row(zs, on_demand[(o, c)])), pulp.LpConstraintLE, None, 0.0
-        )
+    units = [(int(model.cluster_period[c]), float(model.hours[c])) for c in range(model.clusters)]
+    found = savings_plan_rows(model.sets, units, lambda o, c: on_demand.get((o, c)), model.var)
+    model.plan_buy = found.buy
+    model.objective += found.objective
+    for name, (terms, rhs) in found.rows.items():
+        model.constraints[name] = LpCon(LpExpr(terms), pulp.LpConstraintLE, None, rhs)
 
 
 def finish_model(model: ClusterModel) -> None:

@@ -398,45 +398,76 @@ def define_non_spot_and_capacity(model: PlanningModel) -> None:
 PLAN_COVER_EPS_USD = 1e-6
 
 
-def define_savings_plans(model: PlanningModel) -> None:
-    """Savings plans (issue 38; rows sp_cover and sp_budget): S[k] >= 0 USD per hour on each new plan
-    column, paid for its hours in the horizon; Z[g,o,s] >= 0 on-demand nodes of o that group g covers in
-    slot s, each saving its on-demand price: cover[o,s] sum_g Z - NO <= 0, budget[g,s] sum_o rate Z -
-    sum_(k active) S[k] <= what the plans held commit. Only inference's on-demand nodes (NO) are covered
-    here; a training run's on-demand part is paid at its price in its option (conservative). The amounts
-    written are decided again on the finished fleet, training included (``savings_purchase.py``); here
-    they let the model weigh plans against reservations."""
-    sets = model.sets
+@dataclass
+class SavingsPlanRows:
+    """The savings-plan columns and rows of a model (:func:`savings_plan_rows`): S per new plan column,
+    Z per (group, offering, unit of time), their objective terms and the rows (name -> (terms, rhs), each
+    at most its right-hand side)."""
+
+    buy: dict[int, pulp.LpVariable] = field(default_factory=dict)
+    cover: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    objective: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
+    rows: dict[str, tuple[list[tuple[pulp.LpVariable, float]], float]] = field(default_factory=dict)
+
+
+def savings_plan_rows(
+    sets: PlanningSets,
+    units: list[tuple[int, float]],
+    on_demand: Callable[[int, int], pulp.LpVariable | None],
+    var: Callable[[str], pulp.LpVariable],
+    eps: float = 0.0,
+) -> SavingsPlanRows:
+    """Savings plans as a model holds them (issue 38; ``models.savingsplans.cover_row`` / ``budget_row``):
+    S[k] >= 0 USD per hour on each new plan column, paid for its hours in the horizon; Z[g,o,u] >= 0
+    on-demand nodes of o that group g covers in unit u (a slot, a cluster: ``units`` gives each one's
+    first period and hours; a plan's window never splits one), each saving its on-demand price less
+    ``eps``: cover[o,u] sum_g Z - NO <= 0, budget[g,u] sum_o rate Z - sum_(k active) S[k] <= what the
+    plans held commit. ``on_demand(o, u)``: the model's on-demand nodes NO, None where it has none."""
+    found = SavingsPlanRows()
     if not sets.groups:
-        return
+        return found
     for k in sets.new_plans:
-        var = model.var(f"S_{k}")
-        model.plan_buy[k] = var
-        model.objective_terms.append((var, sets.plans[k].paid_hours))
+        found.buy[k] = var(f"S_{k}")
+        found.objective.append((found.buy[k], sets.plans[k].paid_hours))
     held = sets.budget()
     covers: dict[tuple[int, int], list[pulp.LpVariable]] = defaultdict(list)
-    for s, slot in enumerate(sets.slots):
-        period = int(slot.periods[0])
+    for u, (period, hours) in enumerate(units):
         active = sets.plans_active(period)
         for g, rates in enumerate(sets.group_rates):
-            budgets = [model.plan_buy[k] for k in active if k in model.plan_buy and sets.plans[k].group == g]
+            budgets = [found.buy[k] for k in active if k in found.buy and sets.plans[k].group == g]
             if not budgets and held[g, period] <= 0:
                 continue
             spend = []
             for o, rate in rates.items():
-                on_demand = model.held.get((Capacity.NON_SPOT, o, s))
                 price = sets.offerings[o].on_demand_usd_h
-                if on_demand is None or price is None or price <= rate:
+                if on_demand(o, u) is None or price is None or price <= rate:
                     continue
-                cover = model.var(f"Z_{g}_{o}_{s}")
-                model.plan_cover[(g, o, s)] = cover
-                covers[(o, s)].append(cover)
+                cover = var(f"Z_{g}_{o}_{u}")
+                found.cover[(g, o, u)] = cover
+                covers[(o, u)].append(cover)
                 spend.append((cover, rate))
-                model.objective_terms.append((cover, -(price - PLAN_COVER_EPS_USD) * slot.hours))
+                found.objective.append((cover, -(price - eps) * hours))
             if spend:
-                model.add(f"sp_budget_{g}_{s}", budget_row(spend, budgets), LE, float(held[g, period]))
-    for (o, s), zs in covers.items():
-        model.add(f"sp_cover_{o}_{s}", cover_row(zs, model.held[(Capacity.NON_SPOT, o, s)]), LE, 0.0)
+                found.rows[f"sp_budget_{g}_{u}"] = (budget_row(spend, budgets), float(held[g, period]))
+    for (o, u), zs in covers.items():
+        found.rows[f"sp_cover_{o}_{u}"] = (cover_row(zs, on_demand(o, u)), 0.0)
+    return found
+
+
+def define_savings_plans(model: PlanningModel) -> None:
+    """Savings plans (rows sp_cover and sp_budget, :func:`savings_plan_rows`) per slot. Only inference's
+    on-demand nodes (NO) are covered here; a training run's on-demand part is paid at its price in its
+    option (conservative). The amounts written are decided again on the finished fleet, training included
+    (``savings_purchase.py``); here they let the model weigh plans against reservations."""
+    sets = model.sets
+    units = [(int(slot.periods[0]), slot.hours) for slot in sets.slots]
+    found = savings_plan_rows(
+        sets, units, lambda o, s: model.held.get((Capacity.NON_SPOT, o, s)), model.var, PLAN_COVER_EPS_USD
+    )
+    model.plan_buy, model.plan_cover = found.buy, found.cover
+    model.objective_terms += found.objective
+    for name, (terms, rhs) in found.rows.items():
+        model.add(name, terms, LE, rhs)
 
 
 def segment_starts(sets: PlanningSets) -> dict[int, int]:
