@@ -12,6 +12,7 @@ Neither method imports the other.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ __all__ = [
     "guarantee_shortfall",
     "improve_plan",
     "solution_of",
+    "swap_for_savings_plans",
     "write_plan",
     "written_cost",
 ]
@@ -123,6 +125,40 @@ def improve_plan(
         + ("" if kept else ": not cheaper as written, the incumbent stays")
     )
     return candidate if kept else None
+
+
+def swap_for_savings_plans(
+    sets: PlanningSets, scheduled: Scheduled, incumbent_usd: float, say: Callable[[str], None]
+) -> Dispatched | None:
+    """With savings plans for sale: the plan with the reservations dropped whose offering a plan for sale
+    covers more cheaply than the reservation's own rate (same term), their nodes left on demand for the
+    plans the purchase LP buys; that plan if it costs less as written than ``incumbent_usd``, else None.
+    The models that decide commitments without the plans (the staged method's stages 1-2) cannot weigh
+    them against reservations; this one candidate does, at the price of one dispatch."""
+    cheapest: dict[tuple[int, int], float] = {}
+    for k in sets.new_plans:
+        group = sets.groups[sets.plans[k].group]
+        for o, rate in sets.group_rates[sets.plans[k].group].items():
+            key = (o, group.term_years)
+            cheapest[key] = min(rate, cheapest.get(key, rate))
+    kept = {
+        c: n
+        for c, n in scheduled.commitments.items()
+        if not (
+            (column := sets.columns[c]).term.years
+            and cheapest.get((column.offering, column.term.years), math.inf) < column.usd_per_node_hour
+        )
+    }
+    if kept == scheduled.commitments:
+        return None
+    candidate = dispatch_scheduled(sets, Scheduled(kept, sets.committed(kept), scheduled.schedule), say)
+    kept_it = candidate.objective < incumbent_usd - 1e-6
+    say(
+        f"savings plans in place of {len(scheduled.commitments) - len(kept)} reservations: "
+        f"${candidate.objective:,.0f} as written"
+        + ("" if kept_it else ", not cheaper: the reservations stay")
+    )
+    return candidate if kept_it else None
 
 
 def solution_of(

@@ -47,6 +47,7 @@ from planner.planning.optimize.finish import (
     Scheduled,
     dispatch_scheduled,
     improve_plan,
+    swap_for_savings_plans,
     write_plan,
 )
 from planner.planning.optimize.schedule import Schedule, improve_schedule, schedule_training
@@ -239,7 +240,12 @@ def _finish(
     better = improve_plan(
         sets, refined, best.objective, best.dispatch.seconds, budget.left(), budget, say, reserve
     )
-    return best if better is None else better
+    best = best if better is None else better
+    if sets.new_plans:  # reservations that a plan for sale covers more cheaply, dropped for the plans
+        kept = Scheduled(best.commitments, sets.committed(best.commitments), best.schedule)
+        swapped = swap_for_savings_plans(sets, kept, best.objective, say)
+        best = best if swapped is None else swapped
+    return best
 
 
 def _refine(

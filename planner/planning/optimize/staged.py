@@ -40,6 +40,7 @@ from planner.planning.optimize.finish import (
     Scheduled,
     dispatch_scheduled,
     improve_plan,
+    swap_for_savings_plans,
     write_plan,
 )
 from planner.planning.optimize.schedule import Schedule
@@ -84,9 +85,11 @@ def plan_staged(
     # the certified bound keeps its share of the budget: stages 1-3 stop at the rest
     solve_budget = budget.of_limit(Share.STAGES)
     stage_3 = None if solve_budget is None else solve_budget - used
-    if _distance(final.objective, bound) > settings.gap and budget.worth_a_stage(stage_3):
+    # stage 3 when stages 1-2 leave a gap (with plans for sale: the gap of the model without them; the
+    # plans weigh against reservations in swap_for_savings_plans below in any case)
+    if _distance(final.objective, relaxed.bound) > settings.gap and budget.worth_a_stage(stage_3):
         # 3. tighten the bound: the full model with whole nodes, warm-started from stage 2's plan
-        say(f"stage 3: gap {_distance(final.objective, bound):.3%} > {settings.gap:.2%}; whole-node model")
+        say(f"stage 3: gap {_distance(final.objective, relaxed.bound):.3%} > {settings.gap:.2%}; whole nodes")
         full_sets = replace(sets, integral_held=True)
         full = create_model(full_sets)
         # aim below the requested gap, so the plan meets the user's bar with room to spare rather than
@@ -112,6 +115,14 @@ def plan_staged(
         solution = searched.solution
         best = replace(best, objective=searched.objective - fixed)
         say(f"local search: plan ${searched.objective:,.0f}")
+    if sets.new_plans:  # reservations that a plan for sale covers more cheaply, dropped for the plans
+        scheduled = _scheduled(sets, solution, placed if searched is None else None)
+        swapped = swap_for_savings_plans(
+            sets, scheduled, dispatch_scheduled(sets, scheduled, say).objective, say
+        )
+        if swapped is not None:
+            solution = swapped.solution
+            best = replace(best, objective=swapped.objective - fixed)
     bound = min(bound, best.objective)
     termination = _termination(best.objective, bound, settings.gap)
     result = SolveResult(best.solver, termination, best.objective + fixed, bound + floor, used)
@@ -237,6 +248,18 @@ def _second_stage(
     return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds)
 
 
+def _scheduled(sets: PlanningSets, solution: Solution, placed: list[int] | None) -> Scheduled:
+    """``solution``'s commitments and training placements (``placed``: option indices; None: the
+    solution's own placements) as the finishing path takes them."""
+    placements = sorted(
+        solution.placements if placed is None else (sets.options[a] for a in placed),
+        key=lambda option: option.run,
+    )
+    schedule = Schedule(placements, sorted(solution.unserved_runs), Occupancy.of(sets, placements))
+    commitments = {c: int(n) for c, n in solution.commits.items() if not sets.columns[c].existing}
+    return Scheduled(commitments, sets.committed(commitments), schedule)
+
+
 def _local_search(
     sets: PlanningSets,
     solution: Solution,
@@ -251,10 +274,7 @@ def _local_search(
     # checked before the incumbent's dispatch too: a year of periods dispatched for nothing otherwise
     if not budget.searchable(budget.local_search(budget.until(Share.STAGES), 0.0, 0.0, say)):
         return None
-    placements = sorted((sets.options[a] for a in placed), key=lambda option: option.run)
-    schedule = Schedule(placements, sorted(solution.unserved_runs), Occupancy.of(sets, placements))
-    commitments = {c: int(n) for c, n in solution.commits.items() if not sets.columns[c].existing}
-    scheduled = Scheduled(commitments, sets.committed(commitments), schedule)
+    scheduled = _scheduled(sets, solution, placed)
     incumbent = dispatch_scheduled(sets, scheduled, say)
     bar = min(incumbent_usd, incumbent.objective)
     left = budget.until(Share.STAGES)
