@@ -98,11 +98,14 @@ def test_a_plan_that_never_pays_is_not_bought(kit, tmp_path: Path) -> None:
     assert any("savings plans: none pays" in note for note in plan.document.solver.notes)
 
 
+@pytest.mark.parametrize("method", ["staged", "hourly"])
 @pytest.mark.parametrize(("reserved", "plan_usd", "nodes_reserved"), [(5.0, 0.0, 3), (7.0, 18.0, 0)])
-def test_reservations_and_plans_are_weighed_together(kit, tmp_path, reserved, plan_usd, nodes_reserved):
+def test_reservations_and_plans_are_weighed_together(
+    kit, tmp_path, reserved, plan_usd, nodes_reserved, method
+):
     """A flat 3 nodes: a 1y reservation at $5 beats the $6 plan rate (3 reserved, no plan); at $7 the
     plan wins (S = 3 x 6 = $18/h, nothing reserved)."""
-    plan = _plan(_inputs(kit, tmp_path, FLAT, reserved=reserved))
+    plan = _plan(_inputs(kit, tmp_path, FLAT, reserved=reserved), method)
     doc = plan.document
     assert sum(c.nodes for c in doc.commitments) == nodes_reserved
     assert sum(sp.usd_per_hour for sp in doc.savings_plans) == pytest.approx(plan_usd)
