@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from models.plan import Unserved, UnservedInference, UnservedTraining
 from models.tiers import TIER_ORDER, Tier
+from models.wording import plural
 
 __all__ = [
     "CHART_CONFIG",
@@ -210,7 +211,7 @@ def unserved_table(items: Iterable[Unserved]) -> Table | None:
         elif isinstance(u, UnservedInference):
             amount = f"{fmt_num(u.replica_hours, 1)} replica-h"
         else:  # a guarantee: GPUs the team is promised that no commitment can hold
-            amount = f"{fmt_num(u.gpus, 1)} GPUs"
+            amount = plural(u.gpus, "GPU", thousands=True)
         table.rows.append([u.workload, u.kind, u.team, run, amount, u.reason])
     return table if table.rows else None
 
@@ -227,6 +228,7 @@ def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
     )
     env.filters["md"] = md_cell
     env.filters["mdtable"] = md_table
+    env.filters["plural"] = plural  # {{ n | plural("run") }}: "1 run", "5 runs"
     return env
 
 
