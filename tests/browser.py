@@ -10,7 +10,7 @@ until every plotly chart has drawn its svg, and returns a :class:`PageCheck`: co
 page errors, failed requests, every request that left ``file://`` (reports must work offline), the
 title, the chart counts and the visible text.
 
-``capture_charts(path, captures)`` opens a page at given viewport widths, and printed (print media at a
+``capture_charts(pages, captures)`` opens pages at given viewport widths, and printed (print media at a
 paper's width, no script run in between), and returns where each plotly chart, its title and its mode
 bar sit against the card that holds the chart.
 
@@ -21,6 +21,7 @@ with the reason, so the suite still passes on machines without a browser; CI ins
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -264,10 +265,10 @@ def _geometry(page) -> list[ChartGeometry]:
 
 
 def capture_charts(
-    path: Path, captures: list[Capture], *, timeout_s: float = 60.0
-) -> dict[str, list[ChartGeometry]]:
-    """Open ``path`` once per capture in one headless Chromium; every chart's geometry, per capture name
-    (and per :attr:`Capture.printed` name for a capture that prints).
+    pages: Mapping[str, Path], captures: list[Capture], *, timeout_s: float = 60.0
+) -> dict[str, dict[str, list[ChartGeometry]]]:
+    """Open each of ``pages`` (name -> a local html file) once per capture, in one headless Chromium: per
+    page name, per capture name (and :attr:`Capture.printed` name), every chart's geometry.
 
     Skips (like :func:`open_page`) where playwright or Chromium is missing.
     """
@@ -278,31 +279,31 @@ def capture_charts(
     chromium = chromium_path()
     if chromium is None:
         pytest.skip(f"browser test needs Chromium at {CHROMIUM} (apt-get install chromium)")
-    url = Path(path).resolve().as_uri()
-    out: dict[str, list[ChartGeometry]] = {}
+    out: dict[str, dict[str, list[ChartGeometry]]] = {page: {} for page in pages}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=str(chromium), headless=True, args=LAUNCH_ARGS, timeout=timeout_s * 1000
         )
         try:
-            for capture in captures:
-                context = browser.new_context(
-                    viewport={"width": capture.width, "height": 900}, service_workers="block"
-                )
-                context.route(lambda url: not url.startswith(LOCAL_SCHEMES), lambda route: route.abort())
-                if capture.print_width is not None:
-                    context.add_init_script(script=_NO_RESIZE_LISTENERS)
-                page = context.new_page()
-                page.goto(url, wait_until="load", timeout=timeout_s * 1000)
-                page.wait_for_function(_ALL_CHARTS_DRAWN, timeout=timeout_s * 1000)
-                page.evaluate(_SETTLE)
-                out[capture.name] = _geometry(page)
-                if capture.print_width is not None:
-                    page.emulate_media(media="print")
-                    page.set_viewport_size({"width": capture.print_width, "height": 900})
+            for page_name, path in pages.items():
+                for capture in captures:
+                    context = browser.new_context(
+                        viewport={"width": capture.width, "height": 900}, service_workers="block"
+                    )
+                    context.route(lambda url: not url.startswith(LOCAL_SCHEMES), lambda route: route.abort())
+                    if capture.print_width is not None:
+                        context.add_init_script(script=_NO_RESIZE_LISTENERS)
+                    page = context.new_page()
+                    page.goto(Path(path).resolve().as_uri(), wait_until="load", timeout=timeout_s * 1000)
+                    page.wait_for_function(_ALL_CHARTS_DRAWN, timeout=timeout_s * 1000)
                     page.evaluate(_SETTLE)
-                    out[capture.printed] = _geometry(page)
-                context.close()
+                    out[page_name][capture.name] = _geometry(page)
+                    if capture.print_width is not None:
+                        page.emulate_media(media="print")
+                        page.set_viewport_size({"width": capture.print_width, "height": 900})
+                        page.evaluate(_SETTLE)
+                        out[page_name][capture.printed] = _geometry(page)
+                    context.close()
         finally:
             browser.close()
     return out
