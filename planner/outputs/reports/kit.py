@@ -252,8 +252,9 @@ def chart_div(fig: Any, div_id: str) -> Markup:
 
     The title is pinned to the top of the chart below :data:`MODEBAR_BAND_PX` and the top margin grows
     to hold it, so the mode bar never covers a title. The chart has no fixed width: plotly takes its
-    card's width when it first draws (the page's CSS fixes the cards' widths before that, see
-    ``base.css``) and again on every window resize; ``base.html.j2`` lets a printed chart scale to its card.
+    card's width when it first draws, so a page's CSS must give the card its final width by then
+    (``plan.html.j2``'s grid does), and again on every window resize; ``base.html.j2`` and ``base.css``
+    let a printed chart scale down to its card.
     """
     title = fig.layout.title
     if title.text:
