@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError
+from models.wording import plural
 from planner.cli.common import err, fail, out
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def catalog(
     if provenance:
         _print_provenance(rows, file)
         return
-    table = Table(title=f"{len(rows)} offerings ({'embedded' if file is None else file})")
+    table = Table(title=f"{plural(len(rows), 'offering')} ({'embedded' if file is None else file})")
     for column, justify in (
         ("cloud", "left"), ("region", "left"), ("instance type", "left"), ("GPUs", "right"),
         ("fabric", "left"), ("on-demand", "right"), ("spot", "right"), ("1y", "right"), ("3y", "right"),
@@ -90,7 +91,8 @@ def _print_provenance(rows: list[Offering], file: Path | None) -> None:
     from models.catalog import TIER_COLUMN
 
     table = Table(
-        title=f"where the prices of {len(rows)} offerings come from ({'embedded' if file is None else file})"
+        title=f"where the prices of {plural(len(rows), 'offering')} come from "
+        f"({'embedded' if file is None else file})"
     )
     for column in ("offering", "tier", "$/node-h", "basis", "as of", "source"):
         table.add_column(column, overflow="fold")

@@ -465,7 +465,7 @@ def test_validate_accepts_a_good_scenario(runner: CliRunner, project: Path) -> N
     result = runner.invoke(app, ["validate", str(project / "scenario.yaml")])
     assert result.exit_code == 0, result.output
     assert "ok" in result.stdout
-    assert "2 services" in result.stdout and "1 training jobs" in result.stdout
+    assert "2 services" in result.stdout and "1 training job / 1 run," in result.stdout
     assert "2 catalog offerings" in result.stdout
     assert not (project / "plan").exists()
 

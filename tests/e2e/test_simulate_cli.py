@@ -232,3 +232,33 @@ def test_philly_saturated_counts_the_trace_work_and_says_it_ran_dry(
     refused = run(runner, "philly", "--trace", str(trace), "--saturated", "-o", str(tmp_path / "no"), "-q")
     assert refused.exit_code == 2 and "--nodes" in refused.output
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.skipif(not HAS_OPENB, reason="planner/simulate/openb.py not present")
+def test_openb_table_fits_80_columns_with_every_policy_named(
+    runner: CliRunner, openb_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Issue 42: the table cut its own column names ("workload…", "best_bas…") in an 80-column terminal.
+    Now every header is whole, every line fits, and the legend under the table names every column."""
+    from planner.cli.simulate import OPENB_HEADERS
+    from planner.simulate.openb import POLICIES
+
+    pods, nodes = openb_files
+    result = runner.invoke(
+        simulate_app,
+        ["openb", "--pods", str(pods), "--nodes", str(nodes), "--levels", "50:100:25",
+         "-o", str(tmp_path / "ob"), "-q", "--policy", ",".join(POLICIES)],
+        env={"COLUMNS": "80"}, terminal_width=80, catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "…" not in result.output
+    assert max(len(line) for line in lines) <= 80
+    columns = ["level_pct", *POLICIES, "best_baseline", "reduction_pct"]
+    header = next(line for line in lines if line.split()[:1] == ["level"])
+    assert header.split() == [OPENB_HEADERS[c][0] for c in columns]
+    legend = " ".join(result.output.split("\n\n")[-1].split())  # the paragraph under the table
+    for column in columns:
+        short, meaning = OPENB_HEADERS[column]
+        assert f"{short} = {meaning}" in legend
+    assert all(policy in legend for policy in POLICIES)

@@ -540,7 +540,7 @@ def test_unserved_reasons(plan_and_alloc: PlanAndAlloc) -> None:
     )
     assert "| rlhf-8b | training | research | 3 | 640 GPU-h | deadline before earliest start |" in md
     assert "| assistant | guarantee | assistant |" in md and "guarantee above quota" in md
-    assert "3 workload item(s) are unserved" in md
+    assert "3 workload items are unserved" in md
     assert "Everything is served." not in md
     plan.unserved = []
     assert "Everything is served." in render_markdown(plan, alloc)
@@ -592,11 +592,11 @@ def test_mig_section(plan_and_alloc: PlanAndAlloc) -> None:
     md = render_markdown(plan, alloc)
     section = md.split("## MIG layouts", 1)[1].split("## Unserved", 1)[0]
     assert "Slicing saves 13 GPUs at the pools' peaks and 450 GPU-hours" in section
-    assert "2 node layout(s) cover every period's replicas" in section
+    assert "2 node layouts cover every period's replicas" in section
     assert (
         f"| {AWS_P5} | 2 | 14 x 1g.10gb, 3 x 3g.40gb | 4 | 5 | 17 | 13 | 16 of 48 h | "
-        "1 x p5-1 (2 GPU(s): 7 x 1g.10gb; 2 GPU(s): 2 x 3g.40gb; 4 GPU(s): MIG off), "
-        "2 x p5-2 (1 GPU(s): 7 x 1g.10gb; 7 GPU(s): MIG off) |"
+        "1 x p5-1 (2 GPUs: 7 x 1g.10gb; 2 GPUs: 2 x 3g.40gb; 4 GPUs: MIG off), "
+        "2 x p5-2 (1 GPU: 7 x 1g.10gb; 7 GPUs: MIG off) |"
     ) in section  # periods 0-11 and 20-23 carry a config; at the peak (3) both do
     html = render_html(plan, alloc)
     assert '<h2 id="mig">MIG layouts</h2>' in html and '<a href="#mig">MIG</a>' in html
@@ -606,8 +606,8 @@ def test_mig_section(plan_and_alloc: PlanAndAlloc) -> None:
     plan.mig = _mig_section(legacy)
     section = render_markdown(plan, alloc).split("## MIG layouts", 1)[1].split("## Unserved", 1)[0]
     assert (
-        f"| {AWS_P5} | 1 | 14 x 1g.10gb, 3 x 3g.40gb | 4 | 5 | 17 | 13 | — | 1 x p5-mixed (2 GPU(s): 7 x "
-        "1g.10gb; 2 GPU(s): 2 x 3g.40gb; 4 GPU(s): MIG off) |"
+        f"| {AWS_P5} | 1 | 14 x 1g.10gb, 3 x 3g.40gb | 4 | 5 | 17 | 13 | — | 1 x p5-mixed (2 GPUs: 7 x "
+        "1g.10gb; 2 GPUs: 2 x 3g.40gb; 4 GPUs: MIG off) |"
     ) in section
 
 

@@ -27,6 +27,7 @@ from models.tiers import HOURS_PER_MONTH, Tier
 from planner.outputs.reports.kit import (
     DASH,
     Table,
+    chart_div,
     fmt_pct,
     fmt_rate,
     fmt_usd,
@@ -433,9 +434,8 @@ def _charts(doc: BreakevenDocument, ctx: Mapping[str, Any]) -> list[Markup]:
         **{**layout, "height": 360},
     )
 
-    config = {"displaylogo": False, "responsive": True}
     return [
-        Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{name}", config=config))
+        chart_div(fig, f"chart-{name}")
         for name, fig in (("cumulative", fig_a), ("tornado", fig_b), ("grid", fig_c))
     ]
 

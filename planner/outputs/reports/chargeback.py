@@ -19,6 +19,7 @@ from models.wording import cents_adding_up
 from planner.outputs.reports.kit import (
     TIER_COLORS,
     Table,
+    chart_div,
     fmt_num,
     fmt_pct,
     fmt_rate,
@@ -185,8 +186,7 @@ def _chart(rows: pd.DataFrame) -> Markup:
         height=420,
         margin={"l": 60, "r": 20, "t": 60, "b": 60},
     )
-    config = {"displaylogo": False, "responsive": True}
-    return Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id="chart-teams", config=config))
+    return chart_div(fig, "chart-teams")
 
 
 _HTML = jinja_environment(autoescape=True, trim=True).get_template("chargeback.html.j2")

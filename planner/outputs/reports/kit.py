@@ -16,17 +16,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from models.plan import Unserved, UnservedInference, UnservedTraining
 from models.tiers import TIER_ORDER, Tier
+from models.wording import plural
 
 __all__ = [
+    "CHART_CONFIG",
     "DASH",
     "IDLE_SERIES",
     "TIER_COLORS",
     "TIER_ORDER",
     "Table",
     "apportion",
+    "chart_div",
     "fmt_num",
     "fmt_pct",
     "fmt_rate",
@@ -207,7 +211,7 @@ def unserved_table(items: Iterable[Unserved]) -> Table | None:
         elif isinstance(u, UnservedInference):
             amount = f"{fmt_num(u.replica_hours, 1)} replica-h"
         else:  # a guarantee: GPUs the team is promised that no commitment can hold
-            amount = f"{fmt_num(u.gpus, 1)} GPUs"
+            amount = plural(u.gpus, "GPU", thousands=True)
         table.rows.append([u.workload, u.kind, u.team, run, amount, u.reason])
     return table if table.rows else None
 
@@ -224,7 +228,42 @@ def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
     )
     env.filters["md"] = md_cell
     env.filters["mdtable"] = md_table
+    env.filters["plural"] = plural  # {{ n | plural("run") }}: "1 run", "5 runs"
     return env
+
+
+# --------------------------------------------------------------------------------------------
+# Charts: one plotly div per chart, sized by its card before it is first drawn
+# --------------------------------------------------------------------------------------------
+
+#: plotly's config for every report chart: no logo; redrawn to its card's width when the window resizes;
+#: the mode bar only while the pointer is over the chart (plotly's "hover" default, said here on purpose).
+CHART_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
+#: The band at the top of a chart that plotly's mode bar takes (its buttons are about 25 px tall, 2 px
+#: from the top): titles start below it, so a capture taken while the mode bar shows never hides them.
+MODEBAR_BAND_PX = 34
+#: Height of a one-line title (plotly's default 17 px title font, with its descenders) and the gap under it.
+_TITLE_PX = 24
+_TITLE_GAP_PX = 10
+
+
+def chart_div(fig: Any, div_id: str) -> Markup:
+    """``fig`` as a ``<div>`` for a report page, plotly.js not included (the page embeds it once).
+
+    The title is pinned to the top of the chart below :data:`MODEBAR_BAND_PX` and the top margin grows
+    to hold it, so the mode bar never covers a title. The chart has no fixed width: plotly takes its
+    card's width when it first draws, so a page's CSS must give the card its final width by then
+    (``plan.html.j2``'s grid does), and again on every window resize; ``base.html.j2`` and ``base.css``
+    let a printed chart scale down to its card.
+    """
+    title = fig.layout.title
+    if title.text:
+        lines = 1 + str(title.text).count("<br>")
+        fig.update_layout(
+            title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": MODEBAR_BAND_PX}},
+            margin={"t": max(fig.layout.margin.t or 0, MODEBAR_BAND_PX + lines * _TITLE_PX + _TITLE_GAP_PX)},
+        )
+    return Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=CHART_CONFIG))
 
 
 # Markdown keeps every newline (no trim_blocks) so paragraphs, lists and tables stay separated;

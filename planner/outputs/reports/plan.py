@@ -49,6 +49,7 @@ from models.plan import (
     TrainingPlacement,
 )
 from models.tiers import COMMITTED_TIERS, Tier
+from models.wording import plural
 from planner.outputs.reports.kit import (
     DASH,
     IDLE_SERIES,
@@ -56,6 +57,7 @@ from planner.outputs.reports.kit import (
     TIER_ORDER,
     Table,
     apportion,
+    chart_div,
     fmt_num,
     fmt_pct,
     fmt_rate,
@@ -310,8 +312,8 @@ def _headline(plan: PlanDocument) -> dict[str, Any]:
             )
         elif guaranteed:
             reasons.append(
-                f"team guarantees keep {fmt_num(guaranteed)} GPUs provisioned whether or not "
-                f"they are used, while a baseline may pay only for the demand it serves"
+                f"team guarantees keep {plural(guaranteed, 'GPU', thousands=True)} provisioned whether or "
+                f"not they are used, while a baseline may pay only for the demand it serves"
             )
         idle = _idle_commitment_cost(plan)
         if idle:
@@ -332,7 +334,8 @@ def _headline(plan: PlanDocument) -> dict[str, Any]:
     unserved_note = None
     if plan.unserved:
         unserved_note = (
-            f"{len(plan.unserved)} workload item(s) are unserved (see below): the comparison is "
+            f"{plural(len(plan.unserved), 'workload item')} {'is' if len(plan.unserved) == 1 else 'are'} "
+            "unserved (see below): the comparison is "
             f"between a plan that serves less and baselines that may serve everything."
         )
     beyond = sum(c.obligation_beyond_horizon_usd for c in plan.commitments)
@@ -751,9 +754,9 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
 
 
 def _layout_text(groups: list[MigNodeLayout]) -> str:
-    """One node's layout in words: ``5 GPU(s): 7 x 1g.10gb; 3 GPU(s): MIG off``."""
+    """One node's layout in words: ``5 GPUs: 7 x 1g.10gb; 1 GPU: MIG off``."""
     return "; ".join(
-        f"{g.gpus} GPU(s): "
+        f"{plural(g.gpus, 'GPU')}: "
         + (
             "MIG off"
             if g.mig_devices is None
@@ -810,11 +813,13 @@ def _mig(plan: PlanDocument) -> dict[str, Any] | None:
         )
     configs = sum(len(pool.configs) for pool in mig.pools)
     summary = (
-        f"Slicing saves {fmt_num(mig.gpus_saved_vs_whole_at_peak)} GPUs at the pools' peaks and "
+        f"Slicing saves {plural(mig.gpus_saved_vs_whole_at_peak, 'GPU', thousands=True)} at the pools' "
+        "peaks and "
         f"{fmt_num(mig.gpu_hours_saved_vs_whole)} GPU-hours over the horizon against one replica per "
         "whole GPU. Replicas of different services share GPUs (packed with a cutting-stock model over "
         "the valid MIG layouts, every period); training never shares a GPU. "
-        f"{fmt_num(configs)} node layout(s) cover every period's replicas; plan.json's "
+        f"{plural(configs, 'node layout', thousands=True)} {'covers' if configs == 1 else 'cover'} every "
+        "period's replicas; plan.json's "
         "mig.pools[].configs say on how many nodes each applies in which periods. Apply one with "
         "mig-config.yaml and the node label nvidia.com/mig.config=<config> (all-disabled on the other "
         "nodes)."
@@ -911,7 +916,7 @@ def _timeline(plan: PlanDocument) -> Markup | None:
         begin, end = max(c.start, first), min(c.end, last)
         colour = "#9aa5b1" if c.existing else TIER_COLORS.get(str(c.term.tier), "#5b6b7f")
         hover = (
-            f"{c.name}<br>{c.nodes} nodes, {c.term}, {_day(c.start)} to {_day(c.end)}<br>"
+            f"{c.name}<br>{plural(c.nodes, 'node')}, {c.term}, {_day(c.start)} to {_day(c.end)}<br>"
             f"{fmt_usd(c.cost_in_horizon_usd)} in the horizon"
             + (
                 f", {fmt_usd(c.obligation_beyond_horizon_usd)} after it"
@@ -939,10 +944,7 @@ def _timeline(plan: PlanDocument) -> Markup | None:
         xaxis={"type": "date", "range": [first.isoformat(), last.isoformat()], "title": "date (UTC)"},
         yaxis={"autorange": "reversed", "automargin": True},
     )
-    config = {"displaylogo": False, "responsive": True}
-    return Markup(
-        fig.to_html(full_html=False, include_plotlyjs=False, div_id="chart-purchase-schedule", config=config)
-    )
+    return chart_div(fig, "chart-purchase-schedule")
 
 
 def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
@@ -1055,9 +1057,8 @@ def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
         **layout,
     )
 
-    config = {"displaylogo": False, "responsive": True}
     return [
-        Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{name}", config=config))
+        chart_div(fig, f"chart-{name}")
         for name, fig in (
             ("nodes-per-tier", fig_a),
             ("cost-by-tier", fig_b),

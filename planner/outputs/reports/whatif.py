@@ -34,6 +34,7 @@ from planner.outputs.reports.kit import (
     TIER_ORDER,
     Table,
     apportion,
+    chart_div,
     fmt_num,
     fmt_pct,
     fmt_usd,
@@ -387,7 +388,6 @@ _LAYOUT: dict[str, Any] = {
     "margin": {"l": 90, "r": 30, "t": 70, "b": 60},
     "legend": {"orientation": "h", "y": -0.15},
 }
-_CONFIG = {"displaylogo": False, "responsive": True}
 
 
 def _no_data(fig: Any, message: str) -> None:
@@ -592,10 +592,7 @@ def _charts(variants: Sequence[Variant], base: Variant, cumulative: Mapping[str,
         ("savings", _chart_savings(variants, base)),
         ("cumulative", _chart_cumulative(base, cumulative)),
     )
-    return [
-        Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{name}", config=_CONFIG))
-        for name, fig in figures
-    ]
+    return [chart_div(fig, f"chart-{name}") for name, fig in figures]
 
 
 # --------------------------------------------------------------------------------------------

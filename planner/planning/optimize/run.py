@@ -16,18 +16,32 @@ from models.errors import SolverError
 from models.plan import Plan
 from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
+from models.wording import plural
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.hourly import plan_hourly
 from planner.planning.optimize.settings import METHODS, SolveSettings
 from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
-from planner.planning.problem.sets import ModelOptions, build_sets
+from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
 
-__all__ = ["HOURLY_ABOVE", "optimize"]
+__all__ = ["HOURLY_ABOVE", "optimize", "sets_summary"]
 
 # ``auto`` takes the hourly method above this many (model slots x services): the staged MILP's size
 # grows with that product, the hourly method's cluster model does not
 HOURLY_ABOVE = 5_000
+
+
+def sets_summary(sets: PlanningSets) -> str:
+    """The size of what is planned, the first progress line: counts a user can check against the scenario."""
+    return ", ".join(
+        [
+            plural(len(sets.offerings), "offering"),
+            plural(len(sets.services), "service"),
+            plural(len(sets.runs), "training run"),
+            plural(len(sets.slots), "model slot"),
+            plural(len(sets.options), "placement option"),
+        ]
+    )
 
 
 def optimize(
@@ -54,10 +68,7 @@ def optimize(
         base_dir,
         ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours),
     )
-    say(
-        f"{len(sets.offerings)} offerings, {len(sets.services)} services, {len(sets.runs)} training runs, "
-        f"{len(sets.slots)} model slots, {len(sets.options)} placement options"
-    )
+    say(sets_summary(sets))
     if settings.method not in METHODS:
         raise SolverError(f"unknown method {settings.method!r}; choose one of {', '.join(METHODS)}")
     method = settings.method

@@ -68,7 +68,7 @@ class ModelOptions:
     """How finely the model is resolved in time (coarser = faster, see the module docstring)."""
 
     block_hours: int | None = None  # None = automatic
-    start_grid_hours: int | None = None  # None = block_hours
+    start_grid_hours: int | None = None  # None = min(24 h, the block length): a start a day at most
     max_starts_per_run: int = MAX_STARTS_PER_RUN
     prune: bool = True  # drop dominated offering/tier choices (exact; off only to check that it is)
     merge: bool = True  # merge equal-demand periods into slots (exact; off only to check that it is)
