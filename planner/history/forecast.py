@@ -13,7 +13,8 @@ Model (statsmodels; docs/forecast.md says why not statsforecast, with the measur
   an ETS model with additive errors, Holt's linear trend or none, the lower AICc winning
   (Hyndman and Athanasopoulos, FPP3 section 8.6, https://otexts.com/fpp3/ets.html);
 * over two days, up to two weeks: the same with the daily period only;
-* two days or less: a flat forecast, each future hour drawn from the last day's values.
+* two days or less: a flat forecast, each future hour drawn from the last day's values;
+* a history holding one value throughout (an idle service, a fixed pool): that value, no spread.
 
 Choices that matter, stated so they can be read:
 
@@ -215,6 +216,14 @@ def _fit(
 ) -> tuple[dict[str, Any], str, str]:
     """The model the history's length allows: its quantiles, paths and figures, its name, and why."""
     n = len(values)
+    if np.ptp(values) == 0:  # nothing varies: ETS has no error to fit (its likelihood is degenerate)
+        level = float(values[0])
+        return (
+            {"quantiles": np.full((hours, len(qs)), level), "paths": np.full((n_paths, hours), level),
+             "level": level},
+            "constant",
+            f"the history holds one value ({level:g}) in all {n} h: forecast as that value, no spread",
+        )  # fmt: skip
     if n > 2 * WEEK:  # MSTL keeps a period only when the series holds more than two of its cycles
         fit = _seasonal_ets(values, (DAY, WEEK), hours, qs, n_paths, rng)
         model = f"MSTL(24,168)+ETS({fit.pop('ets')})"
