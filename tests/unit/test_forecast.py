@@ -227,3 +227,13 @@ def test_backtest_on_a_known_law_beats_the_baseline_and_says_when_mape_is_undefi
     assert "MAPE undefined: 1 of 168 held-out hours are 0" in with_zero.model.notes
     with pytest.raises(InputError, match="hold out less"):
         backtest(series, len(series) - 5)
+
+
+def test_a_constant_history_is_forecast_as_that_value_without_spread() -> None:
+    """ETS cannot be fitted to a series that never varies (a fixed pool of GPUs): it is said, not failed."""
+    index = pd.date_range("2027-01-01", periods=400, freq="h", tz="UTC")
+    f = forecast(pd.Series(4.0, index=index), 48, n_paths=3)
+    assert f.model == "constant" and "one value (4)" in f.reason
+    assert (f.quantiles.to_numpy() == 4.0).all() and (f.paths == 4.0).all()
+    varying = pd.Series(4.0 + np.sin(np.arange(400)), index=index)
+    assert forecast(varying, 48, n_paths=3).model != "constant"

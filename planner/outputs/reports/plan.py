@@ -56,6 +56,7 @@ from planner.outputs.reports.kit import (
     TIER_ORDER,
     Table,
     apportion,
+    chart_div,
     fmt_num,
     fmt_pct,
     fmt_rate,
@@ -939,10 +940,7 @@ def _timeline(plan: PlanDocument) -> Markup | None:
         xaxis={"type": "date", "range": [first.isoformat(), last.isoformat()], "title": "date (UTC)"},
         yaxis={"autorange": "reversed", "automargin": True},
     )
-    config = {"displaylogo": False, "responsive": True}
-    return Markup(
-        fig.to_html(full_html=False, include_plotlyjs=False, div_id="chart-purchase-schedule", config=config)
-    )
+    return chart_div(fig, "chart-purchase-schedule")
 
 
 def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
@@ -1055,9 +1053,8 @@ def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
         **layout,
     )
 
-    config = {"displaylogo": False, "responsive": True}
     return [
-        Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{name}", config=config))
+        chart_div(fig, f"chart-{name}")
         for name, fig in (
             ("nodes-per-tier", fig_a),
             ("cost-by-tier", fig_b),
