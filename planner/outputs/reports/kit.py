@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 
 from models.plan import Unserved, UnservedInference, UnservedTraining
 from models.tiers import TIER_ORDER, Tier
@@ -26,10 +25,8 @@ __all__ = [
     "IDLE_SERIES",
     "TIER_COLORS",
     "TIER_ORDER",
-    "CHART_CONFIG",
     "Table",
     "apportion",
-    "chart_div",
     "fmt_num",
     "fmt_pct",
     "fmt_rate",
@@ -228,40 +225,6 @@ def jinja_environment(autoescape: bool, trim: bool) -> jinja2.Environment:
     env.filters["md"] = md_cell
     env.filters["mdtable"] = md_table
     return env
-
-
-
-# --------------------------------------------------------------------------------------------
-# Charts: one plotly div per chart, sized by its card before it is first drawn
-# --------------------------------------------------------------------------------------------
-
-#: plotly's config for every report chart: no logo; redrawn to its card's width when the window resizes;
-#: the mode bar only while the pointer is over the chart (plotly's "hover" default, said here on purpose).
-CHART_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
-#: The band at the top of a chart that plotly's mode bar takes (its buttons are about 25 px tall, 2 px
-#: from the top): titles start below it, so a capture taken while the mode bar shows never hides them.
-MODEBAR_BAND_PX = 34
-#: Height of a one-line title (plotly's default 17 px title font, with its descenders) and the gap under it.
-_TITLE_PX = 24
-_TITLE_GAP_PX = 10
-
-
-def chart_div(fig: Any, div_id: str) -> Markup:
-    """``fig`` as a ``<div>`` for a report page, plotly.js not included (the page embeds it once).
-
-    The title is pinned to the top of the chart below :data:`MODEBAR_BAND_PX` and the top margin grows
-    to hold it, so the mode bar never covers a title. The chart has no fixed width: plotly takes its
-    card's width when it first draws (the page's CSS fixes the cards' widths before that, see
-    ``base.css``) and again on every window resize; ``base.html.j2`` lets a printed chart scale to its card.
-    """
-    title = fig.layout.title
-    if title.text:
-        lines = 1 + str(title.text).count("<br>")
-        fig.update_layout(
-            title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": MODEBAR_BAND_PX}},
-            margin={"t": max(fig.layout.margin.t or 0, MODEBAR_BAND_PX + lines * _TITLE_PX + _TITLE_GAP_PX)},
-        )
-    return Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=CHART_CONFIG))
 
 
 # Markdown keeps every newline (no trim_blocks) so paragraphs, lists and tables stay separated;

@@ -56,7 +56,6 @@ from planner.outputs.reports.kit import (
     TIER_ORDER,
     Table,
     apportion,
-    chart_div,
     fmt_num,
     fmt_pct,
     fmt_rate,
@@ -940,7 +939,10 @@ def _timeline(plan: PlanDocument) -> Markup | None:
         xaxis={"type": "date", "range": [first.isoformat(), last.isoformat()], "title": "date (UTC)"},
         yaxis={"autorange": "reversed", "automargin": True},
     )
-    return chart_div(fig, "chart-purchase-schedule")
+    config = {"displaylogo": False, "responsive": True}
+    return Markup(
+        fig.to_html(full_html=False, include_plotlyjs=False, div_id="chart-purchase-schedule", config=config)
+    )
 
 
 def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
@@ -1053,8 +1055,9 @@ def _charts(plan: PlanDocument, alloc: pd.DataFrame) -> list[Markup]:
         **layout,
     )
 
+    config = {"displaylogo": False, "responsive": True}
     return [
-        chart_div(fig, f"chart-{name}")
+        Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{name}", config=config))
         for name, fig in (
             ("nodes-per-tier", fig_a),
             ("cost-by-tier", fig_b),
