@@ -5,7 +5,8 @@ Run ``python bench/demand_bench.py [--series 200] [--days 90] [--horizon-days 36
 from anywhere. The history: ``--series`` namespaces, each ``bench_gpus{namespace=...}`` hourly with a
 daily and a weekly cycle, growth and noise (drawn, seed 40). Where Debian's ``prometheus`` and
 ``promtool`` are installed, it is backfilled into a real Prometheus on 127.0.0.1 (as the tests'
-``tests/integration/prometheus_stand_in.py`` does; the backfill is not timed) and read through
+``tests/integration/prometheus_stand_in.py`` does, in blocks of up to 31 days as Prometheus' compaction
+leaves them; the backfill and a first cold read are not timed) and read through
 ``planner.history.read.read_prometheus`` over HTTP; else it is written as a usage CSV (chargeback's
 format) and read by ``planner.history.sources.read_usage_history``. Then ``planner.history.outlook``
 forecasts every series (quantiles, paths, the CLI's defaults) on 2 worker processes, for each horizon.
@@ -61,7 +62,7 @@ def draw(series: int, hours: int, seed: int = 40) -> np.ndarray:
 
 def from_prometheus(values: np.ndarray, end: datetime) -> tuple[History, float]:
     """Backfill a real Prometheus, read the history back over HTTP; seconds of the read only."""
-    from prometheus_stand_in import _backfill, _free_port, _wait_ready
+    from prometheus_stand_in import _free_port, _wait_ready
 
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     assert prometheus and promtool
@@ -76,7 +77,15 @@ def from_prometheus(values: np.ndarray, end: datetime) -> tuple[History, float]:
     folder = Path(tempfile.mkdtemp(prefix="gpuplan-demand-bench-"))
     try:
         began = time.perf_counter()
-        _backfill(promtool, [*lines, "# EOF"], folder)
+        # blocks of up to 31 days, as Prometheus' own compaction leaves them (its largest block is 10 % of
+        # the retention, at most 31 d); promtool's default 2 h blocks would leave 1,080 blocks to open
+        data = folder / "bench.om"
+        data.write_text("\n".join([*lines, "# EOF"]) + "\n", encoding="utf-8")
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=744h",
+             str(data), str(folder / "tsdb")],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
         print(f"backfilled {len(lines):,} samples in {time.perf_counter() - began:.1f} s (not timed)")
         (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
         port = _free_port()

@@ -48,7 +48,8 @@ from planner.history.result import History, ServiceHistory
 __all__ = ["HOUR", "Outlook", "ServiceOutlook", "Settings", "TeamTraining", "hourly", "outlook", "q_label"]
 
 HOUR: Final = timedelta(hours=1)
-#: Most points a page's chart trace holds; longer series are shown as daily means (the files keep hours).
+#: Most hours a page's chart shows (history and forecast together); past it both are shown as daily means
+#: (the files keep the hours).
 CHART_POINTS: Final = 3000
 
 
@@ -203,16 +204,17 @@ class Outlook:
         return document
 
     def page_services(self) -> list[dict[str, Any]]:
-        """Per service the plain data the page draws: history and forecast band (hourly, or daily means
-        past :data:`CHART_POINTS`), model, quality, backtest figures."""
+        """Per service the plain data the page draws: history and forecast band (hourly, or both as daily
+        means past :data:`CHART_POINTS`), model, quality, backtest figures."""
         qs = self.settings.quantiles
         low, high = qs[0], qs[-1]
         mid = 0.5 if 0.5 in qs else qs[len(qs) // 2]
         pages = []
         for name, item in sorted(self.services.items()):
             f = item.forecast
-            history, daily_h = _chart_series(item.history)
-            band = {q_label(q): _chart_series(f.quantile(q))[0] for q in (low, mid, high)}
+            daily = len(item.history) + len(f.quantiles) > CHART_POINTS  # one resolution for both
+            history = _chart_series(item.history, daily)
+            band = {q_label(q): _chart_series(f.quantile(q), daily) for q in (low, mid, high)}
             quality = item.service.quality
             pages.append(
                 {
@@ -225,7 +227,7 @@ class Outlook:
                     "model": f.model,
                     "reason": f.reason,
                     "history": history,
-                    "daily": daily_h or len(f.quantiles) > CHART_POINTS,
+                    "daily": daily,
                     "band": band,
                     "low": q_label(low),
                     "mid": q_label(mid),
@@ -296,14 +298,13 @@ def _stamp(when: Any) -> str:
     return pd.Timestamp(when).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _chart_series(series: pd.Series) -> tuple[dict[str, list[Any]], bool]:
-    """Times (ISO) and values for a chart trace: hourly, or daily means when longer than CHART_POINTS."""
-    daily = len(series) > CHART_POINTS
+def _chart_series(series: pd.Series, daily: bool) -> dict[str, list[Any]]:
+    """Times (ISO) and values for a chart trace: hourly, or daily means."""
     shown = series.resample("D").mean() if daily else series
     return {
         "times": [_stamp(t) for t in shown.index],
         "values": [round(float(v), 4) for v in shown.to_numpy()],
-    }, daily
+    }
 
 
 # ---- from a History ------------------------------------------------------------------------------

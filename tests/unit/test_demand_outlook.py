@@ -107,3 +107,15 @@ def test_a_sub_hour_history_is_forecast_on_whole_hours_means() -> None:
     means = hourly(series, pd.Timedelta(minutes=30).to_pytimedelta())
     # 00:30 alone and 03:00 alone are partial hours: dropped; 01:00 = (3 + 5) / 2, 02:00 = (2 + 4) / 2
     assert list(means.index.hour) == [1, 2] and list(means) == [4.0, 3.0]
+
+
+def test_a_long_chart_shows_history_and_forecast_both_as_daily_means(usage: Path, tmp_path: Path) -> None:
+    """504 h of history and 120 days ahead are past the page's 3,000 hours: both traces daily, never one
+    hourly beside the other daily (their cycles would not compare)."""
+    out = tmp_path / "out"
+    command = ["demand", "--usage", str(usage), "-o", str(out), "-q", "--horizon", "120d", "--paths", "5"]
+    assert CliRunner().invoke(app, command).exit_code == 0
+    html = (out / "demand.html").read_text()
+    assert "chat: history and forecast (daily means)" in html
+    history = json.loads(html.split('"name":"history","x":', 1)[1].split(',"y"', 1)[0])
+    assert len(history) == DAYS and history[0] == "2027-03-01T00:00:00Z"
