@@ -8,7 +8,8 @@ daily and a weekly cycle, growth and noise (drawn, seed 40). Where Debian's ``pr
 ``tests/integration/prometheus_stand_in.py`` does, in blocks of up to 31 days as Prometheus' compaction
 leaves them; the backfill and a first cold read are not timed) and read through
 ``planner.history.read.read_prometheus`` over HTTP; else it is written as a usage CSV (chargeback's
-format) and read by ``planner.history.sources.read_usage_history``. Then ``planner.history.outlook``
+format, one file per 30 days: a usage CSV holds at most 200,000 rows) and read by
+``planner.history.sources.read_usage_history``. Then ``planner.history.outlook``
 forecasts every series (quantiles, paths, the CLI's defaults) on 2 worker processes, for each horizon.
 
 Printed: seconds to read, to forecast, the total, and the ratio to the 60 s target; per horizon.
@@ -120,22 +121,39 @@ def from_prometheus(values: np.ndarray, end: datetime) -> tuple[History, float]:
 
 
 def from_usage(values: np.ndarray, end: datetime) -> tuple[History, float]:
-    """The same history as a usage CSV (one row per namespace and hour); seconds of the read."""
+    """The same history as usage CSVs (one row per namespace and hour), one file per 30 days (a usage CSV
+    holds at most 200,000 rows: "split it by month"), read and joined; seconds of the reads and the join."""
+    import dataclasses
+
+    import pandas as pd
+
     series, hours = values.shape
     start = end - timedelta(hours=hours - 1)
     folder = Path(tempfile.mkdtemp(prefix="gpuplan-demand-bench-"))
     try:
-        path = folder / "usage.csv"
-        with path.open("w") as f:
-            f.write("team,project,namespace,start,end,gpus,offering,tier\n")
-            for k in range(hours):
-                a = (start + k * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")
-                b = (start + (k + 1) * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")
-                for i in range(series):
-                    row = f"t{i:03d},ns-{i:03d},ns-{i:03d},{a},{b},{values[i, k]:g}"
-                    f.write(f"{row},aws:us-east-1:p5.48xlarge,on_demand\n")
+        paths = []
+        for first in range(0, hours, 30 * 24):
+            path = folder / f"usage-{first // (30 * 24)}.csv"
+            with path.open("w") as f:
+                f.write("team,project,namespace,start,end,gpus,offering,tier\n")
+                for k in range(first, min(hours, first + 30 * 24)):
+                    a = (start + k * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    b = (start + (k + 1) * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    for i in range(series):
+                        row = f"t{i:03d},ns-{i:03d},ns-{i:03d},{a},{b},{values[i, k]:g}"
+                        f.write(f"{row},aws:us-east-1:p5.48xlarge,on_demand\n")
+            paths.append(path)
         began = time.perf_counter()
-        history = read_usage_history(path, Mapping(), HOUR)
+        parts = [read_usage_history(path, Mapping(), HOUR) for path in paths]
+        services = {
+            name: dataclasses.replace(
+                service, gpus=pd.concat([p.services[name].gpus for p in parts if name in p.services])
+            )
+            for name, service in parts[0].services.items()
+        }
+        index = pd.DatetimeIndex(pd.concat([pd.Series(0, index=p.index) for p in parts]).index, name="time")
+        provenance = dataclasses.replace(parts[0].provenance, end=parts[-1].provenance.end)
+        history = dataclasses.replace(parts[0], index=index, services=services, provenance=provenance)
         return history, time.perf_counter() - began
     finally:
         shutil.rmtree(folder, ignore_errors=True)
