@@ -122,9 +122,38 @@ def draft_scenario(history: History, future: Outlook) -> str:
     return "\n".join(lines)
 
 
+def _node_sizes() -> list[int]:
+    """GPUs per node of the training GPU models in the default regions of the embedded catalog: a gang
+    is planned on offerings of exactly its GPUs per node (planning/problem/sets.py)."""
+    from models.catalog import Catalog, gpu_model_matches
+
+    return sorted(
+        {
+            o.gpus_per_node
+            for o in Catalog.load().offerings
+            if o.region in DEFAULT_CLOUDS.get(o.cloud, []) and gpu_model_matches(o.gpu_model, TRAINING_GPUS)
+        }
+    )
+
+
+def _gang_shape(nodes: int, per_node: int, sizes: list[int]) -> tuple[int, int, str]:
+    """A gang seen as ``nodes`` x ``per_node`` GPUs, on nodes the defaults sell: as seen when that size is
+    sold, else the same GPUs on the next larger size (or the largest), with a REVIEW note."""
+    if not sizes or per_node in sizes:
+        return nodes, per_node, ""
+    size = next((s for s in sizes if s >= per_node), sizes[-1])
+    whole = max(1, math.ceil(nodes * per_node / size))
+    return (
+        whole,
+        size,
+        f"  # REVIEW: seen as {nodes} x {per_node} GPUs; no {per_node}-GPU {TRAINING_GPUS} node",
+    )
+
+
 def _jobs(future: Outlook, end: pd.Timestamp, taken: set[str]) -> list[str]:
     """The chosen sample's runs as training jobs with windows inside the horizon."""
     lines: list[str] = []
+    sizes = _node_sizes() if future.training else []
     slugs = {safe_name(n) for n in taken}
     for team, training in sorted(future.training.items()):
         rows: list[dict[Hashable, Any]] = training.chosen_runs.to_dict("records")
@@ -141,11 +170,14 @@ def _jobs(future: Outlook, end: pd.Timestamp, taken: set[str]) -> list[str]:
             while safe_name(name) in slugs:
                 name += "-x"
             slugs.add(safe_name(name))
+            nodes, per_node, note = _gang_shape(
+                int(run["nodes"]), min(MAX_GPUS_PER_NODE, int(run["gpus_per_node"])), sizes
+            )
             lines += [
                 f"  - name: {_y(name)}",
                 f"    team: {_y(team)}",
-                f"    nodes: {int(run['nodes'])}",
-                f"    gpus_per_node: {min(MAX_GPUS_PER_NODE, int(run['gpus_per_node']))}",
+                f"    nodes: {nodes}",
+                f"    gpus_per_node: {per_node}{note}",
                 f"    gpu_models: {_y(TRAINING_GPUS)}  # REVIEW",
                 f"    hours: {hours:g}  # {run['size_class']}, a length seen in the history",
                 f"    earliest_start: {_stamp(earliest)}",

@@ -119,3 +119,16 @@ def test_a_long_chart_shows_history_and_forecast_both_as_daily_means(usage: Path
     assert "chat: history and forecast (daily means)" in html
     history = json.loads(html.split('"name":"history","x":', 1)[1].split(',"y"', 1)[0])
     assert len(history) == DAYS and history[0] == "2027-03-01T00:00:00Z"
+
+
+def test_a_gang_is_drafted_on_node_sizes_the_defaults_sell() -> None:
+    """A gang is planned on offerings of exactly its GPUs per node: a size no default region sells for
+    the training GPUs becomes the same GPUs on the next larger size, said on a REVIEW line."""
+    from planner.history.draft import _gang_shape, _node_sizes
+
+    sizes = _node_sizes()
+    assert 8 in sizes and 4 not in sizes  # the embedded catalog's H100 in us-east-1, us-central1, eastus
+    assert _gang_shape(2, 8, sizes) == (2, 8, "")
+    nodes, per_node, note = _gang_shape(3, 4, sizes)
+    assert (nodes, per_node) == (2, 8) and "REVIEW: seen as 3 x 4 GPUs" in note
+    assert _gang_shape(1, 16, sizes)[:2] == (2, 8)  # larger than any: the largest, as many as it takes
