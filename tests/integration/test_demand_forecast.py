@@ -21,22 +21,23 @@ from planner.cli.app import app
 from planner.history.forecast import forecast, series_seed
 
 pytestmark = pytest.mark.xdist_group("prometheus")
-AHEAD = 14 * 24
+AHEAD = 7 * 24
 PATHS = 20
 SEED = 7
 
 
 @pytest.fixture(scope="module")
 def written(prom: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One run of gpuplan demand with a 14-day horizon and a 2-day backtest, read by every test here."""
+    """One run of gpuplan demand with a 7-day horizon and a 2-day backtest, read by every test here."""
     out = tmp_path_factory.mktemp("demand") / "out"
     command = ["demand", "--prometheus", prom.url, "--since", "10d", "--until", prom.fleet.end.isoformat()]
-    options = ["--horizon", "14d", "--paths", str(PATHS), "--seed", str(SEED), "--backtest", "2d"]
+    options = ["--horizon", "7d", "--paths", str(PATHS), "--seed", str(SEED), "--backtest", "2d"]
     result = CliRunner().invoke(app, [*command, *options, "-o", str(out), "-q"])
     assert result.exit_code == 0, (result.output, result.exception)
     return out
 
 
+@pytest.mark.slow  # ~10 s: gpuplan plan (its solver, its checker) on the written scenario
 def test_the_written_scenario_validates_and_plans(written: Path, tmp_path: Path) -> None:
     scenario = load(written / "scenario.yaml")
     assert sorted(s.name for s in scenario.inference) == sorted(SERVICES)
