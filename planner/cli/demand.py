@@ -236,7 +236,11 @@ def _backtest_table(future: Outlook) -> Table:
     seasonal-naive baseline's."""
     table = Table(title=f"backtest: last {future.settings.backtest_hours} h held out", title_justify="left")
     for column in ("service", "model", "MAPE", "MASE", "P10-P90 coverage", "naive MASE", "naive coverage"):
-        table.add_column(column, justify="left" if column in ("service", "model") else "right")
+        table.add_column(
+            column,
+            justify="left" if column in ("service", "model") else "right",
+            overflow="fold",  # the model's name whole (MSTL(24,168)+ETS(A,A,N)), on two lines if need be
+        )
     for name, item in sorted(future.services.items()):
         result = item.backtest
         if result is None:
