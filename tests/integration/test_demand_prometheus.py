@@ -43,7 +43,8 @@ def demand(
         "--until",
         prom.fleet.end.isoformat(),
     ]
-    return CliRunner().invoke(app, [*command, "-o", str(out), "-q", *args], env=env)
+    ahead = ["--horizon", "1d", "--paths", "5"]  # these tests read; test_demand_forecast.py forecasts
+    return CliRunner().invoke(app, [*command, *ahead, "-o", str(out), "-q", *args], env=env)
 
 
 def nothing_written(out: Path) -> None:

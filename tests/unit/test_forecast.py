@@ -227,3 +227,43 @@ def test_backtest_on_a_known_law_beats_the_baseline_and_says_when_mape_is_undefi
     assert "MAPE undefined: 1 of 168 held-out hours are 0" in with_zero.model.notes
     with pytest.raises(InputError, match="hold out less"):
         backtest(series, len(series) - 5)
+
+
+def test_a_constant_history_is_forecast_as_that_value_without_spread() -> None:
+    """ETS cannot be fitted to a series that never varies (a fixed pool of GPUs): it is said, not failed."""
+    index = pd.date_range("2027-01-01", periods=400, freq="h", tz="UTC")
+    f = forecast(pd.Series(4.0, index=index), 48, n_paths=3)
+    assert f.model == "constant" and "one value (4)" in f.reason
+    assert (f.quantiles.to_numpy() == 4.0).all() and (f.paths == 4.0).all()
+    varying = pd.Series(4.0 + np.sin(np.arange(400)), index=index)
+    assert forecast(varying, 48, n_paths=3).model != "constant"
+
+
+@pytest.mark.parametrize(("drift", "spec"), [(0.3, "A,A,N"), (0.0, "A,N,N")])
+def test_the_closed_form_ets_is_statsmodels_own(drift: float, spec: str) -> None:
+    """Mean, variance and sampled paths summed in closed form equal statsmodels' forecast, get_prediction
+    and simulate (same draws): the speed-up changes no figure. (The drawn series are fixed by their seed:
+    a drift makes AICc choose the trend, none makes it choose the level only.)"""
+    import warnings
+
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    from planner.history.forecast import _fit_ets
+
+    rest = np.cumsum(np.random.default_rng(3).normal(drift, 1.0, 672)) + 50
+    fitted = _fit_ets(rest)
+    assert fitted["spec"] == spec
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = ETSModel(pd.Series(rest), error="add", trend="add" if spec == "A,A,N" else None).fit(
+            disp=False
+        )
+    n, hours = len(rest), 500
+    np.testing.assert_allclose(fitted["mean"](hours), np.asarray(result.forecast(hours)), atol=1e-9)
+    expected_var = np.asarray(result.get_prediction(start=n, end=n + hours - 1).var_pred_mean)
+    np.testing.assert_allclose(fitted["var"](hours), expected_var, rtol=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        drawn = result.simulate(hours, anchor="end", repetitions=7, rng=np.random.default_rng(5))
+    paths = fitted["simulate"](hours, 7, np.random.default_rng(5))
+    np.testing.assert_allclose(paths, np.asarray(drawn).T, atol=1e-9)

@@ -19,6 +19,7 @@ backoff: {first_minutes: 5, max_minutes: 60}   # after a failed run: 5, 10, 20, 
 disruption_budget: 50%              # the most of a pool's running nodes one reconcile terminates
 checkpoint_hook: {command: ["/usr/local/bin/checkpoint", "{run}"]}
 metrics: {host: 127.0.0.1, port: 9464}
+history: {prometheus: "http://prometheus:9090", days: 7}   # the portal's measured use (optional)
 ```
 """
 
@@ -43,6 +44,7 @@ __all__ = [
     "Backoff",
     "CheckpointHook",
     "DaemonConfig",
+    "HistorySection",
     "JobSchedule",
     "check_database",
     "check_database_url",
@@ -230,6 +232,31 @@ class MetricsSection(_Strict):
     enabled: StrictBool = True
 
 
+class HistorySection(_Strict):
+    """Where the portal reads what teams really use (issue 40, point 7): a Prometheus server read as
+    ``gpuplan demand --prometheus`` reads it (credentials from GPUPLAN_PROMETHEUS_TOKEN or
+    GPUPLAN_PROMETHEUS_USER/_PASSWORD, never from this file), its queries and mapping files, the days
+    the team page shows, and how long a read is reused."""
+
+    prometheus: str = Field(
+        min_length=1, max_length=2048, pattern=r"^https?://\S+$", description="Prometheus HTTP API base URL"
+    )
+    mapping: Path | None = Field(
+        None, description="series -> services and teams (as gpuplan demand --mapping)"
+    )
+    queries: Path | None = Field(None, description="PromQL overrides (as gpuplan demand --queries)")
+    days: int = Field(
+        7, ge=1, le=90, description="the days the team page shows", json_schema_extra={"unit": "d"}
+    )
+    cache_minutes: float = Field(
+        5, ge=0, le=24 * 60, description="a read is reused this long", json_schema_extra={"unit": "minutes"}
+    )
+    timeout_seconds: float = Field(10, gt=0, le=600, json_schema_extra={"unit": "s"})
+    retries: int = Field(1, ge=0, le=10, description="retries of a 5xx or 429 answer")
+
+    _paths = field_validator("mapping", "queries", mode="before")(_plain_path)
+
+
 def check_database_url(url: str) -> str:
     """``url`` parsed by SQLAlchemy and of a driver the store is tested on; ValueError saying what is
     wrong otherwise. SQLite needs a file (an in-memory database forgets the journal when the process
@@ -308,6 +335,7 @@ class DaemonConfig(_Strict):
     backoff: Backoff = Backoff()
     checkpoint_hook: CheckpointHook | None = None
     metrics: MetricsSection = MetricsSection()
+    history: HistorySection | None = None
 
     _paths = field_validator("scenario", "plans", mode="before")(_plain_path)
 
@@ -389,6 +417,10 @@ def load_config(path: str | Path) -> DaemonConfig:
         raise InputError(path, "scenario", f"{config.scenario_path} is not a file")
     if config.settings_path is not None and not _is_file(config.settings_path):
         raise InputError(path, "provider.settings", f"{config.settings_path} is not a file")
+    for field in ("mapping", "queries"):
+        named = None if config.history is None else getattr(config.history, field)
+        if named is not None and not _is_file(config.path(named)):
+            raise InputError(path, f"history.{field}", f"{config.path(named)} is not a file")
     hook = config.checkpoint_hook
     if hook is not None and hook.command is not None:
         program = _program(path, config, hook.command[0])

@@ -31,7 +31,7 @@ from planner.operations.portal.auth import (
     visible_request,
     visible_team,
 )
-from planner.operations.portal.charts import chargeback_chart, usage_chart
+from planner.operations.portal.charts import chargeback_chart, measured_chart, usage_chart
 from planner.operations.portal.security import hash_password, new_api_token, verify_password
 from planner.operations.portal.store import (
     DEFAULT_TOKEN_DAYS,
@@ -213,9 +213,17 @@ def team_page(request: Request, team: str, user: PageUser, month: str | None = N
     chosen = month if month in months else portal.default_month()
     rows, total, rule = portal.chargeback(team, chosen)
     plan = portal.plan()
+    measured = portal.measured(team)
+    chart = None
+    if measured is not None and not isinstance(measured, str) and measured.times:
+        first, last = measured.times[0], measured.times[-1]
+        overlap = [p for p in points if first <= p[0] <= last]
+        chart = measured_chart(measured, found.guaranteed_gpus, found.burst_gpus, overlap)
     return render(
         request,
         "team.html.j2",
+        measured=measured,
+        measured_chart=chart,
         user=user,
         team=found,
         queue=queue,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from planner.operations.daemon.config import DaemonConfig
     from planner.operations.daemon.daemon import Daemon
     from planner.operations.daemon.store import Store
+    from planner.operations.portal.measured import Measured, MeasuredSource
 
 __all__ = ["MAX_QUEUED_PER_TEAM", "Portal", "QueueEntry", "ReplanResult", "without_paths"]
 
@@ -81,6 +82,7 @@ class Portal:
     _inputs: tuple[int, Inputs] | None = None
     _daemon: Daemon | None = None
     _charge: dict[tuple[tuple[str, int], str | None], Any] = field(default_factory=dict)
+    _measured: MeasuredSource | None = None
 
     # -- the daemon's side ---------------------------------------------------------------------------------
 
@@ -195,6 +197,19 @@ class Portal:
             for k in range(horizon.periods)
         ]
         return points, float(mine["gpus"].sum()) * horizon.period_hours, horizon.period_hours
+
+    def measured(self, team: str) -> Measured | str | None:
+        """``team``'s measured use from the config's ``history:`` source (None without one; a line of text
+        when it cannot be read): planner/operations/portal/measured.py."""
+        if self.config.history is None:
+            return None
+        from planner.operations.portal.measured import MeasuredSource
+
+        with self._lock:
+            if self._measured is None:
+                self._measured = MeasuredSource(self.config)
+        found = self._measured.for_team(team)
+        return without_paths(found) if isinstance(found, str) else found
 
     def months(self) -> list[str]:
         plan = self.plan()
