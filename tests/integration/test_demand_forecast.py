@@ -106,7 +106,8 @@ def test_the_page_names_every_service_and_the_source(written: Path, prom: Promet
     assert prom.url in html and prom.url in md
     assert "2 steps 2026" in md or "2 steps" in md  # the monitoring's gap, and how it was filled
     assert "Backtest: the last 48 h held out" in md and "Backtest" in html
-    assert html.count("<script") == 2 + len(SERVICES)  # config, plotly.js inline once, one per chart
+    # config, plotly.js inline once, one per chart, and the base page's chart-fitting script
+    assert html.count("<script") == 3 + len(SERVICES)
     assert "<script src" not in html  # offline
     document = yaml.safe_load((written / "scenario.yaml").read_text())
     assert all(s["replicas"]["csv"] in md for s in document["inference"])
