@@ -36,31 +36,6 @@ Reason = Literal["gap", "negative", "non-finite"]
 
 
 @dataclass(frozen=True)
-class Fill:
-    """Steps ``start`` to ``end`` (both included) of a series were not measured (``reason``) and were
-    filled by ``method``."""
-
-    start: datetime
-    end: datetime
-    steps: int
-    reason: Reason
-    method: FillMethod
-
-    def text(self) -> str:
-        span = _stamp(self.start) if self.steps == 1 else f"{_stamp(self.start)} to {_stamp(self.end)}"
-        return f"{self.steps} step{'s' * (self.steps != 1)} {span} ({self.reason}): {self.method}"
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "start": _stamp(self.start),
-            "end": _stamp(self.end),
-            "steps": self.steps,
-            "reason": self.reason,
-            "method": self.method,
-        }
-
-
-@dataclass(frozen=True)
 class Gap:
     """Steps ``start`` to ``end`` (both included) the monitoring did not see at all: every series is
     filled there (each series' :class:`Fill` says how)."""
@@ -75,6 +50,21 @@ class Gap:
 
     def as_json(self) -> dict[str, object]:
         return {"start": _stamp(self.start), "end": _stamp(self.end), "steps": self.steps}
+
+
+@dataclass(frozen=True)
+class Fill(Gap):
+    """Steps ``start`` to ``end`` (both included) of a series were not measured (``reason``) and were
+    filled by ``method``."""
+
+    reason: Reason
+    method: FillMethod
+
+    def text(self) -> str:
+        return f"{super().text()} ({self.reason}): {self.method}"
+
+    def as_json(self) -> dict[str, object]:
+        return {**super().as_json(), "reason": self.reason, "method": self.method}
 
 
 def gaps(index: pd.DatetimeIndex, covered: np.ndarray) -> list[Gap]:

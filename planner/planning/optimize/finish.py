@@ -128,11 +128,16 @@ def improve_plan(
 
 
 def swap_for_savings_plans(
-    sets: PlanningSets, scheduled: Scheduled, incumbent_usd: float, say: Callable[[str], None]
+    sets: PlanningSets,
+    commitments: dict[int, int],
+    schedule: Schedule,
+    incumbent_usd: float,
+    say: Callable[[str], None],
 ) -> Dispatched | None:
     """With savings plans for sale: the plan with the reservations dropped whose offering a plan for sale
     covers more cheaply than the reservation's own rate (same term), their nodes left on demand for the
-    plans the purchase LP buys; that plan if it costs less as written than ``incumbent_usd``, else None.
+    plans the purchase LP buys (``commitments``: new column -> nodes, training as ``schedule`` places it);
+    that plan if it costs less as written than ``incumbent_usd``, else None.
     The models that decide commitments without the plans (the staged method's stages 1-2) cannot weigh
     them against reservations; this one candidate does, at the price of one dispatch."""
     cheapest: dict[tuple[int, int], float] = {}
@@ -143,18 +148,18 @@ def swap_for_savings_plans(
             cheapest[key] = min(rate, cheapest.get(key, rate))
     kept = {
         c: n
-        for c, n in scheduled.commitments.items()
+        for c, n in commitments.items()
         if not (
             (column := sets.columns[c]).term.years
             and cheapest.get((column.offering, column.term.years), math.inf) < column.usd_per_node_hour
         )
     }
-    if kept == scheduled.commitments:
+    if kept == commitments:
         return None
-    candidate = dispatch_scheduled(sets, Scheduled(kept, sets.committed(kept), scheduled.schedule), say)
+    candidate = dispatch_scheduled(sets, Scheduled(kept, sets.committed(kept), schedule), say)
     kept_it = candidate.objective < incumbent_usd - 1e-6
     say(
-        f"savings plans in place of {len(scheduled.commitments) - len(kept)} reservations: "
+        f"savings plans in place of {len(commitments) - len(kept)} reservations: "
         f"${candidate.objective:,.0f} as written"
         + ("" if kept_it else ", not cheaper: the reservations stay")
     )

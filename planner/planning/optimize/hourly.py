@@ -242,8 +242,7 @@ def _finish(
     )
     best = best if better is None else better
     if sets.new_plans:  # reservations that a plan for sale covers more cheaply, dropped for the plans
-        kept = Scheduled(best.commitments, sets.committed(best.commitments), best.schedule)
-        swapped = swap_for_savings_plans(sets, kept, best.objective, say)
+        swapped = swap_for_savings_plans(sets, best.commitments, best.schedule, best.objective, say)
         best = best if swapped is None else swapped
     return best
 

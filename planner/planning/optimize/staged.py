@@ -116,10 +116,13 @@ def plan_staged(
         best = replace(best, objective=searched.objective - fixed)
         say(f"local search: plan ${searched.objective:,.0f}")
     if sets.new_plans:  # reservations that a plan for sale covers more cheaply, dropped for the plans
-        scheduled = _scheduled(sets, solution, placed if searched is None else None)
-        swapped = swap_for_savings_plans(
-            sets, scheduled, dispatch_scheduled(sets, scheduled, say).objective, say
-        )
+        if searched is not None:  # the local search's plan, dispatched already
+            commitments, schedule, written = searched.commitments, searched.schedule, searched.objective
+        else:
+            scheduled = _scheduled(sets, solution, placed)
+            commitments, schedule = scheduled.commitments, scheduled.schedule
+            written = dispatch_scheduled(sets, scheduled, say).objective
+        swapped = swap_for_savings_plans(sets, commitments, schedule, written, say)
         if swapped is not None:
             solution = swapped.solution
             best = replace(best, objective=swapped.objective - fixed)
@@ -248,13 +251,10 @@ def _second_stage(
     return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds)
 
 
-def _scheduled(sets: PlanningSets, solution: Solution, placed: list[int] | None) -> Scheduled:
-    """``solution``'s commitments and training placements (``placed``: option indices; None: the
-    solution's own placements) as the finishing path takes them."""
-    placements = sorted(
-        solution.placements if placed is None else (sets.options[a] for a in placed),
-        key=lambda option: option.run,
-    )
+def _scheduled(sets: PlanningSets, solution: Solution, placed: list[int]) -> Scheduled:
+    """``solution``'s commitments and the training placements ``placed`` (option indices) as the finishing
+    path takes them."""
+    placements = sorted((sets.options[a] for a in placed), key=lambda option: option.run)
     schedule = Schedule(placements, sorted(solution.unserved_runs), Occupancy.of(sets, placements))
     commitments = {c: int(n) for c, n in solution.commits.items() if not sets.columns[c].existing}
     return Scheduled(commitments, sets.committed(commitments), schedule)
