@@ -107,7 +107,9 @@ def plan_staged(
     bound = min(bound, best.objective)
     termination = _termination(best.objective, bound, settings.gap)
     result = SolveResult(best.solver, termination, best.objective + fixed, bound + floor, used)
-    say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
+    # the model's objective, before whole replicas (realize.py) and the certified bound: not the plan's
+    # total, which the summary prints (issue 42: two unnamed dollar figures read as a contradiction)
+    say(f"model objective before whole replicas: ${result.objective:,.0f}, model gap {result.gap:.3%}")
     certified = None
     if settings.certify or sets.plans:  # with savings plans, only this bound holds for the plan as billed
         # what is left of the time budget (at least a little: a bound stopped early is still valid)
