@@ -223,7 +223,11 @@ class Book:
     @classmethod
     def from_plan(cls, plan: Any) -> Book:
         """From a :class:`models.plan.Plan` (its plan.json, with the scenario echo in ``inputs``)."""
-        doc = plan.document
+        return cls.from_document(plan.document)
+
+    @classmethod
+    def from_document(cls, doc: Any) -> Book:
+        """From a :class:`models.plan.PlanDocument` alone: what backs whose guarantee needs no rows."""
         echo = doc.inputs.model_dump(mode="json")
         workloads = [*echo.get("inference", []), *echo.get("training", [])]
         models: dict[str, list[str]] = defaultdict(list)
