@@ -386,7 +386,8 @@ class TrainingPlacement(_PlanPart):
     team: str
     offering: str
     tier: Tier = Field(
-        description="spot for a spot gang; else the tier most of its node-hours are billed on (tiers: the split)"
+        description="spot for a spot gang; else the tier most of its node-hours are billed on "
+        "(the split: tiers)"
     )
     tiers: dict[Tier, Amount] = Field(
         default_factory=dict,

@@ -24,7 +24,6 @@ from models.plan import Unserved, UtcTime
 from models.tiers import Term, Tier
 
 __all__ = [
-    "within_gaps",
     "SCHEMA",
     "FailedVariant",
     "MonthlyCost",
@@ -32,6 +31,7 @@ __all__ = [
     "WhatifDocument",
     "WhatifHorizon",
     "WhatifVariant",
+    "within_gaps",
 ]
 
 SCHEMA: Final = "gpuplan.whatif/v1"

@@ -94,13 +94,14 @@ def summary_lines(data: BreakevenDocument) -> list[str]:
         gap = "" if ref.gap is None else f", certified gap {ref.gap:.1%}"
         lines.append(f"  {PLAN_NAMES.get(label, label)}: ${ref.total_usd:,.0f} over the horizon{gap}")
     cloud, owning = data.plans.get("cloud-only"), data.plans.get("owning")
-    if cloud is not None and owning is not None and cloud.gap is not None and owning.gap is not None:
-        if within_gaps(cloud.total_usd, cloud.gap, owning.total_usd, owning.gap):
-            lines.append(
-                f"  not significant: the cloud cost owning avoids over the horizon "
-                f"(${cloud.total_usd - owning.total_usd:,.0f}) is within the two plans' certified gaps, so "
-                "break-even and NPV may change sign with better plans; plan with a longer --time-limit"
-            )
+    if cloud is None or owning is None or cloud.gap is None or owning.gap is None:
+        return lines
+    if within_gaps(cloud.total_usd, cloud.gap, owning.total_usd, owning.gap):
+        lines.append(
+            f"  not significant: the cloud cost owning avoids over the horizon "
+            f"({_usd(cloud.total_usd - owning.total_usd)}) is within the two plans' certified gaps, so "
+            "break-even and NPV may change sign with better plans; plan with a longer --time-limit"
+        )
     return lines
 
 

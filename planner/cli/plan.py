@@ -179,7 +179,9 @@ def buy_lines(document: PlanDocument) -> list[str]:
             if backers
             else ""
         )
-        lines.append(f"{c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}{backs}")
+        lines.append(
+            f"{c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}{backs}"
+        )
     return lines
 
 

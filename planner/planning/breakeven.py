@@ -118,10 +118,9 @@ def planner_on(
             if isinstance(outcome, Failure):
                 say(f"{labels[index]}: failed ({outcome.message})")
                 return
-            say(
-                f"{PLAN_NAMES.get(labels[index], labels[index])}: ${outcome.total_usd:,.0f} over the horizon, "
-                f"certified gap {outcome.document.solver.gap:.1%}"
-            )
+            name = PLAN_NAMES.get(labels[index], labels[index])
+            gap = outcome.document.solver.gap
+            say(f"{name}: ${outcome.total_usd:,.0f} over the horizon, certified gap {gap:.1%}")
             target = out_dir / "plans" / labels[index]
             target.mkdir(parents=True)
             outcome.write(target)

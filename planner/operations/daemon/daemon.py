@@ -107,7 +107,9 @@ class Daemon:
             )
         self.provider = provider
         # a re-plan can take minutes: its stages are logged as they go (issue 42: silent for two minutes)
-        self._planner = planner or functools.partial(plan_scenario, feeds=tuple(feeds), progress=_replan_progress)
+        self._planner = planner or functools.partial(
+            plan_scenario, feeds=tuple(feeds), progress=_replan_progress
+        )
         self._plan: tuple[tuple[str, int], Plan] | None = None  # the plan as read, by directory and mtime
         # failed runs in a row and the last one's time, per job: kept here too, so the backoff holds while
         # the database that also stores them is down
