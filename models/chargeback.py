@@ -583,6 +583,10 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
     windows: list[CommitmentWindow] = []
     for c in plan.document.commitments:
         end = book.periods if c.end_period is None else c.end_period
+        if c.cost_in_horizon_usd > 0 and end <= c.start_period < book.periods:
+            # a term that ends inside the period it starts in (its hours are fewer than a period's) is
+            # still paid: charged in that period's month, or the months would not add up to the plan
+            end = c.start_period + 1
         span = period_month[c.start_period : end]
         if not len(span):
             continue

@@ -386,8 +386,9 @@ class TrainingPlacement(_PlanPart):
     team: str
     offering: str
     tier: Tier = Field(
-        description="spot for a spot gang; else the tier most of its node-hours are billed on "
-        "(the split: tiers)"
+        description="spot for a spot gang; else the committed tier when its offering's commitments cover "
+        "at least half its periods' non-spot nodes (committed_fraction), else on_demand; the run's own "
+        "split: tiers"
     )
     tiers: dict[Tier, Amount] = Field(
         default_factory=dict,

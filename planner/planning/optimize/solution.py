@@ -589,8 +589,14 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
             periods = range(option.start, option.start + option.periods)
             shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
             fraction = float(shares.mean()) if len(shares) else 0.0
+            mine = allocations[
+                (allocations["workload"] == run.job.name)
+                & (allocations["offering"] == offering.id)
+                & allocations["tier"].isin(COMMITTED_TIERS)
+            ]
+            by_tier = mine.groupby("tier")["nodes"].sum()
+            tier = Tier(str(by_tier.idxmax())) if len(by_tier) and fraction >= 0.5 else Tier.ON_DEMAND
             split = _tier_split(allocations, run.job.name, offering.id, periods)
-            tier = max(split, key=lambda t: split[t])  # the tier most of its node-hours are on
             if len(plan_covered):
                 shares = shares + np.array([plan_covered.get((t, offering.id), 0.0) for t in periods])
             cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
