@@ -145,8 +145,8 @@ def test_once_from_the_command_line_acts_logs_json_and_leaks_no_secret(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    # the price refresh planned (no plan yet): that plan is the scheduled one too, not planned again
-    assert "ran refresh_prices, reconcile" in done.stdout and "re-planned: no plan yet" in done.stdout
+    assert "ran refresh_prices, replan, reconcile" in done.stdout
+    assert done.stdout.count("re-planned: ") == 1 and "re-planned: no plan yet" in done.stdout  # once
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     for value in planted.values():
