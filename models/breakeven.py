@@ -127,6 +127,9 @@ class PlanRef(DocumentPart):
     total_usd: float
     owned_nodes: int
     dir: str
+    gap: float | None = Field(
+        None, description="the plan's certified gap (plan.json solver.gap); None in files before issue 42"
+    )
 
 
 class BreakevenDocument(DocumentPart):

@@ -223,7 +223,11 @@ class Book:
     @classmethod
     def from_plan(cls, plan: Any) -> Book:
         """From a :class:`models.plan.Plan` (its plan.json, with the scenario echo in ``inputs``)."""
-        doc = plan.document
+        return cls.from_document(plan.document)
+
+    @classmethod
+    def from_document(cls, doc: Any) -> Book:
+        """From a :class:`models.plan.PlanDocument` alone: what backs whose guarantee needs no rows."""
         echo = doc.inputs.model_dump(mode="json")
         workloads = [*echo.get("inference", []), *echo.get("training", [])]
         models: dict[str, list[str]] = defaultdict(list)
@@ -579,6 +583,10 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
     windows: list[CommitmentWindow] = []
     for c in plan.document.commitments:
         end = book.periods if c.end_period is None else c.end_period
+        if c.cost_in_horizon_usd > 0 and end <= c.start_period < book.periods:
+            # a term that ends inside the period it starts in (its hours are fewer than a period's) is
+            # still paid: charged in that period's month, or the months would not add up to the plan
+            end = c.start_period + 1
         span = period_month[c.start_period : end]
         if not len(span):
             continue

@@ -394,7 +394,16 @@ class TrainingPlacement(_PlanPart):
     run: Count
     team: str
     offering: str
-    tier: Tier = Field(description="spot for a spot gang; else the tier most of its node-hours are billed on")
+    tier: Tier = Field(
+        description="spot for a spot gang; else the committed tier when its offering's commitments cover "
+        "at least half its periods' non-spot nodes (committed_fraction), else on_demand; the run's own "
+        "split: tiers"
+    )
+    tiers: dict[Tier, Amount] = Field(
+        default_factory=dict,
+        description="share of the run's node-hours billed on each tier, summing to 1; two or more: a run "
+        "split between commitments and on-demand (empty in plans written before issue 42)",
+    )
     nodes: Count
     committed_fraction: Amount | None = Field(
         None, description="share of a non-spot gang's node-hours its offering's commitments cover"
@@ -405,7 +414,10 @@ class TrainingPlacement(_PlanPart):
     fabric: str | None
     checkpoint_interval_minutes: Amount
     expected_overhead: Amount
-    cost_usd: Usd = Field(description="what the run pays beyond commitments: spot or on-demand node-hours")
+    cost_usd: Usd = Field(
+        description="what the run pays beyond commitments: spot or on-demand node-hours (its share of the "
+        "commitments it uses is in costs.by_workload)"
+    )
     start: UtcTime
     end: UtcTime
     hours: Amount

@@ -31,6 +31,7 @@ __all__ = [
     "WhatifDocument",
     "WhatifHorizon",
     "WhatifVariant",
+    "within_gaps",
 ]
 
 SCHEMA: Final = "gpuplan.whatif/v1"
@@ -48,6 +49,15 @@ class MonthlyCost(DocumentPart):
             if len(values) != len(self.month):
                 raise ValueError(f"by_tier.{tier} has {len(values)} values for {len(self.month)} months")
         return self
+
+
+def within_gaps(a_usd: float, a_gap: float, b_usd: float, b_gap: float) -> bool:
+    """Whether two plans' costs differ by less than their certified gaps say they could: the costlier
+    plan's lower bound (its cost less its gap) is at or below the cheaper plan's cost, so the best plans
+    of the two could rank either way and the difference is not a finding (issue 42). Gaps as plan.json
+    ``solver.gap``: a fraction of the plan's cost."""
+    (high, high_gap), (low, _low_gap) = sorted([(a_usd, a_gap), (b_usd, b_gap)], reverse=True)
+    return high * (1.0 - high_gap) <= low
 
 
 class SolvedVariant(DocumentPart):
@@ -72,6 +82,11 @@ class SolvedVariant(DocumentPart):
     cumulative_usd: list[float] = Field(description="cost paid by the end of each month")
     delta_vs_base_usd: float | None = Field(description="total_usd - the base's; None when the base failed")
     delta_vs_base_pct: float | None
+    significant_vs_base: bool | None = Field(
+        None,
+        description="False when the difference from the base is within the two plans' certified gaps "
+        "(within_gaps): not a finding; None for the base, when the base failed, or in older files",
+    )
 
     @model_validator(mode="after")
     def _cumulative_per_month(self) -> SolvedVariant:

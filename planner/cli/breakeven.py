@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
+from models.breakeven import BreakevenDocument
 from models.catalog import MAX_NODES
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
+from models.wording import plural
 from planner.cli.common import fail, out, progress_messages
 
 __all__ = ["breakeven"]
@@ -63,13 +65,46 @@ def breakeven(
             (staging / "breakeven.md").write_text(render_breakeven_markdown(data), encoding="utf-8")
     except GpuplanError as error:
         raise fail(error) from None
-    months = data.months_to_break_even
-    when = f"breaks even after {months:.1f} months" if months is not None else "never breaks even"
-    out.print(
-        f"[bold]{data.scenario}[/]: owning {data.nodes} node(s) ({data.nodes_from}) {when} "
-        f"within a {data.inputs.depreciation_months}-month life; NPV ${data.npv_usd:,.0f} "
-        f"at {data.inputs.cost_of_capital_pct_per_year:g}%/yr; owned nodes busy "
-        f"{data.utilization:.0%} of their hours",
-        highlight=False,
-    )
+    for line in summary_lines(data):
+        out.print(line, highlight=False)
     out.print(f"written to {output}/ (breakeven.html, breakeven.md, breakeven.json, plans/)", highlight=False)
+
+
+def summary_lines(data: BreakevenDocument) -> list[str]:
+    """The answer, every figure named (issue 42): break-even, NPV, utilization, then the plans they come
+    from with their certified gaps, and a warning when the cloud cost owning avoids is within those gaps."""
+    from models.whatif import within_gaps
+    from planner.planning.breakeven import PLAN_NAMES
+
+    life = data.inputs.depreciation_months
+    months = data.months_to_break_even
+    lines = [f"[bold]{data.scenario}[/]: owning {plural(data.nodes, 'node')} (how many: {data.nodes_from})"]
+    lines.append(
+        f"  break-even: after {months:.1f} months of a {life}-month depreciation life (owning's cumulative "
+        "cash at or below cloud-only's)"
+        if months is not None
+        else f"  break-even: never within the {life}-month depreciation life"
+    )
+    lines.append(
+        f"  NPV of owning against cloud only: {_usd(data.npv_usd)} at a "
+        f"{data.inputs.cost_of_capital_pct_per_year:g}%/yr cost of capital (positive: owning saves)"
+    )
+    lines.append(f"  owned nodes' utilization: {data.utilization:.0%} of their usable hours")
+    for label, ref in data.plans.items():
+        gap = "" if ref.gap is None else f", certified gap {ref.gap:.1%}"
+        lines.append(f"  {PLAN_NAMES.get(label, label)}: ${ref.total_usd:,.0f} over the horizon{gap}")
+    cloud, owning = data.plans.get("cloud-only"), data.plans.get("owning")
+    if cloud is None or owning is None or cloud.gap is None or owning.gap is None:
+        return lines
+    if within_gaps(cloud.total_usd, cloud.gap, owning.total_usd, owning.gap):
+        lines.append(
+            f"  not significant: the cloud cost owning avoids over the horizon "
+            f"({_usd(cloud.total_usd - owning.total_usd)}) is within the two plans' certified gaps, so "
+            "break-even and NPV may change sign with better plans; plan with a longer --time-limit"
+        )
+    return lines
+
+
+def _usd(value: float) -> str:
+    """Whole dollars with the sign before the symbol: -$511,173, not $-511,173."""
+    return f"-${-value:,.0f}" if value < 0 else f"${value:,.0f}"

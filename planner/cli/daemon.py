@@ -4,14 +4,20 @@ the jobs that are due once and exits (cron, CI, a first look)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from models.errors import GpuplanError
 from planner.cli.common import fail, out
 
-__all__ = ["daemon"]
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from models.plan import Plan
+    from planner.operations.daemon.daemon import Daemon
+
+__all__ = ["daemon", "once_summary"]
 
 
 def daemon(
@@ -71,13 +77,65 @@ def daemon(
         running = Daemon(loaded, feeds=[feed_scenario])  # a portal's queued requests, when it has tables
         if once:
             now = parse_time(at) if at is not None else datetime.now(UTC)
+            before = running.current_plan()
             ran = running.tick(now)
             out.print(
                 f"ran {', '.join(ran) or 'nothing (no job due)'} at {now:%Y-%m-%dT%H:%M}Z", highlight=False
             )
+            for line in once_summary(running, before, now):
+                out.print(line, highlight=False)
             return
         from planner.operations.daemon.scheduler import run_forever
 
         run_forever(running)
     except GpuplanError as exc:  # a cloud error exits 6, bad input 2 (``fail``)
         raise fail(exc) from None
+
+
+def once_summary(running: Daemon, before: Plan | None, now: datetime) -> list[str]:
+    """What a ``--once`` run did, for the terminal (issue 42: it printed only which jobs ran): the plan's
+    cost and whether and why it was re-planned, what the plan would buy, the reconcile's actions (done, or
+    what a dry run would do), and any job that failed. Read back from the store, where the jobs wrote it."""
+    from planner.cli.plan import buy_lines
+
+    store = running.store
+    at = now.timestamp()
+    lines = []
+    for event in store.events("replan"):
+        if abs(event.at.timestamp() - at) < 1:
+            lines.append(f"re-planned: {event.message}")
+    plan = running.current_plan()
+    if plan is None:
+        lines.append("no plan yet")
+        return lines
+    doc = plan.document
+    hours = doc.horizon.hours
+    cost = f"plan {doc.scenario}: ${doc.costs.total_usd:,.0f} over the {hours} h horizon"
+    cost += f" (${doc.costs.total_usd / hours:,.2f}/h)"
+    if before is not None and before is not plan:
+        was = before.document.costs.total_usd
+        cost += f"; the plan before: ${was:,.0f} ({doc.costs.total_usd - was:+,.0f})"
+    lines.append(cost)
+    buys = buy_lines(doc)
+    if buys:
+        lines.append("it would buy (a commitment is a human's decision: the daemon never buys one):")
+        lines += [f"  {line}" for line in buys]
+    else:
+        lines.append("it would buy no commitment (on-demand and spot)")
+    cycles = [c for c in store.cycles("reconcile") if abs(c.at.timestamp() - at) < 1]
+    if cycles and cycles[-1].summary is not None:
+        summary = cycles[-1].summary
+        actions = summary.get("actions") or []
+        verb = "did" if summary.get("applied") else "would do (dry run: --apply acts)"
+        if actions:
+            lines.append(f"reconcile {verb} {len(actions)} action(s):")
+            lines += [f"  {action}" for action in actions]
+        else:
+            lines.append("reconcile: the fleet matches the plan, no action")
+        lines += [f"  failed: {message}" for message in summary.get("failed") or []]
+    else:
+        lines.append("reconcile: did not run at this time")
+    for event in store.events("job-failed"):
+        if abs(event.at.timestamp() - at) < 1:
+            lines.append(f"failed: {event.message}")
+    return lines

@@ -154,6 +154,37 @@ def _self_check(inputs: Inputs, scenario: Path, output: Path, say: Callable[[str
     return report
 
 
+def buy_lines(document: PlanDocument) -> list[str]:
+    """One line per commitment the plan buys: what, from when, its yearly cost, its use, what it owes after
+    the horizon, and the guarantees it backs (issue 42: a commitment bought to keep guaranteed GPUs held is
+    lowly used by design, and its line says so rather than only "12% used")."""
+    from models.chargeback import Book
+
+    book = Book.from_document(document)
+    lines = []
+    for c in document.commitments:
+        if c.existing:
+            continue
+        used = f", {c.used_fraction:.0%} used" if c.used_fraction is not None else ""
+        when = f" from {c.start:%Y-%m-%d}" if c.start is not None else ""
+        owed = (
+            f", ${c.obligation_beyond_horizon_usd:,.0f} owed after the horizon"
+            if c.obligation_beyond_horizon_usd > 0
+            else ""
+        )
+        backers = book.backers(c.offering)
+        backs = (
+            "; backs the guaranteed GPUs of "
+            + ", ".join(f"{team} ({gpus:,.0f})" for team, gpus in sorted(backers.items()))
+            if backers
+            else ""
+        )
+        lines.append(
+            f"{c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}{backs}"
+        )
+    return lines
+
+
 def _print_summary(document: PlanDocument, output: Path, verified: bool | None = None) -> None:
     """The decision first (what to buy), then the cost and savings, then how sure the plan is."""
     held = [c for c in document.commitments if c.existing]
@@ -167,18 +198,8 @@ def _print_summary(document: PlanDocument, output: Path, verified: bool | None =
             out.print(f"  {c.name}: {c.nodes} x {c.offering} on {term}{ends}{used}", highlight=False)
     if bought:
         out.print(f"[bold]{document.scenario}[/]: buy", highlight=False)
-        for c in bought:
-            used = f", {c.used_fraction:.0%} used" if c.used_fraction is not None else ""
-            when = f" from {c.start:%Y-%m-%d}" if c.start is not None else ""
-            owed = (
-                f", ${c.obligation_beyond_horizon_usd:,.0f} owed after the horizon"
-                if c.obligation_beyond_horizon_usd > 0
-                else ""
-            )
-            out.print(
-                f"  {c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}",
-                highlight=False,
-            )
+        for line in buy_lines(document):
+            out.print(f"  {line}", highlight=False)
     else:
         nothing = "nothing more to commit to" if held else "nothing to commit to"
         out.print(f"[bold]{document.scenario}[/]: {nothing} (on-demand and spot)", highlight=False)

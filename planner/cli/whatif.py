@@ -96,20 +96,25 @@ def whatif(
     except GpuplanError as error:
         raise fail(error) from None
     table = Table(title=f"{data.scenario}: {len(variants)} variants")
-    for column in ("variant", "total", "vs base", "vs all on-demand", "commitments", "unserved"):
+    for column in ("variant", "total", "gap", "vs base", "vs all on-demand", "commitments", "unserved"):
         table.add_column(
             column, justify="left" if column in ("variant", "commitments") else "right", overflow="fold"
         )
     failed = 0
+    unsure = []
     for row in data.variants:
         if isinstance(row, FailedVariant):
             failed += 1
-            table.add_row(row.name, "failed", "", "", row.error[:60], "")
+            table.add_row(row.name, "failed", "", "", "", row.error[:60], "")
             continue
         delta = row.delta_vs_base_pct
         saving = row.savings_vs_on_demand_pct
+        versus = "" if delta is None else f"{delta:+.1f}%"
+        if row.significant_vs_base is False:  # within the certified gaps: not a finding
+            versus += " n.s."
+            unsure.append(row.name)
         table.add_row(
-            row.name, f"${row.total_usd:,.0f}", "" if delta is None else f"{delta:+.1f}%",
+            row.name, f"${row.total_usd:,.0f}", f"{row.gap:.1%}", versus,
             "" if saving is None else f"saves {saving:.1f}%",
             ", ".join(f"{n} {term}" for term, n in row.commitments.items()) or "none",
             str(len(row.unserved)),
@@ -117,6 +122,17 @@ def whatif(
     if not out.is_terminal:
         out.width = max(out.width, 120)  # piped or captured: keep variant names whole
     out.print(table)
+    out.print(
+        "gap: how much more each plan may cost than the best plan for its variant (certified)",
+        highlight=False,
+    )
+    if unsure:
+        out.print(
+            f"n.s. (not significant): {', '.join(unsure)} differ from the base by less than the two plans' "
+            "gaps (the costlier plan's certified bound is below the cheaper plan's cost), so the difference "
+            "is not a finding; plan with a longer --time-limit to narrow the gaps",
+            highlight=False,
+        )
     out.print(f"written to {output}/ (whatif.html, whatif.md, whatif.json, variants/)", highlight=False)
     if failed:
         err.print(f"[yellow]warning:[/] {failed} variant(s) failed; see whatif.json", highlight=False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from models.breakeven import BreakevenDocument, Comparator, PlanRef
 from models.catalog import Catalog
@@ -31,6 +31,15 @@ from planner.planning.sweeps import Engine, Failure, make_job
 
 #: Price of an owned node-hour once bought (sunk): small but positive so idle nodes are not "used".
 SUNK_USD_PER_NODE_HOUR = 1e-4
+
+
+#: What each plan of a break-even is, for every line that prints one (issue 42: "owning: $140,250" said
+#: nothing of what the figure was).
+PLAN_NAMES: Final = {
+    "cloud-only": "cloud-only plan (no owned nodes)",
+    "optimal": "optimal plan (owned nodes as a tier, at their amortized cost)",
+    "owning": "owning plan (the owned nodes already paid for: the cloud cost beside them)",
+}
 
 
 def _sunk(colocation: Colocation, nodes: int) -> Colocation:
@@ -109,7 +118,9 @@ def planner_on(
             if isinstance(outcome, Failure):
                 say(f"{labels[index]}: failed ({outcome.message})")
                 return
-            say(f"{labels[index]}: ${outcome.total_usd:,.0f}")
+            name = PLAN_NAMES.get(labels[index], labels[index])
+            gap = outcome.document.solver.gap
+            say(f"{name}: ${outcome.total_usd:,.0f} over the horizon, certified gap {gap:.1%}")
             target = out_dir / "plans" / labels[index]
             target.mkdir(parents=True)
             outcome.write(target)
@@ -179,7 +190,9 @@ def analyse(
         comparator=comparator(inputs.catalog, scenario, colocation),
     )
     data.plans = {
-        label: PlanRef(total_usd=p.total_usd, owned_nodes=owned_nodes(p), dir=f"plans/{label}")
+        label: PlanRef(
+            total_usd=p.total_usd, owned_nodes=owned_nodes(p), dir=f"plans/{label}", gap=p.document.solver.gap
+        )
         for label, p in plans.items()
     }
     return data, plans

@@ -29,7 +29,14 @@ from models.inputs import load_inputs
 from models.plan import Plan, read_document
 from models.tiers import Term
 from models.variation import Variation, parse_all, parse_variation
-from models.whatif import FailedVariant, MonthlyCost, SolvedVariant, WhatifDocument, WhatifHorizon
+from models.whatif import (
+    FailedVariant,
+    MonthlyCost,
+    SolvedVariant,
+    WhatifDocument,
+    WhatifHorizon,
+    within_gaps,
+)
 from models.yamlfile import read_yaml
 from planner.planning.monthly import series
 from planner.planning.sweeps import Engine, Failure, PlanJob, make_job, open_engine
@@ -378,10 +385,12 @@ def run_whatif(
     base_row = rows[base.name]
     base_total = base_row.total_usd if isinstance(base_row, SolvedVariant) else None
     solved = [row for row in ordered if isinstance(row, SolvedVariant)]
-    if base_total:
+    if base_total and isinstance(base_row, SolvedVariant):
         for row in solved:
             row.delta_vs_base_usd = row.total_usd - base_total
             row.delta_vs_base_pct = 100.0 * (row.total_usd - base_total) / base_total
+            if row is not base_row:
+                row.significant_vs_base = not within_gaps(row.total_usd, row.gap, base_total, base_row.gap)
     # the horizon and name are in plan.json: no need to parse the plan's allocations.csv too
     reference_plan = read_document(out_dir / solved[0].plan_dir / "plan.json") if solved else None
     if reference_plan is not None:

@@ -5,7 +5,11 @@ commitments, training, unserved, teams) must be byte for byte main's at 7192af8,
 started from (digests measured there with these settings, and equal on this branch).
 
 If a later change of the planner deliberately changes these plans, measure the digests again on a tree
-without savings plans in its sets (or with them empty) and say so in the commit."""
+without savings plans in its sets (or with them empty) and say so in the commit.
+
+Issue 42 measured plan.json's digests again: costs.by_team and teams[].cost_usd/gpu_hours are
+chargeback's default split now, and training[] has tiers; with those fields left out, the staged plan's
+money digest is the same on main (acf3334) and on this branch, and allocations.csv is unchanged."""
 
 from __future__ import annotations
 
@@ -23,11 +27,11 @@ REPO = Path(__file__).resolve().parents[2]
 MAIN = {
     "staged": (
         "b03930495fae1d636487c9bca7b000a782e3e56c9a75b8c4be9f138eb8cbcb7a",
-        "0d8ec32940350895534cacdb2be004e85c5da8958cca09b69cdee2b2d8365491",
+        "ae940760a0d1d783b830d287dd5d38637beb87c9e46ad9aa625518c70f2706d7",
     ),
     "hourly": (
         "9696d639a42a72f52d3cb9afeb7523852cb4780a18009897aa70d93cbb459d2f",
-        "dd8a2693b31fa13c2ac7388f55f4dbb14d33f5a9eab28ec8d4475db94f8f4af1",
+        "1780723b31c60a58eada6f386169b7d84e1212a3e9a849dacebe42144f92005d",
     ),
 }
 

@@ -146,6 +146,7 @@ def test_once_from_the_command_line_acts_logs_json_and_leaks_no_secret(
     )
     assert done.returncode == 0, done.stderr
     assert "ran refresh_prices, replan, reconcile" in done.stdout
+    assert done.stdout.count("re-planned: ") == 1 and "re-planned: no plan yet" in done.stdout  # once
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     for value in planted.values():

@@ -76,10 +76,11 @@ def test_a_plan_written_before_the_typed_contract_still_loads() -> None:
 
 def _same_but_nulls(original: object, again: object) -> bool:
     """Equal, except that fields absent in ``original`` may come back empty in ``again``: null, an empty
-    list, or the false, zero or empty default of a field added since (``existing``, ``name``)."""
+    list or map, or the false, zero or empty default of a field added since (``existing``, ``name``,
+    ``tiers``)."""
     if isinstance(original, dict) and isinstance(again, dict):
         extra = set(again) - set(original)
-        return all(again[k] in (None, [], False, 0, "") for k in extra) and all(
+        return all(again[k] in (None, [], {}, False, 0, "") for k in extra) and all(
             k in again and _same_but_nulls(v, again[k]) for k, v in original.items()
         )
     if isinstance(original, list) and isinstance(again, list):

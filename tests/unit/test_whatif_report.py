@@ -306,6 +306,7 @@ def test_whatif_json_keeps_its_keys(data: WhatifDocument) -> None:
         "name", "changes", "status", "error", "plan_dir", "total_usd", "all_on_demand_usd",
         "savings_vs_on_demand_pct", "by_tier", "tier_mix", "commitments", "committed_gpus", "unserved",
         "gap", "seconds", "monthly", "cumulative_usd", "delta_vs_base_usd", "delta_vs_base_pct",
+        "significant_vs_base",
     ]  # fmt: skip
     assert failed == {
         "name": "spot-shock",

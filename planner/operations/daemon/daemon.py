@@ -56,7 +56,7 @@ from planner.operations.provision import Provisioning, prepare
 from planner.outputs.desired import plan_id_of
 from providers.base import Capability, InsufficientCapacity, Provider, supports
 
-__all__ = ["JOBS", "Daemon", "ScenarioFeed"]
+__all__ = ["JOBS", "Daemon", "ScenarioFeed", "changed_inputs", "input_files", "inputs_digests"]
 
 log = logging.getLogger("gpuplan.daemon")
 
@@ -68,6 +68,8 @@ _SLACK: Final = timedelta(seconds=1)
 #: requests) to the scenario a replan plans; the layer above wires it in (``planner/cli/daemon.py``,
 #: ``planner/operations/portal/service.py``), so the daemon never imports what feeds it.
 ScenarioFeed = Callable[[DaemonConfig, Scenario, Catalog], Scenario]
+#: The store's state key of the input files' digests (:func:`inputs_digests`).
+DIGESTS_KEY: Final = "inputs_digests"
 #: The jobs, in the order a tick runs the ones that are due.
 JOBS: Final = ("refresh_prices", "replan", "reconcile", "watch_interruptions", "commitment_expiry")
 
@@ -104,7 +106,10 @@ class Daemon:
                 config.provider.cloud, settings, config_path=config.settings_path, sim_state=config.sim_state
             )
         self.provider = provider
-        self._planner = planner or functools.partial(plan_scenario, feeds=tuple(feeds))
+        # a re-plan can take minutes: its stages are logged as they go (issue 42: silent for two minutes)
+        self._planner = planner or functools.partial(
+            plan_scenario, feeds=tuple(feeds), progress=_replan_progress
+        )
         self._plan: tuple[tuple[str, int], Plan] | None = None  # the plan as read, by directory and mtime
         # failed runs in a row and the last one's time, per job: kept here too, so the backoff holds while
         # the database that also stores them is down
@@ -250,26 +255,34 @@ class Daemon:
         (``scheduled=False``: only then); None when nothing called for one."""
         plan = self.current_plan()
         live = {o: usd for o, (usd, _seen) in self.store.latest_prices().items()}
-        digest = inputs_digest(self.config.scenario_path)
+        digests = inputs_digests(self.config.scenario_path)
         reasons = []
+        changed: list[str] = []
         if plan is None:
             reasons.append("no plan yet")
         else:
-            if digest != self.store.get_state("inputs_digest"):
-                reasons.append("the scenario's inputs changed")
+            changed = changed_inputs(self.store.get_state(DIGESTS_KEY), digests)
+            if changed:
+                reasons.append(f"the scenario's inputs changed: {', '.join(changed)}")
             moved = _moved_prices(plan, live, self.config.jobs.replan.price_change)
             if moved:
                 reasons.append(f"spot prices moved: {', '.join(moved)}")
             if scheduled:
                 reasons.append("scheduled")
         if not reasons:
+            if plan is not None and not isinstance(self.store.get_state(DIGESTS_KEY), dict):
+                self.store.set_state(DIGESTS_KEY, digests)  # a store from before per-file digests
             return None
-        log.info("re-planning: %s", "; ".join(reasons))
+        log.info("re-planning: %s (time limit %g s)", "; ".join(reasons), self.config.plan_time_limit)
         plan_dir = self._planner(self.config, plan, now, live)
         self.store.set_state("plan_dir", str(plan_dir))
-        self.store.set_state("inputs_digest", digest)
+        self.store.set_state(DIGESTS_KEY, digests)
         self.store.set_state("last_replan", now.isoformat())
-        self.store.record_event("replan", "; ".join(reasons), at=now, data={"plan_dir": str(plan_dir)})
+        # a plan made now is the scheduled one too: the replan job waits its interval from here, rather
+        # than planning the same inputs again in the same tick (issue 42: --once planned twice)
+        self.store.set_state("last_run:replan", now.isoformat())
+        data = {"plan_dir": str(plan_dir), "reasons": reasons, "changed_inputs": changed}
+        self.store.record_event("replan", "; ".join(reasons), at=now, data=data)
         new = self.current_plan()
         assert new is not None
         self.metrics.plan_cost(new.document.costs.total_usd / new.document.horizon.hours)
@@ -687,15 +700,58 @@ def _moved_prices(plan: Plan, live: dict[str, float], share: float) -> list[str]
     return moved
 
 
-def inputs_digest(scenario: Path) -> str:
-    """A digest of the scenario file and the files beside it that it may read (demand CSVs, a catalog):
-    when it changes, the inputs changed."""
-    digest = hashlib.sha256(scenario.read_bytes())
-    for path in sorted(scenario.parent.rglob("*.csv")):
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+def input_files(scenario: Path) -> list[Path]:
+    """The files a plan of ``scenario`` reads: the scenario, its catalog CSV, its pricing overlay and its
+    demand CSVs; not every CSV beside it (issue 42: the daemon's own plans/ written there read as changed
+    inputs, and an untouched scenario was planned again). A scenario that does not load is only itself:
+    its bytes changed, and the re-plan says what is wrong with it."""
+    from models import scenario as scenario_io
+    from models.scenario import CsvSeries
+
+    try:
+        loaded = scenario_io.load(scenario)
+    except GpuplanError:
+        return [scenario]
+    named = []
+    if loaded.catalog != "embedded":
+        named.append(loaded.catalog)
+    if isinstance(loaded.pricing, str):
+        named.append(loaded.pricing)
+    named += [s.replicas.csv for s in loaded.inference if isinstance(s.replicas, CsvSeries)]
+    files = [scenario]
+    for name in named:
+        path = Path(name)
+        files.append(path if path.is_absolute() else scenario.parent / path)
+    return files
+
+
+def inputs_digests(scenario: Path) -> dict[str, str]:
+    """SHA-256 of each of :func:`input_files`, by its path relative to the scenario's directory (else
+    absolute); ``missing`` for one that cannot be read (the re-plan then says why)."""
+    digests = {}
+    for path in input_files(scenario):
+        try:
+            name = str(path.relative_to(scenario.parent))
+        except ValueError:
+            name = str(path)
+        try:
+            digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digests[name] = "missing"
+    return digests
+
+
+def changed_inputs(before: Any, now: Mapping[str, str]) -> list[str]:
+    """The input files whose digest differs from ``before`` (a file added or dropped counts), sorted;
+    none when ``before`` is not a digest map (a store from before per-file digests: nothing to compare)."""
+    if not isinstance(before, dict):
+        return []
+    return sorted(name for name in {*before, *now} if before.get(name) != now.get(name))
+
+
+def _replan_progress(message: str) -> None:
+    """A re-plan's progress (the planner's stage messages) as log lines."""
+    log.info("re-plan: %s", message)
 
 
 def plan_scenario(
@@ -705,6 +761,7 @@ def plan_scenario(
     live: dict[str, float],
     *,
     feeds: Sequence[ScenarioFeed] = (),
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Plan the scenario again: the live spot prices applied (``spot_price:OFFERING=x<live/catalog>``),
     what each of ``feeds`` adds (the portal's queued requests), and every commitment the previous plan
@@ -748,7 +805,7 @@ def plan_scenario(
         if plans:  # savings plans the previous plan bought and that have started: held from now on
             scenario = scenario.model_copy(update={"savings_plans": [*scenario.savings_plans, *plans]})
     settings = SolveSettings(time_limit=config.plan_time_limit)
-    plan = optimize(scenario, inputs.catalog, inputs.base_dir, settings)
+    plan = optimize(scenario, inputs.catalog, inputs.base_dir, settings, progress)
     target = config.plans_dir / f"plan-{now:%Y%m%dT%H%M%SZ}"
     with atomic_directory(target) as staging:
         plan.write(staging)

@@ -590,6 +590,9 @@ def _savings_plans(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any] | 
     return {"table": table, "summary": summary}
 
 
+#: A run's cost_usd is what it pays beyond the commitments it uses (spot or on-demand node-hours); its share
+#: of those commitments is in "Cost by workload", so the two differ (issue 42): the header says which it is.
+BEYOND_COMMITMENTS = "cost beyond commitments"
 TRAINING_HEADERS = [
     "job",
     "run",
@@ -603,7 +606,7 @@ TRAINING_HEADERS = [
     "fabric",
     "checkpoint min",
     "expected overhead",
-    "cost",
+    BEYOND_COMMITMENTS,
 ]
 TRAINING_NUMERIC = [False, True, False, False, False, True, False, True, False, False, True, True, True]
 SPOT_HEADERS = [
@@ -615,9 +618,17 @@ SPOT_HEADERS = [
     "expected interruptions",
     "checkpoint min",
     "expected overhead",
-    "cost",
+    BEYOND_COMMITMENTS,
 ]
 SPOT_NUMERIC = [False, True, False, True, True, True, True, True, True]
+
+
+def tier_cell(t: TrainingPlacement) -> str:
+    """A run's tier, or "mixed" with its split when its node-hours are billed on more than one tier."""
+    if len(t.tiers) < 2:
+        return str(t.tier)
+    parts = sorted(t.tiers.items(), key=lambda item: -item[1])
+    return "mixed: " + ", ".join(f"{tier} {fmt_pct(share)}" for tier, share in parts)
 
 
 def _training_row(t: TrainingPlacement, hz: PlanHorizon) -> list[str]:
@@ -626,7 +637,7 @@ def _training_row(t: TrainingPlacement, hz: PlanHorizon) -> list[str]:
         fmt_num(t.run),
         t.team,
         t.offering,
-        str(t.tier),
+        tier_cell(t),
         fmt_num(t.nodes),
         iso_time(t.start),
         fmt_num(t.periods * hz.period_hours, 1),  # held periods: the expected preemption overhead included
@@ -663,7 +674,7 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
     summary = None
     if repeated:
         summary = Table(
-            ["job", "team", "runs", "tiers used", "node-hours", "cost"],
+            ["job", "team", "runs", "tiers used", "node-hours", BEYOND_COMMITMENTS],
             [False, False, True, False, True, True],
         )
         job_costs = [sum(t.cost_usd for t in rs) for rs in by_job.values()]
@@ -671,7 +682,8 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
         for (job, rs), cost_cell in zip(by_job.items(), cost_cells, strict=True):
             tiers: dict[str, int] = {}
             for t in rs:
-                tiers[str(t.tier)] = tiers.get(str(t.tier), 0) + 1
+                kind = "mixed" if len(t.tiers) > 1 else str(t.tier)
+                tiers[kind] = tiers.get(kind, 0) + 1
             node_hours = sum(t.nodes * t.periods * hz.period_hours for t in rs)
             summary.rows.append(
                 [

@@ -82,7 +82,7 @@ def plan_hourly(
         relax=settings.cluster_relax,
         say=say,
     )
-    say(f"plan: ${done.result.objective:,.0f}, certified gap {done.result.gap:.3%}")
+    say(f"plan before whole replicas: ${done.result.objective:,.0f}, certified gap {done.result.gap:.3%}")
     plan = write_plan(
         done.solution,
         done.result,

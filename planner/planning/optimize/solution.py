@@ -25,7 +25,7 @@ import pandas as pd
 
 from models.billing import covered_nodes
 from models.catalog import Offering
-from models.chargeback import IdleRule, amortize
+from models.chargeback import IdleRule, amortize, charge_plan
 from models.plan import (
     ALLOCATION_COLUMNS,
     COMMITTED_TIERS,
@@ -488,7 +488,23 @@ def build_plan(
         ),
         mig=mig_section(sets, allocations),
     )
-    return Plan(document, allocations)
+    return _charged_by_team(Plan(document, allocations))
+
+
+def _charged_by_team(plan: Plan) -> Plan:
+    """``costs.by_team`` and each team's ``cost_usd`` and ``gpu_hours`` as ``gpuplan chargeback`` charges
+    them by default (``models/chargeback.py``: the ``guarantees`` rule, month by month; MIG slices as the
+    GPU fraction they are), so plan.json, the report and chargeback show one split (issue 42), not the
+    horizon-wide ``usage`` split :func:`_costs` makes for ``by_workload``."""
+    charged = charge_plan(plan, IdleRule.GUARANTEES)
+    per_team = charged.rows.groupby("team")[["cost_usd", "gpu_hours"]].sum()
+    document = plan.document
+    cost = {team: float(per_team["cost_usd"].get(team, 0.0)) for team in document.teams}
+    document.costs.by_team = cost
+    for name, team in document.teams.items():
+        team.cost_usd = cost[name]
+        team.gpu_hours = float(per_team["gpu_hours"].get(name, 0.0))
+    return plan
 
 
 def _commitments(sets: PlanningSets, commits: dict[int, int], allocations: pd.DataFrame) -> list[Commitment]:
@@ -567,6 +583,7 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
         run = sets.runs[option.run]
         offering = sets.offerings[option.offering]
         tier = Tier.SPOT
+        split = {Tier.SPOT: 1.0}
         fraction = None
         cost = option.cost_usd
         if option.tier == Capacity.NON_SPOT:
@@ -580,6 +597,7 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
             ]
             by_tier = mine.groupby("tier")["nodes"].sum()
             tier = Tier(str(by_tier.idxmax())) if len(by_tier) and fraction >= 0.5 else Tier.ON_DEMAND
+            split = _tier_split(allocations, run.job.name, offering.id, periods)
             if len(plan_covered):
                 shares = shares + np.array([plan_covered.get((t, offering.id), 0.0) for t in periods])
             cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
@@ -591,6 +609,7 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
                 team=run.job.team,
                 offering=offering.id,
                 tier=tier,
+                tiers=split,
                 nodes=run.job.nodes,
                 committed_fraction=fraction,
                 start_period=option.start,
@@ -610,6 +629,23 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
         )
     records.sort(key=lambda r: (r.job, r.run))
     return records
+
+
+def _tier_split(allocations: pd.DataFrame, job: str, offering: str, periods: range) -> dict[Tier, float]:
+    """The share of a non-spot run's node-hours on each tier, from its own rows (its job, offering and
+    periods): commitments, savings plans and on-demand, as billed (issue 42: ``tier`` alone named one
+    tier for runs whose rows are split)."""
+    rows = allocations[
+        (allocations["workload"] == job)
+        & (allocations["offering"] == offering)
+        & (allocations["tier"] != Tier.SPOT)
+        & allocations["period"].between(periods.start, periods.stop - 1)
+    ]
+    nodes = rows.groupby("tier")["nodes"].sum()
+    total = float(nodes.sum())
+    if total <= 0:
+        return {Tier.ON_DEMAND: 1.0}
+    return {Tier(str(t)): float(n) / total for t, n in nodes.items() if n > 0}
 
 
 def _unserved(solution: Solution) -> list[Unserved]:

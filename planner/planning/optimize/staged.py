@@ -129,10 +129,13 @@ def plan_staged(
     bound = min(bound, best.objective)
     termination = _termination(best.objective, bound, settings.gap)
     result = SolveResult(best.solver, termination, best.objective + fixed, bound + floor, used)
+    # the model's objective, before whole replicas (realize.py) and the certified bound: not the plan's
+    # total, which the summary prints (issue 42: two unnamed dollar figures read as a contradiction)
+    objective = f"model objective before whole replicas: ${result.objective:,.0f}"
     if sets.new_plans and stage3 is None:
-        say(f"solved: objective ${result.objective:,.0f} (plans for sale: the certified bound follows)")
+        say(f"{objective} (plans for sale: the certified bound follows)")
     else:
-        say(f"solved: objective ${result.objective:,.0f}, gap {result.gap:.3%}")
+        say(f"{objective}, model gap {result.gap:.3%}")
     certified = None
     if settings.certify or sets.plans:  # with savings plans, only this bound holds for the plan as billed
         # what is left of the time budget (at least a little: a bound stopped early is still valid)
