@@ -523,19 +523,11 @@ def _savings_plan_rates(book: Book, use: pd.DataFrame, windows: list[dict[str, A
 # ---- from a plan (the forecast) ----------------------------------------------------------------------
 
 
-def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeback:
-    """The chargeback of a plan's own forecast (``allocations.csv`` and ``commitments``), in calendar
-    months; ``month`` keeps one. A commitment's cost is spread over its periods evenly (as
-    ``cost_in_horizon_usd`` is its periods at its rate), so the months add up to the plan's total."""
-    book = Book.from_plan(plan)
-    alloc = plan.allocations
-    p = book.period_hours
-    period_month = np.array([month_of(book.period_start(k)) for k in range(book.periods)])
-    rows = alloc.reset_index(drop=True)
-    months = period_month[rows["period"].to_numpy(np.int64)] if len(rows) else np.array([], dtype=str)
-    gpu_hours = rows["gpus"].to_numpy(float) * p
-    work = gpu_hours.copy()
-    # MIG services: their replica-hours as the GPU fraction of their slice (compute slices / 7)
+def charged_gpus(book: Book, rows: pd.DataFrame) -> np.ndarray:
+    """Each allocation row's GPUs as chargeback counts them: whole GPUs held, except a MIG service's
+    replicas, which count as the GPU fraction of their slice (compute slices / 7). One definition, so
+    the plan's team GPU-hours and peaks agree with chargeback's (issue 42)."""
+    gpus = rows["gpus"].to_numpy(float).copy()
     for name, (memory, share) in book.mig_memory.items():
         mask = (rows["workload"] == name).to_numpy()
         if not mask.any():
@@ -546,9 +538,22 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
             if profile is None:
                 continue
             here = mask & (rows["offering"] == offering).to_numpy() & rows["replicas"].notna().to_numpy()
-            slice_hours = rows["replicas"].to_numpy(float)[here] * profile.compute_slices / COMPUTE_SLICES * p
-            gpu_hours[here] = slice_hours
-            work[here] = slice_hours
+            gpus[here] = rows["replicas"].to_numpy(float)[here] * profile.compute_slices / COMPUTE_SLICES
+    return gpus
+
+
+def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeback:
+    """The chargeback of a plan's own forecast (``allocations.csv`` and ``commitments``), in calendar
+    months; ``month`` keeps one. A commitment's cost is spread over its periods evenly (as
+    ``cost_in_horizon_usd`` is its periods at its rate), so the months add up to the plan's total."""
+    book = Book.from_plan(plan)
+    alloc = plan.allocations
+    p = book.period_hours
+    period_month = np.array([month_of(book.period_start(k)) for k in range(book.periods)])
+    rows = alloc.reset_index(drop=True)
+    months = period_month[rows["period"].to_numpy(np.int64)] if len(rows) else np.array([], dtype=str)
+    gpu_hours = charged_gpus(book, rows) * p
+    work = gpu_hours.copy()
     # spot training: GPU-hours of work are the held hours less the expected preemption overhead
     for run in plan.document.training:
         if run.tier != Tier.SPOT:

@@ -523,9 +523,9 @@ class TeamSummary(_PlanPart):
     guaranteed_gpus: Count
     burst_gpus: Count | None
     priority: str
-    peak_gpus: Amount
-    gpu_hours: Amount
-    cost_usd: Usd
+    peak_gpus: Amount = Field(description="most GPUs in a period (MIG replicas: fractions, as chargeback)")
+    gpu_hours: Amount = Field(description="GPU-hours as chargeback counts them (MIG replicas: fractions)")
+    cost_usd: Usd = Field(description="by chargeback's default rule (guarantees, month by month)")
 
 
 class MigNodeLayout(_PlanPart):

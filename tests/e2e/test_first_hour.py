@@ -97,6 +97,11 @@ def test_one_team_split_in_plan_report_and_chargeback(planned: tuple[Path, str],
     embed = alloc[alloc["workload"] == "embed"]
     assert rows[rows["project"] == "embed"]["gpu_hours"].sum() == pytest.approx(embed["replicas"].sum() / 7)
     assert plan["teams"]["serving"]["gpu_hours"] < alloc[alloc["team"] == "serving"]["gpus"].sum()
+    # the peak is counted the same way: chat's whole GPUs plus embed's replicas at 1/7, in one period
+    gpus = alloc["gpus"].where(alloc["workload"] != "embed", alloc["replicas"] / 7)
+    peak = gpus[alloc["team"] == "serving"].groupby(alloc["period"]).sum().max()
+    assert plan["teams"]["serving"]["peak_gpus"] == pytest.approx(peak)
+    assert peak < alloc[alloc["team"] == "serving"].groupby("period")["gpus"].sum().max()
 
 
 def test_a_runs_tier_split_matches_its_rows_and_the_report_says_mixed(planned: tuple[Path, str]) -> None:

@@ -422,6 +422,22 @@ def test_dashes_the_contract_still_allows(data: WhatifDocument) -> None:
     assert "No variant has monthly costs in whatif.json." in page
 
 
+def test_a_difference_within_the_gaps_is_marked_not_significant(data: WhatifDocument) -> None:
+    """The report marks a variant whose difference from the base is inside the certified gaps (as
+    whatif.json's significant_vs_base says) with n.s. in its row and a note; a significant one is not."""
+    plain = _plain(data)
+    plain["variants"][1]["significant_vs_base"] = False
+    md = render_whatif_markdown(WhatifDocument.model_validate(plain))
+    rows = _table_rows(_section(md, "Comparison"))
+    pct = f"{plain['variants'][1]['delta_vs_base_pct']:+.1f}%"
+    assert rows[1][5] == f"{pct} n.s."
+    assert f"n.s. (not significant): {plain['variants'][1]['name']} differ" in md
+    assert "n.s." in render_whatif_html(WhatifDocument.model_validate(plain))
+    plain["variants"][1]["significant_vs_base"] = True
+    md = render_whatif_markdown(WhatifDocument.model_validate(plain))
+    assert _table_rows(_section(md, "Comparison"))[1][5] == pct and "n.s." not in md
+
+
 def test_base_failed_still_compares(data: WhatifDocument) -> None:
     plain = _plain(data)
     plain["base"] = "spot-shock"  # the base failed: no deltas to show, no break-even

@@ -196,6 +196,13 @@ def _headline(variants: Sequence[Variant], base: Variant) -> dict[str, Any]:
     failed = [v.name for v in variants if isinstance(v, FailedVariant)]
     if failed:
         notes.append(f"Failed, so not compared: {', '.join(failed)} (errors in the comparison table).")
+    unsure = [v.name for v in costed if v.significant_vs_base is False]
+    if unsure:
+        notes.append(
+            f"n.s. (not significant): {', '.join(unsure)} differ from the base by less than the two plans' "
+            "certified gaps (the costlier plan's bound is below the cheaper plan's cost), so the difference "
+            "is not a finding; plan with a longer --time-limit to narrow the gaps."
+        )
     not_optimal = [v.name for v in costed if v.status.lower() == "feasible"]
     if not_optimal:
         notes.append(
@@ -240,7 +247,7 @@ def _comparison(variants: Sequence[Variant], base: Variant) -> dict[str, Any]:
         numbers = [
             fmt_usd(v.total_usd),
             fmt_signed_usd(v.delta_vs_base_usd),
-            fmt_signed_pct(v.delta_vs_base_pct),
+            fmt_signed_pct(v.delta_vs_base_pct) + (" n.s." if v.significant_vs_base is False else ""),
             savings,
             " · ".join(_mix(v)) or DASH,
             commitments if v.commitments else DASH,

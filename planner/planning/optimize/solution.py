@@ -25,7 +25,7 @@ import pandas as pd
 
 from models.billing import covered_nodes
 from models.catalog import Offering
-from models.chargeback import IdleRule, amortize, charge_plan
+from models.chargeback import Book, IdleRule, amortize, charge_plan, charged_gpus
 from models.plan import (
     ALLOCATION_COLUMNS,
     COMMITTED_TIERS,
@@ -482,7 +482,7 @@ def build_plan(
             reserved_used_fraction=used_hours / committed_hours if committed_hours else 0.0,
             pools=pools,
         ),
-        teams=_teams(scenario, allocations, costs, p),
+        teams=_teams(scenario),
         inputs=ScenarioEcho.model_validate(
             {**scenario.model_dump(mode="json"), "max_spot_share": scenario.purchase.max_spot_share}
         ),
@@ -492,18 +492,22 @@ def build_plan(
 
 
 def _charged_by_team(plan: Plan) -> Plan:
-    """``costs.by_team`` and each team's ``cost_usd`` and ``gpu_hours`` as ``gpuplan chargeback`` charges
-    them by default (``models/chargeback.py``: the ``guarantees`` rule, month by month; MIG slices as the
-    GPU fraction they are), so plan.json, the report and chargeback show one split (issue 42), not the
-    horizon-wide ``usage`` split :func:`_costs` makes for ``by_workload``."""
+    """``costs.by_team`` and each team's ``cost_usd``, ``gpu_hours`` and ``peak_gpus`` as ``gpuplan
+    chargeback`` charges them by default (``models/chargeback.py``: the ``guarantees`` rule, month by
+    month; MIG slices as the GPU fraction they are), so plan.json, the report and chargeback show one
+    split (issue 42), not the horizon-wide ``usage`` split :func:`_costs` makes for ``by_workload``."""
     charged = charge_plan(plan, IdleRule.GUARANTEES)
     per_team = charged.rows.groupby("team")[["cost_usd", "gpu_hours"]].sum()
+    rows = plan.allocations.reset_index(drop=True)
+    gpus = pd.Series(charged_gpus(Book.from_plan(plan), rows), index=rows.index)
+    peaks = gpus.groupby([rows["team"], rows["period"]]).sum().groupby(level=0).max()
     document = plan.document
     cost = {team: float(per_team["cost_usd"].get(team, 0.0)) for team in document.teams}
     document.costs.by_team = cost
     for name, team in document.teams.items():
         team.cost_usd = cost[name]
         team.gpu_hours = float(per_team["gpu_hours"].get(name, 0.0))
+        team.peak_gpus = float(peaks.get(name, 0.0))
     return plan
 
 
@@ -814,17 +818,16 @@ def _pools(
     return pools
 
 
-def _teams(scenario: Scenario, allocations: pd.DataFrame, costs: Costs, p: int) -> dict[str, TeamSummary]:
-    per_period = allocations.groupby(["team", "period"])["gpus"].sum()
+def _teams(scenario: Scenario) -> dict[str, TeamSummary]:
+    """Each team's scenario terms; its use and cost are filled in by :func:`_charged_by_team`."""
     result = {}
     for team in scenario.teams:
-        series = per_period.loc[team.name] if team.name in per_period.index.get_level_values(0) else None
         result[team.name] = TeamSummary(
             guaranteed_gpus=team.guaranteed_gpus,
             burst_gpus=team.burst_gpus,
             priority=team.priority,
-            peak_gpus=float(series.max()) if series is not None else 0.0,
-            gpu_hours=float(series.sum() * p) if series is not None else 0.0,
-            cost_usd=costs.by_team.get(team.name, 0.0),
+            peak_gpus=0.0,
+            gpu_hours=0.0,
+            cost_usd=0.0,
         )
     return result
