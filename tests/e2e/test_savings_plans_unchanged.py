@@ -9,7 +9,9 @@ without savings plans in its sets (or with them empty) and say so in the commit.
 
 Issue 42 measured plan.json's digests again: costs.by_team and teams[].cost_usd/gpu_hours are
 chargeback's default split now, and training[] has tiers; with those fields left out, the staged plan's
-money digest is the same on main (acf3334) and on this branch, and allocations.csv is unchanged."""
+money digest is the same on main (acf3334) and on this branch, and allocations.csv is unchanged. Measured
+again when teams[].peak_gpus began counting MIG replicas as GPU fractions (as chargeback): with the old
+whole-GPU peak recomputed from allocations.csv, the staged digest is the previous one (ae94...)."""
 
 from __future__ import annotations
 
@@ -27,11 +29,11 @@ REPO = Path(__file__).resolve().parents[2]
 MAIN = {
     "staged": (
         "b03930495fae1d636487c9bca7b000a782e3e56c9a75b8c4be9f138eb8cbcb7a",
-        "ae940760a0d1d783b830d287dd5d38637beb87c9e46ad9aa625518c70f2706d7",
+        "326c60961e2e91241087a6bcf4c6541c09fa72c0da73b4766c3a22561f02b1ac",
     ),
     "hourly": (
         "9696d639a42a72f52d3cb9afeb7523852cb4780a18009897aa70d93cbb459d2f",
-        "1780723b31c60a58eada6f386169b7d84e1212a3e9a849dacebe42144f92005d",
+        "0694897b3d493a267f338dad13134ee98b1f55ef30b720c83c2cf63cefe9819f",
     ),
 }
 
