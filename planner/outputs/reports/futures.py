@@ -1,0 +1,85 @@
+"""``futures.md``: a plan over demand futures as a buyer reads it (issue 41, point 4).
+
+The first screen answers "what do we buy, and what does it cost if the forecast is wrong": the chosen
+purchases, the expected cost with its P10/P50/P90 and worst future, what planning for uncertainty saves
+against buying for the point forecast (VSS), what a perfect forecast would be worth (EVPI), and the
+certified bound. Then every candidate priced on every future, and how each purchase is used.
+"""
+
+from __future__ import annotations
+
+from models.futures import FuturesDocument, Purchase
+from planner.outputs.reports.kit import Table, fmt_pct, fmt_usd, md_table
+
+__all__ = ["purchase_text", "render_futures_markdown"]
+
+
+def purchase_text(p: Purchase) -> str:
+    """``10 x aws:us-east-1:p5.48xlarge, 1y from 2027-01-04`` or ``$12.345/h compute, 3y from ...``."""
+    when = f"{p.term} from {p.start.date().isoformat()}"
+    if p.nodes is not None:
+        return f"{p.nodes} x {p.offering}, {when}"
+    return f"${p.usd_per_hour:,.3f}/h {p.kind} savings plan ({p.offering}), {when}"
+
+
+def render_futures_markdown(doc: FuturesDocument) -> str:
+    s = doc.summary
+    chosen = next(c for c in doc.candidates if c.name == doc.chosen)
+    risk = (
+        "the expected cost"
+        if doc.risk.weight == 0
+        else f"{1 - doc.risk.weight:.0%} expected cost + {doc.risk.weight:.0%} CVaR at {doc.risk.cvar:.0%}"
+    )
+    lines = [
+        f"# {doc.scenario}: a plan over {len(doc.futures)} demand futures",
+        "",
+        f"**Buy: {doc.chosen}** ({chosen.origin}), ranked by {risk}.",
+        "",
+    ]
+    lines += [f"- {purchase_text(p)}" for p in chosen.purchases] or ["- nothing beyond what is held"]
+    lines += [
+        "",
+        f"- expected cost {fmt_usd(s.expected_usd)}; P10 {fmt_usd(s.p10_usd)}, P50 {fmt_usd(s.p50_usd)}, "
+        f"P90 {fmt_usd(s.p90_usd)}; worst future {s.worst_future} at {fmt_usd(s.worst_usd)}",
+        f"- value of the stochastic solution: {fmt_usd(s.vss_usd)} (the point forecast's purchases cost "
+        f"{fmt_usd(s.point_forecast_expected_usd)} on the same futures)",
+        f"- expected value of perfect information: {fmt_usd(s.evpi_usd)} (each future's own plan: "
+        f"{fmt_usd(s.wait_and_see_usd)} expected)",
+        f"- certified bound on the best expected cost: {fmt_usd(s.bound_usd)}; this plan is within "
+        f"{fmt_pct(s.gap, 2)} of it",
+        "",
+        "Costs are each plan's objective over the horizon (unserved demand at its penalty); what is owed "
+        "after the horizon is in the futures table, not in these figures.",
+        "",
+        "## Futures",
+        "",
+    ]
+    futures = Table(["future", "weight", "changes", "cost", "owed after", "unserved", "own plan", "bound"],
+                    [False, True, False, True, True, True, True, True])  # fmt: skip
+    for f in doc.futures:
+        futures.rows.append(
+            [f.name, fmt_pct(doc.weights[f.name], 1), ", ".join(f.vary) or "as written",
+             fmt_usd(chosen.cost_usd[f.name]), fmt_usd(chosen.owed_after_usd[f.name]),
+             str(chosen.unserved[f.name]), fmt_usd(doc.wait_and_see[f.name]), fmt_usd(doc.bounds[f.name])]
+        )  # fmt: skip
+    lines += [md_table(futures), "", "## Candidates", ""]
+    names = [f.name for f in doc.futures]
+    candidates = Table(["candidate", *names, "expected", f"CVaR {doc.risk.cvar:.0%}", "score"],
+                       [False] + [True] * (len(names) + 3))  # fmt: skip
+    for c in sorted(doc.candidates, key=lambda c: c.score_usd):
+        mark = " (chosen)" if c.name == doc.chosen else ""
+        candidates.rows.append(
+            [c.name + mark, *(fmt_usd(c.cost_usd[n]) for n in names), fmt_usd(c.expected_usd),
+             fmt_usd(c.cvar_usd), fmt_usd(c.score_usd)]
+        )  # fmt: skip
+    lines += [md_table(candidates), ""]
+    if doc.commitment_use:
+        use = Table(["purchase", "break-even use", "futures above it (weight)", "idle in the P10 future"],
+                    [False, True, True, True])  # fmt: skip
+        for u in doc.commitment_use:
+            use.rows.append(
+                [purchase_text(u.purchase), fmt_pct(u.break_even_fraction, 0),
+                 fmt_pct(u.share_above_break_even, 0), fmt_pct(u.idle_fraction_p10, 0)]
+            )  # fmt: skip
+        lines += ["## How each commitment is used", "", md_table(use), ""]
+    return "\n".join(lines)
