@@ -8,8 +8,12 @@ the second stage, per future, is everything else (on-demand, spot, training plac
 ranks first stages by ``(1 - weight) * expected cost + weight * CVaR`` of the cost at level ``cvar`` (the
 mean of the costliest ``1 - cvar`` of the futures' weight), so a cautious plan can be asked for.
 
-Money is USD over the horizon, the plans' objective (unserved demand priced at its penalty). What is owed
-after the horizon is reported beside it per future (``owed_after_usd``), not added to it.
+Money is USD: each plan's objective over the horizon (unserved demand priced at its penalty) plus, with
+``tail: carried`` (the default), the cost after the horizon to the end of the longest term any candidate
+buys, with the future's last month of demand carried forward: the commitments still running are paid and
+cover what they can, on demand serves the rest (spot is left out of the tail; savings plans still running
+are counted as paid and covering nothing, a cautious simplification). So a purchase cannot look cheap by
+pushing idle obligations past the horizon. ``tail: none`` counts the horizon alone.
 """
 
 from __future__ import annotations
@@ -65,9 +69,16 @@ class Risk(StrictModel):
     weight: float = Field(0.0, ge=0, le=1, description="0: the expected cost alone; 1: the CVaR alone")
 
 
+#: How what is owed after the horizon counts: ``carried`` (each future's last month of demand carried to the
+#: end of the longest term any candidate buys, served by the commitments still running and on demand beyond
+#: them) or ``none`` (the horizon alone; obligations reported, not counted).
+TailRule = Literal["carried", "none"]
+
+
 class FuturesFile(StrictModel):
     futures: list[FutureSpec] = Field(min_length=2, max_length=MAX_FUTURES)
     risk: Risk = Field(default_factory=Risk)
+    tail: TailRule = Field("carried", description="how the time after the horizon counts (module docstring)")
 
     @model_validator(mode="after")
     def _unique(self) -> FuturesFile:
@@ -120,7 +131,9 @@ class Candidate(DocumentPart):
     name: str
     origin: str
     purchases: list[Purchase]
-    cost_usd: dict[str, float] = Field(description="future -> the plan's objective with these purchases")
+    cost_usd: dict[str, float] = Field(description="future -> horizon_usd + tail_usd")
+    horizon_usd: dict[str, float] = Field(description="future -> the plan's objective with these purchases")
+    tail_usd: dict[str, float] = Field(description="future -> the cost after the horizon (the tail rule)")
     owed_after_usd: dict[str, float] = Field(description="future -> owed after the horizon")
     unserved: dict[str, int] = Field(description="future -> demand items left unserved")
     expected_usd: float
@@ -142,7 +155,10 @@ class CommitmentUse(DocumentPart):
 class FuturesSummary(DocumentPart):
     """The numbers a buyer asks for (issue 41, point 4)."""
 
-    expected_usd: float
+    expected_usd: float = Field(description="horizon and tail, weighted over the futures")
+    expected_horizon_usd: float
+    expected_tail_usd: float
+    tail_until: UtcTime | None = Field(description="the end of the tail (None: no tail counted)")
     p10_usd: float
     p50_usd: float
     p90_usd: float
@@ -152,8 +168,11 @@ class FuturesSummary(DocumentPart):
     vss_usd: float = Field(description="value of the stochastic solution: point forecast's expected - this")
     wait_and_see_usd: float = Field(description="expected cost of each future's own plan (perfect forecast)")
     evpi_usd: float = Field(description="expected value of perfect information: this - wait and see")
-    bound_usd: float = Field(description="certified lower bound on the best expected cost: sum of w * bound")
-    gap: float = Field(description="(expected - bound) / expected")
+    bound_usd: float = Field(
+        description="certified lower bound on the best expected horizon cost any purchase reaches: sum of "
+        "w * each future's own bound (wait and see <= here and now)"
+    )
+    gap: float = Field(description="(expected horizon cost - bound) / expected horizon cost")
 
 
 class FuturesDocument(DocumentPart):
@@ -165,11 +184,12 @@ class FuturesDocument(DocumentPart):
     futures: list[FutureSpec]
     weights: dict[str, float]
     risk: Risk
+    tail: TailRule
     chosen: str = Field(description="the candidate whose purchases the plan makes")
     candidates: list[Candidate]
     summary: FuturesSummary
     commitment_use: list[CommitmentUse]
-    wait_and_see: dict[str, float] = Field(description="future -> its own plan's objective")
+    wait_and_see: dict[str, float] = Field(description="future -> its own plan's objective and tail")
     bounds: dict[str, float] = Field(description="future -> its own plan's certified bound")
 
     def write(self, path: Path) -> None:

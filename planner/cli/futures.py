@@ -83,6 +83,14 @@ def futures(
         f"${s.point_forecast_expected_usd:,.0f} expected); value of a perfect forecast ${s.evpi_usd:,.0f}",
         highlight=False,
     )
+    if s.tail_until is not None:
+        out.print(
+            f"costs run to {s.tail_until.date().isoformat()} (the longest term bought; the last month's "
+            f"demand carried): ${s.expected_horizon_usd:,.0f} in the horizon, ${s.expected_tail_usd:,.0f} after it",
+            highlight=False,
+        )
     out.print(
-        f"certified bound ${s.bound_usd:,.0f}: within {s.gap:.2%}; wrote {output}/futures.md", highlight=False
+        f"in the horizon: ${s.expected_horizon_usd:,.0f}, certified bound ${s.bound_usd:,.0f} (within "
+        f"{s.gap:.2%}); wrote {output}/futures.md",
+        highlight=False,
     )

@@ -29,8 +29,11 @@ cluster; every job is independent.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +52,11 @@ from models.held import bought_commitments, bought_savings_plans, holding_only
 from models.inputs import Inputs, load_inputs
 from models.plan import Plan
 from models.scenario import ExistingCommitment, HeldSavingsPlan
+from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.variation import parse_all
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
 
-__all__ = ["FirstStage", "first_stage", "plan_futures", "quantile_stages"]
+__all__ = ["FirstStage", "carried_tail", "first_stage", "plan_futures", "quantile_stages"]
 
 #: Most candidate first stages priced on every future (each costs one plan per future).
 MAX_CANDIDATES = 12
@@ -177,6 +181,55 @@ def _owed_after(plan: Plan) -> float:
     )
 
 
+def _horizon_end(plan: Plan) -> datetime:
+    horizon = plan.document.horizon
+    return horizon.start + timedelta(hours=horizon.hours)
+
+
+def carried_tail(plan: Plan, until: datetime) -> float:
+    """What the fleet of ``plan`` costs from the horizon's end to ``until`` with its last month of demand
+    carried forward (models/futures.py, ``tail: carried``): per offering, the mean non-spot nodes of the
+    horizon's last month; in each stretch between commitment ends, the commitments still running at their
+    rate and the demand beyond them on demand; savings plans still running at their hourly commitment."""
+    doc = plan.document
+    end = _horizon_end(plan)
+    if until <= end:
+        return 0.0
+    p = doc.horizon.period_hours
+    last = max(1, min(doc.horizon.periods, math.ceil(HOURS_PER_MONTH / p)))
+    rows = plan.allocations
+    recent = rows[(rows["period"] >= doc.horizon.periods - last) & (rows["tier"] != Tier.SPOT)]
+    demand = {str(k): float(v) for k, v in (recent.groupby("offering")["nodes"].sum() / last).items()}
+    running = [c for c in doc.commitments if c.term != Term.OWNED and c.end is not None and c.end > end]
+    total = 0.0
+    for offering in sorted(set(demand) | {c.offering for c in running}):
+        mine = [c for c in running if c.offering == offering]
+        record = doc.offerings.get(offering)
+        on_demand = record.on_demand_usd_h if record is not None and record.on_demand_usd_h else 0.0
+        cuts = sorted({end, until, *(min(c.end, until) for c in mine if c.end is not None)})
+        for a, b in itertools.pairwise(cuts):
+            active = [c for c in mine if c.end is not None and c.end > a]
+            nodes = sum(c.nodes for c in active)
+            hourly = sum(c.nodes * c.usd_per_node_hour for c in active)
+            hourly += max(float(demand.get(offering, 0.0)) - nodes, 0.0) * on_demand
+            total += hourly * (b - a).total_seconds() / 3600
+    for plan_ in doc.savings_plans:
+        stop = min(plan_.end, until)
+        if stop > end:
+            total += plan_.usd_per_hour * (stop - end).total_seconds() / 3600
+    return total
+
+
+def _tail_until(stages: Sequence[FirstStage], plans: Sequence[Plan]) -> datetime | None:
+    """The end of the longest term any candidate buys (None: nothing bought runs past the horizon)."""
+    end = _horizon_end(plans[0])
+    ends = [c.ends for s in stages for c in s.commitments if c.ends > end] + [
+        p.start + timedelta(hours=(p.term.years or 0) * HOURS_PER_YEAR) for s in stages for p in s.plans
+    ]
+    later = [e for e in ends if e > end]
+    return max(later) if later else None
+
+
 def plan_futures(
     scenario: Path,
     spec: FuturesFile,
@@ -278,24 +331,33 @@ def _document(
     priced: dict[str, _Priced],
 ) -> tuple[FuturesDocument, str]:
     level, risk_weight = spec.risk.cvar, spec.risk.weight
+    until = _tail_until([p.stage for p in priced.values()], [point]) if spec.tail == "carried" else None
+
+    def tail(plan: Plan) -> float:
+        return carried_tail(plan, until) if until is not None else 0.0
+
     candidates: list[Candidate] = []
     for p in priced.values():
         if p.failures:  # a first stage that fails in a future (none should: on-demand is always for sale)
             continue
-        costs = [_objective(p.plans[n]) for n in names]
+        horizon = {n: _objective(p.plans[n]) for n in names}
+        tails = {n: tail(p.plans[n]) for n in names}
+        costs = [horizon[n] + tails[n] for n in names]
         expected = sum(w * c for w, c in zip(weights, costs, strict=True))
-        tail = cvar(costs, weights, level)
+        worst_tail = cvar(costs, weights, level)
         candidates.append(
             Candidate(
                 name=p.stage.name,
                 origin=p.stage.origin,
                 purchases=p.stage.purchases(),
                 cost_usd=dict(zip(names, costs, strict=True)),
+                horizon_usd=horizon,
+                tail_usd=tails,
                 owed_after_usd={n: _owed_after(p.plans[n]) for n in names},
                 unserved={n: len(p.plans[n].document.unserved) for n in names},
                 expected_usd=expected,
-                cvar_usd=tail,
-                score_usd=(1 - risk_weight) * expected + risk_weight * tail,
+                cvar_usd=worst_tail,
+                score_usd=(1 - risk_weight) * expected + risk_weight * worst_tail,
             )
         )
     if not candidates:
@@ -304,16 +366,23 @@ def _document(
     best = min(candidates, key=lambda c: (c.score_usd, c.name))
     by_name = {c.name: c for c in candidates}
     costs = [best.cost_usd[n] for n in names]
-    wait_and_see = {n: _objective(own[n]) for n in names}
+
+    def weighted(values: dict[str, float]) -> float:
+        return sum(w * values[n] for w, n in zip(weights, names, strict=True))
+
+    wait_and_see = {n: _objective(own[n]) + tail(own[n]) for n in names}
     bounds = {n: float(own[n].document.solver.bound_usd) for n in names}
-    ws = sum(w * wait_and_see[n] for w, n in zip(weights, names, strict=True))
-    bound = sum(w * bounds[n] for w, n in zip(weights, names, strict=True))
+    ws, bound = weighted(wait_and_see), weighted(bounds)
+    horizon_expected = weighted(best.horizon_usd)
     point_expected = (
         by_name["point forecast"].expected_usd if "point forecast" in by_name else best.expected_usd
     )
     worst = max(names, key=lambda n: best.cost_usd[n])
     summary = FuturesSummary(
         expected_usd=best.expected_usd,
+        expected_horizon_usd=horizon_expected,
+        expected_tail_usd=weighted(best.tail_usd),
+        tail_until=until,
         p10_usd=weighted_quantile(costs, weights, 0.1),
         p50_usd=weighted_quantile(costs, weights, 0.5),
         p90_usd=weighted_quantile(costs, weights, 0.9),
@@ -324,7 +393,7 @@ def _document(
         wait_and_see_usd=ws,
         evpi_usd=best.expected_usd - ws,
         bound_usd=bound,
-        gap=(best.expected_usd - bound) / best.expected_usd if best.expected_usd else 0.0,
+        gap=(horizon_expected - bound) / horizon_expected if horizon_expected else 0.0,
     )
     chosen = priced[best.name]
     document = FuturesDocument(
@@ -332,6 +401,7 @@ def _document(
         futures=list(spec.futures),
         weights=dict(zip(names, weights, strict=True)),
         risk=spec.risk,
+        tail=spec.tail,
         chosen=best.name,
         candidates=candidates,
         summary=summary,

@@ -48,12 +48,16 @@ def _scenario(tmp: Path, **extra: Any) -> Path:
 
 
 def _futures(
-    tmp: Path, futures: list[tuple[str, float, float]], risk: dict[str, float] | None = None
+    tmp: Path,
+    futures: list[tuple[str, float, float]],
+    risk: dict[str, float] | None = None,
+    tail: str = "carried",
 ) -> Path:
     data: dict[str, Any] = {
+        "tail": tail,
         "futures": [
             {"name": n, "weight": w, "vary": [] if x == 1.0 else [f"demand=x{x}"]} for n, w, x in futures
-        ]
+        ],
     }
     if risk:
         data["risk"] = risk
@@ -68,8 +72,12 @@ def _rates(scenario: Path) -> tuple[float, float]:
     return offering.reserved_1y_usd_h, offering.on_demand_usd_h
 
 
-def _cost(n: int, d: float, r: float, o: float) -> float:
-    return HOURS * (n * r + max(d - n, 0.0) * o)
+#: With ``tail: carried`` the costs run to the end of the 1-year term bought (flat demand carried forward).
+YEAR = 8760
+
+
+def _cost(n: int, d: float, r: float, o: float, hours: int = YEAR) -> float:
+    return hours * (n * r + max(d - n, 0.0) * o)
 
 
 def _run(tmp: Path, scenario: Path, futures: Path) -> FuturesDocument:
@@ -86,14 +94,16 @@ def _run(tmp: Path, scenario: Path, futures: Path) -> FuturesDocument:
 SKEWED = [("low", 0.5, 0.6), ("mid", 0.2, 1.0), ("high", 0.3, 1.4)]
 
 
-def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("tail", "hours"), [("carried", YEAR), ("none", HOURS)])
+def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path, tail: str, hours: int) -> None:
+    """Over the horizon alone (``tail: none``) or to the end of the year bought (``carried``)."""
     scenario = _scenario(tmp_path)
-    doc = _run(tmp_path, scenario, _futures(tmp_path, SKEWED))
+    doc = _run(tmp_path, scenario, _futures(tmp_path, SKEWED, tail=tail))
     r, o = _rates(scenario)
     demand = {n: BASE * x for n, _w, x in SKEWED}
     weights = {n: w for n, w, _x in SKEWED}
     expected = {
-        n: sum(weights[f] * _cost(n, demand[f], r, o) for f in demand) for n in range(0, 2 * BASE + 1)
+        n: sum(weights[f] * _cost(n, demand[f], r, o, hours) for f in demand) for n in range(0, 2 * BASE + 1)
     }
     best = min(expected, key=lambda n: expected[n])
     assert best == 6  # the critical fractile, by the formula
@@ -105,15 +115,22 @@ def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path) -> None:
     assert doc.summary.vss_usd == pytest.approx(expected[BASE] - expected[best], rel=1e-6)
     assert doc.summary.vss_usd > 0
     # perfect information: each future commits exactly its demand
-    wait_and_see = sum(weights[f] * _cost(round(demand[f]), demand[f], r, o) for f in demand)
+    wait_and_see = sum(weights[f] * _cost(round(demand[f]), demand[f], r, o, hours) for f in demand)
     assert doc.summary.wait_and_see_usd == pytest.approx(wait_and_see, rel=1e-6)
     assert doc.summary.evpi_usd == pytest.approx(expected[best] - wait_and_see, rel=1e-6)
-    assert doc.summary.bound_usd <= doc.summary.expected_usd
-    # every candidate priced in every future as the formula prices its level
+    assert doc.summary.bound_usd <= doc.summary.expected_horizon_usd
+    assert doc.summary.expected_horizon_usd == pytest.approx(expected[best] * HOURS / hours, rel=1e-6)
+    # every candidate priced in every future as the formula prices its level, horizon and tail apart
     for candidate in doc.candidates:
         n = sum(p.nodes or 0 for p in candidate.purchases)
         for future, usd in candidate.cost_usd.items():
-            assert usd == pytest.approx(_cost(n, demand[future], r, o), rel=1e-6), (candidate.name, future)
+            assert usd == pytest.approx(_cost(n, demand[future], r, o, hours), rel=1e-6), (
+                candidate.name,
+                future,
+            )
+            horizon = _cost(n, demand[future], r, o, HOURS)
+            assert candidate.horizon_usd[future] == pytest.approx(horizon, rel=1e-6)
+            assert candidate.tail_usd[future] == pytest.approx(usd - horizon, rel=1e-6, abs=1e-6)
     # the use table: 6 nodes are used whole in every future (demand >= 6), so above break-even in all
     (use,) = doc.commitment_use
     assert use.break_even_fraction == pytest.approx(r / o)
@@ -134,7 +151,7 @@ def test_a_cautious_plan_by_cvar_by_enumeration(tmp_path: Path) -> None:
     r, o = _rates(scenario)
     names = [n for n, _w, _x in SKEWED]
     weights = [w for _n, w, _x in SKEWED]
-    costs = {n: [_cost(n, BASE * x, r, o) for _f, _w, x in SKEWED] for n in (6, 10, 14)}  # the candidates
+    costs = {n: [_cost(n, BASE * x, r, o) for _f, _w, x in SKEWED] for n in (0, 6, 10, 14)}  # the candidates
     tails = {n: cvar(c, weights, 0.7) for n, c in costs.items()}
     best = min(tails, key=lambda n: tails[n])
     chosen = next(c for c in doc.candidates if c.name == doc.chosen)

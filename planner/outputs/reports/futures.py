@@ -11,7 +11,20 @@ from __future__ import annotations
 from models.futures import FuturesDocument, Purchase
 from planner.outputs.reports.kit import Table, fmt_pct, fmt_usd, md_table
 
-__all__ = ["purchase_text", "render_futures_markdown"]
+__all__ = ["purchase_text", "render_futures_markdown", "tail_sentence"]
+
+
+def tail_sentence(doc: FuturesDocument) -> str:
+    """What the costs cover: the horizon, and the tail after it when one is counted."""
+    s = doc.summary
+    base = "Costs are each plan's objective over the horizon (unserved demand at its penalty)"
+    if s.tail_until is None:
+        return base + "; what is owed after the horizon is in the futures table, not in these figures."
+    return (
+        f"{base} plus the time after it to {s.tail_until.date().isoformat()} (the end of the longest term "
+        f"bought), each future's last month of demand carried forward: {fmt_usd(s.expected_horizon_usd)} in "
+        f"the horizon and {fmt_usd(s.expected_tail_usd)} after it, expected."
+    )
 
 
 def purchase_text(p: Purchase) -> str:
@@ -45,21 +58,25 @@ def render_futures_markdown(doc: FuturesDocument) -> str:
         f"{fmt_usd(s.point_forecast_expected_usd)} on the same futures)",
         f"- expected value of perfect information: {fmt_usd(s.evpi_usd)} (each future's own plan: "
         f"{fmt_usd(s.wait_and_see_usd)} expected)",
-        f"- certified bound on the best expected cost: {fmt_usd(s.bound_usd)}; this plan is within "
-        f"{fmt_pct(s.gap, 2)} of it",
+        f"- certified bound on the best expected cost in the horizon: {fmt_usd(s.bound_usd)}; this plan's "
+        f"{fmt_usd(s.expected_horizon_usd)} there is within {fmt_pct(s.gap, 2)} of it (the gap holds the "
+        "value of perfect information, which no purchase made now can capture)",
         "",
-        "Costs are each plan's objective over the horizon (unserved demand at its penalty); what is owed "
-        "after the horizon is in the futures table, not in these figures.",
+        tail_sentence(doc),
         "",
         "## Futures",
         "",
     ]
-    futures = Table(["future", "weight", "changes", "cost", "owed after", "unserved", "own plan", "bound"],
-                    [False, True, False, True, True, True, True, True])  # fmt: skip
+    futures = Table(
+        ["future", "weight", "changes", "cost", "in the horizon", "after it", "owed after", "unserved",
+         "own plan", "own bound (horizon)"],
+        [False, True, False, True, True, True, True, True, True, True],
+    )  # fmt: skip
     for f in doc.futures:
         futures.rows.append(
             [f.name, fmt_pct(doc.weights[f.name], 1), ", ".join(f.vary) or "as written",
-             fmt_usd(chosen.cost_usd[f.name]), fmt_usd(chosen.owed_after_usd[f.name]),
+             fmt_usd(chosen.cost_usd[f.name]), fmt_usd(chosen.horizon_usd[f.name]),
+             fmt_usd(chosen.tail_usd[f.name]), fmt_usd(chosen.owed_after_usd[f.name]),
              str(chosen.unserved[f.name]), fmt_usd(doc.wait_and_see[f.name]), fmt_usd(doc.bounds[f.name])]
         )  # fmt: skip
     lines += [md_table(futures), "", "## Candidates", ""]
