@@ -86,7 +86,8 @@ def futures(
     if s.tail_until is not None:
         out.print(
             f"costs run to {s.tail_until.date().isoformat()} (the longest term bought; the last month's "
-            f"demand carried): ${s.expected_horizon_usd:,.0f} in the horizon, ${s.expected_tail_usd:,.0f} after it",
+            f"demand carried): ${s.expected_horizon_usd:,.0f} in the horizon, "
+            f"${s.expected_tail_usd:,.0f} after it",
             highlight=False,
         )
     out.print(
