@@ -58,6 +58,11 @@ class FutureSpec(StrictModel):
     name: str = Field(min_length=1, max_length=100)
     weight: float = Field(1.0, gt=0, le=1e6, description="relative weight; normalized over the futures")
     vary: list[str] = Field(default_factory=list, max_length=20, description="what-if changes, demand=x0.8")
+    series: dict[str, str] = Field(
+        default_factory=dict,
+        description="service -> a demand CSV (hour,replicas) for this future, relative to the futures file "
+        "(what gpuplan demand writes under futures/)",
+    )
 
 
 class Risk(StrictModel):
@@ -103,9 +108,16 @@ def load_futures(path: Path) -> FuturesFile:
     if not isinstance(data, dict):
         raise InputError(path, None, "expected futures: [{name: ..., weight: ..., vary: [...]}, ...]")
     try:
-        return FuturesFile.model_validate(data)
+        spec = FuturesFile.model_validate(data)
     except ValidationError as exc:
         raise validation_error(path, "futures file", exc) from None
+    for index, future in enumerate(spec.futures):  # series paths made absolute, each checked to exist
+        for service, csv in future.series.items():
+            full = Path(csv) if Path(csv).is_absolute() else (path.parent / csv).resolve()
+            if not full.is_file():
+                raise InputError(path, f"futures[{index}].series.{service}", f"{csv}: file not found")
+            future.series[service] = str(full)
+    return spec
 
 
 # ---- futures.json --------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ from models.futures import (
 from models.held import bought_commitments, bought_savings_plans, holding_only
 from models.inputs import Inputs, load_inputs
 from models.plan import Plan
-from models.scenario import ExistingCommitment, HeldSavingsPlan
+from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
 from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.variation import parse_all
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
@@ -181,6 +182,28 @@ def _owed_after(plan: Plan) -> float:
     )
 
 
+def _with_series(given: Inputs, series: dict[str, str], index: int) -> Inputs:
+    """``given`` with each service of ``series`` reading its demand from that CSV (a path made relative to
+    the scenario's directory, so a Dask worker gets the file with the job)."""
+    if not series:
+        return given
+    services = {s.name for s in given.scenario.inference}
+    unknown = sorted(set(series) - services)
+    if unknown:
+        raise InputError(
+            None,
+            f"futures[{index}].series.{unknown[0]}",
+            f"no such service; the scenario has {sorted(services)}",
+        )
+    inference = [
+        s.model_copy(update={"replicas": CsvSeries(csv=os.path.relpath(series[s.name], given.base_dir))})
+        if s.name in series
+        else s
+        for s in given.scenario.inference
+    ]
+    return replace(given, scenario=given.scenario.model_copy(update={"inference": inference}))
+
+
 def _horizon_end(plan: Plan) -> datetime:
     horizon = plan.document.horizon
     return horizon.start + timedelta(hours=horizon.hours)
@@ -251,11 +274,12 @@ def plan_futures(
     inputs: dict[str, Inputs] = {}
     for index, future in enumerate(spec.futures):
         try:
-            inputs[future.name] = load_inputs(scenario, parse_all(future.vary, f"futures[{index}].vary"))
+            given = load_inputs(scenario, parse_all(future.vary, f"futures[{index}].vary"))
         except InputError as error:
             raise InputError(
                 error.file, f"futures[{index}] ({future.name}): {error.where}", error.problem
             ) from None
+        inputs[future.name] = _with_series(given, future.series, index)
 
     def job(label: str, given: Inputs, stage: FirstStage | None = None) -> PlanJob:
         planned = given.scenario

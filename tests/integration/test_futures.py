@@ -179,3 +179,33 @@ def test_bad_futures_files_are_named(tmp_path: Path) -> None:
         assert named in result.output, (text, result.output)
         assert "Traceback" not in result.output
         assert not (tmp_path / "x").exists()
+
+
+def test_futures_given_as_demand_csvs(tmp_path: Path) -> None:
+    """A future may give a service's demand as a CSV (what `gpuplan demand` writes per sampled path): the
+    same three futures as CSV files give the same choice and costs as the demand=x changes."""
+    scenario = _scenario(tmp_path)
+    folder = tmp_path / "paths"
+    folder.mkdir()
+    futures = []
+    for name, weight, x in SKEWED:
+        (folder / f"{name}.csv").write_text(
+            "hour,replicas\n" + "".join(f"{h},{BASE * x:g}\n" for h in range(HOURS)), encoding="utf-8"
+        )
+        futures.append({"name": name, "weight": weight, "series": {"chat": f"paths/{name}.csv"}})
+    path = tmp_path / "futures.yaml"
+    path.write_text(yaml.safe_dump({"futures": futures}), encoding="utf-8")
+    doc = _run(tmp_path, scenario, path)
+    r, o = _rates(scenario)
+    chosen = next(c for c in doc.candidates if c.name == doc.chosen)
+    assert [(p.offering, p.nodes) for p in chosen.purchases] == [(P5, 6)]
+    expected = sum(w * _cost(6, BASE * x, r, o) for _n, w, x in SKEWED)
+    assert doc.summary.expected_usd == pytest.approx(expected, rel=1e-6)
+
+    runner = CliRunner()
+    for series, named in (({"chat": "paths/none.csv"}, "futures[0].series.chat"),
+                          ({"search": "paths/low.csv"}, "futures[0].series.search")):  # fmt: skip
+        path.write_text(yaml.safe_dump({"futures": [{"name": "a", "series": series}, {"name": "b"}]}))
+        result = runner.invoke(app, ["futures", str(scenario), str(path), "-o", str(tmp_path / "bad")])
+        assert result.exit_code == 2 and named in result.output, result.output
+        assert not (tmp_path / "bad").exists()
