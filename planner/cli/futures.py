@@ -9,7 +9,7 @@ import typer
 
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
-from planner.cli.common import err, fail, out
+from planner.cli.common import EXIT_SELF_CHECK, err, fail, out
 
 __all__ = ["futures"]
 
@@ -43,6 +43,7 @@ def futures(
     from planner.outputs.reports.futures import purchase_text, render_futures_markdown
     from planner.planning.futures import plan_futures
     from planner.planning.optimize import SolveSettings
+    from planner.verify import verify
 
     def say(message: str) -> None:
         if not quiet:
@@ -52,20 +53,32 @@ def futures(
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
         spec = load_futures(futures_file)
-        document, chosen, point = plan_futures(
-            scenario, spec, SolveSettings(time_limit=time_limit), workers, cluster, say
-        )
+        result = plan_futures(scenario, spec, SolveSettings(time_limit=time_limit), workers, cluster, say)
+        document = result.document
+        say(f"checking the chosen purchases' plan in each of {len(result.chosen)} futures (gpuplan verify)")
+        broken = {
+            name: findings
+            for name, plan in result.chosen.items()
+            if not (findings := verify(result.chosen_inputs[name], plan)).ok
+        }
         with atomic_directory(output) as staging:
             document.write(staging / "futures.json")
             (staging / "futures.md").write_text(render_futures_markdown(document), encoding="utf-8")
-            for name, plan in chosen.items():
+            for name, plan in result.chosen.items():
                 target = staging / "chosen" / name
                 target.mkdir(parents=True)
                 plan.write(target)
             (staging / "point").mkdir()
-            point.write(staging / "point")
+            result.point.write(staging / "point")
     except GpuplanError as error:
         raise fail(error) from None
+    if broken:  # as gpuplan plan's self-check: a plan the planner wrote breaks a rule (a planner bug)
+        for name, findings in broken.items():
+            err.print(f"future {name}: the chosen purchases' plan breaks rules:", highlight=False)
+            for kind in findings.summary():
+                err.print(f"  {kind.kind}: {kind.count} ({kind.description})", highlight=False)
+        err.print(f"a gpuplan bug: please report it with {output}/ and the inputs", highlight=False)
+        raise typer.Exit(EXIT_SELF_CHECK)
     s = document.summary
     best = next(c for c in document.candidates if c.name == document.chosen)
     out.print(f"buy: {document.chosen} ({best.origin})", highlight=False)
@@ -90,6 +103,7 @@ def futures(
             f"${s.expected_tail_usd:,.0f} after it",
             highlight=False,
         )
+    out.print(f"each future's plan with these purchases passes gpuplan verify ({len(result.chosen)})")
     out.print(
         f"in the horizon: ${s.expected_horizon_usd:,.0f}, certified bound ${s.bound_usd:,.0f} (within "
         f"{s.gap:.2%}); wrote {output}/futures.md",

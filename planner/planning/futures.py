@@ -57,7 +57,7 @@ from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.variation import parse_all
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
 
-__all__ = ["FirstStage", "carried_tail", "first_stage", "plan_futures", "quantile_stages"]
+__all__ = ["FirstStage", "FuturesResult", "carried_tail", "first_stage", "plan_futures", "quantile_stages"]
 
 #: Most candidate first stages priced on every future (each costs one plan per future).
 MAX_CANDIDATES = 12
@@ -161,6 +161,18 @@ def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> l
     return result
 
 
+@dataclass(frozen=True)
+class FuturesResult:
+    """futures.json's document; the chosen purchases' plan in each future with the inputs it was planned
+    from (the future, the purchases held: what ``gpuplan verify`` checks it against); the point forecast's
+    own plan."""
+
+    document: FuturesDocument
+    chosen: dict[str, Plan]
+    chosen_inputs: dict[str, Inputs]
+    point: Plan
+
+
 @dataclass
 class _Priced:
     """One candidate's plan in each future (None where it failed, with why)."""
@@ -260,9 +272,8 @@ def plan_futures(
     workers: int | None = None,
     cluster: str | None = None,
     say: Callable[[str], None] | None = None,
-) -> tuple[FuturesDocument, dict[str, Plan], Plan]:
-    """Plan ``scenario`` over the futures of ``spec`` (module docstring). Returns futures.json's document,
-    the chosen first stage's plan in each future, and the point forecast's own plan."""
+) -> FuturesResult:
+    """Plan ``scenario`` over the futures of ``spec`` (module docstring)."""
     tell = say or (lambda _m: None)
     names = [f.name for f in spec.futures]
     weights = spec.weights()
@@ -320,7 +331,12 @@ def plan_futures(
         else:
             priced[s.name].plans[n] = outcome
     document, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
-    return document, priced[chosen].plans, point_plan
+    stage = priced[chosen].stage
+    held = {
+        n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
+        for n in names
+    }
+    return FuturesResult(document, priced[chosen].plans, held, point_plan)
 
 
 def _candidates(

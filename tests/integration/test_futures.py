@@ -86,6 +86,7 @@ def _run(tmp: Path, scenario: Path, futures: Path) -> FuturesDocument:
               "--workers", "1", "-q"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert "each future's plan with these purchases passes gpuplan verify (3)" in result.output
     return FuturesDocument.read(tmp / "out" / "futures.json")
 
 
