@@ -142,6 +142,7 @@ class Candidate(DocumentPart):
 
     name: str
     origin: str
+    also: list[str] = Field(default_factory=list, description="other candidates that buy the same (peers)")
     purchases: list[Purchase]
     cost_usd: dict[str, float] = Field(description="future -> horizon_usd + tail_usd")
     horizon_usd: dict[str, float] = Field(description="future -> the plan's objective with these purchases")
@@ -149,6 +150,9 @@ class Candidate(DocumentPart):
     owed_after_usd: dict[str, float] = Field(description="future -> owed after the horizon")
     unserved: dict[str, int] = Field(description="future -> demand items left unserved")
     expected_usd: float
+    p10_usd: float
+    p50_usd: float
+    p90_usd: float
     cvar_usd: float
     score_usd: float = Field(description="what first stages are ranked by (risk)")
 
@@ -178,6 +182,8 @@ class FuturesSummary(DocumentPart):
     worst_usd: float
     point_forecast_expected_usd: float = Field(description="the point forecast's purchases, on the futures")
     vss_usd: float = Field(description="value of the stochastic solution: point forecast's expected - this")
+    best_peer: str | None = Field(None, description="the committing peer cheapest on the futures (expected)")
+    best_peer_expected_usd: float | None = Field(None, description="its purchases' expected cost here")
     wait_and_see_usd: float = Field(description="expected cost of each future's own plan (perfect forecast)")
     evpi_usd: float = Field(description="expected value of perfect information: this - wait and see")
     bound_usd: float = Field(

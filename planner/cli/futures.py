@@ -40,7 +40,7 @@ def futures(
     (the chosen purchases' plan in each future) and DIR/point/ (the point forecast's own plan).
     """
     from models.futures import load_futures
-    from planner.outputs.reports.futures import purchase_text, render_futures_markdown
+    from planner.outputs.reports.futures import peer_line, purchase_text, render_futures_markdown
     from planner.planning.futures import plan_futures
     from planner.planning.optimize import SolveSettings
     from planner.verify import verify
@@ -96,6 +96,7 @@ def futures(
         f"${s.point_forecast_expected_usd:,.0f} expected); value of a perfect forecast ${s.evpi_usd:,.0f}",
         highlight=False,
     )
+    out.print(peer_line(document).removeprefix("- "), highlight=False)
     if s.tail_until is not None:
         out.print(
             f"costs run to {s.tail_until.date().isoformat()} (the longest term bought; the last month's "

@@ -57,7 +57,15 @@ from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.variation import parse_all
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
 
-__all__ = ["FirstStage", "FuturesResult", "carried_tail", "first_stage", "plan_futures", "quantile_stages"]
+__all__ = [
+    "FirstStage",
+    "FuturesResult",
+    "carried_tail",
+    "first_stage",
+    "peer_stages",
+    "plan_futures",
+    "quantile_stages",
+]
 
 #: Most candidate first stages priced on every future (each costs one plan per future).
 MAX_CANDIDATES = 12
@@ -77,6 +85,7 @@ class FirstStage:
     commitments: tuple[ExistingCommitment, ...] = ()
     plans: tuple[HeldSavingsPlan, ...] = ()
     levels: dict[CommitmentKey | PlanKey, float] = field(default_factory=dict, compare=False)
+    also: tuple[str, ...] = ()  # other candidates with the same purchases (a peer that buys what we buy)
 
     def content(self) -> tuple[Any, ...]:
         """What makes two first stages the same purchase (names aside)."""
@@ -342,8 +351,10 @@ def plan_futures(
 def _candidates(
     point: Plan, futures: dict[str, Plan], names: Sequence[str], weights: Sequence[float]
 ) -> list[FirstStage]:
-    """The first stages to price (module docstring, step 2), the same purchase once, at most
-    :data:`MAX_CANDIDATES` (the point forecast's, nothing, the quantiles, then the futures' own by weight)."""
+    """The first stages to price (module docstring, step 2), the same purchase once (under its first name,
+    the others kept as ``also``): at most :data:`MAX_CANDIDATES` of the planner's own (the point forecast's,
+    nothing, the quantiles, then the futures' own by weight), then every committing peer of the point
+    forecast's plan (``baselines``), so a peer is priced on the same futures and may be chosen."""
     own = [first_stage(futures[n], f"own plan of {n}", f"what {n}'s own plan buys") for n in names]
     ordered = [
         first_stage(point, "point forecast", "what the point forecast's plan buys"),
@@ -351,14 +362,51 @@ def _candidates(
         *quantile_stages(own, weights),
         *(own[i] for i in sorted(range(len(names)), key=lambda i: -weights[i])),
     ]
-    seen: set[tuple[Any, ...]] = set()
-    result = []
+    kept: dict[tuple[Any, ...], FirstStage] = {}
     for stage in ordered:
-        if stage.content() in seen:
+        if stage.content() not in kept and len(kept) < MAX_CANDIDATES:
+            kept[stage.content()] = stage
+    for stage in peer_stages(point):
+        same = kept.get(stage.content())
+        if same is None:
+            kept[stage.content()] = stage
+        else:
+            kept[stage.content()] = replace(same, also=(*same.also, stage.name))
+    return list(kept.values())
+
+
+def peer_stages(plan: Plan) -> list[FirstStage]:
+    """The purchases of each committing peer of ``plan`` (its baselines: the cloud's lookback
+    recommendation, coverage targets), bought at the horizon's start at the catalog's rate for the term,
+    as first stages. Peers that buy savings plans are not carried (their purchase is not in plan.json)."""
+    doc = plan.document
+    result = []
+    for peer in doc.baselines.peers if doc.baselines is not None else []:
+        if not peer.commitments:
             continue
-        seen.add(stage.content())
-        result.append(stage)
-    return result[:MAX_CANDIDATES]
+        held = []
+        for bought in peer.commitments:
+            record = doc.offerings.get(bought.offering)
+            rate = None
+            if record is not None:
+                rate = {
+                    Term.ONE_YEAR: record.reserved_1y_usd_h,
+                    Term.THREE_YEARS: record.reserved_3y_usd_h,
+                }.get(bought.term)
+            if rate is None:
+                break
+            held.append(
+                ExistingCommitment(
+                    offering=bought.offering, term=bought.term, nodes=bought.nodes, start=doc.horizon.start,
+                    usd_per_node_hour=rate,
+                )
+            )  # fmt: skip
+        else:
+            levels: dict[CommitmentKey | PlanKey, float] = {}
+            for c in held:
+                levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
+            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held), (), levels))
+    return result
 
 
 def _document(
@@ -389,6 +437,10 @@ def _document(
             Candidate(
                 name=p.stage.name,
                 origin=p.stage.origin,
+                also=list(p.stage.also),
+                p10_usd=weighted_quantile(costs, weights, 0.1),
+                p50_usd=weighted_quantile(costs, weights, 0.5),
+                p90_usd=weighted_quantile(costs, weights, 0.9),
                 purchases=p.stage.purchases(),
                 cost_usd=dict(zip(names, costs, strict=True)),
                 horizon_usd=horizon,
@@ -418,6 +470,8 @@ def _document(
         by_name["point forecast"].expected_usd if "point forecast" in by_name else best.expected_usd
     )
     worst = max(names, key=lambda n: best.cost_usd[n])
+    peers = [(c.expected_usd, n, c) for c in candidates for n in (c.name, *c.also) if n.startswith("peer: ")]
+    best_peer = min(peers, key=lambda t: (t[0], t[1])) if peers else None
     summary = FuturesSummary(
         expected_usd=best.expected_usd,
         expected_horizon_usd=horizon_expected,
@@ -430,6 +484,8 @@ def _document(
         worst_usd=best.cost_usd[worst],
         point_forecast_expected_usd=point_expected,
         vss_usd=point_expected - best.expected_usd,
+        best_peer=best_peer[1].removeprefix("peer: ") if best_peer else None,
+        best_peer_expected_usd=best_peer[0] if best_peer else None,
         wait_and_see_usd=ws,
         evpi_usd=best.expected_usd - ws,
         bound_usd=bound,

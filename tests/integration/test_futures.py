@@ -137,6 +137,12 @@ def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path, tail: str, hours:
     assert use.break_even_fraction == pytest.approx(r / o)
     assert use.share_above_break_even == pytest.approx(1.0)
     assert use.idle_fraction_p10 == pytest.approx(0.0)
+    # the cloud's lookback recommendation (a peer of the point forecast's plan) priced on the same futures:
+    # on flat demand it (and the coverage peers) buys the point forecast's 10 nodes
+    assert doc.summary.best_peer is not None
+    assert doc.summary.best_peer_expected_usd == pytest.approx(expected[BASE], rel=1e-6)
+    point = next(c for c in doc.candidates if c.name == "point forecast")
+    assert any(name.startswith("peer: lookback") for name in point.also)
     md = (tmp_path / "out" / "futures.md").read_text()
     assert f"**Buy: {doc.chosen}**" in md and f"6 x {P5}, 1y from 2027-01-04" in md
     plans = sorted(p.name for p in (tmp_path / "out" / "chosen").iterdir())

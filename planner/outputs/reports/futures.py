@@ -11,7 +11,7 @@ from __future__ import annotations
 from models.futures import FuturesDocument, Purchase
 from planner.outputs.reports.kit import Table, fmt_pct, fmt_usd, md_table
 
-__all__ = ["purchase_text", "render_futures_markdown", "tail_sentence"]
+__all__ = ["peer_line", "purchase_text", "render_futures_markdown", "tail_sentence"]
 
 
 def tail_sentence(doc: FuturesDocument) -> str:
@@ -35,6 +35,18 @@ def purchase_text(p: Purchase) -> str:
     return f"${p.usd_per_hour:,.3f}/h {p.kind} savings plan ({p.offering}), {when}"
 
 
+def peer_line(doc: FuturesDocument) -> str:
+    """The best committing peer's purchases priced on the same futures, against the chosen ones."""
+    s = doc.summary
+    if s.best_peer is None or s.best_peer_expected_usd is None:
+        return "- no committing peer to price on the futures"
+    saved = s.best_peer_expected_usd - s.expected_usd
+    return (
+        f"- the best peer on these futures, {s.best_peer}: {fmt_usd(s.best_peer_expected_usd)} expected "
+        f"({fmt_usd(saved)} more than this plan)"
+    )
+
+
 def render_futures_markdown(doc: FuturesDocument) -> str:
     s = doc.summary
     chosen = next(c for c in doc.candidates if c.name == doc.chosen)
@@ -56,6 +68,7 @@ def render_futures_markdown(doc: FuturesDocument) -> str:
         f"P90 {fmt_usd(s.p90_usd)}; worst future {s.worst_future} at {fmt_usd(s.worst_usd)}",
         f"- value of the stochastic solution: {fmt_usd(s.vss_usd)} (the point forecast's purchases cost "
         f"{fmt_usd(s.point_forecast_expected_usd)} on the same futures)",
+        peer_line(doc),
         f"- expected value of perfect information: {fmt_usd(s.evpi_usd)} (each future's own plan: "
         f"{fmt_usd(s.wait_and_see_usd)} expected)",
         f"- certified bound on the best expected cost in the horizon: {fmt_usd(s.bound_usd)}; this plan's "
@@ -81,13 +94,16 @@ def render_futures_markdown(doc: FuturesDocument) -> str:
         )  # fmt: skip
     lines += [md_table(futures), "", "## Candidates", ""]
     names = [f.name for f in doc.futures]
-    candidates = Table(["candidate", *names, "expected", f"CVaR {doc.risk.cvar:.0%}", "score"],
-                       [False] + [True] * (len(names) + 3))  # fmt: skip
+    candidates = Table(
+        ["candidate", *names, "expected", "P10", "P50", "P90", f"CVaR {doc.risk.cvar:.0%}", "score"],
+        [False] + [True] * (len(names) + 6),
+    )
     for c in sorted(doc.candidates, key=lambda c: c.score_usd):
         mark = " (chosen)" if c.name == doc.chosen else ""
+        same = f" (= {', '.join(c.also)})" if c.also else ""
         candidates.rows.append(
-            [c.name + mark, *(fmt_usd(c.cost_usd[n]) for n in names), fmt_usd(c.expected_usd),
-             fmt_usd(c.cvar_usd), fmt_usd(c.score_usd)]
+            [c.name + mark + same, *(fmt_usd(c.cost_usd[n]) for n in names),
+             *map(fmt_usd, (c.expected_usd, c.p10_usd, c.p50_usd, c.p90_usd, c.cvar_usd, c.score_usd))]
         )  # fmt: skip
     lines += [md_table(candidates), ""]
     if doc.commitment_use:
