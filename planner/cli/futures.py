@@ -19,7 +19,6 @@ def futures(
     futures_file: Annotated[
         Path,
         typer.Argument(
-            metavar="FUTURES",
             help="YAML: futures: [{name, weight, vary: [demand=x0.8, ...]}, ...] and optionally "
             "risk: {cvar: 0.9, weight: 0.5}",
         ),
@@ -35,12 +34,18 @@ def futures(
     """Choose what to buy now (commitments, savings plans) for the least expected cost over demand futures.
 
     Each future is planned on its own (what a perfect forecast would buy); then candidate purchases (the
-    point forecast's, each future's, their weighted quantiles, nothing) are priced on every future, the
-    purchases held and the rest re-planned. Writes DIR/futures.json, DIR/futures.md, DIR/chosen/<future>/
-    (the chosen purchases' plan in each future) and DIR/point/ (the point forecast's own plan).
+    point forecast's, each future's, their weighted quantiles, nothing, the peers') are priced on every
+    future, the purchases held and the rest re-planned. Writes DIR/futures.json, DIR/futures.md,
+    DIR/futures.html, DIR/chosen/<future>/ (the chosen purchases' plan in each future, checked by gpuplan
+    verify) and DIR/point/ (the point forecast's own plan). docs/futures.md has the method.
     """
     from models.futures import load_futures
-    from planner.outputs.reports.futures import peer_line, purchase_text, render_futures_markdown
+    from planner.outputs.reports.futures import (
+        peer_line,
+        purchase_text,
+        render_futures_html,
+        render_futures_markdown,
+    )
     from planner.planning.futures import plan_futures
     from planner.planning.optimize import SolveSettings
     from planner.verify import verify
@@ -64,6 +69,7 @@ def futures(
         with atomic_directory(output) as staging:
             document.write(staging / "futures.json")
             (staging / "futures.md").write_text(render_futures_markdown(document), encoding="utf-8")
+            (staging / "futures.html").write_text(render_futures_html(document), encoding="utf-8")
             for name, plan in result.chosen.items():
                 target = staging / "chosen" / name
                 target.mkdir(parents=True)

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from models.futures import FuturesDocument, cvar
 from models.inputs import load_catalog
 from planner.cli import app
+from planner.outputs.reports.futures import distribution_curves
 
 P5 = "aws:us-east-1:p5.48xlarge"
 HOURS = 168
@@ -145,6 +146,15 @@ def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path, tail: str, hours:
     assert any(name.startswith("peer: lookback") for name in point.also)
     md = (tmp_path / "out" / "futures.md").read_text()
     assert f"**Buy: {doc.chosen}**" in md and f"6 x {P5}, 1y from 2027-01-04" in md
+    page = (tmp_path / "out" / "futures.html").read_text()
+    assert page.count('id="chart-futures"') == 1 and page.count("plotly.js v") == 1
+    curves = distribution_curves(doc)
+    costs = sorted((chosen.cost_usd[n], weights[n]) for n in demand)
+    assert curves[f"chosen ({doc.chosen})"] == (
+        [c for c, _w in costs],
+        pytest.approx([sum(w for _c, w in costs[: k + 1]) for k in range(len(costs))]),
+    )
+    assert "point forecast" in curves  # the point forecast's purchases beside the chosen ones
     plans = sorted(p.name for p in (tmp_path / "out" / "chosen").iterdir())
     assert plans == ["high", "low", "mid"]
     held = json.loads((tmp_path / "out" / "chosen" / "high" / "plan.json").read_text())["commitments"]
