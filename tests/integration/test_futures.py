@@ -151,8 +151,8 @@ def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path, tail: str, hours:
     curves = distribution_curves(doc)
     costs = sorted((chosen.cost_usd[n], weights[n]) for n in demand)
     assert curves[f"chosen ({doc.chosen})"] == (
-        [c for c, _w in costs],
-        pytest.approx([sum(w for _c, w in costs[: k + 1]) for k in range(len(costs))]),
+        [costs[0][0]] + [c for c, _w in costs],
+        pytest.approx([0.0] + [sum(w for _c, w in costs[: k + 1]) for k in range(len(costs))]),
     )
     assert "point forecast" in curves  # the point forecast's purchases beside the chosen ones
     plans = sorted(p.name for p in (tmp_path / "out" / "chosen").iterdir())

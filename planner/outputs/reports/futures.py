@@ -57,6 +57,11 @@ def peer_line(doc: FuturesDocument) -> str:
     if s.best_peer is None or s.best_peer_expected_usd is None:
         return "- no committing peer to price on the futures"
     saved = s.best_peer_expected_usd - s.expected_usd
+    if f"peer: {s.best_peer}" in _chosen(doc).also:
+        return (
+            f"- the best peer on these futures, {s.best_peer}, buys what this plan buys "
+            f"({fmt_usd(s.best_peer_expected_usd)} expected)"
+        )
     return (
         f"- the best peer on these futures, {s.best_peer}: {fmt_usd(s.best_peer_expected_usd)} expected "
         f"({fmt_usd(saved)} more than this plan)"
@@ -153,7 +158,8 @@ def render_futures_markdown(doc: FuturesDocument) -> str:
 
 def distribution_curves(doc: FuturesDocument) -> dict[str, tuple[list[float], list[float]]]:
     """Per shown candidate (chosen, point forecast, best peer), the weighted cumulative distribution of its
-    cost over the futures as step points: costs ascending, the share of the weight at or below each."""
+    cost over the futures as step points: costs ascending, the share of the weight at or below each (from
+    0 at the cheapest cost)."""
     shown: dict[str, Candidate] = {f"chosen ({doc.chosen})": _chosen(doc)}
     by_name = {c.name: c for c in doc.candidates}
     if "point forecast" in by_name and doc.chosen != "point forecast":
@@ -166,7 +172,7 @@ def distribution_curves(doc: FuturesDocument) -> dict[str, tuple[list[float], li
     curves = {}
     for label, candidate in shown.items():
         pairs = sorted((candidate.cost_usd[f.name], doc.weights[f.name]) for f in doc.futures)
-        xs, ys, running = [], [], 0.0
+        xs, ys, running = [pairs[0][0]], [0.0], 0.0  # from 0 at the cheapest future
         for cost, weight in pairs:
             running += weight
             xs.append(cost)
@@ -188,6 +194,7 @@ def render_futures_html(doc: FuturesDocument) -> str:
         xaxis={"title": "cost (USD)", "tickformat": "$,.0f"},
         yaxis={"title": "share of the futures' weight", "tickformat": ".0%", "range": [0, 1.05]},
         height=380,
+        showlegend=True,
         legend={"orientation": "h", "y": -0.25},
     )
     return _HTML.render(
