@@ -205,6 +205,9 @@ class FuturesDocument(DocumentPart):
     tail: TailRule
     chosen: str = Field(description="the candidate whose purchases the plan makes")
     candidates: list[Candidate]
+    excluded: dict[str, str] = Field(
+        default_factory=dict, description="candidate -> why it has no cost (a future it cannot be planned in)"
+    )
     summary: FuturesSummary
     commitment_use: list[CommitmentUse]
     wait_and_see: dict[str, float] = Field(description="future -> its own plan's objective and tail")

@@ -425,8 +425,11 @@ def _document(
         return carried_tail(plan, until) if until is not None else 0.0
 
     candidates: list[Candidate] = []
+    excluded: dict[str, str] = {}
     for p in priced.values():
-        if p.failures:  # a first stage that fails in a future (none should: on-demand is always for sale)
+        if p.failures:  # e.g. buying nothing where teams' guarantees must be backed by commitments
+            future, message = next(iter(p.failures.items()))
+            excluded[p.stage.name] = f"in {future}: {message}"
             continue
         horizon = {n: _objective(p.plans[n]) for n in names}
         tails = {n: tail(p.plans[n]) for n in names}
@@ -500,6 +503,7 @@ def _document(
         tail=spec.tail,
         chosen=best.name,
         candidates=candidates,
+        excluded=excluded,
         summary=summary,
         commitment_use=_use(chosen, names, weights, costs),
         wait_and_see=wait_and_see,

@@ -226,3 +226,13 @@ def test_futures_given_as_demand_csvs(tmp_path: Path) -> None:
         result = runner.invoke(app, ["futures", str(scenario), str(path), "-o", str(tmp_path / "bad")])
         assert result.exit_code == 2 and named in result.output, result.output
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_candidate_no_future_can_hold_is_excluded_with_its_reason(tmp_path: Path) -> None:
+    """With 16 guaranteed GPUs backed by commitments, buying nothing has no plan in any future: it is
+    listed as not priced, with the planner's reason, and the choice is made among the others."""
+    scenario = _scenario(tmp_path, teams=[{"name": "serving", "guaranteed_gpus": 16}])
+    doc = _run(tmp_path, scenario, _futures(tmp_path, SKEWED))
+    assert "nothing more" in doc.excluded and "guarantee" in doc.excluded["nothing more"].lower()
+    assert "nothing more" not in {c.name for c in doc.candidates}
+    assert "Not priced (no plan in a future):" in (tmp_path / "out" / "futures.md").read_text()

@@ -137,6 +137,7 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
         "futures": futures,
         "candidates": candidates,
         "use": use,
+        "excluded": [f"{name}: {why}" for name, why in sorted(doc.excluded.items())],
     }
 
 
@@ -151,6 +152,8 @@ def render_futures_markdown(doc: FuturesDocument) -> str:
     lines += [f"- {p}" for p in ctx["purchases"]]
     lines += ["", *(f"- {fact}" for fact in ctx["facts"]), "", ctx["tail"], "", "## Futures", ""]
     lines += [md_table(ctx["futures"]), "", "## Candidates", "", md_table(ctx["candidates"]), ""]
+    if ctx["excluded"]:
+        lines += ["Not priced (no plan in a future):", "", *(f"- {line}" for line in ctx["excluded"]), ""]
     if ctx["use"] is not None:
         lines += ["## How each commitment is used", "", md_table(ctx["use"]), ""]
     return "\n".join(lines)
