@@ -23,6 +23,7 @@ from planner.cli.chargeback import chargeback
 from planner.cli.common import EXIT_SOLVER, err
 from planner.cli.daemon import daemon
 from planner.cli.demand import demand
+from planner.cli.futures import futures
 from planner.cli.k8s import k8s
 from planner.cli.karpenter import karpenter
 from planner.cli.plan import plan, validate
@@ -54,6 +55,7 @@ app.add_typer(simulate_app, name="simulate")
 app.command()(plan)
 app.command()(whatif)
 app.command()(breakeven)
+app.command()(futures)
 app.command()(demand)
 catalog_app = typer.Typer(
     invoke_without_command=True,

@@ -98,6 +98,12 @@ def demand(
     ] = "0.1,0.5,0.9",
     paths: Annotated[int, typer.Option(min=1, max=10_000, help="sampled futures per service")] = 100,
     seed: Annotated[int, typer.Option(min=0, help="seed of the sampled futures (same seed, same files)")] = 0,
+    futures: Annotated[
+        int,
+        typer.Option(
+            min=0, max=50, help="sampled paths written as futures.yaml for gpuplan futures (0: none)"
+        ),
+    ] = 10,
     backtest: Annotated[
         str | None,
         typer.Option(
@@ -112,8 +118,9 @@ def demand(
     OpenCost allocation export or a usage CSV. Writes DIR/history/<service>.csv, DIR/history/runs.csv and
     DIR/history.json (what was read from where, gaps and how they were filled, warnings); then forecasts
     each service --horizon ahead: DIR/forecast/<service>/p50.csv (and each quantile), DIR/paths/ (sampled
-    futures), DIR/scenario.yaml (plan it at once; lines marked REVIEW are defaults) and DIR/demand.md and
-    DIR/demand.html; --backtest 30d adds the forecast's error on the last 30 days."""
+    futures), DIR/scenario.yaml (plan it at once; lines marked REVIEW are defaults), DIR/futures.yaml (the
+    first --futures sampled paths, for gpuplan futures) and DIR/demand.md and DIR/demand.html; --backtest
+    30d adds the forecast's error on the last 30 days."""
     from planner.history.draft import write_scenario
     from planner.history.mapping import load_mapping
     from planner.history.outlook import Settings, check_step, default_workers, outlook
@@ -171,6 +178,7 @@ def demand(
             seed=seed,
             backtest_hours=None if held is None else _whole_hours(held, "--backtest"),
             workers=default_workers(len(history.services)),
+            futures=futures,
         )
         future = outlook(history, settings, say)
         document = page_document(history, future)

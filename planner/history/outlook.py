@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from models.errors import InputError
 from planner.history.backtest import BAND, BacktestResult, backtest
@@ -56,7 +57,8 @@ CHART_POINTS: Final = 3000
 @dataclass(frozen=True)
 class Settings:
     """What to forecast: ``hours`` past the history's last hour, the quantiles, paths per series, the
-    seed, the hours to hold out for the backtest (None: no backtest), worker processes."""
+    seed, the hours to hold out for the backtest (None: no backtest), worker processes, and how many of the
+    sampled paths are written as demand futures for ``gpuplan futures`` (0: none)."""
 
     hours: int
     quantiles: tuple[float, ...] = (0.1, 0.5, 0.9)
@@ -64,6 +66,7 @@ class Settings:
     seed: int = 0
     backtest_hours: int | None = None
     workers: int = 1
+    futures: int = 10
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +139,7 @@ class Outlook:
                 model=np.array(item.forecast.model),
             )
             written.append(path)
+        written += self._write_futures(directory)
         rates = [
             {"team": team, **_rate_row(rate)} for team, t in sorted(self.training.items()) for rate in t.rates
         ]
@@ -156,6 +160,37 @@ class Outlook:
                 f"wrote the forecast: {len(self.services)} services, {self.hours} h from {_stamp(self.start)}"
             )
         return written
+
+    def _write_futures(self, directory: Path) -> list[Path]:
+        """``futures/<k>/<service>.csv`` (sampled path ``k`` of every service, the scenario's CSV format) and
+        ``futures.yaml`` naming them, equally weighted: what ``gpuplan futures scenario.yaml futures.yaml``
+        plans over (sample average approximation: each path is an equally likely future). The services'
+        paths are drawn independently (one seed each); the training runs stay the scenario's."""
+        count = min(self.settings.futures, self.settings.paths)
+        if count <= 0 or not self.services:
+            return []
+        written: list[Path] = []
+        entries = []
+        for k in range(count):
+            series = {}
+            for name, item in sorted(self.services.items()):
+                path = directory / "futures" / f"{k:03d}" / f"{name}.csv"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                values = item.forecast.paths[k].astype(np.float32)
+                pd.DataFrame({"hour": np.arange(self.hours), "replicas": values}).to_csv(
+                    path, index=False, float_format="%.10g"
+                )
+                written.append(path)
+                series[name] = f"futures/{k:03d}/{name}.csv"
+            entries.append({"name": f"path-{k:03d}", "weight": 1.0, "series": series})
+        text = (
+            "# Drafted by gpuplan demand: sampled paths of the forecast, each an equally likely future, for\n"
+            "# gpuplan futures scenario.yaml futures.yaml (training runs stay the scenario's).\n"
+            + yaml.safe_dump({"futures": entries, "risk": {"cvar": 0.9, "weight": 0.0}}, sort_keys=False)
+        )
+        path = directory / "futures.yaml"
+        path.write_text(text, encoding="utf-8")
+        return [*written, path]
 
     def as_json(self) -> dict[str, object]:
         """The forecast's part of history.json: settings, per service its model and figures, the

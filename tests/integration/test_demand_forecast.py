@@ -37,6 +37,23 @@ def written(prom: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) ->
     return out
 
 
+def test_sampled_paths_are_written_as_futures(written: Path) -> None:
+    """futures.yaml (issue 41) names one equally weighted future per sampled path (10 of them by default),
+    each service's CSV being that path of its paths/<service>.npz, and loads as gpuplan futures reads it."""
+    from models.futures import load_futures
+
+    spec = load_futures(written / "futures.yaml")
+    assert [f.name for f in spec.futures] == [f"path-{k:03d}" for k in range(10)]
+    assert spec.weights() == pytest.approx([0.1] * 10)
+    for k, future in enumerate(spec.futures):
+        assert sorted(future.series) == sorted(SERVICES)
+        for service, csv in future.series.items():
+            frame = pd.read_csv(csv)
+            assert list(frame["hour"]) == list(range(AHEAD))
+            with np.load(written / "paths" / f"{service}.npz") as paths:
+                np.testing.assert_allclose(frame["replicas"], paths["paths"][k], rtol=1e-6)
+
+
 @pytest.mark.slow  # ~10 s: gpuplan plan (its solver, its checker) on the written scenario
 def test_the_written_scenario_validates_and_plans(written: Path, tmp_path: Path) -> None:
     scenario = load(written / "scenario.yaml")

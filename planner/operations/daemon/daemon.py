@@ -47,8 +47,8 @@ from models.actions import Action, ActionKind, ActionResult
 from models.catalog import Catalog
 from models.errors import GpuplanError
 from models.naming import TAG_STANDS_IN, client_token, pool_name
-from models.plan import Plan, SavingsPlanCommitment
-from models.scenario import SAVINGS_PLAN_TERM_KIND, SCOPED_KINDS, HeldSavingsPlan, Scenario
+from models.plan import Plan
+from models.scenario import Scenario
 from models.tiers import CapacityType
 from planner.operations.daemon.config import DaemonConfig
 from planner.operations.errors import CycleFailed
@@ -767,8 +767,8 @@ def plan_scenario(
     what each of ``feeds`` adds (the portal's queued requests), and every commitment the previous plan
     bought by ``now`` held fixed; the new plan directory."""
     from models.files import atomic_directory
+    from models.held import bought_commitments, bought_savings_plans
     from models.inputs import load_inputs
-    from models.scenario import ExistingCommitment
     from models.variation import parse_all
     from planner.planning.optimize import SolveSettings, optimize
 
@@ -783,26 +783,12 @@ def plan_scenario(
     scenario = inputs.scenario
     for feed in feeds:  # the portal's queued requests (issue 18)
         scenario = feed(config, scenario, inputs.catalog)
-    if previous is not None:
-        bought = [
-            ExistingCommitment(
-                offering=c.offering,
-                term=c.term,
-                nodes=c.nodes,
-                start=c.start,
-                usd_per_node_hour=c.usd_per_node_hour,
-            )
-            for c in previous.document.commitments
-            if not c.existing and c.start is not None and c.start <= now and c.term != "owned"
-        ]
+    if previous is not None:  # what the previous plan bought and has started: held from now on
+        bought = bought_commitments(previous, by=now)
         if bought:
             scenario = scenario.model_copy(update={"commitments": [*scenario.commitments, *bought]})
-        plans = [
-            _held_savings_plan(p)
-            for p in previous.document.savings_plans
-            if not p.existing and p.start <= now
-        ]
-        if plans:  # savings plans the previous plan bought and that have started: held from now on
+        plans = bought_savings_plans(previous, by=now)
+        if plans:
             scenario = scenario.model_copy(update={"savings_plans": [*scenario.savings_plans, *plans]})
     settings = SolveSettings(time_limit=config.plan_time_limit)
     plan = optimize(scenario, inputs.catalog, inputs.base_dir, settings, progress)
@@ -817,15 +803,3 @@ def plan_scenario(
             encoding="utf-8",
         )
     return target
-
-
-def _held_savings_plan(bought: SavingsPlanCommitment) -> HeldSavingsPlan:
-    """A savings plan a previous plan bought, as the scenario holds one (``savings_plans:``): its kind,
-    term, amount and start, and for an EC2 Instance plan the family and region of its scope."""
-    kind = {value: key for key, value in SAVINGS_PLAN_TERM_KIND.items()}[bought.kind]
-    scoped = kind in SCOPED_KINDS
-    _word, family, region = bought.scope.split(" ") if scoped else ("", None, None)
-    return HeldSavingsPlan(
-        name=bought.name, kind=kind, term=bought.term, usd_per_hour=bought.usd_per_hour, start=bought.start,
-        family=family, region=region,
-    )  # fmt: skip

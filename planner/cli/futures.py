@@ -1,0 +1,118 @@
+"""`gpuplan futures`: what to buy now when demand may come as any of several futures (issue 41)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from models.errors import GpuplanError, InputError
+from models.files import atomic_directory
+from planner.cli.common import EXIT_SELF_CHECK, err, fail, out
+
+__all__ = ["futures"]
+
+
+def futures(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML: the point forecast")],
+    futures_file: Annotated[
+        Path,
+        typer.Argument(
+            help="YAML: futures: [{name, weight, vary: [demand=x0.8, ...]}, ...] and optionally "
+            "risk: {cvar: 0.9, weight: 0.5}",
+        ),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("futures"),
+    time_limit: Annotated[float, typer.Option(help="solver time limit per plan, seconds")] = 30.0,
+    workers: Annotated[int | None, typer.Option(help="plans solved at once (default: one per core)")] = None,
+    cluster: Annotated[
+        str | None, typer.Option(help="solve on Dask: 'local' or a scheduler address (as gpuplan whatif)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
+) -> None:
+    """Choose what to buy now (commitments, savings plans) for the least expected cost over demand futures.
+
+    Each future is planned on its own (what a perfect forecast would buy); then candidate purchases (the
+    point forecast's, each future's, their weighted quantiles, nothing, the peers') are priced on every
+    future, the purchases held and the rest re-planned. Writes DIR/futures.json, DIR/futures.md,
+    DIR/futures.html, DIR/chosen/<future>/ (the chosen purchases' plan in each future, checked by gpuplan
+    verify) and DIR/point/ (the point forecast's own plan). docs/futures.md has the method.
+    """
+    from models.futures import load_futures
+    from planner.outputs.reports.futures import (
+        peer_line,
+        purchase_text,
+        render_futures_html,
+        render_futures_markdown,
+    )
+    from planner.planning.futures import plan_futures
+    from planner.planning.optimize import SolveSettings
+    from planner.verify import verify
+
+    def say(message: str) -> None:
+        if not quiet:
+            err.print(f"· {message}", highlight=False, markup=False)
+
+    try:
+        if time_limit <= 0:
+            raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
+        spec = load_futures(futures_file)
+        result = plan_futures(scenario, spec, SolveSettings(time_limit=time_limit), workers, cluster, say)
+        document = result.document
+        say(f"checking the chosen purchases' plan in each of {len(result.chosen)} futures (gpuplan verify)")
+        broken = {
+            name: findings
+            for name, plan in result.chosen.items()
+            if not (findings := verify(result.chosen_inputs[name], plan)).ok
+        }
+        with atomic_directory(output) as staging:
+            document.write(staging / "futures.json")
+            (staging / "futures.md").write_text(render_futures_markdown(document), encoding="utf-8")
+            (staging / "futures.html").write_text(render_futures_html(document), encoding="utf-8")
+            for name, plan in result.chosen.items():
+                target = staging / "chosen" / name
+                target.mkdir(parents=True)
+                plan.write(target)
+            (staging / "point").mkdir()
+            result.point.write(staging / "point")
+    except GpuplanError as error:
+        raise fail(error) from None
+    if broken:  # as gpuplan plan's self-check: a plan the planner wrote breaks a rule (a planner bug)
+        for name, findings in broken.items():
+            err.print(f"future {name}: the chosen purchases' plan breaks rules:", highlight=False)
+            for kind in findings.summary():
+                err.print(f"  {kind.kind}: {kind.count} ({kind.description})", highlight=False)
+        err.print(f"a gpuplan bug: please report it with {output}/ and the inputs", highlight=False)
+        raise typer.Exit(EXIT_SELF_CHECK)
+    s = document.summary
+    best = next(c for c in document.candidates if c.name == document.chosen)
+    out.print(f"buy: {document.chosen} ({best.origin})", highlight=False)
+    for purchase in best.purchases:
+        out.print(f"  {purchase_text(purchase)}", highlight=False)
+    if not best.purchases:
+        out.print("  nothing beyond what is held", highlight=False)
+    out.print(
+        f"expected ${s.expected_usd:,.0f}; P10 ${s.p10_usd:,.0f}, P50 ${s.p50_usd:,.0f}, "
+        f"P90 ${s.p90_usd:,.0f}; worst {s.worst_future} ${s.worst_usd:,.0f}",
+        highlight=False,
+    )
+    out.print(
+        f"value of the stochastic solution ${s.vss_usd:,.0f} (the point forecast's purchases: "
+        f"${s.point_forecast_expected_usd:,.0f} expected); value of a perfect forecast ${s.evpi_usd:,.0f}",
+        highlight=False,
+    )
+    out.print(peer_line(document).removeprefix("- "), highlight=False)
+    if s.tail_until is not None:
+        out.print(
+            f"costs run to {s.tail_until.date().isoformat()} (the longest term bought; the last month's "
+            f"demand carried): ${s.expected_horizon_usd:,.0f} in the horizon, "
+            f"${s.expected_tail_usd:,.0f} after it",
+            highlight=False,
+        )
+    out.print(f"each future's plan with these purchases passes gpuplan verify ({len(result.chosen)})")
+    out.print(
+        f"in the horizon: ${s.expected_horizon_usd:,.0f}, certified bound ${s.bound_usd:,.0f} (within "
+        f"{s.gap:.2%}); wrote {output}/futures.md",
+        highlight=False,
+    )

@@ -1,0 +1,554 @@
+"""A plan over demand futures (issue 41): what to buy now so that the fleet costs least on average (or with
+its risk weighed) over several futures, instead of on one forecast taken as certain.
+
+The method is two-stage sample average approximation with the first stage chosen among candidates:
+
+1. **Wait and see.** Each future is planned on its own (the planner's full model, purchases free): its plan
+   is what a perfect forecast of that future would buy, its cost a lower reference, and its certified bound
+   a valid lower bound of the future's cost under any first stage. The weighted sum of those bounds is
+   therefore a certified lower bound on the best expected cost any first stage can reach (wait-and-see <=
+   here-and-now), which is the bound this module reports.
+2. **Candidates.** First stages (what is bought, at which purchase step): the point forecast's own (the
+   scenario as written), each future's own, buying nothing more, and the weighted quantiles of the
+   futures' purchases taken key by key (offering, term, start) at each cumulative weight of the futures
+   ordered by what their own plans buy. With one purchase key (one offering, one term) the cost in each
+   future is convex and piecewise linear in the level with its kinks at the futures' own levels, so the
+   sample-average optimum is one of these quantiles (the newsvendor's critical fractile); the tests check
+   that against enumeration.
+3. **Second stage.** Each candidate is priced on each future by planning that future with the candidate's
+   purchases held and nothing more for sale (``models/held.py``): on-demand, spot and the training
+   placement re-optimized per future, as the fleet would run.
+4. **Choice.** The candidate with the least ``(1 - w) * expected + w * CVaR``; reported with the expected
+   cost, P10/P50/P90 and the worst future, the value of the stochastic solution (the point forecast's
+   purchases on the same futures, less this), the expected value of perfect information (this, less
+   wait and see), and per purchase how often it is used above its break-even.
+
+The plans are solved by the what-if engines (``planner/planning/sweeps.py``): local processes or a Dask
+cluster; every job is independent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from models.errors import GpuplanError, InputError
+from models.futures import (
+    Candidate,
+    CommitmentUse,
+    FuturesDocument,
+    FuturesFile,
+    FuturesSummary,
+    Purchase,
+    cvar,
+    weighted_quantile,
+)
+from models.held import bought_commitments, bought_savings_plans, holding_only
+from models.inputs import Inputs, load_inputs
+from models.plan import Plan
+from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
+from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
+from models.variation import parse_all
+from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
+
+__all__ = [
+    "FirstStage",
+    "FuturesResult",
+    "carried_tail",
+    "first_stage",
+    "peer_stages",
+    "plan_futures",
+    "quantile_stages",
+]
+
+#: Most candidate first stages priced on every future (each costs one plan per future).
+MAX_CANDIDATES = 12
+
+#: A commitment's key across plans: offering, term, start (its nodes are the level).
+CommitmentKey = tuple[str, str, str, float]
+#: A savings plan's key: kind, term, family, region, start (its USD per hour is the level).
+PlanKey = tuple[str, str, str | None, str | None, str]
+
+
+@dataclass(frozen=True)
+class FirstStage:
+    """What is bought now: commitments (nodes at a rate from a start) and savings plans (USD per hour)."""
+
+    name: str
+    origin: str
+    commitments: tuple[ExistingCommitment, ...] = ()
+    plans: tuple[HeldSavingsPlan, ...] = ()
+    levels: dict[CommitmentKey | PlanKey, float] = field(default_factory=dict, compare=False)
+    also: tuple[str, ...] = ()  # other candidates with the same purchases (a peer that buys what we buy)
+
+    def content(self) -> tuple[Any, ...]:
+        """What makes two first stages the same purchase (names aside)."""
+        return tuple(sorted((str(k), round(v, 6)) for k, v in self.levels.items() if v > 0))
+
+    def value_usd(self) -> float:
+        """A size to order first stages by: the purchases' hourly commitment."""
+        hourly = sum(c.nodes * (c.usd_per_node_hour or 0.0) for c in self.commitments)
+        return hourly + sum(p.usd_per_hour for p in self.plans)
+
+    def purchases(self) -> list[Purchase]:
+        return [
+            Purchase(
+                kind="commitment", offering=c.offering, term=c.term, start=c.start, nodes=c.nodes,
+                usd_per_node_hour=c.usd_per_node_hour,
+            )
+            for c in self.commitments
+        ] + [
+            Purchase(
+                kind=str(p.kind), offering=" ".join(x for x in (p.family, p.region) if x) or str(p.kind),
+                term=p.term, start=p.start, usd_per_hour=p.usd_per_hour,
+            )
+            for p in self.plans
+        ]  # fmt: skip
+
+
+def _commitment_key(c: ExistingCommitment) -> CommitmentKey:
+    return (c.offering, str(c.term), c.start.isoformat(), float(c.usd_per_node_hour or 0.0))
+
+
+def _plan_key(p: HeldSavingsPlan) -> PlanKey:
+    return (str(p.kind), str(p.term), p.family, p.region, p.start.isoformat())
+
+
+def first_stage(plan: Plan, name: str, origin: str) -> FirstStage:
+    """The purchases ``plan`` makes, as a first stage."""
+    commitments = tuple(bought_commitments(plan))
+    plans = tuple(bought_savings_plans(plan))
+    levels: dict[CommitmentKey | PlanKey, float] = {}
+    for c in commitments:
+        levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
+    for p in plans:
+        levels[_plan_key(p)] = levels.get(_plan_key(p), 0.0) + p.usd_per_hour
+    return FirstStage(name, origin, commitments, plans, levels)
+
+
+def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> list[FirstStage]:
+    """Key by key, the weighted quantile of ``stages``' levels (a key a stage lacks: 0), at each cumulative
+    weight of the stages ordered by their size (module docstring, step 2)."""
+    order = sorted(range(len(stages)), key=lambda i: (stages[i].value_usd(), i))
+    levels: list[float] = []
+    running = 0.0
+    for i in order:
+        running += weights[i]
+        levels.append(min(running, 1.0))
+    keys = sorted({k for s in stages for k in s.levels}, key=str)
+    examples: dict[Any, Any] = {}
+    for s in stages:
+        for c in s.commitments:
+            examples.setdefault(_commitment_key(c), c)
+        for p in s.plans:
+            examples.setdefault(_plan_key(p), p)
+    result = []
+    for q in sorted(set(levels)):
+        commitments: list[ExistingCommitment] = []
+        plans: list[HeldSavingsPlan] = []
+        chosen: dict[CommitmentKey | PlanKey, float] = {}
+        for key in keys:
+            value = weighted_quantile([s.levels.get(key, 0.0) for s in stages], list(weights), q)
+            if value <= 0:
+                continue
+            chosen[key] = value
+            example = examples[key]
+            if isinstance(example, ExistingCommitment):
+                commitments.append(example.model_copy(update={"nodes": round(value), "name": None}))
+            else:
+                plans.append(example.model_copy(update={"usd_per_hour": value, "name": f"{example.name}-q"}))
+        result.append(
+            FirstStage(f"quantile {q:.2f}", f"the futures' purchases at their {q:.0%} quantile",
+                       tuple(commitments), tuple(plans), chosen)
+        )  # fmt: skip
+    return result
+
+
+@dataclass(frozen=True)
+class FuturesResult:
+    """futures.json's document; the chosen purchases' plan in each future with the inputs it was planned
+    from (the future, the purchases held: what ``gpuplan verify`` checks it against); the point forecast's
+    own plan."""
+
+    document: FuturesDocument
+    chosen: dict[str, Plan]
+    chosen_inputs: dict[str, Inputs]
+    point: Plan
+
+
+@dataclass
+class _Priced:
+    """One candidate's plan in each future (None where it failed, with why)."""
+
+    stage: FirstStage
+    plans: dict[str, Plan]
+    failures: dict[str, str]
+
+
+def _objective(plan: Plan) -> float:
+    return float(plan.document.solver.objective_usd)
+
+
+def _owed_after(plan: Plan) -> float:
+    doc = plan.document
+    return float(
+        sum(c.obligation_beyond_horizon_usd for c in doc.commitments)
+        + sum(p.obligation_beyond_horizon_usd for p in doc.savings_plans)
+    )
+
+
+def _with_series(given: Inputs, series: dict[str, str], index: int) -> Inputs:
+    """``given`` with each service of ``series`` reading its demand from that CSV (a path made relative to
+    the scenario's directory, so a Dask worker gets the file with the job)."""
+    if not series:
+        return given
+    services = {s.name for s in given.scenario.inference}
+    unknown = sorted(set(series) - services)
+    if unknown:
+        raise InputError(
+            None,
+            f"futures[{index}].series.{unknown[0]}",
+            f"no such service; the scenario has {sorted(services)}",
+        )
+    inference = [
+        s.model_copy(update={"replicas": CsvSeries(csv=os.path.relpath(series[s.name], given.base_dir))})
+        if s.name in series
+        else s
+        for s in given.scenario.inference
+    ]
+    return replace(given, scenario=given.scenario.model_copy(update={"inference": inference}))
+
+
+def _horizon_end(plan: Plan) -> datetime:
+    horizon = plan.document.horizon
+    return horizon.start + timedelta(hours=horizon.hours)
+
+
+def carried_tail(plan: Plan, until: datetime) -> float:
+    """What the fleet of ``plan`` costs from the horizon's end to ``until`` with its last month of demand
+    carried forward (models/futures.py, ``tail: carried``): per offering, the mean non-spot nodes of the
+    horizon's last month; in each stretch between commitment ends, the commitments still running at their
+    rate and the demand beyond them on demand; savings plans still running at their hourly commitment."""
+    doc = plan.document
+    end = _horizon_end(plan)
+    if until <= end:
+        return 0.0
+    p = doc.horizon.period_hours
+    last = max(1, min(doc.horizon.periods, math.ceil(HOURS_PER_MONTH / p)))
+    rows = plan.allocations
+    recent = rows[(rows["period"] >= doc.horizon.periods - last) & (rows["tier"] != Tier.SPOT)]
+    demand = {str(k): float(v) for k, v in (recent.groupby("offering")["nodes"].sum() / last).items()}
+    running = [c for c in doc.commitments if c.term != Term.OWNED and c.end is not None and c.end > end]
+    total = 0.0
+    for offering in sorted(set(demand) | {c.offering for c in running}):
+        mine = [c for c in running if c.offering == offering]
+        record = doc.offerings.get(offering)
+        on_demand = record.on_demand_usd_h if record is not None and record.on_demand_usd_h else 0.0
+        cuts = sorted({end, until, *(min(c.end, until) for c in mine if c.end is not None)})
+        for a, b in itertools.pairwise(cuts):
+            active = [c for c in mine if c.end is not None and c.end > a]
+            nodes = sum(c.nodes for c in active)
+            hourly = sum(c.nodes * c.usd_per_node_hour for c in active)
+            hourly += max(float(demand.get(offering, 0.0)) - nodes, 0.0) * on_demand
+            total += hourly * (b - a).total_seconds() / 3600
+    for plan_ in doc.savings_plans:
+        stop = min(plan_.end, until)
+        if stop > end:
+            total += plan_.usd_per_hour * (stop - end).total_seconds() / 3600
+    return total
+
+
+def _tail_until(stages: Sequence[FirstStage], plans: Sequence[Plan]) -> datetime | None:
+    """The end of the longest term any candidate buys (None: nothing bought runs past the horizon)."""
+    end = _horizon_end(plans[0])
+    ends = [c.ends for s in stages for c in s.commitments if c.ends > end] + [
+        p.start + timedelta(hours=(p.term.years or 0) * HOURS_PER_YEAR) for s in stages for p in s.plans
+    ]
+    later = [e for e in ends if e > end]
+    return max(later) if later else None
+
+
+def plan_futures(
+    scenario: Path,
+    spec: FuturesFile,
+    settings: Any,
+    workers: int | None = None,
+    cluster: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> FuturesResult:
+    """Plan ``scenario`` over the futures of ``spec`` (module docstring)."""
+    tell = say or (lambda _m: None)
+    names = [f.name for f in spec.futures]
+    weights = spec.weights()
+    point_inputs = load_inputs(scenario)
+    if point_inputs.scenario.colocation is not None:
+        raise InputError(
+            scenario, "colocation", "plans over futures do not yet decide owned nodes; plan it without them"
+        )
+    inputs: dict[str, Inputs] = {}
+    for index, future in enumerate(spec.futures):
+        try:
+            given = load_inputs(scenario, parse_all(future.vary, f"futures[{index}].vary"))
+        except InputError as error:
+            raise InputError(
+                error.file, f"futures[{index}] ({future.name}): {error.where}", error.problem
+            ) from None
+        inputs[future.name] = _with_series(given, future.series, index)
+
+    def job(label: str, given: Inputs, stage: FirstStage | None = None) -> PlanJob:
+        planned = given.scenario
+        if stage is not None:
+            planned = holding_only(planned, stage.commitments, stage.plans)
+        return make_job(label, planned, given.catalog, given.base_dir, settings)
+
+    own_jobs = [job("point forecast", point_inputs)] + [job(f"future {n}", inputs[n]) for n in names]
+    count = len(own_jobs)
+    with open_engine(cluster, workers, count) as engine:
+        tell(f"planning the point forecast and {len(names)} futures on their own ({engine.name})")
+        outcomes = engine.run(own_jobs, lambda i, _o: tell(f"  planned {own_jobs[i].label}"))
+        own: list[Plan] = []
+        for label_job, outcome in zip(own_jobs, outcomes, strict=True):
+            if isinstance(outcome, Failure):
+                raise GpuplanError(f"{label_job.label}: {outcome.message}")
+            own.append(outcome)
+        point_plan, future_plans = own[0], dict(zip(names, own[1:], strict=True))
+
+        stages = _candidates(point_plan, future_plans, names, weights)
+        plans = len(stages) * len(names)
+        tell(f"pricing {len(stages)} candidate purchases on {len(names)} futures ({plans} plans)")
+        priced_jobs = [(s, n) for s in stages for n in names]
+        jobs = [job(f"{s.name} in {n}", inputs[n], s) for s, n in priced_jobs]
+        finished = 0
+
+        def done(_index: int, _outcome: Plan | Failure) -> None:
+            nonlocal finished
+            finished += 1
+            if finished % max(1, len(jobs) // 10) == 0 or finished == len(jobs):
+                tell(f"  priced {finished} of {len(jobs)}")
+
+        results = engine.run(jobs, done)
+    priced = {s.name: _Priced(s, {}, {}) for s in stages}
+    for (s, n), outcome in zip(priced_jobs, results, strict=True):
+        if isinstance(outcome, Failure):
+            priced[s.name].failures[n] = outcome.message
+        else:
+            priced[s.name].plans[n] = outcome
+    document, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
+    stage = priced[chosen].stage
+    held = {
+        n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
+        for n in names
+    }
+    return FuturesResult(document, priced[chosen].plans, held, point_plan)
+
+
+def _candidates(
+    point: Plan, futures: dict[str, Plan], names: Sequence[str], weights: Sequence[float]
+) -> list[FirstStage]:
+    """The first stages to price (module docstring, step 2), the same purchase once (under its first name,
+    the others kept as ``also``): at most :data:`MAX_CANDIDATES` of the planner's own (the point forecast's,
+    nothing, the quantiles, then the futures' own by weight), then every committing peer of the point
+    forecast's plan (``baselines``), so a peer is priced on the same futures and may be chosen."""
+    own = [first_stage(futures[n], f"own plan of {n}", f"what {n}'s own plan buys") for n in names]
+    ordered = [
+        first_stage(point, "point forecast", "what the point forecast's plan buys"),
+        FirstStage("nothing more", "no purchase beyond what the scenario holds"),
+        *quantile_stages(own, weights),
+        *(own[i] for i in sorted(range(len(names)), key=lambda i: -weights[i])),
+    ]
+    kept: dict[tuple[Any, ...], FirstStage] = {}
+    for stage in ordered:
+        if stage.content() not in kept and len(kept) < MAX_CANDIDATES:
+            kept[stage.content()] = stage
+    for stage in peer_stages(point):
+        same = kept.get(stage.content())
+        if same is None:
+            kept[stage.content()] = stage
+        else:
+            kept[stage.content()] = replace(same, also=(*same.also, stage.name))
+    return list(kept.values())
+
+
+def peer_stages(plan: Plan) -> list[FirstStage]:
+    """The purchases of each committing peer of ``plan`` (its baselines: the cloud's lookback
+    recommendation, coverage targets), bought at the horizon's start at the catalog's rate for the term,
+    as first stages. Peers that buy savings plans are not carried (their purchase is not in plan.json)."""
+    doc = plan.document
+    result = []
+    for peer in doc.baselines.peers if doc.baselines is not None else []:
+        if not peer.commitments:
+            continue
+        held = []
+        for bought in peer.commitments:
+            record = doc.offerings.get(bought.offering)
+            rate = None
+            if record is not None:
+                rate = {
+                    Term.ONE_YEAR: record.reserved_1y_usd_h,
+                    Term.THREE_YEARS: record.reserved_3y_usd_h,
+                }.get(bought.term)
+            if rate is None:
+                break
+            held.append(
+                ExistingCommitment(
+                    offering=bought.offering, term=bought.term, nodes=bought.nodes, start=doc.horizon.start,
+                    usd_per_node_hour=rate,
+                )
+            )  # fmt: skip
+        else:
+            levels: dict[CommitmentKey | PlanKey, float] = {}
+            for c in held:
+                levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
+            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held), (), levels))
+    return result
+
+
+def _document(
+    scenario: Path,
+    spec: FuturesFile,
+    names: list[str],
+    weights: list[float],
+    point: Plan,
+    own: dict[str, Plan],
+    priced: dict[str, _Priced],
+) -> tuple[FuturesDocument, str]:
+    level, risk_weight = spec.risk.cvar, spec.risk.weight
+    until = _tail_until([p.stage for p in priced.values()], [point]) if spec.tail == "carried" else None
+
+    def tail(plan: Plan) -> float:
+        return carried_tail(plan, until) if until is not None else 0.0
+
+    candidates: list[Candidate] = []
+    excluded: dict[str, str] = {}
+    for p in priced.values():
+        if p.failures:  # e.g. buying nothing where teams' guarantees must be backed by commitments
+            future, message = next(iter(p.failures.items()))
+            excluded[p.stage.name] = f"in {future}: {message}"
+            continue
+        horizon = {n: _objective(p.plans[n]) for n in names}
+        tails = {n: tail(p.plans[n]) for n in names}
+        costs = [horizon[n] + tails[n] for n in names]
+        expected = sum(w * c for w, c in zip(weights, costs, strict=True))
+        worst_tail = cvar(costs, weights, level)
+        candidates.append(
+            Candidate(
+                name=p.stage.name,
+                origin=p.stage.origin,
+                also=list(p.stage.also),
+                p10_usd=weighted_quantile(costs, weights, 0.1),
+                p50_usd=weighted_quantile(costs, weights, 0.5),
+                p90_usd=weighted_quantile(costs, weights, 0.9),
+                purchases=p.stage.purchases(),
+                cost_usd=dict(zip(names, costs, strict=True)),
+                horizon_usd=horizon,
+                tail_usd=tails,
+                owed_after_usd={n: _owed_after(p.plans[n]) for n in names},
+                unserved={n: len(p.plans[n].document.unserved) for n in names},
+                expected_usd=expected,
+                cvar_usd=worst_tail,
+                score_usd=(1 - risk_weight) * expected + risk_weight * worst_tail,
+            )
+        )
+    if not candidates:
+        failures = "; ".join(f"{n}: {m}" for p in priced.values() for n, m in p.failures.items())
+        raise GpuplanError(f"no candidate purchase could be priced on every future: {failures}")
+    best = min(candidates, key=lambda c: (c.score_usd, c.name))
+    by_name = {c.name: c for c in candidates}
+    costs = [best.cost_usd[n] for n in names]
+
+    def weighted(values: dict[str, float]) -> float:
+        return sum(w * values[n] for w, n in zip(weights, names, strict=True))
+
+    wait_and_see = {n: _objective(own[n]) + tail(own[n]) for n in names}
+    bounds = {n: float(own[n].document.solver.bound_usd) for n in names}
+    ws, bound = weighted(wait_and_see), weighted(bounds)
+    horizon_expected = weighted(best.horizon_usd)
+    point_expected = (
+        by_name["point forecast"].expected_usd if "point forecast" in by_name else best.expected_usd
+    )
+    worst = max(names, key=lambda n: best.cost_usd[n])
+    peers = [(c.expected_usd, n, c) for c in candidates for n in (c.name, *c.also) if n.startswith("peer: ")]
+    best_peer = min(peers, key=lambda t: (t[0], t[1])) if peers else None
+    summary = FuturesSummary(
+        expected_usd=best.expected_usd,
+        expected_horizon_usd=horizon_expected,
+        expected_tail_usd=weighted(best.tail_usd),
+        tail_until=until,
+        p10_usd=weighted_quantile(costs, weights, 0.1),
+        p50_usd=weighted_quantile(costs, weights, 0.5),
+        p90_usd=weighted_quantile(costs, weights, 0.9),
+        worst_future=worst,
+        worst_usd=best.cost_usd[worst],
+        point_forecast_expected_usd=point_expected,
+        vss_usd=point_expected - best.expected_usd,
+        best_peer=best_peer[1].removeprefix("peer: ") if best_peer else None,
+        best_peer_expected_usd=best_peer[0] if best_peer else None,
+        wait_and_see_usd=ws,
+        evpi_usd=best.expected_usd - ws,
+        bound_usd=bound,
+        gap=(horizon_expected - bound) / horizon_expected if horizon_expected else 0.0,
+    )
+    chosen = priced[best.name]
+    document = FuturesDocument(
+        scenario=point.document.scenario,
+        futures=list(spec.futures),
+        weights=dict(zip(names, weights, strict=True)),
+        risk=spec.risk,
+        tail=spec.tail,
+        chosen=best.name,
+        candidates=candidates,
+        excluded=excluded,
+        summary=summary,
+        commitment_use=_use(chosen, names, weights, costs),
+        wait_and_see=wait_and_see,
+        bounds=bounds,
+    )
+    return document, best.name
+
+
+def _use(chosen: _Priced, names: list[str], weights: list[float], costs: list[float]) -> list[CommitmentUse]:
+    """Per commitment of the chosen first stage: the weight of the futures where its use is above its
+    break-even (its rate over the offering's on-demand rate), and its idle share in the P10 future."""
+    p10 = weighted_quantile(costs, weights, 0.1)
+    low = next(n for n, c in zip(names, costs, strict=True) if c == p10)
+    result = []
+    for held in chosen.stage.commitments:
+        used: dict[str, float] = {}
+        break_even = None
+        for n in names:
+            doc = chosen.plans[n].document
+            match = [
+                c
+                for c in doc.commitments
+                if c.existing
+                and c.offering == held.offering
+                and c.term == held.term
+                and c.start == held.start
+            ]
+            node_hours = sum((c.used_fraction or 0.0) * c.nodes for c in match)
+            nodes = sum(c.nodes for c in match)
+            used[n] = node_hours / nodes if nodes else 0.0
+            record = doc.offerings.get(held.offering)
+            if record is not None and record.on_demand_usd_h and held.usd_per_node_hour is not None:
+                break_even = held.usd_per_node_hour / record.on_demand_usd_h
+        above = sum(
+            w for w, n in zip(weights, names, strict=True) if break_even is not None and used[n] >= break_even
+        )
+        result.append(
+            CommitmentUse(
+                purchase=Purchase(
+                    kind="commitment", offering=held.offering, term=held.term, start=held.start,
+                    nodes=held.nodes, usd_per_node_hour=held.usd_per_node_hour,
+                ),
+                break_even_fraction=break_even,
+                share_above_break_even=above,
+                idle_fraction_p10=1.0 - used[low],
+            )
+        )  # fmt: skip
+    return result
