@@ -1,0 +1,63 @@
+"""gpuplan futures on a shipped scenario (issue 41): what planning for three demand futures buys and saves,
+and what it costs to compute.
+
+Run ``python bench/futures_bench.py [--scenario growth-year] [--time-limit 30] [--workers 2]`` from anywhere.
+It plans ``scenarios/<name>.yaml`` over ``scenarios/futures/<name>.yaml`` and prints: the chosen purchases'
+expected cost (horizon and tail), P10/P50/P90, the point forecast's purchases on the same futures and the
+value of the stochastic solution (VSS), the best peer's, the expected value of perfect information (EVPI),
+the certified bound and gap over the horizon, and the wall and CPU seconds (this process and its workers,
+which the machine's load does not change) with the load average it ran at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from models.futures import load_futures  # noqa: E402
+from planner.planning.futures import plan_futures  # noqa: E402
+from planner.planning.optimize import SolveSettings  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default="growth-year")
+    parser.add_argument("--time-limit", type=float, default=30.0)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    scenario = ROOT / "scenarios" / f"{args.scenario}.yaml"
+    spec = load_futures(ROOT / "scenarios" / "futures" / f"{args.scenario}.yaml")
+    load, cpu, began = os.getloadavg()[0], cpu_seconds(), time.perf_counter()
+    result = plan_futures(scenario, spec, SolveSettings(time_limit=args.time_limit), args.workers)
+    wall, used = time.perf_counter() - began, cpu_seconds() - cpu
+    doc, s = result.document, result.document.summary
+    print(f"{args.scenario}: {len(spec.futures)} futures, {len(doc.candidates)} candidates priced "
+          f"({len(doc.excluded)} not), --time-limit {args.time_limit:g} per plan, {args.workers} workers")  # fmt: skip
+    print(f"chosen: {doc.chosen}; expected ${s.expected_usd:,.0f} (horizon ${s.expected_horizon_usd:,.0f}, "
+          f"after it ${s.expected_tail_usd:,.0f}); P10/P50/P90 ${s.p10_usd:,.0f} / ${s.p50_usd:,.0f} / "
+          f"${s.p90_usd:,.0f}")  # fmt: skip
+    print(f"point forecast's purchases ${s.point_forecast_expected_usd:,.0f}: VSS ${s.vss_usd:,.0f} "
+          f"({s.vss_usd / s.point_forecast_expected_usd:.2%})")  # fmt: skip
+    if s.best_peer is not None and s.best_peer_expected_usd is not None:
+        print(f"best peer {s.best_peer}: ${s.best_peer_expected_usd:,.0f} "
+              f"({(s.best_peer_expected_usd - s.expected_usd) / s.best_peer_expected_usd:.2%} above)")  # fmt: skip
+    print(f"EVPI ${s.evpi_usd:,.0f}; horizon bound ${s.bound_usd:,.0f}, gap {s.gap:.2%}")
+    print(f"wall {wall:.1f} s, CPU {used:.1f} s ({used / args.workers:.1f} s per worker on idle cores); "
+          f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
