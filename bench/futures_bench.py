@@ -44,19 +44,29 @@ def main() -> None:
     result = plan_futures(scenario, spec, SolveSettings(time_limit=args.time_limit), args.workers)
     wall, used = time.perf_counter() - began, cpu_seconds() - cpu
     doc, s = result.document, result.document.summary
-    print(f"{args.scenario}: {len(spec.futures)} futures, {len(doc.candidates)} candidates priced "
-          f"({len(doc.excluded)} not), --time-limit {args.time_limit:g} per plan, {args.workers} workers")  # fmt: skip
-    print(f"chosen: {doc.chosen}; expected ${s.expected_usd:,.0f} (horizon ${s.expected_horizon_usd:,.0f}, "
-          f"after it ${s.expected_tail_usd:,.0f}); P10/P50/P90 ${s.p10_usd:,.0f} / ${s.p50_usd:,.0f} / "
-          f"${s.p90_usd:,.0f}")  # fmt: skip
-    print(f"point forecast's purchases ${s.point_forecast_expected_usd:,.0f}: VSS ${s.vss_usd:,.0f} "
-          f"({s.vss_usd / s.point_forecast_expected_usd:.2%})")  # fmt: skip
+    print(
+        f"{args.scenario}: {len(spec.futures)} futures, {len(doc.candidates)} candidates priced "
+        f"({len(doc.excluded)} not), --time-limit {args.time_limit:g} per plan, {args.workers} workers"
+    )
+    print(
+        f"chosen: {doc.chosen}; expected ${s.expected_usd:,.0f} (horizon ${s.expected_horizon_usd:,.0f}, "
+        f"after it ${s.expected_tail_usd:,.0f}); P10/P50/P90 ${s.p10_usd:,.0f} / ${s.p50_usd:,.0f} / "
+        f"${s.p90_usd:,.0f}"
+    )
+    print(
+        f"point forecast's purchases ${s.point_forecast_expected_usd:,.0f}: VSS ${s.vss_usd:,.0f} "
+        f"({s.vss_usd / s.point_forecast_expected_usd:.2%})"
+    )
     if s.best_peer is not None and s.best_peer_expected_usd is not None:
-        print(f"best peer {s.best_peer}: ${s.best_peer_expected_usd:,.0f} "
-              f"({(s.best_peer_expected_usd - s.expected_usd) / s.best_peer_expected_usd:.2%} above)")  # fmt: skip
+        print(
+            f"best peer {s.best_peer}: ${s.best_peer_expected_usd:,.0f} "
+            f"({(s.best_peer_expected_usd - s.expected_usd) / s.best_peer_expected_usd:.2%} above)"
+        )
     print(f"EVPI ${s.evpi_usd:,.0f}; horizon bound ${s.bound_usd:,.0f}, gap {s.gap:.2%}")
-    print(f"wall {wall:.1f} s, CPU {used:.1f} s ({used / args.workers:.1f} s per worker on idle cores); "
-          f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")  # fmt: skip
+    print(
+        f"wall {wall:.1f} s, CPU {used:.1f} s ({used / args.workers:.1f} s per worker on idle cores); "
+        f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
 
 
 if __name__ == "__main__":
