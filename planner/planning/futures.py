@@ -174,12 +174,13 @@ def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> l
 class FuturesResult:
     """futures.json's document; the chosen purchases' plan in each future with the inputs it was planned
     from (the future, the purchases held: what ``gpuplan verify`` checks it against); the point forecast's
-    own plan."""
+    own plan; every candidate's purchases by name (to bill them on other demand, as the backtest does)."""
 
     document: FuturesDocument
     chosen: dict[str, Plan]
     chosen_inputs: dict[str, Inputs]
     point: Plan
+    stages: dict[str, FirstStage] = field(default_factory=dict)  # every candidate priced, by name
 
 
 @dataclass
@@ -345,7 +346,8 @@ def plan_futures(
         n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
         for n in names
     }
-    return FuturesResult(document, priced[chosen].plans, held, point_plan)
+    by_name = {name: p.stage for name, p in priced.items()}
+    return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name)
 
 
 def _candidates(
