@@ -45,6 +45,7 @@ from models.futures import FuturesFile, FutureSpec  # noqa: E402
 from models.held import holding_only  # noqa: E402
 from models.inputs import load_inputs  # noqa: E402
 from planner.history.forecast import forecast_many  # noqa: E402
+from planner.outputs.reports.futures import render_futures_markdown  # noqa: E402
 from planner.planning.futures import carried_tail, peer_stages, plan_futures  # noqa: E402
 from planner.planning.optimize import SolveSettings, optimize  # noqa: E402
 
@@ -137,6 +138,16 @@ def main() -> None:
     seconds = time.perf_counter() - began
     print(f"{args.trace}: {len(services)} services, {held} h held out, {args.futures} futures, "
           f"{len(by_name)} candidates; tail to {until.date() if until else 'none'}")  # fmt: skip
+    p50 = sum(float(forecasts[n].quantile(0.5).mean()) for n in services)
+    paths = [sum(float(forecasts[n].paths[k].mean()) for n in services) for k in range(args.futures)]
+    print(f"mean GPUs held out: actual {sum(float(actual[n].mean()) for n in services):.1f}, P50 forecast "
+          f"{p50:.1f}, futures {', '.join(f'{x:.1f}' for x in paths)}; chosen: {doc.chosen}")  # fmt: skip
+    for label, stage in stages.items():
+        print(
+            f"  {label} buys {', '.join(f'{c.nodes} x {c.offering}' for c in stage.commitments) or 'nothing'}"
+        )
+    (folder / "futures.md").write_text(render_futures_markdown(doc), encoding="utf-8")
+    print(f"  the futures report: {folder / 'futures.md'}")
     print("| policy | realized, horizon | regret | realized, with tail | regret |")
     print("|---|---:|---:|---:|---:|")
     print(f"| clairvoyant (knows the held-out demand) | ${best:,.0f} | 0 | ${best_tail:,.0f} | 0 |")
