@@ -18,7 +18,9 @@ The method is two-stage sample average approximation with the first stage chosen
 3. **Second stage.** Each candidate is priced on each future by planning that future with the candidate's
    purchases held and nothing more for sale (``models/held.py``): on-demand, spot and the training
    placement re-optimized per future, as the fleet would run.
-4. **Choice.** The candidate with the least ``(1 - w) * expected + w * CVaR``; reported with the expected
+4. **Choice.** The candidate with the least ``(1 - w) * expected + w * CVaR``, then a second round: the
+   best one's levels times 0.85 and 1.15 (the own plans weigh the horizon alone, while the choice counts
+   the time after it), priced the same way, and the least of all; reported with the expected
    cost, P10/P50/P90 and the worst future, the value of the stochastic solution (the point forecast's
    purchases on the same futures, less this), the expected value of perfect information (this, less
    wait and see), and per purchase how often it is used above its break-even.
@@ -65,6 +67,7 @@ __all__ = [
     "peer_stages",
     "plan_futures",
     "quantile_stages",
+    "scaled_stages",
 ]
 
 #: Most candidate first stages priced on every future (each costs one plan per future).
@@ -321,25 +324,34 @@ def plan_futures(
         point_plan, future_plans = own[0], dict(zip(names, own[1:], strict=True))
 
         stages = _candidates(point_plan, future_plans, names, weights)
-        plans = len(stages) * len(names)
-        tell(f"pricing {len(stages)} candidate purchases on {len(names)} futures ({plans} plans)")
-        priced_jobs = [(s, n) for s in stages for n in names]
-        jobs = [job(f"{s.name} in {n}", inputs[n], s) for s, n in priced_jobs]
-        finished = 0
 
-        def done(_index: int, _outcome: Plan | Failure) -> None:
-            nonlocal finished
-            finished += 1
-            if finished % max(1, len(jobs) // 10) == 0 or finished == len(jobs):
-                tell(f"  priced {finished} of {len(jobs)}")
+        def price(stages: Sequence[FirstStage]) -> dict[str, _Priced]:
+            count = len(stages) * len(names)
+            tell(f"pricing {len(stages)} candidate purchases on {len(names)} futures ({count} plans)")
+            pairs = [(s, n) for s in stages for n in names]
+            jobs = [job(f"{s.name} in {n}", inputs[n], s) for s, n in pairs]
+            finished = 0
 
-        results = engine.run(jobs, done)
-    priced = {s.name: _Priced(s, {}, {}) for s in stages}
-    for (s, n), outcome in zip(priced_jobs, results, strict=True):
-        if isinstance(outcome, Failure):
-            priced[s.name].failures[n] = outcome.message
-        else:
-            priced[s.name].plans[n] = outcome
+            def done(_index: int, _outcome: Plan | Failure) -> None:
+                nonlocal finished
+                finished += 1
+                if finished % max(1, len(jobs) // 10) == 0 or finished == len(jobs):
+                    tell(f"  priced {finished} of {len(jobs)}")
+
+            priced = {s.name: _Priced(s, {}, {}) for s in stages}
+            for (s, n), outcome in zip(pairs, engine.run(jobs, done), strict=True):
+                if isinstance(outcome, Failure):
+                    priced[s.name].failures[n] = outcome.message
+                else:
+                    priced[s.name].plans[n] = outcome
+            return priced
+
+        priced = price(stages)
+        _first, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
+        seen = {p.stage.content() for p in priced.values()}
+        nearby = [s for s in scaled_stages(priced[chosen].stage) if s.content() not in seen]
+        if nearby:  # the own plans buy for the horizon alone: try a little less and more than the best
+            priced.update(price(nearby))
     document, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
     stage = priced[chosen].stage
     held = {
@@ -348,6 +360,38 @@ def plan_futures(
     }
     by_name = {name: p.stage for name, p in priced.items()}
     return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name)
+
+
+#: The second round's multipliers of the best first stage's levels (module docstring, step 4).
+REFINE_FACTORS = (0.85, 1.15)
+
+
+def scaled_stages(stage: FirstStage, factors: Sequence[float] = REFINE_FACTORS) -> list[FirstStage]:
+    """``stage`` with every level times each factor (nodes rounded, at least 0; savings plans to AWS's
+    $0.001/h step): the candidates' own plans weigh the horizon alone, so the best of them is tried a
+    little smaller and larger, the time after the horizon counted."""
+    result = []
+    for factor in factors:
+        commitments = tuple(
+            c.model_copy(update={"nodes": round(c.nodes * factor)})
+            for c in stage.commitments
+            if round(c.nodes * factor) > 0
+        )
+        plans = tuple(
+            p.model_copy(update={"usd_per_hour": round(p.usd_per_hour * factor, 3)})
+            for p in stage.plans
+            if round(p.usd_per_hour * factor, 3) > 0
+        )
+        levels: dict[CommitmentKey | PlanKey, float] = {}
+        for c in commitments:
+            levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
+        for p in plans:
+            levels[_plan_key(p)] = levels.get(_plan_key(p), 0.0) + p.usd_per_hour
+        name = f"{stage.name} x{factor:g}"
+        result.append(
+            FirstStage(name, f"{stage.name}'s purchases times {factor:g}", commitments, plans, levels)
+        )
+    return result
 
 
 def _candidates(

@@ -122,6 +122,11 @@ def test_the_newsvendor_optimum_by_enumeration(tmp_path: Path, tail: str, hours:
     assert doc.summary.evpi_usd == pytest.approx(expected[best] - wait_and_see, rel=1e-6)
     assert doc.summary.bound_usd <= doc.summary.expected_horizon_usd
     assert doc.summary.expected_horizon_usd == pytest.approx(expected[best] * HOURS / hours, rel=1e-6)
+    # the second round tried the best a little smaller and larger (5 and 7 nodes) and kept it
+    levels = {
+        sum(p.nodes or 0 for p in c.purchases) for c in doc.candidates if c.name.endswith(("x0.85", "x1.15"))
+    }
+    assert levels == {5, 7}
     # every candidate priced in every future as the formula prices its level, horizon and tail apart
     for candidate in doc.candidates:
         n = sum(p.nodes or 0 for p in candidate.purchases)
