@@ -29,7 +29,7 @@ import io
 import json
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1154,6 +1154,33 @@ def _check_echo(path: Path, document: PlanDocument) -> None:
                 ) from None
 
 
+def _check_mig_references(
+    mig: MigSection, offerings: Mapping[str, Any], periods: int, fail: Callable[[str, str], InputError]
+) -> None:
+    """The MIG section's names lead to the plan's parts: each pool's offering (k8s and the MIG configs
+    follow it), its peak period and schedules inside the horizon, each scheduled config one that
+    mig-config.yaml defines."""
+    defined = set(mig.config.mig_configs)
+    for k, pool in enumerate(mig.pools):
+        where = f"mig.pools.{k}"
+        if offerings and pool.offering not in offerings:
+            raise fail(f"{where}.offering", f"{pool.offering!r} is not one of the plan's offerings")
+        if not 0 <= pool.peak_period < max(periods, 1):
+            raise fail(
+                f"{where}.peak_period", f"{pool.peak_period} is not inside the horizon (0 to {periods - 1})"
+            )
+        for j, use in enumerate(pool.configs):
+            if use.name not in defined:
+                raise fail(f"{where}.configs.{j}.name", f"{use.name!r} is not a config of mig.config")
+            for i, entry in enumerate(use.schedule):
+                for start, end in entry.periods:
+                    if not 0 <= start < end <= periods:
+                        raise fail(
+                            f"{where}.configs.{j}.schedule.{i}.periods",
+                            f"{start} to {end} is not inside the horizon (0 to {periods})",
+                        )
+
+
 def _check_references(path: Path, document: PlanDocument) -> None:
     """Every name one part of plan.json gives refers to another part: offerings of commitments and runs,
     teams of runs, unserved demand and the echoed workloads, commitment names and runs once each, periods
@@ -1197,6 +1224,8 @@ def _check_references(path: Path, document: PlanDocument) -> None:
     for k, item in enumerate(document.unserved):
         if teams and item.team not in teams:
             raise fail(f"unserved.{k}.team", f"{item.team!r} is not one of the plan's teams")
+    if document.mig is not None:
+        _check_mig_references(document.mig, offerings, periods, fail)
     try:
         echoed_teams = _echo_names(document.inputs, "teams")
         workloads = [

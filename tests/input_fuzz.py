@@ -517,6 +517,7 @@ def plan_dir_cases(rng: random.Random, ws: Workspace) -> Iterator[Case]:
         from models.plan import Plan
 
         Plan.read(d)
+        commands_on(d)  # what Plan.read accepts, every command that reads a plan must take or refuse cleanly
 
     while True:
         if rng.random() < 0.5:  # plan.json may gain fields in later versions: an unknown key is no error
@@ -527,6 +528,29 @@ def plan_dir_cases(rng: random.Random, ws: Workspace) -> Iterator[Case]:
         else:
             text, what, wrong = mutate_csv(rng, allocations, numeric)
             yield Case("plan_dir", f"allocations.csv {what}", wrong, {**files, "allocations.csv": text}, read)
+
+
+#: The commands that read a plan directory, run on every fuzzed directory ``Plan.read`` accepts: a name
+#: the plan check misses crashes one of them (``mig.pools[].offering`` once crashed ``gpuplan k8s``).
+PLAN_COMMANDS = ("report", "k8s", "terraform", "chargeback", "karpenter")
+
+
+def commands_on(d: Path) -> None:
+    """Run :data:`PLAN_COMMANDS` on the plan directory ``d`` in this process. A command's traceback is
+    raised as it is; its exit 2 (a clean refusal) as ``SystemExit(2)``, any other failing exit as its code,
+    so :func:`classify` counts them as the readers' own outcomes."""
+    from typer.testing import CliRunner
+
+    from planner.cli.app import app
+
+    runner = CliRunner()
+    for name in PLAN_COMMANDS:
+        args = [name, str(d)] if name == "report" else [name, str(d), "-o", str(d / f"out-{name}")]
+        result = runner.invoke(app, args)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        if result.exit_code != 0:
+            raise SystemExit(result.exit_code)
 
 
 def _mig_parted(path: tuple[Any, ...]) -> bool:

@@ -113,6 +113,15 @@ NAMES: dict[str, tuple[Edit, str]] = {
     ),
     "a run beyond the horizon": (_set("training", 0, "start_period", value=10_000), "not inside the horizon"),
     "a run placed twice": (lambda d: d["training"].append(d["training"][0]), "is placed twice"),
+    # found by running fuzzed plan directories through the commands: gpuplan k8s followed this name
+    "a MIG pool on an unknown offering": (
+        _set("mig", "pools", 0, "offering", value="spot"),
+        "mig.pools.0.offering: 'spot' is not one of the plan's offerings",
+    ),
+    "a MIG config mig.config does not define": (
+        _set("mig", "pools", 0, "configs", 0, "name", value="nowhere"),
+        "mig.pools.0.configs.0.name: 'nowhere' is not a config of mig.config",
+    ),
 }
 
 
