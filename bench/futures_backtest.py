@@ -124,7 +124,7 @@ def main() -> None:
     until = doc.summary.tail_until
     policies: dict[str, tuple[float, float]] = {}
     stages = {"futures": result.stages[doc.chosen], "point forecast": result.stages["point forecast"]}
-    peers = peer_stages(result.point)
+    peers = peer_stages(result.point, inputs.catalog)
     lookback = [s for s in peers if s.name.startswith("peer: lookback")]
     if lookback:
         stages["lookback"] = lookback[0]

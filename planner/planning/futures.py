@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from models.catalog import Catalog
 from models.errors import GpuplanError, InputError
 from models.futures import (
     Candidate,
@@ -323,7 +324,7 @@ def plan_futures(
             own.append(outcome)
         point_plan, future_plans = own[0], dict(zip(names, own[1:], strict=True))
 
-        stages = _candidates(point_plan, future_plans, names, weights)
+        stages = _candidates(point_plan, point_inputs.catalog, future_plans, names, weights)
 
         def price(stages: Sequence[FirstStage]) -> dict[str, _Priced]:
             count = len(stages) * len(names)
@@ -395,7 +396,7 @@ def scaled_stages(stage: FirstStage, factors: Sequence[float] = REFINE_FACTORS) 
 
 
 def _candidates(
-    point: Plan, futures: dict[str, Plan], names: Sequence[str], weights: Sequence[float]
+    point: Plan, catalog: Catalog, futures: dict[str, Plan], names: Sequence[str], weights: Sequence[float]
 ) -> list[FirstStage]:
     """The first stages to price (module docstring, step 2), the same purchase once (under its first name,
     the others kept as ``also``): at most :data:`MAX_CANDIDATES` of the planner's own (the point forecast's,
@@ -412,7 +413,7 @@ def _candidates(
     for stage in ordered:
         if stage.content() not in kept and len(kept) < MAX_CANDIDATES:
             kept[stage.content()] = stage
-    for stage in peer_stages(point):
+    for stage in peer_stages(point, catalog):
         same = kept.get(stage.content())
         if same is None:
             kept[stage.content()] = stage
@@ -421,23 +422,24 @@ def _candidates(
     return list(kept.values())
 
 
-def peer_stages(plan: Plan) -> list[FirstStage]:
+def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
     """The purchases of each committing peer of ``plan`` (its baselines: the cloud's lookback
-    recommendation, coverage targets), bought at the horizon's start at the catalog's rate for the term,
+    recommendation, coverage targets), bought at the horizon's start at ``catalog``'s rate for the term,
     as first stages. Peers that buy savings plans are not carried (their purchase is not in plan.json)."""
     doc = plan.document
+    offerings = {o.id: o for o in catalog}
     result = []
     for peer in doc.baselines.peers if doc.baselines is not None else []:
         if not peer.commitments:
             continue
         held = []
         for bought in peer.commitments:
-            record = doc.offerings.get(bought.offering)
+            offering = offerings.get(bought.offering)
             rate = None
-            if record is not None:
+            if offering is not None:
                 rate = {
-                    Term.ONE_YEAR: record.reserved_1y_usd_h,
-                    Term.THREE_YEARS: record.reserved_3y_usd_h,
+                    Term.ONE_YEAR: offering.reserved_1y_usd_h,
+                    Term.THREE_YEARS: offering.reserved_3y_usd_h,
                 }.get(bought.term)
             if rate is None:
                 break
