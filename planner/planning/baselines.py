@@ -409,8 +409,8 @@ def fleet_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) -> Us
         spot_ok = allow_spot and gpu_hours <= share_left
         start = run.first_period
         placed = False
-        for cost, held, o, kind in _training_choices(sets, r, spot_ok):
-            window = slice(start, start + held)
+        for cost, length, o, kind in _training_choices(sets, r, spot_ok):
+            window = slice(start, start + length)
             if (room[o, window] < run.job.nodes - 1e-9).any():
                 continue
             room[o, window] -= run.job.nodes
