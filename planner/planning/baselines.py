@@ -4,8 +4,9 @@ A peer is a **usage** (the nodes a user without a planner holds, per offering an
 policy priced on it. Two usages (issue 39, point 5):
 
 - **fleet** (``fleet_usage``), how a competent user runs a fleet: each service stays on *one* offering for
-  the horizon, the cheapest for it over the horizon's forecast alone (on demand, spot where it may run on
-  spot and that is cheaper, the reservations already held and the best single commitment level counted);
+  the horizon, the one where its forecast adds least to the bill of the services placed before it (on
+  demand, spot where it may run on spot and that is cheaper, the reservations already held and the best
+  single commitment level over the horizon counted, so services pool where pooling pays);
   where that offering's ``max_nodes`` runs out in a period the replicas overflow to the next offering of
   its ranking. Replicas on one offering and tier are packed the way a user with mig-parted would (the
   plan's packing code, ``planner.planning.mig.packing``: MIG slices of all services onto the fewest GPUs,
@@ -308,14 +309,11 @@ def per_launch_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) 
     return usage
 
 
-def _alone_usd(sets: PlanningSets, o: int, nodes: np.ndarray, spot: bool, held: np.ndarray) -> float:
-    """What ``nodes`` (per period) of offering ``o`` cost over the horizon for one service alone: on
-    spot as used, or its non-spot nodes beyond the ``held`` commitments' free nodes (already paid)
-    billed at the best single commitment level over the horizon (:func:`lookback_level` on the whole
-    series, each allowed term) with the rest on demand."""
+def _nonspot_usd(sets: PlanningSets, o: int, nodes: np.ndarray, held: np.ndarray) -> float:
+    """What non-spot ``nodes`` (per period) of offering ``o`` cost over the horizon: those beyond the
+    ``held`` commitments' nodes (already paid) at the best single commitment level over the horizon
+    (:func:`lookback_level` on the whole series, each allowed term), the rest on demand."""
     offering, p, hours = sets.offerings[o], sets.period_hours, sets.horizon_hours
-    if spot:
-        return float(nodes.sum()) * (offering.spot_usd_h or 0.0) * p
     od = offering.on_demand_usd_h or 0.0
     nodes = np.clip(nodes - held, 0, None)
     best = float(nodes.sum()) * od * p
@@ -330,27 +328,42 @@ def _alone_usd(sets: PlanningSets, o: int, nodes: np.ndarray, spot: bool, held: 
 
 
 def service_ranking(
-    sets: PlanningSets, i: int, allow_spot: bool, held: np.ndarray | None = None
+    sets: PlanningSets,
+    i: int,
+    allow_spot: bool,
+    pools: Mapping[tuple[int, int], Mapping[int, np.ndarray]] | None = None,
+    packed: bool = True,
 ) -> list[tuple[int, int]]:
-    """Service ``i``'s (offering, tier code 0 non-spot / 1 spot) choices, cheapest first: the whole
-    horizon's demand on that offering and tier alone (:func:`_alone_usd`; ``held``: free nodes of the
-    fleet's commitments per offering and period), ties to the lower index.
+    """Service ``i``'s (offering, tier code 0 non-spot / 1 spot) choices, cheapest first, ties to the
+    lower index: what its whole horizon's demand adds to the bill of the ``pools`` already placed
+    ((offering, tier) -> service -> replicas per period; none by default), their replicas and its own
+    packed together (:func:`pool_nodes`). On spot, the added nodes as used; off spot, the added
+    :func:`_nonspot_usd`, the fleet's reservations held and the best commitment level counted.
 
-    How a user picks an instance type for a service: by its price over the year's forecast, the
-    reservations already held and new commitments included where they pay; the service then stays
-    there. Owned nodes are no choice (peers are cloud-only)."""
+    How a user picks an instance type for a service: by its price over the year's forecast beside the
+    services already running (so services pool where pooling pays), the reservations held and new
+    commitments included; the service then stays there. Owned nodes are no choice (peers are
+    cloud-only)."""
     demand = sets.demand[i].astype(float)
-    if held is None:
-        held = sets.committed({})
+    held = sets.committed({})
+    pools = pools or {}
+    p = sets.period_hours
     ranked: list[tuple[float, int, int]] = []
     for o in sets.eligible(i):
         offering = sets.offerings[o]
         if offering.on_demand_usd_h is None:
             continue
-        nodes = np.ceil(demand / sets.replicas_per_node[(i, o)] - 1e-9)
-        ranked.append((_alone_usd(sets, o, nodes, False, held[o]), o, 0))
-        if allow_spot and offering.spot_usd_h is not None:
-            ranked.append((_alone_usd(sets, o, nodes, True, held[o]), o, 1))
+        tiers = [0, 1] if allow_spot and offering.spot_usd_h is not None else [0]
+        for t in tiers:
+            there = dict(pools.get((o, t), {}))
+            before = pool_nodes(sets, o, there, packed) if there else np.zeros_like(demand)
+            there[i] = there[i] + demand if i in there else demand
+            after = pool_nodes(sets, o, there, packed)
+            if t:
+                added = float((after - before).sum()) * (offering.spot_usd_h or 0.0) * p
+            else:
+                added = _nonspot_usd(sets, o, after, held[o]) - _nonspot_usd(sets, o, before, held[o])
+            ranked.append((added, o, t))
     ranked.sort()
     # one tier per offering: the cheaper of the two stands for it
     seen: set[int] = set()
@@ -372,21 +385,21 @@ def _room(sets: PlanningSets) -> np.ndarray:
 def fleet_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) -> Usage:
     """The usage of a fleet a competent user runs without a planner (module docstring).
 
-    Each service, in the scenario's order, stays on the first offering of :func:`service_ranking` for the
-    horizon; in a period where that offering has no room left (``max_nodes``, counted in the service's
-    own whole nodes, which packing can only lower), the replicas beyond it overflow to the next offering
-    of its ranking, and so on. Replicas on one offering and tier are then packed (MIG slices of all
-    services, then whole GPUs, ``pool_nodes``). Each training run starts at its window's start on its
+    Each service, in the scenario's order, stays on the first offering of :func:`service_ranking` (what
+    it adds to the bill of the services placed before it) for the horizon; in a period where that
+    offering has no room left (``max_nodes``, counted in the service's own whole nodes, which packing
+    can only lower), the replicas beyond it overflow to the next offering of its ranking, and so on.
+    Replicas on one offering and tier are then packed (MIG slices of all services, then whole GPUs,
+    ``pool_nodes``). Each training run starts at its window's start on its
     cheapest option (offering and tier, spot while ``max_spot_share`` has room) whose offering has room
     for the whole gang while it runs; a run with no such option is listed in ``unplaced_runs``.
     """
     room = _room(sets)
-    held = sets.committed({}).astype(float)  # the fleet's reservations: free nodes left per period
     pools: dict[tuple[int, int], dict[int, np.ndarray]] = defaultdict(dict)
     unserved = 0.0
     for i, service in enumerate(sets.services):
         left = sets.demand[i].astype(float)
-        for o, t in service_ranking(sets, i, allow_spot and not service.latency_critical, held):
+        for o, t in service_ranking(sets, i, allow_spot and not service.latency_critical, pools, packed):
             if not left.any():
                 break
             per_node = sets.replicas_per_node[(i, o)]
@@ -395,8 +408,6 @@ def fleet_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) -> Us
                 pools[(o, t)][i] = fits
                 nodes = np.ceil(fits / per_node - 1e-9)
                 room[o] -= nodes
-                if t == 0:
-                    held[o] = np.clip(held[o] - nodes, 0, None)
                 left = left - fits
         unserved += float(left.sum()) * sets.period_hours
     usage = _pooled(sets, pools, packed)
@@ -809,10 +820,10 @@ def compute_baselines(sets: PlanningSets) -> Baselines:
     best = min(runnable, key=lambda p: p.total_usd) if runnable else None
     notes = [
         "the peers a user can run (the best of them is the headline's best peer) run the fleet usage: each "
-        "service stays on one offering for the horizon, its cheapest over the horizon's forecast alone "
-        "(reservations held and the best commitment level counted), overflowing to the next where max_nodes "
-        "runs out; replicas on one offering packed (MIG slices, then whole nodes); each training run at its "
-        "window's start on its cheapest offering and tier with room",
+        "service stays on one offering for the horizon, where its forecast adds least to the services "
+        "placed before it (reservations held and the best commitment level counted), overflowing where "
+        "max_nodes runs out; replicas on one offering packed (MIG slices, then whole nodes); each training "
+        "run at its window's start on its cheapest offering and tier with room",
         f"all on-demand and {PER_PERIOD_PEER} put every workload on its cheapest offering per period: lower "
         "references (all on-demand stays the conservative headline reference), not policies a fleet runs",
         "lookback and coverage peers: the first L days of the horizon's forecast stand in for the last L "
