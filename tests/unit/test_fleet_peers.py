@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from models.catalog import Catalog
-from models.scenario import parse
+from models.scenario import load
 from planner.outputs.reports.plan import render_markdown
 from planner.planning.baselines import (
     FLEET_PEER,
@@ -51,8 +51,6 @@ def _write(tmp_path: Path, kit, rows: list[dict[str, Any]], demand: list[int], *
 
 
 def _sets(path: Path) -> PlanningSets:
-    from models.scenario import load
-
     return build_sets(load(path), Catalog.load(path.parent / "catalog.csv"), path.parent)
 
 
@@ -152,8 +150,6 @@ def test_the_report_names_the_peers_and_the_plan_beats_every_fleet_peer(tmp_path
     """Planned: the plan is never dearer than a peer a user can run; the report says which peer is best
     and lists the per-period reference under its own name."""
     path = _write(tmp_path, kit, _hop_rows(kit), BUSY)
-    from models.scenario import load
-
     scenario = load(path)
     plan = optimize(scenario, Catalog.load(tmp_path / "catalog.csv"), tmp_path, kit.exact_settings())
     document = plan.document
@@ -166,3 +162,34 @@ def test_the_report_names_the_peers_and_the_plan_beats_every_fleet_peer(tmp_path
     assert "lookback 7 d, 1y (best)" in md
     assert PER_PERIOD_PEER in md and FLEET_PEER in md
     assert "per-period cheapest (not a runnable policy) (best)" not in md
+
+
+def test_a_service_joins_the_offering_where_it_packs_with_the_fleet(tmp_path: Path, kit) -> None:
+    """Two 4-GPU services: the first runs only on A100 (A, 10 $/h per 8-GPU node); the second alone would
+    take H100 (B, 9.9 $/h), but beside the first on A it fills the same node and adds nothing, so the
+    fleet pools both on A: one node of A every hour, 480 $, where two separate nodes would cost 955.2 $."""
+    rows = [
+        kit.offering_row(instance_type="a.8x", gpu_model="A100-80GB", on_demand_usd_h=10.0),
+        kit.offering_row("gcp", "us-central1", "b.8x", on_demand_usd_h=9.9),
+    ]
+    kit.write_catalog_csv(tmp_path / "catalog.csv", rows)
+    kit.write_demand_csv(tmp_path / "demand.csv", [1] * HOURS)
+    services = [
+        {
+            "name": name,
+            "team": "t",
+            "gpus_per_replica": 4,
+            "gpu_models": models,
+            "latency_critical": True,
+            "replicas": {"csv": "demand.csv"},
+        }
+        for name, models in (("first", ["A100"]), ("second", ["A100", "H100"]))
+    ]
+    data = kit.scenario_dict(hours=HOURS, terms=[], inference=services)
+    sets = _sets(kit.write_scenario_yaml(tmp_path / "scenario.yaml", data))
+    assert service_ranking(sets, 1, allow_spot=False)[0] == (1, 0)  # alone: B
+    fleet = fleet_usage(sets, allow_spot=True)
+    assert fleet.service_offerings == {0: {0}, 1: {0}}
+    assert fleet.nonspot.tolist() == [[1.0] * HOURS, [0.0] * HOURS]
+    peer = compute_baselines(sets).peer(FLEET_PEER)
+    assert peer is not None and peer.total_usd == pytest.approx(10.0 * HOURS)
