@@ -8,7 +8,8 @@ policy priced on it. Two usages (issue 39, point 5):
   demand, spot where it may run on spot and that is cheaper, the reservations already held and the best
   single commitment level over the horizon counted, so services pool where pooling pays);
   where that offering's ``max_nodes`` runs out in a period the replicas overflow to the next offering of
-  its ranking. Replicas on one offering and tier are packed the way a user with mig-parted would (the
+  its ranking. Replicas on one offering and tier are packed the way a user with mig-parted
+  (https://github.com/NVIDIA/mig-parted) would (the
   plan's packing code, ``planner.planning.mig.packing``: MIG slices of all services onto the fewest GPUs,
   then whole-GPU replicas and those GPUs onto the fewest nodes). Each training run starts at its window's
   start on its cheapest option (offering and tier; preemptible runs on spot at the effective price,
@@ -32,6 +33,8 @@ The peers:
   fleet: per offering, every hourly usage level seen in the lookback (7, 30 or 60 days) is a candidate
   number of nodes to commit; the one with the largest simulated saving over the lookback is bought, on 1y
   or 3y. Per offering, as AWS RIs are per instance type and region. The best of the 6 combinations.
+  (https://docs.aws.amazon.com/cost-management/latest/userguide/ri-recommendations.html: the
+  recommendation is computed from the usage of the lookback period, 7, 30 or 60 days.)
 - **coverage** (the Terraform savings-plan autopilot modules) on the fleet: commit the p-th percentile of
   the hourly use per offering over a 30-day lookback, p0 (the always-on floor) and p50, on the cheaper term.
 - **savings plan** (the cloud's savings-plan recommendation, AWS Cost Explorer ``LookbackPeriodInDays``) on
