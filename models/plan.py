@@ -76,6 +76,7 @@ __all__ = [
     "Peer",
     "PeerCommitment",
     "PeerPolicy",
+    "PeerUsage",
     "Plan",
     "PlanDocument",
     "PlanHorizon",
@@ -468,6 +469,11 @@ class Costs(_PlanPart):
 #: lookback, a percentile coverage target, or one of the two references without commitments.
 PeerPolicy = Literal["lookback", "coverage", "all_on_demand", "greedy", "savings_plan"]
 
+#: What a peer runs: ``fleet``, each service on one offering for the horizon (overflow to the next where
+#: capacity runs out), a policy a user can run; ``per_period``, every workload on its cheapest offering
+#: each period, a lower reference no fleet runs (plans written before issue 39 have only these).
+PeerUsage = Literal["fleet", "per_period"]
+
 
 class PeerCommitment(_PlanPart):
     """Nodes of one offering a peer buys on one term."""
@@ -482,6 +488,11 @@ class Peer(_PlanPart):
 
     name: str = Field(description='e.g. "lookback 30 d, 3y" or "coverage p50, 1y"')
     policy: PeerPolicy
+    usage: PeerUsage = Field(
+        "per_period",
+        description="fleet: each service on one offering for the horizon (a policy a user can run); "
+        "per_period: every workload on its cheapest offering each period (a lower reference, not runnable)",
+    )
     total_usd: Usd = Field(description="cost over the horizon: commitments every hour, the rest as used")
     obligation_beyond_horizon_usd: Usd = 0.0
     commitments: list[PeerCommitment] = Field(default_factory=list)
@@ -493,14 +504,17 @@ class Baselines(_PlanPart):
 
     ``all_on_demand_usd`` and ``greedy_usd`` are the two references without commitments; ``peers`` lists
     them with the policies that commit (plans written before peers existed have none), and
-    ``best_peer`` names the cheapest committing peer.
+    ``best_peer`` names the cheapest peer a user can run (``usage`` fleet; before issue 39: the cheapest
+    committing peer).
     """
 
     all_on_demand_usd: Usd
     greedy_usd: Usd
     notes: list[str] = Field(default_factory=list)
     peers: list[Peer] = Field(default_factory=list)
-    best_peer: str | None = Field(None, description="name of the cheapest peer that commits, if any")
+    best_peer: str | None = Field(
+        None, description="name of the cheapest peer a user can run (usage fleet), if any"
+    )
 
     def peer(self, name: str | None) -> Peer | None:
         """The peer called ``name`` (None if there is none)."""

@@ -1,30 +1,47 @@
 """The peers a plan is compared against: what users would otherwise pay, priced on the same demand.
 
-Every peer prices one **per-launch usage**: what a user without a planner runs. Each service and period
-takes its cheapest eligible offering (whole nodes for that service alone; latency-critical services on
-demand, others on spot where it is cheaper); each training run starts at its earliest start on its
-cheapest option, preemptible runs on spot at the effective price (expected preemption overhead
-included) while ``max_spot_share`` has room, in the order the runs appear, else on demand. Replicas that
-land on one offering, tier and period are then packed together the way a user with mig-parted would:
-MIG-sized replicas (``gpu_memory_gb``) of all services onto the fewest GPUs
-(``planner.planning.mig.packing``),
-then whole-GPU replicas and those GPUs onto the fewest nodes. The peers:
+A peer is a **usage** (the nodes a user without a planner holds, per offering and period) and a purchase
+policy priced on it. Two usages (issue 39, point 5):
 
-- **all on-demand** (the reference of the product's headline claim): the usage above with no spot, all
-  of it on demand. Without commitments the only way to honour a team's guarantee is to hold idle
-  on-demand GPUs: a team whose use falls below its ``guaranteed_gpus`` holds the difference on its
-  cheapest eligible offering per GPU (the notes give the figure without that rule too).
-- **per-launch cheapest** (``greedy``, SkyPilot-style): the usage above, spot included, no commitments,
-  guarantees held as idle on-demand GPUs like all on-demand.
-- **lookback** (the cloud's recommendation: AWS Cost Explorer RI / Savings Plans, Azure Advisor): per
-  offering, every hourly usage level seen in the lookback (7, 30 or 60 days) is a candidate number of
-  nodes to commit; the one with the largest simulated saving over the lookback is bought, on 1y or 3y.
-  Per offering, as AWS RIs are per instance type and region. The best of the 6 combinations is the peer.
-- **coverage** (the Terraform savings-plan autopilot modules): commit the p-th percentile of the hourly
-  use per offering over a 30-day lookback, p0 (the always-on floor) and p50, on the cheaper term.
-- **savings plan** (the cloud's savings-plan recommendation, AWS Cost Explorer ``LookbackPeriodInDays``):
-  where the scenario may buy savings plans, the USD-per-hour commitment with the largest saving over the
-  lookback, billed by the cloud's rule, for the best kind, term and lookback.
+- **fleet** (``fleet_usage``), how a competent user runs a fleet: each service stays on *one* offering for
+  the horizon, the one where its forecast adds least to the bill of the services placed before it (on
+  demand, spot where it may run on spot and that is cheaper, the reservations already held and the best
+  single commitment level over the horizon counted, so services pool where pooling pays);
+  where that offering's ``max_nodes`` runs out in a period the replicas overflow to the next offering of
+  its ranking. Replicas on one offering and tier are packed the way a user with mig-parted
+  (https://github.com/NVIDIA/mig-parted) would (the
+  plan's packing code, ``planner.planning.mig.packing``: MIG slices of all services onto the fewest GPUs,
+  then whole-GPU replicas and those GPUs onto the fewest nodes). Each training run starts at its window's
+  start on its cheapest option (offering and tier; preemptible runs on spot at the effective price,
+  expected preemption overhead included, while ``max_spot_share`` has room, in the order the runs
+  appear) whose offering has room for the whole gang.
+- **per period** (``per_launch_usage``): each service and period on its cheapest eligible offering (whole
+  nodes for that service alone, then packed as above); training as above without capacity limits. A
+  service hops between offerings hour by hour, which no fleet does, and lookback commitments land on the
+  wrong offerings: a lower reference, never the best peer.
+
+The peers:
+
+- **all on-demand** (the reference of the product's headline claim; per period, so the claim stays
+  conservative): no spot, no commitments. Without commitments the only way to honour a team's guarantee
+  is to hold idle on-demand GPUs: a team whose use falls below its ``guaranteed_gpus`` holds the
+  difference on its cheapest eligible offering per GPU (the notes give the figure without that rule too).
+- **per-period cheapest (not a runnable policy)** (``greedy``, per period): spot included, no
+  commitments, guarantees held as idle on-demand GPUs like all on-demand.
+- **one offering per service, no commitments** (``greedy``, fleet): the fleet, on demand and spot.
+- **lookback** (the cloud's recommendation: AWS Cost Explorer RI / Savings Plans, Azure Advisor) on the
+  fleet: per offering, every hourly usage level seen in the lookback (7, 30 or 60 days) is a candidate
+  number of nodes to commit; the one with the largest simulated saving over the lookback is bought, on 1y
+  or 3y. Per offering, as AWS RIs are per instance type and region. The best of the 6 combinations.
+  (https://docs.aws.amazon.com/cost-management/latest/userguide/ri-recommendations.html: the
+  recommendation is computed from the usage of the lookback period, 7, 30 or 60 days.)
+- **coverage** (the Terraform savings-plan autopilot modules) on the fleet: commit the p-th percentile of
+  the hourly use per offering over a 30-day lookback, p0 (the always-on floor) and p50, on the cheaper term.
+- **savings plan** (the cloud's savings-plan recommendation, AWS Cost Explorer ``LookbackPeriodInDays``) on
+  the fleet: where the scenario may buy savings plans, the USD-per-hour commitment with the largest saving
+  over the lookback, billed by the cloud's rule, for the best kind, term and lookback.
+
+The **best peer** (``Baselines.best_peer``, the report's "vs best peer") is the cheapest fleet peer.
 
 There is no history before the horizon, so **the lookback is the first L days of the horizon's
 forecast**, standing in for the last L days of history; the commitment chosen is billed over the
@@ -32,12 +49,14 @@ whole horizon. A committing peer also backs each team's guarantee the way the pl
 8): committed GPUs on offerings the team can use, already-bought ones first, else more nodes of the
 team's cheapest committable offering per GPU; those nodes serve usage too.
 
-**Billing rule** of a committing peer (``models/billing.py``, as for the plan): per offering and period, its
-committed nodes cover any non-spot node of that offering (inference or training); usage above them is paid on
-demand; commitments are paid every hour of the horizon, used or not; spot is paid as used. Every peer, all
-on-demand included, also holds the commitments the fleet holds already (scenario ``commitments:``): paid as
-the plan pays them, covering the peer's usage on their offering inside their window. All peers are cloud-only
-(no owned nodes) and ignore capacity limits (max_nodes) and burst caps: they are reference prices, not plans.
+**Billing rule** of every peer (``models/billing.py``, as for the plan, hour by hour): per offering and
+period, its committed nodes cover any non-spot node of that offering (inference or training); usage above
+them is paid on demand; commitments are paid every hour of the horizon, used or not; spot is paid as used.
+Every peer, all on-demand included, also holds the commitments the fleet holds already (scenario
+``commitments:``): paid as the plan pays them, covering the peer's usage on their offering inside their
+window. All peers are cloud-only (no owned nodes) and ignore burst caps; only the fleet usage honours
+``max_nodes`` (what finds no room is named in the peer's ``how`` and left out of its cost): they are
+reference prices, not plans.
 """
 
 from __future__ import annotations
@@ -61,18 +80,26 @@ if TYPE_CHECKING:  # types only: planner.planning.optimize imports this module (
     from planner.planning.problem.sets import PlanningSets
 
 __all__ = [
+    "FLEET_PEER",
     "LOOKBACK_DAYS",
+    "PER_PERIOD_PEER",
     "Usage",
     "bill",
     "compute_baselines",
     "coverage_level",
+    "fleet_usage",
     "lookback_level",
     "per_launch_usage",
+    "service_ranking",
 ]
 
 LOOKBACK_DAYS: tuple[int, ...] = (7, 30, 60)
 COVERAGE_PERCENTILES: tuple[int, ...] = (0, 50)
 COVERAGE_LOOKBACK_DAYS = 30
+#: The lower reference of issue 39: per-period choices no fleet runs, kept by name, never the best peer.
+PER_PERIOD_PEER = "per-period cheapest (not a runnable policy)"
+#: The fleet without commitments: one offering per service, spot where it is cheaper.
+FLEET_PEER = "one offering per service, no commitments"
 
 #: (offering, term) -> nodes committed
 Commits = dict[tuple[int, Term], int]
@@ -89,15 +116,21 @@ class PeerPlan:
 
 @dataclass
 class Usage:
-    """What a per-launch policy holds, per offering and period, in whole nodes."""
+    """What a policy without a planner holds, per offering and period, in whole nodes."""
 
     nonspot: np.ndarray  # (offerings, periods) nodes on demand: what a commitment can cover
     spot: np.ndarray  # (offerings, periods) spot nodes held for inference
     spot_training_usd: float  # spot training, expected preemption overhead included
     team_gpus: dict[str, np.ndarray] = field(default_factory=dict)  # GPUs each team holds per period
+    #: service index -> the offerings it runs on at some period (tests and notes: hopping or not)
+    service_offerings: dict[int, set[int]] = field(default_factory=dict)
+    #: replica-hours no offering had room for (fleet usage under max_nodes; always 0 per period)
+    unserved_replica_hours: float = 0.0
+    #: training runs no offering had room for at their window's start (fleet usage under max_nodes)
+    unplaced_runs: list[str] = field(default_factory=list)
 
 
-# ---- per-launch usage ------------------------------------------------------------------------------
+# ---- usage: per period and fleet -------------------------------------------------------------
 
 
 def _mig_profile(sets: PlanningSets, i: int, o: int) -> str | None:
@@ -191,11 +224,12 @@ def _service_choice(sets: PlanningSets, i: int, allow_spot: bool) -> tuple[np.nd
     return best_o, best_tier
 
 
-def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[float, int, int, Capacity] | None:
-    """(cost, periods held, offering, tier) of run ``r``'s cheapest on-demand or spot option."""
+def _training_choices(sets: PlanningSets, r: int, allow_spot: bool) -> list[tuple[float, int, int, Capacity]]:
+    """(cost, periods held, offering, tier) of run ``r``'s on-demand and spot options, cheapest first
+    (one per offering and tier: the start does not change the cost)."""
     run = sets.runs[r]
     p = sets.period_hours
-    best: tuple[float, int, int, Capacity] | None = None
+    best: dict[tuple[int, Capacity], tuple[float, int, int, Capacity]] = {}
     for option in sets.options:
         offering = sets.offerings[option.offering]
         if option.run != r or offering.on_demand_usd_h is None:
@@ -204,18 +238,54 @@ def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[floa
             continue
         price = offering.spot_usd_h if option.tier == Capacity.SPOT else offering.on_demand_usd_h
         cost = run.job.nodes * (price or 0.0) * option.periods * p
-        if best is None or cost < best[0]:
-            best = (cost, option.periods, option.offering, option.tier)
-    return best
+        key = (option.offering, option.tier)
+        if key not in best or cost < best[key][0]:
+            best[key] = (cost, option.periods, option.offering, option.tier)
+    return sorted(best.values(), key=lambda x: (x[0], x[2], x[3] == Capacity.SPOT))
+
+
+def _training_choice(sets: PlanningSets, r: int, allow_spot: bool) -> tuple[float, int, int, Capacity] | None:
+    """(cost, periods held, offering, tier) of run ``r``'s cheapest on-demand or spot option."""
+    choices = _training_choices(sets, r, allow_spot)
+    return choices[0] if choices else None
+
+
+def _pooled(
+    sets: PlanningSets,
+    pools: Mapping[tuple[int, int], Mapping[int, np.ndarray]],
+    packed: bool,
+) -> Usage:
+    """Whole nodes per offering and period of ``pools`` ((offering, tier code 0 on demand / 1 spot) ->
+    service -> replicas per period): services that share a pool in a period share its nodes."""
+    periods = sets.scenario.horizon.periods
+    n_off = len(sets.offerings)
+    usage = Usage(np.zeros((n_off, periods)), np.zeros((n_off, periods)), 0.0)
+    team_gpus: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(periods))
+    for (o, t), replicas in pools.items():
+        nodes = pool_nodes(sets, o, replicas, packed)
+        (usage.spot if t else usage.nonspot)[o] += nodes
+        # the pool's GPUs, shared among its services' teams by the node-share each would take alone
+        weights = {i: d / sets.replicas_per_node[(i, o)] for i, d in replicas.items()}
+        total = np.maximum(sum(weights.values()), 1e-12)
+        gpus = nodes * sets.offerings[o].gpus_per_node
+        for i, w in weights.items():
+            team_gpus[sets.services[i].team] += gpus * w / total
+            if w.any():
+                usage.service_offerings.setdefault(i, set()).add(o)
+    usage.team_gpus = team_gpus
+    return usage
+
+
+def _spot_share(sets: PlanningSets, allow_spot: bool) -> float:
+    """Training GPU-hours spot may take (``max_spot_share`` of them all; none without spot)."""
+    if not allow_spot:
+        return math.inf
+    return sets.scenario.purchase.max_spot_share * sum(run.gpus * run.job.hours for run in sets.runs)
 
 
 def per_launch_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) -> Usage:
-    """The usage every peer prices (module docstring): per offering and period, whole nodes held."""
-    periods = sets.scenario.horizon.periods
-    n_off = len(sets.offerings)
-    nonspot, spot = np.zeros((n_off, periods)), np.zeros((n_off, periods))
-    team_gpus: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(periods))
-    # replicas per (offering, tier) pool: services that share a pool in a period share its nodes
+    """The per-period usage (module docstring): each service on its cheapest offering *per period*, a
+    lower reference no fleet runs (a service would hop between offerings hour by hour)."""
     pools: dict[tuple[int, int], dict[int, np.ndarray]] = defaultdict(dict)
     for i, service in enumerate(sets.services):
         chosen, tier = _service_choice(sets, i, allow_spot and not service.latency_critical)
@@ -224,21 +294,8 @@ def per_launch_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) 
                 mask = (chosen == o) & (tier == t)
                 if mask.any():
                     pools[(int(o), t)][i] = np.where(mask, sets.demand[i], 0).astype(float)
-    for (o, t), replicas in pools.items():
-        nodes = pool_nodes(sets, o, replicas, packed)
-        (spot if t else nonspot)[o] += nodes
-        # the pool's GPUs, shared among its services' teams by the node-share each would take alone
-        weights = {i: d / sets.replicas_per_node[(i, o)] for i, d in replicas.items()}
-        total = np.maximum(sum(weights.values()), 1e-12)
-        gpus = nodes * sets.offerings[o].gpus_per_node
-        for i, w in weights.items():
-            team_gpus[sets.services[i].team] += gpus * w / total
-    share_left = math.inf
-    if allow_spot:
-        share_left = sets.scenario.purchase.max_spot_share * sum(
-            run.gpus * run.job.hours for run in sets.runs
-        )
-    spot_training = 0.0
+    usage = _pooled(sets, pools, packed)
+    share_left = _spot_share(sets, allow_spot)
     for r, run in enumerate(sets.runs):
         gpu_hours = run.gpus * run.job.hours
         choice = _training_choice(sets, r, allow_spot=allow_spot and gpu_hours <= share_left)
@@ -248,11 +305,140 @@ def per_launch_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) 
         start = run.first_period
         if kind == Capacity.SPOT:
             share_left -= gpu_hours
-            spot_training += cost
+            usage.spot_training_usd += cost
         else:
-            nonspot[o, start : start + held] += run.job.nodes
-        team_gpus[run.job.team][start : start + held] += run.gpus
-    return Usage(nonspot, spot, spot_training, dict(team_gpus))
+            usage.nonspot[o, start : start + held] += run.job.nodes
+        usage.team_gpus[run.job.team][start : start + held] += run.gpus
+    return usage
+
+
+def _nonspot_usd(sets: PlanningSets, o: int, nodes: np.ndarray, held: np.ndarray) -> float:
+    """What non-spot ``nodes`` (per period) of offering ``o`` cost over the horizon: those beyond the
+    ``held`` commitments' nodes (already paid) at the best single commitment level over the horizon
+    (:func:`lookback_level` on the whole series, each allowed term), the rest on demand."""
+    offering, p, hours = sets.offerings[o], sets.period_hours, sets.horizon_hours
+    od = offering.on_demand_usd_h or 0.0
+    nodes = np.clip(nodes - held, 0, None)
+    best = float(nodes.sum()) * od * p
+    for term in _terms(sets):
+        rate = commit_price(sets, o, term)
+        if rate is None:
+            continue
+        level = lookback_level(nodes, od, rate)  # every period p hours: both sides scale alike
+        above = float(np.clip(nodes - level, 0, None).sum()) * od * p
+        best = min(best, commitment_usd(level, rate, hours) + above)
+    return best
+
+
+def service_ranking(
+    sets: PlanningSets,
+    i: int,
+    allow_spot: bool,
+    pools: Mapping[tuple[int, int], Mapping[int, np.ndarray]] | None = None,
+    packed: bool = True,
+) -> list[tuple[int, int]]:
+    """Service ``i``'s (offering, tier code 0 non-spot / 1 spot) choices, cheapest first, ties to the
+    lower index: what its whole horizon's demand adds to the bill of the ``pools`` already placed
+    ((offering, tier) -> service -> replicas per period; none by default), their replicas and its own
+    packed together (:func:`pool_nodes`). On spot, the added nodes as used; off spot, the added
+    :func:`_nonspot_usd`, the fleet's reservations held and the best commitment level counted.
+
+    How a user picks an instance type for a service: by its price over the year's forecast beside the
+    services already running (so services pool where pooling pays), the reservations held and new
+    commitments included; the service then stays there. Owned nodes are no choice (peers are
+    cloud-only)."""
+    demand = sets.demand[i].astype(float)
+    held = sets.committed({})
+    pools = pools or {}
+    p = sets.period_hours
+    ranked: list[tuple[float, int, int]] = []
+    for o in sets.eligible(i):
+        offering = sets.offerings[o]
+        if offering.on_demand_usd_h is None:
+            continue
+        tiers = [0, 1] if allow_spot and offering.spot_usd_h is not None else [0]
+        for t in tiers:
+            there = dict(pools.get((o, t), {}))
+            before = pool_nodes(sets, o, there, packed) if there else np.zeros_like(demand)
+            there[i] = there[i] + demand if i in there else demand
+            after = pool_nodes(sets, o, there, packed)
+            if t:
+                added = float((after - before).sum()) * (offering.spot_usd_h or 0.0) * p
+            else:
+                added = _nonspot_usd(sets, o, after, held[o]) - _nonspot_usd(sets, o, before, held[o])
+            ranked.append((added, o, t))
+    ranked.sort()
+    # one tier per offering: the cheaper of the two stands for it
+    seen: set[int] = set()
+    result: list[tuple[int, int]] = []
+    for _cost, o, t in ranked:
+        if o not in seen:
+            seen.add(o)
+            result.append((o, t))
+    return result
+
+
+def _room(sets: PlanningSets) -> np.ndarray:
+    """Nodes each offering can still supply per period (``max_nodes``; inf where unlimited)."""
+    periods = sets.scenario.horizon.periods
+    limits = [math.inf if off.max_nodes is None else float(off.max_nodes) for off in sets.offerings]
+    return np.repeat(np.array(limits, dtype=float)[:, None], periods, axis=1)
+
+
+def fleet_usage(sets: PlanningSets, allow_spot: bool, packed: bool = True) -> Usage:
+    """The usage of a fleet a competent user runs without a planner (module docstring).
+
+    Each service, in the scenario's order, stays on the first offering of :func:`service_ranking` (what
+    it adds to the bill of the services placed before it) for the horizon; in a period where that
+    offering has no room left (``max_nodes``, counted in the service's own whole nodes, which packing
+    can only lower), the replicas beyond it overflow to the next offering of its ranking, and so on.
+    Replicas on one offering and tier are then packed (MIG slices of all services, then whole GPUs,
+    ``pool_nodes``). Each training run starts at its window's start on its
+    cheapest option (offering and tier, spot while ``max_spot_share`` has room) whose offering has room
+    for the whole gang while it runs; a run with no such option is listed in ``unplaced_runs``.
+    """
+    room = _room(sets)
+    pools: dict[tuple[int, int], dict[int, np.ndarray]] = defaultdict(dict)
+    unserved = 0.0
+    for i, service in enumerate(sets.services):
+        left = sets.demand[i].astype(float)
+        for o, t in service_ranking(sets, i, allow_spot and not service.latency_critical, pools, packed):
+            if not left.any():
+                break
+            per_node = sets.replicas_per_node[(i, o)]
+            fits = np.minimum(left, np.floor(room[o] * per_node + 1e-9))
+            if fits.any():
+                pools[(o, t)][i] = fits
+                nodes = np.ceil(fits / per_node - 1e-9)
+                room[o] -= nodes
+                left = left - fits
+        unserved += float(left.sum()) * sets.period_hours
+    usage = _pooled(sets, pools, packed)
+    usage.unserved_replica_hours = unserved
+    # training where the inference pools leave room: the packed nodes, not the services' own
+    room = _room(sets) - usage.nonspot - usage.spot
+    share_left = _spot_share(sets, allow_spot)
+    for r, run in enumerate(sets.runs):
+        gpu_hours = run.gpus * run.job.hours
+        spot_ok = allow_spot and gpu_hours <= share_left
+        start = run.first_period
+        placed = False
+        for cost, length, o, kind in _training_choices(sets, r, spot_ok):
+            window = slice(start, start + length)
+            if (room[o, window] < run.job.nodes - 1e-9).any():
+                continue
+            room[o, window] -= run.job.nodes
+            if kind == Capacity.SPOT:
+                share_left -= gpu_hours
+                usage.spot_training_usd += cost
+            else:
+                usage.nonspot[o, window] += run.job.nodes
+            usage.team_gpus[run.job.team][window] += run.gpus
+            placed = True
+            break
+        if not placed and any(option.run == r for option in sets.options):
+            usage.unplaced_runs.append(f"{run.name} #{run.run}" if run.run else run.name)
+    return usage
 
 
 # ---- billing ---------------------------------------------------------------------------------------
@@ -549,12 +735,13 @@ def _savings_plan_peer(sets: PlanningSets, usage: Usage) -> Peer | None:
     return Peer(
         name=f"savings plan lookback {days} d, {group.kind.removeprefix('savings-plan-')} {term}",
         policy="savings_plan",
+        usage="fleet",
         total_usd=total,
         obligation_beyond_horizon_usd=beyond,
         how=f"cloud savings-plan recommendation: {group.name} at ${level:,.3f}/h, the commitment with the "
         f"largest saving over the first {days} d of the forecast (billed by the rule, best savings first), "
         f"bought at the start; best of {'/'.join(map(str, LOOKBACK_DAYS))} d x {len(starting)} kinds, terms "
-        "and scopes; the rest on demand, spot as the per-launch policy uses it",
+        "and scopes; on the fleet (one offering per service), the rest on demand, spot as the fleet uses it",
     )
 
 
@@ -564,6 +751,7 @@ def _peer(sets: PlanningSets, priced: _Priced, how: str) -> Peer:
     return Peer(
         name=priced.name,
         policy=priced.policy,
+        usage="fleet",
         total_usd=priced.total,
         obligation_beyond_horizon_usd=priced.beyond,
         commitments=[
@@ -571,20 +759,34 @@ def _peer(sets: PlanningSets, priced: _Priced, how: str) -> Peer:
             for (o, k), n in sorted(priced.commits.items())
             if n > 0
         ],
-        how=how + "; the rest on demand, spot as the per-launch policy uses it",
+        how=how + "; on the fleet (one offering per service), the rest on demand, spot as the fleet uses it",
     )
 
 
+def _fleet_gaps(usage: Usage) -> str:
+    """What the fleet could not place for lack of capacity, for a peer's ``how`` ("" when nothing)."""
+    parts = []
+    if usage.unserved_replica_hours > 0:
+        parts.append(f"{usage.unserved_replica_hours:,.0f} replica-hours found no offering with room")
+    if usage.unplaced_runs:
+        parts.append(f"no room at its window's start for {', '.join(usage.unplaced_runs)}")
+    return f"; max_nodes: {'; '.join(parts)} (left out of its cost)" if parts else ""
+
+
 def compute_baselines(sets: PlanningSets) -> Baselines:
-    """All on-demand, per-launch cheapest and the committing peers (module docstring), with notes."""
+    """The two references (all on-demand, per-period cheapest) and the peers a user can run on the fleet
+    usage (module docstring), with notes; ``best_peer`` is the cheapest of the latter."""
     on_demand = per_launch_usage(sets, allow_spot=False)
     od_usage, _ = bill(sets, on_demand, {})
     od_top_up = guarantee_top_up(sets, on_demand.team_gpus)
     greedy = per_launch_usage(sets, allow_spot=True)
     greedy_usage, _ = bill(sets, greedy, {})
     greedy_total = greedy_usage + guarantee_top_up(sets, greedy.team_gpus)
+    fleet = fleet_usage(sets, allow_spot=True)
+    fleet_usage_usd, _ = bill(sets, fleet, {})
     guaranteed = any(t.guaranteed_gpus > 0 for t in sets.scenario.teams)
     keeps = "; idle on-demand GPUs held for team guarantees" if guaranteed else ""
+    gaps = _fleet_gaps(fleet)
     peers = [
         Peer(
             name="all on-demand",
@@ -594,22 +796,39 @@ def compute_baselines(sets: PlanningSets) -> Baselines:
             f"MIG packing, no commitments{keeps}",
         ),
         Peer(
-            name="per-launch cheapest",
+            name=PER_PERIOD_PEER,
             policy="greedy",
             total_usd=greedy_total,
-            how="cheapest tier and offering per workload and period (spot where allowed), whole nodes with "
-            f"MIG packing, no commitments{keeps}",
+            how="a lower reference, not a policy a fleet runs: cheapest tier and offering per workload and "
+            f"period (a service hops between offerings), whole nodes with MIG packing, no commitments{keeps}",
         ),
-        *_committing_peers(sets, greedy),
+        Peer(
+            name=FLEET_PEER,
+            policy="greedy",
+            usage="fleet",
+            total_usd=fleet_usage_usd + guarantee_top_up(sets, fleet.team_gpus),
+            how="each service on its cheapest offering and tier over the horizon (overflow to the next where "
+            "max_nodes runs out), MIG slices packed, training at its window's start on its cheapest option, "
+            f"no commitments{keeps}{gaps}",
+        ),
+        *_committing_peers(sets, fleet),
     ]
-    plan_peer = _savings_plan_peer(sets, greedy)
+    plan_peer = _savings_plan_peer(sets, fleet)
     if plan_peer is not None:
         peers.append(plan_peer)
-    committing = [p for p in peers if p.policy in ("lookback", "coverage", "savings_plan")]
-    best = min(committing, key=lambda p: p.total_usd) if committing else None
+    if gaps:
+        for peer in peers[3:]:
+            peer.how += gaps
+    runnable = [p for p in peers if p.usage == "fleet"]
+    best = min(runnable, key=lambda p: p.total_usd) if runnable else None
     notes = [
-        "peers run the per-launch usage: cheapest eligible offering per workload and period, training at its "
-        "earliest start, replicas packed per offering and period (MIG slices, then whole nodes)",
+        "the peers a user can run (the best of them is the headline's best peer) run the fleet usage: each "
+        "service stays on one offering for the horizon, where its forecast adds least to the services "
+        "placed before it (reservations held and the best commitment level counted), overflowing where "
+        "max_nodes runs out; replicas on one offering packed (MIG slices, then whole nodes); each training "
+        "run at its window's start on its cheapest offering and tier with room",
+        f"all on-demand and {PER_PERIOD_PEER} put every workload on its cheapest offering per period: lower "
+        "references (all on-demand stays the conservative headline reference), not policies a fleet runs",
         "lookback and coverage peers: the first L days of the horizon's forecast stand in for the last L "
         "days of history; the commitment chosen is billed over the whole horizon",
         "billing: committed nodes cover any non-spot node of their offering each period; usage above is "
@@ -620,7 +839,10 @@ def compute_baselines(sets: PlanningSets) -> Baselines:
             "all on-demand holds idle on-demand GPUs to honour team guarantees (without commitments the only "
             f"way to honour one); without that rule it costs {_usd(od_usage)}"
         )
-    notes.append("peers are cloud-only and ignore max_nodes and burst caps: reference prices, not plans")
+    notes.append(
+        "peers are cloud-only and ignore burst caps; only the fleet usage honours max_nodes: reference "
+        "prices, not plans"
+    )
     return Baselines(
         all_on_demand_usd=od_usage + od_top_up,
         greedy_usd=greedy_total,

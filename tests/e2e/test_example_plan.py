@@ -46,6 +46,10 @@ def test_example_meets_the_bar(planned):
     assert solver["status"] == ("optimal" if solver["gap"] <= 0.005 else "feasible")
     assert solver["bound_usd"] <= plan["costs"]["total_usd"] + 1e-6
     assert plan["costs"]["total_usd"] < plan["baselines"]["all_on_demand_usd"]
+    # never dearer than a peer a user can run (issue 39.5), the best of which the README quotes
+    fleet = [p for p in plan["baselines"]["peers"] if p["usage"] == "fleet"]
+    assert plan["baselines"]["best_peer"] in {p["name"] for p in fleet}
+    assert all(plan["costs"]["total_usd"] <= p["total_usd"] + 1e-6 for p in fleet)
 
 
 def test_example_covers_every_hour(planned):

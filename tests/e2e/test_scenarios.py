@@ -189,6 +189,12 @@ def test_scenario_plans_to_its_outcome(name: str, planned: Callable[..., Planned
     committed = sum(c["cost_in_horizon_usd"] for c in [*plan["commitments"], *plan["savings_plans"]])
     assert costs["total_usd"] == pytest.approx(rows["cost_usd"].sum() + committed, rel=1e-6)
     assert costs["total_usd"] < plan["baselines"]["all_on_demand_usd"]
+    # never dearer than a peer a user can run (issue 39.5: one offering per service, MIG packed, the
+    # cloud's recommendations on that fleet); the best peer is one of them, never the per-period one
+    fleet = {p["name"]: p["total_usd"] for p in plan["baselines"]["peers"] if p["usage"] == "fleet"}
+    assert plan["baselines"]["best_peer"] in fleet
+    over = {name: total for name, total in fleet.items() if costs["total_usd"] > total + EPS}
+    assert not over, f"plan ${costs['total_usd']:,.0f} above {over}"
     assert plan["commitments"] or plan["savings_plans"], "steady demand: the plan should commit to some"
     critical = {s["name"] for s in plan["inputs"]["inference"] if s["latency_critical"]}
     on_spot = set(rows.loc[rows["tier"] == "spot", "workload"])

@@ -15,6 +15,7 @@ import pytest
 from models.catalog import Catalog
 from models.scenario import parse
 from planner.planning.baselines import (
+    FLEET_PEER,
     Usage,
     bill,
     compute_baselines,
@@ -252,12 +253,18 @@ def test_a_peer_that_buys_nothing_pays_the_per_launch_price(tmp_path: Path, kit)
 
 
 def test_no_terms_no_committing_peer(tmp_path: Path, kit) -> None:
+    """Nothing to commit to: the best peer a user can run is the fleet without commitments."""
     kit.write_demand_csv(tmp_path / "demand.csv", [2] * 24)
     sets = _sets(tmp_path, kit, _one_offering(kit), hours=24, terms=[], inference=[_node_service()])
     baselines = compute_baselines(sets)
-    assert baselines.best_peer is None
-    assert [p.policy for p in baselines.peers] == ["all_on_demand", "greedy"]
+    assert baselines.best_peer == FLEET_PEER
+    assert [(p.policy, p.usage) for p in baselines.peers] == [
+        ("all_on_demand", "per_period"),
+        ("greedy", "per_period"),
+        ("greedy", "fleet"),
+    ]
     assert baselines.all_on_demand_usd == pytest.approx(2 * 24 * C_OD)
+    assert baselines.peer(FLEET_PEER).total_usd == pytest.approx(2 * 24 * C_OD)  # type: ignore[union-attr]
 
 
 def test_whole_gpu_replicas_share_nodes(tmp_path: Path, kit) -> None:

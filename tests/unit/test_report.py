@@ -632,6 +632,7 @@ def _with_peers(plan: PlanDocument, best_usd: float) -> None:
         Peer(
             name="lookback 30 d, 3y",
             policy="lookback",
+            usage="fleet",
             total_usd=best_usd,
             obligation_beyond_horizon_usd=1234.0,
             commitments=[
@@ -671,8 +672,10 @@ def test_headline_compares_with_the_best_peer_and_all_on_demand(plan_and_alloc: 
         f"${round(saving):,} (20.0%)",
         "3 x aws:us-east-1:p5.48xlarge 3y",
         "$1,234",
+        "one offering per service (a user can run it)",
     ]
     assert section.count("| per-launch cheapest |") == 1 and "MORE" not in section
+    assert section.count("cheapest offering per period (a reference)") == 2  # all on-demand, per-launch
     assert "lookback 30 d, 3y (best)" in render_html(plan, alloc)
 
 

@@ -273,14 +273,21 @@ def _comparisons(plan: PlanDocument) -> list[tuple[str, float, str | None]]:
     return result
 
 
+#: The peer table's "Runs" column: what each usage is (planner/planning/baselines.py, issue 39).
+PEER_RUNS = {
+    "fleet": "one offering per service (a user can run it)",
+    "per_period": "cheapest offering per period (a reference)",
+}
+
+
 def _peer_table(plan: PlanDocument) -> Table | None:
     """Every peer: its cost, what this plan saves against it, what it commits and still owes after."""
     baselines, total = plan.baselines, plan.costs.total_usd
     if not baselines.peers:
         return None
     table = Table(
-        ["Peer", "Cost", "Plan saves", "Commitments bought", "Owed after horizon"],
-        [False, True, True, False, True],
+        ["Peer", "Cost", "Plan saves", "Commitments bought", "Owed after horizon", "Runs"],
+        [False, True, True, False, True, False],
     )
     for peer in baselines.peers:
         saving = peer.total_usd - total
@@ -288,7 +295,8 @@ def _peer_table(plan: PlanDocument) -> Table | None:
         bought = "; ".join(f"{c.nodes} x {c.offering} {c.term}" for c in peer.commitments) or "none"
         name = f"{peer.name} (best)" if peer.name == baselines.best_peer else peer.name
         owed = fmt_usd(peer.obligation_beyond_horizon_usd)
-        table.rows.append([name, fmt_usd(peer.total_usd), fmt_usd(saving) + share, bought, owed])
+        runs = PEER_RUNS[peer.usage]
+        table.rows.append([name, fmt_usd(peer.total_usd), fmt_usd(saving) + share, bought, owed, runs])
     return table
 
 
