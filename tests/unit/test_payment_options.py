@@ -1,0 +1,140 @@
+"""Payment options for commitments (issue 38 point 2): no, partial or all upfront, each purchase paid the way
+its term costs least, under an optional cash limit per month or quarter; plan.json v2 says how each is paid
+and the cash per calendar month; ``gpuplan verify`` checks the fees, the months and the limit. Every figure
+by closed form or by brute force."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from models.errors import InputError
+from models.inputs import Inputs, load_inputs
+from models.plan import SCHEMA, Plan, read_document
+from models.priceterms import PriceTerm, terms_path_for, write_terms
+from models.tiers import HOURS_PER_YEAR
+from planner.planning.optimize import SolveSettings, optimize
+from planner.verify import verify
+
+P5 = "aws:us-east-1:p5.48xlarge"
+HOURS = 48
+START = "2027-01-04T00:00:00Z"
+NODES = 3  # a flat load of 3 nodes
+OD, NO_UPFRONT = 10.0, 6.0  # on demand and the 1y rate paid by the hour, USD per node-hour
+CHAT = {"name": "chat", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+        "latency_critical": True, "replicas": {"profile": "flat", "base": NODES}}  # fmt: skip
+OLD_PLAN = Path(__file__).resolve().parents[1] / "data" / "plan-v1-e142793"
+
+
+def _term(payment: str, usd_h: float, upfront: float) -> PriceTerm:
+    return PriceTerm(P5, "reserved-instance", 1, "standard", payment, usd_h, upfront, "", "test",  # type: ignore[arg-type]
+                     datetime(2026, 12, 1, tzinfo=UTC), "assumed")  # fmt: skip
+
+
+def _inputs(kit: Any, directory: Path, terms: list[PriceTerm], cap: dict[str, Any] | None = None) -> Inputs:
+    """p5 at $10/h on demand and $6/h on a 1y term paid by the hour, the upfront options ``terms``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = kit.write_catalog_csv(
+        directory / "catalog.csv", [kit.offering_row(on_demand_usd_h=OD, reserved_1y_usd_h=NO_UPFRONT)]
+    )
+    write_terms(terms, terms_path_for(path))
+    data = kit.scenario_dict(hours=HOURS, start=START, inference=[CHAT], terms=["1y"], max_spot_share=0)
+    data["purchase"]["schedule"] = "horizon"
+    if cap is not None:
+        data["purchase"]["max_upfront_usd"] = cap
+    return load_inputs(kit.write_scenario_yaml(directory / "s.yaml", data))
+
+
+def _plan(inputs: Inputs) -> Plan:
+    return optimize(inputs.scenario, inputs.catalog, inputs.base_dir, SolveSettings(time_limit=30))
+
+
+def _effective(usd_h: float, upfront: float) -> float:
+    return usd_h + upfront / HOURS_PER_YEAR
+
+
+@pytest.mark.parametrize(("all_upfront_effective", "chosen"), [(5.0, "all-upfront"), (7.0, "no-upfront")])
+def test_without_a_limit_each_purchase_takes_the_lowest_effective_rate(
+    kit, tmp_path: Path, all_upfront_effective: float, chosen: str
+) -> None:
+    """One offering, a flat load of 3 nodes: the plan buys 3 nodes on 1y, all upfront exactly when its fee
+    spread over the term's hours is below the $6/h paid by the hour; cost = 3 x effective x hours; the fee
+    is cash in the month of purchase."""
+    fee = all_upfront_effective * HOURS_PER_YEAR
+    inputs = _inputs(kit, tmp_path, [_term("all-upfront", 0.0, fee)])
+    plan = _plan(inputs)
+    doc = plan.document
+    assert doc.schema_ == SCHEMA == "gpuplan.plan/v2"
+    (commitment,) = [c for c in doc.commitments if not c.existing]
+    rate = min(all_upfront_effective, NO_UPFRONT)
+    assert (commitment.nodes, commitment.payment) == (NODES, chosen)
+    assert commitment.usd_per_node_hour == pytest.approx(rate)
+    assert doc.costs.total_usd == pytest.approx(NODES * rate * HOURS)
+    upfront = NODES * fee if chosen == "all-upfront" else 0.0
+    hourly = 0.0 if chosen == "all-upfront" else NO_UPFRONT
+    assert commitment.upfront_usd == pytest.approx(upfront / NODES)
+    (january,) = doc.costs.cash_by_month or []
+    assert january.month == "2027-01"
+    assert january.cost_usd == pytest.approx(doc.costs.total_usd)
+    assert january.upfront_usd == pytest.approx(upfront)
+    assert january.recurring_usd == pytest.approx(NODES * hourly * HOURS)
+    assert verify(inputs, plan).total == 0
+
+
+# partial upfront: $3/h and a fee of $2.4 x 8760 (effective $5.4/h); all upfront: effective $5/h
+PARTIAL = (3.0, 2.4 * HOURS_PER_YEAR)
+ALL = (0.0, 5.0 * HOURS_PER_YEAR)
+
+
+def _brute_force(cap: float) -> tuple[float, dict[str, int]]:
+    """Every way to pay 3 nodes with a, q, n nodes all, partial, no upfront: the cheapest whose fees fit."""
+    best: tuple[float, dict[str, int]] | None = None
+    for a, q in itertools.product(range(NODES + 1), repeat=2):
+        if a + q > NODES or a * ALL[1] + q * PARTIAL[1] > cap:
+            continue
+        rate = a * _effective(*ALL) + q * _effective(*PARTIAL) + (NODES - a - q) * NO_UPFRONT
+        if best is None or rate < best[0] - 1e-9:
+            split = {"all-upfront": a, "partial-upfront": q, "no-upfront": NODES - a - q}
+            best = (rate, {k: v for k, v in split.items() if v})
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("cap", [0.0, 30_000.0, 50_000.0, 70_000.0, 100_000.0, 1e6])
+def test_a_monthly_limit_splits_the_purchase_as_brute_force_does(kit, tmp_path: Path, cap: float) -> None:
+    """With a cash limit per month the 3 nodes are split among the options as the cheapest split whose
+    fees fit (brute force over every split); the cost is that split's amortized rates, the cash its fees."""
+    rate, split = _brute_force(cap)
+    inputs = _inputs(kit, tmp_path, [_term("partial-upfront", *PARTIAL), _term("all-upfront", *ALL)],
+                     cap={"per": "month", "usd": cap})  # fmt: skip
+    plan = _plan(inputs)
+    doc = plan.document
+    bought = {c.payment: c.nodes for c in doc.commitments if not c.existing}
+    assert bought == split
+    assert doc.costs.total_usd == pytest.approx(rate * HOURS)
+    fees = sum(c.nodes * c.upfront_usd for c in doc.commitments)
+    assert fees <= cap + 1e-6
+    (january,) = doc.costs.cash_by_month or []
+    assert january.upfront_usd == pytest.approx(fees)
+    names = [c.name for c in doc.commitments]
+    assert len(set(names)) == len(names)
+    assert set(plan.allocations["commitment"]) - {""} <= set(names)
+    assert verify(inputs, plan).total == 0
+
+
+def test_a_v1_plan_still_loads(tmp_path: Path) -> None:
+    """Plans written before payment options (schema v1) load: every commitment paid by the hour, no cash."""
+    document = read_document(OLD_PLAN / "plan.json")
+    assert document.schema_ == "gpuplan.plan/v1"
+    assert all(c.payment == "no-upfront" and c.upfront_usd == 0 for c in document.commitments)
+    assert document.costs.cash_by_month is None
+    data = json.loads((OLD_PLAN / "plan.json").read_text(encoding="utf-8"))
+    data["schema"] = "gpuplan.plan/v9"
+    (tmp_path / "plan.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match=r"gpuplan\.plan/v2' or 'gpuplan\.plan/v1'"):
+        read_document(tmp_path / "plan.json")
