@@ -798,7 +798,10 @@ def _plan_json(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
             "plan.json: costs.total_usd: 'a lot' is not a number",
         ),
         (lambda d: d["baselines"].update(greedy=1.0), "plan.json: baselines.greedy: Extra inputs"),
-        (lambda d: d.update(schema="gpuplan.plan/v0"), "this gpuplan reads schema 'gpuplan.plan/v2' or 'gpuplan.plan/v1'"),
+        (
+            lambda d: d.update(schema="gpuplan.plan/v0"),
+            "this gpuplan reads schema 'gpuplan.plan/v2' or 'gpuplan.plan/v1'",
+        ),
     ],
 )
 def test_the_contract_rejects_a_bad_plan_json(
