@@ -18,6 +18,7 @@ from models.inputs import Inputs, load_inputs
 from models.plan import SCHEMA, Plan, read_document
 from models.priceterms import PriceTerm, terms_path_for, write_terms
 from models.tiers import HOURS_PER_YEAR
+from planner.planning.monthly import cash_by_month
 from planner.planning.optimize import SolveSettings, optimize
 from planner.verify import verify
 
@@ -138,3 +139,110 @@ def test_a_v1_plan_still_loads(tmp_path: Path) -> None:
     (tmp_path / "plan.json").write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(InputError, match=r"gpuplan\.plan/v2' or 'gpuplan\.plan/v1'"):
         read_document(tmp_path / "plan.json")
+
+
+# ---- cash across months, the limit per window, and verify ----------------------------------------------
+
+LATE_JANUARY = "2027-01-30T00:00:00Z"  # 48 h of January, then 48 h of February
+
+
+def _stepped(kit: Any, directory: Path, cap: dict[str, Any] | None) -> Inputs:
+    """3 nodes in the last 48 h of January, 5 in the first 48 h of February; purchases monthly; 1y at $6/h
+    by the hour or all upfront at an effective $5/h."""
+    inputs = _inputs(kit, directory, [_term("all-upfront", *ALL)], cap=cap)
+    kit.write_demand_csv(directory / "demand.csv", [NODES] * 48 + [5] * 48)
+    data = kit.scenario_dict(
+        hours=96, start=LATE_JANUARY, inference=[{**CHAT, "replicas": {"csv": "demand.csv"}}], terms=["1y"],
+        max_spot_share=0,
+    )  # fmt: skip
+    data["purchase"]["schedule"] = "monthly"
+    if cap is not None:
+        data["purchase"]["max_upfront_usd"] = cap
+    del inputs
+    return load_inputs(kit.write_scenario_yaml(directory / "s.yaml", data))
+
+
+def _by_hand(commitments: list[tuple[str, str, int]]) -> dict[str, tuple[float, float, float]]:
+    """Month -> (cost, upfront, recurring) of purchases (month bought, payment, nodes), each serving from its
+    month's first hour in the horizon to the horizon's end: 96 h from January 30, 48 h from February 1."""
+    months = {"2027-01": [0.0, 0.0, 0.0], "2027-02": [0.0, 0.0, 0.0]}
+    for bought, payment, nodes in commitments:
+        hourly, fee = (0.0, ALL[1]) if payment == "all-upfront" else (NO_UPFRONT, 0.0)
+        effective = _effective(hourly, fee)
+        months[bought][1] += nodes * fee
+        for month in months if bought == "2027-01" else ["2027-02"]:
+            months[month][0] += nodes * effective * 48
+            months[month][2] += nodes * hourly * 48
+    return {m: (c, u, r) for m, (c, u, r) in months.items()}
+
+
+@pytest.mark.parametrize(("cap", "all_upfront"), [(50_000.0, {"2027-01": 1, "2027-02": 1}),
+                                                  (100_000.0, {"2027-01": 2, "2027-02": 2}),
+                                                  (200_000.0, {"2027-01": 3, "2027-02": 2})])  # fmt: skip
+def test_cash_per_month_equals_a_sum_by_hand(kit, tmp_path: Path, cap: float, all_upfront: dict) -> None:
+    """A monthly limit of ``cap``: each month's purchase pays floor(cap / fee) nodes all upfront (at most its
+    nodes), the rest by the hour; plan.json's cash per month equals the sum by hand, month by month, and
+    its costs add up to the total."""
+    inputs = _stepped(kit, tmp_path, {"per": "month", "usd": cap})
+    plan = _plan(inputs)
+    doc = plan.document
+    bought = [((c.start or doc.horizon.start).strftime("%Y-%m"), c.payment, c.nodes) for c in doc.commitments]
+    got = {month: sum(n for m, p, n in bought if m == month and p == "all-upfront") for month in all_upfront}
+    assert got == all_upfront
+    assert sum(n for m, _p, n in bought if m == "2027-01") == NODES and sum(n for *_x, n in bought) == 5
+    expected = _by_hand(bought)
+    cash = doc.costs.cash_by_month or []
+    assert [m.month for m in cash] == ["2027-01", "2027-02"]
+    for month in cash:
+        cost, upfront, recurring = expected[month.month]
+        assert (month.cost_usd, month.upfront_usd, month.recurring_usd) == pytest.approx(
+            (cost, upfront, recurring)
+        )
+        assert month.cash_usd == pytest.approx(upfront + recurring)
+    assert sum(m.cost_usd for m in cash) == pytest.approx(doc.costs.total_usd)
+    assert verify(inputs, plan).total == 0
+
+
+def test_a_quarterly_limit_counts_both_months_together(kit, tmp_path: Path) -> None:
+    """January and February are one quarter: a limit of one fee a quarter pays one node all upfront in all."""
+    inputs = _stepped(kit, tmp_path, {"per": "quarter", "usd": 50_000.0})
+    doc = _plan(inputs).document
+    assert sum(c.nodes for c in doc.commitments if c.payment == "all-upfront") == 1
+    assert sum(c.nodes * c.upfront_usd for c in doc.commitments) == pytest.approx(ALL[1])
+
+
+def _kinds(inputs: Inputs, plan: Plan) -> set[str]:
+    return {group.kind for group in verify(inputs, plan).summary()}
+
+
+def test_verify_finds_a_fee_the_catalog_does_not_charge(kit, tmp_path: Path) -> None:
+    """A purchase's fee halved (its cash re-counted, so only the fee is wrong): payment."""
+    inputs = _stepped(kit, tmp_path, {"per": "month", "usd": 50_000.0})
+    plan = _plan(inputs)
+    doc = plan.document
+    k = next(k for k, c in enumerate(doc.commitments) if c.payment == "all-upfront")
+    doc.commitments[k] = doc.commitments[k].model_copy(update={"upfront_usd": ALL[1] / 2})
+    doc.costs.cash_by_month = cash_by_month(plan)
+    assert _kinds(inputs, plan) == {"payment"}
+
+
+def test_verify_finds_fees_above_the_limit(kit, tmp_path: Path) -> None:
+    """The plan made under a $100,000 monthly limit, checked against one of $50,000: upfront-cap."""
+    plan = _plan(_stepped(kit, tmp_path / "a", {"per": "month", "usd": 100_000.0}))
+    assert _kinds(_stepped(kit, tmp_path / "b", {"per": "month", "usd": 50_000.0}), plan) == {"upfront-cap"}
+
+
+def test_verify_finds_cash_in_the_wrong_month(kit, tmp_path: Path) -> None:
+    """February's fee moved to January in cash_by_month: cash-month."""
+    inputs = _stepped(kit, tmp_path, {"per": "month", "usd": 50_000.0})
+    plan = _plan(inputs)
+    january, february = plan.document.costs.cash_by_month or []
+    moved = february.upfront_usd
+    assert moved > 0
+    plan.document.costs.cash_by_month = [
+        january.model_copy(
+            update={"upfront_usd": january.upfront_usd + moved, "cash_usd": january.cash_usd + moved}
+        ),
+        february.model_copy(update={"upfront_usd": 0.0, "cash_usd": february.cash_usd - moved}),
+    ]
+    assert _kinds(inputs, plan) == {"cash-month"}
