@@ -18,6 +18,7 @@ from models.inputs import Inputs, load_inputs
 from models.plan import SCHEMA, Plan, read_document
 from models.priceterms import PriceTerm, terms_path_for, write_terms
 from models.tiers import HOURS_PER_YEAR
+from planner.outputs.reports.plan import render_html, render_markdown
 from planner.planning.monthly import cash_by_month
 from planner.planning.optimize import SolveSettings, optimize
 from planner.verify import verify
@@ -246,3 +247,19 @@ def test_verify_finds_cash_in_the_wrong_month(kit, tmp_path: Path) -> None:
         february.model_copy(update={"upfront_usd": 0.0, "cash_usd": february.cash_usd - moved}),
     ]
     assert _kinds(inputs, plan) == {"cash-month"}
+
+
+def test_the_report_shows_cash_beside_cost_per_month(kit, tmp_path: Path) -> None:
+    """The report's month table: cost and cash of each calendar month, the fees where they are paid; a
+    purchase's term says how it is paid. A v1 plan has no such table."""
+    plan = _plan(_stepped(kit, tmp_path, {"per": "month", "usd": 50_000.0}))
+    md = render_markdown(plan.document, plan.allocations)
+    january, february = plan.document.costs.cash_by_month or []
+    assert "### Cost and cash per month" in md
+    assert "| month | cost | upfront fees | hourly charges | cash out |" in md
+    assert f"| 2027-01 | ${round(january.cost_usd):,} | ${round(january.upfront_usd):,} |" in md
+    assert f"| 2027-02 | ${round(february.cost_usd):,} | ${round(february.upfront_usd):,} |" in md
+    assert "| 1y, all upfront |" in md
+    assert "Cost and cash per month" in render_html(plan.document, plan.allocations)
+    old = Plan.read(OLD_PLAN)
+    assert "Cost and cash per month" not in render_markdown(old.document, old.allocations)
