@@ -560,7 +560,10 @@ def _commitments(sets: PlanningSets, commits: dict[int, int], allocations: pd.Da
 def _payment_source(column: CommitColumn) -> str:
     """Where a bought column's payment option comes from, with its basis (quoted, assumed)."""
     option = next((o for o in column.options if o.payment == column.payment), None)
-    return "" if option is None else f"{option.basis}: {option.source}"
+    if option is None or not option.source:
+        return ""  # paid by the hour: the catalog's price, whose provenance plan.json's prices give
+    said = option.source.startswith(f"{option.basis}:")
+    return option.source if said else f"{option.basis}: {option.source}"
 
 
 def _offering_record(o: Offering) -> OfferingRecord:

@@ -241,7 +241,7 @@ def payment_options(terms: Iterable[PriceTerm], offering: Offering, years: int) 
     if price is None:
         return ()
     hours = years * HOURS_PER_YEAR
-    found = [PaymentOption("no-upfront", price, 0.0, hours, "the catalog's rate, paid by the hour")]
+    found = [PaymentOption("no-upfront", price, 0.0, hours)]  # the catalog's price, its provenance in prices
     upfront: dict[str, PriceTerm] = {}
     for t in terms:
         if (
