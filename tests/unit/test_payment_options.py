@@ -263,3 +263,19 @@ def test_the_report_shows_cash_beside_cost_per_month(kit, tmp_path: Path) -> Non
     assert "Cost and cash per month" in render_html(plan.document, plan.allocations)
     old = Plan.read(OLD_PLAN)
     assert "Cost and cash per month" not in render_markdown(old.document, old.allocations)
+
+
+def test_the_hourly_method_splits_as_the_staged_one(kit, tmp_path: Path) -> None:
+    """The split is the shared finishing path's: the hourly method pays January's 3 nodes and February's 2 as
+    the staged method does under a $50,000 monthly limit (one all upfront each month)."""
+    inputs = _stepped(kit, tmp_path, {"per": "month", "usd": 50_000.0})
+    plans = [
+        optimize(
+            inputs.scenario, inputs.catalog, inputs.base_dir, SolveSettings(time_limit=30, method=method)
+        )
+        for method in ("staged", "hourly")
+    ]
+    paid = [sorted((c.name, c.nodes) for c in plan.document.commitments) for plan in plans]
+    assert paid[0] == paid[1]
+    assert sum(n for name, n in paid[1] if name.endswith("/all-upfront")) == 2
+    assert verify(inputs, plans[1]).total == 0
