@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from models.catalog import Offering
 from models.plan import Commitment
 from models.priceterms import NODE_SHAPED_KINDS
@@ -113,11 +115,16 @@ def check_cash(ctx: Context, findings: Findings) -> None:
             if overlap > 0:
                 into[key] += amount * overlap / (last - first)
 
+    # the rows: each period's cost over its hours, summed per month (whole-hour month bounds)
     by_period = ctx.plan.allocations.groupby("period")["cost_usd"].sum()
+    per_hour = np.zeros(horizon.hours)
     for period, usd in by_period.items():
         first = int(period) * p  # type: ignore[call-overload]
-        spread(first, first + p, float(usd), cost)
-        spread(first, first + p, float(usd), cash)
+        per_hour[first : first + p] += float(usd) / p
+    for key, h0, h1 in bounds:
+        usage = float(per_hour[int(h0) : int(h1)].sum())
+        cost[key] += usage
+        cash[key] += usage
     for c in doc.commitments:
         begin = 0.0 if c.start is None else horizon.hour_of(c.start)
         end = float(horizon.hours) if c.end is None else horizon.hour_of(c.end)
