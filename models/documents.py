@@ -36,8 +36,10 @@ def validation_error(path: str | Path | None, schema: str, exc: ValidationError)
     return InputError(path, where, f"{first['msg']} for schema {schema}{more}")
 
 
-def read_json_document(path: str | Path, model: type[M], schema: str, made_by: str) -> M:
-    """``path`` validated as ``model`` (schema ``schema``); ``made_by`` is the command that writes it."""
+def read_json_document(path: str | Path, model: type[M], schema: str | tuple[str, ...], made_by: str) -> M:
+    """``path`` validated as ``model`` (schema ``schema``, or any of them: the first is the one written);
+    ``made_by`` is the command that writes it."""
+    schemas = (schema,) if isinstance(schema, str) else schema
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -60,19 +62,22 @@ def read_json_document(path: str | Path, model: type[M], schema: str, made_by: s
         raise InputError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise InputError(path, None, f"expected a JSON object, found {_json_kind(data)}")
-    if data.get("schema") != schema:
+    if data.get("schema") not in schemas:
         why = (
             f" (run `{made_by}` again with this version)"
             if "schema" in data
             else f": it has no schema field, so it is not a file `{made_by}` writes (another tool's JSON?)"
         )
         raise InputError(
-            path, "schema", f"this gpuplan reads schema {schema!r}, the file says {data.get('schema')!r}{why}"
+            path,
+            "schema",
+            f"this gpuplan reads schema {' or '.join(repr(s) for s in schemas)}, the file says "
+            f"{data.get('schema')!r}{why}",
         )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise validation_error(path, schema, exc) from None
+        raise validation_error(path, str(data["schema"]), exc) from None
 
 
 def _json_kind(value: object) -> str:

@@ -1,4 +1,8 @@
-"""The plan: what the planner decided, in the files others rely on (``plan-contract.md``, schema v1).
+"""The plan: what the planner decided, in the files others rely on (``plan-contract.md``, schema v2).
+
+Schema v2 (issue 38) adds how each commitment is paid (``payment``, ``upfront_usd``, ``hourly_usd``) and the
+cash flow per calendar month (``costs.cash_by_month``); plans of v1 still load (those fields take their
+defaults: paid by the hour, no cash table).
 
 ``plan.json`` is a :class:`PlanDocument`: typed pydantic models for every part (commitments, training
 placements, unserved demand, costs, baselines, utilization, teams, MIG, solver). The planner builds
@@ -61,9 +65,11 @@ __all__ = [
     "ALLOCATION_COLUMNS",
     "COMMITTED_TIERS",
     "OPTIONAL_ALLOCATION_COLUMNS",
+    "READ_SCHEMAS",
     "SCHEMA",
     "TIERS",
     "Baselines",
+    "CashMonth",
     "Commitment",
     "Costs",
     "MigConfigUse",
@@ -101,7 +107,11 @@ __all__ = [
     "read_document",
 ]
 
-SCHEMA: Final = "gpuplan.plan/v1"
+SCHEMA: Final = "gpuplan.plan/v2"
+#: Schemas this gpuplan reads: its own and v1 (before payment options: every commitment paid by the hour).
+READ_SCHEMAS: Final = ("gpuplan.plan/v2", "gpuplan.plan/v1")
+#: How a commitment is paid (issue 38): by the hour, or part or all of its term at purchase.
+PaymentOption = Literal["no-upfront", "partial-upfront", "all-upfront"]
 ALLOCATION_COLUMNS = [
     "period", "offering", "tier", "workload", "kind", "team", "nodes", "gpus", "replicas", "cost_usd",
     "commitment",
@@ -346,6 +356,26 @@ class Commitment(_PlanPart):
     end_period: Count | None = Field(None, description="the period after the last one they serve in")
     used_node_hours: Amount | None = Field(None, description="node-hours of workloads it covered")
     used_fraction: Amount | None = Field(None, description="used node-hours / its node-hours in the horizon")
+    payment: PaymentOption = Field(
+        "no-upfront", description="how it is paid: by the hour, or part or all of its term at start"
+    )
+    upfront_usd: Usd = Field(0.0, description="the fee per node paid at start (0 paid by the hour)")
+    hourly_usd: Usd | None = Field(
+        None,
+        description="what is charged per node-hour beside the fee; usd_per_node_hour is it plus the fee "
+        "spread over the term's hours (amortized); None: usd_per_node_hour (no fee)",
+    )
+    payment_source: str = Field("", description="where the option's rate and fee come from, and its basis")
+
+    @property
+    def recurring_usd_per_node_hour(self) -> float:
+        """What is charged per node-hour, the upfront fee aside (the cash view)."""
+        return self.usd_per_node_hour if self.hourly_usd is None else self.hourly_usd
+
+    @property
+    def upfront_total_usd(self) -> float:
+        """The fee paid at ``start`` for all its nodes."""
+        return self.nodes * self.upfront_usd
 
     @property
     def usd_per_year(self) -> float:
@@ -457,12 +487,26 @@ class UnservedGuarantee(_UnservedPart):
 Unserved = Annotated[UnservedInference | UnservedTraining | UnservedGuarantee, Field(discriminator="kind")]
 
 
+class CashMonth(_PlanPart):
+    """One calendar month of the horizon: what the plan costs in it (amortized, as ``total_usd`` counts)
+    and the cash that goes out in it (upfront fees at their purchase month, hourly charges as they run)."""
+
+    month: str = Field(description="the calendar month, YYYY-MM")
+    cost_usd: Usd = Field(description="the plan's cost charged to its hours (commitments amortized)")
+    upfront_usd: Usd = Field(description="upfront fees of commitments starting in it")
+    recurring_usd: Usd = Field(description="hourly charges of its hours: usage, commitments, savings plans")
+    cash_usd: Usd = Field(description="upfront_usd + recurring_usd")
+
+
 class Costs(_PlanPart):
     total_usd: Usd
     by_tier: dict[Tier, Usd]
     by_team: dict[str, Usd]
     by_cloud: dict[str, Usd]
     by_workload: dict[str, Usd]
+    cash_by_month: list[CashMonth] | None = Field(
+        None, description="cost and cash per calendar month of the horizon (v1 plans have none)"
+    )
 
 
 #: How a peer chose what to buy (``planner/planning/baselines.py``): the cloud's recommendation over a
@@ -701,7 +745,7 @@ class PriceSources(_PlanPart):
 class PlanDocument(_PlanPart):
     """``plan.json``."""
 
-    schema_: Literal["gpuplan.plan/v1"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["gpuplan.plan/v2", "gpuplan.plan/v1"] = Field(SCHEMA, alias="schema")
     scenario: str
     description: str = ""
     created: UtcTime
@@ -1102,9 +1146,9 @@ def _first_problem(frame: pd.DataFrame, horizon: PlanHorizon) -> tuple[int, str,
 
 
 def read_document(path: Path) -> PlanDocument:
-    """plan.json, validated against the contract this gpuplan writes (schema ``gpuplan.plan/v1``): its
-    fields and types, a horizon of whole periods, and money that is a finite number."""
-    document = read_json_document(path, PlanDocument, SCHEMA, made_by="gpuplan plan")
+    """plan.json, validated against the contract this gpuplan writes (schema ``gpuplan.plan/v2``; v1 read
+    too): its fields and types, a horizon of whole periods, and money that is a finite number."""
+    document = read_json_document(path, PlanDocument, READ_SCHEMAS, made_by="gpuplan plan")
     _check_document(path, document)
     return document
 

@@ -201,6 +201,8 @@ CloudTerm = Annotated[
 #: When new commitments may start: only at the horizon's first hour, or at the first hour of any
 #: calendar quarter or month inside it (``planner/planning/problem/purchases.py``).
 PurchaseSchedule = Literal["horizon", "quarterly", "monthly"]
+#: The window a cash limit on upfront fees applies to: a calendar month or quarter of the horizon.
+CashWindow = Literal["month", "quarter"]
 
 
 #: The savings plans a scenario may buy or hold (issue 38): an AWS Compute Savings Plan (any instance type
@@ -221,6 +223,14 @@ SCOPED_KINDS: tuple[str, ...] = ("ec2-instance", "gcp-resource")
 _USD_PER_HOUR = Range(gt=0, le=1_000_000, unit="USD per hour")
 
 
+class UpfrontCap(_Strict):
+    """The most the upfront fees of commitments bought may add up to in one calendar month or quarter
+    (issue 38): a finance limit on cash, not on cost; no-upfront options need none, so a plan always fits."""
+
+    per: CashWindow = Field(description="the window the limit applies to: month or quarter (calendar)")
+    usd: float = _number("the most upfront fees paid in one window", Range(ge=0, lt=1e12, unit="USD"))
+
+
 class Purchase(_Strict):
     terms: list[CloudTerm] = Field(default_factory=lambda: list(CLOUD_TERMS))
     savings_plans: list[SavingsPlanKind] = Field(
@@ -234,6 +244,12 @@ class Purchase(_Strict):
         "quarterly",
         description="when new commitments may start: horizon (day one only), quarterly or monthly "
         "(the first hour of any calendar quarter or month in the horizon)",
+    )
+    max_upfront_usd: UpfrontCap | None = Field(
+        None,
+        description="a cash limit on upfront fees per calendar month or quarter, e.g. {per: month, usd: "
+        "100000}; without it each purchase takes the payment option (no, partial, all upfront) with the "
+        "lowest effective rate",
     )
 
 

@@ -179,9 +179,13 @@ def buy_lines(document: PlanDocument) -> list[str]:
             if backers
             else ""
         )
-        lines.append(
-            f"{c.nodes} x {c.offering} on {c.term}{when}: ${c.usd_per_year:,.0f}/year{used}{owed}{backs}"
+        paid = (  # issue 38: how it is paid when not by the hour, the fee at purchase
+            f", {c.payment.replace('-', ' ')} (${c.upfront_total_usd:,.0f} at purchase)"
+            if c.payment != "no-upfront"
+            else ""
         )
+        what = f"{c.nodes} x {c.offering} on {c.term}{when}{paid}"
+        lines.append(f"{what}: ${c.usd_per_year:,.0f}/year{used}{owed}{backs}")
     return lines
 
 
@@ -207,6 +211,14 @@ def _print_summary(document: PlanDocument, output: Path, verified: bool | None =
     beyond = sum(c.obligation_beyond_horizon_usd for c in document.commitments)
     after = f", plus ${beyond:,.0f} owed after it" if beyond > 0 else ""
     out.print(f"  total ${total:,.0f} over the {document.horizon.hours} h horizon{after}", highlight=False)
+    months = document.costs.cash_by_month or []
+    fees = sum(m.upfront_usd for m in months)
+    if fees > 0:  # issue 38: a finance team asks for the cash, not only the cost
+        peak = max(months, key=lambda m: m.cash_usd)
+        out.print(
+            f"  cash: ${fees:,.0f} of upfront fees; the most in a month ${peak.cash_usd:,.0f} ({peak.month})",
+            highlight=False,
+        )
     baselines = document.baselines
     best = baselines.peer(baselines.best_peer)
     comparisons = [("all on-demand", baselines.all_on_demand_usd)]

@@ -5,6 +5,11 @@ Months are 730-hour slices of the horizon from its start (``models.tiers.HOURS_P
 calendar. Allocation rows are charged to the month of their period; commitments (and owned nodes) are
 paid evenly over their hours inside the horizon (from their start, or the horizon's, to their end), the
 way ``plan.json`` charges them (``cost_in_horizon_usd``).
+
+Cash (issue 38) is counted per *calendar* month (:func:`cash_by_month`), the way a finance team asks ("how
+much cash in January?") and the way ``purchase.max_upfront_usd`` limits it: a commitment's upfront fee goes
+out in the month it starts, whole (the term beyond the horizon included); the hourly charges of usage,
+commitments and savings plans as their hours run (a period that spans two months split by its hours).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.plan import Plan, PlanHorizon
+from models.plan import CashMonth, Plan, PlanHorizon
 from models.tiers import HOURS_PER_MONTH
 
 
@@ -72,3 +77,61 @@ def series(plan: Plan) -> dict[str, Any]:
         "month": month_labels(plan.document.horizon),
         "by_tier": {str(tier): [float(v) for v in frame[tier]] for tier in frame.columns},
     }
+
+
+def calendar_month_of_hour(horizon: PlanHorizon) -> tuple[list[str], np.ndarray]:
+    """The calendar months the horizon touches (``2027-01``) and, per hour of it, the index of its month."""
+    hours = pd.date_range(pd.Timestamp(horizon.start), periods=horizon.hours, freq="h")
+    keys = hours.strftime("%Y-%m")
+    labels = list(dict.fromkeys(keys))
+    index = {label: n for n, label in enumerate(labels)}
+    return labels, np.array([index[k] for k in keys], dtype=np.int64)
+
+
+def cash_by_month(plan: Plan) -> list[CashMonth]:
+    """Per calendar month: the plan's cost (commitments amortized, as ``costs.total_usd`` counts it) and
+    its cash (upfront fees in the month a commitment starts, hourly charges as they run)."""
+    document = plan.document
+    horizon = document.horizon
+    hours = horizon.hours
+    labels, month = calendar_month_of_hour(horizon)
+    per_hour_cost = np.zeros(hours)
+    per_hour_cash = np.zeros(hours)
+    alloc = plan.allocations
+    if len(alloc):
+        per_period = np.bincount(
+            alloc["period"].to_numpy(np.int64), alloc["cost_usd"].to_numpy(float), minlength=horizon.periods
+        )[: horizon.periods]
+        usage = np.repeat(per_period / horizon.period_hours, horizon.period_hours)
+        per_hour_cost += usage
+        per_hour_cash += usage
+    upfront = np.zeros(len(labels))
+    start = horizon.start
+    windows: list[tuple[float, float, float, float]] = []  # begin, end, cost, recurring cash
+    for c in document.commitments:
+        begin = 0.0 if c.start is None else (c.start - start).total_seconds() / 3600
+        end = float(hours) if c.end is None else (c.end - start).total_seconds() / 3600
+        recurring = c.recurring_usd_per_node_hour / c.usd_per_node_hour if c.usd_per_node_hour else 1.0
+        windows.append((begin, end, c.cost_in_horizon_usd, c.cost_in_horizon_usd * recurring))
+        if c.upfront_total_usd and 0 <= begin < hours:
+            upfront[month[int(begin)]] += c.upfront_total_usd
+    for sp in document.savings_plans:
+        begin, end = (sp.start - start).total_seconds() / 3600, (sp.end - start).total_seconds() / 3600
+        windows.append((begin, end, sp.cost_in_horizon_usd, sp.cost_in_horizon_usd))
+    for begin, end, charged, paid in windows:
+        first, last = int(max(0.0, begin)), int(min(float(hours), end))
+        if last > first:
+            per_hour_cost[first:last] += charged / (last - first)
+            per_hour_cash[first:last] += paid / (last - first)
+    cost = np.bincount(month, per_hour_cost, minlength=len(labels))
+    recurring_cash = np.bincount(month, per_hour_cash, minlength=len(labels))
+    return [
+        CashMonth(
+            month=label,
+            cost_usd=float(cost[m]),
+            upfront_usd=float(upfront[m]),
+            recurring_usd=float(recurring_cash[m]),
+            cash_usd=float(upfront[m] + recurring_cash[m]),
+        )
+        for m, label in enumerate(labels)
+    ]

@@ -29,6 +29,7 @@ from planner.verify.demand import check_demand
 from planner.verify.findings import KINDS, Findings, KindSummary, VerifyReport, Violation
 from planner.verify.mig import check_mig, read_mig_file
 from planner.verify.packing import check_packing
+from planner.verify.payments import check_cash
 from planner.verify.rows import check_header, check_rows
 from planner.verify.savingsplans import check_savings_plans
 from planner.verify.teams import check_teams
@@ -59,6 +60,7 @@ def verify(inputs: Inputs, plan: Plan, examples: int = 20, directory: Path | Non
     check_commitments(ctx, findings)
     check_commitment_rows(ctx, findings, rows)
     check_costs(ctx, findings, rows)
+    check_cash(ctx, findings)
     check_savings_plans(ctx, findings, rows)
     check_demand(ctx, findings, rows)
     check_training(ctx, findings, rows)

@@ -28,6 +28,7 @@ from models.scenario import ExistingCommitment
 from models.tiers import TERM_TIER, Term, Tier
 from planner.verify.context import EPS, HELD, SPOT, Context, close, term_hours
 from planner.verify.findings import Findings, Violation
+from planner.verify.payments import bought_rate
 from planner.verify.rows import row_examples
 
 __all__ = ["check_billing", "check_commitment_rows", "check_commitments", "check_costs", "node_counts"]
@@ -228,7 +229,7 @@ def _check_bought(
     """A purchase: a term the scenario may buy here, starting at a purchase step, ending after its term;
     returns the catalog's rate."""
     scenario = ctx.scenario
-    rate = offering.price(TERM_TIER[c.term])
+    rate = bought_rate(ctx, findings, c, offering, where)
     allowed = (
         offering.owned if c.term == Term.OWNED else c.term in scenario.purchase.terms and not offering.owned
     )

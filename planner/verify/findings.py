@@ -55,6 +55,12 @@ KINDS: dict[str, str] = {
     "held one: the rate the scenario gives, else the catalog's; a capacity reservation: on demand)",
     "commitment-cost": "a commitment's cost_in_horizon_usd differs from nodes x rate x its hours inside the "
     "horizon",
+    "payment": "a purchase's payment option (partial, all upfront) not sold by the catalog for its term, or "
+    "its upfront_usd or hourly_usd other than the catalog's (a held one: paid by the hour)",
+    "upfront-cap": "upfront fees of the purchases starting in one calendar month or quarter above "
+    "purchase.max_upfront_usd",
+    "cash-month": "costs.cash_by_month differs from its months re-counted: rows and commitments charged to "
+    "their hours (amortized), fees in the month a purchase starts, hourly charges as they run",
     "existing-commitment": "a commitment the scenario holds is missing from the plan or differs from it "
     "(offering, term, nodes, start, end), or one marked existing that the scenario does not hold",
     "commitment-start": "a purchase that does not start at a purchase step (purchase.schedule, or where a "

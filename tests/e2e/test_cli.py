@@ -135,7 +135,7 @@ def test_plan_writes_the_contract_files(runner: CliRunner, project: Path) -> Non
     assert not list(project.glob(".out.*")), "staging directories left behind"
 
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["schema"] == "gpuplan.plan/v1"
+    assert plan["schema"] == "gpuplan.plan/v2"
     required = {
         "schema", "scenario", "created", "horizon", "solver", "offerings", "commitments", "training",
         "unserved", "costs", "baselines", "utilization",
@@ -274,7 +274,7 @@ def test_installed_console_script_plans(project: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["schema"] == "gpuplan.plan/v1"
+    assert plan["schema"] == "gpuplan.plan/v2"
     assert (out / "allocations.csv").exists()
 
 

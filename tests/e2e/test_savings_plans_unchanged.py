@@ -11,7 +11,11 @@ Issue 42 measured plan.json's digests again: costs.by_team and teams[].cost_usd/
 chargeback's default split now, and training[] has tiers; with those fields left out, the staged plan's
 money digest is the same on main (acf3334) and on this branch, and allocations.csv is unchanged. Measured
 again when teams[].peak_gpus began counting MIG replicas as GPU fractions (as chargeback): with the old
-whole-GPU peak recomputed from allocations.csv, the staged digest is the previous one (ae94...)."""
+whole-GPU peak recomputed from allocations.csv, the staged digest is the previous one (ae94...).
+
+Issue 38 point 2 (payment options, plan.json v2) adds costs.cash_by_month and each commitment's payment,
+upfront_usd, hourly_usd and payment_source: the embedded catalog sells no upfront option, so every purchase
+is paid by the hour (checked), and with those fields left out the digests are main's (61eb4ae)."""
 
 from __future__ import annotations
 
@@ -51,6 +55,10 @@ def test_no_savings_plan_plans_as_before(tmp_path: Path, method: str) -> None:
     (tmp_path / "plan").mkdir()
     plan.write(tmp_path / "plan")
     document = json.loads((tmp_path / "plan" / "plan.json").read_text(encoding="utf-8"))
+    for commitment in document["commitments"]:
+        paid = [commitment.pop(k) for k in ("payment", "upfront_usd", "hourly_usd", "payment_source")]
+        assert paid[:2] == ["no-upfront", 0.0] and paid[2] == commitment["usd_per_node_hour"]
+    assert document["costs"].pop("cash_by_month")
     money = {key: document[key] for key in ("costs", "commitments", "training", "unserved", "teams")}
     rows = hashlib.sha256((tmp_path / "plan" / "allocations.csv").read_bytes()).hexdigest()
     parts = hashlib.sha256(json.dumps(money, sort_keys=True).encode()).hexdigest()

@@ -39,6 +39,7 @@ NEW = (
     "growth-year",
     "fleet-mid-contract",
     "savings-plans",
+    "upfront-payments",
 )
 EPS = 1e-6
 
@@ -406,6 +407,31 @@ def _savings_plans(result: Planned, planned: Callable[..., Planned]) -> None:
     assert result.total <= peer["total_usd"] + EPS
 
 
+def _upfront_payments(result: Planned, planned: Callable[..., Planned]) -> None:
+    """Issue 38: under $600,000 of fees a quarter, some purchases paid upfront, none above the limit; without
+    the limit all upfront, cheaper in cost and dearer in the peak month's cash (bench/payment_bench.py)."""
+
+    def no_limit(data: dict[str, Any]) -> None:
+        del data["purchase"]["max_upfront_usd"]
+        data["catalog"] = str(SCENARIOS / data["catalog"])  # the copy is planned from elsewhere
+
+    fees: dict[str, float] = {}
+    for c in result.plan["commitments"]:
+        when = datetime.fromisoformat(c["start"].replace("Z", "+00:00"))
+        quarter = f"{when.year}-Q{(when.month - 1) // 3 + 1}"
+        fees[quarter] = fees.get(quarter, 0.0) + c["nodes"] * c["upfront_usd"]
+    assert 0 < max(fees.values()) <= 600_000 + EPS
+    assert {c["payment"] for c in result.plan["commitments"]} > {"no-upfront"}
+    free = planned("upfront-payments", no_limit, key="upfront-payments-no-limit")
+    assert {c["payment"] for c in free.plan["commitments"]} == {"all-upfront"}
+    assert free.total <= result.total + EPS
+
+    def peak(plan: dict[str, Any]) -> float:
+        return max(m["cash_usd"] for m in plan["costs"]["cash_by_month"])
+
+    assert peak(free.plan) > peak(result.plan)
+
+
 OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
     "inference-heavy-saas": _inference_heavy_saas,
     "training-heavy-lab": _training_heavy_lab,
@@ -415,4 +441,5 @@ OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
     "growth-year": _growth_year,
     "fleet-mid-contract": _fleet_mid_contract,
     "savings-plans": _savings_plans,
+    "upfront-payments": _upfront_payments,
 }

@@ -394,7 +394,7 @@ def test_header_shows_solver_and_explains_gap(plan_and_alloc: PlanAndAlloc) -> N
     plan, alloc = plan_and_alloc
     md = render_markdown(plan, alloc)
     assert "| horizon start | 2027-01-01T00:00:00Z |" in md
-    assert "Created 2026-12-15T09:30:00Z · plan schema gpuplan.plan/v1" in md
+    assert "Created 2026-12-15T09:30:00Z · plan schema gpuplan.plan/v2" in md
     assert "| gap | 0.42% |" in md
     assert "| aggregated periods / model periods | 20 / 28 |" in md
     assert "every 4 h" in md and "| method | staged-milp |" in md
@@ -801,7 +801,10 @@ def _plan_json(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
             "plan.json: costs.total_usd: 'a lot' is not a number",
         ),
         (lambda d: d["baselines"].update(greedy=1.0), "plan.json: baselines.greedy: Extra inputs"),
-        (lambda d: d.update(schema="gpuplan.plan/v0"), "this gpuplan reads schema 'gpuplan.plan/v1'"),
+        (
+            lambda d: d.update(schema="gpuplan.plan/v0"),
+            "this gpuplan reads schema 'gpuplan.plan/v2' or 'gpuplan.plan/v1'",
+        ),
     ],
 )
 def test_the_contract_rejects_a_bad_plan_json(

@@ -246,6 +246,14 @@ class Edit:
                 "by_workload": {k: v * scale for k, v in old.by_workload.items()},
             }
         )  # fmt: skip
+        self.recash()
+
+    def recash(self) -> None:
+        """``costs.cash_by_month`` as the planner counts it from the rows and commitments as they now are."""
+        from planner.planning.monthly import cash_by_month
+
+        cash = cash_by_month(Plan(self.doc, self.rows))
+        self.doc.costs = self.doc.costs.model_copy(update={"cash_by_month": cash})
 
     def rebill(self) -> None:
         """The billing rule re-applied to the non-spot rows of every (period, offering): its commitments
@@ -739,6 +747,8 @@ def test_the_mig_check_counts_every_period_it_misses(base: SimpleNamespace, tmp_
 #: Kinds only a plan with a savings plan can break; the base scenario has none, so their corruptions are in
 #: test_savings_plan_plan.py (held plans: the test_verify_finds_* tests there, one per kind) and
 #: test_savings_plan_buy.py (bought plans: savings-plan-purchase).
+#: payment options and cash (issue 38): their corruptions are in test_payment_options.py
+PAYMENT_KINDS = {"payment", "upfront-cap", "cash-month"}
 SAVINGS_PLAN_KINDS = {
     "existing-savings-plan", "savings-plan-cost", "savings-plan-row", "savings-plan-coverage",
     "savings-plan-budget", "savings-plan-purchase",
@@ -748,7 +758,7 @@ SAVINGS_PLAN_KINDS = {
 def test_every_kind_has_a_corruption_except_owned_delivery() -> None:
     """One corrupted plan per violation kind (owned nodes, which the base scenario has not, have their own
     test below; savings plans theirs in test_savings_plan_plan.py)."""
-    assert set(KINDS) - set(CORRUPTIONS) == {"owned-before-delivery", *SAVINGS_PLAN_KINDS}
+    assert set(KINDS) - set(CORRUPTIONS) == {"owned-before-delivery", *SAVINGS_PLAN_KINDS, *PAYMENT_KINDS}
 
 
 # ---- owned nodes, old plans --------------------------------------------------------------------------

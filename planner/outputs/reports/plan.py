@@ -41,6 +41,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from models.plan import (
+    Commitment,
     MigNodeLayout,
     MigPool,
     Plan,
@@ -401,7 +402,32 @@ def _costs(plan: PlanDocument) -> dict[str, Any]:
             )
         gpu_hours = sum(t.gpu_hours for t in plan.teams.values())
         teams_table.total = ["Total", "", "", "", "", fmt_num(gpu_hours), cost_total]
-    return {"total": fmt_usd(total), "breakdowns": breakdowns, "teams": teams_table}
+    return {"total": fmt_usd(total), "breakdowns": breakdowns, "teams": teams_table, "cash": _cash(plan)}
+
+
+def _cash(plan: PlanDocument) -> Table | None:
+    """Cost and cash per calendar month side by side (issue 38): what the plan costs in a month
+    (commitments amortized) and what goes out in it (upfront fees when bought, hourly charges as they run).
+    None for a plan written before payment options (schema v1)."""
+    months = plan.costs.cash_by_month
+    if not months:
+        return None
+    table = Table(
+        ["month", "cost", "upfront fees", "hourly charges", "cash out"], [False, True, True, True, True]
+    )
+    cost_cells, cost_total = money_column(m.cost_usd for m in months)
+    fee_cells, fee_total = money_column(m.upfront_usd for m in months)
+    hourly_cells, hourly_total = money_column(m.recurring_usd for m in months)
+    cash_cells, cash_total = money_column(m.cash_usd for m in months)
+    for m, *cells in zip(months, cost_cells, fee_cells, hourly_cells, cash_cells, strict=True):
+        table.rows.append([m.month, *cells])
+    table.total = ["Total", cost_total, fee_total, hourly_total, cash_total]
+    return table
+
+
+def _term_cell(c: Commitment) -> str:
+    """A purchase's term, with how it is paid when not by the hour (``1y, all upfront``)."""
+    return str(c.term) if c.payment == "no-upfront" else f"{c.term}, {c.payment.replace('-', ' ')}"
 
 
 def _day(value: Any) -> str:
@@ -434,7 +460,7 @@ def _commitments(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
                 c.used_fraction if c.used_fraction is not None else (pool.used_fraction if pool else None)
             )
             table.rows.append(
-                [_day(c.start), c.offering, str(c.term), fmt_num(c.nodes), _day(c.end),
+                [_day(c.start), c.offering, _term_cell(c), fmt_num(c.nodes), _day(c.end),
                  fmt_rate(c.usd_per_node_hour), year_cell, fmt_pct(fraction), cost_cell, beyond_cell]
             )  # fmt: skip
         nodes_sum = sum(c.nodes for c in commitments)

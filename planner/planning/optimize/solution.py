@@ -55,10 +55,13 @@ from models.scenario import Scenario
 from models.tiers import TERM_TIER, Capacity, Term, Tier
 from models.workloads import period_start
 from planner.planning.mig.layouts import mig_section
+from planner.planning.monthly import cash_by_month
 from planner.planning.optimize.build import PlanningModel, worst_shortfall
 from planner.planning.optimize.dispatch import Occupancy
+from planner.planning.optimize.payments import split_payments
 from planner.planning.optimize.realize import realize
 from planner.planning.optimize.savings_purchase import buy_savings_plans, on_demand_usage
+from planner.planning.problem.purchases import CommitColumn
 from planner.planning.problem.sets import PlanningSets, TrainingOption
 from planner.solvers.solve import SolveResult
 
@@ -82,7 +85,8 @@ def column_name(sets: PlanningSets, c: int) -> str:
         return column.name
     start = sets.scenario.horizon.start + timedelta(hours=column.starts_hour)
     when = start.strftime("%Y-%m-%d" if start.hour == 0 and start.minute == 0 else "%Y-%m-%dT%H:%MZ")
-    return f"{sets.offerings[column.offering].id}/{column.term}/{when}"  # unique: one column per start
+    paid = "" if column.payment == "no-upfront" else f"/{column.payment}"  # one column per payment too
+    return f"{sets.offerings[column.offering].id}/{column.term}/{when}{paid}"  # unique: one column per start
 
 
 def holding(sets: PlanningSets, commits: dict[int, int]) -> dict[int, int]:
@@ -425,6 +429,10 @@ def build_plan(
     stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
     (``realize.py``)."""
     solution = realized(solution, realize_seconds, progress)
+    split = split_payments(solution.sets, solution.commits)
+    if split:  # a cash limit on upfront fees: some purchases paid otherwise (payments.py)
+        paid_sets, paid_commits = solution.sets.with_payments(solution.commits, split)
+        solution = replace(solution, sets=paid_sets, commits=paid_commits)
     allocations = extract_allocations(solution)
     if solution.sets.new_plans:  # savings plans the plan may buy: their amounts for this fleet
         solution, allocations = _bought_savings_plans(solution, allocations, progress)
@@ -488,6 +496,7 @@ def build_plan(
         ),
         mig=mig_section(sets, allocations),
     )
+    document.costs.cash_by_month = cash_by_month(Plan(document, allocations))
     return _charged_by_team(Plan(document, allocations))
 
 
@@ -543,9 +552,22 @@ def _commitments(sets: PlanningSets, commits: dict[int, int], allocations: pd.Da
                 end_period=column.end,
                 used_node_hours=used_hours,
                 used_fraction=used_hours / node_hours if node_hours else 0.0,
+                payment=column.payment,
+                upfront_usd=column.upfront_usd,
+                hourly_usd=column.hourly_usd,
+                payment_source=_payment_source(column),
             )
         )
     return result
+
+
+def _payment_source(column: CommitColumn) -> str:
+    """Where a bought column's payment option comes from, with its basis (quoted, assumed)."""
+    option = next((o for o in column.options if o.payment == column.payment), None)
+    if option is None or not option.source:
+        return ""  # paid by the hour: the catalog's price, whose provenance plan.json's prices give
+    said = option.source.startswith(f"{option.basis}:")
+    return option.source if said else f"{option.basis}: {option.source}"
 
 
 def _offering_record(o: Offering) -> OfferingRecord:

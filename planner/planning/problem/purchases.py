@@ -21,6 +21,13 @@ time and paid for the whole horizon (capital is committed when ordered); servers
 Of columns with the same offering and window, only the cheapest over the horizon is kept: the model
 reads a column only through its window and its cost, so a dearer twin is never part of an optimum.
 
+Payment options (issue 38): a cloud term is sold paid by the hour (no upfront) or with part or all of it
+paid at purchase (partial, all upfront), at a lower effective rate. A column is priced *amortized*: its
+``usd_per_node_hour`` is the option's hourly rate plus its fee per node spread over the term's hours (as the
+clouds compare options), so the cost machinery is unchanged; its ``payment``, ``upfront_usd`` (per node) and
+``hourly_usd`` say how it is paid, and ``options`` lists every way its term is sold (the cheapest effective
+rate prices it; ``payments.py`` splits a purchase among them under a cash limit).
+
 ``segment_of_period`` numbers the stretches between column boundaries: inside a segment the same
 columns are active, which is what lets the model merge periods (``sets.py``), the bound average
 hours (``bound.py``) and guarantees be backed per segment (``build.guarantee_rows``).
@@ -38,15 +45,18 @@ import numpy as np
 
 from models.catalog import Catalog, Offering
 from models.errors import InputError
+from models.priceterms import NODE_SHAPED_KINDS, PriceTerm
 from models.savingsplans import RateGroup, plan_groups
 from models.scenario import SAVINGS_PLAN_TERM_KIND, SCOPED_KINDS, ExistingCommitment, Scenario
 from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, TERM_TIER, Term
 
 __all__ = [
     "CommitColumn",
+    "PaymentOption",
     "PlanColumn",
     "committed_by_period",
     "held_columns",
+    "payment_options",
     "plan_budget",
     "plan_columns",
     "purchase_columns",
@@ -64,6 +74,25 @@ STEP_MONTHS: dict[str, tuple[int, ...]] = {
 
 
 @dataclass(frozen=True, slots=True)
+class PaymentOption:
+    """One way a term of an offering is paid: ``hourly_usd`` per node-hour plus ``upfront_usd`` per node
+    at purchase, for ``term_hours``; ``source`` and ``basis`` (quoted, assumed) say where its figures
+    come from."""
+
+    payment: str  # no-upfront, partial-upfront, all-upfront
+    hourly_usd: float
+    upfront_usd: float
+    term_hours: float
+    source: str = ""
+    basis: str = "quoted"
+
+    @property
+    def effective_usd_h(self) -> float:
+        """The hourly rate plus the fee spread over the term: what a node-hour costs, amortized."""
+        return self.hourly_usd + (self.upfront_usd / self.term_hours if self.term_hours else 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class CommitColumn:
     """One way to hold committed nodes of an offering (see the module docstring)."""
 
@@ -78,10 +107,19 @@ class CommitColumn:
     ends_hour: float  # when the term ends (beyond the horizon for most)
     nodes: int | None = None  # held nodes of an existing commitment; None: the plan decides
     name: str = ""  # existing: its label; new: filled in when the plan is written
+    payment: str = "no-upfront"  # how it is paid (owned servers: their amortized rate, no fee)
+    upfront_usd: float = 0.0  # fee per node at purchase (usd_per_node_hour has it spread over the term)
+    hourly_usd: float | None = None  # recurring charge per node-hour; None: usd_per_node_hour (no fee)
+    options: tuple[PaymentOption, ...] = ()  # every way its term is sold, cheapest effective rate first
 
     @property
     def existing(self) -> bool:
         return self.nodes is not None
+
+    @property
+    def recurring_usd_per_node_hour(self) -> float:
+        """What is charged per node-hour, the upfront fee aside (the cash view)."""
+        return self.usd_per_node_hour if self.hourly_usd is None else self.hourly_usd
 
     @property
     def cost_per_node(self) -> float:
@@ -137,10 +175,16 @@ def held_columns(
 
 
 def purchase_columns(
-    scenario: Scenario, offerings: list[Offering], terms: Mapping[int, list[Term]], held: list[CommitColumn]
+    scenario: Scenario,
+    offerings: list[Offering],
+    terms: Mapping[int, list[Term]],
+    held: list[CommitColumn],
+    payments: Mapping[tuple[int, int], Sequence[PaymentOption]] | None = None,
 ) -> list[CommitColumn]:
     """What the plan may buy: per offering, each of its ``terms`` at each purchase step and where a
-    ``held`` column ends inside the horizon (a renewal)."""
+    ``held`` column ends inside the horizon (a renewal). ``payments`` ((offering, term years) -> the
+    options it is sold with, :func:`payment_options`): each column is priced at the lowest effective rate
+    among them; without, at the catalog's rate paid by the hour."""
     horizon = scenario.horizon
     p = horizon.period_hours
     periods = horizon.periods
@@ -164,11 +208,21 @@ def purchase_columns(
                     fresh[(o, start, periods)] = column
                 continue
             length = (term.years or 0) * HOURS_PER_YEAR
+            options = tuple(
+                sorted(
+                    (payments or {}).get((o, term.years or 0))
+                    or (PaymentOption("no-upfront", rate, 0.0, length),),
+                    key=lambda option: (option.effective_usd_h, option.payment),
+                )
+            )
+            best = options[0]
             for step in sorted({*steps, *renewals}):
                 end = min(periods, step + math.ceil(length / p - 1e-9))
                 paid = float((end - step) * p)
-                column = CommitColumn(o, term, step, end, rate, paid, max(0.0, length - paid),
-                                      float(step * p), float(step * p + length))  # fmt: skip
+                column = CommitColumn(o, term, step, end, best.effective_usd_h, paid, max(0.0, length - paid),
+                                      float(step * p), float(step * p + length), payment=best.payment,
+                                      upfront_usd=best.upfront_usd, hourly_usd=best.hourly_usd,
+                                      options=options)  # fmt: skip
                 twin = fresh.get((o, step, end))
                 if twin is None or (column.cost_per_node, column.beyond_hours) < (
                     twin.cost_per_node,
@@ -176,6 +230,32 @@ def purchase_columns(
                 ):
                     fresh[(o, step, end)] = column
     return sorted(fresh.values(), key=lambda c: (c.offering, c.start, c.term))
+
+
+def payment_options(terms: Iterable[PriceTerm], offering: Offering, years: int) -> tuple[PaymentOption, ...]:
+    """The ways ``offering``'s ``years``-year term is sold: paid by the hour at the catalog's rate (which a
+    pricing overlay may have set), and each upfront option of the terms file (the node-shaped terms, the
+    lowest effective rate per option: ``models/priceterms.py``), quoted or assumed as the file says. Empty
+    when the catalog has no price for the term."""
+    price = offering.price(TERM_TIER[Term.ONE_YEAR if years == 1 else Term.THREE_YEARS])
+    if price is None:
+        return ()
+    hours = years * HOURS_PER_YEAR
+    found = [PaymentOption("no-upfront", price, 0.0, hours)]  # the catalog's price, its provenance in prices
+    upfront: dict[str, PriceTerm] = {}
+    for t in terms:
+        if (
+            t.offering == offering.id
+            and t.term_years == years
+            and t.kind in NODE_SHAPED_KINDS
+            and t.payment in ("partial-upfront", "all-upfront")
+        ):
+            kept = upfront.get(t.payment)
+            if kept is None or t.effective_usd_h < kept.effective_usd_h:
+                upfront[t.payment] = t
+    for payment, t in sorted(upfront.items()):
+        found.append(PaymentOption(payment, t.usd_h, t.upfront_usd, hours, t.source, t.basis))
+    return tuple(found)
 
 
 def _within_max_nodes(held: list[CommitColumn], offerings: list[Offering], periods: int) -> None:

@@ -53,6 +53,7 @@ from planner.planning.problem.purchases import (
     PlanColumn,
     committed_by_period,
     held_columns,
+    payment_options,
     plan_budget,
     plan_columns,
     purchase_columns,
@@ -162,6 +163,31 @@ class PlanningSets:
                 name = f"{group.kind}/{group.term_years}y{scope.replace(' ', '/')}/{day}"
                 plans.append(replace(plan, usd_per_hour=chosen[k], name=name, bought=True))
         return replace(self, plans=plans)
+
+    def with_payments(
+        self, commits: dict[int, int], split: dict[int, dict[str, int]]
+    ) -> tuple[PlanningSets, dict[int, int]]:
+        """These sets and ``commits`` (new column -> nodes) with each bought column of ``split`` (column ->
+        payment -> nodes, adding up to its nodes) paid so: the column takes its first payment's pricing and
+        each other payment becomes a new column of the same window (appended, so no column index moves).
+        Payment changes what a node costs and when it is paid, never where it serves."""
+        columns = list(self.columns)
+        bought = dict(commits)
+        for c, by_payment in sorted(split.items()):
+            column = columns[c]
+            options = {option.payment: option for option in column.options}
+            parts = [(payment, nodes) for payment, nodes in sorted(by_payment.items()) if nodes > 0]
+            for n, (payment, nodes) in enumerate(parts):
+                option = options[payment]
+                priced = replace(column, usd_per_node_hour=option.effective_usd_h, payment=payment,
+                                 upfront_usd=option.upfront_usd, hourly_usd=option.hourly_usd)  # fmt: skip
+                if n == 0:
+                    columns[c] = priced
+                    bought[c] = nodes
+                else:
+                    columns.append(priced)
+                    bought[len(columns) - 1] = nodes
+        return replace(self, columns=columns, columns_on=columns_by_offering(columns)), bought
 
     @property
     def held_plan_saving_cap_usd(self) -> float:
@@ -355,7 +381,13 @@ def build_sets(
     held_on = {column.offering for column in held} | plan_covered
     spot_only = spot_only_offerings(offerings, held_on) if options.prune else set()
     terms = {o: [] if o in spot_only else buyable[o] for o in range(len(offerings))}
-    columns = held + purchase_columns(scenario, offerings, terms, held)
+    payments = {
+        (o, term.years or 0): payment_options(catalog.terms, offerings[o], term.years or 0)
+        for o, offering_terms in terms.items()
+        for term in offering_terms
+        if term.years
+    }
+    columns = held + purchase_columns(scenario, offerings, terms, held, payments)
     # an offering with commitments (bought or held) is never pruned off spot: they may sit idle
     commit_terms = {o: [*terms[o], *(c.term for c in held if c.offering == o)] for o in range(len(offerings))}
     services = list(scenario.inference)
