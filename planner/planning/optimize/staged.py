@@ -104,7 +104,9 @@ def plan_staged(
     assert best is not None
     fixed = sets.fixed_usd  # commitments already held: a constant the models leave out
     floor = sets.bound_fixed_usd  # what bounds add: less what held savings plans can save at most
-    solution = solution_from_model(plan_model)
+    # written against the full problem's sets (stage 2's keep only the chosen placements): the repair of
+    # runs left unserved and their reasons need every option (issue 39.4)
+    solution = replace(solution_from_model(plan_model), sets=sets)
     placed = (
         chosen
         if plan_model is second
