@@ -21,7 +21,7 @@ import pandas as pd
 import pulp
 
 from models.errors import SolverError
-from models.plan import Baselines, Plan, SolveMethod, SolverStage, UnservedTraining
+from models.plan import Baselines, Plan, SolveMethod, SolverReport, SolverStage, UnservedTraining
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.build import (
     guarantee_penalty_per_gpu,
@@ -46,6 +46,7 @@ __all__ = [
     "dispatch_scheduled",
     "guarantee_shortfall",
     "improve_plan",
+    "record_raw_bound",
     "repair_unserved",
     "settle_status",
     "solution_of",
@@ -335,3 +336,24 @@ def settle_status(plan: Plan) -> None:
         solver.status = Termination.FEASIBLE.value
     names = ", ".join(sorted(set(unplaced)))
     solver.notes.append(f"not optimal: {len(unplaced)} training run(s) unplaced by the search ({names})")
+
+
+#: a certified bound above the plan's cost by more than this share is no rounding: a bound (or plan) bug
+BOUND_ABOVE_PLAN = 1e-7
+
+
+def record_raw_bound(
+    solver: SolverReport, raw_usd: float, paid_usd: float, say: Callable[[str], None]
+) -> None:
+    """Keep the certified bound as computed (``certified_bound_raw_usd``) beside the capped one the gap
+    uses, and name a bound above the plan's cost ``paid_usd`` as the bug signal it is: a lower bound above a
+    feasible plan is impossible, and capping it at the plan's cost (``min(bound, cost)``) would hide it
+    (issue 39.3). Tests compare the raw bound with independent optima."""
+    solver.certified_bound_raw_usd = raw_usd
+    if raw_usd > paid_usd * (1 + BOUND_ABOVE_PLAN) + 1e-6:
+        message = (
+            f"bound error: the certified bound ${raw_usd:,.2f} is above the plan's cost ${paid_usd:,.2f}; "
+            "a lower bound cannot exceed a feasible plan (a gpuplan bug: please report it)"
+        )
+        solver.notes.append(message)
+        say(message)
