@@ -29,7 +29,14 @@ from models.billing import on_demand_nodes
 from models.tiers import Capacity
 from planner.planning.optimize.dispatch import Occupancy, team_index
 from planner.planning.optimize.local_search import spot_share_holds, violations
-from planner.planning.optimize.schedule import Schedule, _Limits, at, combos, feasible_starts
+from planner.planning.optimize.schedule import (
+    Schedule,
+    _Limits,
+    _needs_commitment,
+    at,
+    combos,
+    feasible_starts,
+)
 from planner.planning.problem.sets import PlanningSets, TrainingOption, on_demand_or_dearest
 
 __all__ = [
@@ -67,15 +74,20 @@ def unserved_why(sets: PlanningSets, r: int) -> Why:
 
 
 def _fits_alone(sets: PlanningSets, r: int) -> bool:
-    """Some option of run ``r`` has a feasible start in an empty fleet whose every column (held and
-    new) commits ``max_nodes``: what any plan leaves it is no more room than this."""
+    """Some option of run ``r`` has a feasible start in an empty fleet, with the most room any plan can
+    leave it: gangs on owned nodes (commitments only) with every column committing ``max_nodes``, the
+    others with nothing committed (commitments only take room from spot); burst limits without the
+    team's inference. What any plan leaves the run is no more room than this."""
     limits = _Limits.of(sets, reserve_inference=False)
     most = max(run.job.nodes for run in sets.runs)
-    committed = np.minimum(sets.committed(dict.fromkeys(sets.new_columns, most)), limits.cap[:, None])
+    owned = np.minimum(sets.committed(dict.fromkeys(sets.new_columns, most)), limits.cap[:, None])
+    none = np.zeros_like(owned)
     empty = Occupancy.empty(len(sets.offerings), len(sets.scenario.teams), sets.scenario.horizon.periods)
     team = team_index(sets)[sets.runs[r].job.team]
     return any(
-        feasible_starts(sets, option, committed, limits, empty, team).size
+        feasible_starts(
+            sets, option, owned if _needs_commitment(sets, option) else none, limits, empty, team
+        ).size
         for option in combos(sets).values()
         if option.run == r
     )
