@@ -303,6 +303,11 @@ class SolverReport(_PlanPart):
     )
     model_gap: float | None = None
     certified_bound_usd: float | None = None
+    certified_bound_raw_usd: float | None = Field(
+        None,
+        description="the certified bound as computed, before it is capped at the plan's cost for bound_usd "
+        "and gap; above the plan's cost (beyond 1e-7) it is a bug signal, named in notes",
+    )
     certified_gap: float | None = None
     certified_bound_method: str | None = None
     certified_bound_clusters: int | None = None

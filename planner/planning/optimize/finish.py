@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import pulp
 
 from models.errors import SolverError
-from models.plan import Baselines, Plan, SolveMethod, SolverStage
+from models.plan import Baselines, Plan, SolveMethod, SolverReport, SolverStage, UnservedTraining
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.build import (
     guarantee_penalty_per_gpu,
@@ -32,12 +32,13 @@ from planner.planning.optimize.build import (
 )
 from planner.planning.optimize.dispatch import CODE_CAPACITY, NON_SPOT_CODE, Dispatch, Occupancy, dispatch
 from planner.planning.optimize.local_search import search
+from planner.planning.optimize.repair import UNPLACED, place_unserved
 from planner.planning.optimize.savings_purchase import plans_saving_usd
 from planner.planning.optimize.schedule import Schedule
 from planner.planning.optimize.settings import SEARCH_MIN_ROUND_GAIN
 from planner.planning.optimize.solution import Solution, build_plan
 from planner.planning.problem.sets import PlanningSets
-from planner.solvers.solve import SolveResult, solve
+from planner.solvers.solve import SolveResult, Termination, solve
 
 __all__ = [
     "Dispatched",
@@ -45,6 +46,9 @@ __all__ = [
     "dispatch_scheduled",
     "guarantee_shortfall",
     "improve_plan",
+    "record_raw_bound",
+    "repair_unserved",
+    "settle_status",
     "solution_of",
     "swap_for_savings_plans",
     "write_plan",
@@ -263,9 +267,17 @@ def write_plan(
     requested_gap: float,
     say: Callable[[str], None],
 ) -> Plan:
-    """The plan of ``solution``, as both methods write it: whole replicas within the budget's share
-    (``realize.py``), then the contract's document (``solution.build_plan``) with the solver stages that
-    made it. The method adds what only it knows (bounds, stage 2's slots) to ``plan.document.solver``."""
+    """The plan of ``solution``, as both methods write it: the runs it leaves unserved placed where they
+    fit (:func:`repair_unserved`), whole replicas within the budget's share (``realize.py``), then the
+    contract's document (``solution.build_plan``) with the solver stages that made it. The method adds
+    what only it knows (bounds, stage 2's slots) to ``plan.document.solver``."""
+    repaired = repair_unserved(solution.sets, solution, result.objective, say)
+    if repaired is not None:
+        solution = repaired.solution
+        # the model's bound is the model's: a run the model left unserved, placed at an hourly start
+        # the model does not have, can make the plan cheaper than that model's optimum
+        objective = repaired.objective
+        result = replace(result, objective=objective, bound=min(result.bound, objective))
     plan = build_plan(
         solution,
         result,
@@ -280,3 +292,68 @@ def write_plan(
     solver.stages = list(stages)
     solver.requested_gap = requested_gap
     return plan
+
+
+def repair_unserved(
+    sets: PlanningSets, solution: Solution, incumbent_usd: float, say: Callable[[str], None]
+) -> Dispatched | None:
+    """``solution`` with the runs the search left unserved placed where they fit (``repair.py``),
+    dispatched again: that plan if it costs less as written than ``incumbent_usd``, else None."""
+    repaired = place_unserved(sets, solution.commits, solution.placements, solution.unserved_runs)
+    if repaired is None:
+        return None
+    if not repaired.placed:
+        say(f"repair: none of {repaired.tried} unserved run(s) fits beside the plan's commitments, training")
+        return None
+    scheduled = Scheduled(repaired.commitments, repaired.committed, repaired.schedule)
+    candidate = dispatch_scheduled(sets, scheduled, say)
+    kept = candidate.objective < incumbent_usd - 1e-6
+    say(
+        f"repair: {len(repaired.placed)} of {repaired.tried} unserved run(s) placed after the search, "
+        f"${candidate.objective:,.0f} as written" + ("" if kept else ", not cheaper: the plan stays")
+    )
+    if not kept:
+        return None
+    candidate.solution.notes.append(
+        f"{len(repaired.placed)} training run(s) the search left unserved placed after it "
+        "(repair: cheapest feasible start beside the plan's commitments and training)"
+    )
+    return candidate
+
+
+def settle_status(plan: Plan) -> None:
+    """A plan with a run the search left unplaced (room may exist) is never ``optimal``: its cost is no
+    proven optimum, whatever the gap says; the notes say why."""
+    solver = plan.document.solver
+    unplaced = [
+        item.workload
+        for item in plan.document.unserved
+        if isinstance(item, UnservedTraining) and item.reason.startswith(UNPLACED)
+    ]
+    if not unplaced:
+        return
+    if solver.status == Termination.OPTIMAL.value:
+        solver.status = Termination.FEASIBLE.value
+    names = ", ".join(sorted(set(unplaced)))
+    solver.notes.append(f"not optimal: {len(unplaced)} training run(s) unplaced by the search ({names})")
+
+
+#: a certified bound above the plan's cost by more than this share is no rounding: a bound (or plan) bug
+BOUND_ABOVE_PLAN = 1e-7
+
+
+def record_raw_bound(
+    solver: SolverReport, raw_usd: float, paid_usd: float, say: Callable[[str], None]
+) -> None:
+    """Keep the certified bound as computed (``certified_bound_raw_usd``) beside the capped one the gap
+    uses, and name a bound above the plan's cost ``paid_usd`` as the bug signal it is: a lower bound above a
+    feasible plan is impossible, and capping it at the plan's cost (``min(bound, cost)``) would hide it
+    (issue 39.3). Tests compare the raw bound with independent optima."""
+    solver.certified_bound_raw_usd = raw_usd
+    if raw_usd > paid_usd * (1 + BOUND_ABOVE_PLAN) + 1e-6:
+        message = (
+            f"bound error: the certified bound ${raw_usd:,.2f} is above the plan's cost ${paid_usd:,.2f}; "
+            "a lower bound cannot exceed a feasible plan (a gpuplan bug: please report it)"
+        )
+        solver.notes.append(message)
+        say(message)

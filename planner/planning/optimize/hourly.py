@@ -47,6 +47,7 @@ from planner.planning.optimize.finish import (
     Scheduled,
     dispatch_scheduled,
     improve_plan,
+    record_raw_bound,
     swap_for_savings_plans,
     write_plan,
 )
@@ -64,6 +65,7 @@ class HourlyResult:
     clusters: int
     stages: list[SolverStage]
     bound_method: str
+    raw_bound: float  # the certified bound before it was capped at the plan's cost
 
 
 def plan_hourly(
@@ -98,6 +100,7 @@ def plan_hourly(
     solver = plan.document.solver
     solver.bound_method = done.bound_method
     solver.certified_bound_usd, solver.certified_gap = solver.bound_usd, solver.gap
+    record_raw_bound(solver, done.raw_bound, plan.total_usd + solver.penalty_usd, say)
     solver.certified_bound_method = done.bound_method
     solver.certified_bound_clusters = done.clusters
     return plan
@@ -169,11 +172,12 @@ def _decide_and_dispatch(
         best, objective = candidate, candidate.objective
     if weighed is not None:
         stages.append(weighed)
+    raw_bound = bound  # kept as computed: above the plan it is a bug signal (finish.record_raw_bound)
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
     result = SolveResult("HiGHS", termination, objective, bound, budget.elapsed())
-    return HourlyResult(best.solution, result, lp.clusters, stages, method)
+    return HourlyResult(best.solution, result, lp.clusters, stages, method, raw_bound)
 
 
 def _stage(number: int, what: str, cluster: BoundResult, realized: Dispatched | None) -> SolverStage:

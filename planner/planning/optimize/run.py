@@ -18,6 +18,7 @@ from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
 from models.wording import plural
 from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.finish import settle_status
 from planner.planning.optimize.hourly import plan_hourly
 from planner.planning.optimize.settings import METHODS, SolveSettings
 from planner.planning.optimize.staged import plan_staged
@@ -76,6 +77,7 @@ def optimize(
         method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
     plan_by = plan_hourly if method == "hourly" else plan_staged
     plan = plan_by(sets, settings, budget, say)
+    settle_status(plan)  # never optimal with a run the search left unplaced (issue 39.4)
     sources = price_sources(catalog, plan.document, plan.allocations)
     plan.document.prices = sources
     plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]

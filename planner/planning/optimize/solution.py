@@ -60,6 +60,7 @@ from planner.planning.optimize.build import PlanningModel, worst_shortfall
 from planner.planning.optimize.dispatch import Occupancy
 from planner.planning.optimize.payments import split_payments
 from planner.planning.optimize.realize import realize
+from planner.planning.optimize.repair import NO_ROOM, UNPLACED, Why, unserved_why
 from planner.planning.optimize.savings_purchase import buy_savings_plans, on_demand_usage
 from planner.planning.problem.purchases import CommitColumn
 from planner.planning.problem.sets import PlanningSets, TrainingOption
@@ -695,10 +696,11 @@ def _unserved(solution: Solution) -> list[Unserved]:
             )
     for r in solution.unserved_runs:
         run = sets.runs[r]
-        reason = sets.no_option_reason.get(r) or (
-            "no room in its window: capacity (max_nodes), the team's burst limit or max_spot_share "
-            "leave no placement"
-        )
+        why = unserved_why(sets, r)
+        if why == Why.NO_OPTION:
+            reason = sets.no_option_reason[r]
+        else:  # room is claimed only where it is proven absent (repair.py)
+            reason = NO_ROOM if why == Why.NO_ROOM else UNPLACED
         result.append(
             UnservedTraining(
                 workload=run.job.name,

@@ -40,6 +40,7 @@ from planner.planning.optimize.finish import (
     Scheduled,
     dispatch_scheduled,
     improve_plan,
+    record_raw_bound,
     swap_for_savings_plans,
     write_plan,
 )
@@ -104,7 +105,9 @@ def plan_staged(
     assert best is not None
     fixed = sets.fixed_usd  # commitments already held: a constant the models leave out
     floor = sets.bound_fixed_usd  # what bounds add: less what held savings plans can save at most
-    solution = solution_from_model(plan_model)
+    # written against the full problem's sets (stage 2's keep only the chosen placements): the repair of
+    # runs left unserved and their reasons need every option (issue 39.4)
+    solution = replace(solution_from_model(plan_model), sets=sets)
     placed = (
         chosen
         if plan_model is second
@@ -214,7 +217,7 @@ def plan_staged(
             weighed = weighed.model_copy(update={"what": NOT_KEPT})
     if weighed is not None:
         solver.stages.append(weighed)
-    _certify(solver, best_bound(certified, exact), paid)
+    _certify(solver, best_bound(certified, exact), paid, say)
     # the status speaks of the certified gap: optimal only when it is within what was asked
     within = solver.gap <= settings.gap + 1e-9
     solver.status = (Termination.OPTIMAL if within else Termination.FEASIBLE).value
@@ -284,11 +287,15 @@ def _local_search(
     return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, budget, say)
 
 
-def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
+def _certify(
+    solver: SolverReport, certified: BoundResult, objective: float, say: Callable[[str], None]
+) -> None:
     """Record the bound on the full hourly problem (every hourly start, whole nodes) in the plan; a bound
-    that could not be computed leaves the model's in place."""
+    that could not be computed leaves the model's in place. The gap uses it capped at the plan's cost;
+    the raw one is kept, and flagged if above it (``finish.record_raw_bound``)."""
     if not math.isfinite(certified.bound_usd):
         return
+    record_raw_bound(solver, certified.bound_usd, objective, say)
     bound = min(certified.bound_usd, objective)
     solver.bound_usd = solver.certified_bound_usd = bound
     solver.gap = solver.certified_gap = _distance(objective, bound)
