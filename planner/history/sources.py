@@ -15,8 +15,10 @@ service demand (as the Prometheus ``allocated`` query leaves gang pods out). The
 (else team) and job are grouped as runs.py groups Prometheus gangs: the file's exact times give, for
 each moment between two row starts or ends, the GPUs per node (``properties.node`` / the ``node``
 column; without one, each pod is a node of its own) and the pods, and runs.py makes the runs (start =
-the first pod's start, end = the last pod's end). A file with no job gets a warning naming the labels
-or the column looked for. MIG rows stay service demand (a gang holds whole GPUs).
+the first pod's start, end = the last pod's end; ``truncated`` when it starts at the file's first
+instant or ends at its last, where an export's window may have cut it). A file with no job gets a
+warning naming the labels or the column looked for. MIG rows stay service demand (a gang holds whole
+GPUs).
 """
 
 from __future__ import annotations
@@ -152,8 +154,9 @@ def file_runs(
 
 def _moments(group: list[UsageRow]) -> list[tuple[Held, tuple[datetime, datetime]]]:
     """What the rows of one gang held between each two consecutive instants at which a row starts or
-    ends (ends first at one instant, so a pod's next row does not add to its last): GPUs per node (a
-    row without a node is a node of its own), the pods (a CSV row is a pod)."""
+    ends: GPUs per node (a row without a node is a node of its own), the pods (a CSV row is a pod). An
+    instant where one row of a pod ends and its next begins (OpenCost's windows) is no moment, so the
+    two never add up."""
     events = sorted(
         [(r.start, 1, i) for i, r in enumerate(group)] + [(r.end, 0, i) for i, r in enumerate(group)]
     )

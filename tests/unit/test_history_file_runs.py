@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from cli_output import assert_input_error
 from test_chargeback import P5, book
 from typer.testing import CliRunner
 
@@ -193,3 +194,39 @@ def test_chargeback_reads_and_charges_the_same_with_or_without_jobs(tmp_path: Pa
     # chargeback's OpenCost reading passes no job labels: its rows carry none
     rows = from_opencost(opencost_export(tmp_path), None, P5)
     assert {(r.job, r.node, r.pod) for r in rows} == {("", "", "")}
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "problem"),
+    [
+        (("properties", "node", 5), "data[0].research/pretrain-0.properties.node", "must be a string"),
+        (("properties", "labels", "batch.kubernetes.io/job-name", ["x"]),
+         "data[0].research/pretrain-0.properties.labels.batch.kubernetes.io/job-name", "must be a string"),
+        (("properties", "pod", "pre\u202etrain"), "data[0].research/pretrain-0, properties.pod",
+         "control, formatting or separator character"),
+    ],
+)  # fmt: skip
+def test_a_bad_job_node_or_pod_is_one_line_and_nothing_is_written(
+    tmp_path: Path, change: tuple[object, ...], where: str, problem: str
+) -> None:
+    path = opencost_export(tmp_path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    holder = data["data"][0]["research/pretrain-0"]
+    *keys, last, value = change
+    for key in keys:
+        holder = holder[key]
+    holder[last] = value
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["demand", "--opencost", str(path), "-o", str(out), *FAST])
+    assert_input_error(result, where, problem)
+    assert not out.exists()
+    # chargeback reads no job, node or pod: the same file is still charged there
+    assert len(from_opencost(path, None, P5)) == 8  # 5 + 3 allocations with GPUs
+
+
+def test_a_bad_job_cell_names_its_row_and_column(tmp_path: Path) -> None:
+    path = usage_csv(tmp_path)
+    path.write_text(path.read_text(encoding="utf-8").replace(",pretrain,node-b", ",pre\u202etrain,node-b"))
+    result = CliRunner().invoke(app, ["demand", "--usage", str(path), "-o", str(tmp_path / "out"), *FAST])
+    assert_input_error(result, "row 4, column job", "control, formatting or separator character")
