@@ -18,6 +18,11 @@ column                  required  meaning
 ``tier``                yes       ``on_demand``, ``spot``, or a committed tier the plan holds on that
                                   offering (``reserved_1y``, ``reserved_3y``, ``owned``,
                                   ``capacity_reservation``)
+``job``                 no        the training job (gang) the pod belongs to: ``gpuplan demand`` reads
+                                  the rows of one namespace and job as one training run; chargeback
+                                  ignores it
+``node``                no        the node the pod ran on (a run's nodes; without it, each row is a
+                                  pod on a node of its own); chargeback ignores it
 ======================  ========  ===================================================================
 
 Every problem is an :class:`~models.errors.InputError` naming the file, the row as a spreadsheet
@@ -40,6 +45,10 @@ namespace), ``gpuplan.io/offering`` (required unless a default offering is given
 ``__unallocated__`` and ``__unmounted__`` entries and allocations with ``gpuHours: 0`` are skipped;
 anything else unreadable (``code`` other than 200, ``gpuHours`` NaN or not a number, an allocation or
 label of the wrong type) is refused, never skipped: a pod must not vanish from the bill.
+
+Given ``job_labels`` (``gpuplan demand`` passes its gang labels; chargeback none, so what it charges
+is unchanged), :func:`from_opencost` also reads each pod's job (the first of those labels it carries),
+``properties.node`` and ``properties.pod`` (else the allocation's name): what groups pods into runs.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,6 +107,8 @@ USAGE_COLUMNS: Final = (
     "mig_profile",
     "offering",
     "tier",
+    "job",
+    "node",
 )
 _REQUIRED: Final = ("team", "start", "end", "offering", "tier")
 #: Pod labels the OpenCost converter reads (OpenCost's allocation has no tier, offering or MIG slice).
@@ -119,6 +130,9 @@ _OPENCOST_FIELDS: Final = {
     "mig_profile": "properties.labels.gpuplan.io/mig-profile",
     "offering": "properties.labels.gpuplan.io/offering (or --opencost-offering)",
     "tier": "properties.labels.gpuplan.io/tier",
+    "job": "properties.labels (the job label)",
+    "node": "properties.node",
+    "pod": "properties.pod",
 }
 #: OpenCost's own entries that are not pods (idle, unallocated and unmounted cost; also "cluster/__idle__").
 _OPENCOST_NOT_PODS: Final = frozenset({"__idle__", "__unallocated__", "__unmounted__"})
@@ -170,8 +184,11 @@ class UsageRow(BaseModel):
     mig_profile: str | None = Field(None, min_length=1, max_length=_MAX_NAME)
     offering: str = Field(min_length=1, max_length=_MAX_NAME)
     tier: Tier
+    job: str = Field("", max_length=_MAX_NAME, description="its training job (gang); '' for none")
+    node: str = Field("", max_length=_MAX_NAME, description="the node it ran on; '' when not known")
+    pod: str = Field("", max_length=1024, description="OpenCost: the pod's name; '' for a CSV row")
 
-    @field_validator("team", "project", "namespace", "mig_profile", "offering")
+    @field_validator("team", "project", "namespace", "mig_profile", "offering", "job", "node", "pod")
     @classmethod
     def _printable(cls, value: str | None) -> str | None:
         """Names end up in CSV, JSON and HTML: control and direction characters are refused."""
@@ -432,8 +449,9 @@ def write_usage(rows: list[UsageRow], path: Path) -> None:
             stamp = [_stamp(t) for t in (r.start, r.end)]
             gpus = "" if r.gpus is None else repr(r.gpus)
             writer.writerow(
-                [r.team, r.project, r.namespace, *stamp, gpus, r.mig_profile or "", r.offering, r.tier]
-            )
+                [r.team, r.project, r.namespace, *stamp, gpus, r.mig_profile or "", r.offering, r.tier,
+                 r.job, r.node]
+            )  # fmt: skip
 
 
 def _refuse_constant(name: str) -> Any:
@@ -455,11 +473,13 @@ def from_opencost(
     *,
     allow_outside_horizon: bool = False,
     limits: UsageLimits = OPENCOST_LIMITS,
+    job_labels: Sequence[str] = (),
 ) -> list[UsageRow]:
     """Usage rows from an OpenCost ``/allocation`` JSON export (module docstring: the fields used),
     each checked against the plan ``book`` (:func:`check_usage`); ``offering``: for pods without the
     ``gpuplan.io/offering`` label. The first problem is an InputError naming the allocation and field.
-    ``book`` None: no plan to check against (``gpuplan demand --opencost`` reads a fleet's history)."""
+    ``book`` None: no plan to check against (``gpuplan demand --opencost`` reads a fleet's history).
+    ``job_labels``: also read each pod's job, node and pod name (module docstring)."""
     _refuse_savings_plans(book, path)
     text = _read_text(path, limits, "an OpenCost export", "export a shorter window")
     try:
@@ -508,7 +528,10 @@ def from_opencost(
             gpu_hours = _gpu_hours(path, where, item)
             if gpu_hours == 0:
                 continue  # a pod without GPUs
-            rows.append(_opencost_row(path, where, len(rows) + 2, item, gpu_hours, offering))
+            row = _opencost_row(path, where, len(rows) + 2, item, gpu_hours, offering)
+            if job_labels:
+                row = _with_job(path, where, name, item, row, job_labels)
+            rows.append(row)
     if not rows:
         raise InputError(path, "data", "no allocation with gpuHours > 0")
     if book is not None:
@@ -616,6 +639,28 @@ def _opencost_row(
         return f"{where}, {_OPENCOST_FIELDS.get(column, column)}"
 
     return _usage_row(path, field, values, read["tier"])
+
+
+def _with_job(
+    path: Path, where: str, name: str, item: dict[str, Any], row: UsageRow, job_labels: Sequence[str]
+) -> UsageRow:
+    """``row`` with its pod's job (the first of ``job_labels`` it carries), node and pod name; a value
+    of the wrong type is refused, naming the field (what _opencost_row checked is not checked again)."""
+    props = item.get("properties", {})
+    labels = props.get("labels", {})
+    job = ""
+    for label in job_labels:
+        job = _text_field(path, f"{where}.properties.labels.{label}", labels, label) or ""
+        if job:
+            break
+    node = _text_field(path, f"{where}.properties.node", props, "node") or ""
+    pod = _text_field(path, f"{where}.properties.pod", props, "pod") or name
+
+    def field(column: str) -> str:
+        return f"{where}, {_OPENCOST_FIELDS.get(column, column)}"
+
+    values = {**row.model_dump(), "job": job, "node": node, "pod": pod}
+    return _usage_row(path, field, values, row.tier)
 
 
 # ---- charging usage ------------------------------------------------------------------------------

@@ -51,12 +51,19 @@ Role = Literal["allocated", "mig", "coverage", "utilization", "pending", "runs"]
 ROLES: Final[tuple[Role, ...]] = ("allocated", "mig", "coverage", "utilization", "pending", "runs")
 #: Roles that must return data: without them there is no demand to read.
 REQUIRED_ROLES: Final = frozenset({"allocated", "coverage"})
-#: The labels that group a gang's pods, most specific first: JobSet, Kubeflow training operator, Kueue's
-#: plain-pod groups, batch/v1 Job (its controller labels pods ``job-name``).
+#: The pod labels that group a gang's pods, most specific first (the OpenCost export reads them too):
+#: JobSet (``jobset.sigs.k8s.io/jobset-name``, on every pod of every child Job: ``JobSetNameKey`` of
+#: https://github.com/kubernetes-sigs/jobset api/jobset/v1alpha2), the Kubeflow training operator (its
+#: ``JobNameLabel``: https://github.com/kubeflow/training-operator), Kueue's plain-pod groups
+#: (``GroupNameLabel``: https://kueue.sigs.k8s.io/docs/tasks/run/plain_pods/; Kueue names a Job's
+#: workload only in the annotation ``kueue.x-k8s.io/workload``, not a label), batch/v1 Job
+#: (``batch.kubernetes.io/job-name`` since Kubernetes 1.27, and the older ``job-name`` it still sets:
+#: https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-name).
 DEFAULT_GANG_LABELS: Final = (
     "jobset.sigs.k8s.io/jobset-name",
     "training.kubeflow.org/job-name",
     "kueue.x-k8s.io/pod-group-name",
+    "batch.kubernetes.io/job-name",
     "job-name",
 )
 _LABEL: Final = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._/-]{0,251}[A-Za-z0-9])?")
