@@ -167,7 +167,7 @@ def demand(
             span = window(since_length, step_length, _until(until))
             history = read_prometheus(client, config, mapped, span, say)
         elif opencost is not None:
-            history = read_opencost_history(opencost, mapped, step_length, say)
+            history = read_opencost_history(opencost, mapped, step_length, say, config.gang_labels)
         else:
             assert usage is not None
             history = read_usage_history(usage, mapped, step_length, say)

@@ -230,3 +230,15 @@ def test_a_bad_job_cell_names_its_row_and_column(tmp_path: Path) -> None:
     path.write_text(path.read_text(encoding="utf-8").replace(",pretrain,node-b", ",pre\u202etrain,node-b"))
     result = CliRunner().invoke(app, ["demand", "--usage", str(path), "-o", str(tmp_path / "out"), *FAST])
     assert_input_error(result, "row 4, column job", "control, formatting or separator character")
+
+
+def test_queries_gang_labels_choose_the_job_label_of_an_opencost_export(tmp_path: Path) -> None:
+    """--queries' gang_labels apply to an OpenCost export too: with only job-name, the JobSet's child Job
+    names the fine-tune run (finetune-w-0), not the JobSet."""
+    queries = tmp_path / "queries.yaml"
+    queries.write_text("gang_labels: [job-name]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["demand", "--opencost", str(opencost_export(tmp_path)), "--queries", str(queries), "-o", str(out)]
+    result = CliRunner().invoke(app, [*args, *FAST])
+    assert result.exit_code == 0, result.output
+    assert sorted(str(r["name"]) for r in _runs_csv(out)) == ["finetune-w-0", "pretrain"]
