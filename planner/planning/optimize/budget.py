@@ -6,18 +6,23 @@ add up. Every share, floor and ratio is a row of :data:`OF_LIMIT`, :data:`OF_LEF
 with the measurement that chose it, and a stage asks :class:`TimeBudget` for its seconds instead of
 computing them where it runs.
 
-The clock is wall time from the start of planning (before the sets are built), as the user's
-``--time-limit`` counts. What each stage does with its seconds is the stage's business; a stage that
+The seconds are *nominal*: counted work (HiGHS callback calls and LP iterations, the planner's own moves)
+converted by fixed constants (``planner/solvers/work.py``), counted from the start of planning, never the
+clock: so every share, floor and gate below decides the same on an idle and a loaded machine, and the same
+scenario gives the same plan (issue 39). ``--time-limit`` means "about this many seconds of work on a typical
+machine"; the wall-clock safety net (``work.SafetyNet``, made beside this budget in ``run.optimize``) is the
+only limit that reads the clock. What each stage does with its seconds is the stage's business; a stage that
 ends before its share leaves the rest to the next.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
+
+from planner.solvers.work import SafetyNet, meter
 
 __all__ = ["OF_LEFT", "OF_LIMIT", "SECONDS", "Share", "TimeBudget"]
 
@@ -100,17 +105,36 @@ SECONDS: Final[dict[str, float]] = {
 
 @dataclass
 class TimeBudget:
-    """``--time-limit`` seconds (None: no limit) from ``began`` (``time.perf_counter()``), and what each
-    stage may take of them. Made once per plan by ``run.optimize``; handed to whatever runs."""
+    """``--time-limit`` nominal seconds (None: no limit) from ``began`` (a reading of the thread's work
+    meter), and what each stage may take of them. Made once per plan by ``run.optimize``; handed to
+    whatever runs, with the run's safety net (``net``; None: none)."""
 
     limit: float | None
     realize_seconds: float | None = None  # whole replicas' budget as given (None: its share)
-    began: float = field(default_factory=time.perf_counter)
-    clock: Callable[[], float] = time.perf_counter
+    began: float = field(default_factory=lambda: _work_done())
+    clock: Callable[[], float] = field(default=lambda: _work_done())
+    net: SafetyNet | None = None
 
     def elapsed(self) -> float:
-        """Seconds since planning began."""
+        """Nominal seconds of work since planning began."""
         return self.clock() - self.began
+
+    def wall_seconds(self) -> float:
+        """Wall seconds since planning began, measured for reports only (the safety net's clock; 0.0
+        without a net): never a decision."""
+        return 0.0 if self.net is None else self.net.elapsed()
+
+    def deadline(self, seconds: float | None) -> float | None:
+        """The meter reading ``seconds`` of work from now (None: no limit), for :meth:`past`."""
+        return None if seconds is None else self.clock() + seconds
+
+    def past(self, deadline: float | None, what: str) -> bool:
+        """Whether the work done has reached ``deadline`` (from :meth:`deadline`), or the safety net has
+        fired (then recorded as cutting ``what``)."""
+        if self.net is not None and self.net.expired():
+            self.net.cut(what)
+            return True
+        return deadline is not None and self.clock() >= deadline
 
     def left(self) -> float | None:
         """Seconds left of the limit (negative once past it); None without a limit."""
@@ -199,3 +223,7 @@ class TimeBudget:
     def runs_cluster_milp(self) -> bool:
         left = self.left()
         return left is None or left > SECONDS["cluster MILP when left"]
+
+
+def _work_done() -> float:
+    return meter().units

@@ -22,7 +22,6 @@ picks between the two.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -66,25 +65,24 @@ def plan_staged(
     # placement for a 16-node gang within its time on mixed-fleet (measured: $14.5M with the gang
     # unserved, against $2.15M without them), and stage 2's free solve took its time from the rest
     first = create_model(sets, savings_plans=False)
-    build_seconds = budget.elapsed()
+    build_seconds = budget.wall_seconds()  # measured, for the report
     say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
     # stage 1 may not take the whole budget: stages 2-3 and the certified bound need their share
-    relaxed = _solve(first, settings, budget.of_limit(Share.STAGE_1))
+    relaxed = _solve(first, settings, budget.of_limit(Share.STAGE_1), what="stage 1")
     say(f"stage 1: {relaxed.termination.value}, bound ${relaxed.bound:,.0f}, {relaxed.seconds:.1f} s")
 
     chosen = [a for a, var in enumerate(first.place) if (var.varValue or 0.0) > 0.5]
     fixed_sets = fix_training(sets, chosen)
     second = create_model(fixed_sets, savings_plans=False)
     say(f"stage 2: {len(fixed_sets.slots)} model slots, whole nodes")
-    final = _second_stage(first, second, settings, budget, relaxed.seconds)
+    final = _second_stage(first, second, settings, budget)
     # stages 1-2 without the savings plans for sale bound another model: with plans for sale only stage 3's
     # bound (and the certified one, always computed then) bound this one; 0 is the trivial bound till then
     bound = relaxed.bound if not sets.new_plans else 0.0
     used = relaxed.seconds + final.seconds
     plan_model, stage3 = second, None
-    # the certified bound keeps its share of the budget: stages 1-3 stop at the rest
-    solve_budget = budget.of_limit(Share.STAGES)
-    stage_3 = None if solve_budget is None else solve_budget - used
+    # the certified bound keeps its share of the budget: stages 1-3 stop at the rest (counted work)
+    stage_3 = budget.until(Share.STAGES)
     # stage 3 when stages 1-2 leave a gap (with plans for sale: the gap of the model without them; the
     # plans weigh against reservations in swap_for_savings_plans below in any case)
     if _distance(final.objective, relaxed.bound) > settings.gap and budget.worth_a_stage(stage_3):
@@ -95,7 +93,7 @@ def plan_staged(
         # aim below the requested gap, so the plan meets the user's bar with room to spare rather than
         # stopping the moment HiGHS's own gap estimate touches it
         tighter = replace(settings, gap=settings.gap / 2)
-        stage3 = _solve(full, tighter, stage_3, start=warm_start(full, second, chosen))
+        stage3 = _solve(full, tighter, stage_3, start=warm_start(full, second, chosen), what="stage 3")
         bound = max(bound, stage3.bound)
         if stage3.objective < final.objective - 1e-6:
             plan_model = full
@@ -156,16 +154,19 @@ def plan_staged(
                     + (" (savings plans for sale left to stage 3 and the purchase LP: a bound of the "
                        "model without them)" if sets.new_plans else ""),
                     status=relaxed.termination.value, objective_usd=relaxed.objective + fixed,
-                    bound_usd=relaxed.bound + floor, seconds=round(relaxed.seconds, 3)),
+                    bound_usd=relaxed.bound + floor, seconds=round(relaxed.seconds, 3),
+                    stopped_by=relaxed.stopped_by),
         SolverStage(stage=2, what="training fixed; whole nodes slot by slot, then commitments re-optimized",
                     status=final.termination.value, objective_usd=final.objective + fixed,
-                    bound_usd=final.bound + floor, seconds=round(final.seconds, 3)),
+                    bound_usd=final.bound + floor, seconds=round(final.seconds, 3),
+                    stopped_by=final.stopped_by),
     ]  # fmt: skip
     if stage3 is not None:
         stages.append(
             SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",
                         status=stage3.termination.value, objective_usd=stage3.objective + fixed,
-                        bound_usd=stage3.bound + floor, seconds=round(stage3.seconds, 3))
+                        bound_usd=stage3.bound + floor, seconds=round(stage3.seconds, 3),
+                        stopped_by=stage3.stopped_by)
         )  # fmt: skip
 
     def write(solution: Solution, result: SolveResult) -> Plan:
@@ -202,7 +203,7 @@ def plan_staged(
             _termination(candidate.objective, exact.bound_usd, settings.gap),
             candidate.objective,
             min(exact.bound_usd, candidate.objective),
-            budget.elapsed(),
+            budget.wall_seconds(),
         )
         rebuilt = write(candidate.solution, own)
         rebuilt_paid = rebuilt.total_usd + rebuilt.document.solver.penalty_usd
@@ -222,7 +223,7 @@ def plan_staged(
 
 
 def _second_stage(
-    first: PlanningModel, second: PlanningModel, settings: SolveSettings, budget: TimeBudget, used: float
+    first: PlanningModel, second: PlanningModel, settings: SolveSettings, budget: TimeBudget
 ) -> SolveResult:
     """Whole nodes with training fixed: first slot by slot at stage 1's commitments (fast, always
     feasible), then with commitments free again, warm-started from that plan, for what time allows."""
@@ -233,17 +234,16 @@ def _second_stage(
     for var, bought, whole in decided:  # a plan stage 1 did not model: none bought yet
         value = 0.0 if bought is None else bought.varValue or 0.0
         var.lowBound = var.upBound = round(value) if whole else value
-    began = time.perf_counter()
     by_slot = solve_separable(second.problem, time_limit=budget.limit, gap=min(settings.gap, 1e-4))
     if not by_slot.ok:
         raise SolverError(f"stage 2 (whole nodes, stage 1's commitments) ended '{by_slot.termination.value}'")
     start = {var.name: var.varValue or 0.0 for var in second.problem.variables()}
     for (var, _first, _whole), (low, up) in zip(decided, bounds, strict=True):
         var.lowBound, var.upBound = low, up
-    spent = used + time.perf_counter() - began  # solver seconds: stage 1's and this stage's so far
-    left = None if budget.limit is None else budget.limit - spent
-    half = budget.of_left(Share.STAGE_2_FREE, left)
-    free = _solve(second, settings, None if half is None else budget.stage_floor(half), start=start)
+    # counted work: stage 1's and this stage's so far
+    half = budget.of_left(Share.STAGE_2_FREE, budget.left())
+    work = None if half is None else budget.stage_floor(half)
+    free = _solve(second, settings, work, start=start, what="stage 2")
     if free.objective > by_slot.objective + 1e-6:  # HiGHS did not keep the warm start: restore it
         for var in second.problem.variables():
             var.varValue = start[var.name]
@@ -251,7 +251,8 @@ def _second_stage(
     else:
         best = free
     seconds = by_slot.seconds + free.seconds
-    return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds)
+    stopped_by = "time" if "time" in (by_slot.stopped_by, free.stopped_by) else free.stopped_by
+    return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds, stopped_by)
 
 
 def _scheduled(sets: PlanningSets, solution: Solution, placed: list[int]) -> Scheduled:
@@ -281,7 +282,7 @@ def _local_search(
     incumbent = dispatch_scheduled(sets, scheduled, say)
     bar = min(incumbent_usd, incumbent.objective)
     left = budget.until(Share.STAGES)
-    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, budget, say)
+    return improve_plan(sets, scheduled, bar, incumbent.dispatch.work, left, budget, say)
 
 
 def _certify(solver: SolverReport, certified: BoundResult, objective: float) -> None:
@@ -340,7 +341,9 @@ def _solve(
     settings: SolveSettings,
     time_limit: float | None,
     start: dict[str, float] | None = None,
+    what: str = "a MILP",
 ) -> SolveResult:
+    """``model`` solved within ``time_limit`` nominal seconds of counted work (budget.py)."""
     result = solve(
         model.problem,
         solver=settings.solver,
@@ -349,6 +352,7 @@ def _solve(
         threads=settings.threads,
         verbose=settings.verbose,
         start=start,
+        what=what,
     )
     if not result.ok:
         raise SolverError(

@@ -1,0 +1,188 @@
+"""Work counted, not timed: the one budget unit every stage of a plan spends, and the wall-clock safety net.
+
+Why: a plan whose stages stop on the clock depends on how busy the machine is (issue 39: h100-shortage
+came out 8.4 % dearer on a loaded machine). So every decision of the planner that used to read the clock
+reads a :class:`WorkMeter` instead: a count of solver work (HiGHS's MIP callback calls, LP simplex
+iterations, runs) and of the planner's own moves, each converted to *nominal seconds* by the fixed
+constants of :data:`NOMINAL_SECONDS` (measured on an idle 2-core machine, see below). The same scenario
+and options then take the same decisions, whatever else the machine runs. ``--time-limit`` keeps its
+meaning "about this many seconds of work on a typical machine".
+
+The clock is read for decisions in one place only, :class:`SafetyNet`: an outer wall-clock limit that
+HiGHS gets as its ``time_limit`` and own loops ask :meth:`SafetyNet.expired`. It fires only far past the
+nominal budget (a machine several times slower than the calibration one); when it cuts a stage, the
+stage says so (``stopped_by="time"``) and the plan's notes name it, since a re-run may then give another
+plan. Seconds measured for reports (``seconds`` fields, progress lines) are read from the clock too, but
+never decide anything; tests/unit/test_work.py scans the planning code for clock reads outside both.
+
+HiGHS is deterministic when stopped by a count of ``cbMipInterrupt`` calls (same objective, bound and
+solution idle and beside two CPU burners, with 1 and 2 threads; /work/notes/issue39-memo.md), by an LP
+iteration limit, or at the end; a wall-clock ``time_limit`` is not. Its callbacks are coarse (mixed-fleet's
+stage 1: 86 calls in 48 s, up to 26 s between two calls at the root), so a quota is a count of calls.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = [
+    "NOMINAL_SECONDS",
+    "NO_INCUMBENT_FACTOR",
+    "SAFETY_FACTOR",
+    "SafetyNet",
+    "WorkMeter",
+    "deadline_after",
+    "guarded",
+    "meter",
+    "past",
+    "safety_net",
+]
+
+#: Nominal seconds per unit of counted work: the calibration constants, fitted to the CPU seconds of one
+#: HiGHS thread on the 2-core development machine (CPU seconds, not wall: they hold on a loaded machine
+#: too); bench/determinism_bench.py prints cost and seconds idle and loaded (bench/RESULTS.md).
+NOMINAL_SECONDS: Final[dict[str, float]] = {
+    # a MIP run's quota: one cbMipInterrupt call per nonzero of its matrix (the calls come per node in a
+    # search, or between root rounds; mixed-fleet's stage 1, 85,579 nonzeros: 90 calls in 23.7 CPU s)
+    "mip callback per nonzero": 3.1e-6,
+    # what a run is charged: one simplex iteration per nonzero of the matrix (an iteration's cost grows
+    # with the model; stage 1 of mixed-fleet: 80,715 iterations in 23.7 CPU s; a MIP's LPs count too)
+    "lp iteration per nonzero": 3.4e-9,
+    # one interior-point iteration per nonzero (a factorization each)
+    "ipm iteration per nonzero": 2e-7,
+    # one branch-and-bound node beyond its LP iterations (a small knapsack: 4,530 nodes in 1.8 s)
+    "mip node": 4e-4,
+    # one HiGHS run of any kind: setting up, presolve, reading back (the dispatch loop runs thousands)
+    "run": 0.004,
+    # one local-search evaluation or one move tried by the planner's own loops, beyond its LPs
+    "move": 0.001,
+}
+
+#: A MIP run that has used its quota without an incumbent goes on to this many times it (a count still).
+NO_INCUMBENT_FACTOR: Final = 4
+
+#: The safety net's wall-clock limit is this many times ``--time-limit``: far enough that an ordinary
+#: loaded machine (measured up to 2.7x slower beside two burners) never reaches it.
+SAFETY_FACTOR: Final = 4.0
+
+
+@dataclass
+class WorkMeter:
+    """Nominal seconds of work done so far in this thread (see module docstring); only ever grows."""
+
+    units: float = 0.0
+
+    def charge(self, units: float) -> None:
+        self.units += max(0.0, units)
+
+    def charge_run(
+        self, *, iterations: int = 0, ipm_iterations: int = 0, nodes: int = 0, nonzeros: int = 0
+    ) -> float:
+        """Charge one HiGHS run's counted work (its info record: the same on any load); return what it
+        cost in nominal seconds."""
+        size = max(1, nonzeros)
+        cost = (
+            NOMINAL_SECONDS["run"]
+            + iterations * size * NOMINAL_SECONDS["lp iteration per nonzero"]
+            + ipm_iterations * size * NOMINAL_SECONDS["ipm iteration per nonzero"]
+            + nodes * NOMINAL_SECONDS["mip node"]
+        )
+        self.charge(cost)
+        return cost
+
+    def charge_moves(self, moves: int = 1) -> None:
+        self.charge(moves * NOMINAL_SECONDS["move"])
+
+
+def callbacks_for(units: float, nonzeros: int) -> int:
+    """The count of MIP callback calls that ``units`` nominal seconds buy on a matrix of ``nonzeros``
+    (at least 1)."""
+    per = max(1, nonzeros) * NOMINAL_SECONDS["mip callback per nonzero"]
+    return max(1, math.ceil(units / per))
+
+
+def iterations_for(units: float, nonzeros: int, ipm: bool = False) -> int:
+    """The simplex (``ipm``: interior-point) iterations that ``units`` nominal seconds buy on a matrix of
+    ``nonzeros`` (at least 1)."""
+    kind = "ipm iteration per nonzero" if ipm else "lp iteration per nonzero"
+    per = max(1, nonzeros) * NOMINAL_SECONDS[kind]
+    return max(1, math.ceil(units / per))
+
+
+@dataclass
+class SafetyNet:
+    """The outer wall-clock limit (None: none) and what it cut: the only reader of the clock that may
+    decide anything (module docstring)."""
+
+    seconds: float | None
+    clock: Callable[[], float] = time.perf_counter
+    began: float = field(default=math.nan)
+    cuts: list[str] = field(default_factory=list)  # what the net stopped, in order
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.began):
+            self.began = self.clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.began
+
+    def left(self) -> float | None:
+        """Wall seconds left before the net (None: no net); never below a hundredth of a second."""
+        return None if self.seconds is None else max(0.01, self.seconds - self.elapsed())
+
+    def expired(self) -> bool:
+        return self.seconds is not None and self.elapsed() >= self.seconds
+
+    def cut(self, what: str) -> None:
+        """Record that the net stopped ``what`` (once per name)."""
+        if what not in self.cuts:
+            self.cuts.append(what)
+
+
+_local = threading.local()
+
+
+def meter() -> WorkMeter:
+    """This thread's meter (plans run one at a time in a thread; sweeps use processes)."""
+    found: WorkMeter | None = getattr(_local, "meter", None)
+    if found is None:
+        found = _local.meter = WorkMeter()
+    return found
+
+
+def safety_net() -> SafetyNet | None:
+    """The net of the plan running in this thread, if any."""
+    return getattr(_local, "net", None)
+
+
+@contextmanager
+def guarded(net: SafetyNet | None) -> Iterator[SafetyNet | None]:
+    """Make ``net`` this thread's safety net while the block runs."""
+    saved = safety_net()
+    _local.net = net
+    try:
+        yield net
+    finally:
+        _local.net = saved
+
+
+def deadline_after(seconds: float | None) -> float | None:
+    """The meter reading ``seconds`` nominal seconds of work from now (None: no limit), for :func:`past`:
+    what an own loop (local search, moves, refined periods) stops at instead of a clock time."""
+    return None if seconds is None else meter().units + seconds
+
+
+def past(deadline: float | None, what: str) -> bool:
+    """Whether the thread's work has reached ``deadline`` (:func:`deadline_after`), or the safety net has
+    fired (then recorded as cutting ``what``): the check of every own loop."""
+    net = safety_net()
+    if net is not None and net.expired():
+        net.cut(what)
+        return True
+    return deadline is not None and meter().units >= deadline
