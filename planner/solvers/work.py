@@ -104,7 +104,7 @@ def callbacks_for(units: float, nonzeros: int) -> int:
     """The count of MIP callback calls that ``units`` nominal seconds buy on a matrix of ``nonzeros``
     (at least 1)."""
     per = max(1, nonzeros) * NOMINAL_SECONDS["mip callback per nonzero"]
-    return max(1, math.ceil(units / per))
+    return max(1, math.ceil(units / per - 1e-9))  # a hair below: float rounding is no extra call
 
 
 def iterations_for(units: float, nonzeros: int, ipm: bool = False) -> int:
@@ -112,7 +112,7 @@ def iterations_for(units: float, nonzeros: int, ipm: bool = False) -> int:
     ``nonzeros`` (at least 1)."""
     kind = "ipm iteration per nonzero" if ipm else "lp iteration per nonzero"
     per = max(1, nonzeros) * NOMINAL_SECONDS[kind]
-    return max(1, math.ceil(units / per))
+    return max(1, math.ceil(units / per - 1e-9))  # a hair below: float rounding is no extra call
 
 
 @dataclass

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from planner.solvers.work import SafetyNet, meter
+from planner.solvers.work import SAFETY_FACTOR, SafetyNet, meter
 
-__all__ = ["OF_LEFT", "OF_LIMIT", "SECONDS", "Share", "TimeBudget"]
+__all__ = ["OF_LEFT", "OF_LIMIT", "SECONDS", "Share", "TimeBudget", "safety_net_for"]
 
 
 class Share(StrEnum):
@@ -223,6 +223,11 @@ class TimeBudget:
     def runs_cluster_milp(self) -> bool:
         left = self.left()
         return left is None or left > SECONDS["cluster MILP when left"]
+
+
+def safety_net_for(limit: float | None) -> SafetyNet:
+    """The run's wall-clock safety net: ``SAFETY_FACTOR`` x ``--time-limit`` seconds (none without one)."""
+    return SafetyNet(None if limit is None else SAFETY_FACTOR * limit)
 
 
 def _work_done() -> float:

@@ -18,14 +18,14 @@ from models.plan import Plan
 from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
 from models.wording import plural
-from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.budget import TimeBudget, safety_net_for
 from planner.planning.optimize.hourly import plan_hourly
 from planner.planning.optimize.settings import METHODS, SolveSettings
 from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
 from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
 from planner.solvers.solve import Termination
-from planner.solvers.work import SAFETY_FACTOR, SafetyNet, guarded
+from planner.solvers.work import SAFETY_FACTOR, guarded
 
 __all__ = ["HOURLY_ABOVE", "optimize", "sets_summary"]
 
@@ -63,7 +63,7 @@ def optimize(
     """
     settings = settings or SolveSettings()
     say = progress or (lambda _message: None)
-    net = SafetyNet(None if settings.time_limit is None else SAFETY_FACTOR * settings.time_limit)
+    net = safety_net_for(settings.time_limit)
     budget = TimeBudget(settings.time_limit, settings.realize_seconds, net=net)
     with guarded(net):
         plan = _optimize(scenario, catalog, base_dir, settings, budget, say)
