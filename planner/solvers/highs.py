@@ -250,11 +250,13 @@ class HighsModel:
         self.highs.changeColsBounds(len(columns), columns, lower, upper)
 
     def run(self, work: float | None = None, what: str = "a HiGHS run") -> Outcome:
-        """Solve (or re-solve) within ``work`` nominal seconds of counted work (None: to the end), and
-        the safety net's wall-clock limit, if a net is up; charge the work done to the thread's meter.
-        ``what`` names the run where the net records a cut."""
+        """Solve (or re-solve) within ``work`` nominal seconds of counted work (None: to the end), and,
+        with a quota, the safety net's wall-clock limit, if a net is up; charge the work done to the
+        thread's meter. ``what`` names the run where the net records a cut."""
         _scheduler_for(self._threads)
-        net = _work.safety_net()
+        # the net limits budgeted runs only: a run without a quota (a period's dispatch LP, a packing)
+        # is part of writing the plan and must finish
+        net = _work.safety_net() if work is not None else None
         left = None if net is None else net.left()
         self.highs.setOptionValue("time_limit", math.inf if left is None else float(left))
         mip = self._mip
@@ -271,7 +273,7 @@ class HighsModel:
                 if found or calls[0] >= _work.NO_INCUMBENT_FACTOR * quota:
                     event.interrupt()
 
-        if quota is not None:
+        if mip:  # counted with or without a quota: a MIP run is charged its calls too
             self.highs.cbMipInterrupt.subscribe(count)
         elif work is not None:
             self.highs.setOptionValue("simplex_iteration_limit", _work.iterations_for(work, nonzeros))
@@ -279,7 +281,7 @@ class HighsModel:
         try:
             self.highs.run()
         finally:
-            if quota is not None:
+            if mip:
                 self.highs.cbMipInterrupt.unsubscribe(count)
             if work is not None and not mip:
                 self.highs.setOptionValue("simplex_iteration_limit", _NO_LIMIT)
@@ -290,6 +292,7 @@ class HighsModel:
             iterations=self._info_count("simplex_iteration_count"),
             ipm_iterations=self._info_count("ipm_iteration_count"),
             nodes=self._info_count("mip_node_count") if mip else 0,
+            callbacks=calls[0],
             nonzeros=nonzeros,
         )
         if net is not None and outcome.stopped_by == "time":

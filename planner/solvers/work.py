@@ -34,6 +34,7 @@ from typing import Final
 __all__ = [
     "NOMINAL_SECONDS",
     "NO_INCUMBENT_FACTOR",
+    "SAFETY_AT_LEAST",
     "SAFETY_FACTOR",
     "SafetyNet",
     "WorkMeter",
@@ -67,9 +68,12 @@ NOMINAL_SECONDS: Final[dict[str, float]] = {
 #: A MIP run that has used its quota without an incumbent goes on to this many times it (a count still).
 NO_INCUMBENT_FACTOR: Final = 4
 
-#: The safety net's wall-clock limit is this many times ``--time-limit``: far enough that an ordinary
-#: loaded machine (measured up to 2.7x slower beside two burners) never reaches it.
+#: The safety net's wall-clock limit is this many times ``--time-limit``, and at least
+#: ``SAFETY_AT_LEAST`` seconds: far enough that an ordinary loaded machine (measured up to 2.7x slower
+#: beside two burners) never reaches it, short limits included (the work outside the solver, building
+#: models and writing the plan, does not shrink with the limit).
 SAFETY_FACTOR: Final = 4.0
+SAFETY_AT_LEAST: Final = 300.0
 
 
 @dataclass
@@ -82,17 +86,25 @@ class WorkMeter:
         self.units += max(0.0, units)
 
     def charge_run(
-        self, *, iterations: int = 0, ipm_iterations: int = 0, nodes: int = 0, nonzeros: int = 0
+        self,
+        *,
+        iterations: int = 0,
+        ipm_iterations: int = 0,
+        nodes: int = 0,
+        callbacks: int = 0,
+        nonzeros: int = 0,
     ) -> float:
-        """Charge one HiGHS run's counted work (its info record: the same on any load); return what it
-        cost in nominal seconds."""
+        """Charge one HiGHS run's counted work (its info record and callback calls: the same on any
+        load); return what it cost in nominal seconds. A MIP run costs at least what its callback calls
+        buy (:func:`callbacks_for`), so a run stopped by its quota is charged that quota."""
         size = max(1, nonzeros)
-        cost = (
-            NOMINAL_SECONDS["run"]
-            + iterations * size * NOMINAL_SECONDS["lp iteration per nonzero"]
+        lp = (
+            iterations * size * NOMINAL_SECONDS["lp iteration per nonzero"]
             + ipm_iterations * size * NOMINAL_SECONDS["ipm iteration per nonzero"]
             + nodes * NOMINAL_SECONDS["mip node"]
         )
+        calls = callbacks * size * NOMINAL_SECONDS["mip callback per nonzero"]
+        cost = NOMINAL_SECONDS["run"] + max(lp, calls)
         self.charge(cost)
         return cost
 
@@ -123,7 +135,7 @@ class SafetyNet:
     seconds: float | None
     clock: Callable[[], float] = time.perf_counter
     began: float = field(default=math.nan)
-    cuts: list[str] = field(default_factory=list)  # what the net stopped, in order
+    cuts: dict[str, float] = field(default_factory=dict)  # what the net stopped, in order: wall seconds
 
     def __post_init__(self) -> None:
         if math.isnan(self.began):
@@ -140,9 +152,8 @@ class SafetyNet:
         return self.seconds is not None and self.elapsed() >= self.seconds
 
     def cut(self, what: str) -> None:
-        """Record that the net stopped ``what`` (once per name)."""
-        if what not in self.cuts:
-            self.cuts.append(what)
+        """Record that the net stopped ``what`` (once per name, with the wall seconds it had run)."""
+        self.cuts.setdefault(what, round(self.elapsed(), 1))
 
 
 _local = threading.local()

@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.budget import TimeBudget, safety_net_for
 from planner.solvers.highs import HighsModel, RowwiseModel
 from planner.solvers.work import (
     NOMINAL_SECONDS,
+    SAFETY_AT_LEAST,
+    SAFETY_FACTOR,
     SafetyNet,
     callbacks_for,
     deadline_after,
@@ -113,11 +115,19 @@ def test_the_safety_net_cuts_a_run_and_says_which() -> None:
     net = SafetyNet(0.0)
     with guarded(net):
         assert safety_net() is net
-        outcome = HighsModel(knapsacks(), mip_rel_gap=0.0, threads=1).run(what="stage 1")
+        outcome = HighsModel(knapsacks(), mip_rel_gap=0.0, threads=1).run(work=1e6, what="stage 1")
         assert outcome.stopped_by == "time"
+        # a run without a quota (a dispatch LP, part of writing the plan) is not the net's to cut
+        assert HighsModel(knapsacks(), mip_rel_gap=0.0, threads=1).run(what="a dispatch").optimal
         assert past(None, "the local search")
     assert safety_net() is None
-    assert net.cuts == ["stage 1", "the local search"]
+    assert list(net.cuts) == ["stage 1", "the local search"]
+
+
+def test_the_net_is_a_multiple_of_the_limit_and_never_short() -> None:
+    assert safety_net_for(None).seconds is None
+    assert safety_net_for(600.0).seconds == SAFETY_FACTOR * 600.0
+    assert safety_net_for(5.0).seconds == SAFETY_AT_LEAST
 
 
 def test_highs_takes_no_wall_clock_limit() -> None:

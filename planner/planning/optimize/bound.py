@@ -567,7 +567,8 @@ def certified_bound(
     if relax:
         for variable in problem.variables():
             variable.cat = pulp.LpContinuous
-    result = solve(problem, time_limit=time_limit, gap=gap, start=start)
+    what = "the cluster model's LP" if relax else "the cluster model's MILP"
+    result = solve(problem, time_limit=time_limit, gap=gap, start=start, what=what)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
     # held commitments and savings plans: a constant (the plans' budgets are in the model: _savings_plans)
     bound = result.bound + sets.fixed_usd if result.ok else float("-inf")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from planner.solvers.work import SAFETY_FACTOR, SafetyNet, meter
+from planner.solvers.work import SAFETY_AT_LEAST, SAFETY_FACTOR, SafetyNet, meter
 
 __all__ = ["OF_LEFT", "OF_LIMIT", "SECONDS", "Share", "TimeBudget", "safety_net_for"]
 
@@ -226,8 +226,9 @@ class TimeBudget:
 
 
 def safety_net_for(limit: float | None) -> SafetyNet:
-    """The run's wall-clock safety net: ``SAFETY_FACTOR`` x ``--time-limit`` seconds (none without one)."""
-    return SafetyNet(None if limit is None else SAFETY_FACTOR * limit)
+    """The run's wall-clock safety net: ``SAFETY_FACTOR`` x ``--time-limit`` seconds, at least
+    ``SAFETY_AT_LEAST`` (none without a limit)."""
+    return SafetyNet(None if limit is None else max(SAFETY_FACTOR * limit, SAFETY_AT_LEAST))
 
 
 def _work_done() -> float:

@@ -184,6 +184,7 @@ def _stage(number: int, what: str, cluster: BoundResult, realized: Dispatched | 
         cluster_objective_usd=cluster.solve.objective,
         bound_usd=cluster.bound_usd,
         seconds=round(cluster.seconds, 3),
+        stopped_by=cluster.solve.stopped_by,
     )
     if realized is None:
         return stage

@@ -25,7 +25,7 @@ from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
 from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
 from planner.solvers.solve import Termination
-from planner.solvers.work import SAFETY_FACTOR, guarded
+from planner.solvers.work import guarded
 
 __all__ = ["HOURLY_ABOVE", "optimize", "sets_summary"]
 
@@ -69,10 +69,10 @@ def optimize(
         plan = _optimize(scenario, catalog, base_dir, settings, budget, say)
     if net.cuts:  # the net cut a stage: the plan may differ on another run; never called optimal
         solver = plan.document.solver
-        for what in net.cuts:
+        for what, seconds in net.cuts.items():
             solver.notes.append(
-                f"{what} stopped by the wall-clock limit after {net.elapsed():.0f} s (the safety net, "
-                f"{SAFETY_FACTOR:g} x --time-limit); a re-run may give another plan"
+                f"{what} stopped by the wall-clock limit after {seconds:.0f} s (the safety net at "
+                f"{net.seconds:.0f} s); a re-run may give another plan"
             )
         if solver.status == Termination.OPTIMAL.value:
             solver.status = Termination.FEASIBLE.value
