@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -229,3 +230,51 @@ def test_the_scan_finds_a_decision_on_the_clock() -> None:
     reads = _clock_reads(tree)
     kinds = [_measured_only(tree, read.parent) for read in reads]  # type: ignore[attr-defined]
     assert kinds == [True, False]
+
+
+# -- a plan says when the net cut it -----------------------------------------------------------------------
+
+
+def _small_plan_inputs(tmp_path: Path, kit: Any) -> tuple[Any, Any]:
+    from models.catalog import Catalog
+    from models.scenario import parse
+
+    rows = [kit.offering_row(reserved_1y_usd_h=6.0)]
+    catalog = Catalog.load(kit.write_catalog_csv(tmp_path / "catalog.csv", rows))
+    data = kit.scenario_dict(
+        hours=48,
+        terms=["1y"],
+        teams=[{"name": "t", "guaranteed_gpus": 0}],
+        inference=[{"name": "chat", "team": "t", "gpus_per_replica": 2, "gpu_models": ["H100"],
+                    "replicas": {"profile": "flat", "base": 3}}],
+        training=[{"name": "pretrain", "team": "t", "nodes": 2, "gpus_per_node": 8, "gpu_models": ["H100"],
+                   "hours": 10}],
+    )  # fmt: skip
+    return parse(data), catalog
+
+
+def test_a_plan_says_which_stage_the_safety_net_cut(tmp_path: Path, kit: Any, monkeypatch) -> None:
+    from planner.planning.optimize import optimize
+    from planner.planning.optimize import run as run_module
+    from planner.planning.optimize.budget import safety_net_for
+
+    scenario, catalog = _small_plan_inputs(tmp_path, kit)
+
+    class Expired(SafetyNet):
+        """A net that has fired for the planner's own loops (the local search, whole replicas, the
+        exact-start bound's rounds), while HiGHS runs still get their time: as on a machine far slower
+        than the calibration one, late in a plan."""
+
+        def expired(self) -> bool:
+            return True
+
+        def left(self) -> float | None:
+            return 3600.0
+
+    monkeypatch.setattr(run_module, "safety_net_for", lambda limit: Expired(safety_net_for(limit).seconds))
+    cut = optimize(scenario, catalog, tmp_path, kit.exact_settings(method="staged"))
+    solver = cut.document.solver
+    notes = [note for note in solver.notes if "stopped by the wall-clock limit" in note]
+    assert notes and all("a re-run may give another plan" in note for note in notes)
+    assert any(note.startswith("the local search stopped") for note in notes)
+    assert solver.status != "optimal"
