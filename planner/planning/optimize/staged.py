@@ -85,7 +85,9 @@ def plan_staged(
     stage_3 = budget.until(Share.STAGES)
     # stage 3 when stages 1-2 leave a gap (with plans for sale: the gap of the model without them; the
     # plans weigh against reservations in swap_for_savings_plans below in any case)
-    if _distance(final.objective, relaxed.bound) > settings.gap and budget.worth_a_stage(stage_3):
+    # (not once the wall-clock safety net has fired: the stage would start with no time)
+    gap_left = _distance(final.objective, relaxed.bound) > settings.gap
+    if gap_left and budget.worth_a_stage(stage_3) and not budget.past(None, "stage 3"):
         # 3. tighten the bound: the full model with whole nodes, warm-started from stage 2's plan
         say(f"stage 3: gap {_distance(final.objective, relaxed.bound):.3%} > {settings.gap:.2%}; whole nodes")
         full_sets = replace(sets, integral_held=True)
@@ -93,11 +95,16 @@ def plan_staged(
         # aim below the requested gap, so the plan meets the user's bar with room to spare rather than
         # stopping the moment HiGHS's own gap estimate touches it
         tighter = replace(settings, gap=settings.gap / 2)
-        stage3 = _solve(full, tighter, stage_3, start=warm_start(full, second, chosen), what="stage 3")
-        bound = max(bound, stage3.bound)
-        if stage3.objective < final.objective - 1e-6:
-            plan_model = full
-        used += stage3.seconds
+        start = warm_start(full, second, chosen)
+        attempt = _attempt(full, tighter, stage_3, start=start, what="stage 3")
+        if not attempt.ok:  # cut by the safety net before it held even the warm start: stage 2 stands
+            say("stage 3: stopped before it had a plan; stage 2's plan stands")
+        else:
+            stage3 = attempt
+            bound = max(bound, stage3.bound)
+            if stage3.objective < final.objective - 1e-6:
+                plan_model = full
+            used += stage3.seconds
     best = final if plan_model is second else stage3
     assert best is not None
     fixed = sets.fixed_usd  # commitments already held: a constant the models leave out
@@ -343,8 +350,27 @@ def _solve(
     start: dict[str, float] | None = None,
     what: str = "a MILP",
 ) -> SolveResult:
-    """``model`` solved within ``time_limit`` nominal seconds of counted work (budget.py)."""
-    result = solve(
+    """``model`` solved within ``time_limit`` nominal seconds of counted work (budget.py); a SolverError
+    without a feasible plan."""
+    result = _attempt(model, settings, time_limit, start, what)
+    if not result.ok:
+        raise SolverError(
+            f"{result.solver} stopped with status '{result.termination.value}' after {result.seconds:.1f} s "
+            "without a feasible plan"
+            + (" (try a longer --time-limit)" if result.termination == Termination.NO_SOLUTION else "")
+        )
+    return result
+
+
+def _attempt(
+    model: PlanningModel,
+    settings: SolveSettings,
+    time_limit: float | None,
+    start: dict[str, float] | None = None,
+    what: str = "a MILP",
+) -> SolveResult:
+    """:func:`_solve` for a stage that may end without a plan (stage 3: stage 2's stands)."""
+    return solve(
         model.problem,
         solver=settings.solver,
         time_limit=time_limit,
@@ -354,13 +380,6 @@ def _solve(
         start=start,
         what=what,
     )
-    if not result.ok:
-        raise SolverError(
-            f"{result.solver} stopped with status '{result.termination.value}' after {result.seconds:.1f} s "
-            "without a feasible plan"
-            + (" (try a longer --time-limit)" if result.termination == Termination.NO_SOLUTION else "")
-        )
-    return result
 
 
 def _termination(objective: float, bound: float, gap: float) -> Termination:
