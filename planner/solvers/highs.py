@@ -262,7 +262,7 @@ class HighsModel:
         mip = self._mip
         calls = [0]
         nonzeros = self.highs.getNumNz()
-        quota = None if work is None or not mip else _work.callbacks_for(work, nonzeros)
+        quota = None if work is None or not mip else _work.callbacks_for(work, nonzeros, what)
 
         def count(event: Any) -> None:
             calls[0] += 1
@@ -294,6 +294,7 @@ class HighsModel:
             nodes=self._info_count("mip_node_count") if mip else 0,
             callbacks=calls[0],
             nonzeros=nonzeros,
+            what=what,
         )
         if net is not None and outcome.stopped_by == "time":
             net.cut(what)

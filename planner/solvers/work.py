@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 __all__ = [
+    "CALLBACK_BY_STAGE",
     "NOMINAL_SECONDS",
     "NO_INCUMBENT_FACTOR",
     "SAFETY_AT_LEAST",
@@ -49,9 +50,10 @@ __all__ = [
 #: HiGHS thread on the 2-core development machine (CPU seconds, not wall: they hold on a loaded machine
 #: too); bench/determinism_bench.py prints cost and seconds idle and loaded (bench/RESULTS.md).
 NOMINAL_SECONDS: Final[dict[str, float]] = {
-    # a MIP run's quota: one cbMipInterrupt call per nonzero of its matrix (the calls come per node in a
-    # search, or between root rounds; mixed-fleet's stage 1, 85,579 nonzeros: 90 calls in 23.7 CPU s)
-    "mip callback per nonzero": 3.1e-6,
+    # a MIP run's quota: one cbMipInterrupt call per nonzero of its matrix, unless its stage has its
+    # own figure (CALLBACK_BY_STAGE: the calls come per node in a search, or between root rounds, so
+    # their cost differs by model)
+    "mip callback per nonzero": 6e-6,
     # what a run is charged: one simplex iteration per nonzero of the matrix (an iteration's cost grows
     # with the model; stage 1 of mixed-fleet: 80,715 iterations in 23.7 CPU s; a MIP's LPs count too)
     "lp iteration per nonzero": 3.4e-9,
@@ -63,6 +65,17 @@ NOMINAL_SECONDS: Final[dict[str, float]] = {
     "run": 0.004,
     # one local-search evaluation or one move tried by the planner's own loops, beyond its LPs
     "move": 0.001,
+}
+
+#: Nominal seconds per callback call and nonzero, for the stages whose calls cost another figure,
+#: by the ``what`` a run is given (CPU seconds of one HiGHS thread on mixed-fleet, the README example).
+CALLBACK_BY_STAGE: Final[dict[str, float]] = {
+    # 184 calls in 27.6 CPU s on 85,579 nonzeros (1.8e-6), kept at 3.1e-6: at the default limit its
+    # quota, 181 calls, gives the plan the clock-limited stage gave on an idle machine ($1,866,256)
+    "stage 1": 3.1e-6,
+    "stage 2": 6.0e-6,  # 74 calls in 31.3 CPU s on 69,672 nonzeros
+    "stage 3": 6.7e-6,  # 129 calls in 73.2 CPU s on 85,579 nonzeros
+    "the exact-start bound": 1.1e-5,  # 11 calls in 62.4 CPU s on 510,800 nonzeros
 }
 
 #: A MIP run that has used its quota without an incumbent goes on to this many times it (a count still).
@@ -93,6 +106,7 @@ class WorkMeter:
         nodes: int = 0,
         callbacks: int = 0,
         nonzeros: int = 0,
+        what: str = "",
     ) -> float:
         """Charge one HiGHS run's counted work (its info record and callback calls: the same on any
         load); return what it cost in nominal seconds. A MIP run costs at least what its callback calls
@@ -103,7 +117,7 @@ class WorkMeter:
             + ipm_iterations * size * NOMINAL_SECONDS["ipm iteration per nonzero"]
             + nodes * NOMINAL_SECONDS["mip node"]
         )
-        calls = callbacks * size * NOMINAL_SECONDS["mip callback per nonzero"]
+        calls = callbacks * size * callback_cost(what)
         cost = NOMINAL_SECONDS["run"] + max(lp, calls)
         self.charge(cost)
         return cost
@@ -112,10 +126,15 @@ class WorkMeter:
         self.charge(moves * NOMINAL_SECONDS["move"])
 
 
-def callbacks_for(units: float, nonzeros: int) -> int:
+def callback_cost(what: str) -> float:
+    """Nominal seconds per callback call and nonzero of the stage named ``what``."""
+    return CALLBACK_BY_STAGE.get(what, NOMINAL_SECONDS["mip callback per nonzero"])
+
+
+def callbacks_for(units: float, nonzeros: int, what: str = "") -> int:
     """The count of MIP callback calls that ``units`` nominal seconds buy on a matrix of ``nonzeros``
-    (at least 1)."""
-    per = max(1, nonzeros) * NOMINAL_SECONDS["mip callback per nonzero"]
+    in the stage named ``what`` (at least 1)."""
+    per = max(1, nonzeros) * callback_cost(what)
     return max(1, math.ceil(units / per - 1e-9))  # a hair below: float rounding is no extra call
 
 
