@@ -249,14 +249,15 @@ class HighsModel:
     def set_col_bounds(self, columns: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         self.highs.changeColsBounds(len(columns), columns, lower, upper)
 
-    def run(self, work: float | None = None, what: str = "a HiGHS run") -> Outcome:
+    def run(self, work: float | None = None, what: str = "a HiGHS run", required: bool = False) -> Outcome:
         """Solve (or re-solve) within ``work`` nominal seconds of counted work (None: to the end), and,
         with a quota, the safety net's wall-clock limit, if a net is up; charge the work done to the
-        thread's meter. ``what`` names the run where the net records a cut."""
+        thread's meter. ``what`` names the run where the net records a cut; a ``required`` run (one
+        without which there is no plan, such as stage 2's slot blocks) is outside the net."""
         _scheduler_for(self._threads)
         # the net limits budgeted runs only: a run without a quota (a period's dispatch LP, a packing)
         # is part of writing the plan and must finish
-        net = _work.safety_net() if work is not None else None
+        net = _work.safety_net() if work is not None and not required else None
         left = None if net is None else net.left()
         self.highs.setOptionValue("time_limit", math.inf if left is None else float(left))
         mip = self._mip

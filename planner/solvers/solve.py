@@ -367,7 +367,8 @@ def solve_separable(
         )
         left = None if time_limit is None else max(1.0, time_limit - (work.meter().units - counted))
         solver = HighsModel(block, quiet=not verbose, output_flag=bool(verbose), mip_rel_gap=float(gap))
-        outcome = solver.run(work=left, what="a slot's MILP")
+        # a quota, but outside the safety net (required=True): without every block there is no plan
+        outcome = solver.run(work=left, what="a slot's MILP", required=True)
         stopped_by = stopped_by or outcome.stopped_by
         if not outcome.feasible:
             termination = Termination.INFEASIBLE if outcome.infeasible else Termination.NO_SOLUTION

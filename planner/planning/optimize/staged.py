@@ -250,16 +250,18 @@ def _second_stage(
     # counted work: stage 1's and this stage's so far
     half = budget.of_left(Share.STAGE_2_FREE, budget.left())
     work = None if half is None else budget.stage_floor(half)
-    free = _solve(second, settings, work, start=start, what="stage 2")
-    if free.objective > by_slot.objective + 1e-6:  # HiGHS did not keep the warm start: restore it
+    free = _attempt(second, settings, work, start=start, what="stage 2")
+    # HiGHS did not keep the warm start, or the safety net cut it before it held one: restore it
+    if not free.ok or free.objective > by_slot.objective + 1e-6:
         for var in second.problem.variables():
             var.varValue = start[var.name]
         best = by_slot
     else:
         best = free
+    bound = free.bound if free.ok else by_slot.bound  # else the slot blocks' (stage 1's commitments)
     seconds = by_slot.seconds + free.seconds
     stopped_by = "time" if "time" in (by_slot.stopped_by, free.stopped_by) else free.stopped_by
-    return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds, stopped_by)
+    return SolveResult(best.solver, best.termination, best.objective, bound, seconds, stopped_by)
 
 
 def _scheduled(sets: PlanningSets, solution: Solution, placed: list[int]) -> Scheduled:
