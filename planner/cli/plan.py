@@ -32,7 +32,7 @@ def plan(
         typer.Option(
             help="solver work limit: about this many seconds of work on a typical 2-core machine, counted "
             "in solver work (not the clock), so the same inputs give the same plan on a busy machine; a "
-            "wall-clock safety net at 4x stops a far slower machine and says so in plan.json (the hourly "
+            "wall-clock safety net at 10x stops a far slower machine and says so in plan.json (the hourly "
             "method's cluster LP, without which there is no plan, runs to completion past it)"
         ),
     ] = 120.0,
