@@ -258,7 +258,9 @@ def _second_stage(
         best = by_slot
     else:
         best = free
-    bound = free.bound if free.ok else by_slot.bound  # else the slot blocks' (stage 1's commitments)
+    # else the slot blocks' (at stage 1's commitments), or the trivial 0 where they proved none
+    bound = free.bound if free.ok else by_slot.bound
+    bound = bound if math.isfinite(bound) else 0.0
     seconds = by_slot.seconds + free.seconds
     stopped_by = "time" if "time" in (by_slot.stopped_by, free.stopped_by) else free.stopped_by
     return SolveResult(best.solver, best.termination, best.objective, bound, seconds, stopped_by)
