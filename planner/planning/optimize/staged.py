@@ -143,9 +143,8 @@ def plan_staged(
         say(f"{objective}, model gap {result.gap:.3%}")
     certified = None
     if settings.certify or sets.plans:  # with savings plans, only this bound holds for the plan as billed
-        # what is left of the time budget (at least a little: a bound stopped early is still valid)
-        left = budget.left()
-        left = None if left is None else budget.stage_floor(left)
+        # what is left of the budget, at least its share (a bound stopped early is still valid)
+        left = budget.certified()
         per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
         certified = certified_bound(sets, per_block, time_limit=left)
         if not math.isfinite(certified.bound_usd):  # stopped before any solution: its LP bounds it too
