@@ -264,6 +264,11 @@ class SolverStage(_PlanPart):
     repaired_periods: int | None = None
     dispatch_lp_usd: float | None = None
     dispatch_seconds: float | None = None
+    stopped_by: Literal["work", "time"] | None = Field(
+        None,
+        description="what stopped the stage before it finished: its counted work quota (the same on any "
+        "machine), or the wall-clock safety net (time: a re-run may give another plan); none: it finished",
+    )
 
 
 #: How the plan was found: one staged MILP, or the hourly decomposition (``planner/planning/optimize/``).

@@ -30,12 +30,16 @@ def plan(
     time_limit: Annotated[
         float,
         typer.Option(
-            help="solver time limit, seconds (the hourly method's cluster LP, without which there is no "
-            "plan, runs to completion past it)"
+            help="solver work limit: about this many seconds of work on a typical 2-core machine, counted "
+            "in solver work (not the clock), so the same inputs give the same plan on a busy machine; a "
+            "wall-clock safety net at 10x stops a far slower machine and says so in plan.json (the hourly "
+            "method's cluster LP, without which there is no plan, runs to completion past it)"
         ),
     ] = 120.0,
     gap: Annotated[float, typer.Option(help="relative optimality gap at which to stop")] = 0.005,
-    threads: Annotated[int | None, typer.Option(help="solver threads (default: the solver's choice)")] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="solver threads (default 1: the same plan on any machine)")
+    ] = 1,
     block_hours: Annotated[
         int | None,
         typer.Option(

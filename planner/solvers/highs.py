@@ -17,20 +17,30 @@ as when ``gpuplan whatif`` in-process or a library user plans with ``--threads 1
 :meth:`HighsModel.run` resets the scheduler when the count asked for changes
 (``Highs.resetGlobalScheduler``), so any sequence of thread settings works in one process.
 
+Runs are budgeted in counted work, never the clock (``planner/solvers/work.py``): :meth:`HighsModel.run`
+takes a ``work`` quota in nominal seconds (a MIP: a count of ``cbMipInterrupt`` calls, then interrupted;
+an LP: a simplex iteration limit), charges what the run did to the thread's
+:class:`~planner.solvers.work.WorkMeter`, and passes HiGHS only the safety net's wall-clock
+``time_limit``. Every run has ``random_seed`` 0 and the thread count it is given (the planner pins 1
+by default), so a run stopped by its quota gives the same answer on an idle and a loaded machine.
+
 highspy is imported on first use, so importing this module does not load the solver.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+from planner.solvers import work as _work
 
 __all__ = ["HighsModel", "Outcome", "RowwiseModel", "available", "quiet_stdout"]
 
@@ -98,12 +108,13 @@ class Outcome:
     so a re-solve loop that only checks the status does not pay for them; read them before the next
     run of the same model)."""
 
-    __slots__ = ("_highs", "_info", "status")
+    __slots__ = ("_highs", "_info", "quota_hit", "status")
 
-    def __init__(self, highs: Any) -> None:
+    def __init__(self, highs: Any, quota_hit: bool = False) -> None:
         self._highs = highs
         self._info: Any = None
         self.status = highs.getModelStatus()  # a highspy.HighsModelStatus
+        self.quota_hit = quota_hit  # interrupted by the run's work quota (not by anything else)
 
     @property
     def status_text(self) -> str:
@@ -125,9 +136,29 @@ class Outcome:
 
     @property
     def stopped(self) -> bool:
-        """Stopped by a limit (time, iterations) or an interrupt, with or without an incumbent."""
+        """Stopped by a limit (time, iterations, nodes, solutions) or an interrupt, with or without an
+        incumbent (HiGHS reports node, leaf and improving-solution limits as ``kSolutionLimit``)."""
         statuses = _highspy().HighsModelStatus
-        return self.status in (statuses.kTimeLimit, statuses.kIterationLimit, statuses.kInterrupt)
+        return self.status in (
+            statuses.kTimeLimit,
+            statuses.kIterationLimit,
+            statuses.kInterrupt,
+            statuses.kSolutionLimit,
+        )
+
+    @property
+    def stopped_by(self) -> Literal["work", "time"] | None:
+        """What stopped the run: its counted work (a quota, an iteration, node or solution limit:
+        deterministic), the wall-clock safety net (``time``: a re-run may end elsewhere), or None (it
+        ended by itself)."""
+        statuses = _highspy().HighsModelStatus
+        if self.status == statuses.kTimeLimit:
+            return "time"
+        if self.status in (statuses.kIterationLimit, statuses.kSolutionLimit):
+            return "work"
+        if self.quota_hit and self.status == statuses.kInterrupt:
+            return "work"
+        return None
 
     @property
     def feasible(self) -> bool:
@@ -178,11 +209,17 @@ class HighsModel:
         with quiet_stdout(quiet):  # HiGHS prints a banner on stdout when created
             self.highs = highspy.Highs()
         self._threads = 0  # HiGHS's default: its own choice
+        self._mip = model.is_mip  # integer columns: budgeted by callback calls, else by iterations
+        self.callbacks = 0  # cbMipInterrupt calls of the last run
+        self.highs.setOptionValue("random_seed", 0)  # pinned, whatever HiGHS's default becomes
         self.set_options(**options)
         self.highs.passModel(lp)
 
     def set_options(self, **options: Any) -> None:
-        """HiGHS options by name (``mip_rel_gap=1e-4``), in the order given; None values are skipped."""
+        """HiGHS options by name (``mip_rel_gap=1e-4``), in the order given; None values are skipped.
+        ``time_limit`` is not one of them: runs take a ``work`` quota (module docstring)."""
+        if "time_limit" in options:
+            raise ValueError("HighsModel takes no time_limit: pass run(work=...) (planner/solvers/work.py)")
         for name, value in options.items():
             if value is not None:
                 self.highs.setOptionValue(name, value)
@@ -203,6 +240,7 @@ class HighsModel:
     def make_integer(self, columns: np.ndarray) -> None:
         """Mark ``columns`` (int32 indices) integer."""
         kind = _highspy().HighsVarType.kInteger
+        self._mip = self._mip or len(columns) > 0
         self.highs.changeColsIntegrality(len(columns), columns, np.array([kind] * len(columns)))
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -211,11 +249,62 @@ class HighsModel:
     def set_col_bounds(self, columns: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         self.highs.changeColsBounds(len(columns), columns, lower, upper)
 
-    def run(self) -> Outcome:
-        """Solve (or re-solve) and report how it ended."""
+    def run(self, work: float | None = None, what: str = "a HiGHS run", required: bool = False) -> Outcome:
+        """Solve (or re-solve) within ``work`` nominal seconds of counted work (None: to the end), and,
+        with a quota, the safety net's wall-clock limit, if a net is up; charge the work done to the
+        thread's meter. ``what`` names the run where the net records a cut; a ``required`` run (one
+        without which there is no plan, such as stage 2's slot blocks) is outside the net."""
         _scheduler_for(self._threads)
-        self.highs.run()
-        return Outcome(self.highs)
+        # the net limits budgeted runs only: a run without a quota (a period's dispatch LP, a packing)
+        # is part of writing the plan and must finish
+        net = _work.safety_net() if work is not None and not required else None
+        left = None if net is None else net.left()
+        self.highs.setOptionValue("time_limit", math.inf if left is None else float(left))
+        mip = self._mip
+        calls = [0]
+        nonzeros = self.highs.getNumNz()
+        quota = None if work is None or not mip else _work.callbacks_for(work, nonzeros, what)
+
+        def count(event: Any) -> None:
+            calls[0] += 1
+            # a run without an incumbent goes on to NO_INCUMBENT_FACTOR x its quota (still a count):
+            # stopped with nothing, the stage would fail where a little more work finds a plan
+            if quota is not None and calls[0] >= quota:
+                found = math.isfinite(event.data_out.mip_primal_bound)
+                if found or calls[0] >= _work.NO_INCUMBENT_FACTOR * quota:
+                    event.interrupt()
+
+        if mip:  # counted with or without a quota: a MIP run is charged its calls too
+            self.highs.cbMipInterrupt.subscribe(count)
+        elif work is not None:
+            self.highs.setOptionValue("simplex_iteration_limit", _work.iterations_for(work, nonzeros))
+            self.highs.setOptionValue("ipm_iteration_limit", _work.iterations_for(work, nonzeros, ipm=True))
+        try:
+            self.highs.run()
+        finally:
+            if mip:
+                self.highs.cbMipInterrupt.unsubscribe(count)
+            if work is not None and not mip:
+                self.highs.setOptionValue("simplex_iteration_limit", _NO_LIMIT)
+                self.highs.setOptionValue("ipm_iteration_limit", _NO_LIMIT)
+        outcome = Outcome(self.highs, quota_hit=quota is not None and calls[0] >= quota)
+        self.callbacks = calls[0]
+        _work.meter().charge_run(
+            iterations=self._info_count("simplex_iteration_count"),
+            ipm_iterations=self._info_count("ipm_iteration_count"),
+            nodes=self._info_count("mip_node_count") if mip else 0,
+            callbacks=calls[0],
+            nonzeros=nonzeros,
+            what=what,
+        )
+        if net is not None and outcome.stopped_by == "time":
+            net.cut(what)
+        return outcome
+
+    def _info_count(self, name: str) -> int:
+        """An iteration count of the last run's info record (0 where HiGHS has none)."""
+        status, value = self.highs.getInfoValue(name)
+        return max(0, int(value)) if status == _highspy().HighsStatus.kOk else 0
 
     def solution(self) -> Any:
         """The last run's ``HighsSolution``: ``col_value``, ``row_value``, ``row_dual``."""
@@ -226,6 +315,7 @@ class HighsModel:
         return self.highs.getSolution().col_value
 
 
+_NO_LIMIT = 2_147_483_647  # HiGHS's simplex_iteration_limit default (kHighsIInf)
 _module: Any = None
 _scheduler_lock = threading.Lock()
 _scheduler_threads: int | None = None  # the ``threads`` option of the last run in this process

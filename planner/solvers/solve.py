@@ -8,6 +8,11 @@ calls go through ``planner.solvers.highs``. CBC is the fallback, driven through 
 on PATH, else the binary PuLP 3 bundles); its bound is parsed from its log. Only PuLP's public API is
 used (``LpProblem.constraints()``, ``variables()``, ``objective``), so PuLP 4 keeps working.
 
+``time_limit`` here is counted work in nominal seconds (``planner/solvers/work.py``), not the clock: HiGHS
+runs stop after a count of its MIP callbacks or LP iterations, so the same problem gives the same answer on
+an idle and a loaded machine; only the safety net's wall-clock limit may cut a run, and
+``SolveResult.stopped_by`` then says ``time``. CBC takes it as wall seconds (it has no counted limit here).
+
 Statuses follow linopy's split: ``status`` is what the caller acts on (``ok`` when a feasible
 incumbent exists), ``termination`` says why the solver stopped. Nothing here asserts a status.
 """
@@ -26,7 +31,7 @@ import numpy as np
 import pulp
 
 from models.errors import SolverError
-from planner.solvers import highs
+from planner.solvers import highs, work
 from planner.solvers.highs import HighsModel, RowwiseModel
 
 SOLVERS = ("highs", "cbc")
@@ -48,7 +53,8 @@ class SolveResult:
     termination: Termination
     objective: float
     bound: float
-    seconds: float
+    seconds: float  # measured wall seconds, for reports only
+    stopped_by: str | None = None  # "work" (its quota: deterministic), "time" (the safety net), None
 
     @property
     def ok(self) -> bool:
@@ -70,6 +76,7 @@ def solve(
     threads: int | None = None,
     verbose: bool = False,
     start: dict[str, float] | None = None,
+    what: str = "a MILP",
 ) -> SolveResult:
     """Solve ``problem`` in place (variables get ``varValue``) and report how it went.
 
@@ -77,13 +84,14 @@ def solve(
     so branch and bound can prune from the start (CBC ignores it). A start that names only some
     variables (say, the integer ones) is completed by HiGHS. The objective returned is what the values
     written back cost: a started run whose reported objective is not is solved again without the start.
+    ``what`` names the run where the safety net records a cut (module docstring).
     """
     if solver not in SOLVERS:
         raise SolverError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if solver == "highs" and not highs.available():  # pragma: no cover - highspy is a dependency
         solver = "cbc"
     if solver == "highs":
-        return _solve_highs(problem, time_limit, gap, threads, verbose, start)
+        return _solve_highs(problem, time_limit, gap, threads, verbose, start, what)
     return _solve_cbc(problem, time_limit, gap, threads, verbose)
 
 
@@ -131,12 +139,13 @@ def _solve_highs(
     threads: int | None,
     verbose: bool,
     start: dict[str, float] | None = None,
+    what: str = "a MILP",
 ) -> SolveResult:
-    began = time.perf_counter()
+    began, counted = time.perf_counter(), work.meter().units
     variables, model = rowwise(problem)
     if not variables:  # nothing to decide (no demand, nothing to buy): HiGHS calls that an empty model
         return SolveResult("HiGHS", Termination.OPTIMAL, 0.0, 0.0, time.perf_counter() - began)
-    run = _run_highs(model, variables, time_limit, gap, threads, verbose, start)
+    run = _run_highs(model, variables, time_limit, gap, threads, verbose, start, what)
     if start and run.values is not None:
         cost = float(model.cost @ run.values)
         if not math.isclose(cost, run.objective, rel_tol=MISREPORT_TOLERANCE, abs_tol=MISREPORT_TOLERANCE):
@@ -144,19 +153,21 @@ def _solve_highs(
             # wrongly: it reports the objective and bound of a reduced-space point, calls that optimal
             # and hands back the start itself, which costs something else. Nothing it reported about
             # this run holds, so solve again without the start (tests/unit/test_solve.py).
-            left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - began))
-            cold = _run_highs(model, variables, left, gap, threads, verbose, None)
+            spent = work.meter().units - counted
+            left = None if time_limit is None else max(1.0, time_limit - spent)
+            cold = _run_highs(model, variables, left, gap, threads, verbose, None, what)
             if cold.values is not None and cold.objective <= cost + MISREPORT_TOLERANCE * max(1.0, cost):
                 run = cold
             else:  # the cold run found nothing as good in time: keep the start, at what it costs
                 bound = min(cold.bound, cost) if cold.values is not None else -math.inf
                 within = max(0.0, cost - bound) / max(abs(cost), 1e-9) <= gap
                 termination = Termination.OPTIMAL if within else Termination.TIME_LIMIT
-                run = _HighsRun(termination, cost, bound, run.values)
+                run = _HighsRun(termination, cost, bound, run.values, cold.stopped_by)
     if run.values is not None:
         for var, value in zip(variables, run.values, strict=True):
             var.varValue = float(value)
-    return SolveResult("HiGHS", run.termination, run.objective, run.bound, time.perf_counter() - began)
+    seconds = time.perf_counter() - began
+    return SolveResult("HiGHS", run.termination, run.objective, run.bound, seconds, run.stopped_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +176,7 @@ class _HighsRun:
     objective: float
     bound: float
     values: np.ndarray | None  # column values, when the run ended with a solution
+    stopped_by: str | None = None
 
 
 def _run_highs(
@@ -175,6 +187,7 @@ def _run_highs(
     threads: int | None,
     verbose: bool,
     start: dict[str, float] | None,
+    what: str = "a MILP",
 ) -> _HighsRun:
     """One HiGHS run of ``model`` (columns ``variables``), optionally from ``start``."""
     solver = HighsModel(
@@ -182,7 +195,6 @@ def _run_highs(
         quiet=not verbose,
         output_flag=bool(verbose),
         mip_rel_gap=float(gap),
-        time_limit=None if time_limit is None else float(time_limit),
         threads=None if threads is None else int(threads),
     )
     if start and len(start) < len(variables):  # a partial start: HiGHS completes it (integers fixed)
@@ -193,7 +205,7 @@ def _run_highs(
         )
     elif start:
         solver.set_start([start.get(var.name, 0.0) for var in variables])
-    outcome = solver.run()
+    outcome = solver.run(work=time_limit, what=what)
     if outcome.optimal:
         termination = Termination.OPTIMAL
     elif outcome.infeasible:
@@ -207,13 +219,13 @@ def _run_highs(
     else:
         termination = Termination.ERROR
     if termination not in (Termination.OPTIMAL, Termination.TIME_LIMIT):
-        return _HighsRun(termination, math.nan, math.nan, None)
+        return _HighsRun(termination, math.nan, math.nan, None, outcome.stopped_by)
     values = np.asarray(solver.col_value(), dtype=float)
     objective = outcome.objective
     bound = outcome.dual_bound if model.is_mip else objective
     if not math.isfinite(bound):
         bound = objective if termination == Termination.OPTIMAL else -math.inf
-    return _HighsRun(termination, objective, bound, values)
+    return _HighsRun(termination, objective, bound, values, outcome.stopped_by)
 
 
 _CBC_OBJECTIVE = re.compile(r"Objective value:\s*([-+0-9.eE]+)")
@@ -291,7 +303,7 @@ def solve_separable(
     run for minutes on what takes a second block by block. The result is the sum over blocks (each
     solved to ``gap``); its bound is the sum of the blocks' bounds. HiGHS only.
     """
-    began = time.perf_counter()
+    began, counted = time.perf_counter(), work.meter().units
     variables, model = rowwise(problem)
     lower, upper, cost = model.col_lower, model.col_upper, model.cost
     fixed = np.isfinite(lower) & (lower == upper)
@@ -337,7 +349,7 @@ def solve_separable(
     if not np.isfinite(values[loose]).all():
         return SolveResult("HiGHS", Termination.UNBOUNDED, math.nan, math.nan, time.perf_counter() - began)
     objective = bound = float(cost[fixed | loose] @ values[fixed | loose])
-    worst = Termination.OPTIMAL
+    worst, stopped_by = Termination.OPTIMAL, None
     for rows in blocks.values():
         cols = np.unique(np.concatenate([c for _, c, _ in rows]))
         local = {int(c): k for k, c in enumerate(cols)}
@@ -353,11 +365,11 @@ def solve_separable(
             value=np.concatenate([v for _, _, v in rows]),
             integral=integral,
         )
-        left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - began))
-        solver = HighsModel(
-            block, quiet=not verbose, output_flag=bool(verbose), mip_rel_gap=float(gap), time_limit=left
-        )
-        outcome = solver.run()
+        left = None if time_limit is None else max(1.0, time_limit - (work.meter().units - counted))
+        solver = HighsModel(block, quiet=not verbose, output_flag=bool(verbose), mip_rel_gap=float(gap))
+        # a quota, but outside the safety net (required=True): without every block there is no plan
+        outcome = solver.run(work=left, what="a slot's MILP", required=True)
+        stopped_by = stopped_by or outcome.stopped_by
         if not outcome.feasible:
             termination = Termination.INFEASIBLE if outcome.infeasible else Termination.NO_SOLUTION
             return SolveResult("HiGHS", termination, math.nan, math.nan, time.perf_counter() - began)
@@ -369,4 +381,4 @@ def solve_separable(
         bound += block_bound if math.isfinite(block_bound) else -math.inf
     for var, value in zip(variables, values, strict=True):
         var.varValue = float(value)
-    return SolveResult("HiGHS", worst, objective, bound, time.perf_counter() - began)
+    return SolveResult("HiGHS", worst, objective, bound, time.perf_counter() - began, stopped_by)

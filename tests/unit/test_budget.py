@@ -117,3 +117,11 @@ def test_no_stage_computes_a_share_of_the_limit_where_it_runs() -> None:
                 if literal and timed:
                     found.append(f"{path.name}:{node.lineno}")
     assert found == []
+
+
+def test_the_certified_bound_keeps_at_least_its_share() -> None:
+    # stages that overran leave 2 s: the bound still gets its share of the limit, not the 5 s floor
+    assert budget_at(120.0, 118.0).certified() == pytest.approx(OF_LIMIT[Share.CERTIFIED] * 120.0)
+    # with more left than that, all of it
+    assert budget_at(120.0, 40.0).certified() == pytest.approx(80.0)
+    assert budget_at(None, 40.0).certified() is None

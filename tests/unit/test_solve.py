@@ -114,9 +114,9 @@ def test_a_misreported_start_is_kept_at_its_cost_when_the_cold_solve_finds_nothi
 
     real = module._run_highs
 
-    def run(model, variables, time_limit, gap, threads, verbose, start):
+    def run(model, variables, time_limit, gap, threads, verbose, start, what="a MILP"):
         if start:
-            return real(model, variables, time_limit, gap, threads, verbose, start)
+            return real(model, variables, time_limit, gap, threads, verbose, start, what)
         return module._HighsRun(Termination.NO_SOLUTION, math.nan, math.nan, None)
 
     monkeypatch.setattr(module, "_run_highs", run)

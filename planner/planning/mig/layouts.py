@@ -13,7 +13,6 @@ Training never shares a GPU: only inference rows enter here.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, cast
 
@@ -34,6 +33,7 @@ from models.tiers import Tier
 from planner.planning.mig.config import config_name, mig_parted_config, with_suffix
 from planner.planning.mig.packing import pack
 from planner.planning.mig.schedule import NodeLayout, PoolPlan, Work, plan_pool
+from planner.solvers.work import deadline_after
 
 # only read here; planner.planning.optimize builds the plan from this section, not the reverse
 if TYPE_CHECKING:
@@ -159,7 +159,12 @@ def _schedule(plan: PoolPlan, config: int) -> list[MigScheduleEntry]:
 
 
 def _pool(
-    offering: Offering, replicas: pd.Series, planned: pd.Series, p: int, taken: set[str], deadline: float
+    offering: Offering,
+    replicas: pd.Series,
+    planned: pd.Series,
+    p: int,
+    taken: set[str],
+    deadline: float | None,
 ) -> tuple[MigPool, dict[str, list[tuple[Layout | None, int]]]] | None:
     """One pool's entry and its configs (name -> node layout); None without MIG replicas."""
     works = _works(replicas)
@@ -219,9 +224,10 @@ def mig_section(
     sets: PlanningSets, allocations: pd.DataFrame, seconds: float = SCHEDULE_SECONDS
 ) -> MigSection | None:
     """plan.json's ``mig`` block (pools, savings, configs and their schedule), or None without MIG
-    replicas. ``seconds`` bounds the config-reuse programs of all pools together (``schedule.py``):
+    replicas. ``seconds`` (nominal: counted work, the same on any load) bounds the config-reuse programs
+    of all pools together (``schedule.py``):
     after it, hours keep their own fresh node layouts (more configs, as valid)."""
-    deadline = time.perf_counter() + seconds
+    deadline = deadline_after(seconds)  # counted work (planner/solvers/work.py), not the clock
     profiles = _mig_profiles(sets)
     if not profiles or not len(allocations):
         return None

@@ -33,7 +33,6 @@ single-node hours alone needs 35 layouts; this gets 38 for the whole pool).
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ import numpy as np
 from models.mig import MIG_PROFILES, Layout, canonical_model, valid_layouts
 from planner.planning.mig.packing import pack, pack_lower_bound
 from planner.solvers.highs import HighsModel, RowwiseModel
+from planner.solvers.work import past
 
 __all__ = ["NodeLayout", "PoolPlan", "Work", "envelopes", "lay_out", "merge", "nodes_needed", "plan_pool"]
 
@@ -298,11 +298,15 @@ def _replicas(work: Work) -> int:
 
 
 def plan_pool(
-    gpu_model: str, gpus_per_node: int, works: Mapping[tuple[Group, int], Work], deadline: float = math.inf
+    gpu_model: str,
+    gpus_per_node: int,
+    works: Mapping[tuple[Group, int], Work],
+    deadline: float | None = None,
 ) -> PoolPlan:
     """Configs for one pool over all its (group, period) works (see the module docstring). Past
-    ``deadline`` (``time.perf_counter()``) envelopes take their fresh arrangement without the program:
-    more configs, as valid, in bounded time."""
+    ``deadline`` (a work-meter reading, ``work.deadline_after``: counted work, not the clock)
+    envelopes take their fresh arrangement without the program: more configs, as valid, in bounded
+    time."""
     g = gpus_per_node
     envelope_of = envelopes(gpu_model, g, sorted(set(works.values()), key=lambda w: (w.mig, w.whole)))
     needed = {env: nodes_needed(gpu_model, g, env) for env in set(envelope_of.values())}
@@ -325,7 +329,7 @@ def plan_pool(
         # explicitly (cheap) before the program (a year of distinct hours asks thousands of times)
         nodes = previous if previous and _carries(gpu_model, g, previous, env) else None
         if nodes is None:
-            late = time.perf_counter() > deadline
+            late = past(deadline, "MIG layouts")
             nodes = lay_out(gpu_model, g, env) if late else _choose(gpu_model, g, env, needed[env], configs)
         last[needed[env]] = nodes
         for node in nodes:

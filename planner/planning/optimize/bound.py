@@ -82,6 +82,7 @@ from planner.planning.optimize.build import (
 )
 from planner.planning.problem.sets import PlanningSets, TrainingOption, shares_commitments, usable
 from planner.solvers.solve import SolveResult, solve
+from planner.solvers.work import meter
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -110,6 +111,7 @@ class BoundResult:
     solve: SolveResult
     method: str = METHOD
     decisions: ClusterDecisions | None = None
+    work: float = 0.0  # nominal seconds of counted work it took (planner/solvers/work.py): what decides
 
 
 def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 0) -> np.ndarray:
@@ -473,7 +475,7 @@ def certified_bound(
     The result carries the model's decisions (:class:`ClusterDecisions`). ``start`` (from
     :func:`start_from`) hands HiGHS a plan's integer decisions as its first incumbent.
     """
-    began = time.perf_counter()
+    began, counted = time.perf_counter(), meter().units
     model = cluster_model(sets, per_block)
     var, constraints = model.var, model.constraints
     clusters, hours = model.clusters, model.hours
@@ -565,13 +567,15 @@ def certified_bound(
     if relax:
         for variable in problem.variables():
             variable.cat = pulp.LpContinuous
-    result = solve(problem, time_limit=time_limit, gap=gap, start=start)
+    what = "the cluster model's LP" if relax else "the cluster model's MILP"
+    result = solve(problem, time_limit=time_limit, gap=gap, start=start, what=what)
     # the solver's proven bound on this relaxation's optimum (valid even when stopped early)
     # held commitments and savings plans: a constant (the plans' budgets are in the model: _savings_plans)
     bound = result.bound + sets.fixed_usd if result.ok else float("-inf")
     decisions = _decisions(sets, model.commit, chosen_by) if result.ok else None
     method = METHOD + (", LP relaxation" if relax else "")
-    return BoundResult(bound, clusters, time.perf_counter() - began, result, method, decisions)
+    seconds, work = time.perf_counter() - began, meter().units - counted
+    return BoundResult(bound, clusters, seconds, result, method, decisions, work)
 
 
 def start_from(

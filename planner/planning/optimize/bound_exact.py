@@ -76,6 +76,7 @@ from planner.planning.optimize.build import VAR_CODE
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.highs import HighsModel, RowwiseModel
 from planner.solvers.solve import rowwise
+from planner.solvers.work import deadline_after, meter, past
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -146,14 +147,15 @@ def exact_bound(
     gap: float = 1e-4,
     threads: int | None = None,
 ) -> ExactBound:
-    """The certified bound of the module docstring within ``time_limit`` seconds.
+    """The certified bound of the module docstring within ``time_limit`` nominal seconds of counted work
+    (``planner/solvers/work.py``: not the clock, so the same on any load).
 
     ``incumbent_usd`` is what a plan of the full problem costs (held commitments and penalties
     included): it makes reduced-cost fixing possible. Stopped early, the result is still valid (the
     Lagrangian bound of the last round, or the integer stage's dual bound so far).
     """
-    began = time.perf_counter()
-    deadline = math.inf if time_limit is None else began + time_limit
+    began = time.perf_counter()  # measured for the report only
+    deadline = deadline_after(time_limit)
     model = cluster_model(sets, per_block)
     combos = _add_training(model)
     finish_model(model)
@@ -190,9 +192,8 @@ def exact_bound(
     period_cluster = model.period_cluster
     best_lp, rounds, converged = -math.inf, 0, False
     duals = np.zeros(len(names))
-    while time.perf_counter() < deadline:
-        highs.set_options(time_limit=_left(deadline))
-        outcome = highs.run()
+    while not past(deadline, "the exact-start bound"):
+        outcome = highs.run(work=_left(deadline), what="the exact-start bound")
         rounds += 1
         if not outcome.optimal:
             break
@@ -214,7 +215,7 @@ def exact_bound(
             best_lp = max(best_lp, z)
             break
         _add_columns(highs, combos, new, period_cluster, generated, len(variables))
-    if not converged or time.perf_counter() >= deadline:
+    if not converged or past(deadline, "the exact-start bound"):
         return result(best_lp, best_lp, rounds=rounds, converged=converged,
                       columns_generated=len(generated), columns_kept=0, integer_status="")  # fmt: skip
 
@@ -245,8 +246,8 @@ def exact_bound(
     integer = np.flatnonzero(np.asarray(base.integral, dtype=bool)).tolist()
     integer += list(range(len(variables), len(variables) + len(generated)))
     highs.make_integer(np.array(integer, dtype=np.int32))
-    highs.set_options(time_limit=_left(deadline), mip_rel_gap=float(gap))
-    outcome = highs.run()
+    highs.set_options(mip_rel_gap=float(gap))
+    outcome = highs.run(work=_left(deadline), what="the exact-start bound")
     bound = best_lp
     dual = outcome.dual_bound
     if (outcome.optimal or outcome.stopped) and math.isfinite(dual):
@@ -282,8 +283,9 @@ def _decisions(
     return ExactDecisions({k: n for k, n in commitments.items() if n > 0}, starts)
 
 
-def _left(deadline: float) -> float | None:
-    return max(0.1, deadline - time.perf_counter()) if math.isfinite(deadline) else None
+def _left(deadline: float | None) -> float | None:
+    """Counted work left before ``deadline`` (a work-meter reading), at least a little."""
+    return None if deadline is None else max(0.1, deadline - meter().units)
 
 
 def _add_training(model: ClusterModel) -> list[_Combo]:

@@ -31,6 +31,7 @@ from models.tiers import Capacity, Tier
 from planner.planning.optimize.build import replica_penalty
 from planner.planning.problem.sets import PlanningSets, TrainingOption
 from planner.solvers.highs import HighsModel, RowwiseModel
+from planner.solvers.work import meter
 
 EPS = 1e-6
 DIVE_PERIODS = 2_000
@@ -110,8 +111,9 @@ class Dispatch:
     held_cost_usd: float  # on-demand (inference and non-spot training beyond R) + spot inference, whole nodes
     lp_cost_usd: float  # the same periods' LP optimum (fractional nodes): a bound for these R and training
     distinct_periods: int
-    seconds: float
+    seconds: float  # measured wall seconds, for reports only
     repaired_periods: int = 0  # periods where rounding up crossed max_nodes and was repaired
+    work: float = 0.0  # nominal seconds of counted work it took (planner/solvers/work.py): what decides
 
 
 #: The integer code of each capacity kind in this module's arrays: the third column of
@@ -421,7 +423,7 @@ def dispatch(
     ``whole`` solves each period as a MILP instead (exact, ~20x slower: for tests and checks);
     ``dive`` None dives where there are at most ``DIVE_PERIODS`` distinct periods.
     """
-    began = time.perf_counter()
+    began, counted = time.perf_counter(), meter().units
     model = PeriodModel(sets, committed, whole)
     periods = sets.demand.shape[1]
     groups = Distinct.of(sets, occupancy)
@@ -479,6 +481,7 @@ def dispatch(
         distinct_periods=n_groups,
         seconds=time.perf_counter() - began,
         repaired_periods=repaired,
+        work=meter().units - counted,
     )
 
 

@@ -91,7 +91,7 @@ def improve_plan(
     sets: PlanningSets,
     scheduled: Scheduled,
     incumbent_usd: float,
-    dispatch_seconds: float,
+    dispatch_work: float,
     left: float | None,
     budget: TimeBudget,
     say: Callable[[str], None],
@@ -102,7 +102,7 @@ def improve_plan(
     the dispatches after it, at most its share of the limit (``TimeBudget.local_search``); its plan,
     dispatched in whole nodes, if that costs less than ``incumbent_usd`` as written
     (:func:`written_cost`), else None: the incumbent is never lost. Both methods call it."""
-    seconds = budget.local_search(left, reserve, dispatch_seconds, say)
+    seconds = budget.local_search(left, reserve, dispatch_work, say)
     if not budget.searchable(seconds):
         return None
     guarantees = any(team.guaranteed_gpus > 0 for team in sets.scenario.teams)

@@ -22,7 +22,6 @@ Every step reads the same ``PlanningSets``, so the rules that ``build.py`` gets 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,7 +74,7 @@ def plan_hourly(
     inference per period, then the plan written by the path both methods share."""
     if settings.solver != "highs":
         say("the hourly method dispatches periods with HiGHS; --solver applies to the staged method only")
-    build_seconds = budget.elapsed()
+    build_seconds = budget.wall_seconds()  # measured, for the report
     done = _decide_and_dispatch(
         sets,
         budget,
@@ -125,10 +124,10 @@ def _decide_and_dispatch(
     # plan a little late beats no plan)
     remaining = budget.left()
     lp = certified_bound(sets, per_block, time_limit=budget.cluster_lp(), gap=gap / 2, relax=True)
-    if remaining is not None and lp.seconds > remaining:
+    if remaining is not None and lp.work > remaining:
         say(
-            f"the cluster LP took {lp.seconds:.0f} s, past the {budget.limit:g} s time limit: without it "
-            "there is no plan"
+            f"the cluster LP took {lp.work:.0f} s of counted work, past the {budget.limit:g} s time limit: "
+            "without it there is no plan"
         )
     if lp.decisions is None:
         raise SolverError(
@@ -143,7 +142,7 @@ def _decide_and_dispatch(
     if relax is not True and budget.runs_cluster_milp():
         # the MILP, warm-started from the LP's rounded decisions, its time capped relative to the LP's
         start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
-        limit = budget.cluster_milp(lp.seconds)
+        limit = budget.cluster_milp(lp.work)
         say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
         milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
         if milp.solve.ok and milp.bound_usd > bound:
@@ -176,7 +175,7 @@ def _decide_and_dispatch(
     bound = min(bound, objective)
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
-    result = SolveResult("HiGHS", termination, objective, bound, budget.elapsed())
+    result = SolveResult("HiGHS", termination, objective, bound, budget.wall_seconds())
     return HourlyResult(best.solution, result, lp.clusters, stages, method, raw_bound)
 
 
@@ -189,6 +188,7 @@ def _stage(number: int, what: str, cluster: BoundResult, realized: Dispatched | 
         cluster_objective_usd=cluster.solve.objective,
         bound_usd=cluster.bound_usd,
         seconds=round(cluster.seconds, 3),
+        stopped_by=cluster.solve.stopped_by,
     )
     if realized is None:
         return stage
@@ -242,7 +242,7 @@ def _finish(
     refined = _refine(sets, scheduled, budget, say)
     best = dispatch_scheduled(sets, refined, say)
     better = improve_plan(
-        sets, refined, best.objective, best.dispatch.seconds, budget.left(), budget, say, reserve
+        sets, refined, best.objective, best.dispatch.work, budget.left(), budget, say, reserve
     )
     best = best if better is None else better
     if sets.new_plans:  # reservations that a plan for sale covers more cheaply, dropped for the plans
@@ -278,7 +278,7 @@ def _move_training(
         if remaining is not None and remaining < SECONDS["training moves when left"]:
             break
         seconds = budget.of_left(Share.MOVE_TRAINING, remaining)
-        deadline = None if seconds is None else time.perf_counter() + seconds
+        deadline = budget.deadline(seconds)  # counted work, not the clock
         schedule, saving = improve_schedule(sets, best.committed, best.schedule, prices, deadline)
         if saving <= 1e-6:
             break

@@ -55,6 +55,7 @@ from planner.planning.optimize.schedule import (
     feasible_starts,
 )
 from planner.planning.problem.sets import PlanningSets, TrainingOption
+from planner.solvers.work import deadline_after, meter, past
 
 __all__ = ["Searched", "search", "spot_share_holds", "violations"]
 
@@ -92,12 +93,12 @@ def search(
     min_round_gain: float = 0.0,
 ) -> Searched:
     """Improve (commitments, placements) by the moves of the module docstring until none pays, the
-    time limit (seconds) passes, ``max_moves`` are kept or a round saves less than ``min_round_gain`` of
-    the cost. ``guarantee_usd``: the guarantee penalty of
-    a set of commitments (None: the scenario has no guarantees). Deterministic for a given ``seed``
-    when the time limit does not bind."""
-    began = time.perf_counter()
-    deadline = None if time_limit is None else began + time_limit
+    time limit (nominal seconds of counted work, ``planner/solvers/work.py``) is spent, ``max_moves``
+    are kept or a round saves less than ``min_round_gain`` of the cost. ``guarantee_usd``: the guarantee
+    penalty of a set of commitments (None: the scenario has no guarantees). Deterministic for a given ``seed``
+    unless the wall-clock safety net cuts it."""
+    began = time.perf_counter()  # measured for the report only
+    deadline = deadline_after(time_limit)
     state = _State(sets, commitments, schedule, guarantee_usd, deadline)
     start_cost = state.total()
     rng = np.random.default_rng(seed)
@@ -106,7 +107,7 @@ def search(
 
     def out_of_time() -> bool:
         over = max_moves is not None and sum(moves.values()) >= max_moves
-        return over or (deadline is not None and time.perf_counter() > deadline)
+        return over or past(deadline, "the local search")
 
     def kept(kind: str) -> None:
         moves[kind] = moves.get(kind, 0) + 1
@@ -208,7 +209,7 @@ class _State:
         deadline: float | None = None,
     ) -> None:
         self.sets = sets
-        self.deadline = deadline  # perf_counter time: a move in progress gives up past it
+        self.deadline = deadline  # a work meter reading (work.deadline_after): a move gives up past it
         self.commitments = {c: int(commitments.get(c, 0)) for c in sets.new_columns}
         self.committed = sets.committed(self.commitments)
         self.placements = {option.run: option for option in schedule.placements}
@@ -241,7 +242,7 @@ class _State:
     def expired(self) -> bool:
         """Past the deadline: one move of a year-long column re-solves thousands of periods, so the
         moves check this between their trials, not only the search between moves."""
-        return self.deadline is not None and time.perf_counter() > self.deadline
+        return past(self.deadline, "the local search")
 
     # -- scoring ------------------------------------------------------------------------------------
 
@@ -313,6 +314,7 @@ class _State:
         spot training and guarantee penalty), and what to store if the move is kept. Leaves the model
         at the incumbent's commitments."""
         self.evaluations += 1
+        meter().charge_moves()
         solved = self._solve(periods, committed, occupancy)
         self.model.set_commitments(self.committed)
         change = float(solved[0].sum() - self.period_cost[periods].sum()) + fixed_change

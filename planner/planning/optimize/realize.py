@@ -33,7 +33,6 @@ once.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,11 +51,14 @@ from planner.planning.optimize.period import (
 )
 from planner.planning.optimize.realize_exact import solve_period
 from planner.planning.problem.sets import PlanningSets
+from planner.solvers.work import meter, past
 
 __all__ = ["Realized", "ReplicaShape", "realize", "replica_shapes"]
 
 IMPROVE_ROUNDS = 3
-EXACT_BUDGET_SECONDS = 60.0  # MILP time over all periods; beyond it, periods keep the rounded answer
+EXACT_BUDGET_SECONDS = (
+    60.0  # counted work (nominal seconds) over all periods; beyond it, periods keep the rounded answer
+)
 EMPTY_NODES = 2  # groups of at most this many nodes are also tried emptied whole
 
 
@@ -188,11 +190,13 @@ def _realize_period(
     free = (served >= target).all() and period.cost() <= period.training_cost() + EPS
     if free:  # inference costs nothing beyond what training pays: nothing to improve
         problem.refined_periods += 1
-    elif problem.exact_seconds_left > 0 and served.any():  # (2) and (3), while the budget lasts
-        began = time.perf_counter()
+    elif problem.exact_seconds_left > 0 and served.any() and not past(None, "whole replicas"):
+        # (2) and (3), while the budget (counted work) lasts and the safety net has not fired
+        counted = meter().units  # counted work, not the clock (planner/solvers/work.py)
         _improve(period)
+        meter().charge_moves()  # the period's own moves, beyond its MILP's counted work
         _exact(period, target, served)
-        problem.exact_seconds_left -= time.perf_counter() - began
+        problem.exact_seconds_left -= meter().units - counted
         problem.refined_periods += 1
     return _rows(period), served
 

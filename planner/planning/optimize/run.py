@@ -2,7 +2,8 @@
 
 The one entry point of planning (re-exported as ``planner.planning.optimize.optimize``). It sits on top:
 it makes the one :class:`~planner.planning.optimize.budget.TimeBudget` of the run from ``--time-limit``
-and hands it to the method it picks; the two methods (``staged.py``, ``hourly.py``) are peers that never
+(counted work, never the clock) and the run's wall-clock safety net (``planner/solvers/work.py``), and hands
+them to the method it picks; the two methods (``staged.py``, ``hourly.py``) are peers that never
 import each other and end on the same finishing path (``finish.py``).
 """
 
@@ -17,13 +18,15 @@ from models.plan import Plan
 from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
 from models.wording import plural
-from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.budget import TimeBudget, safety_net_for
 from planner.planning.optimize.finish import settle_status
 from planner.planning.optimize.hourly import plan_hourly
 from planner.planning.optimize.settings import METHODS, SolveSettings
 from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
 from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
+from planner.solvers.solve import Termination
+from planner.solvers.work import guarded
 
 __all__ = ["HOURLY_ABOVE", "optimize", "sets_summary"]
 
@@ -61,7 +64,31 @@ def optimize(
     """
     settings = settings or SolveSettings()
     say = progress or (lambda _message: None)
-    budget = TimeBudget(settings.time_limit, settings.realize_seconds)
+    net = safety_net_for(settings.time_limit)
+    budget = TimeBudget(settings.time_limit, settings.realize_seconds, net=net)
+    with guarded(net):
+        plan = _optimize(scenario, catalog, base_dir, settings, budget, say)
+    if net.cuts:  # the net cut a stage: the plan may differ on another run; never called optimal
+        solver = plan.document.solver
+        for what, seconds in net.cuts.items():
+            solver.notes.append(
+                f"{what} stopped by the wall-clock limit after {seconds:.0f} s (the safety net at "
+                f"{net.seconds:.0f} s); a re-run may give another plan"
+            )
+        if solver.status == Termination.OPTIMAL.value:
+            solver.status = Termination.FEASIBLE.value
+        say(solver.notes[-1])
+    return plan
+
+
+def _optimize(
+    scenario: Scenario,
+    catalog: Catalog,
+    base_dir: Path | None,
+    settings: SolveSettings,
+    budget: TimeBudget,
+    say: Callable[[str], None],
+) -> Plan:
     warnings = check_inputs(scenario, catalog)  # what validate checks; InputError before any solve
     sets = build_sets(
         scenario,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -29,6 +28,7 @@ from models.tiers import Capacity
 from planner.planning.optimize.dispatch import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
 from planner.planning.problem.purchases import CommitColumn
 from planner.planning.problem.sets import PlanningSets, TrainingOption, on_demand_or_dearest
+from planner.solvers.work import past
 
 
 @dataclass
@@ -158,7 +158,8 @@ def improve_schedule(
     offering), keeping every period feasible. Each move is checked by
     re-solving the periods it touches (old and new window) and kept only if that lowers the exact
     per-period LP cost plus the run's own cost. Returns the new schedule and the saving (exact for
-    these LPs). ``deadline``: a ``time.perf_counter()`` value after which no more moves are tried."""
+    these LPs). ``deadline``: a work-meter reading (``work.deadline_after``: counted work, not the clock)
+    after which no more moves are tried."""
     teams = team_index(sets)
     limits = _Limits.of(sets)
     by_combo = combos(sets)
@@ -170,7 +171,7 @@ def improve_schedule(
     saving = 0.0
     moved = 0
     for r in sorted(placements, key=lambda r: (-sets.runs[r].job.nodes, r)):
-        if deadline is not None and time.perf_counter() > deadline:
+        if past(deadline, "training moves"):
             break
         current = placements[r]
         nodes = sets.runs[r].job.nodes

@@ -15,9 +15,9 @@ SEARCH_MIN_ROUND_GAIN = 1e-4
 @dataclass(frozen=True, slots=True)
 class SolveSettings:
     solver: str = "highs"
-    time_limit: float | None = 120.0
+    time_limit: float | None = 120.0  # nominal seconds: counted work (planner/solvers/work.py)
     gap: float = 0.005
-    threads: int | None = None
+    threads: int | None = 1  # pinned: HiGHS sizes its workers by the cores otherwise (issue 39)
     verbose: bool = False
     block_hours: int | None = None
     start_grid_hours: int | None = None

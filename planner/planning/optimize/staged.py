@@ -22,7 +22,6 @@ picks between the two.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -67,28 +66,29 @@ def plan_staged(
     # placement for a 16-node gang within its time on mixed-fleet (measured: $14.5M with the gang
     # unserved, against $2.15M without them), and stage 2's free solve took its time from the rest
     first = create_model(sets, savings_plans=False)
-    build_seconds = budget.elapsed()
+    build_seconds = budget.wall_seconds()  # measured, for the report
     say(f"stage 1 built in {build_seconds:.1f} s; solving with {settings.solver}")
     # stage 1 may not take the whole budget: stages 2-3 and the certified bound need their share
-    relaxed = _solve(first, settings, budget.of_limit(Share.STAGE_1))
+    relaxed = _solve(first, settings, budget.of_limit(Share.STAGE_1), what="stage 1")
     say(f"stage 1: {relaxed.termination.value}, bound ${relaxed.bound:,.0f}, {relaxed.seconds:.1f} s")
 
     chosen = [a for a, var in enumerate(first.place) if (var.varValue or 0.0) > 0.5]
     fixed_sets = fix_training(sets, chosen)
     second = create_model(fixed_sets, savings_plans=False)
     say(f"stage 2: {len(fixed_sets.slots)} model slots, whole nodes")
-    final = _second_stage(first, second, settings, budget, relaxed.seconds)
+    final = _second_stage(first, second, settings, budget)
     # stages 1-2 without the savings plans for sale bound another model: with plans for sale only stage 3's
     # bound (and the certified one, always computed then) bound this one; 0 is the trivial bound till then
     bound = relaxed.bound if not sets.new_plans else 0.0
     used = relaxed.seconds + final.seconds
     plan_model, stage3 = second, None
-    # the certified bound keeps its share of the budget: stages 1-3 stop at the rest
-    solve_budget = budget.of_limit(Share.STAGES)
-    stage_3 = None if solve_budget is None else solve_budget - used
+    # the certified bound keeps its share of the budget: stages 1-3 stop at the rest (counted work)
+    stage_3 = budget.until(Share.STAGES)
     # stage 3 when stages 1-2 leave a gap (with plans for sale: the gap of the model without them; the
     # plans weigh against reservations in swap_for_savings_plans below in any case)
-    if _distance(final.objective, relaxed.bound) > settings.gap and budget.worth_a_stage(stage_3):
+    # (not once the wall-clock safety net has fired: the stage would start with no time)
+    gap_left = _distance(final.objective, relaxed.bound) > settings.gap
+    if gap_left and budget.worth_a_stage(stage_3) and not budget.past(None, "stage 3"):
         # 3. tighten the bound: the full model with whole nodes, warm-started from stage 2's plan
         say(f"stage 3: gap {_distance(final.objective, relaxed.bound):.3%} > {settings.gap:.2%}; whole nodes")
         full_sets = replace(sets, integral_held=True)
@@ -96,11 +96,16 @@ def plan_staged(
         # aim below the requested gap, so the plan meets the user's bar with room to spare rather than
         # stopping the moment HiGHS's own gap estimate touches it
         tighter = replace(settings, gap=settings.gap / 2)
-        stage3 = _solve(full, tighter, stage_3, start=warm_start(full, second, chosen))
-        bound = max(bound, stage3.bound)
-        if stage3.objective < final.objective - 1e-6:
-            plan_model = full
-        used += stage3.seconds
+        start = warm_start(full, second, chosen)
+        attempt = _attempt(full, tighter, stage_3, start=start, what="stage 3")
+        if not attempt.ok:  # cut by the safety net before it held even the warm start: stage 2 stands
+            say("stage 3: stopped before it had a plan; stage 2's plan stands")
+        else:
+            stage3 = attempt
+            bound = max(bound, stage3.bound)
+            if stage3.objective < final.objective - 1e-6:
+                plan_model = full
+            used += stage3.seconds
     best = final if plan_model is second else stage3
     assert best is not None
     fixed = sets.fixed_usd  # commitments already held: a constant the models leave out
@@ -141,9 +146,8 @@ def plan_staged(
         say(f"{objective}, model gap {result.gap:.3%}")
     certified = None
     if settings.certify or sets.plans:  # with savings plans, only this bound holds for the plan as billed
-        # what is left of the time budget (at least a little: a bound stopped early is still valid)
-        left = budget.left()
-        left = None if left is None else budget.stage_floor(left)
+        # what is left of the budget, at least its share (a bound stopped early is still valid)
+        left = budget.certified()
         per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
         certified = certified_bound(sets, per_block, time_limit=left)
         if not math.isfinite(certified.bound_usd):  # stopped before any solution: its LP bounds it too
@@ -159,16 +163,19 @@ def plan_staged(
                     + (" (savings plans for sale left to stage 3 and the purchase LP: a bound of the "
                        "model without them)" if sets.new_plans else ""),
                     status=relaxed.termination.value, objective_usd=relaxed.objective + fixed,
-                    bound_usd=relaxed.bound + floor, seconds=round(relaxed.seconds, 3)),
+                    bound_usd=relaxed.bound + floor, seconds=round(relaxed.seconds, 3),
+                    stopped_by=relaxed.stopped_by),
         SolverStage(stage=2, what="training fixed; whole nodes slot by slot, then commitments re-optimized",
                     status=final.termination.value, objective_usd=final.objective + fixed,
-                    bound_usd=final.bound + floor, seconds=round(final.seconds, 3)),
+                    bound_usd=final.bound + floor, seconds=round(final.seconds, 3),
+                    stopped_by=final.stopped_by),
     ]  # fmt: skip
     if stage3 is not None:
         stages.append(
             SolverStage(stage=3, what="whole nodes everywhere, warm-started from stage 2; tighter bound",
                         status=stage3.termination.value, objective_usd=stage3.objective + fixed,
-                        bound_usd=stage3.bound + floor, seconds=round(stage3.seconds, 3))
+                        bound_usd=stage3.bound + floor, seconds=round(stage3.seconds, 3),
+                        stopped_by=stage3.stopped_by)
         )  # fmt: skip
 
     def write(solution: Solution, result: SolveResult) -> Plan:
@@ -205,7 +212,7 @@ def plan_staged(
             _termination(candidate.objective, exact.bound_usd, settings.gap),
             candidate.objective,
             min(exact.bound_usd, candidate.objective),
-            budget.elapsed(),
+            budget.wall_seconds(),
         )
         rebuilt = write(candidate.solution, own)
         rebuilt_paid = rebuilt.total_usd + rebuilt.document.solver.penalty_usd
@@ -225,7 +232,7 @@ def plan_staged(
 
 
 def _second_stage(
-    first: PlanningModel, second: PlanningModel, settings: SolveSettings, budget: TimeBudget, used: float
+    first: PlanningModel, second: PlanningModel, settings: SolveSettings, budget: TimeBudget
 ) -> SolveResult:
     """Whole nodes with training fixed: first slot by slot at stage 1's commitments (fast, always
     feasible), then with commitments free again, warm-started from that plan, for what time allows."""
@@ -236,25 +243,29 @@ def _second_stage(
     for var, bought, whole in decided:  # a plan stage 1 did not model: none bought yet
         value = 0.0 if bought is None else bought.varValue or 0.0
         var.lowBound = var.upBound = round(value) if whole else value
-    began = time.perf_counter()
     by_slot = solve_separable(second.problem, time_limit=budget.limit, gap=min(settings.gap, 1e-4))
     if not by_slot.ok:
         raise SolverError(f"stage 2 (whole nodes, stage 1's commitments) ended '{by_slot.termination.value}'")
     start = {var.name: var.varValue or 0.0 for var in second.problem.variables()}
     for (var, _first, _whole), (low, up) in zip(decided, bounds, strict=True):
         var.lowBound, var.upBound = low, up
-    spent = used + time.perf_counter() - began  # solver seconds: stage 1's and this stage's so far
-    left = None if budget.limit is None else budget.limit - spent
-    half = budget.of_left(Share.STAGE_2_FREE, left)
-    free = _solve(second, settings, None if half is None else budget.stage_floor(half), start=start)
-    if free.objective > by_slot.objective + 1e-6:  # HiGHS did not keep the warm start: restore it
+    # counted work: stage 1's and this stage's so far
+    half = budget.of_left(Share.STAGE_2_FREE, budget.left())
+    work = None if half is None else budget.stage_floor(half)
+    free = _attempt(second, settings, work, start=start, what="stage 2")
+    # HiGHS did not keep the warm start, or the safety net cut it before it held one: restore it
+    if not free.ok or free.objective > by_slot.objective + 1e-6:
         for var in second.problem.variables():
             var.varValue = start[var.name]
         best = by_slot
     else:
         best = free
+    # else the slot blocks' (at stage 1's commitments), or the trivial 0 where they proved none
+    bound = free.bound if free.ok else by_slot.bound
+    bound = bound if math.isfinite(bound) else 0.0
     seconds = by_slot.seconds + free.seconds
-    return SolveResult(best.solver, best.termination, best.objective, free.bound, seconds)
+    stopped_by = "time" if "time" in (by_slot.stopped_by, free.stopped_by) else free.stopped_by
+    return SolveResult(best.solver, best.termination, best.objective, bound, seconds, stopped_by)
 
 
 def _scheduled(sets: PlanningSets, solution: Solution, placed: list[int]) -> Scheduled:
@@ -284,7 +295,7 @@ def _local_search(
     incumbent = dispatch_scheduled(sets, scheduled, say)
     bar = min(incumbent_usd, incumbent.objective)
     left = budget.until(Share.STAGES)
-    return improve_plan(sets, scheduled, bar, incumbent.dispatch.seconds, left, budget, say)
+    return improve_plan(sets, scheduled, bar, incumbent.dispatch.work, left, budget, say)
 
 
 def _certify(
@@ -347,16 +358,11 @@ def _solve(
     settings: SolveSettings,
     time_limit: float | None,
     start: dict[str, float] | None = None,
+    what: str = "a MILP",
 ) -> SolveResult:
-    result = solve(
-        model.problem,
-        solver=settings.solver,
-        time_limit=time_limit,
-        gap=settings.gap,
-        threads=settings.threads,
-        verbose=settings.verbose,
-        start=start,
-    )
+    """``model`` solved within ``time_limit`` nominal seconds of counted work (budget.py); a SolverError
+    without a feasible plan."""
+    result = _attempt(model, settings, time_limit, start, what)
     if not result.ok:
         raise SolverError(
             f"{result.solver} stopped with status '{result.termination.value}' after {result.seconds:.1f} s "
@@ -364,6 +370,26 @@ def _solve(
             + (" (try a longer --time-limit)" if result.termination == Termination.NO_SOLUTION else "")
         )
     return result
+
+
+def _attempt(
+    model: PlanningModel,
+    settings: SolveSettings,
+    time_limit: float | None,
+    start: dict[str, float] | None = None,
+    what: str = "a MILP",
+) -> SolveResult:
+    """:func:`_solve` for a stage that may end without a plan (stage 3: stage 2's stands)."""
+    return solve(
+        model.problem,
+        solver=settings.solver,
+        time_limit=time_limit,
+        gap=settings.gap,
+        threads=settings.threads,
+        verbose=settings.verbose,
+        start=start,
+        what=what,
+    )
 
 
 def _termination(objective: float, bound: float, gap: float) -> Termination:

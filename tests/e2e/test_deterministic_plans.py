@@ -1,0 +1,90 @@
+"""The same scenario, options and version give the same plan.json on an idle and on a loaded machine
+(issue 39 point 1): one plan run twice as real subprocesses, the second beside two CPU-burning processes
+and with another PYTHONHASHSEED, at a time limit short enough that the work quotas cut the stages (so a
+clock-based budget would stop them elsewhere).
+
+Ignored, because they are measured, not decided: keys named ``created`` (the timestamp) or ending in
+``seconds`` (``seconds``, ``build_seconds``, ``certified_bound_seconds``, ``dispatch_seconds``), and the
+measured seconds inside solver notes ("..., 0.4 s)"). Everything else (commitments, placements, costs,
+bounds, statuses, notes) must be equal byte for byte once those are blanked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "scenarios" / "mixed-fleet.yaml"
+# nominal seconds: stage 1 gets 40 % of it, far below what it needs to finish, so its quota cuts it
+TIME_LIMIT = "12"
+
+pytestmark = pytest.mark.slow
+
+_SECONDS_IN_TEXT = re.compile(r"\d+(?:\.\d+)? s\b")
+
+
+def measured_blanked(value: Any) -> Any:
+    """``value`` with the measured fields of the module docstring blanked."""
+    if isinstance(value, dict):
+        return {
+            key: "<measured>" if key == "created" or key.endswith("seconds") else measured_blanked(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [measured_blanked(item) for item in value]
+    if isinstance(value, str):
+        return _SECONDS_IN_TEXT.sub("<s>", value)
+    return value
+
+
+def plan(out: Path, hash_seed: str) -> tuple[dict[str, Any], pd.DataFrame]:
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable,
+        "-m",
+        "planner.cli",
+        "plan",
+        str(SCENARIO),
+        "-o",
+        str(out),
+        "-q",
+        "--no-report",
+    ]
+    done = subprocess.run(
+        [*command, "--time-limit", TIME_LIMIT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads((out / "plan.json").read_text()), pd.read_csv(out / "allocations.csv")
+
+
+def test_the_same_plan_idle_and_beside_two_cpu_burners(tmp_path: Path) -> None:
+    idle, idle_rows = plan(tmp_path / "idle", "1")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        loaded, loaded_rows = plan(tmp_path / "loaded", "2")
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    # the quotas did cut: stage 1 stopped by its counted work, not by the clock or by finishing
+    stages = idle["solver"]["stages"]
+    assert stages[0]["stopped_by"] == "work"
+    # the safety net did not fire on either run (it would say so, and the plans could differ)
+    for document in (idle, loaded):
+        assert not any("wall-clock limit" in note for note in document["solver"]["notes"])
+    assert measured_blanked(loaded) == measured_blanked(idle)
+    pd.testing.assert_frame_equal(loaded_rows, idle_rows)
