@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import subprocess
 import sys
@@ -31,22 +30,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "tests") not in sys.path:  # the end-to-end test's blanking, shared
+    sys.path.insert(0, str(ROOT / "tests"))
+
+from measured import blanked  # noqa: E402
+
 DEFAULT = ["mixed-fleet", "h100-shortage", "spot-price-shock"]
-_SECONDS_IN_TEXT = re.compile(r"\d+(?:\.\d+)? s\b")
-
-
-def blanked(value: Any) -> Any:
-    """``value`` with the measured fields blanked (as the end-to-end test does)."""
-    if isinstance(value, dict):
-        return {
-            k: "<measured>" if k == "created" or k.endswith("seconds") else blanked(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [blanked(item) for item in value]
-    if isinstance(value, str):
-        return _SECONDS_IN_TEXT.sub("<s>", value)
-    return value
 
 
 def plan(scenario: Path, out: Path, time_limit: float, hash_seed: str) -> dict[str, Any]:

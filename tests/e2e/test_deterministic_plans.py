@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from measured import blanked
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "mixed-fleet.yaml"
@@ -28,22 +28,6 @@ SCENARIO = ROOT / "scenarios" / "mixed-fleet.yaml"
 TIME_LIMIT = "12"
 
 pytestmark = pytest.mark.slow
-
-_SECONDS_IN_TEXT = re.compile(r"\d+(?:\.\d+)? s\b")
-
-
-def measured_blanked(value: Any) -> Any:
-    """``value`` with the measured fields of the module docstring blanked."""
-    if isinstance(value, dict):
-        return {
-            key: "<measured>" if key == "created" or key.endswith("seconds") else measured_blanked(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [measured_blanked(item) for item in value]
-    if isinstance(value, str):
-        return _SECONDS_IN_TEXT.sub("<s>", value)
-    return value
 
 
 def plan(out: Path, hash_seed: str) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -86,5 +70,5 @@ def test_the_same_plan_idle_and_beside_two_cpu_burners(tmp_path: Path) -> None:
     # the safety net did not fire on either run (it would say so, and the plans could differ)
     for document in (idle, loaded):
         assert not any("wall-clock limit" in note for note in document["solver"]["notes"])
-    assert measured_blanked(loaded) == measured_blanked(idle)
+    assert blanked(loaded) == blanked(idle)
     pd.testing.assert_frame_equal(loaded_rows, idle_rows)
