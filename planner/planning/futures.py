@@ -166,7 +166,9 @@ def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> l
             if isinstance(example, ExistingCommitment):
                 commitments.append(example.model_copy(update={"nodes": round(value), "name": None}))
             else:
-                plans.append(example.model_copy(update={"usd_per_hour": value, "name": f"{example.name}-q"}))
+                # one name per plan of the stage: two futures' plans may have given the same name
+                name = f"{example.name}-q{len(plans)}"
+                plans.append(example.model_copy(update={"usd_per_hour": value, "name": name}))
         result.append(
             FirstStage(f"quantile {q:.2f}", f"the futures' purchases at their {q:.0%} quantile",
                        tuple(commitments), tuple(plans), chosen)
