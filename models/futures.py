@@ -29,6 +29,7 @@ from models.errors import InputError
 from models.numbers import StrictModel
 from models.plan import UtcTime
 from models.tiers import Term
+from models.variation import parse_all
 from models.yamlfile import read_yaml
 
 __all__ = [
@@ -111,8 +112,12 @@ def load_futures(path: Path) -> FuturesFile:
         spec = FuturesFile.model_validate(data)
     except ValidationError as exc:
         raise validation_error(path, "futures file", exc) from None
-    for index, future in enumerate(spec.futures):  # series paths made absolute, each checked to exist
-        for service, csv in future.series.items():
+    for index, future in enumerate(spec.futures):
+        try:  # the changes' grammar, checked here so that an error names this file
+            parse_all(future.vary, f"futures[{index}].vary")
+        except InputError as error:
+            raise InputError(path, error.where, error.problem) from None
+        for service, csv in future.series.items():  # series paths made absolute, each checked to exist
             full = Path(csv) if Path(csv).is_absolute() else (path.parent / csv).resolve()
             if not full.is_file():
                 raise InputError(path, f"futures[{index}].series.{service}", f"{csv}: file not found")

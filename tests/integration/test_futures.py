@@ -199,6 +199,7 @@ def test_bad_futures_files_are_named(tmp_path: Path) -> None:
         result = runner.invoke(app, ["futures", str(scenario), str(path), "-o", str(tmp_path / "x")])
         assert result.exit_code == 2, (text, result.output)
         assert named in result.output, (text, result.output)
+        assert "f.yaml" in result.output, (text, result.output)  # the futures file is named
         assert "Traceback" not in result.output
         assert not (tmp_path / "x").exists()
 
