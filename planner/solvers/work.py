@@ -16,7 +16,7 @@ plan. Seconds measured for reports (``seconds`` fields, progress lines) are read
 never decide anything; tests/unit/test_work.py scans the planning code for clock reads outside both.
 
 HiGHS is deterministic when stopped by a count of ``cbMipInterrupt`` calls (same objective, bound and
-solution idle and beside two CPU burners, with 1 and 2 threads; /work/notes/issue39-memo.md), by an LP
+solution idle and beside two CPU burners, with 1 and 2 threads: measured on HiGHS 1.16), by an LP
 iteration limit, or at the end; a wall-clock ``time_limit`` is not. Its callbacks are coarse (mixed-fleet's
 stage 1: 86 calls in 48 s, up to 26 s between two calls at the root), so a quota is a count of calls.
 """
