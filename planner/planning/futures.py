@@ -88,8 +88,17 @@ class FirstStage:
     origin: str
     commitments: tuple[ExistingCommitment, ...] = ()
     plans: tuple[HeldSavingsPlan, ...] = ()
-    levels: dict[CommitmentKey | PlanKey, float] = field(default_factory=dict, compare=False)
     also: tuple[str, ...] = ()  # other candidates with the same purchases (a peer that buys what we buy)
+
+    @property
+    def levels(self) -> dict[CommitmentKey | PlanKey, float]:
+        """Per purchase key, the nodes committed (commitments) or USD per hour (savings plans)."""
+        levels: dict[CommitmentKey | PlanKey, float] = {}
+        for c in self.commitments:
+            levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
+        for p in self.plans:
+            levels[_plan_key(p)] = levels.get(_plan_key(p), 0.0) + p.usd_per_hour
+        return levels
 
     def content(self) -> tuple[Any, ...]:
         """What makes two first stages the same purchase (names aside)."""
@@ -126,26 +135,20 @@ def _plan_key(p: HeldSavingsPlan) -> PlanKey:
 
 def first_stage(plan: Plan, name: str, origin: str) -> FirstStage:
     """The purchases ``plan`` makes, as a first stage."""
-    commitments = tuple(bought_commitments(plan))
-    plans = tuple(bought_savings_plans(plan))
-    levels: dict[CommitmentKey | PlanKey, float] = {}
-    for c in commitments:
-        levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
-    for p in plans:
-        levels[_plan_key(p)] = levels.get(_plan_key(p), 0.0) + p.usd_per_hour
-    return FirstStage(name, origin, commitments, plans, levels)
+    return FirstStage(name, origin, tuple(bought_commitments(plan)), tuple(bought_savings_plans(plan)))
 
 
 def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> list[FirstStage]:
     """Key by key, the weighted quantile of ``stages``' levels (a key a stage lacks: 0), at each cumulative
     weight of the stages ordered by their size (module docstring, step 2)."""
     order = sorted(range(len(stages)), key=lambda i: (stages[i].value_usd(), i))
-    levels: list[float] = []
+    cumulative: list[float] = []
     running = 0.0
     for i in order:
         running += weights[i]
-        levels.append(min(running, 1.0))
-    keys = sorted({k for s in stages for k in s.levels}, key=str)
+        cumulative.append(min(running, 1.0))
+    per_stage = [s.levels for s in stages]
+    keys = sorted({k for levels in per_stage for k in levels}, key=str)
     examples: dict[Any, Any] = {}
     for s in stages:
         for c in s.commitments:
@@ -153,15 +156,13 @@ def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> l
         for p in s.plans:
             examples.setdefault(_plan_key(p), p)
     result = []
-    for q in sorted(set(levels)):
+    for q in sorted(set(cumulative)):
         commitments: list[ExistingCommitment] = []
         plans: list[HeldSavingsPlan] = []
-        chosen: dict[CommitmentKey | PlanKey, float] = {}
         for key in keys:
-            value = weighted_quantile([s.levels.get(key, 0.0) for s in stages], list(weights), q)
+            value = weighted_quantile([levels.get(key, 0.0) for levels in per_stage], list(weights), q)
             if value <= 0:
                 continue
-            chosen[key] = value
             example = examples[key]
             if isinstance(example, ExistingCommitment):
                 commitments.append(example.model_copy(update={"nodes": round(value), "name": None}))
@@ -171,7 +172,7 @@ def quantile_stages(stages: Sequence[FirstStage], weights: Sequence[float]) -> l
                 plans.append(example.model_copy(update={"usd_per_hour": value, "name": name}))
         result.append(
             FirstStage(f"quantile {q:.2f}", f"the futures' purchases at their {q:.0%} quantile",
-                       tuple(commitments), tuple(plans), chosen)
+                       tuple(commitments), tuple(plans))
         )  # fmt: skip
     return result
 
@@ -385,15 +386,8 @@ def scaled_stages(stage: FirstStage, factors: Sequence[float] = REFINE_FACTORS) 
             for p in stage.plans
             if round(p.usd_per_hour * factor, 3) > 0
         )
-        levels: dict[CommitmentKey | PlanKey, float] = {}
-        for c in commitments:
-            levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
-        for p in plans:
-            levels[_plan_key(p)] = levels.get(_plan_key(p), 0.0) + p.usd_per_hour
         name = f"{stage.name} x{factor:g}"
-        result.append(
-            FirstStage(name, f"{stage.name}'s purchases times {factor:g}", commitments, plans, levels)
-        )
+        result.append(FirstStage(name, f"{stage.name}'s purchases times {factor:g}", commitments, plans))
     return result
 
 
@@ -452,10 +446,7 @@ def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
                 )
             )  # fmt: skip
         else:
-            levels: dict[CommitmentKey | PlanKey, float] = {}
-            for c in held:
-                levels[_commitment_key(c)] = levels.get(_commitment_key(c), 0.0) + c.nodes
-            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held), (), levels))
+            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held)))
     return result
 
 
