@@ -323,10 +323,12 @@ _scheduler_threads: int | None = None  # the ``threads`` option of the last run 
 
 def _scheduler_for(threads: int) -> None:
     """Reset HiGHS's process-wide scheduler if a run asks a thread count it was not built for (module
-    docstring). 0 (HiGHS's default: its own choice) fits any scheduler; the first run builds one."""
+    docstring). 0 (HiGHS's default: its own choice) fits any scheduler. The first run with a count resets
+    it too: HiGHS may have run in this process outside this module (PuLP's own ``HiGHS`` solver, a
+    library user's code) and built a scheduler of another size."""
     global _scheduler_threads
     with _scheduler_lock:
-        if threads and _scheduler_threads is not None and threads != _scheduler_threads:
+        if threads and threads != _scheduler_threads:
             _highspy().Highs.resetGlobalScheduler(True)
         _scheduler_threads = threads
 

@@ -3,6 +3,12 @@ counts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -31,3 +37,32 @@ def test_runs_with_changing_thread_counts_all_solve() -> None:
         outcome = HighsModel(_knapsack(), threads=threads).run()
         assert outcome.optimal, threads
         assert outcome.objective == pytest.approx(-8.0)
+
+
+def test_a_run_after_highs_ran_outside_this_module_solves() -> None:
+    """PuLP's own HiGHS solver (or a library user's code) builds the process's scheduler at HiGHS's
+    default size; the planner's first run, pinned to one thread, failed after it (status 'error' in a
+    staged plan, found when the savings-plan tests ran in file order). In a fresh process, as the
+    scheduler is process-wide."""
+    script = textwrap.dedent(
+        """
+        import pulp
+        from planner.solvers.highs import HighsModel
+        from tests.unit.test_highs import _knapsack
+        model = pulp.LpProblem("outside", pulp.LpMinimize)
+        x = pulp.LpVariable("x", 0, 4, cat="Integer")
+        model += x
+        model += x >= 1.5
+        model.solve(pulp.HiGHS(msg=False))
+        assert pulp.LpStatus[model.status] == "Optimal", model.status
+        outcome = HighsModel(_knapsack(), threads=1).run()
+        print(outcome.optimal, outcome.objective)
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["True", "-8.0"]
