@@ -426,6 +426,20 @@ class SavingsPlanCommitment(_PlanPart):
     obligation_beyond_horizon_usd: Usd = Field(description="what is still owed after the horizon ends")
     spent_usd: Usd = Field(description="of its commitment in the horizon, what covered nodes (at its rates)")
     unspent_usd: Usd = Field(description="of its commitment in the horizon, what covered nothing")
+    payment: PaymentOption = Field(
+        "no-upfront",
+        description="how it is paid: by the hour, half (partial) or all of its whole commitment at start; "
+        "each option has its own rates",
+    )
+    upfront_usd: Usd = Field(
+        0.0, description="paid at start: the share of usd_per_hour x its term's hours its payment takes"
+    )
+
+    @property
+    def recurring_share(self) -> float:
+        """The share of its commitment charged hour by hour (the rest was paid at start)."""
+        whole = self.usd_per_hour * (self.end - self.start).total_seconds() / 3600
+        return max(0.0, 1.0 - self.upfront_usd / whole) if whole > 0 else 1.0
 
 
 class TrainingPlacement(_PlanPart):

@@ -36,6 +36,7 @@ K = TypeVar("K")
 
 __all__ = [
     "APPLY_ORDER",
+    "UPFRONT_SHARE",
     "RateGroup",
     "SavingsPlan",
     "SavingsPlanBill",
@@ -57,6 +58,19 @@ APPLY_ORDER: Final[dict[str, int]] = {
     "savings-plan-compute": 1,
     "savings-plan": 1,
     "committed-use": 0,
+}
+
+#: The share of a savings plan's whole commitment (USD per hour x the term's hours) paid at purchase, per
+#: payment option; the rest is charged hour by hour. AWS: "All Upfront" pays the whole commitment at
+#: purchase, "Partial Upfront" half of it, "No Upfront" none (AWS Savings Plans User Guide, "Payment
+#: options", https://docs.aws.amazon.com/savingsplans/latest/userguide/what-is-savings-plan.html#sp-payment-options).
+#: Each option has its own rates per instance type (DescribeSavingsPlansOfferingRates), lower the more is
+#: paid upfront. Azure's savings plan costs the same paid monthly or upfront; GCP's committed use is monthly.
+UPFRONT_SHARE: Final[dict[str, float]] = {
+    "": 0.0,
+    "no-upfront": 0.0,
+    "partial-upfront": 0.5,
+    "all-upfront": 1.0,
 }
 
 
@@ -161,19 +175,34 @@ class RateGroup:
     #: Resource-based committed use: the price of one GPU committed (with its vCPUs and memory), USD per
     #: hour; amounts are whole GPUs. None for savings plans (any amount, in $0.001 steps).
     unit_usd_per_hour: float | None = None
+    #: How its plans are paid (:data:`UPFRONT_SHARE`): each payment option has its own rates, so plans of
+    #: one kind, term and scope paid differently are groups of their own.
+    payment: str = "no-upfront"
 
     @property
     def name(self) -> str:
-        return f"{self.kind} {self.term_years}y {self.scope}"
+        paid = "" if self.payment in ("no-upfront", "") else f" {self.payment}"
+        return f"{self.kind} {self.term_years}y {self.scope}{paid}"
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        """What names it among a catalog's groups: kind, term, scope and payment option."""
+        return (self.kind, self.term_years, self.scope, self.payment or "no-upfront")
+
+    @property
+    def upfront_share(self) -> float:
+        """The share of its plans' whole commitment paid at purchase (:data:`UPFRONT_SHARE`)."""
+        return UPFRONT_SHARE[self.payment]
 
 
 def rate_groups(terms: Iterable[PriceTerm]) -> list[RateGroup]:
-    """The rate groups of a catalog's terms file: its savings-plan terms paid without upfront (the hourly
-    rate is the plan's rate), grouped by kind, term and scope; an EC2 Instance plan's scope is the
-    family (``p5`` of ``p5.48xlarge``) and region of the offering, as AWS sells it."""
-    grouped: dict[tuple[str, int, str], dict[str, float]] = {}
+    """The rate groups of a catalog's terms file: its savings-plan terms, grouped by kind, term, scope and
+    payment option (each option has its own rates; the hourly rate is the plan's rate, the upfront part is
+    a share of the buyer's commitment, :data:`UPFRONT_SHARE`); an EC2 Instance plan's scope is the family
+    (``p5`` of ``p5.48xlarge``) and region of the offering, as AWS sells it."""
+    grouped: dict[tuple[str, int, str, str], dict[str, float]] = {}
     for term in terms:
-        if term.kind not in APPLY_ORDER or term.payment not in ("no-upfront", "") or not term.term_years:
+        if term.kind not in APPLY_ORDER or not term.term_years:
             continue
         if term.kind == "committed-use":  # per machine in the terms file; grouped by resource_groups
             continue
@@ -181,11 +210,12 @@ def rate_groups(terms: Iterable[PriceTerm]) -> list[RateGroup]:
         if term.kind == "savings-plan-ec2-instance":
             _cloud, region, instance_type = term.offering.split(":", 2)
             scope = f"ec2-instance {instance_type.split('.', 1)[0]} {region}"
-        rates = grouped.setdefault((term.kind, term.term_years, scope), {})
+        payment = term.payment or "no-upfront"
+        rates = grouped.setdefault((term.kind, term.term_years, scope, payment), {})
         rates[term.offering] = min(term.usd_h, rates.get(term.offering, term.usd_h))
     return [
-        RateGroup(kind=kind, term_years=years, scope=scope, rates=rates)  # type: ignore[arg-type]
-        for (kind, years, scope), rates in sorted(grouped.items())
+        RateGroup(kind=kind, term_years=years, scope=scope, rates=rates, payment=payment)  # type: ignore[arg-type]
+        for (kind, years, scope, payment), rates in sorted(grouped.items())
     ]
 
 

@@ -335,6 +335,11 @@ class HeldSavingsPlan(_Strict):
     region: str | None = Field(
         None, min_length=1, description="ec2-instance and gcp-resource plans only: the region"
     )
+    payment: Literal["no-upfront", "partial-upfront", "all-upfront"] = Field(
+        "no-upfront",
+        description="how it was paid: each payment option has its own rates in the catalog's terms file "
+        "(a partial or all-upfront plan's fee was paid when it was bought; its rates are lower)",
+    )
 
     @field_validator("start")
     @classmethod

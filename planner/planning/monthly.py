@@ -115,9 +115,11 @@ def cash_by_month(plan: Plan) -> list[CashMonth]:
         windows.append((begin, end, c.cost_in_horizon_usd, c.cost_in_horizon_usd * recurring))
         if c.upfront_total_usd and 0 <= begin < hours:
             upfront[month[int(begin)]] += c.upfront_total_usd
-    for sp in document.savings_plans:
+    for sp in document.savings_plans:  # a partial or all-upfront plan: that share of its whole commitment
         begin, end = (sp.start - start).total_seconds() / 3600, (sp.end - start).total_seconds() / 3600
-        windows.append((begin, end, sp.cost_in_horizon_usd, sp.cost_in_horizon_usd))
+        windows.append((begin, end, sp.cost_in_horizon_usd, sp.cost_in_horizon_usd * sp.recurring_share))
+        if sp.upfront_usd and 0 <= begin < hours:
+            upfront[month[int(begin)]] += sp.upfront_usd
     for begin, end, charged, paid in windows:
         first, last = int(max(0.0, begin)), int(min(float(hours), end))
         if last > first:

@@ -183,16 +183,16 @@ class Context:
 def held_savings_plans(ctx: Context) -> list[SavingsPlan]:
     """The scenario's held savings plans as the rule bills them: rates from the catalog's terms file (for
     the scenario's offerings), start and end as the whole periods inside their term."""
-    groups: dict[tuple[str, int, str], RateGroup] = {
-        (g.kind, g.term_years, g.scope): g for g in plan_groups(ctx.catalog.terms, ctx.offerings.values())
+    groups: dict[tuple[str, int, str, str], RateGroup] = {
+        g.key: g for g in plan_groups(ctx.catalog.terms, ctx.offerings.values())
     }
     horizon = ctx.scenario.horizon
     result = []
     for held in ctx.scenario.savings_plans:
-        group = groups.get((SAVINGS_PLAN_TERM_KIND[held.kind], held.term.years or 0, held.scope))
+        kind = SAVINGS_PLAN_TERM_KIND[held.kind]
+        group = groups.get((kind, held.term.years or 0, held.scope, held.payment))
         rates = {o: r for o, r in (group.rates if group else {}).items() if o in ctx.offerings}
         first = max(0, math.ceil(horizon.hour_of(held.start) / ctx.p - 1e-9))
         end = min(ctx.periods, math.floor(horizon.hour_of(held.ends) / ctx.p + 1e-9))
-        kind = SAVINGS_PLAN_TERM_KIND[held.kind]
         result.append(SavingsPlan(held.name, kind, held.usd_per_hour, rates, first, max(first, end)))  # type: ignore[arg-type]
     return result

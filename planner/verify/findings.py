@@ -56,7 +56,8 @@ KINDS: dict[str, str] = {
     "commitment-cost": "a commitment's cost_in_horizon_usd differs from nodes x rate x its hours inside the "
     "horizon",
     "payment": "a purchase's payment option (partial, all upfront) not sold by the catalog for its term, or "
-    "its upfront_usd or hourly_usd other than the catalog's (a held one: paid by the hour)",
+    "its upfront_usd or hourly_usd other than the catalog's (a held one: paid by the hour); a savings plan's "
+    "upfront_usd other than its payment's share of its whole commitment",
     "upfront-cap": "upfront fees of the purchases starting in one calendar month or quarter above "
     "purchase.max_upfront_usd",
     "cash-month": "costs.cash_by_month differs from its months re-counted: rows and commitments charged to "

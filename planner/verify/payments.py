@@ -1,5 +1,6 @@
 """Payment options and cash (issue 38): each commitment's fee and hourly charge as the catalog sells its
-option, the plan's cash per calendar month re-counted from its rows and commitments, and the cash limit.
+option (a savings plan's fee: its payment's share of its whole commitment), the plan's cash per calendar
+month re-counted from its rows and commitments, and the cash limit.
 
 Re-derived from the scenario and catalog alone: the option's figures from the terms file
 (``models/priceterms.py``: the node-shaped terms of the offering, term and payment, the lowest effective
@@ -14,13 +15,14 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from models.catalog import Offering
-from models.plan import Commitment
+from models.plan import Commitment, SavingsPlanCommitment
 from models.priceterms import NODE_SHAPED_KINDS
+from models.savingsplans import UPFRONT_SHARE
 from models.tiers import HOURS_PER_YEAR, TERM_TIER, Term
 from planner.verify.context import Context, close
 from planner.verify.findings import Findings
 
-__all__ = ["bought_rate", "check_cash", "month_key", "window_key"]
+__all__ = ["bought_rate", "check_cash", "month_key", "savings_plan_fee", "window_key"]
 
 
 def month_key(when: datetime) -> str:
@@ -73,6 +75,12 @@ def bought_rate(
     return term.usd_h + term.upfront_usd / (years * HOURS_PER_YEAR)
 
 
+def savings_plan_fee(plan: SavingsPlanCommitment) -> float:
+    """What a savings plan's payment option takes at purchase, by the cloud's rule: its share
+    (``models.savingsplans.UPFRONT_SHARE``) of the whole commitment, USD per hour x its term's hours."""
+    return UPFRONT_SHARE[plan.payment] * plan.usd_per_hour * (plan.term.years or 0) * HOURS_PER_YEAR
+
+
 def check_cash(ctx: Context, findings: Findings) -> None:
     """``costs.cash_by_month`` re-counted month by month, and the fees of each window within the limit."""
     doc = ctx.plan.document
@@ -83,6 +91,9 @@ def check_cash(ctx: Context, findings: Findings) -> None:
         for c in doc.commitments:
             if c.upfront_usd and c.start is not None and not c.existing:
                 fees[window_key(c.start, cap.per)] += c.nodes * c.upfront_usd
+        for sp in doc.savings_plans:
+            if not sp.existing:
+                fees[window_key(sp.start, cap.per)] += savings_plan_fee(sp)
         for window, paid in sorted(fees.items()):
             if paid > cap.usd + 1e-6:
                 findings.add(
@@ -136,7 +147,10 @@ def check_cash(ctx: Context, findings: Findings) -> None:
     for plan in doc.savings_plans:
         begin, end = horizon.hour_of(plan.start), horizon.hour_of(plan.end)
         spread(begin, end, plan.cost_in_horizon_usd, cost)
-        spread(begin, end, plan.cost_in_horizon_usd, cash)
+        share = UPFRONT_SHARE[plan.payment]
+        spread(begin, end, plan.cost_in_horizon_usd * (1.0 - share), cash)
+        if share and 0 <= begin < horizon.hours:
+            upfront[month_key(plan.start)] += savings_plan_fee(plan)
     months = [key for key, _h0, _h1 in bounds]
     written = {m.month: m for m in doc.costs.cash_by_month}
     if sorted(written) != months:

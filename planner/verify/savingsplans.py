@@ -26,6 +26,7 @@ from models.tiers import HOURS_PER_YEAR, Tier
 from planner.verify.billing import purchase_hours
 from planner.verify.context import Context, close, held_savings_plans
 from planner.verify.findings import Findings, Violation
+from planner.verify.payments import savings_plan_fee
 from planner.verify.rows import row_examples
 
 __all__ = ["check_savings_plans"]
@@ -121,13 +122,15 @@ def _check_listed(ctx: Context, findings: Findings, plans: list[SavingsPlan]) ->
             and mine.end == held.ends
             and (mine.start_period, mine.end_period) == (plan.start, plan.end)
             and mine.existing
+            and mine.payment == held.payment
         )
         if not same:
             findings.add(
                 "existing-savings-plan",
                 f"savings plan {held.name} differs from the scenario's (kind, term, usd_per_hour, start, "
-                "end, periods)",
+                "end, periods, payment)",
             )
+        _check_fee(findings, mine)
         _check_cost(
             ctx, findings, mine, held.usd_per_hour, horizon.hour_of(held.start), horizon.hour_of(held.ends)
         )
@@ -144,15 +147,13 @@ def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
     rates, for the re-billing (a wrong one is still billed, so its rows are checked too)."""
     scenario = ctx.scenario
     horizon = scenario.horizon
-    groups = {
-        (g.kind, g.term_years, g.scope): g for g in plan_groups(ctx.catalog.terms, ctx.offerings.values())
-    }
+    groups = {g.key: g for g in plan_groups(ctx.catalog.terms, ctx.offerings.values())}
     kinds = {SAVINGS_PLAN_TERM_KIND[kind] for kind in scenario.purchase.savings_plans}
     steps = purchase_hours(ctx) | {horizon.hour_of(held.ends) for held in scenario.savings_plans}
     result = []
     for plan in (p for p in ctx.plan.document.savings_plans if not p.existing):
         years = plan.term.years or 0
-        group = groups.get((plan.kind, years, plan.scope))
+        group = groups.get((plan.kind, years, plan.scope, plan.payment))
         rates = {o: r for o, r in (group.rates if group else {}).items() if o in ctx.offerings}
         begins, ends = horizon.hour_of(plan.start), horizon.hour_of(plan.end)
         problems = []
@@ -163,7 +164,7 @@ def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
             or set(rates) != set(plan.rates)
             or not all(close(plan.rates[o], rate) for o, rate in rates.items())
         ):
-            problems.append("rates other than the catalog's for its kind, term and scope")
+            problems.append("rates other than the catalog's for its kind, term, scope and payment")
         if not any(abs(begins - h) < 1e-6 for h in steps) or not close(ends - begins, years * HOURS_PER_YEAR):
             problems.append(f"starts {plan.start.isoformat()}: not at a purchase step, or not for its term")
         unit = group.unit_usd_per_hour if group is not None else None
@@ -177,10 +178,22 @@ def _bought(ctx: Context, findings: Findings) -> list[SavingsPlan]:
             problems.append(f"periods {plan.start_period}-{plan.end_period}; its times give {first}-{last}")
         for problem in problems:
             findings.add("savings-plan-purchase", f"savings plan {plan.name}: {problem}")
+        _check_fee(findings, plan)
         _check_cost(ctx, findings, plan, plan.usd_per_hour, begins, ends)
         billed = rates or dict(plan.rates)
         result.append(SavingsPlan(plan.name, plan.kind, plan.usd_per_hour, billed, first, last))
     return result
+
+
+def _check_fee(findings: Findings, plan: SavingsPlanCommitment) -> None:
+    """A plan's ``upfront_usd`` is what its payment takes at purchase (``payments.savings_plan_fee``)."""
+    fee = savings_plan_fee(plan)
+    if not close(plan.upfront_usd, fee, abs_=0.01):
+        findings.add(
+            "payment",
+            f"savings plan {plan.name}: paid {plan.payment} with an upfront ${plan.upfront_usd:,.2f}; its "
+            f"payment takes ${fee:,.2f} of its ${plan.usd_per_hour:,.3f}/h commitment",
+        )
 
 
 def _check_cost(

@@ -602,8 +602,11 @@ def _savings_plans(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any] | 
         held_hours = sp.cost_in_horizon_usd / sp.usd_per_hour if sp.usd_per_hour > 0 else 0.0
         utilization = sp.spent_usd / sp.cost_in_horizon_usd if sp.cost_in_horizon_usd > 0 else None
         kind = SAVINGS_PLAN_KINDS.get(sp.kind, sp.kind) + (", held" if sp.existing else ", bought")
+        term = str(sp.term)
+        if sp.payment != "no-upfront":  # its payment: part or all of the whole commitment at its start
+            term += f", {sp.payment.replace('-', ' ')} ({fmt_usd(sp.upfront_usd)} at start)"
         table.rows.append(
-            [sp.name, kind, str(sp.term), sp.scope, fmt_rate(sp.usd_per_hour), fmt_num(held_hours),
+            [sp.name, kind, term, sp.scope, fmt_rate(sp.usd_per_hour), fmt_num(held_hours),
              committed[k], spent[k], fmt_pct(utilization), value[k], saved[k], beyond[k]]
         )  # fmt: skip
     cost = sum(sp.cost_in_horizon_usd for sp in plans)

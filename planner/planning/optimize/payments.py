@@ -28,7 +28,7 @@ from models.scenario import CashWindow
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.solve import solve
 
-__all__ = ["cash_window", "split_payments"]
+__all__ = ["cash_window", "fees_by_window", "split_payments"]
 
 
 def cash_window(when: datetime, per: CashWindow) -> str:
@@ -36,6 +36,23 @@ def cash_window(when: datetime, per: CashWindow) -> str:
     if per == "month":
         return f"{when.year:04d}-{when.month:02d}"
     return f"{when.year:04d}-Q{(when.month - 1) // 3 + 1}"
+
+
+def fees_by_window(sets: PlanningSets, commits: dict[int, int]) -> dict[str, float]:
+    """The upfront fees of the node commitments bought (``commits``: new column -> nodes, each column paid
+    as it now is), per window of ``purchase.max_upfront_usd``: what the savings plans bought after them
+    may still pay upfront is the limit less these (``savings_purchase.buy_savings_plans``)."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    if cap is None:
+        return {}
+    start = sets.scenario.horizon.start
+    fees: dict[str, float] = {}
+    for c, nodes in commits.items():
+        column = sets.columns[c]
+        if nodes > 0 and not column.existing and column.upfront_usd:
+            window = cash_window(start + timedelta(hours=column.starts_hour), cap.per)
+            fees[window] = fees.get(window, 0.0) + nodes * column.upfront_usd
+    return fees
 
 
 def split_payments(sets: PlanningSets, commits: dict[int, int]) -> dict[int, dict[str, int]]:

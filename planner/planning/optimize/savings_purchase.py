@@ -23,7 +23,10 @@ node), but the amounts written are this LP's, on the fleet as written.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import pandas as pd
@@ -32,6 +35,7 @@ import pulp
 from models.errors import SolverError
 from models.savingsplans import bill_hours
 from models.tiers import Tier
+from planner.planning.optimize.payments import cash_window
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.solve import solve
 
@@ -66,9 +70,16 @@ def on_demand_usage(sets: PlanningSets, allocations: pd.DataFrame) -> np.ndarray
     return np.round(usage, 9)
 
 
-def buy_savings_plans(sets: PlanningSets, usage: np.ndarray) -> PlanPurchase:
+def buy_savings_plans(
+    sets: PlanningSets, usage: np.ndarray, fees_paid: Mapping[str, float] | None = None
+) -> PlanPurchase:
     """The amounts of the new savings-plan columns of ``sets`` that make ``usage`` cheapest (module
-    docstring), given the plans held; columns not bought are left out of ``chosen``."""
+    docstring), given the plans held; columns not bought are left out of ``chosen``.
+
+    Under ``purchase.max_upfront_usd`` a partial or all-upfront plan pays its share of its whole commitment
+    at purchase (``RateGroup.upfront_share``), and what the plans bought in one calendar window pay is at
+    most the limit less ``fees_paid`` there (window -> USD: the node commitments' fees, paid first,
+    ``payments.split_payments``); no-upfront plans need no cash, so the LP stays feasible."""
     new = sets.new_plans
     if not new:
         return PlanPurchase({}, 0.0, 0)
@@ -121,6 +132,7 @@ def buy_savings_plans(sets: PlanningSets, usage: np.ndarray) -> PlanPurchase:
                 pulp.LpAffineExpression([(z, 1.0) for z in zs]), pulp.LpConstraintLE, f"cover_{o}_{u}",
                 float(usage[o, t]),
             )  # fmt: skip
+    _cash_rows(problem, sets, buy, scale, fees_paid or {})
     problem.setObjective(pulp.LpAffineExpression(objective))
     result = solve(problem, gap=0.0)
     if not result.ok:  # pragma: no cover - S = 0 is always feasible
@@ -132,11 +144,42 @@ def buy_savings_plans(sets: PlanningSets, usage: np.ndarray) -> PlanPurchase:
             if units > 0:
                 chosen[k] = units * scale[k]
             continue
-        amount = round(float(var.varValue or 0.0) / STEP_USD_PER_HOUR) * STEP_USD_PER_HOUR
+        steps = float(var.varValue or 0.0) / STEP_USD_PER_HOUR
+        # a plan paying part upfront under a cash limit rounds down, so its fee stays within the limit
+        share = sets.groups[sets.plans[k].group].upfront_share
+        capped = sets.scenario.purchase.max_upfront_usd is not None and share > 0
+        amount = (math.floor(steps + 1e-6) if capped else round(steps)) * STEP_USD_PER_HOUR
         if amount >= STEP_USD_PER_HOUR:
             chosen[k] = round(amount, 3)
     without = _held_only_cost(problem, buy)
     return PlanPurchase(chosen, max(0.0, without - result.objective), len(first))
+
+
+def _cash_rows(
+    problem: pulp.LpProblem,
+    sets: PlanningSets,
+    buy: dict[int, pulp.LpVariable],
+    scale: dict[int, float],
+    fees_paid: Mapping[str, float],
+) -> None:
+    """``purchase.max_upfront_usd``: per calendar window, the upfront part of the plans starting in it,
+    ``sum_k share[k] x term_hours[k] x S[k] <= limit - fees_paid[window]`` (at least 0)."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    if cap is None:
+        return
+    start = sets.scenario.horizon.start
+    fees: dict[str, list[tuple[pulp.LpVariable, float]]] = {}
+    for k, var in buy.items():
+        plan = sets.plans[k]
+        share = sets.groups[plan.group].upfront_share
+        if share > 0:
+            window = cash_window(start + timedelta(hours=plan.starts_hour), cap.per)
+            fees.setdefault(window, []).append((var, share * (plan.ends_hour - plan.starts_hour) * scale[k]))
+    for window, row in sorted(fees.items()):
+        left = max(0.0, cap.usd - fees_paid.get(window, 0.0))
+        problem += pulp.LpConstraint(
+            pulp.LpAffineExpression(row), pulp.LpConstraintLE, f"cash_{window.replace('-', '_')}", left
+        )
 
 
 def _held_only_cost(problem: pulp.LpProblem, buy: dict[int, pulp.LpVariable]) -> float:

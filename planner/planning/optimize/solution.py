@@ -58,7 +58,7 @@ from planner.planning.mig.layouts import mig_section
 from planner.planning.monthly import cash_by_month
 from planner.planning.optimize.build import PlanningModel, worst_shortfall
 from planner.planning.optimize.dispatch import Occupancy
-from planner.planning.optimize.payments import split_payments
+from planner.planning.optimize.payments import fees_by_window, split_payments
 from planner.planning.optimize.realize import realize
 from planner.planning.optimize.repair import NO_ROOM, UNPLACED, Why, unserved_why
 from planner.planning.optimize.savings_purchase import buy_savings_plans, on_demand_usage
@@ -354,7 +354,8 @@ def _bought_savings_plans(
     """The solution with the savings plans bought that make its fleet cheapest (``savings_purchase.py``),
     and its allocations billed with them."""
     sets = solution.sets
-    purchase = buy_savings_plans(sets, on_demand_usage(sets, allocations))
+    fees = fees_by_window(sets, solution.commits)  # node commitments' fees first, under a cash limit
+    purchase = buy_savings_plans(sets, on_demand_usage(sets, allocations), fees)
     bought = sets.with_bought_plans(purchase.chosen)
     if purchase.chosen:
         what = ", ".join(f"{plan.name} ${plan.usd_per_hour:,.3f}/h" for plan in bought.plans if plan.bought)
@@ -411,6 +412,8 @@ def _savings_plans(sets: PlanningSets, allocations: pd.DataFrame) -> list[Saving
                 obligation_beyond_horizon_usd=usd * plan.beyond_hours,
                 spent_usd=used,
                 unspent_usd=max(0.0, paid - used),
+                payment=group.payment or "no-upfront",
+                upfront_usd=usd * (plan.ends_hour - plan.starts_hour) * group.upfront_share,
             )
         )
     return result

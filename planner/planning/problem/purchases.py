@@ -428,18 +428,19 @@ def savings_plan_groups(
     offering in scope. A held plan whose kind, term and scope have no rates in the catalog is an
     InputError naming it."""
     in_scope = {offering.id for offering in offerings}
-    every: dict[tuple[str, int, str], RateGroup] = {
-        (g.kind, g.term_years, g.scope): g for g in plan_groups(catalog.terms, offerings)
+    every: dict[tuple[str, int, str, str], RateGroup] = {
+        g.key: g for g in plan_groups(catalog.terms, offerings)
     }
-    wanted: dict[tuple[str, int, str], None] = {}
+    wanted: dict[tuple[str, int, str, str], None] = {}
     for k, plan in enumerate(scenario.savings_plans):
-        key = (SAVINGS_PLAN_TERM_KIND[plan.kind], plan.term.years or 0, plan.scope)
+        key = (SAVINGS_PLAN_TERM_KIND[plan.kind], plan.term.years or 0, plan.scope, plan.payment)
         if key not in every:
             raise InputError(
                 None,
                 f"savings_plans[{k}]",
                 f"{plan.name!r}: the catalog has no rates for a {plan.term} {plan.kind} savings plan"
                 + (f" of {plan.family} in {plan.region}" if plan.kind in SCOPED_KINDS else "")
+                + (f" paid {plan.payment}" if plan.payment != "no-upfront" else "")
                 + (
                     " (GCP committed use is priced from the catalog's 1y/3y prices of the scenario's "
                     "offerings with that GPU in that region)"
@@ -450,18 +451,19 @@ def savings_plan_groups(
         wanted[key] = None
     kinds = {SAVINGS_PLAN_TERM_KIND[kind] for kind in scenario.purchase.savings_plans}
     years = {term.years for term in scenario.purchase.terms}
-    for key, group in every.items():
-        if group.kind in kinds and group.term_years in years and in_scope & set(group.rates):
-            wanted[key] = None
+    buyable_keys = _payment_choices(
+        [g for g in every.values() if g.kind in kinds and g.term_years in years and in_scope & set(g.rates)],
+        in_scope,
+        capped=scenario.purchase.max_upfront_usd is not None,
+    )
+    wanted.update(dict.fromkeys(buyable_keys))
     groups = [
         RateGroup(kind=g.kind, term_years=g.term_years, scope=g.scope,
                   rates={o: r for o, r in g.rates.items() if o in in_scope},
-                  unit_usd_per_hour=g.unit_usd_per_hour)
+                  unit_usd_per_hour=g.unit_usd_per_hour, payment=g.payment)
         for g in (every[key] for key in sorted(wanted))
     ]  # fmt: skip
-    index: dict[tuple[str, int, str], int] = {
-        (g.kind, g.term_years, g.scope): n for n, g in enumerate(groups)
-    }
+    index: dict[tuple[str, int, str, str], int] = {g.key: n for n, g in enumerate(groups)}
     horizon = scenario.horizon
     p = horizon.period_hours
     held: list[PlanColumn] = []
@@ -471,16 +473,43 @@ def savings_plan_groups(
         last = min(horizon.periods, math.floor(ends / p + 1e-9))
         held.append(
             PlanColumn(
-                index[(SAVINGS_PLAN_TERM_KIND[plan.kind], plan.term.years or 0, plan.scope)],
+                index[(SAVINGS_PLAN_TERM_KIND[plan.kind], plan.term.years or 0, plan.scope, plan.payment)],
                 first, max(first, last),
                 max(0.0, min(ends, horizon.hours) - max(starts, 0.0)),
                 max(0.0, ends - max(float(horizon.hours), starts)),
                 starts, ends, usd_per_hour=plan.usd_per_hour, name=plan.name,
             )
         )  # fmt: skip
-    buyable = {
-        index[key]: key[1]
-        for key in index
-        if key[0] in kinds and key[1] in years and groups[index[key]].rates
-    }
+    buyable = {index[key]: key[1] for key in buyable_keys if groups[index[key]].rates}
     return groups, held, buyable
+
+
+def _payment_choices(
+    candidates: Sequence[RateGroup], in_scope: set[str], capped: bool
+) -> list[tuple[str, int, str, str]]:
+    """The groups a plan may buy among ``candidates``: of one kind, term and scope, the payment options
+    paid more upfront have lower rates but cost cash at purchase. Without a cash limit a dollar committed
+    costs a dollar whichever way it is paid, so an option whose rates are at most every other option's
+    on every offering in scope covers as much for less and is the only one kept (AWS's all-upfront rates
+    are the lowest); without such an option, or under ``purchase.max_upfront_usd``, every option stays
+    and the purchase LP chooses (``savings_purchase.buy_savings_plans``)."""
+    by_scope: dict[tuple[str, int, str], list[RateGroup]] = {}
+    for group in candidates:
+        by_scope.setdefault(group.key[:3], []).append(group)
+    kept: list[tuple[str, int, str, str]] = []
+    for options in by_scope.values():
+        if not capped and len(options) > 1:
+            best = [g for g in options if all(_no_dearer(g, other, in_scope) for other in options)]
+            if best:
+                options = best[:1]
+        kept.extend(g.key for g in options)
+    return sorted(kept)
+
+
+def _no_dearer(group: RateGroup, other: RateGroup, in_scope: set[str]) -> bool:
+    """``group`` covers every offering in scope that ``other`` covers, at no higher a rate."""
+    return all(
+        o in group.rates and group.rates[o] <= rate + 1e-12
+        for o, rate in other.rates.items()
+        if o in in_scope
+    )

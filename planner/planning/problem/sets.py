@@ -160,7 +160,8 @@ class PlanningSets:
                 group = self.groups[plan.group]
                 day = (start + timedelta(hours=plan.starts_hour)).strftime("%Y-%m-%d")
                 scope = "" if " " not in group.scope else "/" + group.scope.split(" ", 1)[1]
-                name = f"{group.kind}/{group.term_years}y{scope.replace(' ', '/')}/{day}"
+                paid = "" if group.payment in ("no-upfront", "") else f"/{group.payment}"
+                name = f"{group.kind}/{group.term_years}y{scope.replace(' ', '/')}{paid}/{day}"
                 plans.append(replace(plan, usd_per_hour=chosen[k], name=name, bought=True))
         return replace(self, plans=plans)
 
