@@ -10,7 +10,7 @@ import typer
 
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
-from models.plan import PlanDocument
+from models.plan import Plan, PlanDocument
 from models.tiers import Term
 from models.wording import plural
 from planner.cli.common import EXIT_SELF_CHECK, EXIT_UNSERVED, err, fail, out, progress_messages
@@ -75,6 +75,15 @@ def plan(
             "(docs/prices.md); the scenario's pricing: applies first",
         ),
     ] = None,
+    start_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--start-from",
+            help="a plan directory to start from (e.g. the plan of this scenario with fewer choices: "
+            "purchase.schedule horizon, fewer regions or terms): the plan is never dearer than its "
+            "decisions here, when they are all for sale in this scenario",
+        ),
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
     fail_on_unserved: Annotated[
         bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
@@ -118,7 +127,8 @@ def plan(
         )
         if settings.solver not in ("highs", "cbc"):
             raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
-        result = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say)
+        seed = None if start_from is None else Plan.read(start_from)
+        result = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say, seed=seed)
         with atomic_directory(output) as staging:
             result.write(staging)
             if not no_report:

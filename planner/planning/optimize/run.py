@@ -21,6 +21,7 @@ from models.wording import plural
 from planner.planning.optimize.budget import TimeBudget, safety_net_for
 from planner.planning.optimize.finish import settle_status
 from planner.planning.optimize.hourly import plan_hourly
+from planner.planning.optimize.seed import check_seed_horizon, seeded_plan
 from planner.planning.optimize.settings import METHODS, SolveSettings
 from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
@@ -54,8 +55,13 @@ def optimize(
     base_dir: Path | None = None,
     settings: SolveSettings | None = None,
     progress: Callable[[str], None] | None = None,
+    seed: Plan | None = None,
 ) -> Plan:
     """Plan ``scenario`` at minimum cost; raise SolverError if no feasible plan comes back.
+
+    ``seed``: a plan to start from (``gpuplan plan --start-from DIR``; seed.py): the plan returned is never
+    dearer than the seed's decisions on this scenario, when they are all for sale here (a plan of a
+    scenario with fewer choices: a coarser purchase schedule, fewer regions or terms).
 
     ``settings.method`` picks the method: ``hourly`` (hourly.py) for big scenarios, ``staged``
     (staged.py) otherwise; ``auto`` decides by size (``HOURLY_ABOVE``). Either way ``bound_usd``/``gap``
@@ -67,7 +73,7 @@ def optimize(
     net = safety_net_for(settings.time_limit)
     budget = TimeBudget(settings.time_limit, settings.realize_seconds, net=net)
     with guarded(net):
-        plan = _optimize(scenario, catalog, base_dir, settings, budget, say)
+        plan = _optimize(scenario, catalog, base_dir, settings, budget, say, seed)
     if net.cuts:  # the net cut a stage: the plan may differ on another run; never called optimal
         solver = plan.document.solver
         for what, seconds in net.cuts.items():
@@ -88,6 +94,7 @@ def _optimize(
     settings: SolveSettings,
     budget: TimeBudget,
     say: Callable[[str], None],
+    seed: Plan | None = None,
 ) -> Plan:
     warnings = check_inputs(scenario, catalog)  # what validate checks; InputError before any solve
     sets = build_sets(
@@ -97,6 +104,8 @@ def _optimize(
         ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours),
     )
     say(sets_summary(sets))
+    if seed is not None:  # before any solve: a seed of another horizon is bad input, not a late surprise
+        check_seed_horizon(sets, seed, "--start-from")
     if settings.method not in METHODS:
         raise SolverError(f"unknown method {settings.method!r}; choose one of {', '.join(METHODS)}")
     method = settings.method
@@ -104,6 +113,8 @@ def _optimize(
         method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
     plan_by = plan_hourly if method == "hourly" else plan_staged
     plan = plan_by(sets, settings, budget, say)
+    if seed is not None:
+        plan = seeded_plan(sets, seed, plan, budget, say)
     settle_status(plan)  # never optimal with a run the search left unplaced (issue 39.4)
     sources = price_sources(catalog, plan.document, plan.allocations)
     plan.document.prices = sources

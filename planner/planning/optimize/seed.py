@@ -1,0 +1,154 @@
+"""A plan started from another plan's decisions: never dearer than that plan (issue 39, point 2).
+
+A scenario with more choices than another (a finer purchase schedule, more regions, more terms, a larger
+``max_nodes``) can buy everything the other's plan buys and place its training where it placed it, so its
+plan should never cost more. A search stopped by its budget does not see that by itself: the richer model
+is larger and its search may end elsewhere. ``optimize(..., seed=plan)`` (``gpuplan plan --start-from
+DIR``) therefore takes the seed's decisions (the commitments it bought, by offering, term and start; the
+training runs where and when it placed them, spot or not) onto this scenario's sets, checks them against
+its rules (``local_search.violations``), dispatches them through the same finishing path as any plan
+(``finish.py``: whole nodes per period, savings plans re-bought for the fleet, runs it left unserved
+repaired where they fit) and keeps whichever of the method's plan and the seed's is cheaper as written.
+
+The seed's decisions are used only if every one of them is for sale here: a purchase at a step this
+scenario does not offer, a run or offering it does not have, or a placement that breaks its limits means
+the seed is not a restriction of this scenario, and the plan says why it was not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models.errors import InputError
+from models.plan import Plan
+from models.tiers import Capacity, Term, Tier
+from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.dispatch import Occupancy
+from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, write_plan
+from planner.planning.optimize.local_search import violations
+from planner.planning.optimize.schedule import Schedule, at, combos
+from planner.planning.problem.sets import PlanningSets, TrainingOption
+from planner.solvers.solve import SolveResult, Termination
+
+__all__ = ["SeedDecisions", "check_seed_horizon", "seed_decisions", "seeded_plan"]
+
+
+@dataclass(frozen=True)
+class SeedDecisions:
+    """A seed plan's decisions on this scenario's sets, or why they do not fit (``reason``)."""
+
+    commitments: dict[int, int]  # new column -> nodes
+    placements: list[TrainingOption]
+    unserved_runs: list[int]
+    reason: str = ""
+
+
+def check_seed_horizon(sets: PlanningSets, seed: Plan, name: str) -> None:
+    """A seed plans the same hours in the same periods, else its decisions mean nothing here: an
+    InputError naming the seed (``name``) and both horizons."""
+    mine = sets.scenario.horizon
+    theirs = seed.document.horizon
+    if (theirs.start, theirs.hours, theirs.period_hours) != (mine.start, mine.hours, mine.period_hours):
+        raise InputError(
+            None,
+            name,
+            f"the plan to start from covers {theirs.hours} h from {theirs.start.isoformat()} in "
+            f"{theirs.period_hours} h periods; this scenario {mine.hours} h from {mine.start.isoformat()} in "
+            f"{mine.period_hours} h periods: a seed must plan the same horizon",
+        )
+
+
+def seed_decisions(sets: PlanningSets, seed: Plan) -> SeedDecisions:
+    """The seed's purchases and placements as this scenario's columns and options (module docstring)."""
+    offering_index = {offering.id: o for o, offering in enumerate(sets.offerings)}
+    p = sets.period_hours
+    start = sets.scenario.horizon.start
+    columns: dict[tuple[int, Term, int], int] = {}
+    for c in sets.new_columns:
+        new = sets.columns[c]
+        columns.setdefault((new.offering, new.term, new.start), c)
+    commitments: dict[int, int] = {}
+    for bought in seed.document.commitments:
+        if bought.existing:
+            continue
+        o = offering_index.get(bought.offering)
+        step = 0 if bought.start is None else round((bought.start - start).total_seconds() / 3600 / p)
+        found = None if o is None else columns.get((o, bought.term, step))
+        if found is None:
+            what = bought.name or bought.offering
+            return SeedDecisions({}, [], [], f"its purchase {what} is not for sale here")
+        commitments[found] = commitments.get(found, 0) + bought.nodes  # paid several ways: one column
+    run_index = {(run.job.name, run.run): r for r, run in enumerate(sets.runs)}
+    known = combos(sets)
+    placements: list[TrainingOption] = []
+    for placed in seed.document.training:
+        r = run_index.get((placed.job, placed.run))
+        o = offering_index.get(placed.offering)
+        capacity = Capacity.SPOT if placed.tier == Tier.SPOT else Capacity.NON_SPOT
+        base = None if r is None or o is None else known.get((r, o, capacity))
+        if base is None:
+            return SeedDecisions(
+                {}, [], [], f"its run {placed.job} #{placed.run} on {placed.offering} has no option here"
+            )
+        placements.append(at(sets, base, placed.start_period))
+    problems = violations(sets, commitments, placements)
+    if problems:
+        return SeedDecisions({}, [], [], f"its decisions break this scenario's rules ({problems[0]})")
+    placed_runs = {option.run for option in placements}
+    unserved = [r for r in range(len(sets.runs)) if r not in placed_runs]
+    return SeedDecisions(commitments, placements, unserved)
+
+
+def seeded_plan(
+    sets: PlanningSets, seed: Plan, made: Plan, budget: TimeBudget, say: Callable[[str], None]
+) -> Plan:
+    """``made`` (the method's plan) or, if cheaper as written, the plan of the seed's decisions on these
+    sets, with ``made``'s bound, baselines and stages (its gap recomputed): never dearer than either."""
+    decisions = seed_decisions(sets, seed)
+    solver = made.document.solver
+    if decisions.reason:
+        note = f"the plan to start from was not used: {decisions.reason}"
+        say(note)
+        solver.notes.append(note)
+        return made
+    occupancy = Occupancy.of(sets, decisions.placements)
+    schedule = Schedule(decisions.placements, decisions.unserved_runs, occupancy)
+    scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
+    dispatched = dispatch_scheduled(sets, scheduled, say)
+    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
+    plan = write_plan(
+        dispatched.solution,
+        result,
+        made.document.baselines,
+        budget,
+        method=solver.method,
+        build_seconds=solver.build_seconds,
+        model_slots=solver.model_periods,
+        stages=solver.stages,
+        requested_gap=solver.requested_gap or 0.0,
+        say=say,
+    )
+    ours = made.document.costs.total_usd + solver.penalty_usd
+    theirs = plan.document.costs.total_usd + plan.document.solver.penalty_usd
+    if theirs >= ours - 0.005:
+        note = f"the plan to start from costs ${theirs:,.2f} here, not less than this plan's ${ours:,.2f}"
+        say(note)
+        solver.notes.append(note)
+        return made
+    report = solver.model_copy(deep=True)
+    report.objective_usd = theirs
+    report.model_objective_usd = dispatched.objective
+    report.penalty_usd = plan.document.solver.penalty_usd
+    report.gap = max(0.0, theirs - report.bound_usd) / theirs if theirs > 0 else 0.0
+    if report.certified_bound_usd is not None:
+        report.certified_gap = report.gap
+    report.status = Termination.FEASIBLE.value
+    report.notes = [
+        *plan.document.solver.notes,
+        f"started from another plan's decisions: ${theirs:,.2f} as written, less than the search's own "
+        f"${ours:,.2f} (a plan is never dearer than a plan it starts from)",
+    ]
+    say(report.notes[-1])
+    plan.document.solver = report
+    return plan
