@@ -30,7 +30,7 @@ from models.naming import pool_name
 from models.plan import Plan
 from models.tiers import CapacityType
 from planner.cli import app
-from planner.outputs.desired import desired_state, reservation_name
+from planner.outputs.desired import RESERVATION_MARGIN, desired_state, reservation_name
 
 TERRAFORM = shutil.which("terraform")
 MIRROR = Path(os.environ.get("GPUPLAN_TF_MIRROR", "/opt/tf-plugins"))
@@ -170,6 +170,13 @@ def test_the_pools_are_the_plans_at_that_hour(
     assert gang_pool[kind] == gang.nodes and gang_pool["fabric"] == gang.fabric
     reserved = gang.tier != "spot" and cloud != "azure"  # Azure: a proximity placement group takes none
     assert gang_pool["reserved_nodes"] == (gang.nodes if reserved else 0)
+    # the reservation ends with the run: its planned end plus provision's margin, so none bills forever
+    if cloud == "azure":
+        assert "reservation_end" not in gang_pool  # no gang reservation there, and no module input for it
+    else:
+        end = gang.end + RESERVATION_MARGIN
+        assert gang_pool["reservation_end"] == (f"{end:%Y-%m-%dT%H:%M:%SZ}" if reserved else None)
+        assert end > gang.end and end.utcoffset() == timedelta(0)
     assert tfvars["plan_id"] == f"mixed-fleet-week-{cloud}"
 
 
