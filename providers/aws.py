@@ -76,6 +76,8 @@ PLATFORM = "Linux/UNIX"
 # the tag that records which purchase token bought a capacity block (EC2's PurchaseCapacityBlock takes no
 # ClientToken, so a repeated purchase is recognised by this tag instead)
 TAG_PURCHASE = "gpuplan-purchase"
+#: the states of a Capacity Block that is bought and not over (API Reference, CapacityReservation State)
+_BLOCK_HELD_STATES = ("payment-pending", "scheduled", "active")
 _TERMINATE_BATCH = 500  # well under EC2's per-call limit on instance ids
 _FILTER_BATCH = 200  # filter values per describe call
 _LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
@@ -1552,6 +1554,22 @@ class AwsProvider:
             max_usd,
         )
         return self._reservation(region, bought)
+
+    def capacity_blocks_held(self) -> list[CapacityReservation]:
+        """The account's Capacity Blocks awaiting payment, scheduled or active, in every configured region
+        and every region a block was listed in. DescribeCapacityReservations has no filter on the
+        reservation type (its documented filters: EC2 API Reference), so the states are filtered by EC2
+        and ``ReservationType: capacity-block`` here."""
+        regions = sorted({*self._regions(), *(region for region, _ in self._blocks.values())})
+        filters = [{"Name": "state", "Values": list(_BLOCK_HELD_STATES)}]
+        return [
+            self._reservation(region, r)
+            for region in regions
+            for r in self._pages(
+                region, "describe_capacity_reservations", "CapacityReservations", Filters=filters
+            )
+            if r.get("ReservationType") == "capacity-block"
+        ]
 
 
 def _conforms(provider: AwsProvider) -> Provider:

@@ -213,6 +213,12 @@ class Provider(Protocol):
         ``Capability.CAPACITY_BLOCKS``."""
         ...
 
+    def capacity_blocks_held(self) -> list[CapacityReservation]:
+        """The account's Capacity Blocks that are awaiting payment, scheduled or active, whoever bought
+        them, in every region this provider works in: what counts toward the cloud's limit on instances
+        across an account's blocks. A cloud that sells no blocks holds none."""
+        ...
+
 
 def supports(provider: Provider, capability: Capability) -> bool:
     """Whether ``provider`` has ``capability``."""
@@ -246,6 +252,9 @@ class NoCapacityBlocks:
         self, offering_id: str, *, max_usd: float, token: str, tags: Mapping[str, str] | None = None
     ) -> CapacityReservation:
         raise Unsupported("sells no Capacity Blocks", cloud=self.cloud, operation="purchase_capacity_block")
+
+    def capacity_blocks_held(self) -> list[CapacityReservation]:
+        return []  # a cloud that sells no blocks holds none
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -10,8 +10,12 @@ https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.htm
 DescribeCapacityBlockOfferings ``CapacityDurationHours``). :func:`block_requests` says which
 of the plan's gangs a block could hold; :func:`list_blocks` asks the provider for the offers for each
 (listing buys nothing); :func:`buy_block` buys one of them, never above ``max_usd``, idempotently
-(the client token comes from the plan id and the offer), tagged as the plan's. A provider without
-``Capability.CAPACITY_BLOCKS`` gets ``Unsupported`` before any call. ``gpuplan provision
+(the client token comes from the plan id and the offer), tagged as the plan's, and never past the 256
+instances EC2 allows across an account's blocks (EC2 User Guide, "Capacity Blocks for ML",
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html): the blocks the account
+holds (awaiting payment, scheduled or active, whoever bought them) are read first, on a dry run too, and
+a block that would pass the limit is refused, naming the figures, before anything is bought. A provider
+without ``Capability.CAPACITY_BLOCKS`` gets ``Unsupported`` before any call. ``gpuplan provision
 --capacity-blocks`` prints these; they take a provider and a plan, nothing of the CLI, so the
 daemon can call them too (it does not yet: buying a block stays a person's decision).
 """
@@ -32,10 +36,12 @@ from providers.base import (
     CapacityReservation,
     InvalidRequest,
     Provider,
+    QuotaExceeded,
     require,
 )
 
 __all__ = [
+    "CAPACITY_BLOCK_ACCOUNT_MAX_NODES",
     "CAPACITY_BLOCK_AHEAD",
     "CAPACITY_BLOCK_DAYS",
     "CAPACITY_BLOCK_MAX_NODES",
@@ -56,6 +62,8 @@ CAPACITY_BLOCK_UNIT_HOURS = 24
 CAPACITY_BLOCK_DAYS: tuple[int, ...] = (*range(1, 15), *range(21, 183, 7))
 #: The most instances one Capacity Block holds.
 CAPACITY_BLOCK_MAX_NODES = 64
+#: The most instances an account holds across its Capacity Blocks (EC2 User Guide, "Capacity Blocks for ML").
+CAPACITY_BLOCK_ACCOUNT_MAX_NODES = 256
 
 
 def block_duration_hours(hours: float) -> int | None:
@@ -179,7 +187,10 @@ def buy_block(
 ) -> BlockPurchase:
     """Buy ``offer_id``, one of the offers in ``listings``, for at most ``max_usd`` upfront; with ``apply``
     False (a dry run) only check that it may be bought. InvalidRequest when the offer was not listed or
-    ``max_usd`` is not a positive figure; the provider refuses an offer above the cap."""
+    ``max_usd`` is not a positive figure; QuotaExceeded when its instances and those of the blocks the
+    account holds would pass :data:`CAPACITY_BLOCK_ACCOUNT_MAX_NODES` (a block this purchase's token
+    already bought is the purchase itself, bought again as nothing); the provider refuses an offer above
+    the cap."""
     require(provider, Capability.CAPACITY_BLOCKS, "purchase_capacity_block")
     if not max_usd > 0:
         raise InvalidRequest(
@@ -196,13 +207,32 @@ def buy_block(
         )
     listing, offer = found[0]
     run = listing.request.run
+    plan_id = plan_id_of(plan.document)
+    token = client_token(plan_id, "capacity-block", offer_id)
+    _check_account_limit(provider, offer, token)
     if not apply:
         return BlockPurchase(offer, run, max_usd, None)
-    plan_id = plan_id_of(plan.document)
     bought = provider.purchase_capacity_block(
-        offer_id,
-        max_usd=max_usd,
-        token=client_token(plan_id, "capacity-block", offer_id),
-        tags=managed_tags(plan_id, run=run),
+        offer_id, max_usd=max_usd, token=token, tags=managed_tags(plan_id, run=run)
     )
     return BlockPurchase(offer, run, max_usd, bought)
+
+
+def _check_account_limit(provider: Provider, offer: CapacityBlockOffer, token: str) -> None:
+    """QuotaExceeded, naming the figures, when ``offer``'s instances on top of those of the blocks the
+    account holds would pass :data:`CAPACITY_BLOCK_ACCOUNT_MAX_NODES`; EC2 would refuse the purchase, or a
+    later one the plan counts on. Nothing when ``token`` bought a held block already (a repeated buy)."""
+    held = provider.capacity_blocks_held()
+    if any(token in block.tags.values() for block in held):
+        return
+    holding = sum(block.nodes for block in held)
+    if holding + offer.nodes <= CAPACITY_BLOCK_ACCOUNT_MAX_NODES:
+        return
+    names = ", ".join(f"{b.id or b.name} ({b.nodes}, {b.state})" for b in held)
+    raise QuotaExceeded(
+        f"{offer.id} holds {offer.nodes} instances and the account's {len(held)} Capacity Blocks "
+        f"awaiting payment, scheduled or active hold {holding} ({names}): {holding + offer.nodes} in all, "
+        f"over the {CAPACITY_BLOCK_ACCOUNT_MAX_NODES} EC2 allows across an account's blocks; not bought",
+        cloud=provider.cloud,
+        operation="purchase_capacity_block",
+    )

@@ -36,7 +36,6 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Final
 
 from models.actions import Action, ActionKind
@@ -44,7 +43,7 @@ from models.naming import TAG_STANDS_IN, client_token, managed_by_terraform, saf
 from models.numbers import strict_float
 from models.tiers import CapacityType
 from models.wording import plural
-from planner.outputs.desired import DesiredState, reservation_name
+from planner.outputs.desired import RESERVATION_MARGIN, DesiredState, reservation_name
 from providers.base import Inventory, Node
 
 __all__ = [
@@ -97,10 +96,6 @@ class DisruptionBudget:
             wanted = "a share of the pool's nodes (50%) or a number of nodes (3)"
             raise ValueError(f"{text!r} is not a disruption budget ({exc}); give {wanted}") from None
 
-
-#: How long a gang's reservation outlives the run's planned end: a run a little late keeps its capacity,
-#: and no reservation bills on for long after its run (the cloud ends it by itself then).
-RESERVATION_MARGIN: Final = timedelta(hours=6)
 
 #: Half a pool's running nodes per reconcile, rounded up.
 DEFAULT_BUDGET: Final = DisruptionBudget()

@@ -39,6 +39,7 @@ from models.tiers import CapacityType, Tier
 __all__ = [
     "DEFAULT_LEAD_HOURS",
     "MAX_LEAD_HOURS",
+    "RESERVATION_MARGIN",
     "DesiredGang",
     "DesiredPool",
     "DesiredState",
@@ -50,6 +51,11 @@ __all__ = [
     "reservation_name",
     "run_name",
 ]
+
+#: How long a gang's reservation outlives the run's planned end: a run a little late keeps its capacity,
+#: and no reservation bills on for long after its run (the cloud ends it by itself then). One value for
+#: ``gpuplan provision`` (``planner.operations.reconcile``) and the Terraform roots (``pools.py``).
+RESERVATION_MARGIN: Final = timedelta(hours=6)
 
 #: Hours before a gang's start at which its placement group and reservation are made.
 DEFAULT_LEAD_HOURS: Final = 2.0

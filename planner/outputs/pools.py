@@ -4,7 +4,8 @@ Terraform describes a fleet as it should stand, so a plan is cut at one moment (
 ``gpuplan provision`` would hold then, gangs included) or summarised as a steady state (``--peak``). A
 pool here is an offering with its on-demand and spot nodes together (the AWS module mixes them in one
 group; GCP and Azure make one group per kind), and a gang is its own pool with its placement group and,
-when it is not spot, a capacity reservation.
+when it is not spot, a capacity reservation that ends with the run (its planned end plus
+``RESERVATION_MARGIN``, the margin ``gpuplan provision`` gives its reservations).
 
 The steady state holds, per offering, on demand ``max(the most committed nodes at any period, the most
 non-spot nodes the plan runs at any period)`` and on spot the most spot nodes at any period: the
@@ -24,7 +25,7 @@ import numpy as np
 from models.naming import parse_offering, pool_name, safe_name
 from models.plan import Plan
 from models.tiers import CapacityType, Tier
-from planner.outputs.desired import DEFAULT_LEAD_HOURS, desired_state, reservation_name
+from planner.outputs.desired import DEFAULT_LEAD_HOURS, RESERVATION_MARGIN, desired_state, reservation_name
 
 __all__ = ["KEY_LIMIT", "TerraformPool", "at_time", "clouds_of", "steady_state"]
 
@@ -47,6 +48,9 @@ class TerraformPool:
     reserved_nodes: int = 0
     placement_group: str | None = None  # a gang's group, as provision names it
     reservation: str | None = None  # a reserved gang's reservation, as provision names it
+    #: when the reservation ends: the run's planned end plus the margin provision gives its reservations,
+    #: so a root applied and never destroyed stops paying for it (None: no reservation)
+    reservation_end: datetime | None = None
     why: str = ""
 
     @property
@@ -115,6 +119,7 @@ def at_time(
                 reserved_nodes=gang.nodes if gang.reserve else 0,
                 placement_group=gang.placement_group,
                 reservation=reservation_name(gang) if gang.reserve else None,
+                reservation_end=gang.end + RESERVATION_MARGIN if gang.reserve else None,
                 why=f"{gang.job} run {gang.run_index}: {gang.start:%Y-%m-%d %H:%M}Z to "
                 f"{gang.end:%Y-%m-%d %H:%M}Z"
                 + ("" if gang.running else " (starts within the lead time: group and reservation only)"),

@@ -15,6 +15,11 @@ root stands alone) once per pool of ``planner.outputs.pools``, from ``terraform.
 - AWS, with ``interruption_queue``: ``interruptions.tf``, an SQS queue and its EventBridge rules per
   region (``terraform/modules/aws-interruption-queue``) for the adapter's ``interruption_queue_url``.
 
+A gang's capacity reservation ends with the run: ``reservation_end`` is its planned end plus
+``planner.outputs.desired.RESERVATION_MARGIN``, the margin ``gpuplan provision`` gives the reservations it
+makes, so a root applied for a gang and never destroyed does not pay for the reservation forever (AWS: a
+``limited`` reservation; GCP: ``delete_at_time``; Azure gangs hold no reservation).
+
 The output is a pure function of the plan and the options: every map is sorted and nothing carries the
 time of writing, so a second run writes the same bytes and a review diff shows only real changes.
 """
@@ -25,7 +30,7 @@ import json
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -37,7 +42,7 @@ from planner.outputs.pools import TerraformPool, at_time, clouds_of, steady_stat
 __all__ = ["CLOUD_ROOTS", "Moment", "modules_dir", "write_roots"]
 
 AWS_PROVIDER: Final = ">= 5.74, < 7.0"  # efa-only interfaces
-GOOGLE_PROVIDER: Final = ">= 6.19.0, < 8.0.0"
+GOOGLE_PROVIDER: Final = ">= 6.44.0, < 8.0.0"  # a reservation's delete_at_time
 AZURERM_PROVIDER: Final = ">= 5.0, < 6.0"
 TERRAFORM_VERSION: Final = ">= 1.9"  # the modules' validations refer to other variables
 
@@ -159,6 +164,7 @@ class CloudRoot:
     provider_version: str = ""
     provider_name: str = ""
     notes: tuple[str, ...] = ()  # what the README says of this cloud's roots in particular
+    ends_reservations: bool = True  # the module takes reservation_end (Azure's gangs hold no reservation)
 
     def write(self, root: Path, plan: Plan, moment: Moment, pools: list[TerraformPool]) -> None:
         plan_id = plan_id_of(plan.document)
@@ -221,6 +227,7 @@ class CloudRoot:
             ("reserved_nodes", "each.value.reserved_nodes"),
             ("placement_group_name", "each.value.placement_group"),
             ("reservation_name", "each.value.reservation"),
+            *([("reservation_end", "each.value.reservation_end")] if self.ends_reservations else []),
             *self.cloud_arguments(),
         ]
 
@@ -239,6 +246,7 @@ class CloudRoot:
             ("reserved_nodes", "number"),
             ("placement_group", "optional(string)"),
             ("reservation", "optional(string)"),
+            *([("reservation_end", "optional(string)")] if self.ends_reservations else []),
         ]
 
     def variables(self) -> str:
@@ -295,6 +303,7 @@ class CloudRoot:
                     "reserved_nodes": p.reserved_nodes,
                     "placement_group": p.placement_group,
                     "reservation": p.reservation,
+                    **({"reservation_end": _rfc3339(p.reservation_end)} if self.ends_reservations else {}),
                 }
                 for p in sorted(pools, key=lambda p: p.key)
             },
@@ -320,9 +329,12 @@ class CloudRoot:
             "|---|---|---:|---:|---|---|---:|---|",
         ]
         for p in sorted(pools, key=lambda p: p.key):
+            reserved = f"{p.reserved_nodes or ''}"
+            if p.reserved_nodes and p.reservation_end is not None and self.ends_reservations:
+                reserved += f" until {p.reservation_end.astimezone(UTC):%Y-%m-%d %H:%M}Z"
             lines.append(
                 f"| `{p.key}` | {p.offering} | {p.on_demand_nodes} | {p.spot_nodes} | {p.run or ''} | "
-                f"{p.fabric or ''} | {p.reserved_nodes or ''} | {p.why} |"
+                f"{p.fabric or ''} | {reserved} | {p.why} |"
             )
         if not pools:
             lines.append("| (none) | | | | | | | the plan holds no nodes on this cloud then |")
@@ -367,6 +379,11 @@ class CloudRoot:
             "root or with `gpuplan provision`, not both: they tag the same pools.",
         ]
         return "\n".join(lines) + "\n"
+
+
+def _rfc3339(when: datetime | None) -> str | None:
+    """``when`` as the modules' ``reservation_end`` takes it: RFC 3339 in UTC, to the second."""
+    return None if when is None else f"{when.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _copy_module(root: Path, module: str) -> None:
@@ -567,6 +584,7 @@ class _AzureRoot(_SingleModuleRoot):
         "Gangs get no capacity reservation here: Azure does not let a scale set join a proximity placement "
         "group and a capacity reservation group at once (gpuplan provision does the same).",
     )
+    ends_reservations = False  # no gang holds a reservation here, so none needs an end
     module = "azure-gpu-pool"
     type_field = "vm_size"
     provider_name = "azurerm"

@@ -153,6 +153,25 @@ class Ec2StandIn:
     def add_group(self, region: str, name: str, tags: dict[str, str]) -> None:
         self._store_group(region, name, [{"Key": k, "Value": v} for k, v in tags.items()])
 
+    def hold(self, region: str, nodes: int, state: str, reservation_type: str = "capacity-block") -> str:
+        """A reservation the account holds already, bought outside gpuplan (no tags): a Capacity Block
+        or, with ``reservation_type`` "default", an ODCR; its id."""
+        rid = f"cr-{next(self._ids):017x}"
+        self.reservations[rid] = {
+            "_token": None,
+            "_region": region,
+            "CapacityReservationId": rid,
+            "InstanceType": "p5.48xlarge",
+            "InstancePlatform": "Linux/UNIX",
+            "AvailabilityZone": f"{region}a",
+            "TotalInstanceCount": nodes,
+            "AvailableInstanceCount": nodes,
+            "ReservationType": reservation_type,
+            "State": state,
+            "Tags": [],
+        }
+        return rid
+
     # the hooks
 
     def _before_send(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:

@@ -178,8 +178,16 @@ ALLOWED: dict[str, set[str]] = {
     | _nested("service_account", {"email", "scopes"})
     | _nested("guest_accelerator", {"type", "count"})
     | _SHIELDED,
-    # website/docs/r/compute_reservation.html.markdown @ 022e24ae73bceb5483647baad913c9dc9ebb7169
-    "google_compute_reservation": {"name", "zone", "project", "description", "specific_reservation_required"}
+    # website/docs/r/compute_reservation.html.markdown @ 022e24ae73bceb5483647baad913c9dc9ebb7169;
+    # delete_at_time (from 6.44.0) @ e03b7622a2 of hashicorp/terraform-provider-google
+    "google_compute_reservation": {
+        "name",
+        "zone",
+        "project",
+        "description",
+        "specific_reservation_required",
+        "delete_at_time",
+    }
     | _nested("specific_reservation", {"count", "instance_properties"})
     | _nested(
         "specific_reservation.instance_properties",

@@ -107,3 +107,80 @@ def test_a_64_node_gang_is_asked_for(week_plan: Callable[[str], Path], tmp_path:
     seller = _Seller(tmp_path / "s.json")
     list_blocks(plan, seller, gang.start - timedelta(days=2))
     assert (gang.offering, 64, 120) in seller.asked  # 100 h: 5 days
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The account's limit across its blocks: 256 instances (EC2 User Guide, "Capacity Blocks for ML",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html)
+
+
+def test_a_block_that_would_pass_256_instances_across_the_accounts_blocks_is_refused_before_buying(
+    aws_env: None, week_plan: Callable[[str], Path]
+) -> None:
+    """The AWS adapter on moto and the EC2 stand-in: the blocks the account holds (awaiting payment,
+    scheduled or active, in every configured region, whoever bought them) are read before a purchase, on
+    a dry run too; cancelled or expired blocks and ordinary reservations do not count. 160 held: a block
+    of 64 (224) is bought, a second of 64 (288) refused naming the figures, and nothing is sent to EC2's
+    purchase; one of 32 (exactly 256) may be bought; the first bought again is the same block."""
+    import boto3
+    from aws_stand_in import Ec2StandIn, block_offering, make_vpc
+    from moto import mock_aws
+
+    from planner.operations.capacity_blocks import (
+        CAPACITY_BLOCK_ACCOUNT_MAX_NODES,
+        BlockListing,
+        BlockRequest,
+        buy_block,
+    )
+    from providers.aws import AwsSettings, open_provider
+    from providers.base import QuotaExceeded
+
+    plan = Plan.read(week_plan("aws"))
+    with mock_aws():
+        session = boto3.Session(region_name="us-east-1")
+        vpc = make_vpc(session)
+        stand_in = Ec2StandIn()
+        stand_in.install(session)
+        subnets = {"us-east-1": vpc.subnets, "us-east-2": ["subnet-0e0e0e0e"]}
+        settings = AwsSettings(image_id=vpc.image_id, subnets=subnets)
+        provider = open_provider(settings, session=session, sleep=lambda s: None)
+        stand_in.hold("us-east-1", 64, "active")
+        stand_in.hold("us-east-2", 64, "scheduled")  # another region of the account
+        stand_in.hold("us-east-1", 32, "payment-pending")
+        for state in ("cancelled", "expired"):
+            stand_in.hold("us-east-1", 64, state)
+        stand_in.hold("us-east-1", 64, "active", reservation_type="default")  # an ODCR, not a block
+        stand_in.block_offerings = [
+            block_offering("cb-a", "1000.00", count=64),
+            block_offering("cb-b", "1000.00", count=64, hours=48),
+            block_offering("cb-c", "1000.00", count=32, hours=72),
+        ]
+        offering = "aws:us-east-1:p5.48xlarge"
+        at = plan.document.horizon.start
+        listings = [
+            BlockListing(
+                BlockRequest(f"run-{hours}", offering, nodes, hours, at, at, 1e6),
+                tuple(provider.capacity_block_offerings(offering, nodes, hours)),
+            )
+            for nodes, hours in ((64, 24), (64, 48), (32, 72))
+        ]
+        assert [o.id for listing in listings for o in listing.offers] == ["cb-a", "cb-b", "cb-c"]
+
+        bought = buy_block(plan, provider, listings, "cb-a", max_usd=5000, apply=True)  # 160 + 64 = 224
+        assert bought.reservation is not None and bought.reservation.nodes == 64
+        for apply in (False, True):  # 224 + 64 = 288: refused, on a dry run too
+            with pytest.raises(QuotaExceeded) as refused:
+                buy_block(plan, provider, listings, "cb-b", max_usd=5000, apply=apply)
+            message = str(refused.value)
+            assert "cb-b holds 64 instances" in message and "4 Capacity Blocks" in message
+            assert "hold 224" in message and "288 in all" in message
+            assert f"over the {CAPACITY_BLOCK_ACCOUNT_MAX_NODES} EC2 allows" in message
+        assert [p["CapacityBlockOfferingId"] for p in stand_in.calls("PurchaseCapacityBlock")] == ["cb-a"]
+        held_reads = stand_in.calls("DescribeCapacityReservations")
+        assert {f["Name"] for call in held_reads for f in call.get("Filters", [])} >= {"state"}
+
+        exactly = buy_block(plan, provider, listings, "cb-c", max_usd=5000, apply=False)  # 224 + 32 = 256
+        assert exactly.reservation is None
+        again = buy_block(plan, provider, listings, "cb-a", max_usd=5000, apply=True)  # its own token
+        assert again.reservation is not None and again.reservation.id == bought.reservation.id
+        assert len(stand_in.calls("PurchaseCapacityBlock")) == 1

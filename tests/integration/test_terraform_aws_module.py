@@ -43,6 +43,7 @@ COMMON_VARIABLES = {
     "spot_nodes": "number",
     "fabric": "string",
     "reserved_nodes": "number",
+    "reservation_end": "string",
     "tags": "map(string)",
 }
 AWS_VARIABLES = {
@@ -166,6 +167,7 @@ def test_variables_are_typed_described_and_validated() -> None:
         "spot_nodes": 0,
         "fabric": None,
         "reserved_nodes": 0,
+        "reservation_end": None,  # no end unless the root gives one
         "tags": {},
         "instance_type": "required",
         "image_id": "required",
@@ -372,6 +374,7 @@ BAD_CALL = """module "bad" {
   image_id        = "img-1234"
   subnet_ids      = []
   on_demand_nodes = 1.5
+  reservation_end = "2027-01-05 18:00"
   tags            = { "aws:owner" = "me" }
 }
 """
@@ -392,6 +395,7 @@ def test_validation_blocks_reject_wrong_values(tmp_path: Path) -> None:
         "subnet_ids must name at least one subnet",
         "on_demand_nodes must be a whole number",
         'Tag keys starting with "aws:" are reserved',
+        "reservation_end must be null or an RFC 3339 time in UTC",
     ]:
         assert message in text, f"no {message!r} in:\n{result.stderr}"
 

@@ -50,6 +50,7 @@ COMMON_VARIABLES = {
     "spot_nodes",
     "fabric",
     "reserved_nodes",
+    "reservation_end",
     "labels",
 }
 GCP_VARIABLES = {
@@ -207,6 +208,7 @@ def test_defaults_of_the_interface() -> None:
     }
     assert defaults["run"] is None and defaults["fabric"] is None and defaults["subnetwork"] is None
     assert defaults["on_demand_nodes"] == defaults["spot_nodes"] == defaults["reserved_nodes"] == 0
+    assert defaults["reservation_end"] is None  # no end unless the root gives one
     assert defaults["labels"] == {}
     assert defaults["gpudirect_networks"] == defaults["rdma_networks"] == []
     assert defaults["boot_disk_gb"] == 200 and defaults["boot_disk_type"] is None  # per machine type
@@ -240,16 +242,17 @@ def _allows(constraint: str, version: str) -> bool:
     return True
 
 
-def test_google_provider_pin_starts_at_the_first_release_with_mrdma() -> None:
-    """nic_type = "MRDMA" (A3 Ultra / A4 RDMA NICs) is refused by hashicorp/google's schema before 6.19.0:
-    6.18.1 validates nic_type against GVNIC, VIRTIO_NET (instance templates) and IDPF (instances) only;
-    commit 6710afaf "Network profile and RDMA v1 support", first tagged v6.19.0, adds MRDMA and IRDMA.
+def test_google_provider_pin_starts_at_the_first_release_with_delete_at_time() -> None:
+    """google_compute_reservation takes delete_at_time from hashicorp/google 6.44.0 on (its CHANGELOG.md,
+    6.44.0 of July 16, 2025, pull request 23561); before it, nic_type = "MRDMA" (A3 Ultra / A4 RDMA NICs)
+    needed 6.19.0 (6.18.1 validates nic_type against GVNIC, VIRTIO_NET and IDPF only; commit 6710afaf).
     7.0.0 broke nothing the module uses; 8.x is untested."""
     (terraform,) = load(MODULE / "versions.tf")["terraform"]
     constraint = terraform["required_providers"][0]["google"]["version"]
-    assert "MRDMA" in (MODULE / "locals.tf").read_text(encoding="utf-8")  # why the floor is what it is
-    assert not _allows(constraint, "6.0.0") and not _allows(constraint, "6.18.1")
-    assert _allows(constraint, "6.19.0") and _allows(constraint, "6.49.2") and _allows(constraint, "7.45.0")
+    assert "MRDMA" in (MODULE / "locals.tf").read_text(encoding="utf-8")
+    assert "delete_at_time" in (MODULE / "main.tf").read_text(encoding="utf-8")  # why the floor is 6.44
+    assert not _allows(constraint, "6.19.0") and not _allows(constraint, "6.43.0")
+    assert _allows(constraint, "6.44.0") and _allows(constraint, "6.49.2") and _allows(constraint, "7.45.0")
     assert not _allows(constraint, "8.0.0")
 
 
@@ -309,6 +312,7 @@ def test_placement_reservation_and_nics() -> None:
     (specific,) = reservation["specific_reservation"]
     assert specific["count"] == "${var.reserved_nodes}"
     assert specific["instance_properties"][0]["machine_type"] == "${var.machine_type}"
+    assert reservation["delete_at_time"] == "${var.reservation_end}"  # Compute Engine deletes it then
     gang = resources[("google_compute_instance", "gang")]
     assert gang["count"] == "${local.gang_nodes}"
     assert "google_compute_resource_policy.placement[0].self_link" in gang["resource_policies"]
@@ -448,6 +452,7 @@ def test_on_demand_tcpx_gang_in_placement_and_reservation(probe_root: tuple[Path
             "fabric": "tcpx",
             "gpudirect_networks": _nets(4, "gpu"),
             "labels": {"team": "ml", "gpuplan-pool": "overridden"},
+            "reservation_end": "2027-01-05T18:00:00Z",  # a gang's end as the roots pass it: accepted
         },
     )
     assert probe["groups"] == {} and probe["placement"] is True and probe["gang_nodes"] == 4
@@ -545,6 +550,8 @@ REJECTED = [
     ({"machine_type": "a4-highgpu-8g", "boot_disk_type": "pd-ssd"}, "take Hyperdisk only"),
     ({"labels": {"Team": "ml"}}, "GCP label rules"),
     ({"project": "x"}, "GCP project id"),
+    ({"reservation_end": "2027-01-05T18:00:00+02:00"}, "RFC 3339 time in UTC"),
+    ({"reservation_end": "2027-13-05T18:00:00Z"}, "RFC 3339 time in UTC"),
 ]
 
 

@@ -30,7 +30,7 @@ from models.naming import pool_name
 from models.plan import Plan
 from models.tiers import CapacityType
 from planner.cli import app
-from planner.outputs.desired import desired_state, reservation_name
+from planner.outputs.desired import RESERVATION_MARGIN, desired_state, reservation_name
 
 TERRAFORM = shutil.which("terraform")
 MIRROR = Path(os.environ.get("GPUPLAN_TF_MIRROR", "/opt/tf-plugins"))
@@ -170,6 +170,13 @@ def test_the_pools_are_the_plans_at_that_hour(
     assert gang_pool[kind] == gang.nodes and gang_pool["fabric"] == gang.fabric
     reserved = gang.tier != "spot" and cloud != "azure"  # Azure: a proximity placement group takes none
     assert gang_pool["reserved_nodes"] == (gang.nodes if reserved else 0)
+    # the reservation ends with the run: its planned end plus provision's margin, so none bills forever
+    if cloud == "azure":
+        assert "reservation_end" not in gang_pool  # no gang reservation there, and no module input for it
+    else:
+        end = gang.end + RESERVATION_MARGIN
+        assert gang_pool["reservation_end"] == (f"{end:%Y-%m-%dT%H:%M:%SZ}" if reserved else None)
+        assert end > gang.end and end.utcoffset() == timedelta(0)
     assert tfvars["plan_id"] == f"mixed-fleet-week-{cloud}"
 
 
@@ -246,13 +253,81 @@ def _terraform(root: Path, *args: str, env: dict[str, str] | None = None, timeou
     return done.stdout
 
 
+def _moto_site(root: Path, regions: list[str], url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A VPC and subnet per region on moto's server, the root's site settings for them, and an override
+    file pointing each regional provider at moto (override files merge into the root's provider blocks,
+    Terraform's own rule); the site settings."""
+    import boto3
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(key, value)
+    site: dict[str, Any] = {"image_id": {}, "subnet_ids": {}}
+    for region in regions:
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=url)
+        vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.40.1.0/24", AvailabilityZone=f"{region}a")
+        site["subnet_ids"][region] = [subnet["Subnet"]["SubnetId"]]
+        site["image_id"][region] = "ami-0a1b2c3d4e5f60718"
+    (root / "site.auto.tfvars.json").write_text(json.dumps(site), encoding="utf-8")
+    overrides = []
+    for region in regions:
+        overrides += [
+            'provider "aws" {',
+            f'  alias                       = "{region.replace("-", "_")}"',
+            "  skip_credentials_validation = true",
+            "  skip_requesting_account_id  = true",
+            "  skip_metadata_api_check     = true",
+            "  max_retries                 = 1",
+            "  endpoints {",
+            f'    ec2         = "{url}"',
+            f'    autoscaling = "{url}"',
+            f'    sts         = "{url}"',
+            f'    iam         = "{url}"',
+            "  }",
+            "}",
+        ]
+    (root / "moto_override.tf").write_text("\n".join(overrides) + "\n", encoding="utf-8")
+    return site
+
+
 @needs_terraform
-def test_the_aws_root_validates_with_the_real_provider(roots: dict[str, Path], tmp_path: Path) -> None:
+def test_the_aws_root_validates_and_plans_a_gang_reservation_that_ends(
+    roots: dict[str, Path],
+    week_plan: Callable[[str], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moto_server: str,
+) -> None:
+    """The root written at the gang's hour passes init, validate and fmt with the real provider, and its
+    plan against moto's server (the data sources read from it) holds the gang's capacity reservation as
+    ``limited``, ending at the run's planned end plus provision's margin. moto has no capacity
+    reservations or placement groups, so the root is planned, not applied (the apply of a root of pools
+    is test_an_aws_root_of_pools_applies_and_destroys_against_moto)."""
     root = tmp_path / "aws"
     shutil.copytree(roots["aws"], root)
     _terraform(root, "init", "-backend=false", "-input=false", f"-plugin-dir={MIRROR}")
     _terraform(root, "validate")
     _terraform(root, "fmt", "-check", "-recursive")
+
+    pools = json.loads((root / "terraform.tfvars.json").read_text(encoding="utf-8"))["pools"]
+    (key,) = [k for k, p in pools.items() if p["run"] is not None and p["reserved_nodes"]]
+    _moto_site(root, sorted({p["region"] for p in pools.values()}), moto_server, monkeypatch)
+    _terraform(root, "plan", "-input=false", "-lock=false", "-out=gang.tfplan")
+    shown = json.loads(_terraform(root, "show", "-json", "gang.tfplan"))
+    reservations = [
+        change
+        for change in shown["resource_changes"]
+        if change["type"] == "aws_ec2_capacity_reservation" and change["change"]["actions"] == ["create"]
+    ]
+    assert [r["module_address"] for r in reservations] == [
+        f'module.{pools[key]["region"].replace("-", "_")}["{key}"]'
+    ]
+    after = reservations[0]["change"]["after"]
+    plan = Plan.read(week_plan("aws"))
+    (gang,) = [t for t in plan.document.training if t.nodes == pools[key]["reserved_nodes"] and t.nodes > 1]
+    assert after["end_date_type"] == "limited"
+    assert after["end_date"] == f"{gang.end + RESERVATION_MARGIN:%Y-%m-%dT%H:%M:%SZ}"
+    assert after["instance_count"] == gang.nodes and after["instance_match_criteria"] == "targeted"
 
 
 @pytest.mark.slow  # ~40 s: every terraform command starts the AWS provider several times
@@ -274,35 +349,8 @@ def test_an_aws_root_of_pools_applies_and_destroys_against_moto(
     assert any(p["spot_nodes"] for p in pools.values()), "the hour should have a spot pool to mix"
 
     url = moto_server
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(key, value)
-    site: dict[str, Any] = {"image_id": {}, "subnet_ids": {}}
     regions = sorted({p["region"] for p in pools.values()})
-    for region in regions:
-        ec2 = boto3.client("ec2", region_name=region, endpoint_url=url)
-        vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.40.1.0/24", AvailabilityZone=f"{region}a")
-        site["subnet_ids"][region] = [subnet["Subnet"]["SubnetId"]]
-        site["image_id"][region] = "ami-0a1b2c3d4e5f60718"
-    (root / "site.auto.tfvars.json").write_text(json.dumps(site), encoding="utf-8")
-    overrides = []
-    for region in regions:  # override files merge into the root's provider blocks (Terraform's own rule)
-        overrides += [
-            'provider "aws" {',
-            f'  alias                       = "{region.replace("-", "_")}"',
-            "  skip_credentials_validation = true",
-            "  skip_requesting_account_id  = true",
-            "  skip_metadata_api_check     = true",
-            "  max_retries                 = 1",
-            "  endpoints {",
-            f'    ec2         = "{url}"',
-            f'    autoscaling = "{url}"',
-            f'    sts         = "{url}"',
-            f'    iam         = "{url}"',
-            "  }",
-            "}",
-        ]
-    (root / "moto_override.tf").write_text("\n".join(overrides) + "\n", encoding="utf-8")
+    site = _moto_site(root, regions, url, monkeypatch)
     _terraform(root, "init", "-backend=false", "-input=false", f"-plugin-dir={MIRROR}")
     _terraform(root, "apply", "-auto-approve", "-input=false")
     for region in regions:

@@ -62,6 +62,10 @@ resource "aws_placement_group" "this" {
 
 ################################################################################
 # Capacity reservation
+#
+# With reservation_end it is a limited reservation: EC2 cancels it by itself within an hour of that time
+# (EC2 API Reference, CreateCapacityReservation, EndDate and EndDateType), so a root applied and never
+# destroyed stops paying for it then; without, it lasts until it is cancelled.
 ################################################################################
 
 resource "aws_ec2_capacity_reservation" "this" {
@@ -72,7 +76,8 @@ resource "aws_ec2_capacity_reservation" "this" {
   instance_count          = var.reserved_nodes
   availability_zone       = data.aws_subnet.first[0].availability_zone
   instance_match_criteria = "targeted"
-  end_date_type           = "unlimited"
+  end_date_type           = var.reservation_end == null ? "unlimited" : "limited"
+  end_date                = var.reservation_end
   placement_group_arn     = local.gang ? aws_placement_group.this[0].arn : null
   tags                    = merge(local.tags, { "Name" = local.reservation_name })
 }

@@ -118,6 +118,17 @@ variable "reservation_name" {
   }
 }
 
+variable "reservation_end" {
+  description = "When the capacity reservation ends, as an RFC 3339 UTC time (2027-01-05T18:00:00Z), or null: it lasts until deleted. EC2 makes it a limited reservation and cancels it within an hour of that time. gpuplan's roots pass a gang's planned end plus the margin gpuplan provision gives its reservations, so a root applied and never destroyed stops paying for the reservation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.reservation_end == null || (can(regex("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", var.reservation_end)) && can(formatdate("YYYY", var.reservation_end)))
+    error_message = "reservation_end must be null or an RFC 3339 time in UTC such as 2027-01-05T18:00:00Z."
+  }
+}
+
 variable "tags" {
   description = "Extra tags for every resource. The gpuplan-plan, gpuplan-pool, gpuplan-run and gpuplan-managed-by tags are applied over them."
   type        = map(string)

@@ -17,7 +17,9 @@ resource "google_compute_resource_policy" "placement" {
 }
 
 ################################################################################
-# Reservation: reserved_nodes on-demand nodes of machine_type, consumed by name only
+# Reservation: reserved_nodes on-demand nodes of machine_type, consumed by name only; with
+# reservation_end, Compute Engine deletes it then (deleteAtTime, Compute Engine API reference,
+# reservations), so a root applied and never destroyed stops paying for it
 ################################################################################
 
 resource "google_compute_reservation" "this" {
@@ -28,6 +30,7 @@ resource "google_compute_reservation" "this" {
   zone                          = var.zone
   description                   = local.description
   specific_reservation_required = true
+  delete_at_time                = var.reservation_end
 
   specific_reservation {
     count = var.reserved_nodes

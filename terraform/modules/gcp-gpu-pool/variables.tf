@@ -124,6 +124,17 @@ variable "reservation_name" {
   }
 }
 
+variable "reservation_end" {
+  description = "When the capacity reservation ends, as an RFC 3339 UTC time (2027-01-05T18:00:00Z), or null: it lasts until deleted. Compute Engine deletes it at that time (delete_at_time). gpuplan's roots pass a gang's planned end plus the margin gpuplan provision gives its reservations, so a root applied and never destroyed stops paying for the reservation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.reservation_end == null || (can(regex("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", var.reservation_end)) && can(formatdate("YYYY", var.reservation_end)))
+    error_message = "reservation_end must be null or an RFC 3339 time in UTC such as 2027-01-05T18:00:00Z."
+  }
+}
+
 variable "labels" {
   description = "Extra labels for every labelled resource; the gpuplan-plan, gpuplan-pool, gpuplan-run and gpuplan-managed-by labels win over keys of the same name."
   type        = map(string)

@@ -104,6 +104,12 @@ run "efa_gang_with_reservation" {
     fabric          = "efa"
     on_demand_nodes = 2
     reserved_nodes  = 2
+    reservation_end = "2027-01-05T18:00:00Z"
+  }
+
+  assert {
+    condition     = aws_ec2_capacity_reservation.this[0].end_date_type == "limited" && aws_ec2_capacity_reservation.this[0].end_date == "2027-01-05T18:00:00Z"
+    error_message = "A reservation with reservation_end should be limited, ending then."
   }
 
   assert {
@@ -197,6 +203,21 @@ run "on_demand_pool_uses_the_plain_launch_template" {
   assert {
     condition     = output.group_ids.spot == null && output.placement_group_id == null && output.capacity_reservation_id == null
     error_message = "No spot group, placement group or reservation for a plain on-demand pool."
+  }
+}
+
+run "reservation_without_an_end_is_unlimited" {
+  command = apply
+
+  variables {
+    name            = "held"
+    on_demand_nodes = 2
+    reserved_nodes  = 2
+  }
+
+  assert {
+    condition     = aws_ec2_capacity_reservation.this[0].end_date_type == "unlimited" && aws_ec2_capacity_reservation.this[0].end_date == null
+    error_message = "Without reservation_end the reservation should be unlimited, with no end date."
   }
 }
 
