@@ -605,6 +605,134 @@ def _guarantee_heavy_case() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return data, rows
 
 
+def _mixed_mig_case() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Drawn by ``scenarios()`` (seed 2): a 3g.40gb service and a 1g.10gb one on 1-GPU H100 nodes; the plan
+    packs them as 3g.40gb + 4 x 1g.10gb, which the certified bound's compute row cut off (it counted the
+    3g replica's node-equivalent as a whole one of compute: $58.60 against a $57.60 plan)."""
+    data = {
+        "name": "prop",
+        "horizon": {"start": "2027-01-08T00:00:00Z", "hours": 48, "period_hours": 1},
+        "catalog": "catalog.csv",
+        "purchase": {"terms": ["1y"], "max_spot_share": 1.0, "schedule": "quarterly"},
+        "commitments": [],
+        "teams": [
+            {"name": "team0", "guaranteed_gpus": 0, "burst_gpus": None},
+            {"name": "team1", "guaranteed_gpus": 0, "burst_gpus": None},
+        ],
+        "inference": [
+            {
+                "name": "svc0",
+                "team": "team0",
+                "gpu_memory_gb": 35,
+                "gpu_models": ["H100"],
+                "latency_critical": False,
+                "replicas": {
+                    "profile": "diurnal",
+                    "base": 0.56,
+                    "peak": 0.56,
+                    "peak_hour_utc": 0,
+                    "weekend_factor": 1.0,
+                },
+            },
+            {
+                "name": "svc1",
+                "team": "team0",
+                "gpu_memory_gb": 9,
+                "gpu_models": ["H100"],
+                "latency_critical": False,
+                "replicas": {
+                    "profile": "diurnal",
+                    "base": 5.09,
+                    "peak": 10.98,
+                    "peak_hour_utc": 0,
+                    "weekend_factor": 1.0,
+                },
+            },
+        ],
+        "training": [],
+    }
+    rows = [
+        {
+            "cloud": "aws",
+            "region": "r1",
+            "instance_type": "i0.1x",
+            "gpu_model": "H100",
+            "gpus_per_node": 1,
+            "gpu_memory_gb": 80,
+            "fabric": "efa",
+            "on_demand_usd_h": 1.0,
+            "source": "hypothesis",
+            "spot_usd_h": None,
+            "reserved_1y_usd_h": None,
+            "reserved_3y_usd_h": None,
+            "spot_interruptions_per_hour": None,
+            "max_nodes": None,
+        },
+        {
+            "cloud": "aws",
+            "region": "r1",
+            "instance_type": "i1.1x",
+            "gpu_model": "H100",
+            "gpus_per_node": 1,
+            "gpu_memory_gb": 80,
+            "fabric": "efa",
+            "on_demand_usd_h": 1.0,
+            "source": "hypothesis",
+            "spot_usd_h": None,
+            "reserved_1y_usd_h": 0.6,
+            "reserved_3y_usd_h": None,
+            "spot_interruptions_per_hour": None,
+            "max_nodes": None,
+        },
+        {
+            "cloud": "aws",
+            "region": "r1",
+            "instance_type": "i2.1x",
+            "gpu_model": "A100-80GB",
+            "gpus_per_node": 1,
+            "gpu_memory_gb": 80,
+            "fabric": "efa",
+            "on_demand_usd_h": 39.63,
+            "source": "hypothesis",
+            "spot_usd_h": None,
+            "reserved_1y_usd_h": None,
+            "reserved_3y_usd_h": None,
+            "spot_interruptions_per_hour": 0.0,
+            "max_nodes": None,
+        },
+        {
+            "cloud": "aws",
+            "region": "r1",
+            "instance_type": "i3.1x",
+            "gpu_model": "A100-80GB",
+            "gpus_per_node": 1,
+            "gpu_memory_gb": 80,
+            "fabric": "efa",
+            "on_demand_usd_h": 1.0,
+            "source": "hypothesis",
+            "spot_usd_h": None,
+            "reserved_1y_usd_h": None,
+            "reserved_3y_usd_h": None,
+            "spot_interruptions_per_hour": 0.0,
+            "max_nodes": None,
+        },
+    ]
+    return data, rows
+
+
+@pytest.mark.parametrize("method", ["staged", "hourly"])
+def test_a_mixed_mig_layout_keeps_the_raw_bound_below_the_plan(kit, method: str) -> None:
+    data, rows = _mixed_mig_case()
+    with tempfile.TemporaryDirectory(prefix="gpuplan-prop-") as tmp:
+        scenario, catalog = _written(kit, data, rows, Path(tmp))
+        plan = optimize(scenario, catalog, Path(tmp), kit.exact_settings(method=method))
+    solver = plan.document.solver
+    paid = plan.document.costs.total_usd + solver.penalty_usd
+    assert solver.certified_bound_raw_usd is not None
+    assert solver.certified_bound_raw_usd <= paid * (1 + TOL) + TOL
+    assert not any(note.startswith("bound error") for note in solver.notes)
+
+
 @pytest.mark.parametrize("method", ["staged", "hourly"])
 def test_guarantee_heavy_bound_is_below_the_full_hourly_optimum(kit, method: str) -> None:
     """The guarantee-heavy case, planned by each method at default settings: its certified bound as

@@ -300,7 +300,7 @@ def cluster_model(sets: PlanningSets, per_block: int | None) -> ClusterModel:
                     x = var(f"X{VAR_CODE[tier]}_{i}_{o}_{c}")
                     terms_.append((x, q))
                     burst_use[(service.team, c)].append((x, gpus * ratio))  # the GPUs' compute in use
-                    if ratio > 1.0:
+                    if ratio != 1.0:  # a MIG slice: its compute per node-equivalent, above or below 1
                         model.compute_ratio[x.name] = ratio
                     if tier == Capacity.NON_SPOT:
                         pool_use[(o, c)].append((x, 1.0))
@@ -686,8 +686,12 @@ def relaxed_serving(sets: PlanningSets, i: int, o: int) -> tuple[float, float]:
 def _compute(
     users: list[tuple[pulp.LpVariable, float]], ratio: dict[str, float]
 ) -> list[tuple[pulp.LpVariable, float]] | None:
-    """``users`` with MIG serving counted by compute (None when none of them is compute-bound)."""
-    if not any(var.name in ratio for var, _coef in users):
+    """``users`` with MIG serving counted by compute (None when none of them is compute-bound). Every MIG
+    user counts its own ratio in the compute row, below 1 too: a 3g.40gb replica takes 4/8 of a GPU's
+    memory but only 3/7 of its compute, so beside 1g.10gb ones (1/8 memory, 1/7 compute) counting it as
+    a whole node-equivalent of compute would cut off the layout 3g.40gb + 4 x 1g.10gb that a plan uses
+    (found by the property tests: a bound $1 above a $57.60 plan)."""
+    if not any(ratio.get(var.name, 1.0) > 1.0 for var, _coef in users):
         return None
     return [(var, coef * ratio.get(var.name, 1.0)) for var, coef in users]
 

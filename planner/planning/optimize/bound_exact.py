@@ -312,7 +312,7 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
             if tier == Capacity.NON_SPOT:
                 model.pool_use[(o, c)]  # creates the pool row (the billing rule) for c
                 touched.append((f"pool_{o}_{c}", share))
-                if any(x.name in model.compute_ratio for x, _ in model.pool_use[(o, c)]):
+                if any(model.compute_ratio.get(x.name, 1.0) > 1.0 for x, _ in model.pool_use[(o, c)]):
                     touched.append((f"pool_compute_{o}_{c}", share))
             elif limited:
                 model.cap_rows.add((o, c))
