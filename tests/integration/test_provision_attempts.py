@@ -179,10 +179,16 @@ def test_a_fleet_lost_in_its_launch_hour_is_made_again_by_the_next_apply(
         cloud.provider.delete_placement_group(group)
     assert _held(cloud.provider, first.plan_id) == {}
 
+    # just after, an absent group or reservation may be the cloud's read lag: not a new attempt yet
+    code, output = _run(base)
+    assert code == 0, output
+    assert not [a for a in _actions(plan_dir).actions if a.attempt and a.kind is not ActionKind.LAUNCH]
+
     record = plan_dir.with_name("plan.provision") / "created.json"
     _age(record, SETTLE)  # past the cloud's read lag: an absent result is gone, not yet listed
     code, output = _run([*base, "--apply"])
     assert code == 0, output
+    assert _held(cloud.provider, first.plan_id) == wanted  # the fleet holds its nodes again
     assert "attempt 2: the first launch's nodes are gone" in output
     assert "attempt 2: the placement group made first is gone" in output
     second = _actions(plan_dir)
@@ -191,7 +197,6 @@ def test_a_fleet_lost_in_its_launch_hour_is_made_again_by_the_next_apply(
     assert creates and all(a.attempt == 1 for a in creates), [(a.kind, a.attempt) for a in creates]
     assert not {a.token for a in creates} & {a.token for a in first.actions}
     assert all(second.results[a.id].status == "done" for a in second.actions)
-    assert _held(cloud.provider, first.plan_id) == wanted  # the fleet holds its nodes again
     again = cloud.provider.inventory(first.plan_id)
     assert not {n.id for n in again.live_nodes()} & {n.id for n in lost.live_nodes()}
     assert {g.name for g in again.placement_groups} == {g.name for g in lost.placement_groups}
@@ -199,3 +204,23 @@ def test_a_fleet_lost_in_its_launch_hour_is_made_again_by_the_next_apply(
 
     code, output = _run([*base, "--apply"])
     assert code == 0 and "0 actions: the fleet matches the plan" in output, output
+
+
+def test_a_record_that_cannot_be_read_or_written_stops_provision_before_anything_is_made(
+    week_plan: Callable[[str], Path], tmp_path: Path
+) -> None:
+    sim = next(_sim(tmp_path))
+    plan_dir, at = _plan(week_plan, tmp_path, "sim")
+    base = ["provision", str(plan_dir), "--cloud", "sim", "--at", at, "--quiet", *sim.flags, "--apply"]
+    beside = plan_dir.with_name("plan.provision")
+    beside.mkdir()
+    (beside / "created.json").write_text('{"schema": "gpuplan.created/v1", "creates": {"t": 1}}')
+    code, output = _run(base)
+    assert code == 2
+    assert "created.json" in output and "creates.t" in output and len(output.strip().splitlines()) == 1
+    (beside / "created.json").unlink()
+    beside.rmdir()
+    beside.write_text("not a directory")  # where the record goes cannot be written
+    code, output = _run(base)
+    assert code == 2 and "cannot write the record of what provision made" in output, output
+    assert sim.provider.inventory("mixed-fleet-week-all").live_nodes() == ()
