@@ -4,7 +4,7 @@ A dry run (the default) reads the provider's inventory, prints the actions that 
 the plan at ``--at`` and writes them to ``actions.json`` (``--actions``; by default in ``<plan
 dir>.provision/`` beside the plan, never into the plan directory it reads, so a dry run leaves the plan as
 it was); ``--apply`` executes them. Commitment purchases are listed, never made. What an apply creates is
-recorded in ``<plan dir>.provision/created.json``, so that a later run tells a create whose result is gone
+recorded in ``created.json`` beside the action list, so that a later run tells a create whose result is gone
 (a gang or pool lost, a group or reservation deleted outside gpuplan) and sends it as a new attempt under a
 token of its own, as the daemon's journal does.
 """
@@ -146,6 +146,9 @@ def provision(
             budget = None if allow_shrink else DisruptionBudget.parse(disruption_budget)
         except ValueError as exc:
             raise InputError(None, "--disruption-budget", str(exc)) from None
+        if actions is not None and actions.name == "created.json":
+            problem = "created.json is the record of what provision made: name the list otherwise"
+            raise InputError(None, "--actions", problem)
         loaded = Plan.read(plan_dir)
         when, note = _when(at, loaded)
         config = load_provider_config(provider_config)
@@ -161,7 +164,8 @@ def provision(
             budget=budget,
         )
         # creates whose earlier attempt is gone go as the next attempt: shown in the dry run alike
-        record = CreateRecord(created_path(plan_dir), cloud.lower())
+        target = actions if actions is not None else default_actions_path(plan_dir)
+        record = CreateRecord(created_path(target), cloud.lower())
         record.attempts(run, datetime.now(UTC))
         if apply_ and run.actions:
             record.save()  # a record that cannot be written stops the run before anything is made
@@ -169,7 +173,6 @@ def provision(
         raise fail(exc) from None
     if note:
         run.notes.insert(0, note)
-    target = actions if actions is not None else default_actions_path(plan_dir)
     if not as_json:
         _print_actions(run, cloud.lower(), state, given=sim_state is not None)
     if apply_ and run.actions:
@@ -205,10 +208,11 @@ def default_actions_path(plan_dir: Path) -> Path:
     return named.with_name(f"{named.name}.provision") / "actions.json"
 
 
-def created_path(plan_dir: Path) -> Path:
-    """``PLAN_DIR.provision/created.json``: the creates provision made for the plan, beside it (whatever
-    ``--actions`` says: the record must be found by every later run on the plan)."""
-    return default_actions_path(plan_dir).with_name("created.json")
+def created_path(actions: Path) -> Path:
+    """``created.json`` beside the action list (by default ``PLAN_DIR.provision/``): the creates provision
+    made for the plan. Where ``--actions`` sends the list (a plan directory whose parent cannot be
+    written, a shared plan), the record goes too, so it is kept wherever provision may write."""
+    return actions.with_name("created.json")
 
 
 def _default_sim_state(plan: Plan) -> Path:

@@ -224,3 +224,5 @@ def test_a_record_that_cannot_be_read_or_written_stops_provision_before_anything
     code, output = _run(base)
     assert code == 2 and "cannot write the record of what provision made" in output, output
     assert sim.provider.inventory("mixed-fleet-week-all").live_nodes() == ()
+    code, output = _run([*base, "--actions", str(tmp_path / "created.json")])
+    assert code == 2 and "--actions" in output and "record" in output, output
