@@ -198,7 +198,7 @@ class Created(_Frozen):
 
 
 class CreatedLog(_Frozen):
-    """``PLAN_DIR.provision/created.json``: every create provision made for a plan, by client token.
+    """``created.json`` beside ``actions.json``: every create provision made for a plan, by client token.
 
     ``actions.json`` is replaced on every run (a dry run too), so it cannot say what an earlier apply
     made; this record only grows, one entry per create that was done. Without the daemon's journal it is

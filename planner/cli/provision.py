@@ -381,7 +381,7 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
         parts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
         retries = sum(1 for a in run.actions if a.attempt)
         again = (
-            f"; {plural(retries, 'create')} sent again as a new attempt (what the earlier one made is gone)"
+            f"; {plural(retries, 'create')} as a new attempt (what the earlier attempt made is gone)"
             if retries
             else ""
         )
