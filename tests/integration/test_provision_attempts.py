@@ -195,6 +195,7 @@ def test_a_fleet_lost_in_its_launch_hour_is_made_again_by_the_next_apply(
     creates = [a for a in second.actions if a.kind is not ActionKind.TERMINATE]
     assert {a.kind for a in creates} == {a.kind for a in first.actions}
     assert creates and all(a.attempt == 1 for a in creates), [(a.kind, a.attempt) for a in creates]
+    assert f"{len(creates)} creates as a new attempt (what the earlier attempt made is gone)" in output
     assert not {a.token for a in creates} & {a.token for a in first.actions}
     assert all(second.results[a.id].status == "done" for a in second.actions)
     again = cloud.provider.inventory(first.plan_id)
