@@ -23,16 +23,21 @@ from models.tiers import CapacityType
 
 __all__ = [
     "ACTIONS_SCHEMA",
+    "CREATED_SCHEMA",
     "Action",
     "ActionKind",
     "ActionPlan",
     "ActionResult",
+    "Created",
+    "CreatedLog",
     "RecommendedPurchase",
     "fleet_usd_per_hour",
     "read_actions",
+    "read_created",
 ]
 
 ACTIONS_SCHEMA: Final = "gpuplan.actions/v1"
+CREATED_SCHEMA: Final = "gpuplan.created/v1"
 
 
 class ActionKind(StrEnum):
@@ -108,6 +113,25 @@ class Action(_Frozen):
             update={"attempt": attempt, "token": client_token(self.token, "attempt", attempt)}
         )
 
+    def retry_note(self) -> str:
+        """Why this action is sent again under a token of its own ("attempt 2: the first launch's nodes are
+        gone"), or "" for a first attempt: the table says so, or a reader would take it for a duplicate."""
+        if not self.attempt:
+            return ""
+        what = {
+            ActionKind.LAUNCH: ("the first launch's nodes are", "the nodes of the {n} earlier launches are"),
+            ActionKind.CREATE_PLACEMENT_GROUP: (
+                "the placement group made first is",
+                "the placement groups made {n} times before are",
+            ),
+            ActionKind.CREATE_RESERVATION: (
+                "the reservation made first is",
+                "the reservations made {n} times before are",
+            ),
+        }.get(self.kind, ("what the first attempt made is", "what the {n} earlier attempts made is"))
+        gone = what[0] if self.attempt == 1 else what[1].format(n=self.attempt)
+        return f"attempt {self.attempt + 1}: {gone} gone"
+
     def describe(self) -> str:
         """One line, as the action table prints it."""
         match self.kind:
@@ -161,6 +185,34 @@ class ActionPlan(_Frozen):
         return self.model_dump_json(indent=2, by_alias=True) + "\n"
 
 
+class Created(_Frozen):
+    """A create ``gpuplan provision --apply`` sent that came back done, under its client token: what a later
+    run needs to tell whether what it made is gone (and so whether the same intent is a new attempt)."""
+
+    kind: ActionKind
+    target: str
+    provider: str = Field(description="the --cloud it was made on (a record names nothing of the account)")
+    attempt: int = Field(0, ge=0, description="the action's ``attempt``: 0 for the first")
+    made: tuple[str, ...] = Field((), description="ids of what it created (node ids for a launch)")
+    at: UtcTime = Field(description="when it came back done (UTC): an absence younger than that may be lag")
+
+
+class CreatedLog(_Frozen):
+    """``created.json`` beside ``actions.json``: every create provision made for a plan, by client token.
+
+    ``actions.json`` is replaced on every run (a dry run too), so it cannot say what an earlier apply
+    made; this record only grows, one entry per create that was done. Without the daemon's journal it is
+    what numbers the attempts of an intent (``planner.operations.provision.next_attempt``)."""
+
+    schema_: Literal["gpuplan.created/v1"] = Field(CREATED_SCHEMA, alias="schema")
+    creates: dict[str, Created] = Field(default_factory=dict, description="client token -> the create")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2, by_alias=True) + "\n"
+
+
 def fleet_usd_per_hour(actions: Iterable[Action]) -> float:
     """What the actions change the fleet's bill by, USD per hour: the sum of every action's own
     ``usd_per_hour``, whatever its kind. A reservation bills from when it is made (a launch into it adds
@@ -172,3 +224,8 @@ def fleet_usd_per_hour(actions: Iterable[Action]) -> float:
 def read_actions(path: str | Path) -> ActionPlan:
     """``actions.json`` validated against the contract (InputError naming the field otherwise)."""
     return read_json_document(path, ActionPlan, ACTIONS_SCHEMA, made_by="gpuplan provision")
+
+
+def read_created(path: str | Path) -> CreatedLog:
+    """``created.json`` validated (InputError naming the file and field otherwise)."""
+    return read_json_document(path, CreatedLog, CREATED_SCHEMA, made_by="gpuplan provision --apply")

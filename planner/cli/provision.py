@@ -3,7 +3,10 @@
 A dry run (the default) reads the provider's inventory, prints the actions that would make the fleet match
 the plan at ``--at`` and writes them to ``actions.json`` (``--actions``; by default in ``<plan
 dir>.provision/`` beside the plan, never into the plan directory it reads, so a dry run leaves the plan as
-it was); ``--apply`` executes them. Commitment purchases are listed, never made.
+it was); ``--apply`` executes them. Commitment purchases are listed, never made. What an apply creates is
+recorded in ``created.json`` beside the action list, so that a later run tells a create whose result is gone
+(a gang or pool lost, a group or reservation deleted outside gpuplan) and sends it as a new attempt under a
+token of its own, as the daemon's journal does.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from planner.operations.provision import Provisioning
     from providers.base import Provider
 
-__all__ = ["default_actions_path", "parse_time", "provision"]
+__all__ = ["created_path", "default_actions_path", "parse_time", "provision"]
 
 #: Loggers of the SDKs: warnings only (their INFO and DEBUG lines carry request details we do not need).
 _QUIET_LOGGERS = ("botocore", "boto3", "urllib3", "azure", "google", "msal", "werkzeug")
@@ -126,7 +129,7 @@ def provision(
     be read (credentials, network, settings).
     """
     from models.plan import Plan
-    from planner.operations.provision import apply, prepare
+    from planner.operations.provision import CreateRecord, apply, prepare
     from planner.operations.reconcile import DisruptionBudget
     from planner.outputs.desired import lead_hours_problem
     from providers.config import load_provider_config, open_provider
@@ -143,6 +146,9 @@ def provision(
             budget = None if allow_shrink else DisruptionBudget.parse(disruption_budget)
         except ValueError as exc:
             raise InputError(None, "--disruption-budget", str(exc)) from None
+        if actions is not None and actions.name == "created.json":
+            problem = "created.json is the record of what provision made: name the list otherwise"
+            raise InputError(None, "--actions", problem)
         loaded = Plan.read(plan_dir)
         when, note = _when(at, loaded)
         config = load_provider_config(provider_config)
@@ -157,15 +163,30 @@ def provision(
             capacity_only=capacity_only,
             budget=budget,
         )
+        # creates whose earlier attempt is gone go as the next attempt: shown in the dry run alike
+        target = actions if actions is not None else default_actions_path(plan_dir)
+        record = CreateRecord(created_path(target), cloud.lower())
+        record.attempts(run, datetime.now(UTC))
+        if apply_ and run.actions:
+            record.save()  # a record that cannot be written stops the run before anything is made
     except GpuplanError as exc:  # a cloud error exits 6, bad input 2 (``fail``)
         raise fail(exc) from None
     if note:
         run.notes.insert(0, note)
-    target = actions if actions is not None else default_actions_path(plan_dir)
     if not as_json:
         _print_actions(run, cloud.lower(), state, given=sim_state is not None)
     if apply_ and run.actions:
-        apply(run, provider, on_result=None if as_json else _print_result)
+
+        def finished(action: Action, result: ActionResult) -> None:
+            record.note(action, result, datetime.now(UTC))
+            if not as_json:
+                _print_result(action, result)
+
+        try:
+            apply(run, provider, on_result=finished)
+        except GpuplanError as exc:  # the record could not be written: nothing more is sent
+            _write(target, run)
+            raise fail(exc) from None
     _write(target, run)
     if as_json:
         out.print_json(run.document().to_json())
@@ -185,6 +206,13 @@ def default_actions_path(plan_dir: Path) -> Path:
     ``gpuplan plan`` (hashed, verified, maybe under version control); a dry run must leave it as it was."""
     named = plan_dir if plan_dir.name not in ("", ".", "..") else plan_dir.resolve()
     return named.with_name(f"{named.name}.provision") / "actions.json"
+
+
+def created_path(actions: Path) -> Path:
+    """``created.json`` beside the action list (by default ``PLAN_DIR.provision/``): the creates provision
+    made for the plan. Where ``--actions`` sends the list (a plan directory whose parent cannot be
+    written, a shared plan), the record goes too, so it is kept wherever provision may write."""
+    return actions.with_name("created.json")
 
 
 def _default_sim_state(plan: Plan) -> Path:
@@ -328,14 +356,18 @@ def _print_actions(run: Provisioning, cloud: str, sim_state: Path | None, *, giv
     for action in run.actions:
         cost = f" {_money(action.usd_per_hour)}/h" if action.usd_per_hour else ""
         after = f" (after {', '.join(f'#{d}' for d in action.depends_on)})" if action.depends_on else ""
-        out.print(f"  {_SIGNS[action.kind]} #{action.id} {action.describe()}{cost}{after}", highlight=False)
+        retry = f" ({action.retry_note()})" if action.attempt else ""
+        out.print(
+            f"  {_SIGNS[action.kind]} #{action.id} {action.describe()}{retry}{cost}{after}", highlight=False
+        )
         out.print(f"      [dim]{escape(action.reason)}[/]", highlight=False)
 
 
 def _print_result(action: Action, result: ActionResult) -> None:
     mark = {"done": "[green]done[/]", "failed": "[bold red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
     detail = f": {escape(result.message)}" if result.message else ""
-    out.print(f"  #{action.id} {action.describe()} ... {mark[result.status]}{detail}", highlight=False)
+    retry = f" ({action.retry_note()})" if action.attempt else ""
+    out.print(f"  #{action.id} {action.describe()}{retry} ... {mark[result.status]}{detail}", highlight=False)
 
 
 def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
@@ -347,7 +379,15 @@ def _print_summary(run: Provisioning, applied: bool, target: Path) -> None:
     delta = fleet_usd_per_hour(run.actions)
     if run.actions:
         parts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        out.print(f"{plural(len(run.actions), 'action')}: {parts} (fleet {_money(delta)}/h)", highlight=False)
+        retries = sum(1 for a in run.actions if a.attempt)
+        again = (
+            f"; {plural(retries, 'create')} as a new attempt (what the earlier attempt made is gone)"
+            if retries
+            else ""
+        )
+        out.print(
+            f"{plural(len(run.actions), 'action')}: {parts} (fleet {_money(delta)}/h){again}", highlight=False
+        )
     elif run.held_back:
         held = sum(h.held for h in run.held_back)
         out.print(

@@ -7,20 +7,26 @@ does not stop the run: the actions that depend on it are skipped, every other on
 result says what happened, so a summary can name the pool that is short and why. Two exceptions keep
 gangs from harm: a gang whose reservation failed launches without it (and, when the cloud has no
 capacity for that either, its result names the Capacity Blocks offered), and a gang launch that failed
-after making part of its nodes terminates them (all or nothing). Every call is logged
+after making part of its nodes terminates them (all or nothing). :func:`next_attempt` is the one rule, for
+provision's :class:`CreateRecord` and the daemon's journal alike, that sends a create again under a token
+of its own once what its earlier attempt made is gone. Every call is logged
 (``gpuplan.provision``) with names and counts only: nothing from the provider's settings or the
 environment is ever put in a message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Final
 
-from models.actions import Action, ActionKind, ActionPlan, ActionResult
+from models.actions import Action, ActionKind, ActionPlan, ActionResult, Created, CreatedLog, read_created
+from models.errors import InputError
 from models.naming import managed_tags, pool_name
 from models.plan import Plan
 from models.wording import plural
@@ -52,10 +58,15 @@ from providers.base import (
 
 __all__ = [
     "CAPACITY_KINDS",
+    "CREATES",
+    "SETTLE",
+    "CreateRecord",
+    "DoneCreate",
     "Provisioning",
     "apply",
     "capacity_actions",
     "launch_spec",
+    "next_attempt",
     "placement_group_spec",
     "prepare",
     "reservation_spec",
@@ -110,6 +121,127 @@ class Provisioning:
 
 
 _PENDING = ActionResult(status="skipped", message="not run")
+
+#: How long after a create came back done its absence from the inventory may still be the cloud's read
+#: lag (EC2's describe calls are eventually consistent for seconds after a create:
+#: https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html); past it, an absent result is
+#: gone and the intent is sent as a new attempt.
+SETTLE: Final = timedelta(minutes=2)
+
+#: The actions that create something under a client token, and so have attempts (a terminate, release or
+#: delete names what it acts on, so it never repeats).
+CREATES: Final = (ActionKind.LAUNCH, ActionKind.CREATE_PLACEMENT_GROUP, ActionKind.CREATE_RESERVATION)
+
+
+@dataclass(frozen=True)
+class DoneCreate:
+    """A create sent earlier under some token and done: what :func:`next_attempt` needs of it, whether it
+    comes from the daemon's journal or from provision's :class:`CreateRecord`."""
+
+    kind: ActionKind
+    made: tuple[str, ...]
+    #: when it came back done
+    at: datetime
+
+    def gone(self, inventory: Inventory, now: datetime) -> bool:
+        """Whether what it made is gone: a launch none of whose nodes is live (seen going, or absent past
+        :data:`SETTLE`), or a group or reservation absent past it (reconcile asks for one only when the
+        inventory lacks it)."""
+        if self.kind is ActionKind.LAUNCH:
+            made = set(self.made)
+            if made & {n.id for n in inventory.live_nodes()}:
+                return False
+            if made & {n.id for n in inventory.nodes}:  # listed, terminated or going: certainly gone
+                return True
+        return now - self.at >= SETTLE
+
+
+def next_attempt(
+    action: Action, done: Callable[[str], DoneCreate | None], inventory: Inventory, now: datetime
+) -> Action:
+    """``action`` as the attempt to send now: the first whose done result is still in effect (sent again
+    under its token, which the cloud dedupes), or the first not done under its token. ``done(token)`` is
+    the create done earlier under ``token``, if any.
+
+    A client token comes from the intent (plan, target, period, counts): after a whole gang or pool is
+    lost, or a group or reservation deleted outside gpuplan, the same intent is asked for again, and EC2
+    (ClientToken) and Compute Engine (requestId) answer its first token with the first create, made
+    nothing. Each attempt has a token of its own (``Action.retried``), derived from the first one, so the
+    daemon and provision, numbering the attempts alike, send the same one."""
+    if action.kind not in CREATES or not action.token or action.attempt:
+        return action
+    current, attempt = action, 0
+    while (sent := done(current.token)) is not None:
+        if not sent.gone(inventory, now):
+            return current
+        attempt += 1
+        current = action.retried(attempt)
+        log.warning(
+            "#%d %s: what attempt %d made is gone; sending attempt %d with a new token",
+            action.id,
+            action.describe(),
+            attempt,
+            attempt + 1,
+        )
+    return current
+
+
+class CreateRecord:
+    """The creates ``gpuplan provision --apply`` made for a plan, kept in ``created.json`` beside it
+    (``models.actions.CreatedLog``): what numbers the attempts of an intent when no daemon journals them.
+
+    Each create that comes back done is recorded under its token at once and the file replaced whole
+    (written to a temporary file, then renamed), so a run killed part way keeps what it made and a reader
+    never sees half a file. It only grows, one entry per create made (the plan's horizon bounds it)."""
+
+    def __init__(self, path: Path, provider: str) -> None:
+        self.path = path
+        self.provider = provider
+        self._log = read_created(path) if path.exists() else CreatedLog()
+
+    def done(self, token: str) -> DoneCreate | None:
+        """The create made on this provider under ``token``, if one was."""
+        made = self._log.creates.get(token)
+        if made is None or made.provider != self.provider:
+            return None
+        return DoneCreate(made.kind, made.made, made.at)
+
+    def attempts(self, run: Provisioning, now: datetime) -> None:
+        """``run``'s creates as the attempts to send now (:func:`next_attempt`), in place."""
+        run.actions[:] = [next_attempt(a, self.done, run.inventory, now) for a in run.actions]
+
+    def save(self) -> None:
+        """Write the record as it is: before an apply, so a place it cannot be written is found before
+        anything is made (InputError naming it)."""
+        self._write()
+
+    def note(self, action: Action, result: ActionResult, now: datetime) -> None:
+        """Record ``action`` if it is a create that came back done, and write the file."""
+        if result.status != "done" or action.kind not in CREATES or not action.token:
+            return
+        entry = Created(
+            kind=action.kind,
+            target=action.target,
+            provider=self.provider,
+            attempt=action.attempt,
+            made=result.made,
+            at=now,
+        )
+        self._log = self._log.model_copy(update={"creates": {**self._log.creates, action.token: entry}})
+        self._write()
+
+    def _write(self) -> None:
+        staging = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            staging.write_text(self._log.to_json(), encoding="utf-8")
+            os.replace(staging, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                staging.unlink(missing_ok=True)
+            raise InputError(
+                self.path, None, f"cannot write the record of what provision made: {exc.strerror or exc}"
+            ) from None
 
 
 def prepare(

@@ -20,22 +20,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Final, Literal
+from datetime import UTC, datetime
+from typing import Literal
 
 from models.actions import Action, ActionKind, ActionResult
 from models.naming import pool_name
 from planner.operations.daemon.store import JournalEntry, Store, action_key
-from planner.operations.provision import Provisioning, apply
+from planner.operations.provision import SETTLE, DoneCreate, Provisioning, apply, next_attempt
 from planner.outputs.desired import DesiredState
 from providers.base import Inventory, Provider
 
 __all__ = ["SETTLE", "Resumed", "apply_journaled", "resume"]
-
-#: How long after a create is journaled done its absence from the inventory may still be the cloud's
-#: read lag (EC2's describe calls are eventually consistent for seconds after a create); past it, an
-#: absent result is gone and the intent is sent as a new attempt.
-SETTLE: Final = timedelta(minutes=2)
 
 log = logging.getLogger("gpuplan.daemon.journal")
 
@@ -99,41 +94,17 @@ def apply_journaled(
 
 
 def _attempt(action: Action, store: Store, plan_id: str, inventory: Inventory) -> Action:
-    """``action`` as the attempt to send now: the first whose journaled ``done`` result is still in effect
-    (not sent again), or the first not journaled done. Only creates have attempts (a terminate's key
-    names its nodes, so it never repeats)."""
-    if action.kind not in _CREATES or not action.token:
-        return action
-    current, attempt = action, 0
-    while (entry := store.done_entries(plan_id, [action_key(current)]).get(action_key(current))) is not None:
-        if not _gone(entry, inventory, store.now()):
-            return current
-        attempt += 1
-        current = action.retried(attempt)
-        log.warning(
-            "#%d %s: what attempt %d made is gone; sending attempt %d with a new token",
-            action.id,
-            action.describe(),
-            attempt,
-            attempt + 1,
-        )
-    return current
+    """``action`` as the attempt to send now, by the rule provision without the daemon follows too
+    (``planner.operations.provision.next_attempt``), over the creates the journal holds done."""
 
+    def done(key: str) -> DoneCreate | None:
+        entry = store.done_entries(plan_id, [key]).get(key)
+        if entry is None:
+            return None
+        made = entry.result.made if entry.result is not None else ()
+        return DoneCreate(ActionKind(entry.kind), made, entry.updated)
 
-_CREATES: Final = (ActionKind.LAUNCH, ActionKind.CREATE_PLACEMENT_GROUP, ActionKind.CREATE_RESERVATION)
-
-
-def _gone(entry: JournalEntry, inventory: Inventory, now: datetime) -> bool:
-    """Whether what a done create made is gone: a launch none of whose nodes is live (seen going, or
-    absent past :data:`SETTLE`), or a group or reservation absent past it (reconcile asks for one only
-    when the inventory lacks it)."""
-    if entry.kind == ActionKind.LAUNCH:
-        made = set(entry.result.made) if entry.result is not None else set()
-        if made & {n.id for n in inventory.live_nodes()}:
-            return False
-        if made & {n.id for n in inventory.nodes}:  # listed, terminated or going: certainly gone
-            return True
-    return now - entry.updated >= SETTLE
+    return next_attempt(action, done, inventory, store.now())
 
 
 @dataclass(frozen=True)
