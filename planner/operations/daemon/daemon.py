@@ -78,6 +78,10 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 class Daemon:
     """One daemon: its config, store, provider and metrics. The store and metrics come from
     ``planner.operations.daemon.store`` / ``metrics``; tests may hand in their own provider (a
@@ -92,6 +96,7 @@ class Daemon:
         metrics: Any = None,
         planner: Callable[[DaemonConfig, Plan | None, datetime, dict[str, float]], Path] | None = None,
         feeds: Sequence[ScenarioFeed] = (),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         from planner.operations.daemon.metrics import DaemonMetrics
         from planner.operations.daemon.store import Store
@@ -106,6 +111,9 @@ class Daemon:
                 config.provider.cloud, settings, config_path=config.settings_path, sim_state=config.sim_state
             )
         self.provider = provider
+        # what the checkpoint hook is timed by against a notice's deadline: the wall clock, or in a test the
+        # clock of the cloud's stand-in that stamped the notice (the two must agree for in_time to mean much)
+        self._clock = clock or _wall_clock
         # a re-plan can take minutes: its stages are logged as they go (issue 42: silent for two minutes)
         self._planner = planner or functools.partial(
             plan_scenario, feeds=tuple(feeds), progress=_replan_progress
@@ -573,10 +581,12 @@ class Daemon:
     def _checkpoint(self, run: str, node: str, deadline: datetime | None) -> None:
         """Call the checkpoint hook for ``run`` at once, bounded by the time the notice leaves (a hook
         still running when the cloud takes the node saved nothing), and record when it finished against
-        the deadline (event ``checkpoint``)."""
+        the deadline (event ``checkpoint``). A notice seen after its deadline (a control plane read late,
+        a watch that ran late) still calls the hook, with a second to do what it can, and is recorded as
+        not in time: it never passes for a checkpoint that beat the cloud."""
         hook = self.config.checkpoint_hook
         assert hook is not None
-        called = datetime.now(UTC)
+        called = self._clock()
         timeout = hook.timeout_seconds
         if deadline is not None:
             timeout = max(1.0, min(timeout, (deadline - called).total_seconds()))
@@ -597,12 +607,26 @@ class Daemon:
         except (OSError, subprocess.SubprocessError) as exc:
             error = str(exc)
             log.warning("checkpoint hook for %s failed: %s", run, exc)
-        finished = datetime.now(UTC)
+        finished = self._clock()
         in_time = error == "" and (deadline is None or finished <= deadline)
-        left = f" {(deadline - finished).total_seconds():.0f} s before the notice ran out" if deadline else ""
+        left = ""
+        if deadline is not None:
+            margin = (deadline - finished).total_seconds()
+            left = (
+                f" {margin:.0f} s before the notice ran out"
+                if margin >= 0
+                else f" {-margin:.0f} s after the notice ran out"
+            )
+        if deadline is not None and called > deadline:
+            log.warning(
+                "checkpoint hook for %s called %.0f s after the notice ran out (deadline %s)",
+                run,
+                (called - deadline).total_seconds(),
+                until,
+            )
         self.store.record_event(
             "checkpoint",
-            f"{run}: checkpoint hook {'done' if in_time else 'NOT done'}{left}",
+            f"{run}: checkpoint hook {'done' if in_time else 'NOT done in time'}{left}",
             at=finished,
             data={
                 "run": run,
