@@ -172,7 +172,7 @@ def _checkpoint(daemon: Any) -> dict[str, Any]:
 
 def _replaced_in_the_watch_cycle(
     cloud: Cloud, notice_at: datetime, deadline: timedelta, tmp_path: Path
-) -> None:
+) -> tuple[Any, Node, Node]:
     """The shared story: notices for a pool node and the training run's node, sent ``WATCH - notice_at``
     before the watch; the watch sees both, launches the pool's replacement in its own cycle, and calls the
     run's checkpoint hook, which finishes before the notice's deadline (``notice_at + deadline``)."""
@@ -201,6 +201,7 @@ def _replaced_in_the_watch_cycle(
     assert checkpoint["called"] >= WATCH.isoformat() and checkpoint["finished"] <= checkpoint["deadline"]
     written = (tmp_path / "checkpointed").read_text(encoding="utf-8").split()
     assert written == [str(run_node.run), (notice_at + deadline).isoformat()]  # the hook itself ran
+    return daemon, pool_node, run_node
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -221,6 +222,7 @@ def aws(aws_env: None, moto_server: str) -> Iterator[Cloud]:
     stand_in = Ec2StandIn()
     stand_in.install(session)
     sqs = boto3.client("sqs", region_name=region, endpoint_url=moto_server)
+    ec2 = boto3.client("ec2", region_name=region, endpoint_url=moto_server)  # EC2's own hand, no hooks
     url = sqs.create_queue(QueueName="gpuplan-interruptions")["QueueUrl"]
     body = {
         "endpoint_url": moto_server,
@@ -241,7 +243,9 @@ def aws(aws_env: None, moto_server: str) -> Iterator[Cloud]:
     def set_time(at: datetime) -> None:
         clock.now = at
 
-    yield Cloud("aws", provider, clock, set_time, notify, body, lambda: _launches(stand_in), {"sqs": sqs})
+    yield Cloud(
+        "aws", provider, clock, set_time, notify, body, lambda: _launches(stand_in), {"sqs": sqs, "ec2": ec2}
+    )
 
 
 def _launches(stand_in: Any) -> int:
@@ -252,8 +256,22 @@ def _launches(stand_in: Any) -> int:
 def test_aws_a_queued_spot_warning_is_replaced_in_the_watch_cycle_and_checkpointed_in_time(
     aws: Cloud, tmp_path: Path
 ) -> None:
-    """EC2's two-minute warning, read from the queue 20 s after EC2 sent it."""
-    _replaced_in_the_watch_cycle(aws, WATCH - timedelta(seconds=20), timedelta(minutes=2), tmp_path)
+    """EC2's two-minute warning, read from the queue 20 s after EC2 sent it. The training run's node
+    still runs through its two minutes and is not replaced alone (its gang would have a node too many);
+    once EC2 has taken it, the first watch after the deadline makes the gang whole again, without waiting
+    for the hourly reconcile."""
+    notice_at = WATCH - timedelta(seconds=20)
+    daemon, pool_node, run_node = _replaced_in_the_watch_cycle(aws, notice_at, timedelta(minutes=2), tmp_path)
+    wanted = planned(_plan(daemon), WATCH)
+    assert run_node.id in {n.id for n in _live(daemon)} and _held(daemon)[str(run_node.run)] == 1
+
+    aws.extra["ec2"].terminate_instances(InstanceIds=[pool_node.id, run_node.id])  # EC2 takes them
+    after = notice_at + timedelta(minutes=2, seconds=10)  # the first 30 s watch after the deadline
+    aws.set_time(after)
+    assert daemon.run("watch_interruptions", after) == []  # nothing new to say...
+    live = {n.id for n in _live(daemon)}
+    assert _held(daemon) == wanted and not live & {pool_node.id, run_node.id}  # ...but the gang is whole
+    assert daemon.store.get_state("reclaims") == {}
 
 
 def test_aws_a_rebalance_recommendation_gets_its_replacement_before_the_node_is_let_go(
@@ -402,8 +420,8 @@ def test_a_notice_seen_after_its_deadline_calls_the_hook_but_records_it_not_in_t
     (event,) = daemon.store.events("checkpoint")
     assert event.data is not None and event.data["in_time"] is False and event.data["error"] is None
     assert event.data["deadline"] == (notice_at + timedelta(seconds=30)).isoformat()
-    assert event.data["called"] > event.data["deadline"]
-    assert "NOT done in time" in event.message and "1 s after the notice ran out" in event.message
+    assert event.data["called"] == WATCH.isoformat()  # on the stand-in's clock: 1 s past the deadline
+    assert event.message == f"{run_node.run}: checkpoint hook NOT done in time 1 s after the notice ran out"
     assert (tmp_path / "checkpointed").read_text(encoding="utf-8").split()[0] == run_node.run
     fresh = [n for n in _live(daemon) if n.pool == pool_node.pool and n.run is None and n.id != pool_node.id]
     assert len(fresh) == wanted[pool_node.pool]

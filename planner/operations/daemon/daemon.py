@@ -103,7 +103,10 @@ class Daemon:
         from providers.config import load_provider_config, open_provider
 
         self.config = config
-        self.store = store if store is not None else Store(config.database_url)
+        # one clock for the daemon: the hook's timing against a notice's deadline and the store's stamps
+        # (the journal's settle time) agree; the wall clock, or in a test the clock of the cloud's stand-in
+        self._clock = clock or _wall_clock
+        self.store = store if store is not None else Store(config.database_url, clock=self._clock)
         self.metrics = metrics if metrics is not None else DaemonMetrics()
         if provider is None:
             settings = load_provider_config(config.settings_path)
@@ -111,9 +114,6 @@ class Daemon:
                 config.provider.cloud, settings, config_path=config.settings_path, sim_state=config.sim_state
             )
         self.provider = provider
-        # what the checkpoint hook is timed by against a notice's deadline: the wall clock, or in a test the
-        # clock of the cloud's stand-in that stamped the notice (the two must agree for in_time to mean much)
-        self._clock = clock or _wall_clock
         # a re-plan can take minutes: its stages are logged as they go (issue 42: silent for two minutes)
         self._planner = planner or functools.partial(
             plan_scenario, feeds=tuple(feeds), progress=_replan_progress
@@ -376,11 +376,20 @@ class Daemon:
         return run
 
     def watch_interruptions(self, now: datetime) -> list[str]:
+        """New notices (``node:kind``) recorded, the checkpoint hook called for an affected run, and a
+        reconcile at once, so capacity is replaced within this cycle: a pool node noticed is at risk (its
+        replacement launches now, it goes once the pool runs without it), a node already taken leaves its
+        pool or gang short. A gang's node that a warning gives time (EC2's two minutes) still runs and is
+        not replaced alone (its gang would have a node too many); its deadline is kept, and the first
+        watch after it reconciles again, so the gang is made whole then rather than at the next scheduled
+        reconcile."""
         plan = self.current_plan()
         if plan is None:
             return []
         seen = set(self.store.get_state("seen_interruptions") or [])
         at_risk = set(self.store.get_state("at_risk") or [])
+        # gang nodes a notice gave time, by the deadline the cloud takes them at
+        reclaims: dict[str, str] = dict(self.store.get_state("reclaims") or {})
         fresh = []
         checkpointed: set[str] = set()
         for notice in self.provider.interruptions(plan_id_of(plan.document)):
@@ -405,12 +414,20 @@ class Daemon:
                 # a pool node the cloud takes (or may soon): its replacement launches in this cycle, and
                 # it goes once the pool runs without it
                 at_risk.add(notice.node_id)
+            elif notice.deadline is not None and _utc(notice.deadline) > now:
+                reclaims[notice.node_id] = _utc(notice.deadline).isoformat()
+        due = sorted(n for n, d in reclaims.items() if datetime.fromisoformat(d) <= now)
+        for node in due:
+            del reclaims[node]
+        if due:
+            log.info("the notice of %s ran out: reconciling for its gang", ", ".join(due))
         # the newest notices are enough to tell a new one from one seen already (a reclaimed node's id
         # never comes back), and the state stays small over months
         kept = [*[k for k in self.store.get_state("seen_interruptions") or [] if k in seen], *fresh]
         self.store.set_state("seen_interruptions", kept[-_SEEN_KEPT:])
         self.store.set_state("at_risk", sorted(at_risk))
-        if fresh and self.config.apply:
+        self.store.set_state("reclaims", reclaims)
+        if (fresh or due) and self.config.apply:
             self.run("reconcile", now)  # replace the capacity within this cycle (a failure is its own)
         return fresh
 
