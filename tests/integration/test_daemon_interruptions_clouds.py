@@ -20,6 +20,7 @@ late on the same clock, and no test sleeps. What the fleet should hold is read f
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,12 +57,19 @@ SPOT = {"aws": ("us-east-1", "L40S", 2), "gcp": ("us-central1", "L4", 2), "azure
 
 @dataclass
 class Clock:
-    """The time the stand-in stamps notices with and the daemon times its hook by."""
+    """The time the stand-in stamps notices with and the daemon times its hook by: the instant the test
+    set, moving on in real time from when it was set, so the hook's own run (a process started and
+    finished) takes its real milliseconds on this timeline, while the test's steps of minutes cost none."""
 
-    now: datetime = START
+    base: Callable[[], datetime] = lambda: START
+    mark: float = field(default_factory=time.monotonic)
+
+    def set(self, at: datetime, base: Callable[[], datetime] | None = None) -> None:
+        self.base = base or (lambda: at)
+        self.mark = time.monotonic()
 
     def __call__(self) -> datetime:
-        return self.now
+        return self.base() + timedelta(seconds=time.monotonic() - self.mark)
 
 
 @dataclass
@@ -198,7 +206,8 @@ def _replaced_in_the_watch_cycle(
     checkpoint = _checkpoint(daemon)
     assert checkpoint["run"] == run_node.run and checkpoint["in_time"] is True
     assert checkpoint["deadline"] == (notice_at + deadline).isoformat()
-    assert checkpoint["called"] >= WATCH.isoformat() and checkpoint["finished"] <= checkpoint["deadline"]
+    called, finished = (datetime.fromisoformat(checkpoint[k]) for k in ("called", "finished"))
+    assert WATCH <= called <= finished <= notice_at + deadline  # the hook's real run, on the stand-in's clock
     written = (tmp_path / "checkpointed").read_text(encoding="utf-8").split()
     assert written == [str(run_node.run), (notice_at + deadline).isoformat()]  # the hook itself ran
     return daemon, pool_node, run_node
@@ -240,11 +249,8 @@ def aws(aws_env: None, moto_server: str) -> Iterator[Cloud]:
         detail = {"instance-action": "terminate"} if kind == "interruption" else {}
         sqs.send_message(QueueUrl=url, MessageBody=ec2_event(events[kind], node.id, at, region, **detail))
 
-    def set_time(at: datetime) -> None:
-        clock.now = at
-
     yield Cloud(
-        "aws", provider, clock, set_time, notify, body, lambda: _launches(stand_in), {"sqs": sqs, "ec2": ec2}
+        "aws", provider, clock, clock.set, notify, body, lambda: _launches(stand_in), {"sqs": sqs, "ec2": ec2}
     )
 
 
@@ -323,15 +329,16 @@ def gcp() -> Iterator[Cloud]:
         }
         provider = open_gcp(body, sleep=compute.clock.sleep, clock=compute.clock)
 
-        def clock() -> datetime:
-            return START + timedelta(seconds=compute.clock.now)
+        clock = Clock()
 
-        def set_time(at: datetime) -> None:
+        def set_time(at: datetime) -> None:  # the fake's clock, which its operations may move on
             compute.clock.now = (at - START).total_seconds()
+            clock.set(at, lambda: START + timedelta(seconds=compute.clock.now))
 
         def notify(node: Node, kind: str, at: datetime) -> None:
             assert kind == "interruption"  # Compute Engine sends no rebalance recommendation
-            compute.preempt(zone, node.id, at=compute.clock.stamp((at - clock()).total_seconds()))
+            offset = (at - START).total_seconds() - compute.clock.now  # stamp() is relative to now
+            compute.preempt(zone, node.id, at=compute.clock.stamp(offset))
 
         def launches() -> int:
             return len(compute.sent("POST", r"/instances(/bulkInsert)?$"))
@@ -374,9 +381,6 @@ def azure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
         clock = Clock()
         provider = open_azure(AzureSettings.model_validate(body), sleep=lambda _s: None, now=clock)
 
-        def set_time(at: datetime) -> None:
-            clock.now = at
-
         def notify(node: Node, kind: str, at: datetime) -> None:
             assert kind == "interruption"  # Azure sends no rebalance recommendation
             scale_set, instance = node.id.rsplit("/virtualMachines/", 1)
@@ -385,7 +389,7 @@ def azure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
         def launches() -> int:
             return len(fake.sent("PUT", r"/virtualMachineScaleSets/[^/]+$"))
 
-        yield Cloud("azure", provider, clock, set_time, notify, body, launches, {"fake": fake})
+        yield Cloud("azure", provider, clock, clock.set, notify, body, launches, {"fake": fake})
     finally:
         fake.stop()
 
@@ -420,8 +424,13 @@ def test_a_notice_seen_after_its_deadline_calls_the_hook_but_records_it_not_in_t
     (event,) = daemon.store.events("checkpoint")
     assert event.data is not None and event.data["in_time"] is False and event.data["error"] is None
     assert event.data["deadline"] == (notice_at + timedelta(seconds=30)).isoformat()
-    assert event.data["called"] == WATCH.isoformat()  # on the stand-in's clock: 1 s past the deadline
-    assert event.message == f"{run_node.run}: checkpoint hook NOT done in time 1 s after the notice ran out"
+    called, finished = (datetime.fromisoformat(event.data[k]) for k in ("called", "finished"))
+    assert WATCH <= called <= finished < WATCH + timedelta(seconds=10)  # on the stand-in's clock
+    late = finished - (notice_at + timedelta(seconds=30))
+    assert event.message == (
+        f"{run_node.run}: checkpoint hook NOT done in time {late.total_seconds():.0f} s after the notice "
+        "ran out"
+    )
     assert (tmp_path / "checkpointed").read_text(encoding="utf-8").split()[0] == run_node.run
     fresh = [n for n in _live(daemon) if n.pool == pool_node.pool and n.run is None and n.id != pool_node.id]
     assert len(fresh) == wanted[pool_node.pool]
