@@ -353,12 +353,20 @@ def _default_credential() -> Any:
     return DefaultAzureCredential()
 
 
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 def open_provider(
-    settings: AzureSettings, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep
+    settings: AzureSettings,
+    *,
+    credential: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], datetime] | None = None,
 ) -> AzureProvider:
     """The provider for ``settings``; ``credential`` (any object with ``get_token``) overrides the one the
-    settings name."""
-    return AzureProvider(settings, credential=credential, sleep=sleep)
+    settings name; ``now`` the wall clock (a test's stand-in clock)."""
+    return AzureProvider(settings, credential=credential, sleep=sleep, now=now)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -389,10 +397,18 @@ class AzureProvider(NoCapacityBlocks):
     capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SPOT_PRICES})
 
     def __init__(
-        self, settings: AzureSettings, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep
+        self,
+        settings: AzureSettings,
+        *,
+        credential: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
         self._sleep = sleep
+        # the wall clock the eviction look-back starts from (a test hands in its stand-in's clock, so the
+        # activity log's window and the events it stamps agree)
+        self._now = now or _wall_clock
         self._az = _sdk()
         base_url = settings.base_url
         if base_url is not None and not base_url.startswith("https://") and not _loopback_http(base_url):
@@ -1258,7 +1274,7 @@ class AzureProvider(NoCapacityBlocks):
         later call while its events are younger than ``eviction_lookback_minutes``: callers drop repeats.
         https://learn.microsoft.com/rest/api/monitor/activity-logs/list"""
         ours = {TAG_PLAN: safe_name(plan_id)}
-        now = datetime.now(UTC)
+        now = self._now()
         spot = {
             vmss.name.lower(): vmss
             for vmss in self._scale_sets()

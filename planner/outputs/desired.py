@@ -286,7 +286,8 @@ def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bo
         capacity=capacity,
         nodes=placement.nodes,
         placement_group=safe_name(placement.placement_group) if multi else None,
-        fabric=placement.fabric,
+        # the plan writes "none" for a run on no fabric; the clouds take None (as pools.py does)
+        fabric=None if placement.fabric in (None, "none") else placement.fabric,
         start=placement.start,
         end=placement.end,
         running=running,

@@ -78,6 +78,10 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 class Daemon:
     """One daemon: its config, store, provider and metrics. The store and metrics come from
     ``planner.operations.daemon.store`` / ``metrics``; tests may hand in their own provider (a
@@ -92,13 +96,17 @@ class Daemon:
         metrics: Any = None,
         planner: Callable[[DaemonConfig, Plan | None, datetime, dict[str, float]], Path] | None = None,
         feeds: Sequence[ScenarioFeed] = (),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         from planner.operations.daemon.metrics import DaemonMetrics
         from planner.operations.daemon.store import Store
         from providers.config import load_provider_config, open_provider
 
         self.config = config
-        self.store = store if store is not None else Store(config.database_url)
+        # one clock for the daemon: the hook's timing against a notice's deadline and the store's stamps
+        # (the journal's settle time) agree; the wall clock, or in a test the clock of the cloud's stand-in
+        self._clock = clock or _wall_clock
+        self.store = store if store is not None else Store(config.database_url, clock=self._clock)
         self.metrics = metrics if metrics is not None else DaemonMetrics()
         if provider is None:
             settings = load_provider_config(config.settings_path)
@@ -368,11 +376,20 @@ class Daemon:
         return run
 
     def watch_interruptions(self, now: datetime) -> list[str]:
+        """New notices (``node:kind``) recorded, the checkpoint hook called for an affected run, and a
+        reconcile at once, so capacity is replaced within this cycle: a pool node noticed is at risk (its
+        replacement launches now, it goes once the pool runs without it), a node already taken leaves its
+        pool or gang short. A gang's node that a warning gives time (EC2's two minutes) still runs and is
+        not replaced alone (its gang would have a node too many); its deadline is kept, and the first
+        watch after it reconciles again, so the gang is made whole then rather than at the next scheduled
+        reconcile."""
         plan = self.current_plan()
         if plan is None:
             return []
         seen = set(self.store.get_state("seen_interruptions") or [])
         at_risk = set(self.store.get_state("at_risk") or [])
+        # gang nodes a notice gave time, by the deadline the cloud takes them at
+        reclaims: dict[str, str] = dict(self.store.get_state("reclaims") or {})
         fresh = []
         checkpointed: set[str] = set()
         for notice in self.provider.interruptions(plan_id_of(plan.document)):
@@ -397,12 +414,20 @@ class Daemon:
                 # a pool node the cloud takes (or may soon): its replacement launches in this cycle, and
                 # it goes once the pool runs without it
                 at_risk.add(notice.node_id)
+            elif notice.deadline is not None and _utc(notice.deadline) > now:
+                reclaims[notice.node_id] = _utc(notice.deadline).isoformat()
+        due = sorted(n for n, d in reclaims.items() if datetime.fromisoformat(d) <= now)
+        for node in due:
+            del reclaims[node]
+        if due:
+            log.info("the notice of %s ran out: reconciling for its gang", ", ".join(due))
         # the newest notices are enough to tell a new one from one seen already (a reclaimed node's id
         # never comes back), and the state stays small over months
         kept = [*[k for k in self.store.get_state("seen_interruptions") or [] if k in seen], *fresh]
         self.store.set_state("seen_interruptions", kept[-_SEEN_KEPT:])
         self.store.set_state("at_risk", sorted(at_risk))
-        if fresh and self.config.apply:
+        self.store.set_state("reclaims", reclaims)
+        if (fresh or due) and self.config.apply:
             self.run("reconcile", now)  # replace the capacity within this cycle (a failure is its own)
         return fresh
 
@@ -573,10 +598,12 @@ class Daemon:
     def _checkpoint(self, run: str, node: str, deadline: datetime | None) -> None:
         """Call the checkpoint hook for ``run`` at once, bounded by the time the notice leaves (a hook
         still running when the cloud takes the node saved nothing), and record when it finished against
-        the deadline (event ``checkpoint``)."""
+        the deadline (event ``checkpoint``). A notice seen after its deadline (a control plane read late,
+        a watch that ran late) still calls the hook, with a second to do what it can, and is recorded as
+        not in time: it never passes for a checkpoint that beat the cloud."""
         hook = self.config.checkpoint_hook
         assert hook is not None
-        called = datetime.now(UTC)
+        called = self._clock()
         timeout = hook.timeout_seconds
         if deadline is not None:
             timeout = max(1.0, min(timeout, (deadline - called).total_seconds()))
@@ -597,12 +624,26 @@ class Daemon:
         except (OSError, subprocess.SubprocessError) as exc:
             error = str(exc)
             log.warning("checkpoint hook for %s failed: %s", run, exc)
-        finished = datetime.now(UTC)
+        finished = self._clock()
         in_time = error == "" and (deadline is None or finished <= deadline)
-        left = f" {(deadline - finished).total_seconds():.0f} s before the notice ran out" if deadline else ""
+        left = ""
+        if deadline is not None:
+            margin = (deadline - finished).total_seconds()
+            left = (
+                f" {margin:.0f} s before the notice ran out"
+                if margin >= 0
+                else f" {-margin:.0f} s after the notice ran out"
+            )
+        if deadline is not None and called > deadline:
+            log.warning(
+                "checkpoint hook for %s called %.0f s after the notice ran out (deadline %s)",
+                run,
+                (called - deadline).total_seconds(),
+                until,
+            )
         self.store.record_event(
             "checkpoint",
-            f"{run}: checkpoint hook {'done' if in_time else 'NOT done'}{left}",
+            f"{run}: checkpoint hook {'done' if in_time else 'NOT done in time'}{left}",
             at=finished,
             data={
                 "run": run,
