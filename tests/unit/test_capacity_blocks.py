@@ -33,6 +33,7 @@ from models.inputs import load_inputs
 from models.plan import Plan
 from models.scenario import parse
 from models.tiers import Capacity, Tier
+from planner.outputs.reports.plan import write_reports
 from planner.planning.optimize import optimize
 from planner.planning.problem.sets import build_sets
 from planner.verify import verify
@@ -131,6 +132,12 @@ def test_a_720_hour_run_pays_for_840_hours(tmp_path: Path, kit) -> None:
     assert placement.cost_usd == pytest.approx(fee) and doc.costs.total_usd == pytest.approx(fee)
     rows = plan.allocations[plan.allocations["tier"] == Tier.CAPACITY_BLOCK]
     assert len(rows) == 30 and rows["cost_usd"].sum() == pytest.approx(fee)  # 30 daily periods
+    out = tmp_path / "plan"
+    out.mkdir()
+    plan.write(out)
+    markdown, _html = write_reports(out)  # the report lists the block: 720 h run, 840 h sold, its fee
+    section = markdown.read_text().split("### Capacity Blocks", 1)[1].split("\n## ", 1)[0]
+    assert "| pre | 0 | aws:us-east-1:p5.48xlarge | 2 |" in section and "| 720 | 840 | $6,720 |" in section
     months = doc.costs.cash_by_month or []
     assert sum(m.upfront_usd for m in months) == pytest.approx(fee)
     start_month = placement.start.strftime("%Y-%m")
