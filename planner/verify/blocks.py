@@ -79,12 +79,12 @@ def check_blocks(ctx: Context, findings: Findings, rows: pd.DataFrame) -> None:
             )
     block_rows = rows[rows["tier"] == Tier.CAPACITY_BLOCK]
     inference = block_rows[block_rows["kind"] != "training"]
-    for row in inference.head(5).itertuples(index=False):
+    for workload, period in zip(inference["workload"].head(5), inference["period"].head(5), strict=True):
         findings.add(
             "block-rows",
-            f"{row.workload} on a Capacity Block: blocks are bought for training gangs only",
-            workload=str(row.workload),
-            period=int(row.period),
+            f"{workload} on a Capacity Block: blocks are bought for training gangs only",
+            workload=str(workload),
+            period=int(period),
         )
     paid = block_rows[block_rows["kind"] == "training"].groupby("workload")["cost_usd"].sum()
     for job in sorted(set(fees) | {str(j) for j in paid.index}):
