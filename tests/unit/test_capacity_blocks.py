@@ -177,6 +177,18 @@ def test_verify_re_bills_the_block_independently(tmp_path: Path, kit) -> None:
     document["training"][0]["cost_usd"] = 5.5 * 3 * 100  # billed for the hours run, not the block's
     (out / "plan.json").write_text(json.dumps(document))
     assert "block-fee" in verify(inputs, Plan.read(out, trusted=False)).counts
+    # rows that do not carry the fee: a block billed for less than it costs
+    rows = (out / "allocations.csv").read_text().splitlines()
+    cheap = list(rows)
+    at = next(k for k, line in enumerate(cheap) if ",capacity_block," in line)
+    cells = cheap[at].split(",")
+    column = rows[0].split(",").index("cost_usd")
+    cells[column] = str(float(cells[column]) / 2)
+    cheap[at] = ",".join(cells)
+    (out / "allocations.csv").write_text("\n".join(cheap) + "\n")
+    document["training"][0]["cost_usd"] = 5.5 * 3 * 120
+    (out / "plan.json").write_text(json.dumps(document))
+    assert "block-rows" in verify(inputs, Plan.read(out, trusted=False)).counts
 
     forbidden = parse({**inputs.scenario.model_dump(mode="json"), "purchase": {"terms": ["1y"]}}, path)
     found = verify(inputs.__class__(forbidden, inputs.catalog, inputs.base_dir), plan)
