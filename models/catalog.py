@@ -88,7 +88,7 @@ FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
 Cloud = Literal["aws", "gcp", "azure"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
 #: The tiers a catalog row prices (a cloud's tiers; owned nodes are priced from a scenario's colocation).
-TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT)
+TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT, Tier.CAPACITY_BLOCK)
 #: The :class:`Offering` field that holds each tier's price per node-hour (the catalog CSV's columns).
 PRICE_FIELD: dict[Tier, str] = {
     Tier.ON_DEMAND: "on_demand_usd_h",
@@ -96,6 +96,7 @@ PRICE_FIELD: dict[Tier, str] = {
     Tier.RESERVED_1Y: "reserved_1y_usd_h",
     Tier.RESERVED_3Y: "reserved_3y_usd_h",
     Tier.OWNED: "owned_usd_h",
+    Tier.CAPACITY_BLOCK: "capacity_block_usd_h",
 }
 #: The column prefix of each tier's price and provenance columns (``reserved_1y``: ``reserved_1y_usd_h``,
 #: ``reserved_1y_basis``, ``reserved_1y_source``, ``reserved_1y_as_of``).
@@ -104,6 +105,7 @@ TIER_COLUMN: dict[Tier, str] = {
     Tier.SPOT: "spot",
     Tier.RESERVED_1Y: "reserved_1y",
     Tier.RESERVED_3Y: "reserved_3y",
+    Tier.CAPACITY_BLOCK: "capacity_block",
 }
 #: Where a price comes from. ``quoted``: read from the cloud's price API or a published rate, with its source
 #: and date. ``assumed``: a guess (a ratio of on-demand). ``negotiated``: the user's own (a private-price
@@ -192,7 +194,11 @@ _V1_COLUMNS: tuple[str, ...] = (
     "max_nodes",
     "source",
 )
-_COLUMNS: tuple[str, ...] = (*_V1_COLUMNS, *PROVENANCE_COLUMNS)
+#: Format 2's price columns beyond format 1's: the AWS Capacity Block rate per instance-hour (issue 38; the
+#: fee of a block is this rate x instances x its sold hours, ``models/capacity_blocks.py``), empty where the
+#: cloud sells no block of the offering.
+_V2_PRICE_COLUMNS: tuple[str, ...] = ("capacity_block_usd_h",)
+_COLUMNS: tuple[str, ...] = (*_V1_COLUMNS, *PROVENANCE_COLUMNS, *_V2_PRICE_COLUMNS)
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "fabric_gbps",
     "spot_usd_h",
@@ -201,11 +207,12 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "spot_interruptions_per_hour",
     "max_nodes",
     *PROVENANCE_COLUMNS,
+    *_V2_PRICE_COLUMNS,
 )
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c for c in _COLUMNS if c not in OPTIONAL_COLUMNS)
 _REQUIRED: frozenset[str] = frozenset(REQUIRED_COLUMNS)
 _PRICE_COLUMNS: frozenset[str] = frozenset(
-    ("on_demand_usd_h", "spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h")
+    ("on_demand_usd_h", "spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h", *_V2_PRICE_COLUMNS)
 )
 _PRICE_RANGE = Range(gt=0, lt=MAX_USD_PER_NODE_HOUR, unit="USD per node-hour")
 #: The range of each numeric column (catalog format v1); an empty optional cell is "not given".
@@ -273,6 +280,9 @@ class Offering:
     source: str
     owned_usd_h: float | None = None
     available_from_hour: float = 0.0
+    #: The AWS Capacity Block rate per instance-hour (None: no block sold); a block's fee is this times
+    #: instances times its sold hours (``models/capacity_blocks.py``).
+    capacity_block_usd_h: float | None = None
     #: Where each tier's price comes from (format 2); a tier not listed is ``unstated`` (see ``source``).
     provenance: tuple[PriceProvenance, ...] = field(default=(), compare=False)
 
@@ -292,6 +302,7 @@ class Offering:
             self.reserved_1y_usd_h,
             self.reserved_3y_usd_h,
             self.owned_usd_h,
+            self.capacity_block_usd_h,
         )
         if any(p is not None and not (p >= 0 and math.isfinite(p)) for p in prices):
             raise ValueError(f"{self.id}: prices must be finite and >= 0")
@@ -481,6 +492,7 @@ class Catalog:
             {
                 **{name: getattr(o, name) for name in _V1_COLUMNS},
                 **_provenance_cells(o),
+                "capacity_block_usd_h": o.capacity_block_usd_h,
                 "id": o.id,
                 "on_demand_usd_gpu_h": (
                     None if o.on_demand_usd_h is None else o.on_demand_usd_h / o.gpus_per_node
@@ -498,6 +510,7 @@ class Catalog:
             "reserved_3y_usd_h",
             "spot_interruptions_per_hour",
             "on_demand_usd_gpu_h",
+            "capacity_block_usd_h",
         ]
         dtypes = {**dict.fromkeys(float_columns, "float64"), "gpus_per_node": "int64", "max_nodes": "Int64"}
         return frame.astype(dtypes)
@@ -670,7 +683,7 @@ def _price_ratios(path: Path, row: int, offering: Offering) -> list[str]:
     if on_demand is None:
         return []
     found: list[str] = []
-    for column in ("spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h"):
+    for column in ("spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h", "capacity_block_usd_h"):
         price = getattr(offering, column)
         if price is None or price <= on_demand:
             continue
@@ -794,6 +807,7 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
         spot_usd_h=number("spot_usd_h"),
         reserved_1y_usd_h=number("reserved_1y_usd_h"),
         reserved_3y_usd_h=number("reserved_3y_usd_h"),
+        capacity_block_usd_h=number("capacity_block_usd_h"),
         spot_interruptions_per_hour=DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR[cloud] if rate is None else rate,
         max_nodes=integer("max_nodes"),
         source=_printable(path, where("source"), text("source")),

@@ -450,9 +450,9 @@ class TrainingPlacement(_PlanPart):
     team: str
     offering: str
     tier: Tier = Field(
-        description="spot for a spot gang; else the committed tier when its offering's commitments cover "
-        "at least half its periods' non-spot nodes (committed_fraction), else on_demand; the run's own "
-        "split: tiers"
+        description="spot for a spot gang; capacity_block for a gang in an AWS Capacity Block bought for it "
+        "(block_hours); else the committed tier when its offering's commitments cover at least half its "
+        "periods' non-spot nodes (committed_fraction), else on_demand; the run's own split: tiers"
     )
     tiers: dict[Tier, Amount] = Field(
         default_factory=dict,
@@ -470,8 +470,14 @@ class TrainingPlacement(_PlanPart):
     checkpoint_interval_minutes: Amount
     expected_overhead: Amount
     cost_usd: Usd = Field(
-        description="what the run pays beyond commitments: spot or on-demand node-hours (its share of the "
-        "commitments it uses is in costs.by_workload)"
+        description="what the run pays beyond commitments: spot or on-demand node-hours, or a Capacity "
+        "Block's upfront fee (its share of the commitments it uses is in costs.by_workload)"
+    )
+    block_hours: Count | None = Field(
+        None,
+        description="a gang in a Capacity Block (tier capacity_block): the duration bought, the shortest EC2 "
+        "sells that holds the run (1-14 days, then weeks up to 182 days); its fee is the offering's "
+        "capacity_block_usd_h x nodes x block_hours, paid upfront at its start",
     )
     start: UtcTime
     end: UtcTime

@@ -33,8 +33,8 @@ _BOUGHT: Final = (Term.ONE_YEAR, Term.THREE_YEARS)  # terms bought at a catalog 
 def price_sources(catalog: Catalog, document: PlanDocument, allocations: pd.DataFrame) -> PriceSources:
     """Every price ``document`` uses, from ``catalog``: on-demand and spot as allocations.csv uses them,
     each commitment the plan buys at its rate (commitments already held and owned servers are priced by the
-    scenario, not the catalog), and each savings-plan rate a savings plan (held or bought) covered nodes at,
-    from the catalog's terms file."""
+    scenario, not the catalog), each Capacity Block bought at its rate, and each savings-plan rate a savings
+    plan (held or bought) covered nodes at, from the catalog's terms file."""
     hours: dict[tuple[str, Tier], float] = defaultdict(float)
     period = document.horizon.period_hours
     if len(allocations):
@@ -44,6 +44,9 @@ def price_sources(catalog: Catalog, document: PlanDocument, allocations: pd.Data
             summed.index.get_level_values(0), summed.index.get_level_values(1), summed.to_numpy(), strict=True
         ):
             hours[(str(offering), Tier(str(tier)))] += float(nodes) * period
+    for placement in document.training:  # a Capacity Block: its rate for the hours it is sold for
+        if placement.tier == Tier.CAPACITY_BLOCK and placement.block_hours:
+            hours[(placement.offering, Tier.CAPACITY_BLOCK)] += placement.nodes * placement.block_hours
     for commitment in document.commitments:
         if commitment.existing or commitment.term not in _BOUGHT:
             continue

@@ -239,6 +239,12 @@ class Purchase(_Strict):
         "of the catalog's terms file), gcp-resource (GCP committed use as GPUs per model and region, in "
         "place of one commitment per machine type); for the terms in terms",
     )
+    capacity_blocks: bool = Field(
+        False,
+        description="training gangs may run in an AWS Capacity Block bought for the run (opt-in: paid "
+        "upfront for the sold duration, 1-14 days or weeks up to 182, at most 64 instances), at the "
+        "catalog's capacity_block_usd_h rate, where that beats on-demand and commitments",
+    )
     max_spot_share: float = _number("most training GPU-hours on spot", Range(ge=0, le=1), 1.0)
     schedule: PurchaseSchedule = Field(
         "quarterly",

@@ -6,7 +6,8 @@ capacity kinds. Every module spells these through this file, never as bare strin
 - :class:`Term` is how long a commitment binds: ``1y`` and ``3y`` cloud commitments, ``owned``
   servers for their depreciation life, and a capacity ``reservation`` until the end date it was
   made with (scenarios enter these as existing commitments; the plan never buys one).
-- :class:`Capacity` is what the planning model decides between for a node: non-spot or spot. Non-spot
+- :class:`Capacity` is what the planning model decides between for a node: non-spot, spot, or (a
+  training gang only) an AWS Capacity Block bought for the run (issue 38). Non-spot
   nodes of an offering are billed the way clouds bill them: its committed nodes (1y, 3y and owned
   together) cover any non-spot node of that offering running in that hour, inference or training,
   and only the nodes beyond them are paid on demand.
@@ -47,6 +48,7 @@ class Tier(StrEnum):
     OWNED = "owned"
     CAPACITY_RESERVATION = "capacity_reservation"
     SAVINGS_PLAN = "savings_plan"
+    CAPACITY_BLOCK = "capacity_block"
     ON_DEMAND = "on_demand"
     SPOT = "spot"
 
@@ -83,10 +85,19 @@ class Term(StrEnum):
 
 
 class Capacity(StrEnum):
-    """The planning model's choice for a node: non-spot (committed first, on demand beyond) or spot."""
+    """The planning model's choice for a node: non-spot (committed first, on demand beyond), spot, or a
+    Capacity Block (training gangs only: its nodes are the block's, paid upfront for its sold hours)."""
 
     NON_SPOT = "non_spot"
     SPOT = "spot"
+    BLOCK = "capacity_block"
+
+    @property
+    def own_cost(self) -> bool:
+        """Priced on its own, not through an offering's pool of committed and on-demand nodes: spot
+        nodes, and a Capacity Block (a training gang's reservation, paid upfront, outside the offering's
+        capacity limit: ``models/capacity_blocks.py``)."""
+        return self != Capacity.NON_SPOT
 
 
 class CapacityType(StrEnum):
@@ -124,5 +135,5 @@ PREPAID_TIERS: tuple[Tier, ...] = (*COMMITTED_TIERS, Tier.SAVINGS_PLAN)
 #: The order tiers are shown in (cheapest commitment first, spot last).
 TIER_ORDER: tuple[Tier, ...] = (
     Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.CAPACITY_RESERVATION, Tier.SAVINGS_PLAN,
-    Tier.ON_DEMAND, Tier.SPOT,
+    Tier.CAPACITY_BLOCK, Tier.ON_DEMAND, Tier.SPOT,
 )  # fmt: skip

@@ -11,7 +11,9 @@ SOURCE*.md), and writes the catalog in format 2:
 - 1-year and 3-year: the published rate of the same region and instance type where one exists (``quoted``,
   with the source and its date); among several, the node-shaped no-upfront one of the most trusted source
   (the files' row order), a Compute Savings Plan only where nothing node-shaped is published; otherwise the
-  row keeps its assumed ratio of on-demand (``assumed``).
+  row keeps its assumed ratio of on-demand (``assumed``);
+- Capacity Blocks (``capacity_block_usd_h``, issue 38): kept as the row records them (quoted or assumed,
+  models/data/CATALOG-SOURCES.md says from where).
 
 ``--check`` writes nothing and exits 1 when the embedded file differs from what it would write (a test runs
 it). The product never reads ``../shared``; this tool is how the snapshot was made.
@@ -200,6 +202,8 @@ def quoted_catalog(catalog: Catalog, rates: Rates, list_prices: Rates) -> list[O
             price, source, dated = rate
             updated = replace(updated, **{f"{tier.value}_usd_h": price})
             records.append(PriceProvenance(tier.value, "quoted", source, dated))
+        if offering.capacity_block_usd_h is not None:  # Capacity Block rates: as the row records them
+            records.append(offering.price_provenance(Tier.CAPACITY_BLOCK))
         result.append(replace(updated, provenance=tuple(records)))
     return result
 

@@ -3,7 +3,8 @@
 A Capacity Block holds ``nodes`` instances for whole days at a fixed upfront fee, sold up to 8 weeks
 ahead; it is the way teams get H100/H200 capacity for a training run. EC2 sells durations of 1 to 14 days
 in 1-day steps, then 7-day steps up to 182 days, and at most 64 instances per block (256 across an
-account's blocks): :func:`block_duration_hours` rounds a run up to the next duration sold, and a gang a
+account's blocks; the rules are ``models/capacity_blocks.py``, which the planner uses too):
+:func:`block_duration_hours` rounds a run up to the next duration sold, and a gang a
 single block cannot hold is listed with the reason and never asked for (EC2 User Guide, "Find and
 purchase Capacity Blocks",
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html; API reference
@@ -27,6 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from models.capacity_blocks import (
+    CAPACITY_BLOCK_ACCOUNT_MAX_NODES,
+    CAPACITY_BLOCK_AHEAD,
+    CAPACITY_BLOCK_DAYS,
+    CAPACITY_BLOCK_MAX_NODES,
+    CAPACITY_BLOCK_UNIT_HOURS,
+    block_duration_hours,
+)
 from models.naming import client_token, managed_tags
 from models.plan import Plan
 from planner.outputs.desired import plan_id_of, run_name
@@ -54,26 +63,6 @@ __all__ = [
     "buy_block",
     "list_blocks",
 ]
-
-#: How far ahead EC2 sells Capacity Blocks (8 weeks), and the unit of their durations (whole days).
-CAPACITY_BLOCK_AHEAD = timedelta(weeks=8)
-CAPACITY_BLOCK_UNIT_HOURS = 24
-#: The durations EC2 sells, in days: 1-14 in 1-day steps, then 21, 28, ... 182 in 7-day steps.
-CAPACITY_BLOCK_DAYS: tuple[int, ...] = (*range(1, 15), *range(21, 183, 7))
-#: The most instances one Capacity Block holds.
-CAPACITY_BLOCK_MAX_NODES = 64
-#: The most instances an account holds across its Capacity Blocks (EC2 User Guide, "Capacity Blocks for ML").
-CAPACITY_BLOCK_ACCOUNT_MAX_NODES = 256
-
-
-def block_duration_hours(hours: float) -> int | None:
-    """The shortest duration EC2 sells that covers ``hours``, in hours (720 h, 30 days: 840 h, 35 days);
-    None when the run is longer than the longest block (182 days)."""
-    days = max(hours, 1e-9) / CAPACITY_BLOCK_UNIT_HOURS - 1e-9
-    for sold in CAPACITY_BLOCK_DAYS:
-        if sold >= days:
-            return sold * CAPACITY_BLOCK_UNIT_HOURS
-    return None
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,7 @@ _TIER_CAPACITY: Final = {
     Tier.RESERVED_1Y: NodeCapacity.RESERVED,
     Tier.RESERVED_3Y: NodeCapacity.RESERVED,
     Tier.CAPACITY_RESERVATION: NodeCapacity.RESERVED,
+    Tier.CAPACITY_BLOCK: NodeCapacity.RESERVED,  # an AWS Capacity Block: reserved, paid upfront (issue 38)
     Tier.OWNED: NodeCapacity.OWNED,
     Tier.SAVINGS_PLAN: NodeCapacity.ON_DEMAND,  # a $/h commitment discounts on-demand nodes, holds none
     Tier.ON_DEMAND: NodeCapacity.ON_DEMAND,

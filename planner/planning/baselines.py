@@ -232,8 +232,8 @@ def _training_choices(sets: PlanningSets, r: int, allow_spot: bool) -> list[tupl
     best: dict[tuple[int, Capacity], tuple[float, int, int, Capacity]] = {}
     for option in sets.options:
         offering = sets.offerings[option.offering]
-        if option.run != r or offering.on_demand_usd_h is None:
-            continue  # owned nodes: the peers are cloud-only policies
+        if option.run != r or offering.on_demand_usd_h is None or option.tier == Capacity.BLOCK:
+            continue  # owned nodes, Capacity Blocks: the peers buy neither
         if option.tier == Capacity.SPOT and not allow_spot:
             continue
         price = offering.spot_usd_h if option.tier == Capacity.SPOT else offering.on_demand_usd_h

@@ -9,7 +9,11 @@ way ``plan.json`` charges them (``cost_in_horizon_usd``).
 Cash (issue 38) is counted per *calendar* month (:func:`cash_by_month`), the way a finance team asks ("how
 much cash in January?") and the way ``purchase.max_upfront_usd`` limits it: a commitment's upfront fee goes
 out in the month it starts, whole (the term beyond the horizon included); the hourly charges of usage,
-commitments and savings plans as their hours run (a period that spans two months split by its hours).
+commitments and savings plans as their hours run (a period that spans two months split by its hours). An
+AWS Capacity Block's fee (a training gang's ``capacity_block`` tier) goes out whole in the month the block
+starts; its cost is charged to the periods its gang runs (its allocation rows), like any usage. (EC2
+charges the fee when the block is bought, up to 8 weeks before it starts; the plan counts it at the start,
+where it decides the block.)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from models.plan import CashMonth, Plan, PlanHorizon
-from models.tiers import HOURS_PER_MONTH
+from models.tiers import HOURS_PER_MONTH, Tier
 
 
 def months_in(horizon_hours: float) -> int:
@@ -98,15 +102,23 @@ def cash_by_month(plan: Plan) -> list[CashMonth]:
     per_hour_cost = np.zeros(hours)
     per_hour_cash = np.zeros(hours)
     alloc = plan.allocations
-    if len(alloc):
-        per_period = np.bincount(
-            alloc["period"].to_numpy(np.int64), alloc["cost_usd"].to_numpy(float), minlength=horizon.periods
-        )[: horizon.periods]
-        usage = np.repeat(per_period / horizon.period_hours, horizon.period_hours)
-        per_hour_cost += usage
-        per_hour_cash += usage
     upfront = np.zeros(len(labels))
+    if len(alloc):
+        block = (alloc["tier"] == Tier.CAPACITY_BLOCK).to_numpy()
+        for rows, paid_as_used in ((alloc[~block], True), (alloc[block], False)):
+            per_period = np.bincount(
+                rows["period"].to_numpy(np.int64), rows["cost_usd"].to_numpy(float), minlength=horizon.periods
+            )[: horizon.periods]
+            usage = np.repeat(per_period / horizon.period_hours, horizon.period_hours)
+            per_hour_cost += usage
+            if paid_as_used:
+                per_hour_cash += usage
     start = horizon.start
+    for placement in document.training:  # a Capacity Block's fee: upfront, in the month the block starts
+        if placement.tier == Tier.CAPACITY_BLOCK:
+            upfront[month[min(hours - 1, max(0, int(placement.start_period * horizon.period_hours)))]] += (
+                placement.cost_usd
+            )
     windows: list[tuple[float, float, float, float]] = []  # begin, end, cost, recurring cash
     for c in document.commitments:
         begin = 0.0 if c.start is None else (c.start - start).total_seconds() / 3600

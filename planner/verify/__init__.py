@@ -24,6 +24,7 @@ from pathlib import Path
 from models.inputs import Inputs, load_inputs
 from models.plan import Plan
 from planner.verify.billing import check_billing, check_commitment_rows, check_commitments, check_costs
+from planner.verify.blocks import check_blocks
 from planner.verify.context import Context
 from planner.verify.demand import check_demand
 from planner.verify.findings import KINDS, Findings, KindSummary, VerifyReport, Violation
@@ -64,6 +65,7 @@ def verify(inputs: Inputs, plan: Plan, examples: int = 20, directory: Path | Non
     check_savings_plans(ctx, findings, rows)
     check_demand(ctx, findings, rows)
     check_training(ctx, findings, rows)
+    check_blocks(ctx, findings, rows)
     check_teams(ctx, findings, rows)
     check_packing(ctx, findings, rows, counts)
     check_mig(ctx, findings, rows, counts, read_mig_file(directory))

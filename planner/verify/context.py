@@ -26,11 +26,12 @@ from models.scope import scenario_offerings
 from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
-__all__ = ["EPS", "Context", "Shape", "close", "replica_shape", "term_hours"]
+__all__ = ["BLOCK", "EPS", "Context", "Shape", "close", "replica_shape", "term_hours"]
 
 EPS = 1e-6
 SPOT = "spot"
 HELD = "held"  # every non-spot tier: committed and on-demand nodes of an offering are billed together
+BLOCK = "block"  # a gang in a Capacity Block: its own nodes, outside the offering's pool (blocks.py)
 
 
 def close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-6) -> bool:
@@ -173,7 +174,9 @@ class Context:
         for column in ("offering", "tier", "workload", "kind", "team"):
             frame[column] = frame[column].astype(str)
         frame["commitment"] = frame["commitment"].astype(object).fillna("").astype(str)  # NaN: none named
-        frame["capacity"] = np.where(frame["tier"] == Tier.SPOT, SPOT, HELD)
+        frame["capacity"] = np.select(
+            [frame["tier"] == Tier.SPOT, frame["tier"] == Tier.CAPACITY_BLOCK], [SPOT, BLOCK], HELD
+        )
         frame["committed"] = frame["tier"].isin([str(t) for t in COMMITTED_TIERS])
         gpn = {oid: float(o.gpus_per_node) for oid, o in self.offerings.items()}
         frame["gpn"] = frame["offering"].map(gpn).astype(float)

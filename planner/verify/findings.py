@@ -100,6 +100,11 @@ KINDS: dict[str, str] = {
     "training-rows": "training rows in periods where the run is not placed, or missing where it is",
     "training-cost": "a run's cost_usd differs from the cost of its rows (runs of one job that overlap in "
     "time: their costs together against their rows)",
+    "block-unavailable": "a gang in a Capacity Block where none may be bought: the scenario does not allow "
+    "them (purchase.capacity_blocks), the offering sells none, over 64 instances or longer than 182 days",
+    "block-fee": "a Capacity Block's cost or hours differ from the catalog rate x instances x the shortest "
+    "duration EC2 sells that holds the run",
+    "block-rows": "capacity_block rows that do not add up to the blocks' fees, or that are not training",
     "spot-share": "spot training GPU-hours above purchase.max_spot_share of the served training GPU-hours",
     "unserved-unlisted": "a training run neither placed nor listed in unserved[]",
     # teams

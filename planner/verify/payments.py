@@ -18,7 +18,8 @@ from models.catalog import Offering
 from models.plan import Commitment, SavingsPlanCommitment
 from models.priceterms import NODE_SHAPED_KINDS
 from models.savingsplans import UPFRONT_SHARE
-from models.tiers import HOURS_PER_YEAR, TERM_TIER, Term
+from models.tiers import HOURS_PER_YEAR, TERM_TIER, Term, Tier
+from planner.verify.blocks import block_bills
 from planner.verify.context import Context, close
 from planner.verify.findings import Findings
 
@@ -126,16 +127,24 @@ def check_cash(ctx: Context, findings: Findings) -> None:
             if overlap > 0:
                 into[key] += amount * overlap / (last - first)
 
-    # the rows: each period's cost over its hours, summed per month (whole-hour month bounds)
-    by_period = ctx.plan.allocations.groupby("period")["cost_usd"].sum()
-    per_hour = np.zeros(horizon.hours)
-    for period, usd in by_period.items():
-        first = int(period) * p  # type: ignore[call-overload]
-        per_hour[first : first + p] += float(usd) / p
-    for key, h0, h1 in bounds:
-        usage = float(per_hour[int(h0) : int(h1)].sum())
-        cost[key] += usage
-        cash[key] += usage
+    # the rows: each period's cost over its hours, summed per month (whole-hour month bounds); a Capacity
+    # Block's rows are cost, not cash: its fee goes out whole in the month it starts (re-billed: blocks.py)
+    allocations = ctx.plan.allocations
+    block = (allocations["tier"] == Tier.CAPACITY_BLOCK).to_numpy()
+    for frame, paid_as_used in ((allocations[~block], True), (allocations[block], False)):
+        per_hour = np.zeros(horizon.hours)
+        for period, usd in frame.groupby("period")["cost_usd"].sum().items():
+            first = int(period) * p  # type: ignore[call-overload]
+            per_hour[first : first + p] += float(usd) / p
+        for key, h0, h1 in bounds:
+            usage = float(per_hour[int(h0) : int(h1)].sum())
+            cost[key] += usage
+            if paid_as_used:
+                cash[key] += usage
+    for bill in block_bills(ctx):
+        if bill.fee_usd is not None:
+            starts = horizon.start + timedelta(hours=bill.placement.start_period * p)
+            upfront[month_key(starts)] += bill.fee_usd
     for c in doc.commitments:
         begin = 0.0 if c.start is None else horizon.hour_of(c.start)
         end = float(horizon.hours) if c.end is None else horizon.hour_of(c.end)

@@ -129,6 +129,9 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
             return False  # only held ones: the plan never buys a capacity reservation
         if tier == Tier.SAVINGS_PLAN:  # a plan covers it (which one, and when: check_savings_plans)
             return offering_id in covered
+        if tier == Tier.CAPACITY_BLOCK:  # the fee, size and duration: check_blocks
+            sells = offering.cloud == "aws" and offering.price(tier) is not None
+            return scenario.purchase.capacity_blocks and sells
         if tier in (Tier.RESERVED_1Y, Tier.RESERVED_3Y) and tier not in allowed_terms:
             return False
         return offering.price(tier) is not None
@@ -161,6 +164,9 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
         rate = {oid: o.price(tier) or 0.0 for oid, o in offerings.items()}
         price[mask] = rows["offering"][mask].map(rate).to_numpy(dtype=float)
     expected = rows["nodes"].to_numpy() * price * ctx.p
+    # a Capacity Block's rows carry its fee between them (check_blocks re-bills it)
+    block = (rows["tier"] == Tier.CAPACITY_BLOCK).to_numpy()
+    expected[block] = rows["cost_usd"].to_numpy(dtype=float)[block]
     rows["expected_cost"] = expected
     _report(
         findings, rows, ~np.isclose(rows["cost_usd"], expected, rtol=1e-6, atol=1e-6), "cost-row",

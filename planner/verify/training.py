@@ -15,7 +15,7 @@ from models.plan import TrainingPlacement, UnservedTraining
 from models.preemption import DEFAULT_RESTART_MINUTES, DEFAULT_WRITE_MINUTES, spot_overhead
 from models.tiers import Tier
 from models.workloads import TrainingRun
-from planner.verify.context import EPS, HELD, SPOT, Context, close
+from planner.verify.context import BLOCK, EPS, HELD, SPOT, Context, close
 from planner.verify.findings import Findings, Violation
 
 __all__ = ["check_training"]
@@ -139,7 +139,9 @@ def _check_rows(
             continue
         offerings = {p.offering for p in runs}
         seen = sorted(set(zip(group["offering"], group["tier"], strict=True)))
-        capacities = {SPOT if p.tier == Tier.SPOT else HELD for p in runs}
+        capacities = {
+            SPOT if p.tier == Tier.SPOT else BLOCK if p.tier == Tier.CAPACITY_BLOCK else HELD for p in runs
+        }
         if not set(group["offering"]) <= offerings or not set(group["capacity"]) <= capacities:
             findings.add_many(
                 "gang-split",

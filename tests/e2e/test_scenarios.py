@@ -40,6 +40,7 @@ NEW = (
     "fleet-mid-contract",
     "savings-plans",
     "upfront-payments",
+    "capacity-blocks",
 )
 EPS = 1e-6
 
@@ -432,6 +433,28 @@ def _upfront_payments(result: Planned, planned: Callable[..., Planned]) -> None:
     assert peak(free.plan) > peak(result.plan)
 
 
+def _capacity_blocks(result: Planned, planned: Callable[..., Planned]) -> None:
+    """Issue 38: the 5-day fine-tune and the 30-day pretraining run each buy a Capacity Block (5 and 35
+    days sold, at the catalog's rate), the 72-node sweep cannot (64 at most); without blocks the plan costs
+    what the two gangs cost on demand more (bench/capacity_block_bench.py, bench/RESULTS.md)."""
+
+    def no_blocks(data: dict[str, Any]) -> None:
+        data["purchase"]["capacity_blocks"] = False
+
+    rate = Catalog.load(None).get("aws:us-east-1:p5.48xlarge").capacity_block_usd_h
+    runs = {t["job"]: t for t in result.plan["training"]}
+    assert {j: t["tier"] for j, t in runs.items()} == {
+        "finetune": "capacity_block", "pretrain": "capacity_block", "sweep": "on_demand",
+    }  # fmt: skip
+    assert (runs["finetune"]["block_hours"], runs["pretrain"]["block_hours"]) == (120, 840)
+    assert runs["pretrain"]["cost_usd"] == pytest.approx(rate * 16 * 840)
+    base = planned("capacity-blocks", no_blocks, key="capacity-blocks-none")
+    assert not base.violations and all(t["tier"] != "capacity_block" for t in base.plan["training"])
+    on_demand = 55.04 * (8 * 120 + 16 * 720)  # the two gangs on demand, the embedded p5 rate
+    blocks = rate * (8 * 120 + 16 * 840)
+    assert base.total - result.total == pytest.approx(on_demand - blocks, rel=1e-6)
+
+
 OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
     "inference-heavy-saas": _inference_heavy_saas,
     "training-heavy-lab": _training_heavy_lab,
@@ -442,4 +465,5 @@ OUTCOMES: dict[str, Callable[[Planned, Callable[..., Planned]], None]] = {
     "fleet-mid-contract": _fleet_mid_contract,
     "savings-plans": _savings_plans,
     "upfront-payments": _upfront_payments,
+    "capacity-blocks": _capacity_blocks,
 }

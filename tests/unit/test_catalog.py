@@ -166,7 +166,11 @@ def test_embedded_catalog_loads(catalog: Catalog) -> None:
 
 def test_embedded_header_is_exactly_the_format_order() -> None:
     with EMBEDDED_CATALOG_PATH.open(encoding="utf-8") as fh:
-        assert next(csv.reader(fh)) == [*FORMAT_COLUMNS, *PROVENANCE_COLUMNS]  # format 2
+        assert next(csv.reader(fh)) == [
+            *FORMAT_COLUMNS,
+            *PROVENANCE_COLUMNS,
+            "capacity_block_usd_h",
+        ]  # format 2
 
 
 def test_every_cloud_has_at_least_two_regions(catalog: Catalog) -> None:
@@ -344,7 +348,7 @@ def test_offering_id_fabric_and_price() -> None:
     assert o.id == "aws:us-east-1:x.large"
     assert o.has_fabric
     assert not make_offering(fabric="none", fabric_gbps=None).has_fabric
-    assert [o.price(t) for t in TIERS] == [6.0, 4.0, 10.0, 4.0]
+    assert [o.price(t) for t in TIERS] == [6.0, 4.0, 10.0, 4.0, None]  # no Capacity Block sold
     assert make_offering(spot_usd_h=None).price("spot") is None
     with pytest.raises(ValueError, match="unknown tier"):
         o.price("monthly")
@@ -448,7 +452,13 @@ def test_filter_returns_a_catalog_that_can_be_filtered_again(catalog: Catalog) -
 
 def test_to_dataframe(catalog: Catalog) -> None:
     frame = catalog.to_dataframe()
-    assert list(frame.columns) == [*FORMAT_COLUMNS, *PROVENANCE_COLUMNS, "id", "on_demand_usd_gpu_h"]
+    assert list(frame.columns) == [
+        *FORMAT_COLUMNS,
+        *PROVENANCE_COLUMNS,
+        "capacity_block_usd_h",
+        "id",
+        "on_demand_usd_gpu_h",
+    ]
     assert len(frame) == len(catalog)
     row = frame.set_index("id").loc["aws:us-east-1:p5.48xlarge"]
     assert row["on_demand_usd_gpu_h"] == pytest.approx(6.88)  # FACTS.md 1.2: $6.88/GPU

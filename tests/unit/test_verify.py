@@ -749,6 +749,8 @@ def test_the_mig_check_counts_every_period_it_misses(base: SimpleNamespace, tmp_
 #: test_savings_plan_buy.py (bought plans: savings-plan-purchase).
 #: payment options and cash (issue 38): their corruptions are in test_payment_options.py
 PAYMENT_KINDS = {"payment", "upfront-cap", "cash-month"}
+# Capacity Blocks: their corruptions are in test_capacity_blocks.py (a plan that buys one)
+BLOCK_KINDS = {"block-fee", "block-rows", "block-unavailable"}
 SAVINGS_PLAN_KINDS = {
     "existing-savings-plan", "savings-plan-cost", "savings-plan-row", "savings-plan-coverage",
     "savings-plan-budget", "savings-plan-purchase",
@@ -758,7 +760,9 @@ SAVINGS_PLAN_KINDS = {
 def test_every_kind_has_a_corruption_except_owned_delivery() -> None:
     """One corrupted plan per violation kind (owned nodes, which the base scenario has not, have their own
     test below; savings plans theirs in test_savings_plan_plan.py)."""
-    assert set(KINDS) - set(CORRUPTIONS) == {"owned-before-delivery", *SAVINGS_PLAN_KINDS, *PAYMENT_KINDS}
+    assert set(KINDS) - set(CORRUPTIONS) == {
+        "owned-before-delivery", *SAVINGS_PLAN_KINDS, *PAYMENT_KINDS, *BLOCK_KINDS,
+    }  # fmt: skip
 
 
 # ---- owned nodes, old plans --------------------------------------------------------------------------

@@ -770,6 +770,20 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
                 ]
             )
 
+    # AWS Capacity Blocks bought for gangs (issue 38): the duration sold, the fee paid upfront at its start
+    blocks = Table(
+        ["job", "run", "offering", "nodes", "start", "hours run", "hours sold", "fee (upfront)"],
+        [False, True, False, True, False, True, True, True],
+    )
+    block_runs = [t for t in runs if t.tier == Tier.CAPACITY_BLOCK]
+    for t in block_runs:
+        blocks.rows.append(
+            [t.job, fmt_num(t.run), t.offering, fmt_num(t.nodes), iso_time(t.start), fmt_num(t.hours, 1),
+             fmt_num(t.block_hours or 0), fmt_usd(t.cost_usd)]
+        )  # fmt: skip
+    if block_runs:
+        blocks.total = ["Total", "", "", "", "", "", "", fmt_usd(sum(t.cost_usd for t in block_runs))]
+
     # Spot share of training GPU-hours, measured on allocations.csv (what was actually planned).
     training = alloc[alloc["kind"] == "training"]
     train_gh = float(training["gpus"].sum()) * hz.period_hours
@@ -796,6 +810,7 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
         "spot_main": spot_main,
         "spot_summary": spot_summary,
         "spot_count": len(spot_runs),
+        "blocks": blocks,
         "share_line": share_line,
         "cap_line": cap_line,
         "cap_warning": cap_warning,

@@ -44,6 +44,10 @@ Why it is valid (a proof sketch; the tests check it against full solves on small
    ``W >= 0``, removes no plan: the bound stays valid (W: the run's window). The same holds block by
    block, with h the fewest hours a start variant holds the gang in that block (W: the block).
 
+5. *Capacity Blocks.* A block option's cost is its fee whatever its start, and its nodes hold no pool
+   and no capacity: the model counts it exactly (its GPUs in the burst rows, its fee in the objective),
+   so it relaxes nothing and the bound stays valid with blocks.
+
 Keeping R and the run choices whole matters: with fractional runs, a gang could sit 70% on spot and
 30% on demand to meet ``max_spot_share``, and the bound on the example falls 30% below the plan.
 
@@ -493,7 +497,8 @@ def certified_bound(
     for (r, o, tier), (periods, cost) in training_combos(sets).items():
         run = sets.runs[r]
         nodes = float(run.job.nodes)
-        use = pool_use if tier == Capacity.NON_SPOT else held_use
+        # a Capacity Block's nodes are its own (no pool, no capacity row): its fee is exact, start aside
+        use = {Capacity.NON_SPOT: pool_use, Capacity.SPOT: held_use}.get(tier, defaultdict(list))
         gpus = float(sets.offerings[o].gpus_per_node)
         name = f"{r}_{o}_{VAR_CODE[tier]}"
         y = add_combo(model, r, o, tier, periods, cost)

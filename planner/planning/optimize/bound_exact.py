@@ -314,7 +314,7 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
                 touched.append((f"pool_{o}_{c}", share))
                 if any(model.compute_ratio.get(x.name, 1.0) > 1.0 for x, _ in model.pool_use[(o, c)]):
                     touched.append((f"pool_compute_{o}_{c}", share))
-            elif limited:
+            elif limited and tier == Capacity.SPOT:  # a Capacity Block's nodes are its own: no cap row
                 model.cap_rows.add((o, c))
                 touched.append((f"cap_{o}_{c}", share))
             if team is not None and team.burst_gpus is not None:

@@ -60,10 +60,10 @@ Rules that hold by construction: no variable exists that could break them (the i
      on-demand price (sets.non_spot_sold); R[c] only for the scenario's ``purchase.terms`` that o
      prices, starting on a purchase step (purchases.py; ``terms: []`` means no new column at all).
  12. a gang is one placement group with the fabric it needs: a training option is one offering, one
-     capacity kind (non-spot or spot) and one start, and options exist only on offerings with the
-     job's GPU model and GPUs per node, a multi-node fabric where the job needs one
-     (``TrainingJob.needs_fabric``) and max_n[o] >= n_r (sets._training_options); 5 place picks one
-     option, so a run's n_r nodes are never split across offerings or regions, nor between spot and
+     capacity kind (non-spot, spot or a Capacity Block of at most 64 nodes) and one start, and options
+     exist only on offerings with the job's GPU model and GPUs per node, a multi-node fabric where the
+     job needs one (``TrainingJob.needs_fabric``) and max_n[o] >= n_r (sets._training_options); 5 place
+     picks one option, so a run's n_r nodes are never split across offerings or regions, nor between spot and
      non-spot (M[a] splits a non-spot gang only between committed and on-demand billing).
  13. training inside its window: every option starts at or after the run's first period and ends by
      its end period (earliest_start and deadline in whole periods, workloads.training_runs), on the
@@ -93,7 +93,10 @@ Objective
   Held columns cost the same in every plan (sets.fixed_usd); the solver never sees that constant, the
   plan's cost and bound add it.
 
-cost_a is a spot run's own cost, its expected preemption overhead included (``models.preemption``);
+cost_a is a spot run's own cost, its expected preemption overhead included (``models.preemption``), or
+a Capacity Block's upfront fee (rate x n_a x the shortest duration EC2 sells that holds the run,
+``models.capacity_blocks``): a block option holds no pool and no capacity (rows 2 and 4 leave it out; its
+nodes are the block's), counts in the burst row 7 and as non-spot in row 6;
 a non-spot run pays c_od[o] * hours_a * (n_a Y[a] - M[a]) for its nodes beyond the commitments.
 Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle
 guaranteed GPUs may serve anyone.
@@ -122,7 +125,7 @@ set_v4_migration_warnings(False)
 #: combos of ``bound.py`` (``Y_{run}_{offering}_{letter}``). Fixed here, not derived from the kinds'
 #: strings: PuLP hands the solver its columns sorted by name (``LpProblem.variables()``), so renaming
 #: a kind must neither rename nor reorder a column (nor change a result).
-VAR_CODE: dict[Capacity, str] = {Capacity.NON_SPOT: "n", Capacity.SPOT: "s"}
+VAR_CODE: dict[Capacity, str] = {Capacity.NON_SPOT: "n", Capacity.SPOT: "s", Capacity.BLOCK: "b"}
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -340,6 +343,8 @@ def _active_by_block(
     for a, option in enumerate(sets.options):
         nodes = float(sets.runs[option.run].job.nodes)
         y = model.place[a]
+        if option.tier == Capacity.BLOCK:
+            continue  # a Capacity Block's nodes are its own: neither in the pool nor under max_nodes
         if option.tier == Capacity.SPOT:
             on, off = [], [(y, nodes)]
         elif sets.offerings[option.offering].on_demand_usd_h is None:

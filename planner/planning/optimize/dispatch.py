@@ -39,7 +39,8 @@ DIVE_PERIODS = 2_000
 
 @dataclass
 class Occupancy:
-    """Nodes (per offering) and GPUs (per team) that placed training holds in every period."""
+    """Nodes (per offering) and GPUs (per team) that placed training holds in every period (a gang in a
+    Capacity Block: its team's GPUs only, its nodes are the block's)."""
 
     non_spot: np.ndarray  # (offerings, periods) non-spot nodes held by training (commitments first)
     spot: np.ndarray  # (offerings, periods) spot nodes held by training
@@ -61,7 +62,9 @@ class Occupancy:
     def add(self, sets: PlanningSets, option: TrainingOption, team: int, sign: int = 1) -> None:
         nodes = sign * sets.runs[option.run].job.nodes
         window = slice(option.start, option.start + option.periods)
-        (self.non_spot if option.tier == Capacity.NON_SPOT else self.spot)[option.offering, window] += nodes
+        if option.tier != Capacity.BLOCK:  # a Capacity Block's nodes are its own: only the team's GPUs
+            held = self.non_spot if option.tier == Capacity.NON_SPOT else self.spot
+            held[option.offering, window] += nodes
         self.team_gpus[team, window] += nodes * sets.offerings[option.offering].gpus_per_node
 
     def remove(self, sets: PlanningSets, option: TrainingOption, team: int) -> None:

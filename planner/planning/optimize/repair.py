@@ -165,7 +165,7 @@ def _cheapest(
 ) -> tuple[float, int]:
     """(estimated cost, start) of ``option`` at the cheapest of ``starts``: spot at its own cost, non-spot
     at the on-demand price of the nodes beyond the commitments other training leaves idle."""
-    if option.tier == Capacity.SPOT:
+    if option.tier.own_cost:  # spot, a Capacity Block: the cost does not depend on the start
         return option.cost_usd, int(starts[0])
     o = option.offering
     idle = np.maximum(committed[o] - occupancy.non_spot[o], 0.0)

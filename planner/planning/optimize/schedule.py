@@ -238,6 +238,8 @@ def feasible_starts(
         return np.zeros(0, dtype=np.int64)
     if _needs_commitment(sets, option):
         room = committed[o] - occupancy.non_spot[o]
+    elif option.tier == Capacity.BLOCK:  # its own nodes: only the team's burst limit
+        room = np.full(occupancy.spot.shape[1], math.inf)
     elif option.tier == Capacity.NON_SPOT:  # commitments first, on-demand nodes up to max_nodes
         room = limits.cap[o] - occupancy.non_spot[o] - occupancy.spot[o]
     else:  # spot nodes beside whatever non-spot nodes are held (at least the commitments)
@@ -304,7 +306,7 @@ def _cost_with_commitment(sets: PlanningSets, option: TrainingOption, committed:
     nodes committed on its offering."""
     nodes = sets.runs[option.run].job.nodes
     missing = on_demand_nodes(float(nodes), _window_committed(sets, option, committed))
-    if option.tier == Capacity.SPOT:
+    if option.tier.own_cost:  # spot, a Capacity Block: its own cost
         return option.cost_usd
     if not _needs_commitment(sets, option):
         return option.list_usd * missing / nodes
@@ -328,7 +330,7 @@ def _cheapest_start(
     ok = feasible_starts(sets, option, committed, limits, occupancy, team)
     if not ok.size:
         return None
-    if option.tier == Capacity.SPOT:  # the price does not depend on the start
+    if option.tier.own_cost:  # spot, a Capacity Block: the price does not depend on the start
         return option.cost_usd, int(ok[0])
     o = option.offering
     nodes = sets.runs[option.run].job.nodes

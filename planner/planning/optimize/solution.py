@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from models.billing import covered_nodes
+from models.capacity_blocks import block_duration_hours
 from models.catalog import Offering
 from models.chargeback import Book, IdleRule, amortize, charge_plan, charged_gpus
 from models.plan import (
@@ -196,22 +197,25 @@ def _use(solution: Solution) -> pd.DataFrame:
         frame["workload"] = [sets.services[i].name for i in frame["i"]]
         frame["team"] = [sets.services[i].team for i in frame["i"]]
         frame["kind"] = "inference"
+        frame["fee"] = 0.0
         frames.append(frame.drop(columns=["i"]))
     train_rows = []
     for option in solution.placements:  # the run's real periods (the model held whole blocks)
         job = sets.runs[option.run].job
+        # a Capacity Block's fee, spread evenly over its rows: they add up to what the block costs
+        fee = option.cost_usd / option.periods if option.tier == Capacity.BLOCK else 0.0
         for period in range(option.start, option.start + option.periods):
             train_rows.append(
-                (period, option.offering, option.tier, float(job.nodes), 0.0, job.name, job.team)
+                (period, option.offering, option.tier, float(job.nodes), 0.0, job.name, job.team, fee)
             )
     if train_rows:
-        columns = ["period", "o", "capacity", "nodes", "replicas", "workload", "team"]
+        columns = ["period", "o", "capacity", "nodes", "replicas", "workload", "team", "fee"]
         frame = pd.DataFrame(train_rows, columns=columns)
         frame["kind"] = "training"
         frames.append(frame)
     if not frames:
         return pd.DataFrame(
-            columns=["period", "o", "capacity", "nodes", "replicas", "workload", "team", "kind"]
+            columns=["period", "o", "capacity", "nodes", "replicas", "workload", "team", "kind", "fee"]
         )
     return pd.concat(frames, ignore_index=True)
 
@@ -230,6 +234,8 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     if not len(use):
         return pd.DataFrame(columns=ALLOCATION_COLUMNS)
     spot = use[use["capacity"] == Capacity.SPOT].assign(tier=Tier.SPOT)
+    # a gang in a Capacity Block: its own nodes, billed its fee (never in the pool of the billing rule)
+    blocks = use[use["capacity"] == Capacity.BLOCK].assign(tier=Tier.CAPACITY_BLOCK, commitment="")
     non_spot = use[use["capacity"] == Capacity.NON_SPOT].copy()
     held = holding(sets, solution.commits)
     by_period = sets.committed(solution.commits)
@@ -248,8 +254,9 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     nodes = non_spot["nodes"].to_numpy()
     replicas = non_spot["replicas"].to_numpy()
     committed_replicas = _split_whole(replicas, covered)
-    parts = [spot.assign(commitment=""), non_spot.assign(tier=Tier.ON_DEMAND, nodes=nodes * (1 - covered),
-                                   replicas=replicas - committed_replicas, commitment="")]  # fmt: skip
+    parts = [spot.assign(commitment=""), blocks,
+             non_spot.assign(tier=Tier.ON_DEMAND, nodes=nodes * (1 - covered),
+                             replicas=replicas - committed_replicas, commitment="")]  # fmt: skip
     segment = sets.segment[non_spot["period"].to_numpy(np.int64)]
     offering_of = non_spot["o"].to_numpy(np.int64)
     for o in sorted({sets.columns[c].offering for c in held}):
@@ -284,6 +291,8 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     for tier, prices in price.items():
         mask = (table["tier"] == tier).to_numpy()
         cost[mask] = table["nodes"].to_numpy()[mask] * prices[o_idx[mask]] * p
+    block = (table["tier"] == Tier.CAPACITY_BLOCK).to_numpy()
+    cost[block] = table["fee"].to_numpy(float)[block]
     table["cost_usd"] = cost
     table["offering"] = [ids[o] for o in o_idx]
     table["tier"] = table["tier"].map(str)
@@ -594,7 +603,7 @@ def _offering_record(o: Offering) -> OfferingRecord:
 def covered_share(allocations: pd.DataFrame, tiers: tuple[Tier, ...] = COMMITTED_TIERS) -> pd.Series:
     """Per (period, offering): the share of its non-spot node-hours that commitments cover (``tiers``:
     the node commitments; savings plans with ``(Tier.SAVINGS_PLAN,)``)."""
-    non_spot = allocations[allocations["tier"] != Tier.SPOT]
+    non_spot = allocations[~allocations["tier"].isin([Tier.SPOT, Tier.CAPACITY_BLOCK])]
     committed = non_spot["tier"].isin(tiers)
     totals = non_spot.groupby(["period", "offering"])["nodes"].sum()
     covered = non_spot[committed].groupby(["period", "offering"])["nodes"].sum()
@@ -615,7 +624,9 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
         tier = Tier.SPOT
         split = {Tier.SPOT: 1.0}
         fraction = None
-        cost = option.cost_usd
+        cost = option.cost_usd  # spot: its effective cost; a Capacity Block: its upfront fee
+        if option.tier == Capacity.BLOCK:
+            tier, split = Tier.CAPACITY_BLOCK, {Tier.CAPACITY_BLOCK: 1.0}
         if option.tier == Capacity.NON_SPOT:
             periods = range(option.start, option.start + option.periods)
             shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
@@ -649,6 +660,7 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
                 checkpoint_interval_minutes=overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
                 expected_overhead=overhead.expected_overhead if overhead else 0.0,
                 cost_usd=cost,
+                block_hours=block_duration_hours(option.periods * p) if tier == Tier.CAPACITY_BLOCK else None,
                 start=period_start(horizon, option.start),
                 end=period_start(horizon, option.start + option.periods),
                 hours=run.job.hours,
@@ -668,7 +680,7 @@ def _tier_split(allocations: pd.DataFrame, job: str, offering: str, periods: ran
     rows = allocations[
         (allocations["workload"] == job)
         & (allocations["offering"] == offering)
-        & (allocations["tier"] != Tier.SPOT)
+        & ~allocations["tier"].isin([Tier.SPOT, Tier.CAPACITY_BLOCK])
         & allocations["period"].between(periods.start, periods.stop - 1)
     ]
     nodes = rows.groupby("tier")["nodes"].sum()
@@ -751,8 +763,8 @@ def _costs(
         by_tier.setdefault(TERM_TIER[column.term], 0.0)
     if savings_plans:  # savings_plan only in a plan that holds one (older plans' by_tier unchanged)
         by_tier[Tier.SAVINGS_PLAN] = 0.0
-    for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():
-        by_tier[Tier(str(tier))] += float(value)
+    for tier, value in allocations.groupby("tier")["cost_usd"].sum().items():  # capacity_block: if bought
+        by_tier[Tier(str(tier))] = by_tier.get(Tier(str(tier)), 0.0) + float(value)
     cloud_of = {o.id: o.cloud for o in sets.offerings}
     by_cloud: dict[str, float] = defaultdict(float)
     by_workload: dict[str, float] = defaultdict(float)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.capacity_blocks import block_duration_hours, block_fee_usd, why_no_block
 from models.catalog import Catalog, Offering
 from models.mig import replicas_per_gpu
 from models.preemption import (
@@ -89,10 +90,12 @@ class Slot:
 class TrainingOption:
     run: int  # index into PlanningSets.runs
     offering: int  # index into PlanningSets.offerings
-    tier: Capacity  # non-spot (committed nodes first, on demand beyond: the billing rule) or spot
+    tier: Capacity  # non-spot (committed nodes first, on demand beyond: the billing rule), spot or block
     start: int  # period
     periods: int  # periods held, including expected spot overhead
-    cost_usd: float  # cost of its own (spot); 0 off spot, where its nodes are paid in the non-spot rows
+    # cost of its own: spot at its effective cost; a Capacity Block's upfront fee (rate x nodes x the sold
+    # duration, models/capacity_blocks.py); 0 off spot, where its nodes are paid in the non-spot rows
+    cost_usd: float
     blocks: tuple[int, ...]  # blocks the run touches (occupied in the model)
     overhead: SpotOverhead | None = None
     list_usd: float = 0.0  # its nodes at the on-demand (owned: amortized) rate: for ranking fallbacks
@@ -559,6 +562,11 @@ def _training_options(
     window's first period and its last feasible start; no start on owned nodes before any serve.
     Non-spot options on an offering a savings plan covers (``plan_covered``) are kept as on a committable
     one: where they start decides how much idle savings-plan budget covers them.
+
+    A Capacity Block (``purchase.capacity_blocks``, issue 38) is a third kind for a gang: the block EC2
+    sells for the run (:func:`_block_rate`), paid upfront for the shortest sold duration that holds the
+    run's periods, its nodes the block's own (outside the offering's pool and its ``max_nodes``, as a
+    reservation is), so its cost does not depend on the start, like spot's.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -581,6 +589,9 @@ def _training_options(
             tiers: list[tuple[Capacity, float, SpotOverhead | None]] = []
             if non_spot_sold(off, terms[o], o in spot_only):
                 tiers.append((Capacity.NON_SPOT, list_price(off), None))
+            block = _block_rate(scenario, off, job)
+            if block is not None:
+                tiers.append((Capacity.BLOCK, block, None))
             if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
                 key = (job.name, o, job.hours)
                 if key not in overhead_cache:
@@ -596,16 +607,19 @@ def _training_options(
             for tier, price, overhead in tiers:
                 hours = overhead.expected_wall_hours if overhead else job.hours
                 periods = math.ceil(hours / p - 1e-9)
+                cost = job.nodes * price * periods * p
+                if tier == Capacity.BLOCK:  # the fee of the shortest block EC2 sells that holds the run
+                    cost = block_fee_usd(price, job.nodes, periods * p)
                 if run.end_period - periods >= run.first_period:
-                    candidates.append((o, tier, job.nodes * price * periods * p, periods, overhead))
+                    candidates.append((o, tier, cost, periods, overhead))
         # non-spot on a committable (or savings-plan) offering is never pruned: it may use idle commitments
         kept = {o for o in eligible if terms[o] or o in plan_covered}
         keep: set[tuple[int, Capacity]] = {
             (o, tier) for o, tier, *_ in candidates if tier == Capacity.NON_SPOT and o in kept
         }
-        for tier in (Capacity.NON_SPOT, Capacity.SPOT):
+        for tier in Capacity:
             pool = [
-                (o, cost, 1.0, 1.0, offerings[o].max_nodes)
+                (o, cost, 1.0, 1.0, None if tier == Capacity.BLOCK else offerings[o].max_nodes)
                 for o, t, cost, _, _ in candidates
                 if t == tier and not (tier == Capacity.NON_SPOT and o in kept)
             ]
@@ -616,8 +630,8 @@ def _training_options(
             last_start = run.end_period - periods
             # the start matters only through commitments, capacity and burst limits
             fixed = (
-                (tier == Capacity.SPOT or o not in kept)
-                and offerings[o].max_nodes is None
+                (tier.own_cost or o not in kept)
+                and (offerings[o].max_nodes is None or tier == Capacity.BLOCK)
                 and job.team in loose_teams
             )
             starts = (
@@ -638,7 +652,7 @@ def _training_options(
                 if blocks in seen:
                     continue  # same blocks, same cost: the earliest such start stands for all
                 seen.add(blocks)
-                own_cost = cost if tier == Capacity.SPOT else 0.0
+                own_cost = cost if tier.own_cost else 0.0
                 result.append(TrainingOption(r, o, tier, start, periods, own_cost, blocks, overhead, cost))
         if len(result) == before:
             window = run.window_end_hour - run.window_start_hour
@@ -646,6 +660,18 @@ def _training_options(
                 f"its window ({window:g} h) is shorter than the run ({job.hours:g} h, in whole {p} h periods)"
             )
     return result, reasons
+
+
+def _block_rate(scenario: Scenario, offering: Offering, job: TrainingJob) -> float | None:
+    """The Capacity Block rate per instance-hour at which ``job``'s gang may run in a block of
+    ``offering``: only where the scenario opts in, the catalog prices a block and one block holds the
+    gang (at most 64 instances, at most 182 days: ``models.capacity_blocks``); else None."""
+    rate = offering.capacity_block_usd_h
+    if not scenario.purchase.capacity_blocks or rate is None or offering.cloud != "aws":
+        return None
+    if why_no_block(job.nodes, job.hours) is not None or block_duration_hours(job.hours) is None:
+        return None
+    return rate
 
 
 def _serve_tiers(
