@@ -137,7 +137,8 @@ def check_quotas(actions: Sequence[Action], quotas: Sequence[Quota]) -> QuotaChe
         quota, units = short[0]
         free = room[id(quota)]
         if reserve:
-            what = f"the reservation of {action.count} x {offering} for gang {action.run or action.target} needs"
+            gang = action.run or action.target
+            what = f"the reservation of {action.count} x {offering} for gang {gang} needs"
         else:
             what = f"{action.count} x {offering} {capacity} need"
         refused[action.id] = (

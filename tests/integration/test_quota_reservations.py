@@ -55,7 +55,8 @@ def test_a_reservation_ahead_of_its_gang_beyond_the_quota_is_refused_before_it_i
     assert reservation.id in run.refused, "a reservation with no launch in the list is checked too"
     why = run.refused[reservation.id]
     assert f"the reservation of {gang.nodes} x {gang.offering} for gang {reservation.run} needs" in why
-    assert f"{gpus * gang.nodes:g} GPUs of quota NVIDIA_H100_GPUS, which has {gpus * (gang.nodes - 1):g}" in why
+    free = gpus * (gang.nodes - 1)
+    assert f"{gpus * gang.nodes:g} GPUs of quota NVIDIA_H100_GPUS, which has {free:g} free" in why
     assert any(n.startswith("quota NVIDIA_H100_GPUS in us-east-1") for n in run.notes)
     before = len(sim.calls())
     apply(run, sim)
