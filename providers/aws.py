@@ -1382,9 +1382,8 @@ class AwsProvider:
         (AWS's own usage figure is the CloudWatch ``AWS/Usage`` metric ``ResourceCount``, which lags by
         minutes; the instances are what is running now.) The unused part of the account's active
         On-Demand Capacity Reservations is in use too: EC2 holds their capacity against the On-Demand
-        limit ("You can reserve capacity for as many instances as that quota allows, minus the number of
-        instances that are already running",
-        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-limits.html), so
+        limit (reservations are allowed up to that limit less the instances already running: EC2 User
+        Guide, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-limits.html), so
         ``AvailableInstanceCount`` x vCPUs of each counts in ``used`` and in ``reserved`` under its name
         (a launch into it takes no more). Capacity Blocks (``ReservationType`` ``capacity-block``) are
         left out (bought up front for dates of their own; not read here). Offerings of families

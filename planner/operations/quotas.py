@@ -9,10 +9,10 @@ before anything is created, and :func:`check_quotas` decides, in the order of th
 actions fit what is free. One that does not fit is refused, naming the quota and what the plan needs;
 the others go on. Terminations free nothing in time: a pool's are done after its launches.
 
-Reservations count too. EC2 sizes a Capacity Reservation by the account's On-Demand limit ("You can
-reserve capacity for as many instances as that quota allows, minus the number of instances that are
-already running": https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-limits.html)
-and refuses one beyond it; a Compute Engine reservation takes its VMs' quota when it is made
+Reservations count too. EC2 allows Capacity Reservations up to the account's On-Demand limit less the
+instances already running (EC2 User Guide, Capacity Reservation limits:
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-limits.html) and refuses one
+beyond it; a Compute Engine reservation takes its VMs' quota when it is made
 (https://cloud.google.com/compute/docs/instances/reservations-overview). A gang's reservation is often
 made hours before its launch (``lead_hours``), in a cycle with no launch at all, so it is checked on its
 own: nodes x units of its offering on demand. A launch into a reservation takes no more of a quota than
