@@ -1382,10 +1382,16 @@ class AwsProvider:
         region, not only our nodes (a quota is the account's): the default vCPUs of its pending and running
         instances of the quota's family, spot ones for the spot quota and the others for the on-demand one.
         (AWS's own usage figure is the CloudWatch ``AWS/Usage`` metric ``ResourceCount``, which lags by
-        minutes; the instances are what is running now.) Offerings of families without such a quota
-        (Inf, Trn, DL, X, ...) count against none here. Sources: EC2 User Guide, "Amazon EC2 service
-        quotas" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-resource-limits.html) and the
-        Service Quotas console's codes for EC2."""
+        minutes; the instances are what is running now.) The unused part of the account's active
+        On-Demand Capacity Reservations is in use too: EC2 holds their capacity against the On-Demand
+        limit (reservations are allowed up to that limit less the instances already running: EC2 User
+        Guide, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-limits.html), so
+        ``AvailableInstanceCount`` x vCPUs of each counts in ``used`` and in ``reserved`` under its name
+        (a launch into it takes no more). Capacity Blocks (``ReservationType`` ``capacity-block``) are
+        left out (bought up front for dates of their own; not read here). Offerings of families
+        without such a quota (Inf, Trn, DL, X, ...) count against none here. Sources: EC2 User Guide,
+        "Amazon EC2 service quotas" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        ec2-resource-limits.html) and the Service Quotas console's codes for EC2."""
         per_region: dict[str, list[tuple[str, str, CapacityType]]] = {}
         for offering, capacity in wanted:
             if self.handles(offering):
@@ -1401,7 +1407,7 @@ class AwsProvider:
                     counted.setdefault(code, {})[(offering, capacity)] = float(vcpus)
             if not counted:
                 continue
-            usage = self._vcpus_in_use(region)
+            usage, held = self._vcpus_in_use(region)
             for code, per_node in sorted(counted.items()):
                 quota = self._service_quota(region, code)
                 if quota is None:
@@ -1414,6 +1420,7 @@ class AwsProvider:
                         used=usage.get(code, 0.0),
                         unit="vCPUs",
                         per_node=per_node,
+                        reserved=held.get(code, {}),
                     )
                 )
         return found
@@ -1448,8 +1455,10 @@ class AwsProvider:
             out[name] = int((known.get("VCpuInfo") or {}).get("DefaultVCpus", 0))
         return out
 
-    def _vcpus_in_use(self, region: str) -> dict[str, float]:
-        """Quota code -> default vCPUs of the account's pending and running instances in ``region``."""
+    def _vcpus_in_use(self, region: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+        """Quota code -> default vCPUs of the account's pending and running instances in ``region`` and of
+        the unused capacity of its active On-Demand Capacity Reservations; and quota code -> reservation
+        name (its Name tag, else its id) -> the vCPUs of that unused capacity."""
         instances = [
             i
             for res in self._pages(
@@ -1469,7 +1478,28 @@ class AwsProvider:
             code = _quota_code(inst["InstanceType"], capacity)
             if code is not None:
                 used[code] = used.get(code, 0.0) + vcpus[inst["InstanceType"]]
-        return used
+        reservations = [
+            r
+            for r in self._pages(
+                region,
+                "describe_capacity_reservations",
+                "CapacityReservations",
+                Filters=[{"Name": "state", "Values": ["active"]}],
+            )
+            if r.get("ReservationType", "default") == "default"
+            and int(r.get("AvailableInstanceCount", 0)) > 0
+        ]
+        vcpus = self._vcpus(region, sorted({r["InstanceType"] for r in reservations}))
+        held: dict[str, dict[str, float]] = {}
+        for r in reservations:
+            code = _quota_code(r["InstanceType"], CapacityType.ON_DEMAND)
+            if code is None:
+                continue
+            units = float(int(r["AvailableInstanceCount"]) * vcpus[r["InstanceType"]])
+            used[code] = used.get(code, 0.0) + units
+            name = _tags(r).get("Name", r["CapacityReservationId"])
+            held.setdefault(code, {})[name] = held.get(code, {}).get(name, 0.0) + units
+        return used, held
 
     # -- Capacity Blocks for ML ------------------------------------------------------------------------
 

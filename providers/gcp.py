@@ -1232,7 +1232,12 @@ class GcpProvider(NoCapacityBlocks):
         metric (``<SERIES>_CPUS`` where the region reports one, e.g. A2_CPUS, else CPUS). Spot launches
         count against the ``PREEMPTIBLE_`` metric when the region grants it (limit > 0), else against the
         standard one (https://cloud.google.com/compute/docs/instances/spot#quotas). A metric the region
-        does not report, or a machine type its zone does not sell, is left out, never guessed."""
+        does not report, or a machine type its zone does not sell, is left out, never guessed.
+
+        A reservation takes its VMs' quota when it is made, and a VM that consumes it takes none of its
+        own (https://cloud.google.com/compute/docs/instances/reservations-overview), so the region's
+        usage holds the unused part of every reservation; ``reserved`` names it per reservation of the
+        region's zone (``count - inUseCount`` VMs' units), so a launch into one is not counted again."""
         by_region: dict[str, list[tuple[str, CapacityType, str]]] = {}
         for offering, capacity in wanted:
             if self.handles(offering):
@@ -1244,25 +1249,17 @@ class GcpProvider(NoCapacityBlocks):
             reported = {str(q.metric): q for q in reply.quotas}
             counted: dict[str, dict[tuple[str, CapacityType], float]] = {}
             for offering, capacity, machine in items:
-                mt = self._machine_type(self.settings.zone(region), machine)
-                if mt is None:
+                units = self._quota_units(region, machine, reported)
+                if units is None:
                     log.warning("gcp: %s not sold in %s: its quotas are unchecked", machine, region)
                     continue
-                units: list[tuple[str, float]] = []
-                if mt.accelerators:
-                    acc = mt.accelerators[0]
-                    metric = GPU_QUOTA_METRIC.get(acc.guest_accelerator_type)
-                    if metric is not None:
-                        units.append((metric, float(acc.guest_accelerator_count)))
-                if mt.guest_cpus:
-                    series = f"{machine.split('-', 1)[0].upper()}_CPUS"
-                    units.append((series if series in reported else "CPUS", float(mt.guest_cpus)))
                 for metric, per_node in units:
                     spot = reported.get(f"PREEMPTIBLE_{metric}")
                     if capacity is CapacityType.SPOT and spot is not None and spot.limit > 0:
                         metric = f"PREEMPTIBLE_{metric}"
                     if metric in reported:
                         counted.setdefault(metric, {})[(offering, capacity)] = per_node
+            held = self._reserved_units(region, reported) if counted else {}
             for metric, per in sorted(counted.items()):
                 q = reported[metric]
                 found.append(
@@ -1273,9 +1270,47 @@ class GcpProvider(NoCapacityBlocks):
                         used=float(q.usage),
                         unit="GPUs" if metric.endswith("_GPUS") else "vCPUs",
                         per_node=per,
+                        reserved=held.get(metric, {}),
                     )
                 )
         return found
+
+    def _quota_units(
+        self, region: str, machine: str, reported: Mapping[str, Any]
+    ) -> list[tuple[str, float]] | None:
+        """(metric, units) one VM of ``machine`` takes on demand: its GPUs and its vCPUs; None when the
+        region's zone does not sell it."""
+        mt = self._machine_type(self.settings.zone(region), machine)
+        if mt is None:
+            return None
+        units: list[tuple[str, float]] = []
+        if mt.accelerators:
+            acc = mt.accelerators[0]
+            metric = GPU_QUOTA_METRIC.get(acc.guest_accelerator_type)
+            if metric is not None:
+                units.append((metric, float(acc.guest_accelerator_count)))
+        if mt.guest_cpus:
+            series = f"{machine.split('-', 1)[0].upper()}_CPUS"
+            units.append((series if series in reported else "CPUS", float(mt.guest_cpus)))
+        return units
+
+    def _reserved_units(self, region: str, reported: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        """Metric -> reservation name -> units its unused VMs hold, for the reservations of ``region``'s
+        zone (every one in the project, not only ours: the quota is the project's)."""
+        zone = self.settings.zone(region)
+        listed = self._list(
+            "list reservations", self._reservations.list, project=self.settings.project, zone=zone
+        )
+        held: dict[str, dict[str, float]] = {}
+        for r in listed:
+            sku = r.specific_reservation
+            free = int(sku.count) - int(sku.in_use_count)
+            units = self._quota_units(region, _last(sku.instance_properties.machine_type), reported)
+            if free <= 0 or not units or r.status == "DELETING":
+                continue
+            for metric, per_node in units:
+                held.setdefault(metric, {})[r.name] = free * per_node
+        return held
 
 
 def _conforms(provider: GcpProvider) -> Provider:

@@ -140,7 +140,13 @@ class Quota:
     cores, spot cores).
 
     ``per_node`` says which launches count against it and by how much: the units one node of each
-    ``(offering, capacity)`` uses (a p5.48xlarge: 192 vCPUs; an a3-highgpu-8g: 8 H100 GPUs)."""
+    ``(offering, capacity)`` uses (a p5.48xlarge: 192 vCPUs; an a3-highgpu-8g: 8 H100 GPUs).
+
+    ``reserved``: the part of ``used`` that is the unused capacity of reservations, by reservation name
+    (as ``CapacityReservation.name`` gives it). Where a cloud counts a reservation against the quota as
+    soon as it is made (an EC2 ODCR against the On-Demand vCPU quota, a Compute Engine reservation
+    against its regional quotas), a node launched into it takes no more of the quota: it uses what the
+    reservation holds."""
 
     name: str  # as the cloud names it, so a person can find it in the console (with its code, if any)
     region: str
@@ -148,6 +154,7 @@ class Quota:
     used: float
     unit: str  # vCPUs, GPUs, cores, instances
     per_node: Mapping[tuple[str, CapacityType], float] = field(default_factory=dict)
+    reserved: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def free(self) -> float:

@@ -27,7 +27,7 @@ from typing import Final
 
 from models.actions import Action, ActionKind, ActionPlan, ActionResult, Created, CreatedLog, read_created
 from models.errors import InputError
-from models.naming import managed_tags, pool_name
+from models.naming import managed_by_terraform, managed_tags, pool_name, safe_name
 from models.plan import Plan
 from models.wording import plural
 from planner.operations.capacity_blocks import CAPACITY_BLOCK_MAX_NODES, block_duration_hours
@@ -42,6 +42,7 @@ from planner.operations.reconcile import (
 )
 from planner.outputs.desired import DEFAULT_LEAD_HOURS, DesiredState, desired_state, region_of
 from providers.base import (
+    GONE_STATES,
     Capability,
     CapacityReservation,
     CapacityType,
@@ -386,16 +387,23 @@ def _attempt(
     groups: dict[str, PlacementGroup],
     reservations: dict[str, CapacityReservation],
 ) -> ActionResult:
-    """Send one action; its result. A gang is all or nothing: nodes a failed gang launch made anyway
-    are terminated in the same action (a pool keeps what it got, and says how short it is)."""
+    """Send one action; its result. A gang is all or nothing: nodes a failed gang launch made anyway are
+    terminated in the same action, and so are the running nodes of a gang it was topping up
+    (``action.node_ids``, as reconcile listed them: never Terraform's). A pool keeps what it got, and
+    says how short it is."""
     try:
         made = _execute(action, provider, plan_id, nodes, groups, reservations)
     except ProviderError as exc:
         kept = tuple(n.id for n in exc.launched)
         message = _failure(action, exc)
-        if kept and action.kind is ActionKind.LAUNCH and action.run is not None:
-            message += _undo_partial_gang(action, exc, provider)
-            kept = ()
+        if action.kind is ActionKind.LAUNCH and action.run is not None:
+            survivors = [
+                nodes[i] for i in action.node_ids if i in nodes and nodes[i].state not in GONE_STATES
+            ]
+            if kept or survivors:
+                held = _own_reservation(action, reservations) if survivors else None
+                message += _undo_partial_gang(action, exc, provider, survivors, held)
+                kept = ()
         result = ActionResult(status="failed", error_kind=exc.kind, message=message, made=kept)
         log.warning("#%d failed: %s", action.id, result.message)
         return result
@@ -405,22 +413,70 @@ def _attempt(
     return ActionResult(status="done", made=tuple(made))
 
 
-def _undo_partial_gang(action: Action, exc: ProviderError, provider: Provider) -> str:
-    """Terminate the nodes a failed gang launch made: a gang short of nodes trains nothing and bills
-    for all it holds (5 of 16 p5 on demand: about $275 an hour). What the summary adds to the failure."""
+def _undo_partial_gang(
+    action: Action,
+    exc: ProviderError,
+    provider: Provider,
+    survivors: list[Node] | None = None,
+    reservation: CapacityReservation | None = None,
+) -> str:
+    """Terminate the nodes a failed gang launch made and, for a top-up, the gang's ``survivors`` (and
+    release its ``reservation``): a gang short of nodes trains nothing and bills for all it holds (11 of
+    16 p5 on demand: about $605 an hour; an ODCR bills its unused part at the same rate, so the survivors
+    alone would save nothing), and a top-up retried every cycle would keep them billing for nothing. One
+    terminate call for the nodes; what the summary adds to the failure."""
     made = list(exc.launched)
+    kept = list(survivors or [])
+    parts = []
+    if made:
+        parts.append(f"the {len(made)} nodes it made anyway")
+    if kept:
+        parts.append(f"the gang's {plural(len(kept), 'running node')} ({', '.join(n.id for n in kept)})")
+    what = " and ".join(parts)
     try:
-        provider.terminate(made)
+        provider.terminate([*made, *kept])
     except ProviderError as undo:
-        log.error(
-            "#%d: the %d nodes the failed gang made could not be terminated: %s", action.id, len(made), undo
-        )
-        ids = ", ".join(n.id for n in made)
-        return f"; its {len(made)} nodes made anyway could NOT be terminated ({undo.kind}: {undo}): {ids}"
-    log.warning(
-        "#%d: terminated the %d nodes the failed gang launch made (all or nothing)", action.id, len(made)
+        log.error("#%d: %s could not be terminated: %s", action.id, what, undo)
+        ids = ", ".join(n.id for n in [*made, *kept])
+        return f"; {what} could NOT be terminated ({undo.kind}: {undo}): {ids}"
+    log.warning("#%d: terminated %s (a gang is all or nothing)", action.id, what)
+    message = f"; {what} were terminated (a gang is all or nothing)"
+    if not kept:
+        return message
+    if reservation is not None:
+        try:
+            provider.release_reservation(reservation)
+        except ProviderError as undo:
+            log.error("#%d: reservation %s could not be released: %s", action.id, reservation.name, undo)
+            return message + (
+                f"; its reservation {reservation.name} could NOT be released ({undo.kind}: {undo}) and bills "
+                "on at on demand"
+            )
+        log.warning("#%d: released reservation %s of the short gang", action.id, reservation.name)
+        message += f", and its reservation {reservation.name} was released"
+    whole = action.target_nodes or len(kept) + action.count
+    return message + (
+        f": nothing of gang {action.run} runs or bills now; a later cycle launches all "
+        f"{plural(whole, 'node')} together"
     )
-    return f"; the {len(made)} nodes it made anyway were terminated (a gang is all or nothing)"
+
+
+def _own_reservation(
+    action: Action, reservations: dict[str, CapacityReservation]
+) -> CapacityReservation | None:
+    """The reservation a gang's top-up launched into, when provision made it (its name, and not a
+    Terraform root's); None for none, or for capacity bought otherwise (a Capacity Block is paid for
+    whether used or not)."""
+    if action.reservation is None or action.run is None or action.offering is None:
+        return None
+    if action.reservation != safe_name(f"res-{action.run}"):
+        return None
+    found = reservations.get(action.reservation)
+    if found is None:  # made in this same apply: found by its name, as every adapter's release can
+        return CapacityReservation(
+            action.reservation, action.offering, action.target_nodes or action.count, run=action.run
+        )
+    return None if managed_by_terraform(found.tags) else found
 
 
 def _without_reservation(

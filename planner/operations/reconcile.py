@@ -14,7 +14,11 @@ Rules the action list keeps:
 - launch before terminate when replacing: a pool's terminations depend on the launches of the same
   offering, so a failed replacement never leaves the fleet short;
 - never terminate a node that runs a gang: a run's nodes are left alone, even after its planned end
-  (the note says so; ``retire_finished_runs`` terminates those of runs that ended);
+  (the note says so; ``retire_finished_runs`` terminates those of runs that ended). One exception, all
+  or nothing: a gang that lost nodes is topped up by a launch that carries its running nodes
+  (``node_ids``), and if the top-up fails provision terminates them in the same action (a gang short of
+  nodes trains nothing and bills for all it holds). That is not a shrink the plan asks for, so the
+  disruption budget does not hold it back; Terraform-managed nodes are never among them;
 - a disruption budget per pool (:class:`DisruptionBudget`, as Karpenter's NodePool
   ``disruption.budgets``): one reconcile terminates at most that many of a pool's running nodes (half, by
   default, rounded up); the rest of a larger shrink waits for later cycles (:class:`HeldBack` says what
@@ -226,6 +230,16 @@ def reconcile(
             held = reservation_name(gang)
         reserved = held is not None and gang.capacity is CapacityType.ON_DEMAND
         count = gang.nodes - have
+        # a top-up carries the gang's running nodes: if it fails, provision terminates them with what it
+        # made (a gang short of nodes trains nothing and bills for all it holds); Terraform's stay
+        survivors = tuple(sorted(n.id for n in by_run[gang.run] if not managed_by_terraform(n.tags)))
+        until = f"{gang.end:%Y-%m-%d %H:%M}Z"
+        reason = f"{gang.run} runs until {until} on {plural(gang.nodes, 'node')}; {have} running"
+        if survivors:
+            reason += (
+                f"; if this top-up fails, its {plural(len(survivors), 'running node')} are terminated too (a "
+                "gang is all or nothing)"
+            )
         made = build.add(
             ActionKind.LAUNCH,
             gang.run,
@@ -240,9 +254,9 @@ def reconcile(
             token=client_token(
                 plan_id, "launch", gang.run, period, have, gang.nodes, _members(by_run[gang.run])
             ),
+            node_ids=survivors,
             depends_on=_ids(group_action.get(gang.run), reservation_action.get(gang.run)),
-            reason=f"{gang.run} runs until {gang.end:%Y-%m-%d %H:%M}Z on {plural(gang.nodes, 'node')}; "
-            f"{have} running",
+            reason=reason,
             # nodes launched into a reservation add nothing: the reservation is billed already
             usd_per_hour=None if reserved else _per_hour(build.price(gang.offering, gang.capacity), count),
         )

@@ -12,7 +12,9 @@ Session, so every client the adapter makes from it carries them:
   short).
 
 The placement groups and reservations it answers for live in its own small state, so a create and a
-later describe agree, and a create of a reservation replays its ClientToken as EC2 does.
+later describe agree, and a create of a reservation replays its ClientToken as EC2 does. A reservation's
+``AvailableInstanceCount`` is its total less the instances launched into it and not terminated, as EC2
+reports it (what the adapter's quota check reads).
 
 moto drops ``Placement.GroupName`` (it comes back ``""``), keeps no capacity reservation on an instance,
 and reports one ENI of type ``interface`` whatever the launch template says. So that tests can assert
@@ -217,6 +219,10 @@ class Ec2StandIn:
             elif op == "RunInstances":
                 for inst in parsed.get("Instances") or []:
                     self._remember(inst, params, self._template_of(params.get("LaunchTemplate")))
+            elif op == "TerminateInstances":
+                for instance_id in params.get("InstanceIds") or []:
+                    if instance_id in self.launched:
+                        self.launched[instance_id]["gone"] = True
             elif op == "CreateFleet":
                 config = (params.get("LaunchTemplateConfigs") or [{}])[0]
                 data = self._template_of(config.get("LaunchTemplateSpecification"))
@@ -466,13 +472,24 @@ class Ec2StandIn:
         ids = p.get("CapacityReservationIds")
         fields = {"state": "State", "instance-type": "InstanceType", "availability-zone": "AvailabilityZone"}
         found = [
-            self._public(r)
+            self._in_use(self._public(r))
             for r in self.reservations.values()
             if r["_region"] == region
             and (not ids or r["CapacityReservationId"] in ids)
             and _matches(r, p.get("Filters") or [], fields)
         ]
         return _ok({"CapacityReservations": found})
+
+    def _in_use(self, r: dict[str, Any]) -> dict[str, Any]:
+        """``r`` with ``AvailableInstanceCount`` as EC2 keeps it: its total less the instances launched into
+        it that still run (a terminated one gives its place back)."""
+        used = sum(
+            1
+            for known in self.launched.values()
+            if known["reservation"] == r["CapacityReservationId"] and not known.get("gone")
+        )
+        r["AvailableInstanceCount"] = max(0, int(r["TotalInstanceCount"]) - used)
+        return r
 
     def _op_CancelCapacityReservation(
         self, region: str, p: dict[str, Any]

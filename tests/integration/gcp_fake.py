@@ -12,9 +12,12 @@ instances of a bulkInsert, and behaves as Compute Engine does where the provider
 - a bulkInsert that cannot make ``minCount`` instances makes none: its operation ends DONE with an
   ``error``, and the instances it had made part way (``fail(..., created=k)``) are deleted as it fails,
   or left STOPPING for the caller to see (``rollback_lag``) when the rollback is slower than the report;
-- quotas (:attr:`FakeCompute.quotas`, per region and metric) are enforced on instance inserts from the
-  machine types stored in the zone: an insert over a limit ends its operation with QUOTA_EXCEEDED and the
-  real error's ``quotaInfo`` details; ``regions.get`` reports limit and usage;
+- quotas (:attr:`FakeCompute.quotas`, per region and metric) are enforced on instance and reservation
+  inserts from the machine types stored in the zone: an insert over a limit ends its operation with
+  QUOTA_EXCEEDED and the real error's ``quotaInfo`` details; ``regions.get`` reports limit and usage. A
+  reservation takes its ``count`` VMs' quota from its insert, and an instance that consumes it
+  (``SPECIFIC_RESERVATION``) takes none of its own; its ``specificReservation.inUseCount`` is the
+  instances consuming it that are not TERMINATED;
 - a resource whose create is still RUNNING is ``resourceNotReady`` (400) to a delete or to an instance
   that names it; a placement policy still used by instances is ``resourceInUseByAnotherResource``;
 - a repeated ``requestId`` replays the first operation only within :attr:`request_id_ttl` (an hour) of
@@ -225,6 +228,8 @@ class FakeCompute:
                 if fault.operation_error is None and fault.polls is None:
                     return fault.status, fault.body
             segs = path.split("/")
+            if method == "GET":
+                self._count_in_use()
             if segs[0] == "aggregated":
                 return 200, self._aggregated(segs[1], query.get("filter"))
             if len(segs) == 2 and segs[0] == "regions" and method == "GET":
@@ -271,7 +276,7 @@ class FakeCompute:
         kind = target.split("/")[-1]
         error_code = fault.operation_error if fault is not None else None
         details: list[dict[str, Any]] = []
-        if error_code is None and kind == "instances":
+        if error_code is None and kind in ("instances", "reservations"):
             error_code, details = self._over_quota(scope, bodies)
         made: list[dict[str, Any]] = []
         if error_code is None:
@@ -404,17 +409,53 @@ class FakeCompute:
             units[metric] = units.get(metric, 0.0) + n
         return units
 
+    def _consumed(self, zone: str, instance: dict[str, Any]) -> str | None:
+        """The reservation of ``zone`` an instance consumes (SPECIFIC_RESERVATION naming one that exists)."""
+        affinity = instance.get("reservationAffinity") or {}
+        if affinity.get("consumeReservationType") != "SPECIFIC_RESERVATION" or not affinity.get("values"):
+            return None
+        name = str(affinity["values"][0]).rsplit("/", 1)[-1]
+        return name if name in self.store.get(f"zones/{zone}/reservations", {}) else None
+
+    def _use(self, zone: str, body: dict[str, Any], region: str) -> dict[str, float]:
+        """Quota units an instance or reservation body takes: a reservation its ``count`` VMs', an instance
+        consuming a reservation none (the reservation holds its quota)."""
+        sku = body.get("specificReservation")
+        if sku is not None:
+            machine = (sku.get("instanceProperties") or {}).get("machineType", "")
+            one = self._units(zone, {"machineType": machine}, region)
+            return {m: n * int(sku.get("count", 0)) for m, n in one.items()}
+        if self._consumed(zone, body) is not None:
+            return {}
+        return self._units(zone, body, region)
+
     def _usage(self, region: str) -> dict[str, float]:
         used = dict(self.quota_usage.get(region, {}))
         for collection, items in self.store.items():
             _, zone, kind = collection.split("/")
-            if kind != "instances" or zone.rsplit("-", 1)[0] != region:
+            if kind not in ("instances", "reservations") or zone.rsplit("-", 1)[0] != region:
                 continue
             for item in items.values():
-                if item.get("status") != "TERMINATED":  # stopped VMs use no CPU or GPU quota
-                    for metric, n in self._units(zone, item, region).items():
-                        used[metric] = used.get(metric, 0.0) + n
+                if item.get("status") in ("TERMINATED", "DELETING"):  # stopped VMs use no CPU or GPU quota
+                    continue
+                for metric, n in self._use(zone, item, region).items():
+                    used[metric] = used.get(metric, 0.0) + n
         return used
+
+    def _count_in_use(self) -> None:
+        """Every reservation's ``specificReservation.inUseCount``: its consumers not TERMINATED."""
+        for collection, items in self.store.items():
+            _, zone, kind = collection.split("/")
+            if kind != "reservations":
+                continue
+            instances = self.store.get(f"zones/{zone}/instances", {}).values()
+            for item in items.values():
+                used = sum(
+                    1
+                    for i in instances
+                    if i.get("status") != "TERMINATED" and self._consumed(zone, i) == item["name"]
+                )
+                item.setdefault("specificReservation", {})["inUseCount"] = str(used)
 
     def _over_quota(
         self, scope: str, bodies: list[dict[str, Any]]
@@ -425,7 +466,7 @@ class FakeCompute:
         limits = self.quotas.get(region, {})
         used = self._usage(region)
         for b in bodies:
-            for metric, n in self._units(zone, b, region).items():
+            for metric, n in self._use(zone, b, region).items():
                 used[metric] = used.get(metric, 0.0) + n
         for metric, limit in sorted(limits.items()):
             if used.get(metric, 0.0) > limit:

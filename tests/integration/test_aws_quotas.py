@@ -13,9 +13,11 @@ import pytest
 from aws_stand_in import Ec2StandIn, make_vpc
 from moto import mock_aws
 
+from models.actions import Action, ActionKind
 from models.naming import client_token, managed_tags, pool_name
+from planner.operations.quotas import check_quotas
 from providers.aws import AwsProvider, AwsSettings, open_provider
-from providers.base import Auth, CapacityType, LaunchSpec, PlacementGroupSpec, Throttled
+from providers.base import Auth, CapacityType, LaunchSpec, PlacementGroupSpec, ReservationSpec, Throttled
 
 REGION = "us-east-1"
 P5 = f"aws:{REGION}:p5.48xlarge"
@@ -30,6 +32,7 @@ class Account:
     provider: AwsProvider
     stand_in: Ec2StandIn
     ec2: Any  # a client without hooks: another team's launches in the same account
+    hooked: Any  # a client through the stand-in: another team's capacity reservations
 
 
 @pytest.fixture
@@ -41,7 +44,7 @@ def account(aws_env: None) -> Iterator[Account]:
         stand_in.install(session)
         settings = AwsSettings(image_id=vpc.image_id, subnets={REGION: vpc.subnets})
         provider = open_provider(settings, session=session, sleep=lambda s: None)
-        yield Account(provider, stand_in, boto3.client("ec2", region_name=REGION))
+        yield Account(provider, stand_in, boto3.client("ec2", region_name=REGION), session.client("ec2"))
 
 
 def _launch(account: Account) -> None:
@@ -113,3 +116,62 @@ def test_service_quotas_throttling_is_retried(account: Account) -> None:
     account.stand_in.fail("GetServiceQuota", "TooManyRequestsException", times=None)
     with pytest.raises(Throttled):
         account.provider.quotas([(P5, OD)])
+
+
+def _reserve(account: Account, nodes: int) -> str:
+    """Ours: a placement group and an ODCR of ``nodes`` p5 for run r1; its name."""
+    p = account.provider
+    tags = managed_tags(PLAN, run="r1")
+    p.ensure_placement_group(PlacementGroupSpec("pg-r1", REGION, P5, nodes, "efa", tags, client_token("pg")))
+    pool = pool_name(P5, OD)
+    spec = ReservationSpec(
+        "res-r1", P5, nodes, "pg-r1", managed_tags(PLAN, pool=pool, run="r1"), client_token("res")
+    )
+    return p.ensure_reservation(spec).name
+
+
+def test_the_unused_part_of_active_capacity_reservations_is_in_use(account: Account) -> None:
+    """EC2 holds an ODCR's capacity against the On-Demand limit: its AvailableInstanceCount x vCPUs is in
+    use, ours and other teams' alike, and a launch into it takes no more (``Quota.reserved``). A
+    cancelled reservation holds nothing; a node terminated out of a reservation gives its place back."""
+    account.stand_in.applied_quotas[(REGION, "L-417A185B")] = 2000.0
+    name = _reserve(account, 4)
+    pool = pool_name(P5, OD)
+    p = account.provider
+    made = p.launch(
+        LaunchSpec(P5, OD, 2, pool, managed_tags(PLAN, pool=pool, run="r1"), "t-r1", run="r1",
+                   placement_group="pg-r1", reservation=name, fabric="efa")
+    )  # fmt: skip
+    other = account.hooked.create_capacity_reservation(
+        InstanceType="p4d.24xlarge", InstancePlatform="Linux/UNIX", AvailabilityZone=f"{REGION}a",
+        InstanceCount=2, ClientToken="theirs",
+    )["CapacityReservation"]["CapacityReservationId"]  # fmt: skip
+    gone = account.hooked.create_capacity_reservation(
+        InstanceType="p4d.24xlarge", InstancePlatform="Linux/UNIX", AvailabilityZone=f"{REGION}a",
+        InstanceCount=8, ClientToken="cancelled",
+    )["CapacityReservation"]["CapacityReservationId"]  # fmt: skip
+    account.hooked.cancel_capacity_reservation(CapacityReservationId=gone)
+
+    (quota,) = p.quotas([(P5, OD)])
+    # 2 p5 running (384) + 2 p5 reserved unused (384) + 2 p4d reserved unused by another team (192)
+    assert quota.used == 960.0 and quota.free == 1040.0
+    assert dict(quota.reserved) == {name: 384.0, other: 192.0}
+
+    p.terminate(made[:1])
+    (quota,) = p.quotas([(P5, OD)])
+    assert quota.used == 960.0 and dict(quota.reserved) == {name: 576.0, other: 192.0}
+
+    # the quota full: a launch of 3 into the reservation fits (it uses what the reservation holds), one
+    # more p5 beside it does not, and the refusal names the quota and the figures
+    account.stand_in.applied_quotas[(REGION, "L-417A185B")] = 960.0
+    quotas = p.quotas([(P5, OD)])
+    into = Action(id=1, kind=ActionKind.LAUNCH, target="r1", offering=P5, capacity=OD, count=3, run="r1",
+                  reservation=name)  # fmt: skip
+    beside = Action(id=2, kind=ActionKind.LAUNCH, target="pool", offering=P5, capacity=OD, count=1)
+    checked = check_quotas([into, beside], quotas)
+    assert set(checked.refused) == {2}
+    assert (
+        "need 192 vCPUs of quota Running On-Demand P instances (L-417A185B), which has 0 free"
+        in (checked.refused[2])
+    )
+    assert "(limit 960, 960 in use" in checked.refused[2]

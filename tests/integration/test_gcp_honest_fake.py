@@ -18,7 +18,9 @@ import pytest
 from gcp_fake import FakeClock, FakeCompute, FakeServer, error
 from test_provider_gcp import A3, PLAN, PROJECT, REGION, ZONE, gang_specs, pool_spec, settings
 
+from models.actions import Action, ActionKind
 from models.naming import managed_tags, pool_name
+from planner.operations.quotas import check_quotas
 from providers.base import (
     Auth,
     CapacityType,
@@ -478,3 +480,34 @@ def test_an_error_reading_quotas_is_a_provider_error(fake: FakeCompute, gcp: Gcp
     )
     with pytest.raises(Auth):
         gcp.quotas([(A3, CapacityType.ON_DEMAND)])
+
+
+def test_a_reservation_takes_its_quota_when_made_and_a_launch_into_it_takes_none_more(
+    fake: FakeCompute, gcp: GcpProvider
+) -> None:
+    """Compute Engine counts a reservation's VMs against the regional quotas from its insert (beyond them
+    it is QUOTA_EXCEEDED), and a VM consuming it adds nothing; ``reserved`` names the unused part, so
+    the pre-launch check admits a launch into it that a launch beside it could not make."""
+    machine(fake, "a3-highgpu-8g", 208, "nvidia-h100-80gb")
+    fake.quotas[REGION] = {"CPUS": 10_000.0, "NVIDIA_H100_GPUS": 40.0}
+    group, reservation, launch = gang_specs(nodes=4)
+    big = replace(reservation, name="too-big", nodes=6, token="4" * 32)
+    gcp.ensure_placement_group(group)
+    with pytest.raises(QuotaExceeded):
+        gcp.ensure_reservation(big)  # 48 GPUs of 40
+    gcp.ensure_reservation(reservation)
+    (gpus,) = [q for q in gcp.quotas([(A3, CapacityType.ON_DEMAND)]) if q.name == "NVIDIA_H100_GPUS"]
+    assert (gpus.used, gpus.free, dict(gpus.reserved)) == (32.0, 8.0, {reservation.name: 32.0})
+
+    into = Action(id=1, kind=ActionKind.LAUNCH, target="gang", offering=A3, capacity=CapacityType.ON_DEMAND,
+                  count=3, run="llm-pretrain-1", reservation=reservation.name)  # fmt: skip
+    beside = Action(id=2, kind=ActionKind.LAUNCH, target="pool", offering=A3, capacity=CapacityType.ON_DEMAND,
+                    count=2)  # fmt: skip
+    checked = check_quotas([into, beside], [gpus])
+    assert set(checked.refused) == {2}  # 16 GPUs of the 8 free; the gang's 24 are the reservation's
+    assert "need 16 GPUs of quota NVIDIA_H100_GPUS, which has 8 free" in checked.refused[2]
+
+    made = gcp.launch(replace(launch, count=3, target=3))
+    assert len(made) == 3
+    (gpus,) = [q for q in gcp.quotas([(A3, CapacityType.ON_DEMAND)]) if q.name == "NVIDIA_H100_GPUS"]
+    assert (gpus.used, dict(gpus.reserved)) == (32.0, {reservation.name: 8.0})  # 3 of 4 in use: no more quota

@@ -78,24 +78,45 @@ def test_launches_are_admitted_in_order_while_every_quota_has_room(limit: int) -
             assert used <= limit
 
 
-def test_a_refused_gang_takes_its_reservation_with_it() -> None:
+def test_a_gang_whose_reservation_does_not_fit_is_refused_with_it() -> None:
+    """The reservation is checked first (it is made first, and EC2 refuses it beyond the On-Demand
+    limit); the launch into it counts once, so it is refused with its reservation, not counted again."""
     p5 = "aws:us-east-1:p5.48xlarge"
     quota = Quota(
         "L-417A185B Running On-Demand P instances", "us-east-1", 1536, 1152, "vCPUs", {(p5, OD): 192}
     )
     reservation = Action(
-        id=2, kind=ActionKind.CREATE_RESERVATION, target="res-pretrain", offering=p5, count=16
+        id=2, kind=ActionKind.CREATE_RESERVATION, target="res-pretrain", offering=p5, count=16, run="pretrain"
     )
     gang = _launch(3, p5, 16, run="pretrain", reservation="res-pretrain", depends_on=(2,))
     checked = check_quotas([reservation, gang], [quota])
     assert set(checked.refused) == {2, 3}
     assert (
-        "need 3072 vCPUs of quota L-417A185B Running On-Demand P instances, which has 384 free"
-        in checked.refused[3]
+        "the reservation of 16 x aws:us-east-1:p5.48xlarge for gang pretrain needs 3072 vCPUs of quota "
+        "L-417A185B Running On-Demand P instances, which has 384 free (limit 1536, 1152 in use"
+        in checked.refused[2]
     )
-    assert "its gang's launch #3 exceeds a quota" in checked.refused[2]
+    assert checked.refused[3].startswith("not sent: its reservation #2 was refused too: the reservation")
     (short,) = checked.shortfalls
-    assert short.needed == 3072 and short.refused == (3,)
+    assert short.needed == 3072 and short.refused == (2,)
+
+
+def test_a_refused_gang_takes_its_reservation_with_it() -> None:
+    """A reservation that fits, for a gang launch that does not (it asks more nodes than the reservation
+    holds): the reservation would bill for a gang that is not there, so it is not made either."""
+    p5 = "aws:us-east-1:p5.48xlarge"
+    quota = Quota("L-417A185B Running On-Demand P instances", "us-east-1", 2500, 0, "vCPUs", {(p5, OD): 192})
+    reservation = Action(
+        id=1, kind=ActionKind.CREATE_RESERVATION, target="res-pretrain", offering=p5, count=8, run="pretrain"
+    )
+    gang = _launch(2, p5, 16, run="pretrain", reservation="res-pretrain", depends_on=(1,))
+    checked = check_quotas([reservation, gang], [quota])
+    assert set(checked.refused) == {1, 2}
+    # the reservation takes 1536 of the 2500 vCPUs; the launch needs 1536 beyond it, and 964 are left
+    assert "8 x aws:us-east-1:p5.48xlarge on-demand need 1536 vCPUs of quota" not in checked.refused[2]
+    assert "16 x aws:us-east-1:p5.48xlarge on-demand need 1536 vCPUs" in checked.refused[2]
+    assert "which has 964 free" in checked.refused[2]
+    assert "its gang's launch #2 exceeds a quota" in checked.refused[1]
 
 
 @pytest.fixture
@@ -121,7 +142,7 @@ def test_a_gang_beyond_the_gpu_quota_is_refused_before_anything_is_created(
     run = prepare(plan, sim, at)
     launch = next(a for a in run.actions if a.kind is ActionKind.LAUNCH and a.run)
     assert launch.id in run.refused
-    need = f"need {gpus * gang.nodes:g} GPUs of quota NVIDIA_H100_GPUS, which has {limit:g} free"
+    need = f"{gpus * gang.nodes:g} GPUs of quota NVIDIA_H100_GPUS, which has {limit:g} free"
     assert need in run.refused[launch.id]
     assert any("quota NVIDIA_H100_GPUS in us-east-1" in n for n in run.notes)
     before = len(sim.calls())
