@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 from daemon_days import daemon_config
@@ -27,6 +28,13 @@ JOBS = {
     "watch_interruptions": {"every_minutes": 30},
     "commitment_expiry": {"every_hours": 24},
 }
+
+
+def blocked(daemon: Any) -> Any:
+    """The last reconcile cycle's blocked gangs, from its summary in the store."""
+    summary = daemon.store.cycles("reconcile")[-1].summary
+    assert summary is not None
+    return summary["blocked"]
 
 
 def test_a_placement_group_failing_cycle_after_cycle_is_a_gang_blocked_event(tmp_path: Path) -> None:
@@ -49,17 +57,17 @@ def test_a_placement_group_failing_cycle_after_cycle_is_a_gang_blocked_event(tmp
 
     daemon.run("reconcile", at)  # the first failure: the gang waits, nothing blocked yet
     assert not daemon.store.events("gang-blocked")
-    assert daemon.store.cycles("reconcile")[-1].summary["blocked"] == {}
+    assert blocked(daemon) == {}
     daemon.run("reconcile", at + timedelta(minutes=20))
     daemon.run("reconcile", at + timedelta(minutes=40))
     events = daemon.store.events("gang-blocked")
     assert [e.data["cycles"] for e in events] == [2, 3]
     assert events[-1].data["run"] == name
     assert events[-1].message.startswith(f"gang {name} blocked for 3 cycles: its placement group failed")
-    assert daemon.store.cycles("reconcile")[-1].summary["blocked"] == {name: 3}
+    assert blocked(daemon) == {name: 3}
     assert f"gang {name} blocked for 3 cycles" in daemon.store.events("job-failed")[-1].message
 
     daemon.run("reconcile", at + timedelta(minutes=50))  # the cloud makes the group: the count ends
-    assert daemon.store.cycles("reconcile")[-1].summary["blocked"] == {}
+    assert blocked(daemon) == {}
     assert len(daemon.store.events("gang-blocked")) == 2
     assert daemon.store.get_state("blocked_gangs") == {}
