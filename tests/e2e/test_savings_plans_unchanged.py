@@ -15,7 +15,10 @@ whole-GPU peak recomputed from allocations.csv, the staged digest is the previou
 
 Issue 38 point 2 (payment options, plan.json v2) adds costs.cash_by_month and each commitment's payment,
 upfront_usd, hourly_usd and payment_source: the embedded catalog sells no upfront option, so every purchase
-is paid by the hour (checked), and with those fields left out the digests are main's (61eb4ae)."""
+is paid by the hour (checked), and with those fields left out the digests are main's (61eb4ae).
+
+Issue 35 point 3 adds training[].fallback (the scenario's, all three steps by default: checked and left
+out, so the digests are unchanged)."""
 
 from __future__ import annotations
 
@@ -59,6 +62,8 @@ def test_no_savings_plan_plans_as_before(tmp_path: Path, method: str) -> None:
         paid = [commitment.pop(k) for k in ("payment", "upfront_usd", "hourly_usd", "payment_source")]
         assert paid[:2] == ["no-upfront", 0.0] and paid[2] == commitment["usd_per_node_hour"]
     assert document["costs"].pop("cash_by_month")
+    for run in document["training"]:  # issue 35: the gang's fallback, all three by default
+        assert run.pop("fallback") == ["other-zone", "no-reservation", "capacity-block"]
     money = {key: document[key] for key in ("costs", "commitments", "training", "unserved", "teams")}
     rows = hashlib.sha256((tmp_path / "plan" / "allocations.csv").read_bytes()).hexdigest()
     parts = hashlib.sha256(json.dumps(money, sort_keys=True).encode()).hexdigest()
