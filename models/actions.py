@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from models.documents import read_json_document
 from models.naming import client_token
 from models.plan import UtcTime
+from models.scenario import FALLBACKS, Fallback
 from models.tiers import CapacityType
 
 __all__ = [
@@ -96,6 +97,11 @@ class Action(_Frozen):
         description="create-reservation: when the reservation ends by itself (the run's planned end plus a "
         "margin), so none bills on after its run",
     )
+    fallback: tuple[Fallback, ...] | None = Field(
+        None,
+        description="create-reservation and a gang's launch: what the gang may do when the reservation is "
+        "refused, in order (the plan's training[].fallback); None: all of them (actions before it)",
+    )
     attempt: int = Field(
         0,
         ge=0,
@@ -132,6 +138,11 @@ class Action(_Frozen):
         gone = what[0] if self.attempt == 1 else what[1].format(n=self.attempt)
         return f"attempt {self.attempt + 1}: {gone} gone"
 
+    @property
+    def fallbacks(self) -> tuple[Fallback, ...]:
+        """The fallbacks allowed, in order (all of them when the action does not say)."""
+        return FALLBACKS if self.fallback is None else self.fallback
+
     def describe(self) -> str:
         """One line, as the action table prints it."""
         match self.kind:
@@ -139,8 +150,12 @@ class Action(_Frozen):
                 return f"create placement group {self.target} ({self.fabric or 'no fabric'}) for {self.run}"
             case ActionKind.CREATE_RESERVATION:
                 until = f" until {self.ends:%Y-%m-%d %H:%M}Z" if self.ends else ""
+                # the default order is not repeated on every line; a narrower one is said
+                allowed = self.fallbacks
+                only = "" if allowed == FALLBACKS else f"; if refused: {', '.join(allowed) or 'nothing'}"
                 return (
-                    f"reserve {self.count} x {self.offering} for {self.run} in {self.placement_group}{until}"
+                    f"reserve {self.count} x {self.offering} for {self.run} in {self.placement_group}"
+                    f"{until}{only}"
                 )
             case ActionKind.LAUNCH:
                 where = f" in {self.placement_group}" if self.placement_group else ""

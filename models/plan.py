@@ -59,6 +59,7 @@ from models.documents import DocumentPart, read_json_document
 from models.errors import InputError
 from models.inputfile import read_input_bytes
 from models.numbers import strict_float
+from models.scenario import FALLBACKS, Fallback
 from models.tiers import COMMITTED_TIERS, HOURS_PER_YEAR, Term, Tier
 
 __all__ = [
@@ -485,6 +486,16 @@ class TrainingPlacement(_PlanPart):
     held_hours: Count
     gang_interruptions_per_hour: Amount
     expected_interruptions: Amount
+    fallback: tuple[Fallback, ...] | None = Field(
+        None,
+        description="what the gang may do when its capacity reservation is refused, in order (the "
+        "scenario's training[].fallback); null (plans written before it): all three",
+    )
+
+    @property
+    def fallbacks(self) -> tuple[Fallback, ...]:
+        """The fallbacks the plan allows the gang, in order (all of them in plans that do not say)."""
+        return FALLBACKS if self.fallback is None else self.fallback
 
 
 class UnservedInference(_UnservedPart):

@@ -47,6 +47,13 @@ from models.yamlfile import read_yaml
 
 PRIORITIES = ("production", "standard", "batch")
 
+#: What a gang may do when the cloud refuses its targeted capacity reservation, in the order tried:
+#: reserve in another zone of the region, launch without a reservation (on demand, in its placement
+#: group), name the Capacity Blocks offered for it (listing buys nothing). A training job's ``fallback``
+#: lists those it allows (default: all, in this order; empty: the reservation or nothing).
+Fallback = Literal["other-zone", "no-reservation", "capacity-block"]
+FALLBACKS: tuple[Fallback, ...] = ("other-zone", "no-reservation", "capacity-block")
+
 # ---- numbers and names ------------------------------------------------------------------------------
 # Every numeric field is finite and inside a documented range (the bounds are generous: a value past one
 # is a typo or a unit mix-up). A boolean is not a number (YAML reads `yes` and `true` as booleans, which
@@ -533,8 +540,33 @@ class TrainingJob(_Strict):
     preemptible: bool = False
     checkpoint: Checkpoint | None = None
     repeat: Literal["none", "daily", "weekly"] = "none"
+    fallback: tuple[Fallback, ...] = Field(
+        FALLBACKS,
+        description="what its gang may do when the cloud refuses its capacity reservation, tried in the "
+        "order given: other-zone (reserve in another zone of the region), no-reservation (launch on "
+        "demand without one), capacity-block (name the Capacity Blocks offered); default: all three; "
+        "[] the reservation or nothing",
+    )
 
     _gpu_models = field_validator("gpu_models")(_check_gpu_patterns)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fallbacks(cls, data: Any) -> Any:
+        """Name the run and the allowed values (pydantic's own message names neither)."""
+        if not isinstance(data, dict) or "fallback" not in data:
+            return data
+        steps, run = data["fallback"], data.get("name", "?")
+        if not isinstance(steps, list | tuple) or not all(isinstance(s, str) for s in steps):
+            raise _FieldError("fallback", f"run {run!r}: must be a list of {', '.join(FALLBACKS)}")
+        for step in steps:
+            if step not in FALLBACKS:
+                raise _FieldError(
+                    "fallback", f"run {run!r}: unknown fallback {step!r}; allowed: {', '.join(FALLBACKS)}"
+                )
+        if len(set(steps)) != len(steps):
+            raise _FieldError("fallback", f"run {run!r}: a fallback is listed twice ({', '.join(steps)})")
+        return data
 
     @field_validator("earliest_start", "deadline")
     @classmethod

@@ -817,7 +817,8 @@ class AwsProvider:
         order the subnets are configured: a zone without the capacity (InsufficientInstanceCapacity, the
         answer EC2 gives a whole-gang ODCR most often) passes the request to the next, and only when none
         has it is it InsufficientCapacity, naming the zones tried. The gang's launch then takes the subnet
-        in the reservation's zone."""
+        in the reservation's zone. ``spec.other_zones`` False (the plan's fallback has no ``other-zone``):
+        the first zone only."""
         region, instance_type = _region_of(spec.offering)
         tags = {**spec.tags, "Name": spec.name}
         found = self._find_reservation(region, spec.name, spec.tags)
@@ -841,6 +842,8 @@ class AwsProvider:
         for subnet in self._subnets(region):
             subnet_of.setdefault(self._zone(region, subnet), subnet)
         zones = list(subnet_of)
+        if not spec.other_zones:  # the plan allows the first zone only (its fallback has no other-zone)
+            zones = zones[:1]
         refused: list[str] = []
         too_small: list[InvalidRequest] = []
         for zone in zones:
@@ -875,7 +878,8 @@ class AwsProvider:
             raise too_small[0]
         raise InsufficientCapacity(
             f"no zone can reserve {spec.nodes} x {instance_type} for {spec.name} "
-            f"(tried {', '.join(refused)})",
+            f"(tried {', '.join(refused)}"
+            f"{'' if spec.other_zones else '; the plan allows no other zone'})",
             cloud=CLOUD,
             operation="create_capacity_reservation",
             code="InsufficientInstanceCapacity",

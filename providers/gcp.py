@@ -187,7 +187,10 @@ class NicSettings(StrictModel):
 class GcpSettings(StrictModel):
     """The ``gcp:`` section of the provider settings.
 
-    ``zones`` maps a region to the zone gpuplan uses there; a region not listed uses ``<region>-a``.
+    ``zones`` maps a region to the zone gpuplan uses there, or to a list of zones: the first is where
+    pools and gangs launch, the others are where a gang's reservation is tried next when a zone has no
+    capacity for it (the gang then launches in the zone that holds its reservation); a region not listed
+    uses ``<region>-a``.
     ``gpudirect_networks`` are the extra NICs of a3 gang nodes (4 for tcpx on a3-highgpu-8g, 8 for tcpxo
     on a3-megagpu-8g; each its own VPC). ``api_endpoint`` points the clients at a fake or an emulator
     (None: Google's); ``credentials: anonymous`` sends no credentials and is only allowed with an endpoint.
@@ -198,7 +201,10 @@ class GcpSettings(StrictModel):
     FILE_REQUIRES: ClassVar[dict[str, str]] = {"project": "the project id"}
 
     project: _Text
-    zones: Annotated[dict[_Text, _Text], Field(max_length=MAX_ITEMS)] = Field(default_factory=dict)
+    zones: Annotated[
+        dict[_Text, _Text | Annotated[list[_Text], Field(min_length=1, max_length=26)]],
+        Field(max_length=MAX_ITEMS),
+    ] = Field(default_factory=dict)
     image: _Text = DEFAULT_IMAGE
     boot_disk_gb: int = Field(200, ge=10, le=65536)
     boot_disk_type: _Text | None = Field(
@@ -227,11 +233,18 @@ class GcpSettings(StrictModel):
 
     @field_validator("zones")
     @classmethod
-    def _zones_in_regions(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        if FILE in (info.context or {}):
-            for region, zone in value.items():
-                if not _GCP_REGION.fullmatch(region):
-                    raise ValueError(f"{region[:80]!r} is not a region such as us-central1")
+    def _zones_in_regions(
+        cls, value: dict[str, str | list[str]], info: ValidationInfo
+    ) -> dict[str, str | list[str]]:
+        for region, zones in value.items():
+            listed = [zones] if isinstance(zones, str) else zones
+            if len(set(listed)) != len(listed):
+                raise ValueError(f"{region[:80]}: a zone is listed twice ({', '.join(listed)[:200]})")
+            if FILE not in (info.context or {}):
+                continue
+            if not _GCP_REGION.fullmatch(region):
+                raise ValueError(f"{region[:80]!r} is not a region such as us-central1")
+            for zone in listed:
                 if not re.fullmatch(rf"{re.escape(region)}-[a-z]", zone):
                     raise ValueError(f"{zone[:80]!r} is not a zone of {region} (such as {region}-a)")
         return value
@@ -250,7 +263,13 @@ class GcpSettings(StrictModel):
         return self
 
     def zone(self, region: str) -> str:
-        return self.zones.get(region, f"{region}-a")
+        """Where pools and gangs launch in ``region``: its first zone."""
+        return self.zones_of(region)[0]
+
+    def zones_of(self, region: str) -> list[str]:
+        """The zones of ``region`` in the order a gang's reservation tries them."""
+        zones = self.zones.get(region, f"{region}-a")
+        return [zones] if isinstance(zones, str) else list(zones)
 
 
 def open_provider(
@@ -775,10 +794,89 @@ class GcpProvider(NoCapacityBlocks):
 
     def ensure_reservation(self, spec: ReservationSpec) -> CapacityReservation:
         """A zonal specific reservation of ``spec.nodes`` machines with the gang's placement policy; a 409
-        adopts ours (description tags), else Conflict. A stockout ends the operation: InsufficientCapacity."""
-        compute = self._g.compute
+        adopts ours (description tags), else Conflict. The region's zones (``zones``) are tried in order,
+        as the AWS adapter tries its subnets' zones: a stockout (its operation's error) passes the request
+        to the next zone, and only when none has the capacity is it InsufficientCapacity, naming the zones
+        tried. ``spec.other_zones`` False (the plan's fallback has no ``other-zone``): the first zone only.
+        With several zones, ours already made in one of them (a lost reply) is found first, so a retry
+        never reserves the gang twice."""
         region, machine = self._split(spec.offering)
-        zone = self.settings.zone(region)
+        zones = self.settings.zones_of(region)
+        if len(zones) > 1 and (found := self._find_reservation(zones, spec)) is not None:
+            return found
+        if not spec.other_zones:
+            zones = zones[:1]
+        refused: list[str] = []
+        stockout: InsufficientCapacity | None = None
+        for zone in zones:
+            # one requestId per zone: a retry in the same zone is deduped, a request in the next is new
+            rid = request_id(spec.token, "reservation", *([zone] if refused else []))
+            try:
+                self._insert_reservation(spec, zone, machine, region, rid)
+            except InsufficientCapacity as exc:
+                refused.append(zone)
+                stockout = exc
+                log.warning(
+                    "gcp: no capacity for reservation %s in %s (%s); next zone", spec.name, zone, exc.code
+                )
+                continue
+            if refused:
+                log.info(
+                    "gcp: reservation %s made in %s (no capacity in %s)", spec.name, zone, ", ".join(refused)
+                )
+            return self._reservation_made(spec, zone)
+        assert stockout is not None
+        others = "" if spec.other_zones else "; the plan allows no other zone"
+        raise InsufficientCapacity(
+            f"no zone can reserve {spec.nodes} x {machine} for {spec.name} "
+            f"(tried {', '.join(refused)}{others})",
+            cloud=CLOUD,
+            operation="create reservation",
+            code=stockout.code,
+        ) from stockout
+
+    def _find_reservation(self, zones: Sequence[str], spec: ReservationSpec) -> CapacityReservation | None:
+        """Ours named ``spec.name`` in one of ``zones`` (its description tags), or None."""
+        for zone in zones:
+            try:
+                existing = self._api(
+                    "get reservation",
+                    self._reservations.get,
+                    project=self.settings.project,
+                    zone=zone,
+                    reservation=spec.name,
+                )
+            except NotFound:
+                continue
+            if tags_match(_description_tags(existing.description), spec.tags):
+                log.info("gcp: found reservation %s in %s", spec.name, zone)
+                return self._reservation_made(spec, zone)
+        return None
+
+    def _reservation_zone(self, region: str, reservation: str) -> str:
+        """The zone of the gang's reservation (its id ``zones/<zone>/reservations/<name>``, or its name
+        looked up in the region's zones): the gang launches where its reservation is."""
+        if match := re.fullmatch(r"zones/([^/]+)/reservations/[^/]+", reservation):
+            return match.group(1)
+        zones = self.settings.zones_of(region)
+        for zone in zones if len(zones) > 1 else ():
+            try:
+                self._api(
+                    "get reservation",
+                    self._reservations.get,
+                    project=self.settings.project,
+                    zone=zone,
+                    reservation=reservation,
+                )
+            except NotFound:
+                continue
+            return zone
+        return zones[0]
+
+    def _insert_reservation(
+        self, spec: ReservationSpec, zone: str, machine: str, region: str, rid: str
+    ) -> None:
+        compute = self._g.compute
         reservation = compute.Reservation(
             name=spec.name,
             description=_describe(spec.tags),
@@ -798,7 +896,7 @@ class GcpProvider(NoCapacityBlocks):
             project=self.settings.project,
             zone=zone,
             reservation_resource=reservation,
-            request_id=request_id(spec.token, "reservation"),
+            request_id=rid,
         )
         log.info("gcp: creating reservation %s: %d x %s in %s", spec.name, spec.nodes, machine, zone)
         try:
@@ -823,6 +921,8 @@ class GcpProvider(NoCapacityBlocks):
                     code="409",
                 ) from None
             log.info("gcp: adopted existing reservation %s", spec.name)
+
+    def _reservation_made(self, spec: ReservationSpec, zone: str) -> CapacityReservation:
         return CapacityReservation(
             name=spec.name,
             offering=spec.offering,
@@ -894,7 +994,12 @@ class GcpProvider(NoCapacityBlocks):
         """
         compute = self._g.compute
         region, machine = self._split(spec.offering)
-        zone = self.settings.zone(region)
+        # a gang launches where its reservation is (another zone of the region, when the first had none)
+        zone = (
+            self._reservation_zone(region, spec.reservation)
+            if spec.reservation
+            else self.settings.zone(region)
+        )
         names = instance_names(spec.run or spec.pool, spec.token, spec.count)
         nics = self._interfaces(spec.fabric)
         disk_type = boot_disk_type(machine, self.settings.boot_disk_type)

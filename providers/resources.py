@@ -187,6 +187,9 @@ class ReservationSpec:
     token: str
     #: when the cloud ends the reservation by itself (AWS EndDate, GCP deleteAtTime); None: until released
     ends: datetime | None = None
+    #: the other zones of the region may be tried when the first refuses it (the plan's ``other-zone``
+    #: fallback); False: the first zone or nothing
+    other_zones: bool = True
 
 
 @dataclass(frozen=True)

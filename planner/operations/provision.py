@@ -6,7 +6,8 @@ anything is made (``planner.operations.quotas``); :func:`apply` executes it in o
 does not stop the run: the actions that depend on it are skipped, every other one still runs, and each
 result says what happened, so a summary can name the pool that is short and why. Two exceptions keep
 gangs from harm: a gang whose reservation failed launches without it (and, when the cloud has no
-capacity for that either, its result names the Capacity Blocks offered), and a gang launch that failed
+capacity for that either, its result names the Capacity Blocks offered), each step only where the plan's
+``fallback`` for the run allows it (a refused step is skipped and named), and a gang launch that failed
 after making part of its nodes terminates them (all or nothing). :func:`next_attempt` is the one rule, for
 provision's :class:`CreateRecord` and the daemon's journal alike, that sends a create again under a token
 of its own once what its earlier attempt made is gone. Every call is logged
@@ -29,6 +30,7 @@ from models.actions import Action, ActionKind, ActionPlan, ActionResult, Created
 from models.errors import InputError
 from models.naming import managed_by_terraform, managed_tags, pool_name, safe_name
 from models.plan import Plan
+from models.scenario import FALLBACKS
 from models.wording import plural
 from planner.operations.capacity_blocks import CAPACITY_BLOCK_MAX_NODES, block_duration_hours
 from planner.operations.quotas import check_quotas, quota_keys
@@ -364,7 +366,10 @@ def apply(
             log.warning("#%d not sent: %s", action.id, refused)
         elif blocking and fallback is None:
             needs = ", ".join(f"#{d}" for d in blocking)
-            result = ActionResult(status="skipped", message=f"needs {needs}, which did not succeed")
+            message = f"needs {needs}, which did not succeed"
+            if (refused_by := _refused_reservation(action, blocking, by_id, run.results)) is not None:
+                message += _waits_for_reservation(action, refused_by, run.results[refused_by.id], provider)
+            result = ActionResult(status="skipped", message=message)
         else:
             sent, why = fallback if fallback is not None else (action, "")
             log.info("#%d %s%s", action.id, sent.describe(), f" ({why})" if why else "")
@@ -479,12 +484,11 @@ def _own_reservation(
     return None if managed_by_terraform(found.tags) else found
 
 
-def _without_reservation(
+def _refused_reservation(
     action: Action, blocking: list[int], by_id: dict[int, Action], results: dict[int, ActionResult]
-) -> tuple[Action, str] | None:
-    """A gang launch whose only unmet need is its reservation, which failed (the cloud could not hold the
-    gang in any zone it tried): the same launch without the reservation, and why. None otherwise (it
-    waits, skipped, as every action whose need failed)."""
+) -> Action | None:
+    """The failed reservation that is a gang launch's only unmet need (the cloud could not hold the gang
+    in any zone it tried, or in any the plan allowed), or None."""
     if action.kind is not ActionKind.LAUNCH or not action.run or not action.reservation or not blocking:
         return None
     needs = [by_id[d] for d in blocking if d in by_id]
@@ -493,12 +497,45 @@ def _without_reservation(
         for n in needs
     ):
         return None
-    failure = results[needs[0].id]
+    return needs[0]
+
+
+def _without_reservation(
+    action: Action, blocking: list[int], by_id: dict[int, Action], results: dict[int, ActionResult]
+) -> tuple[Action, str] | None:
+    """A gang launch whose only unmet need is its reservation, which failed, where the plan allows the
+    gang to launch without one (``no-reservation`` in its fallback): the same launch without the
+    reservation, and why. None otherwise (it waits, skipped, as every action whose need failed)."""
+    refused = _refused_reservation(action, blocking, by_id, results)
+    if refused is None or "no-reservation" not in action.fallbacks:
+        return None
+    failure = results[refused.id]
     sent = action.model_copy(
         update={"reservation": None, "depends_on": tuple(d for d in action.depends_on if d not in blocking)}
     )
     why = f"fallback: reservation {action.reservation} failed ({failure.error_kind}); launched without it"
     return sent, why
+
+
+def _plan_refuses(action: Action) -> str:
+    """The fallbacks the plan refuses the gang, in words ("" when it allows all)."""
+    refused = [step for step in FALLBACKS if step not in action.fallbacks]
+    return f" (the plan's fallback refuses {', '.join(refused)})" if refused else ""
+
+
+def _waits_for_reservation(
+    action: Action, reservation: Action, failure: ActionResult, provider: Provider
+) -> str:
+    """Why a gang whose reservation failed was not launched without it (the plan refuses that), and the
+    step of the order after it: the Capacity Blocks offered, where the plan allows them."""
+    message = (
+        f": reservation {reservation.target} failed ({failure.error_kind}: {failure.message}); "
+        f"no launch without it{_plan_refuses(action)}, the gang waits for its reservation"
+    )
+    blocks = "capacity-block" in action.fallbacks and supports(provider, Capability.CAPACITY_BLOCKS)
+    if blocks and failure.error_kind == "insufficient-capacity":
+        message += "; " + _block_offers(action, provider, [reservation])
+    return message
 
 
 def _fell_back(
@@ -513,11 +550,15 @@ def _fell_back(
     capacity for it on demand either, the last step of the order is named: the Capacity Blocks the
     cloud offers for the gang (listing buys nothing; buying one stays a person's decision)."""
     if result.status == "done":
-        return result.model_copy(update={"message": f"{why}; {plural(len(result.made), 'node')} running"})
+        running = f"{why}; {plural(len(result.made), 'node')} running{_plan_refuses(sent)}"
+        return result.model_copy(update={"message": running})
     message = f"{why}, which failed too: {result.message}"
     if result.error_kind == "insufficient-capacity" and supports(provider, Capability.CAPACITY_BLOCKS):
-        message += "; " + _block_offers(sent, provider, [by_id[d] for d in blocking])
-    return result.model_copy(update={"message": message})
+        if "capacity-block" in sent.fallbacks:
+            message += "; " + _block_offers(sent, provider, [by_id[d] for d in blocking])
+        else:
+            message += "; no Capacity Block listed"
+    return result.model_copy(update={"message": message + _plan_refuses(sent)})
 
 
 def _block_offers(action: Action, provider: Provider, needs: list[Action]) -> str:
@@ -603,6 +644,7 @@ def reservation_spec(action: Action, plan_id: str) -> ReservationSpec:
         tags=managed_tags(plan_id, pool=pool, run=action.run),
         token=action.token,
         ends=action.ends,
+        other_zones="other-zone" in action.fallbacks,
     )
 
 

@@ -30,6 +30,9 @@ Rules the action list keeps:
 - what a Terraform root manages (``gpuplan-managed-by: terraform``) is counted toward its pool or gang
   but never terminated, released or deleted: a pool it holds beyond the plan is a note, to change in
   the root (``terraform_notes``);
+- a gang's reservation and its launch carry the plan's ``fallback`` for it (what it may do when the
+  reservation is refused: another zone, no reservation, a Capacity Block); provision and the adapters
+  obey it;
 - commitment purchases are never actions: they are *recommended purchases*, with their cost, for a human
   to decide (buying a three-year obligation is not a provisioning step).
 """
@@ -217,6 +220,7 @@ def reconcile(
                 "nodes use it",
                 usd_per_hour=_per_hour(build.price(gang.offering, CapacityType.ON_DEMAND), gang.nodes),
                 ends=gang.end + RESERVATION_MARGIN,
+                fallback=gang.fallback,
             )
             reservation_action[gang.run] = made.id
 
@@ -251,6 +255,7 @@ def reconcile(
             placement_group=gang.placement_group,
             reservation=held if reserved else None,
             fabric=gang.fabric,
+            fallback=gang.fallback if reserved else None,
             token=client_token(
                 plan_id, "launch", gang.run, period, have, gang.nodes, _members(by_run[gang.run])
             ),

@@ -9,7 +9,8 @@
 - **Gangs**: every training run that is running at ``at``, or starts within ``lead_hours`` after it, with
   its placement group (multi-node runs) created ahead of its start. A non-spot multi-node gang also gets a
   capacity reservation ahead of its start where the cloud's reservations can hold a placement group
-  (``reserve_gangs``), so its nodes can launch together.
+  (``reserve_gangs``), so its nodes can launch together. What the gang may do when the cloud refuses
+  that reservation (``fallback``: another zone, no reservation, a Capacity Block) is the plan's, per run.
 - **Purchases**: the commitments the plan buys, as recommendations (never actions).
 - **Savings plans** (held or bought) are a billing commitment of dollars per hour, not a resource: the nodes
   they cover are on-demand nodes of the pools above (rows of tier savings_plan), and each plan is a note
@@ -34,6 +35,7 @@ from models.actions import RecommendedPurchase
 from models.errors import InputError
 from models.naming import parse_offering, pool_name, safe_name
 from models.plan import Plan, PlanDocument, TrainingPlacement, UtcTime
+from models.scenario import FALLBACKS, Fallback
 from models.tiers import CapacityType, Tier
 
 __all__ = [
@@ -105,6 +107,9 @@ class DesiredGang(_Frozen):
     end: UtcTime
     running: bool = Field(description="running at the time asked (else it starts within the lead time)")
     reserve: bool = Field(description="a capacity reservation is held for it (non-spot multi-node gangs)")
+    fallback: tuple[Fallback, ...] = Field(
+        FALLBACKS, description="what it may do when its reservation is refused, in order (the plan's)"
+    )
 
 
 class DesiredState(_Frozen):
@@ -292,6 +297,7 @@ def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bo
         end=placement.end,
         running=running,
         reserve=reserve and multi and capacity is CapacityType.ON_DEMAND,
+        fallback=placement.fallbacks,
     )
 
 

@@ -18,7 +18,8 @@ upfront_usd, hourly_usd and payment_source: the embedded catalog sells no upfron
 is paid by the hour (checked), and with those fields left out the digests are main's (61eb4ae).
 
 Issue 38 point 4 (Capacity Blocks) adds training[].block_hours: None here (blocks are opt-in, checked), and
-with it left out the digests are the same again; allocations.csv is unchanged."""
+issue 35 point 3 adds training[].fallback (the scenario's, all three steps by default: checked); with both
+left out the digests are the same again; allocations.csv is unchanged."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def test_no_savings_plan_plans_as_before(tmp_path: Path, method: str) -> None:
     assert document["costs"].pop("cash_by_month")
     for run in document["training"]:  # issue 38 point 4: no Capacity Block unless the scenario opts in
         assert run.pop("block_hours") is None and run["tier"] != "capacity_block"
+        # issue 35: the gang's fallback, all three by default
+        assert run.pop("fallback") == ["other-zone", "no-reservation", "capacity-block"]
     money = {key: document[key] for key in ("costs", "commitments", "training", "unserved", "teams")}
     rows = hashlib.sha256((tmp_path / "plan" / "allocations.csv").read_bytes()).hexdigest()
     parts = hashlib.sha256(json.dumps(money, sort_keys=True).encode()).hexdigest()

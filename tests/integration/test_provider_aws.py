@@ -354,6 +354,17 @@ def test_no_zone_with_capacity_is_insufficient_capacity_naming_the_zones(cloud: 
     assert len(cloud.stand_in.calls("CreateCapacityReservation")) == 2
 
 
+def test_a_plan_without_other_zone_reserves_in_the_first_zone_only(cloud: Cloud) -> None:
+    """The plan's fallback for the run has no ``other-zone``: the zone refused, nothing else is asked."""
+    cloud.provider.ensure_placement_group(group_spec())
+    cloud.stand_in.fail("CreateCapacityReservation", "InsufficientInstanceCapacity")
+    spec = dataclasses.replace(reservation_spec(), other_zones=False)
+    with pytest.raises(InsufficientCapacity, match=r"tried us-east-1a; the plan allows no other zone"):
+        cloud.provider.ensure_reservation(spec)
+    (only,) = cloud.stand_in.calls("CreateCapacityReservation")
+    assert only["AvailabilityZone"] == "us-east-1a"
+
+
 # ----------------------------------------------------------------------------------------------------------
 # a pool: instant EC2 Fleet
 

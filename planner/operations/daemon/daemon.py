@@ -12,7 +12,9 @@ coalesced).
   re-plan never un-buys one).
 - ``reconcile``: ``gpuplan provision`` against the current plan, journaled (``journal.py``); pending
   actions of a crashed run are resumed first; with ``apply: false`` nothing is sent or journaled: the
-  actions go into the cycle's summary as a dry run. A spot pool the cloud cannot fill falls back to
+  actions go into the cycle's summary as a dry run. A gang whose placement group fails cycle after
+  cycle is a ``gang-blocked`` event from the second cycle on, with the count (the summary's ``blocked``).
+  A spot pool the cloud cannot fill falls back to
   on-demand nodes of the same offering; the spot pool's surplus terminations wait on its spot launches,
   so the fallback stays until spot is back.
 - ``watch_interruptions``: new spot interruption and rebalance notices are recorded, the checkpoint hook
@@ -68,6 +70,8 @@ _SLACK: Final = timedelta(seconds=1)
 #: requests) to the scenario a replan plans; the layer above wires it in (``planner/cli/daemon.py``,
 #: ``planner/operations/portal/service.py``), so the daemon never imports what feeds it.
 ScenarioFeed = Callable[[DaemonConfig, Scenario, Catalog], Scenario]
+#: The store's state key of the gangs whose placement group failed in the last cycles in a row.
+_BLOCKED_KEY: Final = "blocked_gangs"
 #: The store's state key of the input files' digests (:func:`inputs_digests`).
 DIGESTS_KEY: Final = "inputs_digests"
 #: The jobs, in the order a tick runs the ones that are due.
@@ -351,11 +355,13 @@ class Daemon:
         for action in unresolved:
             if action.kind is ActionKind.LAUNCH:
                 shortfall[action.run or action.target] += _short(run, action, fallback.covered)
+        blocked = self._blocked_gangs(run, now) if self.config.apply else {}
         summary = {
             "applied": self.config.apply,
             "actions": [a.describe() for a in run.actions],
             "failed": [run.results[a.id].message for a in run.failed()],
             "shortfall": dict(shortfall),
+            "blocked": blocked,
         }
         self.store.finish_cycle(cycle, "failed" if unresolved else "done", summary)
         self._pool_metrics(run)
@@ -370,10 +376,41 @@ class Daemon:
             raise CycleFailed(
                 f"{len(unresolved)} of {len(run.actions)} actions failed or were skipped "
                 f"({', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))})"
-                + (f"; nodes short: {short}" if shortfall else ""),
+                + (f"; nodes short: {short}" if shortfall else "")
+                + "".join(
+                    f"; gang {gang} blocked for {cycles} cycles" for gang, cycles in sorted(blocked.items())
+                ),
                 dict(shortfall),
             )
         return run
+
+    def _blocked_gangs(self, run: Provisioning, now: datetime) -> dict[str, int]:
+        """Gangs whose placement group failed in this cycle and the cycles before it in a row: run ->
+        cycles. A gang never launches outside its group (it would train slowly), so its launch is skipped
+        every cycle; from the second cycle in a row a ``gang-blocked`` event says so, with the count, so a
+        group the cloud keeps refusing is seen rather than retried silently forever."""
+        failed = {
+            a.run: run.results[a.id]
+            for a in run.actions
+            if a.kind is ActionKind.CREATE_PLACEMENT_GROUP
+            and a.run
+            and run.results.get(a.id, _NOT_RUN).status == "failed"
+        }
+        before: dict[str, int] = self.store.get_state(_BLOCKED_KEY) or {}
+        counts = {gang: before.get(gang, 0) + 1 for gang in sorted(failed)}
+        self.store.set_state(_BLOCKED_KEY, counts)
+        for gang, cycles in counts.items():
+            if cycles < 2:
+                continue
+            result = failed[gang]
+            message = (
+                f"gang {gang} blocked for {cycles} cycles: its placement group failed each time "
+                f"({result.error_kind}: {result.message}); it does not launch outside its group"
+            )
+            log.warning("%s", message)
+            data = {"run": gang, "cycles": cycles, "error": result.error_kind}
+            self.store.record_event("gang-blocked", message, at=now, data=data)
+        return {gang: cycles for gang, cycles in counts.items() if cycles >= 2}
 
     def watch_interruptions(self, now: datetime) -> list[str]:
         """New notices (``node:kind``) recorded, the checkpoint hook called for an affected run, and a

@@ -667,6 +667,7 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
                 held_hours=option.periods * p,
                 gang_interruptions_per_hour=overhead.gang_interruptions_per_hour if overhead else 0.0,
                 expected_interruptions=overhead.expected_interruptions if overhead else 0.0,
+                fallback=run.job.fallback,
             )
         )
     records.sort(key=lambda r: (r.job, r.run))
