@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 from daemon_days import daemon_config, planned
+from stand_in_settings import azure_settings
 
 from models.plan import Plan
 from planner.operations.daemon.config import load_config
@@ -368,16 +369,7 @@ def azure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
     fake = AzureFake()
     fake.start()
     try:
-        body = {
-            "subscription_id": "00000000-0000-0000-0000-000000000001",
-            "resource_group": "gpu-fleet",
-            "base_url": fake.base_url,
-            "credential": "access-token-env",
-            "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 gpuplan@test",
-            "subnet_id": "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/net/providers/"
-            "Microsoft.Network/virtualNetworks/v/subnets/gpu",
-            "polling_interval_seconds": 0,
-        }
+        body = azure_settings(fake.base_url)
         clock = Clock()
         provider = open_azure(AzureSettings.model_validate(body), sleep=lambda _s: None, now=clock)
 

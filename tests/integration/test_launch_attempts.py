@@ -16,9 +16,9 @@ import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
+from stand_in_settings import aws_site, azure_settings, gcp_settings
 
 from models.actions import ActionKind
 from models.plan import Plan
@@ -60,27 +60,8 @@ def _sim(tmp_path: Path) -> Iterator[Provider]:
 
 
 def _aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Provider]:
-    import boto3
-    from aws_stand_in import Ec2StandIn
-    from moto import mock_aws
-
-    stand_in = Ec2StandIn()
-    real_session = boto3.Session
-
-    class HookedSession(real_session):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            stand_in.install(self)
-
-    with mock_aws():
-        subnets = {}
-        for region in ("us-east-1", "us-east-2"):
-            ec2 = real_session(region_name=region).client("ec2")
-            vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
-            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.30.0.0/20", AvailabilityZone=f"{region}a")
-            subnets[region] = [subnet["Subnet"]["SubnetId"]]
-        monkeypatch.setattr(boto3, "Session", HookedSession)
-        yield open_provider("aws", {"aws": {"image_id": "ami-0a1b2c3d4e5f60718", "subnets": subnets}})
+    with aws_site(monkeypatch) as settings:
+        yield open_provider("aws", {"aws": settings})
 
 
 def _gcp(tmp_path: Path) -> Iterator[Provider]:
@@ -88,20 +69,7 @@ def _gcp(tmp_path: Path) -> Iterator[Provider]:
 
     compute = FakeCompute(project="fleet-project")
     with FakeServer(compute):
-        settings = {
-            "project": "fleet-project",
-            "zones": {"us-central1": "us-central1-a"},
-            "api_endpoint": compute.url,
-            "credentials": "anonymous",
-            "gpudirect_networks": [
-                {
-                    "network": f"global/networks/gpu-{i}",
-                    "subnetwork": f"regions/us-central1/subnetworks/gpu-{i}",
-                }
-                for i in range(4)
-            ],
-        }
-        yield open_provider("gcp", {"gcp": settings})
+        yield open_provider("gcp", {"gcp": gcp_settings(compute.url)})
 
 
 def _azure(tmp_path: Path) -> Iterator[Provider]:
@@ -110,16 +78,7 @@ def _azure(tmp_path: Path) -> Iterator[Provider]:
     fake = AzureFake()
     fake.start()
     try:
-        settings = {
-            "subscription_id": "00000000-0000-0000-0000-000000000001",
-            "resource_group": "gpu-fleet",
-            "base_url": fake.base_url,
-            "credential": "access-token-env",
-            "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 gpuplan@test",
-            "subnet_id": "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/net/providers/"
-            "Microsoft.Network/virtualNetworks/v/subnets/gpu",
-            "polling_interval_seconds": 0,
-        }
+        settings = azure_settings(fake.base_url)
         yield open_provider("azure", {"azure": settings})
     finally:
         fake.stop()

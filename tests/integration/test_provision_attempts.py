@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from stand_in_settings import aws_site, gcp_settings
 from typer.testing import CliRunner
 
 from models.actions import ActionKind, ActionPlan
@@ -68,27 +69,7 @@ def _sim(tmp_path: Path) -> Iterator[Cloud]:
 def _aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
     """moto in process for EC2, with the stand-in's hooks (placement groups, reservations, their tokens)
     on every session the CLI makes."""
-    import boto3
-    from aws_stand_in import Ec2StandIn
-    from moto import mock_aws
-
-    stand_in = Ec2StandIn()
-    real_session = boto3.Session
-
-    class HookedSession(real_session):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            stand_in.install(self)
-
-    with mock_aws():
-        subnets = {}
-        for region in ("us-east-1", "us-east-2"):
-            ec2 = real_session(region_name=region).client("ec2")
-            vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
-            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.30.0.0/20", AvailabilityZone=f"{region}a")
-            subnets[region] = [subnet["Subnet"]["SubnetId"]]
-        monkeypatch.setattr(boto3, "Session", HookedSession)
-        body = {"image_id": "ami-0a1b2c3d4e5f60718", "subnets": subnets}
+    with aws_site(monkeypatch) as body:
         yield Cloud("aws", _config(tmp_path, "aws", body), open_provider("aws", {"aws": body}))
 
 
@@ -97,19 +78,7 @@ def _gcp(tmp_path: Path) -> Iterator[Cloud]:
 
     compute = FakeCompute(project="fleet-project")
     with FakeServer(compute):
-        body = {
-            "project": "fleet-project",
-            "zones": {"us-central1": "us-central1-a"},
-            "api_endpoint": compute.url,
-            "credentials": "anonymous",
-            "gpudirect_networks": [
-                {
-                    "network": f"global/networks/gpu-{i}",
-                    "subnetwork": f"regions/us-central1/subnetworks/gpu-{i}",
-                }
-                for i in range(4)
-            ],
-        }
+        body = gcp_settings(compute.url)
         yield Cloud("gcp", _config(tmp_path, "gcp", body), open_provider("gcp", {"gcp": body}))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from stand_in_settings import azure_settings, gcp_settings
 from typer.testing import CliRunner
 
 from models.actions import ActionPlan
@@ -84,19 +85,7 @@ def gcp_stand(tmp_path: Path) -> Iterator[Stand]:
 
     compute = FakeCompute(project="fleet-project")
     with FakeServer(compute):
-        body = {
-            "project": "fleet-project",
-            "zones": {"us-central1": "us-central1-a"},
-            "api_endpoint": compute.url,
-            "credentials": "anonymous",
-            "gpudirect_networks": [
-                {
-                    "network": f"global/networks/gpu-{i}",
-                    "subnetwork": f"regions/us-central1/subnetworks/gpu-{i}",
-                }
-                for i in range(4)
-            ],
-        }
+        body = gcp_settings(compute.url)
 
         def created() -> dict[str, Any]:
             store = compute.store
@@ -116,16 +105,7 @@ def azure_stand(tmp_path: Path) -> Iterator[Stand]:
 
     fake = AzureFake()
     fake.start()
-    body = {
-        "subscription_id": "00000000-0000-0000-0000-000000000001",
-        "resource_group": "gpu-fleet",
-        "base_url": fake.base_url,
-        "credential": "access-token-env",
-        "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 gpuplan@test",
-        "subnet_id": "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/net/providers/"
-        "Microsoft.Network/virtualNetworks/v/subnets/gpu",
-        "polling_interval_seconds": 0,
-    }
+    body = azure_settings(fake.base_url)
 
     def created() -> dict[str, Any]:
         puts = {r.path: r.body for r in fake.sent("PUT")}
