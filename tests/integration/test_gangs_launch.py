@@ -123,6 +123,7 @@ def test_no_capacity_on_demand_either_names_the_capacity_blocks_offered(
     week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
     _, plan, at = week
+    BlockSeller.asked.clear()  # a class attribute: another test in this worker may have asked before
     seller = BlockSeller(tmp_path / "sim.json")
     seller.configure(api_latency_seconds=0.0, boot_seconds=0.0)
     seller.inject_fault("ensure_reservation", "insufficient-capacity")
