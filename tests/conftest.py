@@ -7,8 +7,9 @@ test actually gives, so each test states every number its expected value depends
 from __future__ import annotations
 
 import csv
+import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +32,26 @@ set_v4_migration_warnings(True)
 # new ones. .ci/run sets HYPOTHESIS_PROFILE=ci.
 settings.register_profile("ci", derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(autouse=True)
+def _gpuplan_loggers_restored() -> Iterator[None]:
+    """Each test leaves gpuplan's loggers as it found them: a command run in process (``provision``, the
+    daemon) points them at its own handler and stops them propagating, which hid a later test's records
+    from ``caplog`` in the same worker (test_provider_azure's, after the in-process provision tests)."""
+    names = [
+        name for name in logging.root.manager.loggerDict if name == "gpuplan" or name.startswith("gpuplan.")
+    ]
+    saved = {name: logging.getLogger(name) for name in ["gpuplan", *names]}
+    state = {name: (lg.handlers[:], lg.level, lg.propagate) for name, lg in saved.items()}
+    yield
+    for name, (handlers, level, propagate) in state.items():
+        logger = saved[name]
+        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    for name in list(logging.root.manager.loggerDict):  # loggers made during the test: back to the defaults
+        if (name == "gpuplan" or name.startswith("gpuplan.")) and name not in state:
+            logger = logging.getLogger(name)
+            logger.handlers[:], logger.level, logger.propagate = [], logging.NOTSET, True
 
 
 def offering_row(
