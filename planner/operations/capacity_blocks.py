@@ -31,10 +31,8 @@ from datetime import datetime, timedelta
 from models.capacity_blocks import (
     CAPACITY_BLOCK_ACCOUNT_MAX_NODES,
     CAPACITY_BLOCK_AHEAD,
-    CAPACITY_BLOCK_DAYS,
-    CAPACITY_BLOCK_MAX_NODES,
-    CAPACITY_BLOCK_UNIT_HOURS,
     block_duration_hours,
+    why_no_block,
 )
 from models.naming import client_token, managed_tags
 from models.plan import Plan
@@ -50,15 +48,9 @@ from providers.base import (
 )
 
 __all__ = [
-    "CAPACITY_BLOCK_ACCOUNT_MAX_NODES",
-    "CAPACITY_BLOCK_AHEAD",
-    "CAPACITY_BLOCK_DAYS",
-    "CAPACITY_BLOCK_MAX_NODES",
-    "CAPACITY_BLOCK_UNIT_HOURS",
     "BlockListing",
     "BlockPurchase",
     "BlockRequest",
-    "block_duration_hours",
     "block_requests",
     "buy_block",
     "list_blocks",
@@ -94,17 +86,8 @@ def block_requests(plan: Plan, at: datetime, handles: Callable[[str], bool]) -> 
         if not at < placement.start <= at + CAPACITY_BLOCK_AHEAD:
             continue
         sold = block_duration_hours(placement.hours)
-        unsellable = None
-        if placement.nodes > CAPACITY_BLOCK_MAX_NODES:
-            unsellable = (
-                f"{placement.nodes} nodes: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_NODES} "
-                "instances (and an account at most 256 across its blocks), so no single block is asked for"
-            )
-        elif sold is None:
-            unsellable = (
-                f"{placement.hours:g} h: longer than the longest Capacity Block "
-                f"({CAPACITY_BLOCK_DAYS[-1]} days), so no single block is asked for"
-            )
+        why = why_no_block(placement.nodes, placement.hours)
+        unsellable = None if why is None else f"{why}, so no single block is asked for"
         hours = sold if sold is not None else math.ceil(placement.hours)
         record = document.offerings.get(placement.offering)
         rate = record.on_demand_usd_h if record is not None and record.on_demand_usd_h else 0.0

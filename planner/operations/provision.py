@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Final
 
 from models.actions import Action, ActionKind, ActionPlan, ActionResult, Created, CreatedLog, read_created
+from models.capacity_blocks import CAPACITY_BLOCK_MAX_NODES, block_duration_hours
 from models.errors import InputError
 from models.naming import managed_by_terraform, managed_tags, pool_name, safe_name
 from models.plan import Plan
 from models.scenario import FALLBACKS
 from models.wording import plural
-from planner.operations.capacity_blocks import CAPACITY_BLOCK_MAX_NODES, block_duration_hours
 from planner.operations.quotas import check_quotas, quota_keys
 from planner.operations.reconcile import (
     DEFAULT_BUDGET,

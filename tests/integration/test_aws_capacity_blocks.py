@@ -14,13 +14,9 @@ from typing import Any
 
 import pytest
 
+from models.capacity_blocks import CAPACITY_BLOCK_DAYS, block_duration_hours
 from models.plan import Plan
-from planner.operations.capacity_blocks import (
-    CAPACITY_BLOCK_DAYS,
-    block_duration_hours,
-    block_requests,
-    list_blocks,
-)
+from planner.operations.capacity_blocks import block_requests, list_blocks
 from providers.base import Capability
 from providers.sim import SimProvider
 
@@ -126,12 +122,8 @@ def test_a_block_that_would_pass_256_instances_across_the_accounts_blocks_is_ref
     from aws_stand_in import Ec2StandIn, block_offering, make_vpc
     from moto import mock_aws
 
-    from planner.operations.capacity_blocks import (
-        CAPACITY_BLOCK_ACCOUNT_MAX_NODES,
-        BlockListing,
-        BlockRequest,
-        buy_block,
-    )
+    from models.capacity_blocks import CAPACITY_BLOCK_ACCOUNT_MAX_NODES
+    from planner.operations.capacity_blocks import BlockListing, BlockRequest, buy_block
     from providers.aws import AwsSettings, open_provider
     from providers.base import QuotaExceeded
 

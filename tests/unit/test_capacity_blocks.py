@@ -85,7 +85,7 @@ def test_durations_and_sizes_as_ec2_sells_them() -> None:
     from planner.operations import capacity_blocks
 
     assert capacity_blocks.block_duration_hours is block_duration_hours
-    assert capacity_blocks.CAPACITY_BLOCK_DAYS is CAPACITY_BLOCK_DAYS
+    assert capacity_blocks.why_no_block is why_no_block  # the unsellable reasons too (block_requests)
 
 
 @pytest.mark.parametrize("side", [-1, 1])
