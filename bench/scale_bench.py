@@ -94,6 +94,13 @@ def _peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GiB  # ru_maxrss: KiB on Linux
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process so far, user and system (HiGHS runs in its threads): on a loaded
+    machine the wall seconds grow, the CPU seconds much less, and the plan not at all (issue 39)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _rss_gib() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / GiB
@@ -210,6 +217,7 @@ def child_full_hourly(
                 "gap": result.gap,
                 "penalty": penalty,
                 "peak_gib": _peak_gib(),
+                "cpu_s": _cpu_s(),
             },
         )
     )
@@ -261,6 +269,7 @@ def child_current(conn: Connection, scenario_path: str, time_limit: float, metho
                 "bound_method": solver["certified_bound_method"] or "",
                 "stages": solver["stages"],
                 "peak_gib": _peak_gib(),
+                "cpu_s": _cpu_s(),
             },
         )
     )
@@ -296,6 +305,7 @@ def child_exact_reference(conn: Connection, scenario_path: str, time_limit: floa
                 "kept": found.columns_kept,
                 "wall_s": time.perf_counter() - began,
                 "peak_gib": _peak_gib(),
+                "cpu_s": _cpu_s(),
             },
         )
     )
@@ -436,6 +446,7 @@ COLUMNS = (
     ("build", "build s"),
     ("solve", "solve s"),
     ("wall", "wall s"),
+    ("cpu", "CPU s"),
     ("peak", "peak GiB"),
     ("status", "status"),
     ("cost", "cost $"),
@@ -488,6 +499,7 @@ def full_row(size: str, outcome: Outcome, limit: float, rss_cap: float) -> dict[
     row |= {
         "solve": _seconds(result["solve_s"]),
         "wall": _seconds(result["wall_s"]),
+        "cpu": _seconds(result["cpu_s"]),
         "peak": f"{max(result['peak_gib'], outcome.peak_gib):.1f}",
         "status": (
             f"stopped at limit ({limit:.0f} s)"
@@ -525,6 +537,7 @@ def current_row(size: str, outcome: Outcome, limit: float, method: str = "auto")
         "build": _seconds(result["build_s"]),
         "solve": _seconds(result["solve_s"]),
         "wall": _seconds(result["wall_s"]),
+        "cpu": _seconds(result["cpu_s"]),
         "peak": f"{max(result['peak_gib'], outcome.peak_gib):.1f}",
         "status": result["status"],
         "cost": _money(result["objective"]),
