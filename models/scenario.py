@@ -253,6 +253,12 @@ class Purchase(_Strict):
         "upfront for the sold duration, 1-14 days or weeks up to 182, at most 64 instances), at the "
         "catalog's capacity_block_usd_h rate, where that beats on-demand and commitments",
     )
+    calendar_mode: bool = Field(
+        False,
+        description="training gangs may run in a GCP calendar-mode future reservation bought for the run "
+        "(opt-in: paid for its whole duration, 1 to 90 days), at the catalog's capacity_block_usd_h rate of "
+        "the GCP offering, where that beats on-demand and commitments",
+    )
     flex_start: bool = Field(
         False,
         description="training gangs of at most 7 days may run on GCP flex-start VMs (opt-in: Dynamic "
@@ -277,6 +283,11 @@ class Purchase(_Strict):
         "100000}; without it each purchase takes the payment option (no, partial, all upfront) with the "
         "lowest effective rate",
     )
+
+    def buys_blocks(self, cloud: str) -> bool:
+        """Whether a gang may run in a reservation of fixed duration bought for it on ``cloud``: an AWS
+        Capacity Block (``capacity_blocks``) or a GCP calendar-mode reservation (``calendar_mode``)."""
+        return {"aws": self.capacity_blocks, "gcp": self.calendar_mode}.get(cloud, False)
 
 
 def _held_term(value: Any) -> Any:

@@ -130,8 +130,7 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
         if tier == Tier.SAVINGS_PLAN:  # a plan covers it (which one, and when: check_savings_plans)
             return offering_id in covered
         if tier == Tier.CAPACITY_BLOCK:  # the fee, size and duration: check_blocks
-            sells = offering.cloud == "aws" and offering.price(tier) is not None
-            return scenario.purchase.capacity_blocks and sells
+            return scenario.purchase.buys_blocks(offering.cloud) and offering.price(tier) is not None
         if tier == Tier.FLEX_START:  # the run's length and start: check_flex_start
             sells = offering.cloud == "gcp" and offering.price(tier) is not None
             return scenario.purchase.flex_start and sells

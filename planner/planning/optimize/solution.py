@@ -664,7 +664,11 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
                 checkpoint_interval_minutes=overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
                 expected_overhead=overhead.expected_overhead if overhead else 0.0,
                 cost_usd=cost,
-                block_hours=block_duration_hours(option.periods * p) if tier == Tier.CAPACITY_BLOCK else None,
+                block_hours=(
+                    block_duration_hours(option.periods * p, offering.cloud)
+                    if tier == Tier.CAPACITY_BLOCK
+                    else None
+                ),
                 flex_start_delay_hours=(
                     sets.scenario.purchase.flex_start_delay_hours if tier == Tier.FLEX_START else None
                 ),

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.capacity_blocks import block_duration_hours, block_fee_usd, why_no_block
+from models.capacity_blocks import block_fee_usd, why_no_block
 from models.catalog import Catalog, Offering
 from models.flex_start import why_no_flex_start
 from models.mig import replicas_per_gpu
@@ -564,10 +564,11 @@ def _training_options(
     Non-spot options on an offering a savings plan covers (``plan_covered``) are kept as on a committable
     one: where they start decides how much idle savings-plan budget covers them.
 
-    A Capacity Block (``purchase.capacity_blocks``, issue 38) is a third kind for a gang: the block EC2
-    sells for the run (:func:`_block_rate`), paid upfront for the shortest sold duration that holds the
-    run's periods, its nodes the block's own (outside the offering's pool and its ``max_nodes``, as a
-    reservation is), so its cost does not depend on the start, like spot's.
+    A Capacity Block (``purchase.capacity_blocks``, issue 38; on GCP a calendar-mode reservation,
+    ``purchase.calendar_mode``) is a third kind for a gang: the block the cloud sells for the run
+    (:func:`_block_rate`), paid for the shortest sold duration that holds the run's periods, its nodes
+    the block's own (outside the offering's pool and its ``max_nodes``, as a reservation is), so its cost
+    does not depend on the start, like spot's.
 
     GCP flex-start (``purchase.flex_start``) is a fourth: VMs Dynamic Workload Scheduler grants after a
     start delay (:func:`_flex_rate`), for a run of at most 7 days, paid per node-hour at the flex-start
@@ -619,7 +620,7 @@ def _training_options(
                 periods = math.ceil(hours / p - 1e-9)
                 cost = job.nodes * price * periods * p
                 if tier == Capacity.BLOCK:  # the fee of the shortest block EC2 sells that holds the run
-                    cost = block_fee_usd(price, job.nodes, periods * p)
+                    cost = block_fee_usd(price, job.nodes, periods * p, off.cloud)
                 if run.end_period - periods >= first_start(scenario, run, tier):
                     candidates.append((o, tier, cost, periods, overhead))
         # non-spot on a committable (or savings-plan) offering is never pruned: it may use idle commitments
@@ -670,15 +671,14 @@ def _training_options(
 
 
 def _block_rate(scenario: Scenario, offering: Offering, job: TrainingJob) -> float | None:
-    """The Capacity Block rate per instance-hour at which ``job``'s gang may run in a block of
-    ``offering``: only where the scenario opts in, the catalog prices a block and one block holds the
-    gang (at most 64 instances, at most 182 days: ``models.capacity_blocks``); else None."""
+    """The block rate per instance-hour at which ``job``'s gang may run in a block of ``offering`` (an AWS
+    Capacity Block, a GCP calendar-mode reservation): only where the scenario opts in for the offering's
+    cloud, the catalog prices a block and one block holds the gang (AWS: at most 64 instances and 182
+    days; GCP: at most 90 days: ``models.capacity_blocks``); else None."""
     rate = offering.capacity_block_usd_h
-    if not scenario.purchase.capacity_blocks or rate is None or offering.cloud != "aws":
+    if not scenario.purchase.buys_blocks(offering.cloud) or rate is None:
         return None
-    if why_no_block(job.nodes, job.hours) is not None or block_duration_hours(job.hours) is None:
-        return None
-    return rate
+    return None if why_no_block(job.nodes, job.hours, offering.cloud) is not None else rate
 
 
 def _flex_rate(scenario: Scenario, offering: Offering, job: TrainingJob) -> float | None:
