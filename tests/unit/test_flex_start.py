@@ -198,3 +198,27 @@ def test_the_catalog_reads_a_flex_start_rate(tmp_path: Path, kit) -> None:
     kit.write_catalog_csv(tmp_path / "bad.csv", [kit.offering_row(flex_start_usd_h=-1)])
     with pytest.raises(InputError, match="flex_start_usd_h"):
         Catalog.load(tmp_path / "bad.csv")
+
+
+def test_provisioning_launches_the_planned_gang_on_flex_start(tmp_path: Path, kit) -> None:
+    """plan -> desired state -> actions -> launch spec: the gang's VMs are asked for with its held hours
+    as their run duration, and no reservation is made for it (flex-start VMs consume none); the GCP
+    adapter turns that into provisioningModel FLEX_START (tests/integration/test_gcp_flex_start.py)."""
+    from datetime import timedelta
+
+    from planner.operations.provision import launch_spec
+    from planner.operations.reconcile import ActionKind, reconcile
+    from planner.outputs.desired import desired_state
+    from providers.base import Inventory
+
+    plan = _plan(_inputs(tmp_path, kit, 4.0, hours=96), kit)
+    (placement,) = plan.document.training
+    assert placement.tier == Tier.FLEX_START
+    desired = desired_state(plan, placement.start + timedelta(minutes=30), handles=lambda _o: True)
+    (gang,) = desired.gangs
+    assert gang.max_run_hours == 96 and not gang.reserve
+    actions = reconcile(desired, Inventory())
+    assert not any(a.kind is ActionKind.CREATE_RESERVATION for a in actions)
+    (launch,) = [a for a in actions if a.kind is ActionKind.LAUNCH]
+    assert launch.max_run_hours == 96 and launch.reservation is None
+    assert launch_spec(launch, "p").max_run_hours == 96
