@@ -85,6 +85,9 @@ class Action(_Frozen):
     reservation: str | None = None
     run: str | None = None
     fabric: str | None = None
+    max_run_hours: float | None = Field(
+        None, description="launch: a GCP flex-start gang, its VMs' run duration (provisioning FLEX_START)"
+    )
     token: str = ""
     stands_in: str | None = Field(
         None, description="launch: the pool whose short nodes this one's stand in for (a capacity fallback)"

@@ -88,7 +88,9 @@ FABRICS: tuple[str, ...] = ("efa", "tcpx", "tcpxo", "infiniband", "none")
 Cloud = Literal["aws", "gcp", "azure"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
 #: The tiers a catalog row prices (a cloud's tiers; owned nodes are priced from a scenario's colocation).
-TIERS: tuple[Tier, ...] = (Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT, Tier.CAPACITY_BLOCK)
+TIERS: tuple[Tier, ...] = (
+    Tier.RESERVED_1Y, Tier.RESERVED_3Y, Tier.ON_DEMAND, Tier.SPOT, Tier.CAPACITY_BLOCK, Tier.FLEX_START,
+)  # fmt: skip
 #: The :class:`Offering` field that holds each tier's price per node-hour (the catalog CSV's columns).
 PRICE_FIELD: dict[Tier, str] = {
     Tier.ON_DEMAND: "on_demand_usd_h",
@@ -97,6 +99,7 @@ PRICE_FIELD: dict[Tier, str] = {
     Tier.RESERVED_3Y: "reserved_3y_usd_h",
     Tier.OWNED: "owned_usd_h",
     Tier.CAPACITY_BLOCK: "capacity_block_usd_h",
+    Tier.FLEX_START: "flex_start_usd_h",
 }
 #: The column prefix of each tier's price and provenance columns (``reserved_1y``: ``reserved_1y_usd_h``,
 #: ``reserved_1y_basis``, ``reserved_1y_source``, ``reserved_1y_as_of``).
@@ -106,6 +109,7 @@ TIER_COLUMN: dict[Tier, str] = {
     Tier.RESERVED_1Y: "reserved_1y",
     Tier.RESERVED_3Y: "reserved_3y",
     Tier.CAPACITY_BLOCK: "capacity_block",
+    Tier.FLEX_START: "flex_start",
 }
 #: Where a price comes from. ``quoted``: read from the cloud's price API or a published rate, with its source
 #: and date. ``assumed``: a guess (a ratio of on-demand). ``negotiated``: the user's own (a private-price
@@ -196,8 +200,9 @@ _V1_COLUMNS: tuple[str, ...] = (
 )
 #: Format 2's price columns beyond format 1's: the AWS Capacity Block rate per instance-hour (issue 38; the
 #: fee of a block is this rate x instances x its sold hours, ``models/capacity_blocks.py``), empty where the
-#: cloud sells no block of the offering.
-_V2_PRICE_COLUMNS: tuple[str, ...] = ("capacity_block_usd_h",)
+#: cloud sells no block of the offering; the GCP flex-start rate per node-hour (``models/flex_start.py``),
+#: empty where the offering has none.
+_V2_PRICE_COLUMNS: tuple[str, ...] = ("capacity_block_usd_h", "flex_start_usd_h")
 _COLUMNS: tuple[str, ...] = (*_V1_COLUMNS, *PROVENANCE_COLUMNS, *_V2_PRICE_COLUMNS)
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "fabric_gbps",
@@ -283,6 +288,9 @@ class Offering:
     #: The AWS Capacity Block rate per instance-hour (None: no block sold); a block's fee is this times
     #: instances times its sold hours (``models/capacity_blocks.py``).
     capacity_block_usd_h: float | None = None
+    #: The GCP flex-start (Dynamic Workload Scheduler) rate per node-hour (None: not sold;
+    #: ``models/flex_start.py``).
+    flex_start_usd_h: float | None = None
     #: Where each tier's price comes from (format 2); a tier not listed is ``unstated`` (see ``source``).
     provenance: tuple[PriceProvenance, ...] = field(default=(), compare=False)
 
@@ -303,6 +311,7 @@ class Offering:
             self.reserved_3y_usd_h,
             self.owned_usd_h,
             self.capacity_block_usd_h,
+            self.flex_start_usd_h,
         )
         if any(p is not None and not (p >= 0 and math.isfinite(p)) for p in prices):
             raise ValueError(f"{self.id}: prices must be finite and >= 0")
@@ -493,6 +502,7 @@ class Catalog:
                 **{name: getattr(o, name) for name in _V1_COLUMNS},
                 **_provenance_cells(o),
                 "capacity_block_usd_h": o.capacity_block_usd_h,
+                "flex_start_usd_h": o.flex_start_usd_h,
                 "id": o.id,
                 "on_demand_usd_gpu_h": (
                     None if o.on_demand_usd_h is None else o.on_demand_usd_h / o.gpus_per_node
@@ -511,6 +521,7 @@ class Catalog:
             "spot_interruptions_per_hour",
             "on_demand_usd_gpu_h",
             "capacity_block_usd_h",
+            "flex_start_usd_h",
         ]
         dtypes = {**dict.fromkeys(float_columns, "float64"), "gpus_per_node": "int64", "max_nodes": "Int64"}
         return frame.astype(dtypes)
@@ -683,7 +694,7 @@ def _price_ratios(path: Path, row: int, offering: Offering) -> list[str]:
     if on_demand is None:
         return []
     found: list[str] = []
-    for column in ("spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h", "capacity_block_usd_h"):
+    for column in ("spot_usd_h", "reserved_1y_usd_h", "reserved_3y_usd_h", *_V2_PRICE_COLUMNS):
         price = getattr(offering, column)
         if price is None or price <= on_demand:
             continue
@@ -808,6 +819,7 @@ def _parse_row(path: Path, row: int, header: list[str], record: list[str]) -> Of
         reserved_1y_usd_h=number("reserved_1y_usd_h"),
         reserved_3y_usd_h=number("reserved_3y_usd_h"),
         capacity_block_usd_h=number("capacity_block_usd_h"),
+        flex_start_usd_h=number("flex_start_usd_h"),
         spot_interruptions_per_hour=DEFAULT_SPOT_INTERRUPTIONS_PER_HOUR[cloud] if rate is None else rate,
         max_nodes=integer("max_nodes"),
         source=_printable(path, where("source"), text("source")),

@@ -452,8 +452,9 @@ class TrainingPlacement(_PlanPart):
     offering: str
     tier: Tier = Field(
         description="spot for a spot gang; capacity_block for a gang in an AWS Capacity Block bought for it "
-        "(block_hours); else the committed tier when its offering's commitments cover at least half its "
-        "periods' non-spot nodes (committed_fraction), else on_demand; the run's own split: tiers"
+        "(block_hours); flex_start for a gang on GCP flex-start VMs (flex_start_delay_hours); else the "
+        "committed tier when its offering's commitments cover at least half its periods' non-spot nodes "
+        "(committed_fraction), else on_demand; the run's own split: tiers"
     )
     tiers: dict[Tier, Amount] = Field(
         default_factory=dict,
@@ -479,6 +480,12 @@ class TrainingPlacement(_PlanPart):
         description="a gang in a Capacity Block (tier capacity_block): the duration bought, the shortest EC2 "
         "sells that holds the run (1-14 days, then weeks up to 182 days); its fee is the offering's "
         "capacity_block_usd_h x nodes x block_hours, paid upfront at its start",
+    )
+    flex_start_delay_hours: Amount | None = Field(
+        None,
+        description="a gang on GCP flex-start VMs (tier flex_start): the start delay planned for (the "
+        "scenario's purchase.flex_start_delay_hours); its VMs are requested that long before start, run at "
+        "most 7 days and cost the offering's flex_start_usd_h x nodes x hours held",
     )
     start: UtcTime
     end: UtcTime

@@ -38,7 +38,8 @@ def price_sources(catalog: Catalog, document: PlanDocument, allocations: pd.Data
     hours: dict[tuple[str, Tier], float] = defaultdict(float)
     period = document.horizon.period_hours
     if len(allocations):
-        open_market = allocations[allocations["tier"].isin([Tier.ON_DEMAND.value, Tier.SPOT.value])]
+        paid_as_run = [Tier.ON_DEMAND.value, Tier.SPOT.value, Tier.FLEX_START.value]
+        open_market = allocations[allocations["tier"].isin(paid_as_run)]
         summed = open_market.groupby(["offering", "tier"])["nodes"].sum()
         for offering, tier, nodes in zip(
             summed.index.get_level_values(0), summed.index.get_level_values(1), summed.to_numpy(), strict=True

@@ -39,6 +39,7 @@ from models.catalog import (
     Cloud,
 )
 from models.errors import InputError
+from models.flex_start import DEFAULT_FLEX_START_DELAY_HOURS
 from models.naming import safe_name
 from models.numbers import Range, StrictModel
 from models.overlay import PricingOverlay
@@ -252,6 +253,24 @@ class Purchase(_Strict):
         "upfront for the sold duration, 1-14 days or weeks up to 182, at most 64 instances), at the "
         "catalog's capacity_block_usd_h rate, where that beats on-demand and commitments",
     )
+    calendar_mode: bool = Field(
+        False,
+        description="training gangs may run in a GCP calendar-mode future reservation bought for the run "
+        "(opt-in: paid for its whole duration, 1 to 90 days), at the catalog's capacity_block_usd_h rate of "
+        "the GCP offering, where that beats on-demand and commitments",
+    )
+    flex_start: bool = Field(
+        False,
+        description="training gangs of at most 7 days may run on GCP flex-start VMs (opt-in: Dynamic "
+        "Workload Scheduler grants them after a start delay, paid per hour at the catalog's flex_start_usd_h "
+        "rate), where the run's window holds the delay plus the run and that beats the other tiers",
+    )
+    flex_start_delay_hours: float = _number(
+        "the start delay a flex-start gang plans for: it starts no earlier than its window's start plus this "
+        "(default 24 h, the longest Vertex AI's flex-start waits by default: models/flex_start.py)",
+        Range(ge=0, le=8760, unit="hours"),
+        DEFAULT_FLEX_START_DELAY_HOURS,
+    )
     max_spot_share: float = _number("most training GPU-hours on spot", Range(ge=0, le=1), 1.0)
     schedule: PurchaseSchedule = Field(
         "quarterly",
@@ -264,6 +283,11 @@ class Purchase(_Strict):
         "100000}; without it each purchase takes the payment option (no, partial, all upfront) with the "
         "lowest effective rate",
     )
+
+    def buys_blocks(self, cloud: str) -> bool:
+        """Whether a gang may run in a reservation of fixed duration bought for it on ``cloud``: an AWS
+        Capacity Block (``capacity_blocks``) or a GCP calendar-mode reservation (``calendar_mode``)."""
+        return {"aws": self.capacity_blocks, "gcp": self.calendar_mode}.get(cloud, False)
 
 
 def _held_term(value: Any) -> Any:

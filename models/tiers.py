@@ -7,7 +7,7 @@ capacity kinds. Every module spells these through this file, never as bare strin
   servers for their depreciation life, and a capacity ``reservation`` until the end date it was
   made with (scenarios enter these as existing commitments; the plan never buys one).
 - :class:`Capacity` is what the planning model decides between for a node: non-spot, spot, or (a
-  training gang only) an AWS Capacity Block bought for the run (issue 38). Non-spot
+  training gang only) an AWS Capacity Block bought for the run or GCP flex-start VMs (issue 38). Non-spot
   nodes of an offering are billed the way clouds bill them: its committed nodes (1y, 3y and owned
   together) cover any non-spot node of that offering running in that hour, inference or training,
   and only the nodes beyond them are paid on demand.
@@ -25,6 +25,7 @@ __all__ = [
     "COMMITTED_TIERS",
     "HOURS_PER_MONTH",
     "HOURS_PER_YEAR",
+    "OWN_NODE_TIERS",
     "PREPAID_TIERS",
     "TERM_TIER",
     "TIER_ORDER",
@@ -49,6 +50,7 @@ class Tier(StrEnum):
     CAPACITY_RESERVATION = "capacity_reservation"
     SAVINGS_PLAN = "savings_plan"
     CAPACITY_BLOCK = "capacity_block"
+    FLEX_START = "flex_start"
     ON_DEMAND = "on_demand"
     SPOT = "spot"
 
@@ -85,12 +87,15 @@ class Term(StrEnum):
 
 
 class Capacity(StrEnum):
-    """The planning model's choice for a node: non-spot (committed first, on demand beyond), spot, or a
-    Capacity Block (training gangs only: its nodes are the block's, paid upfront for its sold hours)."""
+    """The planning model's choice for a node: non-spot (committed first, on demand beyond), spot, a
+    Capacity Block (training gangs only: its nodes are the block's, paid upfront for its sold hours) or GCP
+    flex-start (training gangs only: VMs Dynamic Workload Scheduler grants after a start delay, at most 7
+    days, paid per hour at the flex-start rate: ``models/flex_start.py``)."""
 
     NON_SPOT = "non_spot"
     SPOT = "spot"
     BLOCK = "capacity_block"
+    FLEX = "flex_start"
 
     @property
     def own_cost(self) -> bool:
@@ -98,6 +103,22 @@ class Capacity(StrEnum):
         nodes, and a Capacity Block (a training gang's reservation, paid upfront, outside the offering's
         capacity limit: ``models/capacity_blocks.py``)."""
         return self != Capacity.NON_SPOT
+
+    @property
+    def own_nodes(self) -> bool:
+        """Nodes of their own, outside the offering's pool of committed and on-demand nodes and its
+        ``max_nodes``: a Capacity Block's (a reservation bought for the gang) and flex-start VMs (granted by
+        Dynamic Workload Scheduler from its own capacity, on the preemptible quota). One rule for both, so
+        every layer that leaves block nodes out of the pool leaves flex-start nodes out too."""
+        return self in (Capacity.BLOCK, Capacity.FLEX)
+
+    @property
+    def tier(self) -> Tier:
+        """The plan's tier of an own-cost kind (spot, capacity_block, flex_start); a non-spot node's tier
+        depends on the commitments covering it (the billing rule), so it has none here."""
+        if self == Capacity.NON_SPOT:
+            raise ValueError("a non-spot node's tier depends on the commitments that cover it")
+        return Tier(self.value)
 
 
 class CapacityType(StrEnum):
@@ -135,5 +156,8 @@ PREPAID_TIERS: tuple[Tier, ...] = (*COMMITTED_TIERS, Tier.SAVINGS_PLAN)
 #: The order tiers are shown in (cheapest commitment first, spot last).
 TIER_ORDER: tuple[Tier, ...] = (
     Tier.OWNED, Tier.RESERVED_3Y, Tier.RESERVED_1Y, Tier.CAPACITY_RESERVATION, Tier.SAVINGS_PLAN,
-    Tier.CAPACITY_BLOCK, Tier.ON_DEMAND, Tier.SPOT,
+    Tier.CAPACITY_BLOCK, Tier.FLEX_START, Tier.ON_DEMAND, Tier.SPOT,
 )  # fmt: skip
+#: Tiers whose nodes are their own (:attr:`Capacity.own_nodes`): never in an offering's pool, never covered
+#: by its commitments or savings plans.
+OWN_NODE_TIERS: tuple[Tier, ...] = (Tier.CAPACITY_BLOCK, Tier.FLEX_START)

@@ -7,7 +7,10 @@ What gpuplan's resources are on GCP:
 - a capacity reservation is a zonal *reservation* with ``specificReservationRequired`` (only instances that
   name it consume it), the gang's placement policy attached;
 - a node is an *instance*; spot nodes use ``provisioningModel: SPOT`` with ``instanceTerminationAction:
-  DELETE``, and a3 gangs get the GPUDirect NICs (TCPX: 4 on a3-highgpu-8g, TCPXO: 8 on a3-megagpu-8g).
+  DELETE``; a flex-start gang (``LaunchSpec.max_run_hours``, ``models/flex_start.py``) uses
+  ``provisioningModel: FLEX_START`` with ``maxRunDuration`` and ``instanceTerminationAction: DELETE``
+  (Compute Engine deletes its VMs at the end of the duration), consuming no reservation; and a3 gangs get
+  the GPUDirect NICs (TCPX: 4 on a3-highgpu-8g, TCPXO: 8 on a3-megagpu-8g).
 
 Instances carry our tags as labels and are found by a label filter. Resource policies and reservations have
 no labels in the v1 API, so they carry our tags as a JSON object in their ``description`` (the one exception
@@ -40,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import random
 import re
 import time
@@ -966,8 +970,16 @@ class GcpProvider(NoCapacityBlocks):
         ]
         return nics
 
-    def _scheduling(self, capacity: CapacityType) -> Any:
+    def _scheduling(self, capacity: CapacityType, max_run_hours: float | None = None) -> Any:
         compute = self._g.compute
+        if max_run_hours is not None:  # flex-start: granted when capacity is, deleted after its run duration
+            return compute.Scheduling(
+                provisioning_model="FLEX_START",
+                max_run_duration=compute.Duration(seconds=math.ceil(max_run_hours * 3600)),
+                instance_termination_action="DELETE",
+                on_host_maintenance="TERMINATE",
+                automatic_restart=False,
+            )
         if capacity is CapacityType.SPOT:
             return compute.Scheduling(
                 provisioning_model="SPOT",
@@ -997,7 +1009,7 @@ class GcpProvider(NoCapacityBlocks):
         # a gang launches where its reservation is (another zone of the region, when the first had none)
         zone = (
             self._reservation_zone(region, spec.reservation)
-            if spec.reservation
+            if spec.reservation and spec.max_run_hours is None
             else self.settings.zone(region)
         )
         names = instance_names(spec.run or spec.pool, spec.token, spec.count)
@@ -1005,7 +1017,9 @@ class GcpProvider(NoCapacityBlocks):
         disk_type = boot_disk_type(machine, self.settings.boot_disk_type)
         labels = dict(spec.tags)
         affinity = None
-        if spec.reservation:
+        if spec.max_run_hours is not None:  # flex-start VMs come from DWS's capacity, never a reservation
+            affinity = compute.ReservationAffinity(consume_reservation_type="NO_RESERVATION")
+        elif spec.reservation:
             affinity = compute.ReservationAffinity(
                 consume_reservation_type="SPECIFIC_RESERVATION",
                 key="compute.googleapis.com/reservation-name",
@@ -1026,7 +1040,7 @@ class GcpProvider(NoCapacityBlocks):
             props = compute.InstanceProperties(
                 machine_type=machine,
                 labels=labels,
-                scheduling=self._scheduling(spec.capacity),
+                scheduling=self._scheduling(spec.capacity, spec.max_run_hours),
                 network_interfaces=nics,
                 disks=[self._boot_disk(disk_type)],
             )
@@ -1070,7 +1084,7 @@ class GcpProvider(NoCapacityBlocks):
                 name=name,
                 machine_type=f"zones/{zone}/machineTypes/{machine}",
                 labels=labels,
-                scheduling=self._scheduling(spec.capacity),
+                scheduling=self._scheduling(spec.capacity, spec.max_run_hours),
                 network_interfaces=nics,
                 disks=[self._boot_disk(f"zones/{zone}/diskTypes/{disk_type}")],
             )

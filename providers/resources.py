@@ -209,6 +209,7 @@ class LaunchSpec:
     fabric: str | None = None
     target: int | None = None  # nodes the pool (or gang) holds once this launch is done: clouds that size a
     # group (Azure scale sets) set its capacity to this, which repeats safely where "add count" would not
+    max_run_hours: float | None = None  # a GCP flex-start gang: its VMs run at most this long (<= 7 days)
 
     @property
     def all_or_nothing(self) -> bool:

@@ -13,7 +13,7 @@ SOURCE*.md), and writes the catalog in format 2:
   (the files' row order), a Compute Savings Plan only where nothing node-shaped is published; otherwise the
   row keeps its assumed ratio of on-demand (``assumed``);
 - Capacity Blocks (``capacity_block_usd_h``, issue 38): kept as the row records them (quoted or assumed,
-  models/data/CATALOG-SOURCES.md says from where).
+  models/data/CATALOG-SOURCES.md says from where); GCP flex-start (``flex_start_usd_h``) likewise.
 
 ``--check`` writes nothing and exits 1 when the embedded file differs from what it would write (a test runs
 it). The product never reads ``../shared``; this tool is how the snapshot was made.
@@ -204,6 +204,8 @@ def quoted_catalog(catalog: Catalog, rates: Rates, list_prices: Rates) -> list[O
             records.append(PriceProvenance(tier.value, "quoted", source, dated))
         if offering.capacity_block_usd_h is not None:  # Capacity Block rates: as the row records them
             records.append(offering.price_provenance(Tier.CAPACITY_BLOCK))
+        if offering.flex_start_usd_h is not None:  # GCP flex-start rates: as the row records them
+            records.append(offering.price_provenance(Tier.FLEX_START))
         result.append(replace(updated, provenance=tuple(records)))
     return result
 

@@ -664,6 +664,7 @@ def launch_spec(action: Action, plan_id: str) -> LaunchSpec:
         reservation=action.reservation,
         fabric=action.fabric,
         target=action.target_nodes,
+        max_run_hours=action.max_run_hours,
     )
 
 

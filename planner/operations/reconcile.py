@@ -255,6 +255,7 @@ def reconcile(
             placement_group=gang.placement_group,
             reservation=held if reserved else None,
             fabric=gang.fabric,
+            max_run_hours=gang.max_run_hours,
             fallback=gang.fallback if reserved else None,
             token=client_token(
                 plan_id, "launch", gang.run, period, have, gang.nodes, _members(by_run[gang.run])

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.actions import RecommendedPurchase
 from models.errors import InputError
+from models.flex_start import FLEX_START_MAX_RUN_HOURS
 from models.naming import parse_offering, pool_name, safe_name
 from models.plan import Plan, PlanDocument, TrainingPlacement, UtcTime
 from models.scenario import FALLBACKS, Fallback
@@ -109,6 +110,9 @@ class DesiredGang(_Frozen):
     reserve: bool = Field(description="a capacity reservation is held for it (non-spot multi-node gangs)")
     fallback: tuple[Fallback, ...] = Field(
         FALLBACKS, description="what it may do when its reservation is refused, in order (the plan's)"
+    )
+    max_run_hours: float | None = Field(
+        None, description="a GCP flex-start gang (tier flex_start): its VMs' run duration, at most 7 days"
     )
 
 
@@ -282,6 +286,8 @@ def _savings_plan_notes(document: PlanDocument, handles: Callable[[str], bool]) 
 def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bool) -> DesiredGang:
     capacity = _capacity_of(placement.tier)
     multi = placement.nodes > 1
+    # a flex-start gang: VMs Dynamic Workload Scheduler grants for its held hours, never a reservation
+    flex = placement.tier == Tier.FLEX_START
     return DesiredGang(
         run=name,
         job=placement.job,
@@ -296,8 +302,9 @@ def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bo
         start=placement.start,
         end=placement.end,
         running=running,
-        reserve=reserve and multi and capacity is CapacityType.ON_DEMAND,
+        reserve=reserve and multi and capacity is CapacityType.ON_DEMAND and not flex,
         fallback=placement.fallbacks,
+        max_run_hours=min(placement.held_hours, FLEX_START_MAX_RUN_HOURS) if flex else None,
     )
 
 

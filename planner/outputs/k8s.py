@@ -150,6 +150,7 @@ _TIER_CAPACITY: Final = {
     Tier.RESERVED_3Y: NodeCapacity.RESERVED,
     Tier.CAPACITY_RESERVATION: NodeCapacity.RESERVED,
     Tier.CAPACITY_BLOCK: NodeCapacity.RESERVED,  # an AWS Capacity Block: reserved, paid upfront (issue 38)
+    Tier.FLEX_START: NodeCapacity.ON_DEMAND,  # GCP flex-start VMs: billed as they run, nothing reserved
     Tier.OWNED: NodeCapacity.OWNED,
     Tier.SAVINGS_PLAN: NodeCapacity.ON_DEMAND,  # a $/h commitment discounts on-demand nodes, holds none
     Tier.ON_DEMAND: NodeCapacity.ON_DEMAND,

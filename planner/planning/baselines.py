@@ -232,7 +232,7 @@ def _training_choices(sets: PlanningSets, r: int, allow_spot: bool) -> list[tupl
     best: dict[tuple[int, Capacity], tuple[float, int, int, Capacity]] = {}
     for option in sets.options:
         offering = sets.offerings[option.offering]
-        if option.run != r or offering.on_demand_usd_h is None or option.tier == Capacity.BLOCK:
+        if option.run != r or offering.on_demand_usd_h is None or option.tier.own_nodes:
             continue  # owned nodes, Capacity Blocks: the peers buy neither
         if option.tier == Capacity.SPOT and not allow_spot:
             continue

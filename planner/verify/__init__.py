@@ -28,6 +28,7 @@ from planner.verify.blocks import check_blocks
 from planner.verify.context import Context
 from planner.verify.demand import check_demand
 from planner.verify.findings import KINDS, Findings, KindSummary, VerifyReport, Violation
+from planner.verify.flex_start import check_flex_start
 from planner.verify.mig import check_mig, read_mig_file
 from planner.verify.packing import check_packing
 from planner.verify.payments import check_cash
@@ -66,6 +67,7 @@ def verify(inputs: Inputs, plan: Plan, examples: int = 20, directory: Path | Non
     check_demand(ctx, findings, rows)
     check_training(ctx, findings, rows)
     check_blocks(ctx, findings, rows)
+    check_flex_start(ctx, findings, rows)
     check_teams(ctx, findings, rows)
     check_packing(ctx, findings, rows, counts)
     check_mig(ctx, findings, rows, counts, read_mig_file(directory))

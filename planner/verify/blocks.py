@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from models.capacity_blocks import block_duration_hours, why_no_block
+from models.capacity_blocks import FIXED_RESERVATIONS, block_duration_hours, why_no_block
 from models.plan import TrainingPlacement
 from models.tiers import Tier
 from planner.verify.context import Context, close
@@ -44,13 +44,20 @@ def block_bills(ctx: Context) -> list[BlockBill]:
             continue
         offering = ctx.offerings.get(placement.offering)
         held = placement.periods * ctx.p
-        rate = None if offering is None or offering.cloud != "aws" else offering.capacity_block_usd_h
-        why = why_no_block(placement.nodes, held)
-        if not ctx.scenario.purchase.capacity_blocks:
-            why = "the scenario does not allow Capacity Blocks (purchase.capacity_blocks)"
-        elif rate is None:
-            why = f"{placement.offering} sells no Capacity Block (no capacity_block_usd_h in the catalog)"
-        sold = block_duration_hours(held)
+        cloud = offering.cloud if offering is not None else ""
+        sells = cloud in FIXED_RESERVATIONS
+        rate = offering.capacity_block_usd_h if offering is not None and sells else None
+        if not sells or rate is None:
+            why: str | None = f"{placement.offering} sells no block (no capacity_block_usd_h in the catalog)"
+        elif not ctx.scenario.purchase.buys_blocks(cloud):
+            why = (
+                "the scenario does not allow calendar-mode reservations (purchase.calendar_mode)"
+                if cloud == "gcp"
+                else "the scenario does not allow Capacity Blocks (purchase.capacity_blocks)"
+            )
+        else:
+            why = why_no_block(placement.nodes, held, cloud)
+        sold = block_duration_hours(held, cloud) if sells else None
         fee = None if why is not None or rate is None or sold is None else rate * placement.nodes * sold
         bills.append(BlockBill(placement, sold, fee, why))
     return bills

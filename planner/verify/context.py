@@ -23,7 +23,7 @@ from models.plan import Commitment, Plan
 from models.savingsplans import RateGroup, SavingsPlan, plan_groups
 from models.scenario import SAVINGS_PLAN_TERM_KIND, InferenceService, Scenario, TrainingJob
 from models.scope import scenario_offerings
-from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
+from models.tiers import COMMITTED_TIERS, HOURS_PER_MONTH, HOURS_PER_YEAR, OWN_NODE_TIERS, Term, Tier
 from models.workloads import TrainingRun, service_demand, training_runs
 
 __all__ = ["BLOCK", "EPS", "Context", "Shape", "close", "replica_shape", "term_hours"]
@@ -31,7 +31,7 @@ __all__ = ["BLOCK", "EPS", "Context", "Shape", "close", "replica_shape", "term_h
 EPS = 1e-6
 SPOT = "spot"
 HELD = "held"  # every non-spot tier: committed and on-demand nodes of an offering are billed together
-BLOCK = "block"  # a gang in a Capacity Block: its own nodes, outside the offering's pool (blocks.py)
+BLOCK = "block"  # a gang on nodes of its own (a Capacity Block, flex-start VMs): outside the offering's pool
 
 
 def close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-6) -> bool:
@@ -175,7 +175,7 @@ class Context:
             frame[column] = frame[column].astype(str)
         frame["commitment"] = frame["commitment"].astype(object).fillna("").astype(str)  # NaN: none named
         frame["capacity"] = np.select(
-            [frame["tier"] == Tier.SPOT, frame["tier"] == Tier.CAPACITY_BLOCK], [SPOT, BLOCK], HELD
+            [frame["tier"] == Tier.SPOT, frame["tier"].isin(OWN_NODE_TIERS)], [SPOT, BLOCK], HELD
         )
         frame["committed"] = frame["tier"].isin([str(t) for t in COMMITTED_TIERS])
         gpn = {oid: float(o.gpus_per_node) for oid, o in self.offerings.items()}

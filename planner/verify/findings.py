@@ -105,6 +105,12 @@ KINDS: dict[str, str] = {
     "block-fee": "a Capacity Block's cost or hours differ from the catalog rate x instances x the shortest "
     "duration EC2 sells that holds the run",
     "block-rows": "capacity_block rows that do not add up to the blocks' fees, or that are not training",
+    "flex-start-unavailable": "a gang on flex-start where it may not run: the scenario does not allow it "
+    "(purchase.flex_start), the offering is not GCP or has no flex_start_usd_h, or the run is over 7 days",
+    "flex-start-delay": "a flex-start gang starting before its window's start plus the planned start delay "
+    "(purchase.flex_start_delay_hours), or naming another delay than the scenario's",
+    "flex-start-cost": "a flex-start gang's cost_usd differs from the catalog's flex_start_usd_h x nodes x "
+    "hours held, or flex_start rows that are not training",
     "spot-share": "spot training GPU-hours above purchase.max_spot_share of the served training GPU-hours",
     "unserved-unlisted": "a training run neither placed nor listed in unserved[]",
     # teams

@@ -130,8 +130,10 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
         if tier == Tier.SAVINGS_PLAN:  # a plan covers it (which one, and when: check_savings_plans)
             return offering_id in covered
         if tier == Tier.CAPACITY_BLOCK:  # the fee, size and duration: check_blocks
-            sells = offering.cloud == "aws" and offering.price(tier) is not None
-            return scenario.purchase.capacity_blocks and sells
+            return scenario.purchase.buys_blocks(offering.cloud) and offering.price(tier) is not None
+        if tier == Tier.FLEX_START:  # the run's length and start: check_flex_start
+            sells = offering.cloud == "gcp" and offering.price(tier) is not None
+            return scenario.purchase.flex_start and sells
         if tier in (Tier.RESERVED_1Y, Tier.RESERVED_3Y) and tier not in allowed_terms:
             return False
         return offering.price(tier) is not None
@@ -159,7 +161,7 @@ def check_rows(ctx: Context, findings: Findings) -> pd.DataFrame:
 
     # cost of a row: committed tiers are paid apart (commitments); the rest per node-hour
     price = np.zeros(len(rows))
-    for tier in (Tier.ON_DEMAND, Tier.SPOT):
+    for tier in (Tier.ON_DEMAND, Tier.SPOT, Tier.FLEX_START):  # flex-start: per node-hour, as it runs
         mask = (rows["tier"] == tier).to_numpy()
         rate = {oid: o.price(tier) or 0.0 for oid, o in offerings.items()}
         price[mask] = rows["offering"][mask].map(rate).to_numpy(dtype=float)

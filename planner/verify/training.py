@@ -13,7 +13,7 @@ import pandas as pd
 
 from models.plan import TrainingPlacement, UnservedTraining
 from models.preemption import DEFAULT_RESTART_MINUTES, DEFAULT_WRITE_MINUTES, spot_overhead
-from models.tiers import Tier
+from models.tiers import OWN_NODE_TIERS, Tier
 from models.workloads import TrainingRun
 from planner.verify.context import BLOCK, EPS, HELD, SPOT, Context, close
 from planner.verify.findings import Findings, Violation
@@ -140,7 +140,7 @@ def _check_rows(
         offerings = {p.offering for p in runs}
         seen = sorted(set(zip(group["offering"], group["tier"], strict=True)))
         capacities = {
-            SPOT if p.tier == Tier.SPOT else BLOCK if p.tier == Tier.CAPACITY_BLOCK else HELD for p in runs
+            SPOT if p.tier == Tier.SPOT else BLOCK if p.tier in OWN_NODE_TIERS else HELD for p in runs
         }
         if not set(group["offering"]) <= offerings or not set(group["capacity"]) <= capacities:
             findings.add_many(

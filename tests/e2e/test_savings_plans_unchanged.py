@@ -19,7 +19,8 @@ is paid by the hour (checked), and with those fields left out the digests are ma
 
 Issue 38 point 4 (Capacity Blocks) adds training[].block_hours: None here (blocks are opt-in, checked), and
 issue 35 point 3 adds training[].fallback (the scenario's, all three steps by default: checked); with both
-left out the digests are the same again; allocations.csv is unchanged."""
+left out the digests are the same again; allocations.csv is unchanged. GCP flex-start adds
+training[].flex_start_delay_hours: None here too (opt-in, checked), left out likewise."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def test_no_savings_plan_plans_as_before(tmp_path: Path, method: str) -> None:
     assert document["costs"].pop("cash_by_month")
     for run in document["training"]:  # issue 38 point 4: no Capacity Block unless the scenario opts in
         assert run.pop("block_hours") is None and run["tier"] != "capacity_block"
+        # issue 38 point 4: no flex-start unless the scenario opts in (purchase.flex_start)
+        assert run.pop("flex_start_delay_hours") is None and run["tier"] != "flex_start"
         # issue 35: the gang's fallback, all three by default
         assert run.pop("fallback") == ["other-zone", "no-reservation", "capacity-block"]
     money = {key: document[key] for key in ("costs", "commitments", "training", "unserved", "teams")}

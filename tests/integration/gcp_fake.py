@@ -22,6 +22,11 @@ instances of a bulkInsert, and behaves as Compute Engine does where the provider
   that names it; a placement policy still used by instances is ``resourceInUseByAnotherResource``;
 - a repeated ``requestId`` replays the first operation only within :attr:`request_id_ttl` (an hour) of
   the first request; after that the request runs again (and meets the name it made: 409);
+- a FLEX_START instance (Dynamic Workload Scheduler flex-start) needs ``scheduling.maxRunDuration`` between
+  10 minutes and 7 days (the range gcloud states for a flex-start run duration,
+  https://cloud.google.com/sdk/gcloud/reference/compute/instance-groups/managed/resize-requests/create)
+  and draws on the PREEMPTIBLE_ quota metrics as spot does (flex-start "consumes the preemptible version
+  of the GPU quota pool", https://docs.cloud.google.com/managed-spark/docs/guides/dws-serverless);
 - a spot preemption (:meth:`FakeCompute.preempt`) is a DONE ``compute.instances.preempted`` system
   operation and the instance's termination action (STOP: TERMINATED with ``lastStopTimestamp``; DELETE:
   STOPPING, then gone).
@@ -46,7 +51,7 @@ from urllib.parse import parse_qs, urlsplit
 
 PREFIX = "/compute/v1/projects/"
 ENUMS = {  # field path in a posted body -> the values Compute Engine accepts
-    "scheduling.provisioningModel": {"SPOT", "STANDARD"},
+    "scheduling.provisioningModel": {"SPOT", "STANDARD", "FLEX_START"},
     "scheduling.instanceTerminationAction": {"DELETE", "STOP"},
     "scheduling.onHostMaintenance": {"MIGRATE", "TERMINATE"},
     "groupPlacementPolicy.collocation": {"COLLOCATED", "UNSPECIFIED_COLLOCATION"},
@@ -367,6 +372,13 @@ class FakeCompute:
                 value = dig(b, path)
                 if value is not None and value not in allowed:
                     return 400, error(400, f"Invalid value for field '{path}': '{value}'", "invalid")
+            if dig(b, "scheduling.provisioningModel") == "FLEX_START":
+                seconds = float(dig(b, "scheduling.maxRunDuration.seconds") or 0)
+                if not 600 <= seconds <= 7 * 24 * 3600:
+                    return 400, error(
+                        400, "Invalid value for field 'scheduling.maxRunDuration': a FLEX_START instance "
+                        "runs between 10 minutes and 7 days", "invalid",
+                    )  # fmt: skip
             for nic in b.get("networkInterfaces", []):
                 if nic.get("nicType", "GVNIC") not in NIC_TYPES:
                     return 400, error(
@@ -395,7 +407,7 @@ class FakeCompute:
         if machine is None:
             return {}
         limits = self.quotas.get(region, {})
-        spot = dig(instance, "scheduling.provisioningModel") == "SPOT"
+        spot = dig(instance, "scheduling.provisioningModel") in ("SPOT", "FLEX_START")
         units: dict[str, float] = {}
         series = f"{machine['name'].split('-', 1)[0].upper()}_CPUS"
         wanted = [(series if series in limits else "CPUS", float(machine.get("guestCpus", 0)))]

@@ -170,6 +170,7 @@ def test_embedded_header_is_exactly_the_format_order() -> None:
             *FORMAT_COLUMNS,
             *PROVENANCE_COLUMNS,
             "capacity_block_usd_h",
+            "flex_start_usd_h",
         ]  # format 2
 
 
@@ -348,7 +349,7 @@ def test_offering_id_fabric_and_price() -> None:
     assert o.id == "aws:us-east-1:x.large"
     assert o.has_fabric
     assert not make_offering(fabric="none", fabric_gbps=None).has_fabric
-    assert [o.price(t) for t in TIERS] == [6.0, 4.0, 10.0, 4.0, None]  # no Capacity Block sold
+    assert [o.price(t) for t in TIERS] == [6.0, 4.0, 10.0, 4.0, None, None]  # no block, no flex-start
     assert make_offering(spot_usd_h=None).price("spot") is None
     with pytest.raises(ValueError, match="unknown tier"):
         o.price("monthly")
@@ -456,6 +457,7 @@ def test_to_dataframe(catalog: Catalog) -> None:
         *FORMAT_COLUMNS,
         *PROVENANCE_COLUMNS,
         "capacity_block_usd_h",
+        "flex_start_usd_h",
         "id",
         "on_demand_usd_gpu_h",
     ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from models import tco, workloads
 from models.catalog import PRICE_FIELD, TIERS, Offering
 from models.tiers import (
@@ -11,6 +13,7 @@ from models.tiers import (
     COMMITTED_TIERS,
     HOURS_PER_MONTH,
     HOURS_PER_YEAR,
+    OWN_NODE_TIERS,
     PREPAID_TIERS,
     TERM_TIER,
     TIER_ORDER,
@@ -25,12 +28,22 @@ from planner.planning.optimize.dispatch import CODE_CAPACITY, NON_SPOT_CODE, SPO
 def test_members_are_the_strings_the_files_use() -> None:
     assert [tier.value for tier in Tier] == [
         "reserved_1y", "reserved_3y", "owned", "capacity_reservation", "savings_plan", "capacity_block",
-        "on_demand", "spot",
+        "flex_start", "on_demand", "spot",
     ]  # fmt: skip
     assert [term.value for term in Term] == ["1y", "3y", "owned", "reservation"]
-    assert [kind.value for kind in Capacity] == ["non_spot", "spot", "capacity_block"]
-    # a Capacity Block is priced on its own (its fee), as spot is; non-spot nodes through their pool
-    assert [kind.own_cost for kind in Capacity] == [False, True, True]
+    assert [kind.value for kind in Capacity] == ["non_spot", "spot", "capacity_block", "flex_start"]
+    # a Capacity Block and flex-start are priced on their own (a fee, hours at their rate), as spot is;
+    # non-spot nodes through their pool. Blocks' and flex-start nodes are their own: outside the pool
+    assert [kind.own_cost for kind in Capacity] == [False, True, True, True]
+    assert [kind.own_nodes for kind in Capacity] == [False, False, True, True]
+    assert [kind.tier for kind in Capacity if kind.own_cost] == [
+        Tier.SPOT,
+        Tier.CAPACITY_BLOCK,
+        Tier.FLEX_START,
+    ]
+    assert tuple(kind.tier for kind in Capacity if kind.own_nodes) == OWN_NODE_TIERS
+    with pytest.raises(ValueError, match="commitments"):
+        _ = Capacity.NON_SPOT.tier
     assert Tier.SPOT == "spot" and {"spot": 1}[Tier.SPOT] == 1  # a member is its string
     assert all(TERM_TIER[term] is term.tier for term in Term)
     assert CLOUD_TERMS == (Term.ONE_YEAR, Term.THREE_YEARS)
@@ -44,7 +57,7 @@ def test_members_are_the_strings_the_files_use() -> None:
 
 def test_variable_letters_and_array_codes_are_fixed() -> None:
     """PuLP hands HiGHS its columns sorted by name: these letters fix every name and the column order."""
-    assert VAR_CODE == {Capacity.NON_SPOT: "n", Capacity.SPOT: "s", Capacity.BLOCK: "b"}
+    assert VAR_CODE == {Capacity.NON_SPOT: "n", Capacity.SPOT: "s", Capacity.BLOCK: "b", Capacity.FLEX: "f"}
     assert TIER_CODE == {Capacity.NON_SPOT: 0, Capacity.SPOT: 1}
     assert CODE_CAPACITY == (Capacity.NON_SPOT, Capacity.SPOT)
     assert NON_SPOT_CODE == 0 and SPOT_CODE == 1

@@ -751,6 +751,8 @@ def test_the_mig_check_counts_every_period_it_misses(base: SimpleNamespace, tmp_
 PAYMENT_KINDS = {"payment", "upfront-cap", "cash-month"}
 # Capacity Blocks: their corruptions are in test_capacity_blocks.py (a plan that buys one)
 BLOCK_KINDS = {"block-fee", "block-rows", "block-unavailable"}
+# GCP flex-start: their corruptions are in test_flex_start.py (a plan that places a gang on flex-start)
+FLEX_KINDS = {"flex-start-unavailable", "flex-start-delay", "flex-start-cost"}
 SAVINGS_PLAN_KINDS = {
     "existing-savings-plan", "savings-plan-cost", "savings-plan-row", "savings-plan-coverage",
     "savings-plan-budget", "savings-plan-purchase",
@@ -761,7 +763,7 @@ def test_every_kind_has_a_corruption_except_owned_delivery() -> None:
     """One corrupted plan per violation kind (owned nodes, which the base scenario has not, have their own
     test below; savings plans theirs in test_savings_plan_plan.py)."""
     assert set(KINDS) - set(CORRUPTIONS) == {
-        "owned-before-delivery", *SAVINGS_PLAN_KINDS, *PAYMENT_KINDS, *BLOCK_KINDS,
+        "owned-before-delivery", *SAVINGS_PLAN_KINDS, *PAYMENT_KINDS, *BLOCK_KINDS, *FLEX_KINDS,
     }  # fmt: skip
 
 

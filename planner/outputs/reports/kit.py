@@ -54,6 +54,7 @@ TIER_COLORS: dict[str, str] = {
     Tier.CAPACITY_RESERVATION: "#5b9bd5",
     Tier.SAVINGS_PLAN: "#8faadc",
     Tier.CAPACITY_BLOCK: "#c55a11",
+    Tier.FLEX_START: "#f4b183",
     IDLE_SERIES: "#bdd7ee",
     Tier.ON_DEMAND: "#ed7d31",
     Tier.SPOT: "#70ad47",

@@ -784,6 +784,20 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
     if block_runs:
         blocks.total = ["Total", "", "", "", "", "", "", fmt_usd(sum(t.cost_usd for t in block_runs))]
 
+    # GCP flex-start gangs (issue 38): the start delay planned for, the hours held, billed as they run
+    flex = Table(
+        ["job", "run", "offering", "nodes", "start", "start delay (h)", "hours held", "cost"],
+        [False, True, False, True, False, True, True, True],
+    )
+    flex_runs = [t for t in runs if t.tier == Tier.FLEX_START]
+    for t in flex_runs:
+        flex.rows.append(
+            [t.job, fmt_num(t.run), t.offering, fmt_num(t.nodes), iso_time(t.start),
+             fmt_num(t.flex_start_delay_hours or 0, 1), fmt_num(t.held_hours), fmt_usd(t.cost_usd)]
+        )  # fmt: skip
+    if flex_runs:
+        flex.total = ["Total", "", "", "", "", "", "", fmt_usd(sum(t.cost_usd for t in flex_runs))]
+
     # Spot share of training GPU-hours, measured on allocations.csv (what was actually planned).
     training = alloc[alloc["kind"] == "training"]
     train_gh = float(training["gpus"].sum()) * hz.period_hours
@@ -811,6 +825,7 @@ def _training(plan: PlanDocument, alloc: pd.DataFrame) -> dict[str, Any]:
         "spot_summary": spot_summary,
         "spot_count": len(spot_runs),
         "blocks": blocks,
+        "flex": flex,
         "share_line": share_line,
         "cap_line": cap_line,
         "cap_warning": cap_warning,

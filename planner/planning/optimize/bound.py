@@ -84,7 +84,13 @@ from planner.planning.optimize.build import (
     run_penalty,
     savings_plan_rows,
 )
-from planner.planning.problem.sets import PlanningSets, TrainingOption, shares_commitments, usable
+from planner.planning.problem.sets import (
+    PlanningSets,
+    TrainingOption,
+    first_start,
+    shares_commitments,
+    usable,
+)
 from planner.solvers.solve import SolveResult, solve
 from planner.solvers.work import meter
 
@@ -639,7 +645,7 @@ def _decisions(
         offset = _value(z) / share if z is not None and share > 1e-9 else (lo + hi) / 2
         run = sets.runs[r]
         start = b0 * block + round(min(max(offset, lo), hi))
-        best[r] = (weight, o, tier, max(run.first_period, start))
+        best[r] = (weight, o, tier, max(first_start(sets.scenario, run, tier), start))
     runs = {r: (o, tier, start) for r, (_weight, o, tier, start) in best.items()}
     return ClusterDecisions(commitments, runs)
 

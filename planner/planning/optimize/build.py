@@ -96,7 +96,9 @@ Objective
 cost_a is a spot run's own cost, its expected preemption overhead included (``models.preemption``), or
 a Capacity Block's upfront fee (rate x n_a x the shortest duration EC2 sells that holds the run,
 ``models.capacity_blocks``): a block option holds no pool and no capacity (rows 2 and 4 leave it out; its
-nodes are the block's), counts in the burst row 7 and as non-spot in row 6;
+nodes are the block's), counts in the burst row 7 and as non-spot in row 6; a flex-start option
+(GCP, ``models.flex_start``) likewise, its cost rate x n_a x hours_a, its start no earlier than the
+window's plus the planned delay (sets._training_options);
 a non-spot run pays c_od[o] * hours_a * (n_a Y[a] - M[a]) for its nodes beyond the commitments.
 Guarantees are backed by commitments: a GPU "always provisioned" for a team is a committed GPU; idle
 guaranteed GPUs may serve anyone.
@@ -125,7 +127,9 @@ set_v4_migration_warnings(False)
 #: combos of ``bound.py`` (``Y_{run}_{offering}_{letter}``). Fixed here, not derived from the kinds'
 #: strings: PuLP hands the solver its columns sorted by name (``LpProblem.variables()``), so renaming
 #: a kind must neither rename nor reorder a column (nor change a result).
-VAR_CODE: dict[Capacity, str] = {Capacity.NON_SPOT: "n", Capacity.SPOT: "s", Capacity.BLOCK: "b"}
+VAR_CODE: dict[Capacity, str] = {
+    Capacity.NON_SPOT: "n", Capacity.SPOT: "s", Capacity.BLOCK: "b", Capacity.FLEX: "f",
+}  # fmt: skip
 
 LpExpr = pulp.LpAffineExpression
 LpCon = pulp.LpConstraint
@@ -343,8 +347,8 @@ def _active_by_block(
     for a, option in enumerate(sets.options):
         nodes = float(sets.runs[option.run].job.nodes)
         y = model.place[a]
-        if option.tier == Capacity.BLOCK:
-            continue  # a Capacity Block's nodes are its own: neither in the pool nor under max_nodes
+        if option.tier.own_nodes:
+            continue  # a block's or flex-start nodes are their own: not in the pool, not under max_nodes
         if option.tier == Capacity.SPOT:
             on, off = [], [(y, nodes)]
         elif sets.offerings[option.offering].on_demand_usd_h is None:

@@ -62,7 +62,7 @@ class Occupancy:
     def add(self, sets: PlanningSets, option: TrainingOption, team: int, sign: int = 1) -> None:
         nodes = sign * sets.runs[option.run].job.nodes
         window = slice(option.start, option.start + option.periods)
-        if option.tier != Capacity.BLOCK:  # a Capacity Block's nodes are its own: only the team's GPUs
+        if not option.tier.own_nodes:  # a block's or flex-start nodes are their own: only the team's GPUs
             held = self.non_spot if option.tier == Capacity.NON_SPOT else self.spot
             held[option.offering, window] += nodes
         self.team_gpus[team, window] += nodes * sets.offerings[option.offering].gpus_per_node

@@ -54,7 +54,7 @@ from planner.planning.optimize.schedule import (
     combos,
     feasible_starts,
 )
-from planner.planning.problem.sets import PlanningSets, TrainingOption
+from planner.planning.problem.sets import PlanningSets, TrainingOption, first_start
 from planner.solvers.work import deadline_after, meter, past
 
 __all__ = ["Searched", "search", "spot_share_holds", "violations"]
@@ -175,7 +175,8 @@ def violations(
         if base is None or base.periods != option.periods:
             found.append(f"run {option.run}: not one of its options")
             continue
-        if option.start < run.first_period or option.start + option.periods > run.end_period:
+        first = first_start(sets.scenario, run, option.tier)  # flex-start: after the planned delay
+        if option.start < first or option.start + option.periods > run.end_period:
             found.append(f"run {option.run}: outside its window")
             continue
         occupancy.add(sets, option, teams[run.job.team])

@@ -27,7 +27,7 @@ from models.billing import on_demand_nodes
 from models.tiers import Capacity
 from planner.planning.optimize.dispatch import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
 from planner.planning.problem.purchases import CommitColumn
-from planner.planning.problem.sets import PlanningSets, TrainingOption, on_demand_or_dearest
+from planner.planning.problem.sets import PlanningSets, TrainingOption, first_start, on_demand_or_dearest
 from planner.solvers.work import past
 
 
@@ -234,11 +234,12 @@ def feasible_starts(
     nodes = run.job.nodes
     o = option.offering
     last = run.end_period - option.periods
-    if last < run.first_period or (_needs_commitment(sets, option) and committed[o].max(initial=0.0) < nodes):
+    first = first_start(sets.scenario, run, option.tier)  # flex-start: after the planned start delay
+    if last < first or (_needs_commitment(sets, option) and committed[o].max(initial=0.0) < nodes):
         return np.zeros(0, dtype=np.int64)
     if _needs_commitment(sets, option):
         room = committed[o] - occupancy.non_spot[o]
-    elif option.tier == Capacity.BLOCK:  # its own nodes: only the team's burst limit
+    elif option.tier.own_nodes:  # a block's or flex-start nodes: only the team's burst limit
         room = np.full(occupancy.spot.shape[1], math.inf)
     elif option.tier == Capacity.NON_SPOT:  # commitments first, on-demand nodes up to max_nodes
         room = limits.cap[o] - occupancy.non_spot[o] - occupancy.spot[o]
@@ -248,7 +249,7 @@ def feasible_starts(
     fits = (room >= nodes - EPS) & (limits.burst[team] - occupancy.team_gpus[team] >= gpus - EPS)
     # a start fits when every period it holds fits: no misfit between it and its end
     misfits = np.concatenate([[0], np.cumsum(~fits)])
-    starts = np.arange(run.first_period, last + 1)
+    starts = np.arange(first, last + 1)
     return starts[misfits[starts + option.periods] - misfits[starts] == 0]
 
 

@@ -85,9 +85,8 @@ def seed_decisions(sets: PlanningSets, seed: Plan) -> SeedDecisions:
     for placed in seed.document.training:
         r = run_index.get((placed.job, placed.run))
         o = offering_index.get(placed.offering)
-        capacity = {Tier.SPOT: Capacity.SPOT, Tier.CAPACITY_BLOCK: Capacity.BLOCK}.get(
-            placed.tier, Capacity.NON_SPOT
-        )
+        own = {Tier.SPOT: Capacity.SPOT, **{c.tier: c for c in Capacity if c.own_nodes}}
+        capacity = own.get(placed.tier, Capacity.NON_SPOT)
         base = None if r is None or o is None else known.get((r, o, capacity))
         if base is None:
             return SeedDecisions(

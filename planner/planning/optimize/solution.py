@@ -53,7 +53,7 @@ from models.plan import (
 )
 from models.savingsplans import SavingsPlanBill, bill_hours
 from models.scenario import Scenario
-from models.tiers import TERM_TIER, Capacity, Term, Tier
+from models.tiers import OWN_NODE_TIERS, TERM_TIER, Capacity, Term, Tier
 from models.workloads import period_start
 from planner.planning.mig.layouts import mig_section
 from planner.planning.monthly import cash_by_month
@@ -202,8 +202,9 @@ def _use(solution: Solution) -> pd.DataFrame:
     train_rows = []
     for option in solution.placements:  # the run's real periods (the model held whole blocks)
         job = sets.runs[option.run].job
-        # a Capacity Block's fee, spread evenly over its rows: they add up to what the block costs
-        fee = option.cost_usd / option.periods if option.tier == Capacity.BLOCK else 0.0
+        # a Capacity Block's fee (flex-start: its node-hours), spread evenly over its rows: they add up to
+        # what the block (the flex-start gang) costs
+        fee = option.cost_usd / option.periods if option.tier.own_nodes else 0.0
         for period in range(option.start, option.start + option.periods):
             train_rows.append(
                 (period, option.offering, option.tier, float(job.nodes), 0.0, job.name, job.team, fee)
@@ -234,8 +235,10 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     if not len(use):
         return pd.DataFrame(columns=ALLOCATION_COLUMNS)
     spot = use[use["capacity"] == Capacity.SPOT].assign(tier=Tier.SPOT)
-    # a gang in a Capacity Block: its own nodes, billed its fee (never in the pool of the billing rule)
-    blocks = use[use["capacity"] == Capacity.BLOCK].assign(tier=Tier.CAPACITY_BLOCK, commitment="")
+    # a gang in a Capacity Block or on flex-start: its own nodes, billed its fee (never in the pool of the
+    # billing rule)
+    own = use[use["capacity"].isin([c for c in Capacity if c.own_nodes])]
+    blocks = own.assign(tier=[Capacity(c).tier for c in own["capacity"]], commitment="")
     non_spot = use[use["capacity"] == Capacity.NON_SPOT].copy()
     held = holding(sets, solution.commits)
     by_period = sets.committed(solution.commits)
@@ -291,7 +294,7 @@ def extract_allocations(solution: Solution) -> pd.DataFrame:
     for tier, prices in price.items():
         mask = (table["tier"] == tier).to_numpy()
         cost[mask] = table["nodes"].to_numpy()[mask] * prices[o_idx[mask]] * p
-    block = (table["tier"] == Tier.CAPACITY_BLOCK).to_numpy()
+    block = table["tier"].isin(OWN_NODE_TIERS).to_numpy()
     cost[block] = table["fee"].to_numpy(float)[block]
     table["cost_usd"] = cost
     table["offering"] = [ids[o] for o in o_idx]
@@ -603,7 +606,7 @@ def _offering_record(o: Offering) -> OfferingRecord:
 def covered_share(allocations: pd.DataFrame, tiers: tuple[Tier, ...] = COMMITTED_TIERS) -> pd.Series:
     """Per (period, offering): the share of its non-spot node-hours that commitments cover (``tiers``:
     the node commitments; savings plans with ``(Tier.SAVINGS_PLAN,)``)."""
-    non_spot = allocations[~allocations["tier"].isin([Tier.SPOT, Tier.CAPACITY_BLOCK])]
+    non_spot = allocations[~allocations["tier"].isin([Tier.SPOT, *OWN_NODE_TIERS])]
     committed = non_spot["tier"].isin(tiers)
     totals = non_spot.groupby(["period", "offering"])["nodes"].sum()
     covered = non_spot[committed].groupby(["period", "offering"])["nodes"].sum()
@@ -624,9 +627,10 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
         tier = Tier.SPOT
         split = {Tier.SPOT: 1.0}
         fraction = None
-        cost = option.cost_usd  # spot: its effective cost; a Capacity Block: its upfront fee
-        if option.tier == Capacity.BLOCK:
-            tier, split = Tier.CAPACITY_BLOCK, {Tier.CAPACITY_BLOCK: 1.0}
+        cost = option.cost_usd  # spot: its effective cost; a Capacity Block: its upfront fee; flex: hours
+        if option.tier.own_nodes:
+            tier = option.tier.tier
+            split = {tier: 1.0}
         if option.tier == Capacity.NON_SPOT:
             periods = range(option.start, option.start + option.periods)
             shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
@@ -660,7 +664,14 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
                 checkpoint_interval_minutes=overhead.checkpoint_interval_hours * 60 if overhead else 0.0,
                 expected_overhead=overhead.expected_overhead if overhead else 0.0,
                 cost_usd=cost,
-                block_hours=block_duration_hours(option.periods * p) if tier == Tier.CAPACITY_BLOCK else None,
+                block_hours=(
+                    block_duration_hours(option.periods * p, offering.cloud)
+                    if tier == Tier.CAPACITY_BLOCK
+                    else None
+                ),
+                flex_start_delay_hours=(
+                    sets.scenario.purchase.flex_start_delay_hours if tier == Tier.FLEX_START else None
+                ),
                 start=period_start(horizon, option.start),
                 end=period_start(horizon, option.start + option.periods),
                 hours=run.job.hours,
@@ -681,7 +692,7 @@ def _tier_split(allocations: pd.DataFrame, job: str, offering: str, periods: ran
     rows = allocations[
         (allocations["workload"] == job)
         & (allocations["offering"] == offering)
-        & ~allocations["tier"].isin([Tier.SPOT, Tier.CAPACITY_BLOCK])
+        & ~allocations["tier"].isin([Tier.SPOT, *OWN_NODE_TIERS])
         & allocations["period"].between(periods.start, periods.stop - 1)
     ]
     nodes = rows.groupby("tier")["nodes"].sum()

@@ -35,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.capacity_blocks import block_duration_hours, block_fee_usd, why_no_block
+from models.capacity_blocks import block_fee_usd, why_no_block
 from models.catalog import Catalog, Offering
+from models.flex_start import why_no_flex_start
 from models.mig import replicas_per_gpu
 from models.preemption import (
     DEFAULT_RESTART_MINUTES,
@@ -563,10 +564,17 @@ def _training_options(
     Non-spot options on an offering a savings plan covers (``plan_covered``) are kept as on a committable
     one: where they start decides how much idle savings-plan budget covers them.
 
-    A Capacity Block (``purchase.capacity_blocks``, issue 38) is a third kind for a gang: the block EC2
-    sells for the run (:func:`_block_rate`), paid upfront for the shortest sold duration that holds the
-    run's periods, its nodes the block's own (outside the offering's pool and its ``max_nodes``, as a
-    reservation is), so its cost does not depend on the start, like spot's.
+    A Capacity Block (``purchase.capacity_blocks``, issue 38; on GCP a calendar-mode reservation,
+    ``purchase.calendar_mode``) is a third kind for a gang: the block the cloud sells for the run
+    (:func:`_block_rate`), paid for the shortest sold duration that holds the run's periods, its nodes
+    the block's own (outside the offering's pool and its ``max_nodes``, as a reservation is), so its cost
+    does not depend on the start, like spot's.
+
+    GCP flex-start (``purchase.flex_start``) is a fourth: VMs Dynamic Workload Scheduler grants after a
+    start delay (:func:`_flex_rate`), for a run of at most 7 days, paid per node-hour at the flex-start
+    rate, its nodes its own as a block's are. The delay is planned as a later earliest start: the run
+    starts no earlier than its window's first period plus the delay (``purchase.flex_start_delay_hours``,
+    rounded up to whole periods), so only a window that holds the delay plus the run has the option.
     """
     p = scenario.horizon.period_hours
     result: list[TrainingOption] = []
@@ -592,6 +600,9 @@ def _training_options(
             block = _block_rate(scenario, off, job)
             if block is not None:
                 tiers.append((Capacity.BLOCK, block, None))
+            flex = _flex_rate(scenario, off, job)
+            if flex is not None:
+                tiers.append((Capacity.FLEX, flex, None))
             if job.preemptible and off.spot_usd_h is not None and scenario.purchase.max_spot_share > 0:
                 key = (job.name, o, job.hours)
                 if key not in overhead_cache:
@@ -609,8 +620,8 @@ def _training_options(
                 periods = math.ceil(hours / p - 1e-9)
                 cost = job.nodes * price * periods * p
                 if tier == Capacity.BLOCK:  # the fee of the shortest block EC2 sells that holds the run
-                    cost = block_fee_usd(price, job.nodes, periods * p)
-                if run.end_period - periods >= run.first_period:
+                    cost = block_fee_usd(price, job.nodes, periods * p, off.cloud)
+                if run.end_period - periods >= first_start(scenario, run, tier):
                     candidates.append((o, tier, cost, periods, overhead))
         # non-spot on a committable (or savings-plan) offering is never pruned: it may use idle commitments
         kept = {o for o in eligible if terms[o] or o in plan_covered}
@@ -619,7 +630,7 @@ def _training_options(
         }
         for tier in Capacity:
             pool = [
-                (o, cost, 1.0, 1.0, None if tier == Capacity.BLOCK else offerings[o].max_nodes)
+                (o, cost, 1.0, 1.0, None if tier.own_nodes else offerings[o].max_nodes)
                 for o, t, cost, _, _ in candidates
                 if t == tier and not (tier == Capacity.NON_SPOT and o in kept)
             ]
@@ -628,17 +639,14 @@ def _training_options(
             if (o, tier) not in keep:
                 continue
             last_start = run.end_period - periods
+            first = first_start(scenario, run, tier)
             # the start matters only through commitments, capacity and burst limits
             fixed = (
                 (tier.own_cost or o not in kept)
-                and (offerings[o].max_nodes is None or tier == Capacity.BLOCK)
+                and (offerings[o].max_nodes is None or tier.own_nodes)
                 and job.team in loose_teams
             )
-            starts = (
-                [run.first_period]
-                if fixed
-                else _starts(run.first_period, last_start, grid, options.max_starts_per_run)
-            )
+            starts = [first] if fixed else _starts(first, last_start, grid, options.max_starts_per_run)
             seen: set[tuple[int, ...]] = set()
             usable_from = (
                 0
@@ -663,15 +671,34 @@ def _training_options(
 
 
 def _block_rate(scenario: Scenario, offering: Offering, job: TrainingJob) -> float | None:
-    """The Capacity Block rate per instance-hour at which ``job``'s gang may run in a block of
-    ``offering``: only where the scenario opts in, the catalog prices a block and one block holds the
-    gang (at most 64 instances, at most 182 days: ``models.capacity_blocks``); else None."""
+    """The block rate per instance-hour at which ``job``'s gang may run in a block of ``offering`` (an AWS
+    Capacity Block, a GCP calendar-mode reservation): only where the scenario opts in for the offering's
+    cloud, the catalog prices a block and one block holds the gang (AWS: at most 64 instances and 182
+    days; GCP: at most 90 days: ``models.capacity_blocks``); else None."""
     rate = offering.capacity_block_usd_h
-    if not scenario.purchase.capacity_blocks or rate is None or offering.cloud != "aws":
+    if not scenario.purchase.buys_blocks(offering.cloud) or rate is None:
         return None
-    if why_no_block(job.nodes, job.hours) is not None or block_duration_hours(job.hours) is None:
+    return None if why_no_block(job.nodes, job.hours, offering.cloud) is not None else rate
+
+
+def _flex_rate(scenario: Scenario, offering: Offering, job: TrainingJob) -> float | None:
+    """The flex-start rate per node-hour at which ``job``'s gang may run on flex-start VMs of
+    ``offering``: only where the scenario opts in, the catalog prices flex-start and the run fits a
+    flex-start VM's 7 days (``models.flex_start``); else None."""
+    rate = offering.flex_start_usd_h
+    if not scenario.purchase.flex_start or rate is None:
         return None
-    return rate
+    return None if why_no_flex_start(offering.cloud, job.hours) is not None else rate
+
+
+def first_start(scenario: Scenario, run: TrainingRun, tier: Capacity) -> int:
+    """The first period an option of ``tier`` may start in: the window's first, or for flex-start the
+    first that starts at or after the window's start plus the planned start delay (a request made when
+    the window opens)."""
+    if tier != Capacity.FLEX:
+        return run.first_period
+    granted = run.window_start_hour + scenario.purchase.flex_start_delay_hours
+    return max(run.first_period, math.ceil(granted / scenario.horizon.period_hours - 1e-9))
 
 
 def _serve_tiers(
