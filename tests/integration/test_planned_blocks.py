@@ -34,7 +34,9 @@ def block_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The scenario planned once for the module (about 2 s)."""
     out = tmp_path_factory.mktemp("cb") / "plan"
     result = CliRunner().invoke(
-        app, ["plan", str(ROOT / "scenarios" / "capacity-blocks.yaml"), "-o", str(out)], catch_exceptions=False
+        app,
+        ["plan", str(ROOT / "scenarios" / "capacity-blocks.yaml"), "-o", str(out)],
+        catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
     return out
@@ -164,7 +166,9 @@ def test_another_plans_block_for_a_run_of_the_same_name_is_not_the_runs(
     assert code == 0 and "bought: bought cb-cheap" in _line(output)
 
 
-def test_the_gang_waits_for_its_block_then_launches_into_it(block_plan: Path, ec2: Ec2, tmp_path: Path) -> None:
+def test_the_gang_waits_for_its_block_then_launches_into_it(
+    block_plan: Path, ec2: Ec2, tmp_path: Path
+) -> None:
     plan = _copy(block_plan, tmp_path)
     code, output = _provision(plan, ec2, BEFORE, "--apply", "--block-max-usd", "40000")
     assert code == 0, output
@@ -193,3 +197,44 @@ def test_the_gang_waits_for_its_block_then_launches_into_it(block_plan: Path, ec
     code, again = _provision(plan, ec2, started, "--apply", "--block-max-usd", "40000")
     assert code == 0 and "0 actions" in again and len(ec2.fake.calls("RunInstances")) == 1
     assert not ec2.fake.calls("CancelCapacityReservation")  # a block is never released
+
+
+KARPENTER_CRDS = ROOT.parent / "shared" / "data" / "karpenter-crds"
+
+
+@pytest.mark.skipif(not KARPENTER_CRDS.is_dir(), reason=f"the Karpenter CRDs are not at {KARPENTER_CRDS}")
+def test_karpenter_selects_each_planned_block_by_the_tags_provision_buys_it_with(
+    block_plan: Path, tmp_path: Path
+) -> None:
+    """A block gang gets a reserved NodePool and an EC2NodeClass whose capacityReservationSelectorTerms
+    select its block by the plan's and the run's tags (those the purchase above carries), with no placement
+    group; the on-demand sweep keeps its ODCR pool. Both validate strictly against the CRDs."""
+    from kueue_validate import CrdValidator
+
+    out = tmp_path / "karpenter"
+    result = CliRunner().invoke(app, ["karpenter", str(block_plan), "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    documents = [
+        d for path in sorted(out.glob("*/*.yaml")) for d in yaml.safe_load_all(path.read_text("utf-8")) if d
+    ]
+    validator = CrdValidator(KARPENTER_CRDS, "v1")
+    for document in documents:
+        assert validator.errors(document) == [], document["metadata"]["name"]
+    classes = {d["metadata"]["name"]: d for d in documents if d["kind"] == "EC2NodeClass"}
+    pools = {d["metadata"]["name"]: d for d in documents if d["kind"] == "NodePool"}
+    for run, nodes in ((RUN, 8), ("pretrain-0", 16)):
+        pool = pools[f"block-{run}"]
+        spec = pool["spec"]["template"]["spec"]
+        assert spec["requirements"][0] == {
+            "key": "karpenter.sh/capacity-type",
+            "operator": "In",
+            "values": ["reserved"],
+        }
+        assert pool["spec"]["limits"] == {"nodes": nodes, "nvidia.com/gpu": 8 * nodes}
+        assert pool["metadata"]["annotations"]["gpuplan.io/reservation-kind"] == "capacity-block"
+        node_class = classes[spec["nodeClassRef"]["name"]]["spec"]
+        assert node_class["capacityReservationSelectorTerms"] == [
+            {"tags": {"gpuplan-plan": PLAN_ID, "gpuplan-run": run}}
+        ]
+        assert "placementGroupSelector" not in node_class
+    assert "res-sweep-0" in pools and f"res-{RUN}" not in pools
