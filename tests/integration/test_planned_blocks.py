@@ -46,6 +46,16 @@ def block_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Ec2:
     fake: Any  # the stand-in
     flags: list[str]
+    subnet: str
+
+    def provider(self) -> Any:
+        """The AWS adapter in this process, on a session carrying the stand-in's hooks."""
+        import boto3
+
+        from providers.aws import AwsSettings, open_provider
+
+        settings = AwsSettings(image_id="ami-0a1b2c3d4e5f60718", subnets={"us-east-1": [self.subnet]})
+        return open_provider(settings, session=boto3.Session(region_name="us-east-1"), sleep=lambda _s: None)
 
     def purchases(self) -> list[dict[str, Any]]:
         return list(self.fake.calls("PurchaseCapacityBlock"))
@@ -95,7 +105,8 @@ def ec2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_env: None) -> Itera
             _offer("cb-cheap", "36000.00", START - timedelta(hours=12, minutes=30)),
             _offer("cb-dear", "45000.00", START),
         ]
-        yield Ec2(stand_in, ["--cloud", "aws", "--provider-config", str(settings), "-q"])
+        flags = ["--cloud", "aws", "--provider-config", str(settings), "-q"]
+        yield Ec2(stand_in, flags, subnet["Subnet"]["SubnetId"])
 
 
 def _provision(plan: Path, ec2: Ec2, at: str, *extra: str) -> tuple[int, str]:
@@ -238,3 +249,48 @@ def test_karpenter_selects_each_planned_block_by_the_tags_provision_buys_it_with
         ]
         assert "placementGroupSelector" not in node_class
     assert "res-sweep-0" in pools and f"res-{RUN}" not in pools
+
+
+def test_the_daemon_buys_with_its_cap_and_apply_and_says_when_an_offer_is_over_it(
+    block_plan: Path, ec2: Ec2, tmp_path: Path
+) -> None:
+    """The daemon's reconcile buys the plan's block only with ``apply: true`` and ``block_max_usd``; an
+    offer over the cap is a ``capacity-block-over-cap`` event (once, not every cycle), a purchase a
+    ``capacity-block-bought`` event, and the next cycles buy nothing more."""
+    from daemon_days import daemon_config
+
+    from planner.operations.daemon.config import load_config
+    from planner.operations.daemon.daemon import Daemon
+
+    def planner(config: Any, _previous: Any, _now: datetime, _live: dict[str, float]) -> Path:
+        target = config.plans_dir / "plan-cb"
+        shutil.copytree(block_plan, target, dirs_exist_ok=True)
+        return Path(target)
+
+    scenario = ROOT / "scenarios" / "capacity-blocks.yaml"
+    now = datetime(2027, 1, 5, tzinfo=UTC)
+    for name, cap, apply, bought in (
+        ("dry", 40000, False, 0),
+        ("low", 30000, True, 0),
+        ("cap", 40000, True, 1),
+    ):
+        (tmp_path / name).mkdir()
+        path = daemon_config(tmp_path / name, scenario, block_max_usd=cap, capacity_only=True, apply=apply)
+        daemon = Daemon(load_config(path), provider=ec2.provider(), planner=planner)
+        for cycle in range(2):
+            daemon.reconcile(now + timedelta(hours=cycle))
+        assert len(ec2.purchases()) == bought, name
+    (dry,) = daemon_events(tmp_path / "dry", "capacity-block-not-bought")
+    assert "would buy cb-cheap" in dry.message
+    (over,) = daemon_events(tmp_path / "low", "capacity-block-over-cap")  # once, not every cycle
+    assert (over.data["offer"], over.data["max_usd"]) == ("cb-cheap", 30000)
+    assert over.data["plan_fee_usd"] == pytest.approx(39866.88) and "over the cap" in over.message
+    (event,) = daemon_events(tmp_path / "cap", "capacity-block-bought")
+    assert event.data["run"] == RUN and event.data["reservation"].startswith("cr-")
+
+
+def daemon_events(directory: Path, kind: str) -> list[Any]:
+    from planner.operations.daemon.config import load_config
+    from planner.operations.daemon.store import Store
+
+    return Store(load_config(directory / "daemon.yaml").database_url).events(kind)
