@@ -138,7 +138,9 @@ def provision(
     Dry run by default: prints the actions and writes actions.json. --apply executes them in order,
     logging each; a failed action stops only the actions that depend on it, and the exit code is 1 if
     any failed. A second apply right after the first has nothing to do ("0 actions"). Commitments the
-    plan buys are listed as recommended purchases and never bought: that is a human's decision.
+    plan buys are listed as recommended purchases and never bought: that is a human's decision. The
+    AWS Capacity Blocks the plan holds its gangs in are bought only with --apply and --block-max-usd N
+    (each at most N upfront, once per run); without the cap provision says what it would buy.
     Exit codes: 0 done (or nothing to do), 1 some action failed, 2 bad input, 6 the provider could not
     be read (credentials, network, settings).
     """
