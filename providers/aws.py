@@ -731,6 +731,9 @@ class AwsProvider:
             id=r["CapacityReservationId"],
             state=str(r.get("State", "active")),
             tags=tags,
+            block=r.get("ReservationType") == "capacity-block",
+            starts=r.get("StartDate"),
+            ends=r.get("EndDate") if r.get("ReservationType") == "capacity-block" else None,
         )
 
     @staticmethod

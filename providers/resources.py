@@ -93,6 +93,10 @@ class CapacityReservation:
     state: str = "active"
     tags: Mapping[str, str] = field(default_factory=dict)
     ends: datetime | None = None  # when the cloud ends it by itself; None: until released
+    #: an AWS Capacity Block (bought for a run, paid upfront, not cancellable): never released, and its
+    #: nodes launch on its own market type; ``starts``: when it becomes active (its state before: scheduled)
+    block: bool = False
+    starts: datetime | None = None
 
 
 #: Node states (lower case) of nodes that are gone or going: they count towards nothing.

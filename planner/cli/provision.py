@@ -7,11 +7,18 @@ it was); ``--apply`` executes them. Commitment purchases are listed, never made.
 recorded in ``created.json`` beside the action list, so that a later run tells a create whose result is gone
 (a gang or pool lost, a group or reservation deleted outside gpuplan) and sends it as a new attempt under a
 token of its own, as the daemon's journal does.
+
+Gangs the plan holds in an AWS Capacity Block (tier ``capacity_block``) are the one purchase provision
+makes, and only with ``--apply`` and ``--block-max-usd`` (the most one block may cost upfront): from 8 weeks
+before the run it lists the offers and buys the cheapest that holds the run, once (a block held for the run
+is never bought again); without the cap it says what it would buy. The gang's nodes launch into the block
+once it is active (``planner.operations.capacity_blocks``, ``planner.operations.reconcile``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from datetime import UTC, datetime
@@ -108,6 +115,13 @@ def provision(
     max_usd: Annotated[
         float | None, typer.Option(help="the most a Capacity Block bought may cost upfront, USD")
     ] = None,
+    block_max_usd: Annotated[
+        float | None,
+        typer.Option(
+            help="aws: with --apply, buy the Capacity Blocks the plan holds its gangs in (tier "
+            "capacity_block), each for at most this many USD upfront; without it nothing is bought"
+        ),
+    ] = None,
     disruption_budget: Annotated[
         str,
         typer.Option(
@@ -124,7 +138,9 @@ def provision(
     Dry run by default: prints the actions and writes actions.json. --apply executes them in order,
     logging each; a failed action stops only the actions that depend on it, and the exit code is 1 if
     any failed. A second apply right after the first has nothing to do ("0 actions"). Commitments the
-    plan buys are listed as recommended purchases and never bought: that is a human's decision.
+    plan buys are listed as recommended purchases and never bought: that is a human's decision. The
+    AWS Capacity Blocks the plan holds its gangs in are bought only with --apply and --block-max-usd N
+    (each at most N upfront, once per run); without the cap provision says what it would buy.
     Exit codes: 0 done (or nothing to do), 1 some action failed, 2 bad input, 6 the provider could not
     be read (credentials, network, settings).
     """
@@ -138,6 +154,10 @@ def provision(
     try:
         if (problem := lead_hours_problem(lead_hours)) is not None:
             raise InputError(None, "--lead-hours", problem)
+        if block_max_usd is not None and not (block_max_usd > 0 and math.isfinite(block_max_usd)):
+            raise InputError(
+                None, "--block-max-usd", f"must be a positive USD figure per block, got {block_max_usd:g}"
+            )
         if buy_capacity_block is not None and (max_usd is None or not max_usd > 0):
             raise InputError(
                 None, "--max-usd", "give the most the block may cost upfront (a positive USD figure)"
@@ -192,9 +212,11 @@ def provision(
         out.print_json(run.document().to_json())
     else:
         _print_summary(run, apply_, target)
-    blocks_failed = False
+    blocks_failed = _planned_blocks(
+        loaded, provider, when, max_usd=block_max_usd, apply_=apply_, quiet=as_json
+    )
     if capacity_blocks or buy_capacity_block is not None:
-        blocks_failed = _capacity_blocks(
+        blocks_failed |= _capacity_blocks(
             loaded, provider, when, buy=buy_capacity_block, max_usd=max_usd, apply_=apply_
         )
     if run.failed() or blocks_failed:
@@ -221,6 +243,36 @@ def _default_sim_state(plan: Plan) -> Path:
     from providers.sim import default_state_path
 
     return default_state_path(plan_id_of(plan.document))
+
+
+def _planned_blocks(
+    plan: Plan, provider: Provider, at: datetime, *, max_usd: float | None, apply_: bool, quiet: bool
+) -> bool:
+    """The Capacity Blocks the plan holds its gangs in: held, bought (only with --apply and
+    --block-max-usd), or what would be bought and why not; True if something failed. Nothing is printed
+    for a plan without such gangs or a cloud that sells no blocks (its gangs are held on demand)."""
+    from models.tiers import Tier
+    from planner.operations.capacity_blocks import buy_planned_blocks
+    from providers.base import Capability, ProviderError, supports
+
+    if not supports(provider, Capability.CAPACITY_BLOCKS) or not any(
+        t.tier == Tier.CAPACITY_BLOCK for t in plan.document.training
+    ):
+        return False
+    try:
+        decisions = buy_planned_blocks(
+            plan, provider, at, max_usd=max_usd, apply=apply_ and max_usd is not None
+        )
+    except ProviderError as exc:
+        err.print(f"[bold red]FAILED[/] the plan's Capacity Blocks: {escape(str(exc))}", highlight=False)
+        return True
+    if not quiet and decisions:
+        cap = f"cap ${max_usd:,.2f} per block" if max_usd is not None else "no cap: nothing is bought"
+        mode = "apply" if apply_ else "dry run"
+        out.print(f"the plan's Capacity Blocks ({mode}, {cap}):", highlight=False)
+        for d in decisions:
+            out.print(f"  {d.run}: {d.status}: {d.message}", highlight=False, markup=False)
+    return any(d.failed for d in decisions)
 
 
 def _capacity_blocks(

@@ -18,13 +18,23 @@ holds (awaiting payment, scheduled or active, whoever bought them) are read firs
 a block that would pass the limit is refused, naming the figures, before anything is bought. A provider
 without ``Capability.CAPACITY_BLOCKS`` gets ``Unsupported`` before any call. ``gpuplan provision
 --capacity-blocks`` prints these; they take a provider and a plan, nothing of the CLI, so the
-daemon can call them too (it does not yet: buying a block stays a person's decision).
+daemon can call them too.
+
+:func:`buy_planned_blocks` is the step for the gangs the plan itself holds in a block (tier
+``capacity_block``): from the time EC2 sells the block (8 weeks ahead) it lists the offers for the run and
+picks the one that holds it (its offering, at least its nodes, at least its hours, starting no later than
+its planned start) at the least upfront fee, and buys it only with ``apply`` and a cap per block
+(``max_usd``) the fee is within; without a cap it only says what it would buy. A block already held for the
+run (tagged with the plan id and the run, in any state but over) is never bought again, so a second apply
+buys nothing.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -34,8 +44,9 @@ from models.capacity_blocks import (
     block_duration_hours,
     why_no_block,
 )
-from models.naming import client_token, managed_tags
-from models.plan import Plan
+from models.naming import TAG_PLAN, TAG_RUN, client_token, managed_tags
+from models.plan import Plan, TrainingPlacement
+from models.tiers import Tier
 from planner.outputs.desired import plan_id_of, run_name
 from providers.base import (
     Capability,
@@ -43,6 +54,7 @@ from providers.base import (
     CapacityReservation,
     InvalidRequest,
     Provider,
+    ProviderError,
     QuotaExceeded,
     require,
 )
@@ -51,10 +63,14 @@ __all__ = [
     "BlockListing",
     "BlockPurchase",
     "BlockRequest",
+    "PlannedBlock",
     "block_requests",
     "buy_block",
+    "buy_planned_blocks",
     "list_blocks",
 ]
+
+log = logging.getLogger("gpuplan.provision")
 
 
 @dataclass(frozen=True)
@@ -76,12 +92,14 @@ class BlockRequest:
 
 
 def block_requests(plan: Plan, at: datetime, handles: Callable[[str], bool]) -> list[BlockRequest]:
-    """The plan's multi-node non-spot gangs that start after ``at`` and within the 8 weeks EC2 sells
-    blocks for, on offerings ``handles`` says are its own."""
+    """The plan's multi-node non-spot gangs, and every gang it holds in a block (tier capacity_block),
+    that start after ``at`` and within the 8 weeks EC2 sells blocks for, on offerings ``handles`` says are
+    its own."""
     document = plan.document
     requests = []
     for placement in document.training:
-        if placement.nodes < 2 or placement.tier == "spot" or not handles(placement.offering):
+        single = placement.nodes < 2 and placement.tier != Tier.CAPACITY_BLOCK
+        if single or placement.tier == "spot" or not handles(placement.offering):
             continue
         if not at < placement.start <= at + CAPACITY_BLOCK_AHEAD:
             continue
@@ -128,10 +146,12 @@ class BlockPurchase:
     reservation: CapacityReservation | None
 
 
-def list_blocks(plan: Plan, provider: Provider, at: datetime) -> list[BlockListing]:
-    """The offers for each of the plan's gangs that a block could hold (:func:`block_requests`); a
-    gang no single block can hold is listed with no offers, without asking the cloud. Unsupported when
-    ``provider`` sells no blocks; a provider error propagates."""
+def list_blocks(
+    plan: Plan, provider: Provider, at: datetime, runs: Collection[str] | None = None
+) -> list[BlockListing]:
+    """The offers for each of the plan's gangs that a block could hold (:func:`block_requests`; only
+    those of ``runs`` when given); a gang no single block can hold is listed with no offers, without asking
+    the cloud. Unsupported when ``provider`` sells no blocks; a provider error propagates."""
     require(provider, Capability.CAPACITY_BLOCKS, "capacity_block_offerings")
     return [
         BlockListing(
@@ -145,6 +165,7 @@ def list_blocks(plan: Plan, provider: Provider, at: datetime) -> list[BlockListi
             ),
         )
         for request in block_requests(plan, at, provider.handles)
+        if runs is None or request.run in runs
     ]
 
 
@@ -207,4 +228,175 @@ def _check_account_limit(provider: Provider, offer: CapacityBlockOffer, token: s
         f"over the {CAPACITY_BLOCK_ACCOUNT_MAX_NODES} EC2 allows across an account's blocks; not bought",
         cloud=provider.cloud,
         operation="purchase_capacity_block",
+    )
+
+
+@dataclass(frozen=True)
+class PlannedBlock:
+    """What :func:`buy_planned_blocks` did, or would do, for one gang the plan holds in a Capacity Block.
+
+    ``status``: ``held`` (a block is held for the run already: nothing bought), ``bought``, ``would-buy``
+    (a dry run, or no cap given: ``message`` says which), ``over-cap`` (the best offer costs more than the
+    cap), ``no-offer``, ``unsellable`` (no single block holds it), ``not-yet`` (more than 8 weeks ahead),
+    ``missing`` (its start is past and no block is held), ``failed`` (the cloud refused; ``message`` says
+    why)."""
+
+    run: str
+    offering: str
+    nodes: int
+    start: datetime
+    plan_fee_usd: float
+    status: str
+    message: str
+    offer: CapacityBlockOffer | None = None
+    reservation: CapacityReservation | None = None
+    max_usd: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+def buy_planned_blocks(
+    plan: Plan, provider: Provider, at: datetime, *, max_usd: float | None, apply: bool
+) -> list[PlannedBlock]:
+    """For each gang of ``plan`` on tier capacity_block that has not ended at ``at`` (on ``provider``'s
+    offerings): the block held for it, or the offer that holds it at the least fee, bought only with
+    ``apply`` and within ``max_usd`` (see the module docstring). Reads the account's blocks and lists
+    offers; buys at most one block per run. Unsupported when ``provider`` sells no blocks."""
+    require(provider, Capability.CAPACITY_BLOCKS, "purchase_capacity_block")
+    planned = [
+        p
+        for p in plan.document.training
+        if p.tier == Tier.CAPACITY_BLOCK and provider.handles(p.offering) and p.end > at
+    ]
+    if not planned:
+        return []
+    plan_id = plan_id_of(plan.document)
+    held = sorted(
+        (b for b in provider.capacity_blocks_held() if b.tags.get(TAG_PLAN) == plan_id),
+        key=lambda b: b.id or b.name,
+    )
+    # the run's block: tagged with it, of its offering, holding all its nodes (as reconcile.run_block
+    # takes it; a doubtful one is neither used nor counted as held)
+    held_for = {
+        run_name(p.job, p.run): b
+        for p in planned
+        for b in held
+        if b.tags.get(TAG_RUN) == run_name(p.job, p.run) and b.offering == p.offering and b.nodes >= p.nodes
+    }
+    wanted = {
+        run_name(p.job, p.run)
+        for p in planned
+        if run_name(p.job, p.run) not in held_for and at < p.start <= at + CAPACITY_BLOCK_AHEAD
+    }
+    listings = list_blocks(plan, provider, at, wanted) if wanted else []
+    by_run = {listing.request.run: listing for listing in listings}
+    decisions = []
+    for placement in planned:
+        run = run_name(placement.job, placement.run)
+        decision = _decide(
+            plan, provider, placement, run, held_for.get(run), by_run.get(run), listings, max_usd, apply, at
+        )
+        (log.warning if decision.status in ("over-cap", "failed", "missing") else log.info)(
+            "capacity block for %s: %s", run, decision.message
+        )
+        decisions.append(decision)
+    return decisions
+
+
+def _fits(offer: CapacityBlockOffer, placement: TrainingPlacement) -> bool:
+    """Whether ``offer`` holds the run: its offering, at least its nodes and hours, from no later than its
+    planned start."""
+    return (
+        offer.offering == placement.offering
+        and offer.nodes >= placement.nodes
+        and offer.hours >= placement.hours
+        and offer.start is not None
+        and offer.start <= placement.start
+    )
+
+
+def _decide(
+    plan: Plan,
+    provider: Provider,
+    placement: TrainingPlacement,
+    run: str,
+    held: CapacityReservation | None,
+    listing: BlockListing | None,
+    listings: list[BlockListing],
+    max_usd: float | None,
+    apply: bool,
+    at: datetime,
+) -> PlannedBlock:
+    """One run's decision (:class:`PlannedBlock` says what each status means)."""
+    gang = f"{placement.nodes} x {placement.offering} from {placement.start:%Y-%m-%d %H:%M}Z"
+    fee = placement.cost_usd
+    base = functools.partial(
+        PlannedBlock,
+        run=run,
+        offering=placement.offering,
+        nodes=placement.nodes,
+        start=placement.start,
+        plan_fee_usd=fee,
+        max_usd=max_usd,
+    )
+    if held is not None:
+        what = f"Capacity Block {held.id or held.name} ({held.state}) is held for it already: nothing bought"
+        return base(status="held", message=what, reservation=held)
+    if placement.start <= at:
+        return base(
+            status="missing",
+            message=f"{gang}: its start has come and no Capacity Block is held for it (blocks are bought "
+            "ahead); the gang waits",
+        )
+    if listing is None:
+        sells = placement.start - CAPACITY_BLOCK_AHEAD
+        return base(
+            status="not-yet",
+            message=f"{gang}: EC2 sells its block from {sells:%Y-%m-%d %H:%M}Z (8 weeks ahead)",
+        )
+    if listing.request.unsellable:
+        return base(status="unsellable", message=f"{gang}: {listing.request.unsellable}")
+    fits = [o for o in listing.offers if _fits(o, placement)]
+    if not fits:
+        return base(
+            status="no-offer",
+            message=f"{gang}: none of the {len(listing.offers)} offers listed holds it ({placement.nodes} "
+            f"nodes, {placement.hours:g} h, from no later than its start); nothing bought",
+        )
+    best = min(fits, key=lambda o: (o.upfront_usd, o.start or placement.start, o.id))
+    starts = f"{best.start:%Y-%m-%d %H:%M}Z" if best.start else "?"
+    offer = (
+        f"{best.id} ({best.nodes} x {best.offering}, {best.zone or '?'}, from {starts} for {best.hours} h) "
+        f"at ${best.upfront_usd:,.2f} upfront (the plan's fee for the block: ${fee:,.2f})"
+    )
+    if max_usd is None:
+        return base(
+            status="would-buy",
+            offer=best,
+            message=f"would buy {offer}; a cost cap is needed to buy it (--block-max-usd N)",
+        )
+    if not best.upfront_usd <= max_usd:
+        return base(
+            status="over-cap",
+            offer=best,
+            message=f"the best offer {offer} is over the cap of ${max_usd:,.2f}: not bought",
+        )
+    try:
+        bought = buy_block(plan, provider, listings, best.id, max_usd=max_usd, apply=apply)
+    except ProviderError as exc:
+        return base(status="failed", offer=best, message=f"{offer}: not bought ({exc})")
+    if bought.reservation is None:
+        return base(
+            status="would-buy",
+            offer=best,
+            message=f"would buy {offer}, within the cap of ${max_usd:,.2f}; --apply buys it",
+        )
+    made = bought.reservation
+    return base(
+        status="bought",
+        offer=best,
+        reservation=made,
+        message=f"bought {offer}: Capacity Block {made.id or made.name}, tagged for the run",
     )

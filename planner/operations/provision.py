@@ -38,6 +38,7 @@ from planner.operations.reconcile import (
     DEFAULT_BUDGET,
     DisruptionBudget,
     HeldBack,
+    block_notes,
     leftover_notes,
     reconcile,
     terraform_notes,
@@ -271,6 +272,7 @@ def prepare(
         handles=provider.handles,
         lead_hours=lead_hours,
         reserve_gangs=supports(provider, Capability.GANG_RESERVATIONS),
+        blocks=supports(provider, Capability.CAPACITY_BLOCKS),
     )
     log.info("reading the inventory of %s on %s", desired.plan_id, provider.cloud)
     inventory = provider.inventory(desired.plan_id)
@@ -284,7 +286,12 @@ def prepare(
         budget=budget,
         held_back=held_back,
     )
-    notes = [*desired.notes, *(h.describe() for h in held_back), *terraform_notes(desired, inventory)]
+    notes = [
+        *desired.notes,
+        *(h.describe() for h in held_back),
+        *terraform_notes(desired, inventory),
+        *block_notes(desired, inventory),
+    ]
     if capacity_only:
         actions, left = capacity_actions(actions)
         if left:

@@ -34,7 +34,12 @@ Rules the action list keeps:
   reservation is refused: another zone, no reservation, a Capacity Block); provision and the adapters
   obey it;
 - commitment purchases are never actions: they are *recommended purchases*, with their cost, for a human
-  to decide (buying a three-year obligation is not a provisioning step).
+  to decide (buying a three-year obligation is not a provisioning step);
+- a gang the plan holds in a Capacity Block (``DesiredGang.block``) gets no reservation: its launch goes
+  into the block bought for its run (``planner.operations.capacity_blocks.buy_planned_blocks``) once that
+  block is active, and only into a block that is the run's (tagged with it, of its offering, holding all
+  its nodes); until then the gang waits and :func:`block_notes` says why. A Capacity Block is never
+  released (it is paid upfront and EC2 cannot cancel it).
 """
 
 from __future__ import annotations
@@ -50,16 +55,18 @@ from models.naming import TAG_STANDS_IN, client_token, managed_by_terraform, saf
 from models.numbers import strict_float
 from models.tiers import CapacityType
 from models.wording import plural
-from planner.outputs.desired import RESERVATION_MARGIN, DesiredState, reservation_name
-from providers.base import Inventory, Node
+from planner.outputs.desired import RESERVATION_MARGIN, DesiredGang, DesiredState, reservation_name
+from providers.base import CapacityReservation, Inventory, Node
 
 __all__ = [
     "DEFAULT_BUDGET",
     "RESERVATION_MARGIN",
     "DisruptionBudget",
     "HeldBack",
+    "block_notes",
     "leftover_notes",
     "reconcile",
+    "run_block",
     "terraform_notes",
 ]
 
@@ -182,6 +189,11 @@ def reconcile(
     for name, found in reservations.items():
         if found.run and name == safe_name(f"res-{found.run}"):
             run_reservation[found.run] = name
+    for gang in desired.gangs:  # a block gang launches into its own active block, or not at all
+        if gang.block:
+            run_reservation.pop(gang.run, None)
+            if (block := run_block(gang, inventory)) is not None and block.state == "active":
+                run_reservation[gang.run] = block.id or block.name
     by_run: dict[str, list[Node]] = defaultdict(list)
     by_pool: dict[str, list[Node]] = defaultdict(list)
     for node in live:
@@ -229,6 +241,8 @@ def reconcile(
         have = len(by_run.get(gang.run, []))
         if not gang.running or have >= gang.nodes:
             continue
+        if gang.block and gang.run not in run_reservation:
+            continue  # it waits for its block (block_notes says why): never on demand instead
         held = run_reservation.get(gang.run)
         if held is None and gang.run in reservation_action:
             held = reservation_name(gang)
@@ -239,6 +253,8 @@ def reconcile(
         survivors = tuple(sorted(n.id for n in by_run[gang.run] if not managed_by_terraform(n.tags)))
         until = f"{gang.end:%Y-%m-%d %H:%M}Z"
         reason = f"{gang.run} runs until {until} on {plural(gang.nodes, 'node')}; {have} running"
+        if gang.block:
+            reason += f"; into its Capacity Block {held} (market type capacity-block, paid upfront)"
         if survivors:
             reason += (
                 f"; if this top-up fails, its {plural(len(survivors), 'running node')} are terminated too (a "
@@ -375,8 +391,10 @@ def reconcile(
             )
             by_run.pop(run)
     for reservation in sorted(inventory.reservations, key=lambda r: r.name):
-        if (reservation.run in active and reservation.run is not None) or managed_by_terraform(
-            reservation.tags
+        if (
+            (reservation.run in active and reservation.run is not None)
+            or managed_by_terraform(reservation.tags)
+            or reservation.block  # paid upfront, not cancellable: it ends by itself
         ):
             continue
         build.add(
@@ -402,6 +420,50 @@ def reconcile(
             else "no gang of the plan needs it now",
         )
     return build.actions
+
+
+def run_block(gang: DesiredGang, inventory: Inventory) -> CapacityReservation | None:
+    """The Capacity Block held for ``gang``'s run: a block tagged with the run, of the gang's offering,
+    holding all its nodes (a doubtful one, another run's or too small, is never used); the active one
+    first."""
+    mine = [
+        r
+        for r in inventory.reservations
+        if r.block and r.run == gang.run and r.offering == gang.offering and r.nodes >= gang.nodes
+    ]
+    return min(mine, key=lambda r: (r.state != "active", r.id or r.name), default=None)
+
+
+def block_notes(desired: DesiredState, inventory: Inventory) -> list[str]:
+    """Why each running gang the plan holds in a Capacity Block is not launched: its block is not active
+    yet, or none is held for it (provision buys it ahead with ``--apply --block-max-usd``)."""
+    notes = []
+    have = {n.run for n in inventory.live_nodes() if n.run}
+    for gang in desired.gangs:
+        if not gang.block or not gang.running or gang.run in have:
+            continue
+        block = run_block(gang, inventory)
+        if block is not None and block.state == "active":
+            continue
+        if block is not None:
+            starts = f", active from {block.starts:%Y-%m-%d %H:%M}Z" if block.starts else ""
+            notes.append(
+                f"{gang.run} waits for its Capacity Block {block.id or block.name} ({block.state}{starts}): "
+                "its nodes launch into the block once it is active"
+            )
+            continue
+        others = [r for r in inventory.reservations if r.block and r.run == gang.run]
+        why = (
+            f"; {', '.join(r.id or r.name for r in others)} tagged with the run is not its offering or "
+            f"holds fewer than {gang.nodes} nodes, so it is not used"
+            if others
+            else ""
+        )
+        notes.append(
+            f"{gang.run} waits: the plan holds it in a Capacity Block and none is held for it{why} (gpuplan "
+            "provision --apply --block-max-usd N buys it up to 8 weeks ahead); it is not launched on demand"
+        )
+    return notes
 
 
 def terraform_notes(desired: DesiredState, inventory: Inventory) -> list[str]:

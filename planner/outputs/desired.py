@@ -11,6 +11,10 @@
   capacity reservation ahead of its start where the cloud's reservations can hold a placement group
   (``reserve_gangs``), so its nodes can launch together. What the gang may do when the cloud refuses
   that reservation (``fallback``: another zone, no reservation, a Capacity Block) is the plan's, per run.
+  A gang the plan puts on tier ``capacity_block`` is held by an AWS Capacity Block bought for the run
+  (``block``): no reservation is made for it ahead, its nodes launch into the block once it is active
+  (``planner.operations.capacity_blocks`` buys it, ``reconcile`` launches into it). A provider that sells no
+  blocks (``blocks`` False) holds such a gang as it holds any on-demand gang, and a note says so.
 - **Purchases**: the commitments the plan buys, as recommendations (never actions).
 - **Savings plans** (held or bought) are a billing commitment of dollars per hour, not a resource: the nodes
   they cover are on-demand nodes of the pools above (rows of tier savings_plan), and each plan is a note
@@ -114,6 +118,15 @@ class DesiredGang(_Frozen):
     max_run_hours: float | None = Field(
         None, description="a GCP flex-start gang (tier flex_start): its VMs' run duration, at most 7 days"
     )
+    block: bool = Field(
+        False,
+        description="held by a Capacity Block bought for the run (tier capacity_block): no reservation made "
+        "ahead; its nodes launch into the block once it is active",
+    )
+    block_hours: int | None = Field(None, description="the block's duration the plan bought (block gangs)")
+    block_fee_usd: float | None = Field(
+        None, description="the plan's upfront fee for the block (block gangs)"
+    )
 
 
 class DesiredState(_Frozen):
@@ -174,9 +187,11 @@ def desired_state(
     handles: Callable[[str], bool],
     lead_hours: float = DEFAULT_LEAD_HOURS,
     reserve_gangs: bool = True,
+    blocks: bool = True,
 ) -> DesiredState:
     """What ``plan`` asks of the provider that ``handles`` its offerings, at ``at``; ``reserve_gangs``
-    False (a cloud whose reservations cannot hold a placement group) reserves no gang."""
+    False (a cloud whose reservations cannot hold a placement group) reserves no gang; ``blocks`` False (a
+    cloud that sells no Capacity Blocks) holds the plan's block gangs as on-demand gangs, with a note."""
     document = plan.document
     period = period_of(document, at)
     at = at.astimezone(UTC)
@@ -222,7 +237,16 @@ def desired_state(
         if placement.end <= at:
             ended.append(name)
         elif placement.start <= lead_end:
-            gangs.append(_gang(placement, name, running=placement.start <= at, reserve=reserve_gangs))
+            gang = _gang(placement, name, running=placement.start <= at, reserve=reserve_gangs, blocks=blocks)
+            gangs.append(gang)
+            if placement.tier == Tier.CAPACITY_BLOCK and not gang.block:
+                held_in = (
+                    "a calendar-mode reservation, which gpuplan does not buy yet (buy it in the console or "
+                    "the future-reservations API)"
+                    if parse_offering(placement.offering)[0] == "gcp"
+                    else "a Capacity Block, which this cloud does not sell"
+                )
+                notes.append(f"{name}: the plan holds it in {held_in}; it is held as an on-demand gang instead")
     for offering, nodes in sorted(skipped.items()):
         notes.append(f"{offering}: {nodes:g} nodes at this time belong to another provider, left out")
     notes.extend(_savings_plan_notes(document, handles))
@@ -283,11 +307,14 @@ def _savings_plan_notes(document: PlanDocument, handles: Callable[[str], bool]) 
     return notes
 
 
-def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bool) -> DesiredGang:
+def _gang(
+    placement: TrainingPlacement, name: str, *, running: bool, reserve: bool, blocks: bool = True
+) -> DesiredGang:
     capacity = _capacity_of(placement.tier)
     multi = placement.nodes > 1
     # a flex-start gang: VMs Dynamic Workload Scheduler grants for its held hours, never a reservation
     flex = placement.tier == Tier.FLEX_START
+    block = blocks and placement.tier == Tier.CAPACITY_BLOCK
     return DesiredGang(
         run=name,
         job=placement.job,
@@ -296,15 +323,21 @@ def _gang(placement: TrainingPlacement, name: str, *, running: bool, reserve: bo
         offering=placement.offering,
         capacity=capacity,
         nodes=placement.nodes,
-        placement_group=safe_name(placement.placement_group) if multi else None,
+        # a block's instances are placed together in an EC2 UltraCluster by the block itself (API Reference,
+        # CapacityBlock: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityBlock.html)
+        placement_group=safe_name(placement.placement_group) if multi and not block else None,
         # the plan writes "none" for a run on no fabric; the clouds take None (as pools.py does)
         fabric=None if placement.fabric in (None, "none") else placement.fabric,
         start=placement.start,
         end=placement.end,
         running=running,
-        reserve=reserve and multi and capacity is CapacityType.ON_DEMAND and not flex,
+        # a block gang's capacity is its block: an ODCR beside it would bill for nothing
+        reserve=reserve and multi and capacity is CapacityType.ON_DEMAND and not flex and not block,
         fallback=placement.fallbacks,
         max_run_hours=min(placement.held_hours, FLEX_START_MAX_RUN_HOURS) if flex else None,
+        block=block,
+        block_hours=placement.block_hours if block else None,
+        block_fee_usd=placement.cost_usd if block else None,
     )
 
 

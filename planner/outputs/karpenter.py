@@ -13,8 +13,11 @@ tried first: https://karpenter.sh/docs/concepts/nodepools/#specweight):
   ``gpuplan-plan`` and ``gpuplan-run`` (``models/naming.py``). Karpenter prices reserved offerings near
   zero and launches into them first (aws/karpenter-provider-aws ``designs/odcr.md``, "Consider ODCR first
   during Scheduling"; https://karpenter.sh/docs/tasks/odcrs/). :func:`reserved_fleet` takes a list of
-  :class:`Reservation` and is the seam through which Capacity Blocks, once planned, come in: Karpenter
-  selects them with the same terms (``designs/capacity-block-support.md``).
+  :class:`Reservation`; the Capacity Blocks the plan holds its gangs in (tier ``capacity_block``) come in
+  the same way, as reservations of kind ``capacity-block`` selected by the tags ``gpuplan provision`` buys
+  them with (``gpuplan-plan``, ``gpuplan-run``): Karpenter models a block as a reserved offering and
+  launches it on the block's own market (aws/karpenter-provider-aws ``designs/capacity-block-support.md``;
+  https://karpenter.sh/docs/concepts/nodeclasses/#speccapacityreservationselectorterms).
 - **Committed on demand**: 1y/3y reserved instances and savings plans are billing constructs over
   on-demand instances, so the NodePool that consumes them is an on-demand one of the committed offering.
   Its nodes carry ``gpuplan.io/capacity-type: reserved`` (the Kueue export's reserved flavor selects them)
@@ -191,8 +194,8 @@ class Reservation:
     """A capacity reservation a reserved NodePool consumes.
 
     ``selector`` is its one ``capacityReservationSelectorTerms`` entry (``{"id": ...}`` or ``{"tags": ...}``).
-    ``kind`` is ``odcr`` today; a Capacity Block (``capacity-block``) is selected the same way and is the
-    next kind (designs/capacity-block-support.md). A gang's reservation has its ``run`` (its nodes are tainted
+    ``kind`` is ``odcr`` or ``capacity-block`` (a block the plan holds a gang in, selected the same way:
+    designs/capacity-block-support.md). A gang's reservation has its ``run`` (its nodes are tainted
     for that run alone) and ``placement_group`` (the cluster placement group the reservation lives in).
     """
 
@@ -425,24 +428,35 @@ def _gangs(plan: Plan) -> list[Any]:
 
 def gang_reservations(plan: Plan) -> list[Reservation]:
     """The reservations ``gpuplan provision`` (and the Terraform roots) make for non-spot multi-node gangs
-    on AWS, selected by the tags they carry: ``gpuplan-plan=<plan id>`` and ``gpuplan-run=<run>``."""
+    on AWS, and the Capacity Blocks it buys for the gangs the plan holds in one (any size), selected by the
+    tags they carry: ``gpuplan-plan=<plan id>`` and ``gpuplan-run=<run>``. A block places its instances
+    together itself, so its NodePool names no placement group."""
     plan_id = plan_id_of(plan.document)
+    blocks = [
+        t
+        for t in plan.document.training
+        if t.tier == Tier.CAPACITY_BLOCK and t.nodes < 2 and parse_offering(t.offering)[0] == CLOUD
+    ]
     result = []
-    for t in _gangs(plan):
+    for t in [*_gangs(plan), *blocks]:
         if t.tier == Tier.SPOT:
             continue
         run = run_name(t.job, t.run)
+        block = t.tier == Tier.CAPACITY_BLOCK
+        when = f"{t.nodes} nodes {t.start:%Y-%m-%d %H:%M}Z to {t.end:%Y-%m-%d %H:%M}Z"
         result.append(
             Reservation(
-                name=safe_name(f"res-{run}"),  # as desired.reservation_name names it
+                # an ODCR as desired.reservation_name names it; a block by its run
+                name=safe_name(f"block-{run}" if block else f"res-{run}"),
                 offering=t.offering,
                 nodes=t.nodes,
                 gpus_per_node=plan.document.offerings[t.offering].gpus_per_node,
                 selector={"tags": {TAG_PLAN: plan_id, TAG_RUN: run}},
-                why=f"{t.job} run {t.run}: {t.nodes} nodes {t.start:%Y-%m-%d %H:%M}Z "
-                f"to {t.end:%Y-%m-%d %H:%M}Z",
+                why=f"{t.job} run {t.run}: {when}"
+                + (f" in a Capacity Block of {t.block_hours} h" if block else ""),
+                kind="capacity-block" if block else "odcr",
                 run=run,
-                placement_group=safe_name(t.placement_group),
+                placement_group=None if block else safe_name(t.placement_group),
                 start=t.start,
                 end=t.end,
             )

@@ -17,6 +17,7 @@ jobs:
   commitment_expiry: {every_hours: 24, warn_days: 30}
 backoff: {first_minutes: 5, max_minutes: 60}   # after a failed run: 5, 10, 20, 40, 60, 60 ... minutes
 disruption_budget: 50%              # the most of a pool's running nodes one reconcile terminates
+block_max_usd: 60000                # with apply: true, buy the plan's Capacity Blocks, each up to this (USD)
 checkpoint_hook: {command: ["/usr/local/bin/checkpoint", "{run}"]}
 metrics: {host: 127.0.0.1, port: 9464}
 history: {prometheus: "http://prometheus:9090", days: 7}   # the portal's measured use (optional)
@@ -323,6 +324,15 @@ class DaemonConfig(_Strict):
         "50%",
         description="the most of a pool's running nodes one reconcile terminates: a share (50%) or a number "
         "of nodes; a larger shrink waits for later cycles (each held-back shrink is an event)",
+    )
+    block_max_usd: float | None = Field(
+        None,
+        gt=0,
+        le=1e9,
+        description="the most one Capacity Block may cost upfront: with apply: true the daemon buys the "
+        "blocks the plan holds its gangs in (tier capacity_block) within it; without it, it buys none and "
+        "an event says what it would buy",
+        json_schema_extra={"unit": "USD"},
     )
     plan_time_limit: float = Field(
         120.0,

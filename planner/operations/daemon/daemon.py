@@ -10,7 +10,10 @@ coalesced).
   price has moved by more than ``price_change`` since the plan, or the scenario's inputs changed: the
   scenario planned again with the live spot prices and every commitment already bought held fixed (a
   re-plan never un-buys one).
-- ``reconcile``: ``gpuplan provision`` against the current plan, journaled (``journal.py``); pending
+- ``reconcile``: ``gpuplan provision`` against the current plan, journaled (``journal.py``); the
+  Capacity Blocks the plan holds its gangs in are bought first, from 8 weeks ahead (before the horizon
+  too), only with ``apply: true`` and ``block_max_usd`` (each a ``capacity-block-bought`` event; an offer
+  over the cap, or none bought for want of a cap, an event once per run and offer); pending
   actions of a crashed run are resumed first; with ``apply: false`` nothing is sent or journaled: the
   actions go into the cycle's summary as a dry run. A gang whose placement group fails cycle after
   cycle is a ``gang-blocked`` event from the second cycle on, with the count (the summary's ``blocked``).
@@ -72,6 +75,8 @@ _SLACK: Final = timedelta(seconds=1)
 ScenarioFeed = Callable[[DaemonConfig, Scenario, Catalog], Scenario]
 #: The store's state key of the gangs whose placement group failed in the last cycles in a row.
 _BLOCKED_KEY: Final = "blocked_gangs"
+#: The store's state key of the last Capacity Block decision recorded per run (events are not repeated).
+_BLOCKS_KEY: Final = "capacity_block_events"
 #: The store's state key of the input files' digests (:func:`inputs_digests`).
 DIGESTS_KEY: Final = "inputs_digests"
 #: The jobs, in the order a tick runs the ones that are due.
@@ -310,6 +315,7 @@ class Daemon:
         if plan is None:
             return None
         plan_id = plan_id_of(plan.document)
+        self._buy_blocks(plan, now)
         start = plan.document.horizon.start
         if now < start:  # nothing to hold before the plan starts (provision --at can build it ahead)
             log.info("the plan starts %s: nothing to reconcile yet", f"{start:%Y-%m-%dT%H:%M}Z")
@@ -383,6 +389,53 @@ class Daemon:
                 dict(shortfall),
             )
         return run
+
+    def _buy_blocks(self, plan: Plan, now: datetime) -> None:
+        """The plan's Capacity Blocks (``planner.operations.capacity_blocks.buy_planned_blocks``), bought
+        only with ``apply`` and ``block_max_usd``. A purchase is an event; so is an offer over the cap, a
+        block not bought for want of a cap, and a refusal, once per run and offer (not every cycle). A
+        failure here never stops the cycle: the gang waits for its block, and the next cycle tries again."""
+        from models.tiers import Tier
+        from planner.operations.capacity_blocks import buy_planned_blocks
+        from providers.base import ProviderError
+
+        if not supports(self.provider, Capability.CAPACITY_BLOCKS) or not any(
+            t.tier == Tier.CAPACITY_BLOCK for t in plan.document.training
+        ):
+            return
+        cap = self.config.block_max_usd
+        try:
+            decisions = buy_planned_blocks(
+                plan, self.provider, now, max_usd=cap, apply=self.config.apply and cap is not None
+            )
+        except ProviderError as exc:
+            log.warning("capacity blocks not read: %s", exc)
+            self.store.record_event("capacity-block-failed", f"capacity blocks not read: {exc}", at=now)
+            return
+        said: dict[str, str] = self.store.get_state(_BLOCKS_KEY) or {}
+        kinds = {
+            "bought": "capacity-block-bought",
+            "over-cap": "capacity-block-over-cap",
+            "would-buy": "capacity-block-not-bought",
+            "failed": "capacity-block-failed",
+        }
+        for d in decisions:
+            kind = kinds.get(d.status)
+            key = f"{d.status}:{d.offer.id if d.offer else ''}"
+            if kind is None or (said.get(d.run) == key and d.status != "bought"):
+                continue
+            said[d.run] = key
+            data = {
+                "run": d.run,
+                "status": d.status,
+                "offer": d.offer.id if d.offer else None,
+                "upfront_usd": d.offer.upfront_usd if d.offer else None,
+                "max_usd": cap,
+                "plan_fee_usd": d.plan_fee_usd,
+                "reservation": (d.reservation.id or d.reservation.name) if d.reservation else None,
+            }
+            self.store.record_event(kind, f"{d.run}: {d.message}", at=now, data=data)
+        self.store.set_state(_BLOCKS_KEY, said)
 
     def _blocked_gangs(self, run: Provisioning, now: datetime) -> dict[str, int]:
         """Gangs whose placement group failed in this cycle and the cycles before it in a row: run ->
