@@ -290,7 +290,7 @@ def buy_planned_blocks(
         for p in planned
         if run_name(p.job, p.run) not in held_for and at < p.start <= at + CAPACITY_BLOCK_AHEAD
     }
-    listings = list_blocks(plan, provider, at, wanted) if wanted else []
+    listings = [_with_early_starts(listing, provider) for listing in list_blocks(plan, provider, at, wanted)]
     by_run = {listing.request.run: listing for listing in listings}
     decisions = []
     for placement in planned:
@@ -305,15 +305,34 @@ def buy_planned_blocks(
     return decisions
 
 
+def _with_early_starts(listing: BlockListing, provider: Provider) -> BlockListing:
+    """``listing`` with the offers of the duration that holds the run from the earliest start asked for:
+    EC2's blocks start (and end) at 11:30 UTC, so a block of the run's own duration that starts before the
+    run ends before it does; one sold duration longer (up to a day more) covers it. Both are listed, and
+    :func:`_fits` keeps only the offers that last to the run's planned end."""
+    request = listing.request
+    if request.unsellable:
+        return listing
+    early = (request.start_to - request.start_from).total_seconds() / 3600
+    longer = block_duration_hours(request.hours + early)
+    if longer is None or longer == request.hours:
+        return listing
+    more = provider.capacity_block_offerings(
+        request.offering, request.nodes, longer, request.start_from, request.start_to
+    )
+    return BlockListing(request, (*listing.offers, *more))
+
+
 def _fits(offer: CapacityBlockOffer, placement: TrainingPlacement) -> bool:
-    """Whether ``offer`` holds the run: its offering, at least its nodes and hours, from no later than its
-    planned start."""
+    """Whether ``offer`` holds the run: its offering, at least its nodes, from no later than its planned
+    start to no earlier than its planned end (a block that starts early and ends before the run would
+    leave the gang without capacity before it finishes)."""
     return (
         offer.offering == placement.offering
         and offer.nodes >= placement.nodes
-        and offer.hours >= placement.hours
         and offer.start is not None
         and offer.start <= placement.start
+        and offer.start + timedelta(hours=offer.hours) >= placement.end
     )
 
 

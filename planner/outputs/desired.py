@@ -246,7 +246,7 @@ def desired_state(
                     if parse_offering(placement.offering)[0] == "gcp"
                     else "a Capacity Block, which this cloud does not sell"
                 )
-                notes.append(f"{name}: the plan holds it in {held_in}; it is held as an on-demand gang instead")
+                notes.append(f"{name}: the plan holds it in {held_in}; held as an on-demand gang instead")
     for offering, nodes in sorted(skipped.items()):
         notes.append(f"{offering}: {nodes:g} nodes at this time belong to another provider, left out")
     notes.extend(_savings_plan_notes(document, handles))

@@ -78,8 +78,9 @@ def _offer(offer_id: str, fee: str, start: datetime, *, count: int = 8, hours: i
 
 @pytest.fixture
 def ec2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_env: None) -> Iterator[Ec2]:
-    """moto and the stand-in on every boto3 session the CLI opens, selling three blocks for the fine-tune:
-    one that starts after the run's planned start (cheapest, never bought), and two that hold it."""
+    """moto and the stand-in on every boto3 session the CLI opens, selling four blocks for the fine-tune:
+    one that starts after the run's planned start (cheapest, never bought), one that starts early and ends
+    before the run does (never bought), and two that hold it."""
     import boto3
     from aws_stand_in import Ec2StandIn
     from moto import mock_aws
@@ -102,7 +103,9 @@ def ec2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_env: None) -> Itera
         settings.write_text(yaml.safe_dump({"aws": body}), encoding="utf-8")
         stand_in.block_offerings = [
             _offer("cb-late", "20000.00", START + timedelta(hours=11, minutes=30)),
-            _offer("cb-cheap", "36000.00", START - timedelta(hours=12, minutes=30)),
+            # starts 12.5 h early and lasts the run's 120 h: it ends before the run does, never bought
+            _offer("cb-short", "30000.00", START - timedelta(hours=12, minutes=30)),
+            _offer("cb-cheap", "36000.00", START - timedelta(hours=12, minutes=30), hours=144),
             _offer("cb-dear", "45000.00", START),
         ]
         flags = ["--cloud", "aws", "--provider-config", str(settings), "-q"]
