@@ -84,6 +84,7 @@ from planner.planning.optimize.build import (
     run_penalty,
     savings_plan_rows,
 )
+from planner.planning.optimize.payments import CAP_EPS_USD, window_of_period
 from planner.planning.problem.sets import PlanningSets, TrainingOption, shares_commitments, usable
 from planner.solvers.solve import SolveResult, solve
 from planner.solvers.work import meter
@@ -567,6 +568,7 @@ def certified_bound(
             constraints[f"energy_{name}_{b}"] = LpCon(
                 LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
             )
+    _block_cash(sets, constraints, chosen_by)
     finish_model(model)
     problem = model.problem
     if relax:
@@ -581,6 +583,38 @@ def certified_bound(
     method = METHOD + (", LP relaxation" if relax else "")
     seconds, work = time.perf_counter() - began, meter().units - counted
     return BoundResult(bound, clusters, seconds, result, method, decisions, work)
+
+
+def _block_cash(
+    sets: PlanningSets,
+    constraints: dict[str, pulp.LpConstraint],
+    chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]],
+) -> None:
+    """``purchase.max_upfront_usd`` on Capacity Blocks (``payments.py``), kept as a relaxation so the bound
+    stays valid: a block dearer than the limit alone is never chosen, and per window the fees of the start
+    variants whose every start lies in it stay within the limit; a variant whose starts straddle two
+    windows is left out (every plan keeps these rows, so they cut off no plan)."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    if cap is None:
+        return
+    labels, window = window_of_period(sets)
+    fee_of = training_combos(sets)
+    block = sets.block_periods
+    rows: dict[str, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    for key, (y, variants) in chosen_by.items():
+        if key[2] != Capacity.BLOCK:
+            continue
+        fee = fee_of[key][1]
+        if fee > cap.usd + CAP_EPS_USD:
+            y.upBound = 0
+            continue
+        for v, _z, (b0, _last, lo, hi) in variants:
+            if window[b0 * block + lo] == window[b0 * block + hi]:
+                rows[labels[int(window[b0 * block + lo])]].append((v, fee))
+    for w, terms in sorted(rows.items()):
+        constraints[f"block_cash_{w.replace('-', '_')}"] = LpCon(
+            LpExpr(terms), pulp.LpConstraintLE, None, float(cap.usd)
+        )
 
 
 def start_from(

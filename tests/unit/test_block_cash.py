@@ -1,0 +1,155 @@
+"""Capacity Blocks under the upfront cash limit (issue 38 points 2 and 4): a block's fee is upfront cash, paid
+whole in the window its block starts, so ``purchase.max_upfront_usd`` limits it as it limits commitments'
+fees (``planner/planning/optimize/payments.py``).
+
+Two gangs, one offering sold on demand (C_OD per node-hour) and in Capacity Blocks (rate B), no commitment
+terms, both runs inside January. Gang g (n_g nodes, h_g hours) costs n_g C_OD h_g on demand, or the fee
+B n_g sold(h_g) in a block. With a monthly limit L the optimum is, by brute force over which gangs get a
+block,
+
+    min_{S : sum_{g in S} fee_g <= L}  sum_{g in S} fee_g + sum_{g not in S} n_g C_OD h_g
+
+Both methods (staged and hourly) must find it, the cap exactly at a fee fits and a cent below does not, and
+``gpuplan verify`` re-counts the blocks' fees against the limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from models.capacity_blocks import block_duration_hours
+from models.inputs import load_inputs
+from models.plan import Plan
+from models.tiers import Tier
+from planner.planning.optimize import optimize
+from planner.verify import verify
+
+C_OD = 10.0
+B = 6.0  # a block saves 40 % here: every gang wants one
+GANGS = {"big": (2, 120), "small": (1, 72)}  # name -> nodes, hours (5 and 3 days: sold as they are)
+
+
+def fee(name: str) -> float:
+    nodes, hours = GANGS[name]
+    sold = block_duration_hours(hours)
+    assert sold == hours
+    return B * nodes * sold
+
+
+def on_demand(name: str) -> float:
+    nodes, hours = GANGS[name]
+    return nodes * C_OD * hours
+
+
+def brute_force(cap: float) -> tuple[float, set[str]]:
+    """The cheapest choice of blocks whose fees fit the cap (module docstring)."""
+    best: tuple[float, set[str]] | None = None
+    for chosen in itertools.product([False, True], repeat=len(GANGS)):
+        blocks = {name for name, take in zip(GANGS, chosen, strict=True) if take}
+        if sum(fee(name) for name in blocks) > cap:
+            continue
+        cost = sum(fee(name) if name in blocks else on_demand(name) for name in GANGS)
+        if best is None or cost < best[0] - 1e-9:
+            best = (cost, blocks)
+    assert best is not None
+    return best
+
+
+def _inputs(tmp_path: Path, kit: Any, cap: float | None) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    row = kit.offering_row(on_demand_usd_h=C_OD, capacity_block_usd_h=B)
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [row])
+    training = [
+        {
+            "name": name,
+            "team": "t",
+            "gpu_models": ["H100"],
+            "gpus_per_node": 8,
+            "nodes": nodes,
+            "hours": hours,
+        }
+        for name, (nodes, hours) in GANGS.items()
+    ]
+    # daily periods, a week from 2027-01-04: both blocks start in January
+    data = kit.scenario_dict(hours=168, period_hours=24, terms=[], training=training)
+    data["purchase"]["capacity_blocks"] = True
+    if cap is not None:
+        data["purchase"]["max_upfront_usd"] = {"per": "month", "usd": cap}
+    return kit.write_scenario_yaml(tmp_path / "scenario.yaml", data)
+
+
+def _plan(path: Path, kit: Any, method: str = "staged") -> Plan:
+    inputs = load_inputs(path)
+    return optimize(inputs.scenario, inputs.catalog, inputs.base_dir, kit.exact_settings(method=method))
+
+
+def _blocks(plan: Plan) -> set[str]:
+    return {p.job for p in plan.document.training if p.tier == Tier.CAPACITY_BLOCK}
+
+
+CAPS = {
+    "none fits": 100.0,
+    "the small one exactly": fee("small"),
+    "a cent below the small one": fee("small") - 0.01,
+    "the big one exactly": fee("big"),
+    "a cent below the big one": fee("big") - 0.01,
+    "a cent below both": fee("big") + fee("small") - 0.01,
+    "both exactly": fee("big") + fee("small"),
+}
+
+
+@pytest.mark.parametrize("case", list(CAPS))
+def test_the_blocks_chosen_are_the_brute_force_optimum_under_the_cap(
+    tmp_path: Path, kit: Any, case: str
+) -> None:
+    cap = CAPS[case]
+    cost, blocks = brute_force(cap)
+    plan = _plan(_inputs(tmp_path, kit, cap), kit)
+    assert _blocks(plan) == blocks
+    assert plan.document.costs.total_usd == pytest.approx(cost)
+    assert sum(fee(name) for name in _blocks(plan)) <= cap
+    # the certified bound stays valid: at most the plan's cost (here the optimum, so equal)
+    assert plan.document.solver.bound_usd <= plan.document.costs.total_usd + 1e-6
+    january = next(m for m in plan.document.costs.cash_by_month or [] if m.month == "2027-01")
+    assert january.upfront_usd == pytest.approx(sum(fee(name) for name in blocks))
+
+
+def test_the_cases_tell_the_choices_apart() -> None:
+    """The brute force itself: without the limit both gangs take a block; a cent below a fee drops it."""
+    assert brute_force(1e12)[1] == {"big", "small"}
+    assert brute_force(fee("big"))[1] == {"big"}  # one block fits, two do not
+    assert brute_force(fee("big") - 0.01)[1] == {"small"}
+    assert brute_force(fee("small") - 0.01)[1] == set()
+
+
+@pytest.mark.parametrize("case", ["the big one exactly", "a cent below the big one"])
+def test_the_hourly_method_keeps_the_cap_too(tmp_path: Path, kit: Any, case: str) -> None:
+    """The cluster model (``bound.py``) and the placement heuristics keep the blocks' fees in the limit."""
+    cap = CAPS[case]
+    cost, blocks = brute_force(cap)
+    plan = _plan(_inputs(tmp_path, kit, cap), kit, method="hourly")
+    assert _blocks(plan) == blocks
+    assert plan.document.costs.total_usd == pytest.approx(cost)
+    assert plan.document.solver.bound_usd <= plan.document.costs.total_usd + 1e-6
+
+
+def test_verify_catches_blocks_over_the_cap(tmp_path: Path, kit: Any) -> None:
+    """A plan whose two blocks fit its limit, checked against the same scenario with the limit a cent below
+    their fees: only ``upfront-cap``, naming the window and both figures."""
+    cap = fee("big") + fee("small")
+    plan = _plan(_inputs(tmp_path / "a", kit, cap), kit)
+    assert _blocks(plan) == {"big", "small"}
+    assert _findings(load_inputs(_inputs(tmp_path / "a", kit, cap)), plan) == {}
+    found = _findings(load_inputs(_inputs(tmp_path / "b", kit, cap - 0.01)), plan)
+    assert list(found) == ["upfront-cap"]
+    (message,) = found["upfront-cap"]
+    assert message.startswith(f"2027-01: upfront fees ${cap:,.2f}, above purchase.max_upfront_usd")
+    assert f"${cap - 0.01:,.2f}" in message
+
+
+def _findings(inputs: Any, plan: Plan) -> dict[str, list[str]]:
+    return {group.kind: [v.message for v in group.examples] for group in verify(inputs, plan).summary()}
