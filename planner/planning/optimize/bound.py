@@ -568,7 +568,15 @@ def certified_bound(
             constraints[f"energy_{name}_{b}"] = LpCon(
                 LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
             )
-    _block_cash(sets, constraints, chosen_by)
+    block = sets.block_periods
+    block_cash(
+        sets,
+        constraints,
+        {
+            key: (y, [(v, b0 * block + lo, b0 * block + hi) for v, _z, (b0, _last, lo, hi) in variants])
+            for key, (y, variants) in chosen_by.items()
+        },
+    )
     finish_model(model)
     problem = model.problem
     if relax:
@@ -585,32 +593,34 @@ def certified_bound(
     return BoundResult(bound, clusters, seconds, result, method, decisions, work)
 
 
-def _block_cash(
-    sets: PlanningSets,
-    constraints: dict[str, pulp.LpConstraint],
-    chosen_by: dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list]],
-) -> None:
-    """``purchase.max_upfront_usd`` on Capacity Blocks (``payments.py``), kept as a relaxation so the bound
-    stays valid: a block dearer than the limit alone is never chosen, and per window the fees of the start
-    variants whose every start lies in it stay within the limit; a variant whose starts straddle two
-    windows is left out (every plan keeps these rows, so they cut off no plan)."""
+#: Per (run, offering, tier) combo: its ``Y`` and the variables that pick its start, each with the first
+#: and last start period it stands for (:func:`block_cash`).
+BlockStarts = dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list[tuple[pulp.LpVariable, int, int]]]]
+
+
+def block_cash(sets: PlanningSets, constraints: dict[str, pulp.LpConstraint], starts: BlockStarts) -> None:
+    """``purchase.max_upfront_usd`` on Capacity Blocks (``payments.py``), kept as a relaxation so a bound
+    stays valid. ``starts``: per (run, offering, tier) combo, its ``Y`` and the variables that pick its
+    start, each with the first and last start it stands for. A block dearer than the limit alone is never
+    chosen, and per window the fees of the start variables whose every start lies in it stay within the
+    limit; one whose starts straddle two windows is left out (every plan keeps these rows, so they cut
+    off no plan)."""
     cap = sets.scenario.purchase.max_upfront_usd
     if cap is None:
         return
     labels, window = window_of_period(sets)
     fee_of = training_combos(sets)
-    block = sets.block_periods
     rows: dict[str, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
-    for key, (y, variants) in chosen_by.items():
+    for key, (y, variants) in starts.items():
         if key[2] != Capacity.BLOCK:
             continue
         fee = fee_of[key][1]
         if fee > cap.usd + CAP_EPS_USD:
             y.upBound = 0
             continue
-        for v, _z, (b0, _last, lo, hi) in variants:
-            if window[b0 * block + lo] == window[b0 * block + hi]:
-                rows[labels[int(window[b0 * block + lo])]].append((v, fee))
+        for v, first, last in variants:
+            if window[first] == window[last]:
+                rows[labels[int(window[first])]].append((v, fee))
     for w, terms in sorted(rows.items()):
         constraints[f"block_cash_{w.replace('-', '_')}"] = LpCon(
             LpExpr(terms), pulp.LpConstraintLE, None, float(cap.usd)
