@@ -16,20 +16,31 @@ Both methods (staged and hourly) must find it, the cap exactly at a fee fits and
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from models.capacity_blocks import block_duration_hours
 from models.inputs import load_inputs
 from models.plan import Plan
-from models.tiers import Tier
+from models.priceterms import PriceTerm, terms_path_for, write_terms
+from models.tiers import HOURS_PER_YEAR, Capacity, Tier
 from planner.planning.optimize import optimize
+from planner.planning.optimize.payments import (
+    block_cash_rows,
+    block_room,
+    blocks_over_cap,
+    fees_by_window,
+)
+from planner.planning.problem.sets import build_sets
 from planner.verify import verify
 
 C_OD = 10.0
 B = 6.0  # a block saves 40 % here: every gang wants one
+P5 = "aws:us-east-1:p5.48xlarge"
 GANGS = {"big": (2, 120), "small": (1, 72)}  # name -> nodes, hours (5 and 3 days: sold as they are)
 
 
@@ -153,3 +164,57 @@ def test_verify_catches_blocks_over_the_cap(tmp_path: Path, kit: Any) -> None:
 
 def _findings(inputs: Any, plan: Plan) -> dict[str, list[str]]:
     return {group.kind: [v.message for v in group.examples] for group in verify(inputs, plan).summary()}
+
+
+def test_the_commitments_split_gets_the_limit_less_the_blocks_fees(tmp_path: Path, kit: Any) -> None:
+    """A flat load of 3 p5 nodes reserved for 1 year (by the hour at $6, or all upfront at $43,800 a node:
+    effective $5) and a 1-node 24 h gang in a block ($6 x 24 = $144, below $240 on demand). Under a limit of
+    two fees plus $100 the block is bought first, so only one node can be paid all upfront
+    (floor((2 x 43,800 + 100 - 144) / 43,800) = 1), where the limit alone would have allowed two; verify
+    finds nothing over the limit."""
+    all_upfront = 5.0 * HOURS_PER_YEAR
+    cap = 2 * all_upfront + 100.0
+    path = kit.write_catalog_csv(
+        tmp_path / "catalog.csv",
+        [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0, capacity_block_usd_h=6.0)],
+    )
+    term = PriceTerm(P5, "reserved-instance", 1, "standard", "all-upfront", 0.0, all_upfront, "", "test",  # type: ignore[arg-type]
+                     datetime(2026, 12, 1, tzinfo=UTC), "assumed")  # fmt: skip
+    write_terms([term], terms_path_for(path))
+    chat = {"name": "chat", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+            "latency_critical": True, "replicas": {"profile": "flat", "base": 3}}  # fmt: skip
+    gang = {"name": "gang", "team": "t", "gpu_models": ["H100"], "gpus_per_node": 8, "nodes": 1, "hours": 24}
+    data = kit.scenario_dict(hours=48, inference=[chat], training=[gang], terms=["1y"], max_spot_share=0)
+    data["purchase"] |= {"schedule": "horizon", "capacity_blocks": True}
+    data["purchase"]["max_upfront_usd"] = {"per": "month", "usd": cap}
+    inputs = load_inputs(kit.write_scenario_yaml(tmp_path / "s.yaml", data))
+    plan = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, kit.exact_settings())
+    doc = plan.document
+    assert _blocks(plan) == {"gang"}
+    assert {c.payment: c.nodes for c in doc.commitments} == {"all-upfront": 1, "no-upfront": 2}
+    (january,) = doc.costs.cash_by_month or []
+    assert january.upfront_usd == pytest.approx(144.0 + all_upfront) and january.upfront_usd <= cap
+    assert doc.costs.total_usd == pytest.approx(144.0 + (5.0 + 2 * 6.0) * 48)
+    assert verify(inputs, plan).total == 0
+
+
+def test_the_windows_count_each_block_where_it_starts(tmp_path: Path, kit: Any) -> None:
+    """``payments``: the block options' cash rows, the fees placed blocks pay per window (what the savings
+    plans' upfront is limited by, less), and where a block may still start: by the window of its start."""
+    cap = fee("big")
+    inputs = load_inputs(_inputs(tmp_path, kit, cap))
+    sets = build_sets(inputs.scenario, inputs.catalog, inputs.base_dir)
+    blocks = [o for o in sets.options if o.tier == Capacity.BLOCK]
+    assert {sets.runs[o.run].job.name for o in blocks} == set(GANGS)
+    rows = block_cash_rows(sets)
+    assert list(rows) == ["2027-01"] and sorted(f for _a, f in rows["2027-01"]) == sorted(map(fee, GANGS))
+    big = next(o for o in blocks if sets.runs[o.run].job.name == "big")
+    small = next(o for o in blocks if sets.runs[o.run].job.name == "small")
+    assert fees_by_window(sets, {}, [big, small]) == {"2027-01": pytest.approx(cap + fee("small"))}
+    assert blocks_over_cap(sets, [big]) == [] and len(blocks_over_cap(sets, [big, small])) == 1
+    fees = np.zeros(sets.scenario.horizon.periods)
+    fees[big.start] = fee("big")  # the big block placed: no room left in January for the small one
+    room = block_room(sets, fees, small)
+    assert room is not None and not room.any()
+    assert block_room(sets, np.zeros_like(fees), small) is not None
+    assert bool(block_room(sets, np.zeros_like(fees), small).all())  # type: ignore[union-attr]
