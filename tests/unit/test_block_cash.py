@@ -218,3 +218,36 @@ def test_the_windows_count_each_block_where_it_starts(tmp_path: Path, kit: Any) 
     assert room is not None and not room.any()
     assert block_room(sets, np.zeros_like(fees), small) is not None
     assert bool(block_room(sets, np.zeros_like(fees), small).all())  # type: ignore[union-attr]
+
+
+def test_the_savings_plans_upfront_gets_the_limit_less_the_blocks_fees(tmp_path: Path, kit: Any) -> None:
+    """A flat load of 3 p5 nodes, a 1y Compute savings plan paid by the hour ($6 a node-hour) or partly
+    upfront ($5.2, half of its whole commitment at purchase: $22,776 a node), and a 1-node 24 h gang in a
+    block ($4 x 24 = $96, below any other way to run it). Under a limit of one node's partial fee plus the
+    block's, the block is paid first and the partial plan covers exactly one node ($5.2/h); the limit alone
+    would have allowed a little more. ``verify`` finds nothing over the limit."""
+    partial_fee = 0.5 * 5.2 * HOURS_PER_YEAR
+    block = 4.0 * 24
+    path = kit.write_catalog_csv(
+        tmp_path / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0, capacity_block_usd_h=4.0)]
+    )
+    write_terms([_plan_term("no-upfront", 6.0), _plan_term("partial-upfront", 5.2)], terms_path_for(path))
+    chat = {"name": "chat", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+            "latency_critical": True, "replicas": {"profile": "flat", "base": 3}}  # fmt: skip
+    gang = {"name": "gang", "team": "t", "gpu_models": ["H100"], "gpus_per_node": 8, "nodes": 1, "hours": 24}
+    data = kit.scenario_dict(hours=48, inference=[chat], training=[gang], terms=["1y"], max_spot_share=0)
+    data["purchase"] |= {"schedule": "horizon", "capacity_blocks": True, "savings_plans": ["compute"]}
+    data["purchase"]["max_upfront_usd"] = {"per": "month", "usd": partial_fee + block}
+    inputs = load_inputs(kit.write_scenario_yaml(tmp_path / "s.yaml", data))
+    plan = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, kit.exact_settings())
+    assert _blocks(plan) == {"gang"}
+    bought = {sp.payment: sp.usd_per_hour for sp in plan.document.savings_plans if not sp.existing}
+    assert bought["partial-upfront"] == pytest.approx(5.2, abs=1e-3)
+    (january,) = plan.document.costs.cash_by_month or []
+    assert january.upfront_usd <= partial_fee + block + 1e-6
+    assert verify(inputs, plan).total == 0
+
+
+def _plan_term(payment: str, rate: float) -> PriceTerm:
+    return PriceTerm(P5, "savings-plan-compute", 1, "", payment, rate, 0.0, "", "test",  # type: ignore[arg-type]
+                     datetime(2026, 12, 1, tzinfo=UTC))  # fmt: skip
