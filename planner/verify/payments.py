@@ -83,7 +83,9 @@ def savings_plan_fee(plan: SavingsPlanCommitment) -> float:
 
 
 def check_cash(ctx: Context, findings: Findings) -> None:
-    """``costs.cash_by_month`` re-counted month by month, and the fees of each window within the limit."""
+    """``costs.cash_by_month`` re-counted month by month, and the fees of each window within the limit:
+    commitments', savings plans' and Capacity Blocks' (each block's fee re-billed from the catalog, in the
+    window its block starts)."""
     doc = ctx.plan.document
     horizon = ctx.scenario.horizon
     cap = ctx.scenario.purchase.max_upfront_usd
@@ -95,6 +97,10 @@ def check_cash(ctx: Context, findings: Findings) -> None:
         for sp in doc.savings_plans:
             if not sp.existing:
                 fees[window_key(sp.start, cap.per)] += savings_plan_fee(sp)
+        for bill in block_bills(ctx):  # a Capacity Block's fee, re-billed, in the window its block starts
+            if bill.fee_usd is not None:
+                starts = horizon.start + timedelta(hours=bill.placement.start_period * horizon.period_hours)
+                fees[window_key(starts, cap.per)] += bill.fee_usd
         for window, paid in sorted(fees.items()):
             if paid > cap.usd + 1e-6:
                 findings.add(

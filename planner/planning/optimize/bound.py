@@ -84,6 +84,7 @@ from planner.planning.optimize.build import (
     run_penalty,
     savings_plan_rows,
 )
+from planner.planning.optimize.payments import CAP_EPS_USD, window_of_period
 from planner.planning.problem.sets import (
     PlanningSets,
     TrainingOption,
@@ -573,6 +574,15 @@ def certified_bound(
             constraints[f"energy_{name}_{b}"] = LpCon(
                 LpExpr([*energy, *spread]), pulp.LpConstraintEQ, None, 0.0
             )
+    block = sets.block_periods
+    block_cash(
+        sets,
+        constraints,
+        {
+            key: (y, [(v, b0 * block + lo, b0 * block + hi) for v, _z, (b0, _last, lo, hi) in variants])
+            for key, (y, variants) in chosen_by.items()
+        },
+    )
     finish_model(model)
     problem = model.problem
     if relax:
@@ -587,6 +597,40 @@ def certified_bound(
     method = METHOD + (", LP relaxation" if relax else "")
     seconds, work = time.perf_counter() - began, meter().units - counted
     return BoundResult(bound, clusters, seconds, result, method, decisions, work)
+
+
+#: Per (run, offering, tier) combo: its ``Y`` and the variables that pick its start, each with the first
+#: and last start period it stands for (:func:`block_cash`).
+BlockStarts = dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list[tuple[pulp.LpVariable, int, int]]]]
+
+
+def block_cash(sets: PlanningSets, constraints: dict[str, pulp.LpConstraint], starts: BlockStarts) -> None:
+    """``purchase.max_upfront_usd`` on Capacity Blocks (``payments.py``), kept as a relaxation so a bound
+    stays valid. ``starts``: per (run, offering, tier) combo, its ``Y`` and the variables that pick its
+    start, each with the first and last start it stands for. A block dearer than the limit alone is never
+    chosen, and per window the fees of the start variables whose every start lies in it stay within the
+    limit; one whose starts straddle two windows is left out (every plan keeps these rows, so they cut
+    off no plan)."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    if cap is None:
+        return
+    labels, window = window_of_period(sets)
+    fee_of = training_combos(sets)
+    rows: dict[str, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    for key, (y, variants) in starts.items():
+        if key[2] != Capacity.BLOCK:
+            continue
+        fee = fee_of[key][1]
+        if fee > cap.usd + CAP_EPS_USD:
+            y.upBound = 0
+            continue
+        for v, first, last in variants:
+            if window[first] == window[last]:
+                rows[labels[int(window[first])]].append((v, fee))
+    for w, terms in sorted(rows.items()):
+        constraints[f"block_cash_{w.replace('-', '_')}"] = LpCon(
+            LpExpr(terms), pulp.LpConstraintLE, None, float(cap.usd)
+        )
 
 
 def start_from(

@@ -65,9 +65,11 @@ import pulp
 
 from models.tiers import Capacity
 from planner.planning.optimize.bound import (
+    BlockStarts,
     BoundResult,
     ClusterModel,
     add_combo,
+    block_cash,
     cluster_model,
     finish_model,
     training_combos,
@@ -294,9 +296,12 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
     sets = model.sets
     p = float(sets.period_hours)
     combos = []
+    blocks: BlockStarts = {}
     for (r, o, tier), (periods, cost) in training_combos(sets).items():
         run = sets.runs[r]
         y = add_combo(model, r, o, tier, periods, cost)
+        if tier == Capacity.BLOCK:
+            blocks[(r, o, tier)] = (y, [(y, run.first_period, run.end_period - periods)])
         name = f"{r}_{o}_{VAR_CODE[tier]}"
         model.constraints[f"link_{name}"] = LpCon(LpExpr([(y, -1.0)]), pulp.LpConstraintEQ, None, 0.0)
         nodes = float(run.job.nodes)
@@ -339,6 +344,8 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
                 clusters=np.array(clusters, dtype=np.int64),
             )
         )
+    # the cash limit on blocks, on Y where a block's every start is in one window (bound.block_cash)
+    block_cash(sets, model.constraints, blocks)
     return combos
 
 

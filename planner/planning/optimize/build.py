@@ -45,6 +45,9 @@ Constraints (numbered as in the code)
   6. spot_share:     sum_{a spot} G_a Y[a] <= share * sum_a G_a Y[a]   (G_a: the run's GPU-hours)
   7. burst[m,s]:     sum_{i of m} g_o (XN + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
   8. guarantee[m,q]: sum_o H[m,o,q] + UG[m,q] >= guaranteed_m;  sum_m H[m,o,q] <= g_o R(o,q)
+  5b. block_cash[w]: sum_{a a Capacity Block starting in window w} fee_a Y[a] <= purchase.max_upfront_usd
+                     (define_block_cash; the commitments' and savings plans' fees come after, in the room
+                     left: payments.py)
   8b. savings plans:  sum_g Z[g,o,s] <= NO[o,s];  sum_o rate[g,o] Z[g,o,s] - sum_(k of g active) S[k]
                      <= held budget[g,s]  (S[k] USD/h bought, Z covered nodes; define_savings_plans)
 
@@ -118,6 +121,7 @@ from pulp.v4_migration import set_v4_migration_warnings
 from models.billing import pool_row
 from models.savingsplans import budget_row, cover_row
 from models.tiers import Capacity, Tier
+from planner.planning.optimize.payments import CAP_EPS_USD, block_cash_rows
 from planner.planning.problem.sets import PlanningSets, on_demand_or_dearest, shares_commitments, usable
 
 set_v4_migration_warnings(False)
@@ -184,6 +188,7 @@ def create_model(sets: PlanningSets, savings_plans: bool = True) -> PlanningMode
         define_commitments(model)
         define_inference(model)
         define_training(model)
+        define_block_cash(model)
         define_non_spot_and_capacity(model)
         if savings_plans:
             define_savings_plans(model)
@@ -334,6 +339,23 @@ def define_training(model: PlanningModel) -> None:
         model.unserved_run[r] = short
         model.penalize(short, run_penalty(sets, r))
         model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
+
+
+def define_block_cash(model: PlanningModel) -> None:
+    """``purchase.max_upfront_usd`` on Capacity Blocks (issue 38): per cash window, the fees of the block
+    options starting in it, ``sum_a fee[a] Y[a] <= cap`` (``payments.block_cash_rows``); a block dearer
+    than the limit alone is never chosen (its Y fixed at 0: exact, where a row would leave it to the
+    solver's integrality tolerance)."""
+    cap = model.sets.scenario.purchase.max_upfront_usd
+    if cap is None or model.sets.training_fixed:  # decided placements kept the rows when they were decided
+        return
+    for window, fees in block_cash_rows(model.sets).items():
+        for a, fee in fees:
+            if fee > cap.usd + CAP_EPS_USD:
+                model.place[a].upBound = 0
+        model.add(
+            f"block_cash_{window.replace('-', '_')}", [(model.place[a], fee) for a, fee in fees], LE, cap.usd
+        )
 
 
 def _active_by_block(

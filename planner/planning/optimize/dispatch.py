@@ -21,7 +21,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,10 +45,15 @@ class Occupancy:
     non_spot: np.ndarray  # (offerings, periods) non-spot nodes held by training (commitments first)
     spot: np.ndarray  # (offerings, periods) spot nodes held by training
     team_gpus: np.ndarray  # (teams, periods)
+    # (periods,) the Capacity Block fees paid at each start (purchase.max_upfront_usd: payments.block_room)
+    block_fees: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @classmethod
     def empty(cls, offerings: int, teams: int, periods: int) -> Occupancy:
-        return cls(np.zeros((offerings, periods)), np.zeros((offerings, periods)), np.zeros((teams, periods)))
+        return cls(
+            np.zeros((offerings, periods)), np.zeros((offerings, periods)), np.zeros((teams, periods)),
+            np.zeros(periods),
+        )  # fmt: skip
 
     @classmethod
     def of(cls, sets: PlanningSets, placements: Iterable[TrainingOption]) -> Occupancy:
@@ -65,13 +70,17 @@ class Occupancy:
         if not option.tier.own_nodes:  # a block's or flex-start nodes are their own: only the team's GPUs
             held = self.non_spot if option.tier == Capacity.NON_SPOT else self.spot
             held[option.offering, window] += nodes
+        elif len(self.block_fees):  # and its fee, paid at its start
+            self.block_fees[option.start] += sign * option.cost_usd
         self.team_gpus[team, window] += nodes * sets.offerings[option.offering].gpus_per_node
 
     def remove(self, sets: PlanningSets, option: TrainingOption, team: int) -> None:
         self.add(sets, option, team, sign=-1)
 
     def copy(self) -> Occupancy:
-        return Occupancy(self.non_spot.copy(), self.spot.copy(), self.team_gpus.copy())
+        return Occupancy(
+            self.non_spot.copy(), self.spot.copy(), self.team_gpus.copy(), self.block_fees.copy()
+        )
 
     def signature(self, demand: np.ndarray) -> np.ndarray:
         """(periods, ...) rows: two periods with equal rows have the same covering problem."""

@@ -46,6 +46,7 @@ import numpy as np
 
 from models.tiers import Capacity
 from planner.planning.optimize.dispatch import EPS, Occupancy, PeriodModel, PoolPrices, team_index
+from planner.planning.optimize.payments import blocks_over_cap
 from planner.planning.optimize.schedule import (
     Schedule,
     _cheapest_start,
@@ -195,6 +196,7 @@ def violations(
         found.append(f"training above a team's burst limit in {int(over.sum())} team-periods")
     if not spot_share_holds(sets, placements):
         found.append("spot share above max_spot_share")
+    found += blocks_over_cap(sets, placements)
     return found
 
 

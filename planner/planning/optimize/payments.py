@@ -15,20 +15,46 @@ too) such that the fees paid in each calendar window stay within the limit:
 
 No-upfront needs no cash, so it is always feasible. The models priced every column at its cheapest option,
 which the split can only raise: their bounds stay valid (a relaxation of the cash limit).
+
+An AWS Capacity Block's fee (a training gang's tier ``capacity_block``) is upfront cash too, paid whole in
+the window its block starts (``planning/monthly.py``) and with no cheaper way to pay it, so the blocks come
+first: the models keep the fees of the blocks starting in each window within the limit
+(:func:`block_cash_rows`: ``sum_a fee[a] Y[a] <= cap`` per window, in ``build.define_block_cash`` and the
+cluster model of ``bound.py``), the placement heuristics start a block only where its window has room
+(:func:`block_room`), and the split above and the savings plans' upfront get the limit less the blocks'
+fees of each window (``cap - blocks[w]``, at least 0 since the blocks fit).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+import numpy as np
 import pulp
 
 from models.errors import SolverError
 from models.scenario import CashWindow
-from planner.planning.problem.sets import PlanningSets
+from models.tiers import Capacity
+from planner.planning.problem.sets import PlanningSets, TrainingOption
 from planner.solvers.solve import solve
 
-__all__ = ["cash_window", "fees_by_window", "split_payments"]
+__all__ = [
+    "CAP_EPS_USD",
+    "block_cash_rows",
+    "block_fees_by_window",
+    "block_room",
+    "blocks_over_cap",
+    "cash_window",
+    "fees_by_window",
+    "split_payments",
+    "window_of_period",
+]
+
+#: Fees within this many dollars above the limit count as within it (float sums of fees; verify's
+#: tolerance, ``verify/payments.check_cash``): a cent over is over.
+CAP_EPS_USD = 1e-6
 
 
 def cash_window(when: datetime, per: CashWindow) -> str:
@@ -38,15 +64,94 @@ def cash_window(when: datetime, per: CashWindow) -> str:
     return f"{when.year:04d}-Q{(when.month - 1) // 3 + 1}"
 
 
-def fees_by_window(sets: PlanningSets, commits: dict[int, int]) -> dict[str, float]:
+def window_of_period(sets: PlanningSets) -> tuple[list[str], np.ndarray]:
+    """The windows of ``purchase.max_upfront_usd`` the horizon touches, and per period the index of the
+    window its first hour is in (where a block starting then pays its fee); none without a limit."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    horizon = sets.scenario.horizon
+    if cap is None:
+        return [], np.zeros(horizon.periods, dtype=np.int64)
+    labels, window = _windows(horizon.start, horizon.period_hours, horizon.periods, cap.per)
+    return list(labels), window
+
+
+@functools.lru_cache(maxsize=16)
+def _windows(start: datetime, p: int, periods: int, per: CashWindow) -> tuple[tuple[str, ...], np.ndarray]:
+    """Cached: the placement heuristics ask once per block they try to place."""
+    keys = [cash_window(start + timedelta(hours=t * p), per) for t in range(periods)]
+    labels = tuple(dict.fromkeys(keys))
+    index = {label: n for n, label in enumerate(labels)}
+    window = np.array([index[k] for k in keys], dtype=np.int64)
+    window.setflags(write=False)
+    return labels, window
+
+
+def _block_fee(option: TrainingOption) -> float:
+    """A Capacity Block option's upfront fee (its own cost: ``sets._training_options``); 0 otherwise."""
+    return option.cost_usd if option.tier == Capacity.BLOCK else 0.0
+
+
+def block_cash_rows(sets: PlanningSets) -> dict[str, list[tuple[int, float]]]:
+    """Window -> (option index, fee) of every Capacity Block option starting in it: a model's row is
+    ``sum fee Y[a] <= cap`` per window (empty without a limit or without block options)."""
+    labels, window = window_of_period(sets)
+    if not labels:
+        return {}
+    rows: dict[str, list[tuple[int, float]]] = {}
+    for a, option in enumerate(sets.options):
+        if option.tier == Capacity.BLOCK:
+            rows.setdefault(labels[int(window[option.start])], []).append((a, _block_fee(option)))
+    return rows
+
+
+def block_fees_by_window(sets: PlanningSets, placements: Iterable[TrainingOption]) -> dict[str, float]:
+    """The fees of the Capacity Blocks ``placements`` buy, per window of ``purchase.max_upfront_usd``
+    (each in the window its block starts, as ``planning/monthly.py`` counts the cash)."""
+    labels, window = window_of_period(sets)
+    fees: dict[str, float] = {}
+    for option in placements:
+        if labels and option.tier == Capacity.BLOCK:
+            key = labels[int(window[option.start])]
+            fees[key] = fees.get(key, 0.0) + _block_fee(option)
+    return fees
+
+
+def blocks_over_cap(sets: PlanningSets, placements: Iterable[TrainingOption]) -> list[str]:
+    """The windows whose Capacity Block fees pass ``purchase.max_upfront_usd``, as readable lines."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    if cap is None:
+        return []
+    return [
+        f"{w}: Capacity Block fees ${fees:,.2f}, above purchase.max_upfront_usd (${cap.usd:,.2f})"
+        for w, fees in sorted(block_fees_by_window(sets, placements).items())
+        if fees > cap.usd + CAP_EPS_USD
+    ]
+
+
+def block_room(sets: PlanningSets, fee_by_start: np.ndarray, option: TrainingOption) -> np.ndarray | None:
+    """Per period, whether a block of ``option`` may start then: its fee plus the fees of the blocks
+    already placed (``fee_by_start``: per period, the fees of the blocks starting then) in that period's
+    window within the limit. None where nothing limits it (no cap, or not a block)."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    if cap is None or option.tier != Capacity.BLOCK:
+        return None
+    labels, window = window_of_period(sets)
+    paid = np.bincount(window, weights=fee_by_start, minlength=len(labels))
+    return paid[window] + _block_fee(option) <= cap.usd + CAP_EPS_USD
+
+
+def fees_by_window(
+    sets: PlanningSets, commits: dict[int, int], placements: Iterable[TrainingOption] = ()
+) -> dict[str, float]:
     """The upfront fees of the node commitments bought (``commits``: new column -> nodes, each column paid
-    as it now is), per window of ``purchase.max_upfront_usd``: what the savings plans bought after them
-    may still pay upfront is the limit less these (``savings_purchase.buy_savings_plans``)."""
+    as it now is) and of the Capacity Blocks ``placements`` buy, per window of ``purchase.max_upfront_usd``:
+    what the savings plans bought after them may still pay upfront is the limit less these
+    (``savings_purchase.buy_savings_plans``)."""
     cap = sets.scenario.purchase.max_upfront_usd
     if cap is None:
         return {}
     start = sets.scenario.horizon.start
-    fees: dict[str, float] = {}
+    fees: dict[str, float] = block_fees_by_window(sets, placements)
     for c, nodes in commits.items():
         column = sets.columns[c]
         if nodes > 0 and not column.existing and column.upfront_usd:
@@ -55,10 +160,13 @@ def fees_by_window(sets: PlanningSets, commits: dict[int, int]) -> dict[str, flo
     return fees
 
 
-def split_payments(sets: PlanningSets, commits: dict[int, int]) -> dict[int, dict[str, int]]:
+def split_payments(
+    sets: PlanningSets, commits: dict[int, int], placements: Iterable[TrainingOption] = ()
+) -> dict[int, dict[str, int]]:
     """Bought column -> payment option -> nodes, for the columns of ``commits`` (new column -> nodes) that
-    have a choice (module docstring). Without a cash limit, or when every cheapest option fits it, each
-    column keeps its cheapest option and nothing is split (an empty answer)."""
+    have a choice (module docstring), under the limit less the fees of the Capacity Blocks ``placements``
+    buy in each window. Without a cash limit, or when every cheapest option fits it, each column keeps
+    its cheapest option and nothing is split (an empty answer)."""
     cap = sets.scenario.purchase.max_upfront_usd
     choices = {
         c: n for c, n in commits.items() if n > 0 and not sets.columns[c].existing and sets.columns[c].options
@@ -67,10 +175,12 @@ def split_payments(sets: PlanningSets, commits: dict[int, int]) -> dict[int, dic
         return {}
     start = sets.scenario.horizon.start
     window = {c: cash_window(start + timedelta(hours=sets.columns[c].starts_hour), cap.per) for c in choices}
+    blocks = block_fees_by_window(sets, placements)
+    left = {w: max(0.0, cap.usd - blocks.get(w, 0.0)) for w in set(window.values())}
     cheapest: dict[str, float] = {}
     for c, n in choices.items():
         cheapest[window[c]] = cheapest.get(window[c], 0.0) + n * sets.columns[c].options[0].upfront_usd
-    if all(fees <= cap.usd + 1e-6 for fees in cheapest.values()):
+    if all(fees <= left[w] + CAP_EPS_USD for w, fees in cheapest.items()):
         return {}
     problem = pulp.LpProblem("payments", pulp.LpMinimize)
     x: dict[tuple[int, int], pulp.LpVariable] = {}
@@ -95,7 +205,7 @@ def split_payments(sets: PlanningSets, commits: dict[int, int]) -> dict[int, dic
         ]
         if fees:
             problem += pulp.LpConstraint(
-                pulp.LpAffineExpression(fees), pulp.LpConstraintLE, f"cash_{w}", float(cap.usd)
+                pulp.LpAffineExpression(fees), pulp.LpConstraintLE, f"cash_{w}", float(left[w])
             )
     problem.setObjective(pulp.LpAffineExpression(objective))
     result = solve(problem, gap=0.0)

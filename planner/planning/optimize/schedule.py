@@ -26,6 +26,7 @@ import numpy as np
 from models.billing import on_demand_nodes
 from models.tiers import Capacity
 from planner.planning.optimize.dispatch import EPS, Occupancy, PeriodModel, PoolPrices, max_nodes, team_index
+from planner.planning.optimize.payments import block_room
 from planner.planning.problem.purchases import CommitColumn
 from planner.planning.problem.sets import PlanningSets, TrainingOption, first_start, on_demand_or_dearest
 from planner.solvers.work import past
@@ -250,7 +251,11 @@ def feasible_starts(
     # a start fits when every period it holds fits: no misfit between it and its end
     misfits = np.concatenate([[0], np.cumsum(~fits)])
     starts = np.arange(first, last + 1)
-    return starts[misfits[starts + option.periods] - misfits[starts] == 0]
+    ok = misfits[starts + option.periods] - misfits[starts] == 0
+    cash = block_room(sets, occupancy.block_fees, option)  # a block: its fee within the cash limit
+    if cash is not None:
+        ok &= cash[starts]
+    return starts[ok]
 
 
 def _periods(option: TrainingOption) -> np.ndarray:

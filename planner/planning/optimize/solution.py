@@ -366,7 +366,8 @@ def _bought_savings_plans(
     """The solution with the savings plans bought that make its fleet cheapest (``savings_purchase.py``),
     and its allocations billed with them."""
     sets = solution.sets
-    fees = fees_by_window(sets, solution.commits)  # node commitments' fees first, under a cash limit
+    # the blocks' and node commitments' fees first, under a cash limit
+    fees = fees_by_window(sets, solution.commits, solution.placements)
     purchase = buy_savings_plans(sets, on_demand_usage(sets, allocations), fees)
     bought = sets.with_bought_plans(purchase.chosen)
     if purchase.chosen:
@@ -445,7 +446,7 @@ def build_plan(
     stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
     (``realize.py``)."""
     solution = realized(solution, realize_seconds, progress)
-    split = split_payments(solution.sets, solution.commits)
+    split = split_payments(solution.sets, solution.commits, solution.placements)
     if split:  # a cash limit on upfront fees: some purchases paid otherwise (payments.py)
         paid_sets, paid_commits = solution.sets.with_payments(solution.commits, split)
         solution = replace(solution, sets=paid_sets, commits=paid_commits)
