@@ -232,8 +232,10 @@ _USD_PER_HOUR = Range(gt=0, le=1_000_000, unit="USD per hour")
 
 
 class UpfrontCap(_Strict):
-    """The most the upfront fees of commitments bought may add up to in one calendar month or quarter
-    (issue 38): a finance limit on cash, not on cost; no-upfront options need none, so a plan always fits."""
+    """The most the upfront fees of commitments, savings plans and Capacity Blocks (or calendar-mode
+    reservations) bought may add up to in one calendar month or quarter (issue 38): a finance limit on cash,
+    not on cost; no-upfront options need none, and a gang a block would pass it for runs without one, so a
+    plan always fits."""
 
     per: CashWindow = Field(description="the window the limit applies to: month or quarter (calendar)")
     usd: float = _number("the most upfront fees paid in one window", Range(ge=0, lt=1e12, unit="USD"))
@@ -280,8 +282,9 @@ class Purchase(_Strict):
     max_upfront_usd: UpfrontCap | None = Field(
         None,
         description="a cash limit on upfront fees per calendar month or quarter, e.g. {per: month, usd: "
-        "100000}; without it each purchase takes the payment option (no, partial, all upfront) with the "
-        "lowest effective rate",
+        "100000}: commitments' and savings plans' upfront parts and the fees of Capacity Blocks (and "
+        "calendar-mode reservations) starting in it; without it each purchase takes the payment option (no, "
+        "partial, all upfront) with the lowest effective rate",
     )
 
     def buys_blocks(self, cloud: str) -> bool:
