@@ -20,7 +20,8 @@ def futures(
         Path,
         typer.Argument(
             help="YAML: futures: [{name, weight, vary: [demand=x0.8, ...]}, ...] and optionally "
-            "risk: {cvar: 0.9, weight: 0.5}",
+            "risk: {cvar: 0.9, weight: 0.5, cap: {quantile: 0.9, usd: 2.5e6}, "
+            "committed_share: {min: 0.6, probability: 0.9}}",
         ),
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("futures"),
@@ -45,6 +46,7 @@ def futures(
         purchase_text,
         render_futures_html,
         render_futures_markdown,
+        risk_lines,
     )
     from planner.planning.futures import plan_futures
     from planner.planning.optimize import SolveSettings
@@ -58,7 +60,8 @@ def futures(
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
         spec = load_futures(futures_file)
-        result = plan_futures(scenario, spec, SolveSettings(time_limit=time_limit), workers, cluster, say)
+        settings = SolveSettings(time_limit=time_limit)
+        result = plan_futures(scenario, spec, settings, workers, cluster, say, source=futures_file)
         document = result.document
         say(f"checking the chosen purchases' plan in each of {len(result.chosen)} futures (gpuplan verify)")
         broken = {
@@ -103,6 +106,8 @@ def futures(
         highlight=False,
     )
     out.print(peer_line(document).removeprefix("- "), highlight=False)
+    for line in risk_lines(document):
+        out.print(line, highlight=False)
     if s.tail_until is not None:
         out.print(
             f"costs run to {s.tail_until.date().isoformat()} (the longest term bought; the last month's "

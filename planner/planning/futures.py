@@ -18,7 +18,11 @@ The method is two-stage sample average approximation with the first stage chosen
 3. **Second stage.** Each candidate is priced on each future by planning that future with the candidate's
    purchases held and nothing more for sale (``models/held.py``): on-demand, spot and the training
    placement re-optimized per future, as the fleet would run.
-4. **Choice.** The candidate with the least ``(1 - w) * expected + w * CVaR``, then a second round: the
+4. **Choice.** Among the candidates that meet the risk constraints (``risk.cap``: a quantile of the cost at
+   most a sum; ``risk.committed_share``: in futures weighing at least a probability, at least a share of the
+   latency-critical inference node-hours on committed tiers, read from each future's allocations), the one
+   with the least ``(1 - w) * expected + w * CVaR``; when none meets them, an InputError naming the least
+   quantile (or the most weight) any candidate reaches. Then a second round: the
    best one's levels times 0.85 and 1.15 (the own plans weigh the horizon alone, while the choice counts
    the time after it), priced the same way, and the least of all; reported with the expected
    cost, P10/P50/P90 and the worst future, the value of the stochastic solution (the point forecast's
@@ -34,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,14 +53,16 @@ from models.futures import (
     FuturesFile,
     FuturesSummary,
     Purchase,
+    Risk,
     cvar,
+    quantile_name,
     weighted_quantile,
 )
 from models.held import bought_commitments, bought_savings_plans, holding_only
 from models.inputs import Inputs, load_inputs
 from models.plan import Plan
 from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
-from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
+from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, PREPAID_TIERS, Term, Tier
 from models.variation import parse_all
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
 
@@ -64,6 +70,7 @@ __all__ = [
     "FirstStage",
     "FuturesResult",
     "carried_tail",
+    "committed_share",
     "first_stage",
     "peer_stages",
     "plan_futures",
@@ -289,8 +296,10 @@ def plan_futures(
     workers: int | None = None,
     cluster: str | None = None,
     say: Callable[[str], None] | None = None,
+    source: Path | None = None,
 ) -> FuturesResult:
-    """Plan ``scenario`` over the futures of ``spec`` (module docstring)."""
+    """Plan ``scenario`` over the futures of ``spec`` (module docstring); ``source``: the futures file, named
+    in errors about its settings."""
     tell = say or (lambda _m: None)
     names = [f.name for f in spec.futures]
     weights = spec.weights()
@@ -298,6 +307,13 @@ def plan_futures(
     if point_inputs.scenario.colocation is not None:
         raise InputError(
             scenario, "colocation", "plans over futures do not yet decide owned nodes; plan it without them"
+        )
+    critical = {s.name for s in point_inputs.scenario.inference if s.latency_critical}
+    if spec.risk.committed_share is not None and not critical:
+        raise InputError(
+            source,
+            "risk.committed_share",
+            f"{scenario.name} has no latency-critical inference service to serve from committed capacity",
         )
     inputs: dict[str, Inputs] = {}
     for index, future in enumerate(spec.futures):
@@ -351,12 +367,13 @@ def plan_futures(
             return priced
 
         priced = price(stages)
-        _first, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
+        settled = (names, weights, point_plan, future_plans, critical)
+        _first, chosen = _document(scenario, spec, *settled, priced, strict=False)
         seen = {p.stage.content() for p in priced.values()}
         nearby = [s for s in scaled_stages(priced[chosen].stage) if s.content() not in seen]
         if nearby:  # the own plans buy for the horizon alone: try a little less and more than the best
             priced.update(price(nearby))
-    document, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
+    document, chosen = _document(scenario, spec, *settled, priced, source=source)
     stage = priced[chosen].stage
     held = {
         n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
@@ -450,6 +467,65 @@ def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
     return result
 
 
+def committed_share(plan: Plan, services: Collection[str]) -> float:
+    """The share of ``services``' inference node-hours in ``plan`` on committed tiers (node commitments,
+    capacity reservations, owned nodes, savings plans: ``PREPAID_TIERS``); 1 when they have none (nothing
+    of theirs ran beyond committed capacity). Periods are of equal length, so nodes weigh as node-hours."""
+    rows = plan.allocations
+    mine = rows[(rows["kind"] == "inference") & rows["workload"].isin(list(services))]
+    total = float(mine["nodes"].sum())
+    if total <= 0:
+        return 1.0
+    committed = mine["tier"].isin([str(t) for t in PREPAID_TIERS])
+    return float(mine.loc[committed, "nodes"].sum()) / total
+
+
+def _breaks(risk: Risk, cap_usd: float | None, share_weight: float | None) -> list[str]:
+    """The risk constraints a candidate with this quantile cost and committed-share weight breaks."""
+    broken = []
+    if risk.cap is not None and cap_usd is not None and cap_usd > risk.cap.usd * (1 + 1e-9):
+        name = quantile_name(risk.cap.quantile)
+        broken.append(f"{name} ${cap_usd:,.0f} above the cap ${risk.cap.usd:,.0f}")
+    share = risk.committed_share
+    if share is not None and share_weight is not None and share_weight < share.probability - 1e-9:
+        broken.append(
+            f"{share.min:.0%} of latency-critical node-hours committed in {share_weight:.0%} of the "
+            f"futures' weight, below {share.probability:.0%}"
+        )
+    return broken
+
+
+def _unmet(source: Path | None, risk: Risk, candidates: Sequence[Candidate]) -> InputError:
+    """No candidate meets the risk constraints: the one no candidate meets, with the best any reaches."""
+    cap, share = risk.cap, risk.committed_share
+    if cap is not None and all(c.cap_quantile_usd is not None for c in candidates):
+        least = min(candidates, key=lambda c: (c.cap_quantile_usd or 0.0, c.name))
+        if (least.cap_quantile_usd or 0.0) > cap.usd * (1 + 1e-9):
+            name = quantile_name(cap.quantile)
+            return InputError(
+                source,
+                "risk.cap",
+                f"no candidate purchase keeps the {name} cost within ${cap.usd:,.0f}: the least {name} any "
+                f"reaches is ${least.cap_quantile_usd:,.0f} ({least.name}, of {len(candidates)} priced)",
+            )
+    if share is not None:
+        most = max(candidates, key=lambda c: (c.committed_share_weight or 0.0, c.name))
+        if (most.committed_share_weight or 0.0) < share.probability - 1e-9:
+            return InputError(
+                source,
+                "risk.committed_share",
+                f"no candidate purchase serves {share.min:.0%} of the latency-critical node-hours from "
+                f"committed capacity in {share.probability:.0%} of the futures' weight: the most any reaches "
+                f"is {most.committed_share_weight or 0.0:.0%} ({most.name}, of {len(candidates)} priced)",
+            )
+    return InputError(
+        source,
+        "risk",
+        f"no candidate purchase meets risk.cap and risk.committed_share together (of {len(candidates)} "
+        "priced, each meets at most one); loosen one of them",
+    )
+
+
 def _document(
     scenario: Path,
     spec: FuturesFile,
@@ -457,9 +533,17 @@ def _document(
     weights: list[float],
     point: Plan,
     own: dict[str, Plan],
+    critical: Collection[str],
     priced: dict[str, _Priced],
+    *,
+    strict: bool = True,
+    source: Path | None = None,
 ) -> tuple[FuturesDocument, str]:
+    """futures.json's document and the chosen candidate. ``strict``: no candidate meeting the risk
+    constraints is an InputError (``source`` the futures file); else (the first round, whose choice only
+    centres the second) the best unconstrained one is taken."""
     level, risk_weight = spec.risk.cvar, spec.risk.weight
+    cap, share = spec.risk.cap, spec.risk.committed_share
     until = _tail_until([p.stage for p in priced.values()], [point]) if spec.tail == "carried" else None
 
     def tail(plan: Plan) -> float:
@@ -477,6 +561,13 @@ def _document(
         costs = [horizon[n] + tails[n] for n in names]
         expected = sum(w * c for w, c in zip(weights, costs, strict=True))
         worst_tail = cvar(costs, weights, level)
+        shares = {n: committed_share(p.plans[n], critical) for n in names} if critical else {}
+        cap_usd = weighted_quantile(costs, weights, cap.quantile) if cap is not None else None
+        share_weight = (
+            sum(w for w, n in zip(weights, names, strict=True) if shares[n] >= share.min - 1e-9)
+            if share is not None
+            else None
+        )
         candidates.append(
             Candidate(
                 name=p.stage.name,
@@ -494,12 +585,20 @@ def _document(
                 expected_usd=expected,
                 cvar_usd=worst_tail,
                 score_usd=(1 - risk_weight) * expected + risk_weight * worst_tail,
+                cap_quantile_usd=cap_usd,
+                committed_share=shares,
+                committed_share_weight=share_weight,
+                why_not=_breaks(spec.risk, cap_usd, share_weight),
             )
         )
     if not candidates:
         failures = "; ".join(f"{n}: {m}" for p in priced.values() for n, m in p.failures.items())
         raise GpuplanError(f"no candidate purchase could be priced on every future: {failures}")
-    best = min(candidates, key=lambda c: (c.score_usd, c.name))
+    free = min(candidates, key=lambda c: (c.score_usd, c.name))
+    allowed = [c for c in candidates if not c.why_not]
+    if not allowed and strict:
+        raise _unmet(source, spec.risk, candidates)
+    best = min(allowed, key=lambda c: (c.score_usd, c.name)) if allowed else free
     by_name = {c.name: c for c in candidates}
     costs = [best.cost_usd[n] for n in names]
 
@@ -534,6 +633,8 @@ def _document(
         evpi_usd=best.expected_usd - ws,
         bound_usd=bound,
         gap=(horizon_expected - bound) / horizon_expected if horizon_expected else 0.0,
+        unconstrained=free.name if free.name != best.name else None,
+        unconstrained_expected_usd=free.expected_usd if free.name != best.name else None,
     )
     chosen = priced[best.name]
     document = FuturesDocument(
