@@ -29,6 +29,12 @@ The method is two-stage sample average approximation with the first stage chosen
    purchases on the same futures, less this), the expected value of perfect information (this, less
    wait and see), and per purchase how often it is used above its break-even.
 
+**The plan to act on** (``gpuplan plan --futures``, :func:`pinned_plan`): the point forecast's scenario
+planned with the chosen commitments as its own purchases (bought, so provisioning buys them), not held:
+the point forecast planned holding them gives the training placements, and the finishing path every plan
+takes (``optimize/seed.py``'s mapping onto the sets, ``optimize/finish.py``'s dispatch in whole nodes and
+``write_plan``) writes the plan, whose certified bound is the point forecast's own plan's.
+
 The plans are solved by the what-if engines (``planner/planning/sweeps.py``): local processes or a Dask
 cluster; every job is independent.
 """
@@ -45,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from models.catalog import Catalog
-from models.errors import GpuplanError, InputError
+from models.errors import GpuplanError, InputError, SolverError
 from models.futures import (
     Candidate,
     CommitmentUse,
@@ -60,11 +66,21 @@ from models.futures import (
 )
 from models.held import bought_commitments, bought_savings_plans, holding_only
 from models.inputs import Inputs, load_inputs
-from models.plan import Plan
+from models.plan import Commitment, Plan
+from models.pricesources import price_sources, price_warnings
 from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
 from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, PREPAID_TIERS, Term, Tier
 from models.variation import parse_all
+from planner.planning.optimize import SolveSettings
+from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.dispatch import Occupancy
+from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, settle_status, write_plan
+from planner.planning.optimize.schedule import Schedule
+from planner.planning.optimize.seed import seed_decisions
+from planner.planning.problem.checks import check_inputs
+from planner.planning.problem.sets import ModelOptions, build_sets
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
+from planner.solvers.solve import SolveResult, Termination
 
 __all__ = [
     "FirstStage",
@@ -73,6 +89,7 @@ __all__ = [
     "committed_share",
     "first_stage",
     "peer_stages",
+    "pinned_plan",
     "plan_futures",
     "quantile_stages",
     "scaled_stages",
@@ -195,6 +212,7 @@ class FuturesResult:
     chosen_inputs: dict[str, Inputs]
     point: Plan
     stages: dict[str, FirstStage] = field(default_factory=dict)  # every candidate priced, by name
+    act_on: Plan | None = None  # with act_on=True: the point forecast planned buying the chosen purchases
 
 
 @dataclass
@@ -292,14 +310,15 @@ def _tail_until(stages: Sequence[FirstStage], plans: Sequence[Plan]) -> datetime
 def plan_futures(
     scenario: Path,
     spec: FuturesFile,
-    settings: Any,
+    settings: SolveSettings,
     workers: int | None = None,
     cluster: str | None = None,
     say: Callable[[str], None] | None = None,
     source: Path | None = None,
+    act_on: bool = False,
 ) -> FuturesResult:
     """Plan ``scenario`` over the futures of ``spec`` (module docstring); ``source``: the futures file, named
-    in errors about its settings."""
+    in errors about its settings. ``act_on``: also the plan to act on (:func:`pinned_plan`)."""
     tell = say or (lambda _m: None)
     names = [f.name for f in spec.futures]
     weights = spec.weights()
@@ -373,14 +392,87 @@ def plan_futures(
         nearby = [s for s in scaled_stages(priced[chosen].stage) if s.content() not in seen]
         if nearby:  # the own plans buy for the horizon alone: try a little less and more than the best
             priced.update(price(nearby))
-    document, chosen = _document(scenario, spec, *settled, priced, source=source)
-    stage = priced[chosen].stage
+        document, chosen = _document(scenario, spec, *settled, priced, source=source)
+        stage = priced[chosen].stage
+        acted = None
+        if act_on and chosen == "point forecast":
+            acted = point_plan  # the point forecast's own plan buys exactly these
+        elif act_on:
+            tell(f"planning the point forecast holding the chosen purchases ({chosen})")
+            (outcome,) = engine.run([job(f"point forecast with {chosen}", point_inputs, stage)])
+            if isinstance(outcome, Failure):
+                raise GpuplanError(f"the point forecast with the chosen purchases: {outcome.message}")
+            acted = pinned_plan(point_inputs, stage, outcome, point_plan, settings, tell)
+    if acted is not None:
+        acted.document.solver.notes.append(
+            f"its purchases are the chosen first stage ({chosen}) of a plan over {len(names)} demand futures "
+            "(futures/futures.json): made, not re-optimized for the point forecast alone"
+        )
     held = {
         n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
         for n in names
     }
     by_name = {name: p.stage for name, p in priced.items()}
-    return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name)
+    return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name, acted)
+
+
+def pinned_plan(
+    inputs: Inputs,
+    stage: FirstStage,
+    held: Plan,
+    reference: Plan,
+    settings: SolveSettings,
+    say: Callable[[str], None],
+) -> Plan:
+    """``inputs``' scenario planned buying exactly ``stage``'s commitments (module docstring): ``held`` is
+    that scenario planned holding them (its training placements are kept), ``reference`` its own plan (its
+    baselines and certified bound hold for any purchase). With no savings plan in ``stage`` none is for
+    sale; with some, the finishing path buys the amounts that fit the fleet as written (not pinned)."""
+    scenario = inputs.scenario
+    if not stage.plans:
+        scenario = scenario.model_copy(
+            update={"purchase": scenario.purchase.model_copy(update={"savings_plans": []})}
+        )
+    warnings = check_inputs(scenario, inputs.catalog)
+    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
+    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, options)
+    bought = [
+        Commitment(
+            offering=c.offering, term=c.term, nodes=c.nodes, usd_per_node_hour=c.usd_per_node_hour or 0.0,
+            cost_in_horizon_usd=0.0, obligation_beyond_horizon_usd=0.0, start=c.start,
+        )
+        for c in stage.commitments
+    ]  # fmt: skip
+    seed = Plan(held.document.model_copy(update={"commitments": bought}), held.allocations)
+    decisions = seed_decisions(sets, seed)
+    if decisions.reason:
+        raise SolverError(
+            f"the chosen purchases ({stage.name}) cannot be planned as bought: {decisions.reason}"
+        )
+    schedule = Schedule(
+        decisions.placements, decisions.unserved_runs, Occupancy.of(sets, decisions.placements)
+    )
+    scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
+    dispatched = dispatch_scheduled(sets, scheduled, say)
+    solver = reference.document.solver
+    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
+    plan = write_plan(
+        dispatched.solution,
+        result,
+        reference.document.baselines,
+        TimeBudget(settings.time_limit, settings.realize_seconds),
+        method=solver.method,
+        build_seconds=0.0,
+        model_slots=solver.model_periods,
+        stages=[],
+        requested_gap=settings.gap,
+        say=say,
+    )
+    settle_status(plan)
+    sources = price_sources(inputs.catalog, plan.document, plan.allocations)
+    plan.document.prices = sources
+    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
+    return plan
 
 
 #: The second round's multipliers of the best first stage's levels (module docstring, step 4).
