@@ -10,9 +10,9 @@ ranks first stages by ``(1 - weight) * expected cost + weight * CVaR`` of the co
 mean of the costliest ``1 - cvar`` of the futures' weight), so a cautious plan can be asked for. Two
 constraints narrow the candidates before that ranking: ``cap`` (a quantile of the cost, the P90 by
 default, at most ``usd``) and ``committed_share`` (a chance constraint after Bülbül, Noyan and Erol, EJOR
-2021: in futures weighing at least ``probability``, at least ``min`` of the latency-critical inference
-node-hours run on committed capacity: node commitments, capacity reservations, owned nodes and savings
-plans, ``models.tiers.PREPAID_TIERS``).
+288(3), 2021, https://doi.org/10.1016/j.ejor.2020.06.027: in futures weighing at least ``probability``,
+at least ``min`` of the latency-critical inference node-hours run on committed capacity: node
+commitments, capacity reservations, owned nodes and savings plans, ``models.tiers.PREPAID_TIERS``).
 
 Money is USD: each plan's objective over the horizon (unserved demand priced at its penalty) plus, with
 ``tail: carried`` (the default), the cost after the horizon to the end of the longest term any candidate
