@@ -64,7 +64,7 @@ from models.futures import (
     quantile_name,
     weighted_quantile,
 )
-from models.held import bought_commitments, bought_savings_plans, holding_only
+from models.held import bought_commitments, bought_savings_plans, held_savings_plan, holding_only
 from models.inputs import Inputs, load_inputs
 from models.plan import Commitment, Plan
 from models.pricesources import price_sources, price_warnings
@@ -529,14 +529,19 @@ def _candidates(
 
 def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
     """The purchases of each committing peer of ``plan`` (its baselines: the cloud's lookback
-    recommendation, coverage targets), bought at the horizon's start at ``catalog``'s rate for the term,
-    as first stages. Peers that buy savings plans are not carried (their purchase is not in plan.json)."""
+    recommendation, coverage targets, the cloud's savings-plan recommendation), bought at the horizon's
+    start, commitments at ``catalog``'s rate for the term, as first stages. A plan written before peers
+    listed their savings plans (``peers[].savings_plans``) gives none for its savings-plan peer."""
     doc = plan.document
     offerings = {o.id: o for o in catalog}
     result = []
     for peer in doc.baselines.peers if doc.baselines is not None else []:
-        if not peer.commitments:
+        if not peer.commitments and not peer.savings_plans:
             continue
+        plans = tuple(
+            held_savings_plan(bought, f"{peer.name} #{index}")
+            for index, bought in enumerate(peer.savings_plans)
+        )
         held = []
         for bought in peer.commitments:
             offering = offerings.get(bought.offering)
@@ -555,7 +560,7 @@ def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
                 )
             )  # fmt: skip
         else:
-            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held)))
+            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held), plans))
     return result
 
 
