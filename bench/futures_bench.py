@@ -7,6 +7,11 @@ expected cost (horizon and tail), P10/P50/P90, the point forecast's purchases on
 value of the stochastic solution (VSS), the best peer's, the expected value of perfect information (EVPI),
 the certified bound and gap over the horizon, and the wall and CPU seconds (this process and its workers,
 which the machine's load does not change) with the load average it ran at.
+
+``--cap-usd X [--cap-quantile 0.9]`` and ``--committed-min M --committed-probability P`` add the risk
+constraints (docs/futures.md) and print, per candidate, its capped quantile and committed-share weight,
+what the choice met and what it costs against the unconstrained one. ``--act-on`` also makes the plan to
+act on (``gpuplan plan --futures``) and prints its purchases and the seconds it took.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from models.futures import load_futures  # noqa: E402
+from models.futures import CommittedShare, CostCap, load_futures  # noqa: E402
 from planner.planning.futures import plan_futures  # noqa: E402
 from planner.planning.optimize import SolveSettings  # noqa: E402
 
@@ -37,11 +42,24 @@ def main() -> None:
     parser.add_argument("--scenario", default="growth-year")
     parser.add_argument("--time-limit", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cap-usd", type=float, default=None)
+    parser.add_argument("--cap-quantile", type=float, default=0.9)
+    parser.add_argument("--committed-min", type=float, default=None)
+    parser.add_argument("--committed-probability", type=float, default=0.9)
+    parser.add_argument("--act-on", action="store_true")
     args = parser.parse_args()
     scenario = ROOT / "scenarios" / f"{args.scenario}.yaml"
     spec = load_futures(ROOT / "scenarios" / "futures" / f"{args.scenario}.yaml")
+    risk = spec.risk
+    if args.cap_usd is not None:
+        risk = risk.model_copy(update={"cap": CostCap(quantile=args.cap_quantile, usd=args.cap_usd)})
+    if args.committed_min is not None:
+        asked = CommittedShare(min=args.committed_min, probability=args.committed_probability)
+        risk = risk.model_copy(update={"committed_share": asked})
+    spec = spec.model_copy(update={"risk": risk})
     load, cpu, began = os.getloadavg()[0], cpu_seconds(), time.perf_counter()
-    result = plan_futures(scenario, spec, SolveSettings(time_limit=args.time_limit), args.workers)
+    settings = SolveSettings(time_limit=args.time_limit)
+    result = plan_futures(scenario, spec, settings, args.workers, act_on=args.act_on)
     wall, used = time.perf_counter() - began, cpu_seconds() - cpu
     doc, s = result.document, result.document.summary
     print(
@@ -63,6 +81,24 @@ def main() -> None:
             f"({(s.best_peer_expected_usd - s.expected_usd) / s.best_peer_expected_usd:.2%} above)"
         )
     print(f"EVPI ${s.evpi_usd:,.0f}; horizon bound ${s.bound_usd:,.0f}, gap {s.gap:.2%}")
+    for c in sorted(doc.candidates, key=lambda c: c.expected_usd):
+        least = min(c.committed_share.values()) if c.committed_share else None
+        print(
+            f"  {c.name}: expected ${c.expected_usd:,.0f}, P90 ${c.p90_usd:,.0f}"
+            + (f", capped quantile ${c.cap_quantile_usd:,.0f}" if c.cap_quantile_usd is not None else "")
+            + (f", least committed share {least:.0%}" if least is not None else "")
+            + (f", weight met {c.committed_share_weight:.0%}" if c.committed_share_weight is not None else "")
+            + (f"; breaks: {'; '.join(c.why_not)}" if c.why_not else "")
+        )
+    if s.unconstrained is not None and s.unconstrained_expected_usd is not None:
+        extra = s.expected_usd - s.unconstrained_expected_usd
+        print(f"the risk constraints cost ${extra:,.0f} expected against {s.unconstrained}")
+    if result.act_on is not None:
+        bought = [c for c in result.act_on.document.commitments if not c.existing]
+        print(
+            f"plan to act on: {len(bought)} purchases ({sum(c.nodes for c in bought)} nodes), "
+            f"${result.act_on.document.costs.total_usd:,.0f} over the horizon"
+        )
     print(
         f"wall {wall:.1f} s, CPU {used:.1f} s ({used / args.workers:.1f} s per worker on idle cores); "
         f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"

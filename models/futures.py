@@ -1,12 +1,18 @@
 """Demand futures and what a plan over them reports (issue 41): the futures file a user writes, and
-``futures.json`` (schema ``gpuplan.futures/v1``) that ``gpuplan futures`` writes.
+``futures.json`` (schema ``gpuplan.futures/v2``; v1, without the risk constraints, still loads) that
+``gpuplan futures`` writes.
 
 A future is the scenario with changes (the what-if grammar of ``models/variation.py``: ``demand=x0.8``,
 ``growth:chat=x1.5``) and a weight; the weights are normalized to sum to 1. The first-stage decision, made
 now and held in every future, is what to buy (commitments and savings plans, each at its purchase step);
 the second stage, per future, is everything else (on-demand, spot, training placement). A ``risk`` setting
 ranks first stages by ``(1 - weight) * expected cost + weight * CVaR`` of the cost at level ``cvar`` (the
-mean of the costliest ``1 - cvar`` of the futures' weight), so a cautious plan can be asked for.
+mean of the costliest ``1 - cvar`` of the futures' weight), so a cautious plan can be asked for. Two
+constraints narrow the candidates before that ranking: ``cap`` (a quantile of the cost, the P90 by
+default, at most ``usd``) and ``committed_share`` (a chance constraint after Bülbül, Noyan and Erol, EJOR
+288(3), 2021, https://doi.org/10.1016/j.ejor.2020.06.027: in futures weighing at least ``probability``,
+at least ``min`` of the latency-critical inference node-hours run on committed capacity: node
+commitments, capacity reservations, owned nodes and savings plans, ``models.tiers.PREPAID_TIERS``).
 
 Money is USD: each plan's objective over the horizon (unserved demand priced at its penalty) plus, with
 ``tail: carried`` (the default), the cost after the horizon to the end of the longest term any candidate
@@ -33,9 +39,12 @@ from models.variation import parse_all
 from models.yamlfile import read_yaml
 
 __all__ = [
+    "READ_SCHEMAS",
     "SCHEMA",
     "Candidate",
     "CommitmentUse",
+    "CommittedShare",
+    "CostCap",
     "FutureSpec",
     "FuturesDocument",
     "FuturesFile",
@@ -44,10 +53,13 @@ __all__ = [
     "Risk",
     "cvar",
     "load_futures",
+    "quantile_name",
     "weighted_quantile",
 ]
 
-SCHEMA: Final = "gpuplan.futures/v1"
+SCHEMA: Final = "gpuplan.futures/v2"
+#: Schemas this gpuplan reads: its own and v1 (before risk.cap and risk.committed_share).
+READ_SCHEMAS: Final = ("gpuplan.futures/v2", "gpuplan.futures/v1")
 #: Most futures in one file: each is planned once and priced once per candidate first stage.
 MAX_FUTURES: Final = 50
 
@@ -66,13 +78,38 @@ class FutureSpec(StrictModel):
     )
 
 
+class CostCap(StrictModel):
+    """A cap on a quantile of a first stage's cost over the futures: a buyer's "the P90 stays within
+    budget", which the expected cost alone cannot promise."""
+
+    quantile: float = Field(0.9, gt=0, le=1, description="the weighted (lower) quantile capped: 0.9 the P90")
+    usd: float = Field(gt=0, lt=1e15, description="the most that quantile of the cost may be, USD")
+
+
+class CommittedShare(StrictModel):
+    """A chance constraint on latency-critical inference served from committed capacity: committed nodes
+    are held for the fleet, on-demand ones may not be there when a region runs short."""
+
+    min: float = Field(
+        ge=0, le=1, description="least share of the latency-critical inference node-hours on committed tiers"
+    )
+    probability: float = Field(
+        gt=0, le=1, description="least weight of the futures in which that share is reached"
+    )
+
+
 class Risk(StrictModel):
-    """How first stages are ranked: ``(1 - weight) * expected + weight * CVaR at cvar``."""
+    """How first stages are ranked: ``(1 - weight) * expected + weight * CVaR at cvar``, among those that
+    meet ``cap`` and ``committed_share`` when given."""
 
     cvar: float = Field(
         0.9, gt=0, lt=1, description="CVaR level: the mean of the costliest 1 - cvar of weight"
     )
     weight: float = Field(0.0, ge=0, le=1, description="0: the expected cost alone; 1: the CVaR alone")
+    cap: CostCap | None = Field(None, description="a cap on a quantile of the cost (the P90 by default)")
+    committed_share: CommittedShare | None = Field(
+        None, description="a chance constraint on the latency-critical demand served from committed capacity"
+    )
 
 
 #: How what is owed after the horizon counts: ``carried`` (each future's last month of demand carried to the
@@ -160,6 +197,18 @@ class Candidate(DocumentPart):
     p90_usd: float
     cvar_usd: float
     score_usd: float = Field(description="what first stages are ranked by (risk)")
+    cap_quantile_usd: float | None = Field(None, description="the cost at risk.cap's quantile")
+    committed_share: dict[str, float] = Field(
+        default_factory=dict,
+        description="future -> share of its latency-critical inference node-hours on committed tiers "
+        "(a future without any: 1)",
+    )
+    committed_share_weight: float | None = Field(
+        None, description="weight of the futures whose share reaches risk.committed_share.min"
+    )
+    why_not: list[str] = Field(
+        default_factory=list, description="the risk constraints it breaks (empty: it may be chosen)"
+    )
 
 
 class CommitmentUse(DocumentPart):
@@ -196,13 +245,17 @@ class FuturesSummary(DocumentPart):
         "w * each future's own bound (wait and see <= here and now)"
     )
     gap: float = Field(description="(expected horizon cost - bound) / expected horizon cost")
+    unconstrained: str | None = Field(
+        None, description="the candidate ranked first without risk.cap and risk.committed_share, if another"
+    )
+    unconstrained_expected_usd: float | None = Field(None, description="its expected cost")
 
 
 class FuturesDocument(DocumentPart):
     """futures.json: the futures, every candidate first stage priced on each, the chosen one and why."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
-    schema_: Literal["gpuplan.futures/v1"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["gpuplan.futures/v2", "gpuplan.futures/v1"] = Field(SCHEMA, alias="schema")
     scenario: str
     futures: list[FutureSpec]
     weights: dict[str, float]
@@ -223,7 +276,7 @@ class FuturesDocument(DocumentPart):
 
     @classmethod
     def read(cls, path: Path) -> FuturesDocument:
-        return read_json_document(path, cls, SCHEMA, "gpuplan futures")
+        return read_json_document(path, cls, READ_SCHEMAS, "gpuplan futures")
 
 
 # ---- weighted statistics -----------------------------------------------------------------------------
@@ -240,6 +293,11 @@ def weighted_quantile(values: list[float], weights: list[float], q: float) -> fl
         if running >= q - 1e-12:
             return value
     return pairs[-1][0]
+
+
+def quantile_name(q: float) -> str:
+    """``P90`` for 0.9: how a buyer names a quantile of the cost."""
+    return f"P{q * 100:g}"
 
 
 def cvar(values: list[float], weights: list[float], level: float) -> float:

@@ -2,8 +2,9 @@
 ``commitments:`` and ``savings_plans:`` entries, so another plan can take them as given.
 
 Two users: the daemon re-plans holding what the previous plan bought by now (the cloud has sold it), and a
-plan over demand futures (``planner/planning/futures.py``) prices one set of purchases on each future by
-planning that future with the purchases held and nothing more for sale.
+plan over demand futures (``planner/planning/futures.py``) prices one set of purchases (a plan's, or a
+peer's: plan.json ``baselines.peers[].savings_plans``) on each future by planning that future with the
+purchases held and nothing more for sale.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from models.plan import Plan, SavingsPlanCommitment
+from models.plan import PeerSavingsPlan, Plan, SavingsPlanCommitment
 from models.scenario import (
     SAVINGS_PLAN_TERM_KIND,
     SCOPED_KINDS,
@@ -49,14 +50,19 @@ def bought_savings_plans(plan: Plan, by: datetime | None = None) -> list[HeldSav
     ]
 
 
-def held_savings_plan(bought: SavingsPlanCommitment) -> HeldSavingsPlan:
-    """A savings plan a plan bought, as the scenario holds one (``savings_plans:``): its kind, term, amount
-    and start, and for a scoped plan the family (or GPU model) and region of its scope."""
+def held_savings_plan(
+    bought: SavingsPlanCommitment | PeerSavingsPlan, name: str | None = None
+) -> HeldSavingsPlan:
+    """A savings plan a plan (or one of its peers) bought, as the scenario holds one (``savings_plans:``):
+    its kind, term, amount and start, and for a scoped plan the family (or GPU model) and region of its
+    scope; named ``name``, else as the plan named it."""
     kind = {value: key for key, value in SAVINGS_PLAN_TERM_KIND.items()}[bought.kind]
     scoped = kind in SCOPED_KINDS
     _word, family, region = bought.scope.split(" ") if scoped else ("", None, None)
+    if name is None:
+        name = bought.name if isinstance(bought, SavingsPlanCommitment) else f"peer {kind} {bought.term}"
     return HeldSavingsPlan(
-        name=bought.name, kind=kind, term=bought.term, usd_per_hour=bought.usd_per_hour, start=bought.start,
+        name=name, kind=kind, term=bought.term, usd_per_hour=bought.usd_per_hour, start=bought.start,
         family=family, region=region,
     )  # fmt: skip
 

@@ -83,6 +83,7 @@ __all__ = [
     "Peer",
     "PeerCommitment",
     "PeerPolicy",
+    "PeerSavingsPlan",
     "PeerUsage",
     "Plan",
     "PlanDocument",
@@ -575,6 +576,19 @@ class PeerCommitment(_PlanPart):
     nodes: Count
 
 
+class PeerSavingsPlan(_PlanPart):
+    """A savings plan a peer buys (the cloud's savings-plan recommendation), so that its purchase can be
+    priced elsewhere (``gpuplan futures`` prices each peer's purchases on every future)."""
+
+    kind: SavingsPlanContractKind
+    term: Term
+    scope: str = Field(
+        description="as savings_plans[].scope: compute, azure, ec2-instance FAMILY REGION, ..."
+    )
+    usd_per_hour: Usd = Field(description="the commitment, USD per hour")
+    start: UtcTime = Field(description="when its term starts (the horizon's start)")
+
+
 class Peer(_PlanPart):
     """What a user without the planner would pay: a policy priced on the same demand and catalog."""
 
@@ -588,6 +602,9 @@ class Peer(_PlanPart):
     total_usd: Usd = Field(description="cost over the horizon: commitments every hour, the rest as used")
     obligation_beyond_horizon_usd: Usd = 0.0
     commitments: list[PeerCommitment] = Field(default_factory=list)
+    savings_plans: list[PeerSavingsPlan] = Field(
+        default_factory=list, description="the savings plans it buys (plans written before: none listed)"
+    )
     how: str = Field("", description="one line of how it was computed")
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,7 +12,51 @@ from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
 from planner.cli.common import EXIT_SELF_CHECK, err, fail, out
 
-__all__ = ["futures"]
+if TYPE_CHECKING:  # imported where used: `gpuplan --help` loads neither
+    from planner.planning.futures import FuturesResult
+    from planner.verify.findings import Findings
+
+__all__ = ["check_chosen", "futures", "report_broken", "write_futures"]
+
+
+def check_chosen(result: FuturesResult, say: Callable[[str], None]) -> dict[str, Findings]:
+    """``gpuplan verify`` on the chosen purchases' plan in each future: those whose plan breaks rules."""
+    from planner.verify import verify
+
+    say(f"checking the chosen purchases' plan in each of {len(result.chosen)} futures (gpuplan verify)")
+    return {
+        name: findings
+        for name, plan in result.chosen.items()
+        if not (findings := verify(result.chosen_inputs[name], plan)).ok
+    }
+
+
+def write_futures(directory: Path, result: FuturesResult) -> None:
+    """futures.json, futures.md, futures.html, chosen/<future>/ and point/ into ``directory`` (a staging
+    directory: the caller makes it appear whole)."""
+    from planner.outputs.reports.futures import render_futures_html, render_futures_markdown
+
+    document = result.document
+    directory.mkdir(parents=True, exist_ok=True)
+    document.write(directory / "futures.json")
+    (directory / "futures.md").write_text(render_futures_markdown(document), encoding="utf-8")
+    (directory / "futures.html").write_text(render_futures_html(document), encoding="utf-8")
+    for name, plan in result.chosen.items():
+        target = directory / "chosen" / name
+        target.mkdir(parents=True)
+        plan.write(target)
+    (directory / "point").mkdir()
+    result.point.write(directory / "point")
+
+
+def report_broken(broken: dict[str, Findings], output: Path) -> None:
+    """As gpuplan plan's self-check: a plan the planner wrote breaks a rule (a planner bug); exit 5."""
+    for name, findings in broken.items():
+        err.print(f"future {name}: the chosen purchases' plan breaks rules:", highlight=False)
+        for kind in findings.summary():
+            err.print(f"  {kind.kind}: {kind.count} ({kind.description})", highlight=False)
+    err.print(f"a gpuplan bug: please report it with {output}/ and the inputs", highlight=False)
+    raise typer.Exit(EXIT_SELF_CHECK)
 
 
 def futures(
@@ -20,7 +65,8 @@ def futures(
         Path,
         typer.Argument(
             help="YAML: futures: [{name, weight, vary: [demand=x0.8, ...]}, ...] and optionally "
-            "risk: {cvar: 0.9, weight: 0.5}",
+            "risk: {cvar: 0.9, weight: 0.5, cap: {quantile: 0.9, usd: 2.5e6}, "
+            "committed_share: {min: 0.6, probability: 0.9}}",
         ),
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path("futures"),
@@ -40,15 +86,9 @@ def futures(
     verify) and DIR/point/ (the point forecast's own plan). docs/futures.md has the method.
     """
     from models.futures import load_futures
-    from planner.outputs.reports.futures import (
-        peer_line,
-        purchase_text,
-        render_futures_html,
-        render_futures_markdown,
-    )
+    from planner.outputs.reports.futures import peer_line, purchase_text, risk_lines
     from planner.planning.futures import plan_futures
     from planner.planning.optimize import SolveSettings
-    from planner.verify import verify
 
     def say(message: str) -> None:
         if not quiet:
@@ -58,33 +98,16 @@ def futures(
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
         spec = load_futures(futures_file)
-        result = plan_futures(scenario, spec, SolveSettings(time_limit=time_limit), workers, cluster, say)
+        settings = SolveSettings(time_limit=time_limit)
+        result = plan_futures(scenario, spec, settings, workers, cluster, say, source=futures_file)
         document = result.document
-        say(f"checking the chosen purchases' plan in each of {len(result.chosen)} futures (gpuplan verify)")
-        broken = {
-            name: findings
-            for name, plan in result.chosen.items()
-            if not (findings := verify(result.chosen_inputs[name], plan)).ok
-        }
+        broken = check_chosen(result, say)
         with atomic_directory(output) as staging:
-            document.write(staging / "futures.json")
-            (staging / "futures.md").write_text(render_futures_markdown(document), encoding="utf-8")
-            (staging / "futures.html").write_text(render_futures_html(document), encoding="utf-8")
-            for name, plan in result.chosen.items():
-                target = staging / "chosen" / name
-                target.mkdir(parents=True)
-                plan.write(target)
-            (staging / "point").mkdir()
-            result.point.write(staging / "point")
+            write_futures(staging, result)
     except GpuplanError as error:
         raise fail(error) from None
-    if broken:  # as gpuplan plan's self-check: a plan the planner wrote breaks a rule (a planner bug)
-        for name, findings in broken.items():
-            err.print(f"future {name}: the chosen purchases' plan breaks rules:", highlight=False)
-            for kind in findings.summary():
-                err.print(f"  {kind.kind}: {kind.count} ({kind.description})", highlight=False)
-        err.print(f"a gpuplan bug: please report it with {output}/ and the inputs", highlight=False)
-        raise typer.Exit(EXIT_SELF_CHECK)
+    if broken:
+        report_broken(broken, output)
     s = document.summary
     best = next(c for c in document.candidates if c.name == document.chosen)
     out.print(f"buy: {document.chosen} ({best.origin})", highlight=False)
@@ -103,6 +126,8 @@ def futures(
         highlight=False,
     )
     out.print(peer_line(document).removeprefix("- "), highlight=False)
+    for line in risk_lines(document):
+        out.print(line, highlight=False)
     if s.tail_until is not None:
         out.print(
             f"costs run to {s.tail_until.date().isoformat()} (the longest term bought; the last month's "

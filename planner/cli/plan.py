@@ -14,10 +14,13 @@ from models.plan import Plan, PlanDocument
 from models.tiers import Term
 from models.wording import plural
 from planner.cli.common import EXIT_SELF_CHECK, EXIT_UNSERVED, err, fail, out, progress_messages
+from planner.cli.futures import check_chosen, report_broken, write_futures
 from planner.cli.verify import print_violations
 
 if TYPE_CHECKING:  # imported where used: `gpuplan --help` loads neither
     from models.inputs import Inputs
+    from planner.planning.futures import FuturesResult
+    from planner.planning.optimize import SolveSettings
     from planner.verify import VerifyReport
 
 __all__ = ["plan", "validate"]
@@ -84,6 +87,17 @@ def plan(
             "decisions here, when they are all for sale in this scenario",
         ),
     ] = None,
+    futures: Annotated[
+        Path | None,
+        typer.Option(
+            "--futures",
+            help="a futures file (gpuplan futures, docs/futures.md): buy what is best over those demand "
+            "futures, plan the scenario with those purchases, and write the futures report in DIR/futures/",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="with --futures: plans solved at once (default: one per core)")
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.md / report.html")] = False,
     fail_on_unserved: Annotated[
         bool, typer.Option(help="exit 4 when some demand cannot be served (the plan is still written)")
@@ -99,6 +113,9 @@ def plan(
     Writes DIR/plan.json, DIR/allocations.csv, DIR/report.md and DIR/report.html, then checks the
     written plan against the scenario with `gpuplan verify` (independent of the optimizer). A plan that
     fails the check is a gpuplan bug: it is still written, for the bug report, and the exit code is 5.
+
+    With --futures, the purchases are those `gpuplan futures` chooses over the futures (the rest planned
+    for the scenario as written), and DIR/futures/ holds that command's output.
     """
     from models.inputs import load_inputs
     from planner.planning.optimize import METHODS, SolveSettings, optimize
@@ -127,10 +144,19 @@ def plan(
         )
         if settings.solver not in ("highs", "cbc"):
             raise InputError(None, "--solver", f"unknown solver {solver!r}; choose highs or cbc")
-        seed = None if start_from is None else Plan.read(start_from)
-        result = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say, seed=seed)
+        futured, broken = None, {}
+        if futures is not None:
+            futured, result = _plan_futures(scenario, futures, settings, workers, start_from, prices, say)
+            broken = {} if no_verify else check_chosen(futured, say)
+        else:
+            seed = None if start_from is None else Plan.read(start_from)
+            result = optimize(
+                inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say, seed=seed
+            )
         with atomic_directory(output) as staging:
             result.write(staging)
+            if futured is not None:
+                write_futures(staging / "futures", futured)
             if not no_report:
                 from planner.outputs.reports.plan import write_reports
 
@@ -138,8 +164,12 @@ def plan(
         check = None if no_verify else _self_check(inputs, scenario, output, say)
     except GpuplanError as error:
         raise fail(error) from None
+    if broken:
+        report_broken(broken, output / "futures")
     document = result.document
     _print_summary(document, output, None if check is None else check.ok)
+    if futured is not None:
+        _print_futures(futured, futures, output)
     if check is not None and not check.ok:
         print_violations(check, f"{output} (the plan just written)")
         err.print(
@@ -156,6 +186,51 @@ def plan(
             err.print(f"  {item.kind} {item.workload}: {item.reason}", highlight=False)
         if fail_on_unserved:
             raise typer.Exit(EXIT_UNSERVED)
+
+
+def _plan_futures(
+    scenario: Path,
+    futures: Path,
+    settings: SolveSettings,
+    workers: int | None,
+    start_from: Path | None,
+    prices: Path | None,
+    say: Callable[[str], None],
+) -> tuple[FuturesResult, Plan]:
+    """``gpuplan futures`` over ``futures``, and the plan to act on (the scenario planned buying what they
+    choose: planning/futures.py ``pinned_plan``)."""
+    from models.futures import load_futures
+    from planner.planning.futures import plan_futures
+
+    if start_from is not None:
+        raise InputError(None, "--start-from", "not with --futures: the futures choose the purchases")
+    if prices is not None:
+        raise InputError(
+            None, "--prices", "not yet with --futures (the futures are planned without overlays)"
+        )
+    spec = load_futures(futures)
+    result = plan_futures(scenario, spec, settings, workers, None, say, source=futures, act_on=True)
+    if result.act_on is None:  # pragma: no cover - act_on=True always makes it
+        raise GpuplanError("the futures gave no plan to act on (a gpuplan bug)")
+    return result, result.act_on
+
+
+def _print_futures(result: FuturesResult, futures: Path | None, output: Path) -> None:
+    """What the futures say about these purchases: expected cost, P90, the value of the stochastic
+    solution, the risk constraints met; where the report is."""
+    from planner.outputs.reports.futures import risk_lines
+
+    document = result.document
+    s = document.summary
+    out.print(
+        f"  over {len(document.futures)} demand futures ({futures}): buys {document.chosen}; expected "
+        f"${s.expected_usd:,.0f}, P90 ${s.p90_usd:,.0f}; value of the stochastic solution ${s.vss_usd:,.0f} "
+        f"(the point forecast's purchases: ${s.point_forecast_expected_usd:,.0f} expected)",
+        highlight=False,
+    )
+    for line in risk_lines(document):
+        out.print(f"  {line}", highlight=False)
+    out.print(f"  the futures report: {output}/futures/futures.md", highlight=False)
 
 
 def _self_check(inputs: Inputs, scenario: Path, output: Path, say: Callable[[str], None]) -> VerifyReport:

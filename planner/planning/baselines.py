@@ -71,7 +71,7 @@ import numpy as np
 
 from models.billing import commitment_usd, on_demand_nodes
 from models.mig import replica_slice, replicas_per_gpu
-from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy
+from models.plan import Baselines, Peer, PeerCommitment, PeerPolicy, PeerSavingsPlan
 from models.savingsplans import SavingsPlan, bill_hours, coverage_order
 from models.tiers import CLOUD_TERMS, HOURS_PER_YEAR, TERM_TIER, Capacity, Term
 from planner.planning.mig.packing import pack
@@ -732,12 +732,19 @@ def _savings_plan_peer(sets: PlanningSets, usage: Usage) -> Peer | None:
     total, beyond, k, days, level = min(tried, key=lambda x: (x[0], x[3], x[2]))
     group = sets.groups[sets.plans[k].group]
     term = Term.ONE_YEAR if group.term_years == 1 else Term.THREE_YEARS
+    start = sets.scenario.horizon.start
+    bought_plans = (  # what it buys, in plan.json, so gpuplan futures can price it on other demand
+        [PeerSavingsPlan(kind=group.kind, term=term, scope=group.scope, usd_per_hour=level, start=start)]
+        if level > 0
+        else []
+    )
     return Peer(
         name=f"savings plan lookback {days} d, {group.kind.removeprefix('savings-plan-')} {term}",
         policy="savings_plan",
         usage="fleet",
         total_usd=total,
         obligation_beyond_horizon_usd=beyond,
+        savings_plans=bought_plans,
         how=f"cloud savings-plan recommendation: {group.name} at ${level:,.3f}/h, the commitment with the "
         f"largest saving over the first {days} d of the forecast (billed by the rule, best savings first), "
         f"bought at the start; best of {'/'.join(map(str, LOOKBACK_DAYS))} d x {len(starting)} kinds, terms "

@@ -18,12 +18,22 @@ The method is two-stage sample average approximation with the first stage chosen
 3. **Second stage.** Each candidate is priced on each future by planning that future with the candidate's
    purchases held and nothing more for sale (``models/held.py``): on-demand, spot and the training
    placement re-optimized per future, as the fleet would run.
-4. **Choice.** The candidate with the least ``(1 - w) * expected + w * CVaR``, then a second round: the
+4. **Choice.** Among the candidates that meet the risk constraints (``risk.cap``: a quantile of the cost at
+   most a sum; ``risk.committed_share``: in futures weighing at least a probability, at least a share of the
+   latency-critical inference node-hours on committed tiers, read from each future's allocations), the one
+   with the least ``(1 - w) * expected + w * CVaR``; when none meets them, an InputError naming the least
+   quantile (or the most weight) any candidate reaches. Then a second round: the
    best one's levels times 0.85 and 1.15 (the own plans weigh the horizon alone, while the choice counts
    the time after it), priced the same way, and the least of all; reported with the expected
    cost, P10/P50/P90 and the worst future, the value of the stochastic solution (the point forecast's
    purchases on the same futures, less this), the expected value of perfect information (this, less
    wait and see), and per purchase how often it is used above its break-even.
+
+**The plan to act on** (``gpuplan plan --futures``, :func:`pinned_plan`): the point forecast's scenario
+planned with the chosen commitments as its own purchases (bought, so provisioning buys them), not held:
+the point forecast planned holding them gives the training placements, and the finishing path every plan
+takes (``optimize/seed.py``'s mapping onto the sets, ``optimize/finish.py``'s dispatch in whole nodes and
+``write_plan``) writes the plan, whose certified bound is the point forecast's own plan's.
 
 The plans are solved by the what-if engines (``planner/planning/sweeps.py``): local processes or a Dask
 cluster; every job is independent.
@@ -34,14 +44,14 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from models.catalog import Catalog
-from models.errors import GpuplanError, InputError
+from models.errors import GpuplanError, InputError, SolverError
 from models.futures import (
     Candidate,
     CommitmentUse,
@@ -49,23 +59,37 @@ from models.futures import (
     FuturesFile,
     FuturesSummary,
     Purchase,
+    Risk,
     cvar,
+    quantile_name,
     weighted_quantile,
 )
-from models.held import bought_commitments, bought_savings_plans, holding_only
+from models.held import bought_commitments, bought_savings_plans, held_savings_plan, holding_only
 from models.inputs import Inputs, load_inputs
-from models.plan import Plan
+from models.plan import Commitment, Plan
+from models.pricesources import price_sources, price_warnings
 from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
-from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, Term, Tier
+from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, PREPAID_TIERS, Term, Tier
 from models.variation import parse_all
+from planner.planning.optimize import SolveSettings
+from planner.planning.optimize.budget import TimeBudget
+from planner.planning.optimize.dispatch import Occupancy
+from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, settle_status, write_plan
+from planner.planning.optimize.schedule import Schedule
+from planner.planning.optimize.seed import seed_decisions
+from planner.planning.problem.checks import check_inputs
+from planner.planning.problem.sets import ModelOptions, build_sets
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
+from planner.solvers.solve import SolveResult, Termination
 
 __all__ = [
     "FirstStage",
     "FuturesResult",
     "carried_tail",
+    "committed_share",
     "first_stage",
     "peer_stages",
+    "pinned_plan",
     "plan_futures",
     "quantile_stages",
     "scaled_stages",
@@ -188,6 +212,7 @@ class FuturesResult:
     chosen_inputs: dict[str, Inputs]
     point: Plan
     stages: dict[str, FirstStage] = field(default_factory=dict)  # every candidate priced, by name
+    act_on: Plan | None = None  # with act_on=True: the point forecast planned buying the chosen purchases
 
 
 @dataclass
@@ -285,12 +310,15 @@ def _tail_until(stages: Sequence[FirstStage], plans: Sequence[Plan]) -> datetime
 def plan_futures(
     scenario: Path,
     spec: FuturesFile,
-    settings: Any,
+    settings: SolveSettings,
     workers: int | None = None,
     cluster: str | None = None,
     say: Callable[[str], None] | None = None,
+    source: Path | None = None,
+    act_on: bool = False,
 ) -> FuturesResult:
-    """Plan ``scenario`` over the futures of ``spec`` (module docstring)."""
+    """Plan ``scenario`` over the futures of ``spec`` (module docstring); ``source``: the futures file, named
+    in errors about its settings. ``act_on``: also the plan to act on (:func:`pinned_plan`)."""
     tell = say or (lambda _m: None)
     names = [f.name for f in spec.futures]
     weights = spec.weights()
@@ -298,6 +326,13 @@ def plan_futures(
     if point_inputs.scenario.colocation is not None:
         raise InputError(
             scenario, "colocation", "plans over futures do not yet decide owned nodes; plan it without them"
+        )
+    critical = {s.name for s in point_inputs.scenario.inference if s.latency_critical}
+    if spec.risk.committed_share is not None and not critical:
+        raise InputError(
+            source,
+            "risk.committed_share",
+            f"{scenario.name} has no latency-critical inference service to serve from committed capacity",
         )
     inputs: dict[str, Inputs] = {}
     for index, future in enumerate(spec.futures):
@@ -351,19 +386,93 @@ def plan_futures(
             return priced
 
         priced = price(stages)
-        _first, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
+        settled = (names, weights, point_plan, future_plans, critical)
+        _first, chosen = _document(scenario, spec, *settled, priced, strict=False)
         seen = {p.stage.content() for p in priced.values()}
         nearby = [s for s in scaled_stages(priced[chosen].stage) if s.content() not in seen]
         if nearby:  # the own plans buy for the horizon alone: try a little less and more than the best
             priced.update(price(nearby))
-    document, chosen = _document(scenario, spec, names, weights, point_plan, future_plans, priced)
-    stage = priced[chosen].stage
+        document, chosen = _document(scenario, spec, *settled, priced, source=source)
+        stage = priced[chosen].stage
+        acted = None
+        if act_on and chosen == "point forecast":
+            acted = point_plan  # the point forecast's own plan buys exactly these
+        elif act_on:
+            tell(f"planning the point forecast holding the chosen purchases ({chosen})")
+            (outcome,) = engine.run([job(f"point forecast with {chosen}", point_inputs, stage)])
+            if isinstance(outcome, Failure):
+                raise GpuplanError(f"the point forecast with the chosen purchases: {outcome.message}")
+            acted = pinned_plan(point_inputs, stage, outcome, point_plan, settings, tell)
+    if acted is not None:
+        acted.document.solver.notes.append(
+            f"its purchases are the chosen first stage ({chosen}) of a plan over {len(names)} demand futures "
+            "(futures/futures.json): made, not re-optimized for the point forecast alone"
+        )
     held = {
         n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
         for n in names
     }
     by_name = {name: p.stage for name, p in priced.items()}
-    return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name)
+    return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name, acted)
+
+
+def pinned_plan(
+    inputs: Inputs,
+    stage: FirstStage,
+    held: Plan,
+    reference: Plan,
+    settings: SolveSettings,
+    say: Callable[[str], None],
+) -> Plan:
+    """``inputs``' scenario planned buying exactly ``stage``'s commitments (module docstring): ``held`` is
+    that scenario planned holding them (its training placements are kept), ``reference`` its own plan (its
+    baselines and certified bound hold for any purchase). With no savings plan in ``stage`` none is for
+    sale; with some, the finishing path buys the amounts that fit the fleet as written (not pinned)."""
+    scenario = inputs.scenario
+    if not stage.plans:
+        scenario = scenario.model_copy(
+            update={"purchase": scenario.purchase.model_copy(update={"savings_plans": []})}
+        )
+    warnings = check_inputs(scenario, inputs.catalog)
+    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
+    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, options)
+    bought = [
+        Commitment(
+            offering=c.offering, term=c.term, nodes=c.nodes, usd_per_node_hour=c.usd_per_node_hour or 0.0,
+            cost_in_horizon_usd=0.0, obligation_beyond_horizon_usd=0.0, start=c.start,
+        )
+        for c in stage.commitments
+    ]  # fmt: skip
+    seed = Plan(held.document.model_copy(update={"commitments": bought}), held.allocations)
+    decisions = seed_decisions(sets, seed)
+    if decisions.reason:
+        raise SolverError(
+            f"the chosen purchases ({stage.name}) cannot be planned as bought: {decisions.reason}"
+        )
+    schedule = Schedule(
+        decisions.placements, decisions.unserved_runs, Occupancy.of(sets, decisions.placements)
+    )
+    scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
+    dispatched = dispatch_scheduled(sets, scheduled, say)
+    solver = reference.document.solver
+    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
+    plan = write_plan(
+        dispatched.solution,
+        result,
+        reference.document.baselines,
+        TimeBudget(settings.time_limit, settings.realize_seconds),
+        method=solver.method,
+        build_seconds=0.0,
+        model_slots=solver.model_periods,
+        stages=[],
+        requested_gap=settings.gap,
+        say=say,
+    )
+    settle_status(plan)
+    sources = price_sources(inputs.catalog, plan.document, plan.allocations)
+    plan.document.prices = sources
+    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
+    return plan
 
 
 #: The second round's multipliers of the best first stage's levels (module docstring, step 4).
@@ -420,14 +529,19 @@ def _candidates(
 
 def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
     """The purchases of each committing peer of ``plan`` (its baselines: the cloud's lookback
-    recommendation, coverage targets), bought at the horizon's start at ``catalog``'s rate for the term,
-    as first stages. Peers that buy savings plans are not carried (their purchase is not in plan.json)."""
+    recommendation, coverage targets, the cloud's savings-plan recommendation), bought at the horizon's
+    start, commitments at ``catalog``'s rate for the term, as first stages. A plan written before peers
+    listed their savings plans (``peers[].savings_plans``) gives none for its savings-plan peer."""
     doc = plan.document
     offerings = {o.id: o for o in catalog}
     result = []
     for peer in doc.baselines.peers if doc.baselines is not None else []:
-        if not peer.commitments:
+        if not peer.commitments and not peer.savings_plans:
             continue
+        plans = tuple(
+            held_savings_plan(bought, f"{peer.name} #{index}")
+            for index, bought in enumerate(peer.savings_plans)
+        )
         held = []
         for bought in peer.commitments:
             offering = offerings.get(bought.offering)
@@ -446,8 +560,67 @@ def peer_stages(plan: Plan, catalog: Catalog) -> list[FirstStage]:
                 )
             )  # fmt: skip
         else:
-            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held)))
+            result.append(FirstStage(f"peer: {peer.name}", peer.how or peer.policy, tuple(held), plans))
     return result
+
+
+def committed_share(plan: Plan, services: Collection[str]) -> float:
+    """The share of ``services``' inference node-hours in ``plan`` on committed tiers (node commitments,
+    capacity reservations, owned nodes, savings plans: ``PREPAID_TIERS``); 1 when they have none (nothing
+    of theirs ran beyond committed capacity). Periods are of equal length, so nodes weigh as node-hours."""
+    rows = plan.allocations
+    mine = rows[(rows["kind"] == "inference") & rows["workload"].isin(list(services))]
+    total = float(mine["nodes"].sum())
+    if total <= 0:
+        return 1.0
+    committed = mine["tier"].isin([str(t) for t in PREPAID_TIERS])
+    return float(mine.loc[committed, "nodes"].sum()) / total
+
+
+def _breaks(risk: Risk, cap_usd: float | None, share_weight: float | None) -> list[str]:
+    """The risk constraints a candidate with this quantile cost and committed-share weight breaks."""
+    broken = []
+    if risk.cap is not None and cap_usd is not None and cap_usd > risk.cap.usd * (1 + 1e-9):
+        name = quantile_name(risk.cap.quantile)
+        broken.append(f"{name} ${cap_usd:,.0f} above the cap ${risk.cap.usd:,.0f}")
+    share = risk.committed_share
+    if share is not None and share_weight is not None and share_weight < share.probability - 1e-9:
+        broken.append(
+            f"{share.min:.0%} of latency-critical node-hours committed in {share_weight:.0%} of the "
+            f"futures' weight, below {share.probability:.0%}"
+        )
+    return broken
+
+
+def _unmet(source: Path | None, risk: Risk, candidates: Sequence[Candidate]) -> InputError:
+    """No candidate meets the risk constraints: the one no candidate meets, with the best any reaches."""
+    cap, share = risk.cap, risk.committed_share
+    if cap is not None and all(c.cap_quantile_usd is not None for c in candidates):
+        least = min(candidates, key=lambda c: (c.cap_quantile_usd or 0.0, c.name))
+        if (least.cap_quantile_usd or 0.0) > cap.usd * (1 + 1e-9):
+            name = quantile_name(cap.quantile)
+            return InputError(
+                source,
+                "risk.cap",
+                f"no candidate purchase keeps the {name} cost within ${cap.usd:,.0f}: the least {name} any "
+                f"reaches is ${least.cap_quantile_usd:,.0f} ({least.name}, of {len(candidates)} priced)",
+            )
+    if share is not None:
+        most = max(candidates, key=lambda c: (c.committed_share_weight or 0.0, c.name))
+        if (most.committed_share_weight or 0.0) < share.probability - 1e-9:
+            return InputError(
+                source,
+                "risk.committed_share",
+                f"no candidate purchase serves {share.min:.0%} of the latency-critical node-hours from "
+                f"committed capacity in {share.probability:.0%} of the futures' weight: the most any reaches "
+                f"is {most.committed_share_weight or 0.0:.0%} ({most.name}, of {len(candidates)} priced)",
+            )
+    return InputError(
+        source,
+        "risk",
+        f"no candidate purchase meets risk.cap and risk.committed_share together (of {len(candidates)} "
+        "priced, each meets at most one); loosen one of them",
+    )
 
 
 def _document(
@@ -457,9 +630,17 @@ def _document(
     weights: list[float],
     point: Plan,
     own: dict[str, Plan],
+    critical: Collection[str],
     priced: dict[str, _Priced],
+    *,
+    strict: bool = True,
+    source: Path | None = None,
 ) -> tuple[FuturesDocument, str]:
+    """futures.json's document and the chosen candidate. ``strict``: no candidate meeting the risk
+    constraints is an InputError (``source`` the futures file); else (the first round, whose choice only
+    centres the second) the best unconstrained one is taken."""
     level, risk_weight = spec.risk.cvar, spec.risk.weight
+    cap, share = spec.risk.cap, spec.risk.committed_share
     until = _tail_until([p.stage for p in priced.values()], [point]) if spec.tail == "carried" else None
 
     def tail(plan: Plan) -> float:
@@ -477,6 +658,13 @@ def _document(
         costs = [horizon[n] + tails[n] for n in names]
         expected = sum(w * c for w, c in zip(weights, costs, strict=True))
         worst_tail = cvar(costs, weights, level)
+        shares = {n: committed_share(p.plans[n], critical) for n in names} if critical else {}
+        cap_usd = weighted_quantile(costs, weights, cap.quantile) if cap is not None else None
+        share_weight = (
+            sum(w for w, n in zip(weights, names, strict=True) if shares[n] >= share.min - 1e-9)
+            if share is not None
+            else None
+        )
         candidates.append(
             Candidate(
                 name=p.stage.name,
@@ -494,12 +682,20 @@ def _document(
                 expected_usd=expected,
                 cvar_usd=worst_tail,
                 score_usd=(1 - risk_weight) * expected + risk_weight * worst_tail,
+                cap_quantile_usd=cap_usd,
+                committed_share=shares,
+                committed_share_weight=share_weight,
+                why_not=_breaks(spec.risk, cap_usd, share_weight),
             )
         )
     if not candidates:
         failures = "; ".join(f"{n}: {m}" for p in priced.values() for n, m in p.failures.items())
         raise GpuplanError(f"no candidate purchase could be priced on every future: {failures}")
-    best = min(candidates, key=lambda c: (c.score_usd, c.name))
+    free = min(candidates, key=lambda c: (c.score_usd, c.name))
+    allowed = [c for c in candidates if not c.why_not]
+    if not allowed and strict:
+        raise _unmet(source, spec.risk, candidates)
+    best = min(allowed, key=lambda c: (c.score_usd, c.name)) if allowed else free
     by_name = {c.name: c for c in candidates}
     costs = [best.cost_usd[n] for n in names]
 
@@ -534,6 +730,8 @@ def _document(
         evpi_usd=best.expected_usd - ws,
         bound_usd=bound,
         gap=(horizon_expected - bound) / horizon_expected if horizon_expected else 0.0,
+        unconstrained=free.name if free.name != best.name else None,
+        unconstrained_expected_usd=free.expected_usd if free.name != best.name else None,
     )
     chosen = priced[best.name]
     document = FuturesDocument(

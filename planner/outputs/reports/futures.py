@@ -3,10 +3,13 @@
 The first screen answers "what do we buy, and what does it cost if the forecast is wrong": the chosen
 purchases, the expected cost with its P10/P50/P90 and worst future, what planning for uncertainty saves
 against buying for the point forecast (VSS), what the best peer's purchases cost on the same futures, what a
-perfect forecast would be worth (EVPI), and the certified bound. Then every future, every candidate priced
-on every future, and how each purchase is used. The html page adds one chart: the cost distribution over
-the futures of the chosen purchases, the point forecast's and the best peer's (weighted step curves: the
-share of the futures' weight at or below each cost). Both pages come from one context (:func:`_context`).
+perfect forecast would be worth (EVPI), the certified bound, and the risk constraints the choice met (a cap
+on a quantile of the cost, the share of latency-critical demand on committed capacity) with what they cost.
+Then every future, every candidate priced on every future, how each purchase is used and, with
+latency-critical services, each candidate's share of their node-hours on committed capacity. The html
+page adds one chart: the cost distribution over the futures of the chosen purchases, the point
+forecast's and the best peer's (weighted step curves: the share of the futures' weight at or below each
+cost). Both pages come from one context (:func:`_context`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from models.futures import Candidate, FuturesDocument, Purchase
+from models.futures import Candidate, FuturesDocument, Purchase, quantile_name
 from planner.outputs.reports.kit import Table, chart_div, fmt_pct, fmt_usd, jinja_environment, md_table
 
 __all__ = [
@@ -24,8 +27,12 @@ __all__ = [
     "purchase_text",
     "render_futures_html",
     "render_futures_markdown",
+    "risk_lines",
     "tail_sentence",
 ]
+
+#: The heading of the committed-share table (both pages).
+_SHARES = "Latency-critical node-hours on committed capacity, per candidate and future"
 
 _HTML = jinja_environment(autoescape=True, trim=True).get_template("futures.html.j2")
 
@@ -68,6 +75,31 @@ def peer_line(doc: FuturesDocument) -> str:
     )
 
 
+def risk_lines(doc: FuturesDocument) -> list[str]:
+    """The risk constraints (risk.cap, risk.committed_share) as the chosen purchases meet them, and what
+    meeting them costs against the candidate ranked first without them."""
+    risk, chosen, s = doc.risk, _chosen(doc), doc.summary
+    lines = []
+    if risk.cap is not None and chosen.cap_quantile_usd is not None:
+        name = quantile_name(risk.cap.quantile)
+        lines.append(
+            f"{name} ${chosen.cap_quantile_usd:,.0f}, within the cap of ${risk.cap.usd:,.0f} (risk.cap)"
+        )
+    share = risk.committed_share
+    if share is not None and chosen.committed_share_weight is not None:
+        lines.append(
+            f"at least {share.min:.0%} of the latency-critical node-hours on committed capacity in "
+            f"{chosen.committed_share_weight:.0%} of the futures' weight (asked: {share.probability:.0%}; "
+            "risk.committed_share)"
+        )
+    if s.unconstrained is not None and s.unconstrained_expected_usd is not None:
+        lines.append(
+            f"without these constraints: {s.unconstrained} at ${s.unconstrained_expected_usd:,.0f} expected "
+            f"(they cost ${s.expected_usd - s.unconstrained_expected_usd:,.0f} expected)"
+        )
+    return lines
+
+
 def _chosen(doc: FuturesDocument) -> Candidate:
     return next(c for c in doc.candidates if c.name == doc.chosen)
 
@@ -91,6 +123,7 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
         f"certified bound on the best expected cost in the horizon: {fmt_usd(s.bound_usd)}; this plan's "
         f"{fmt_usd(s.expected_horizon_usd)} there is within {fmt_pct(s.gap, 2)} of it (the gap holds the "
         "value of perfect information, which no purchase made now can capture)",
+        *risk_lines(doc),
     ]
     futures = Table(
         ["future", "weight", "changes", "cost", "in the horizon", "after it", "owed after", "unserved",
@@ -106,17 +139,31 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
              str(chosen.unserved[f.name]), fmt_usd(doc.wait_and_see[f.name]), fmt_usd(doc.bounds[f.name])]
         )  # fmt: skip
     names = [f.name for f in doc.futures]
+    cap, share = doc.risk.cap, doc.risk.committed_share
+    extra = [quantile_name(cap.quantile) + " (capped)"] if cap is not None else []
+    if share is not None:
+        extra += [f"futures with {share.min:.0%} committed (weight)"]
+    extra += ["meets the risk constraints"] if cap is not None or share is not None else []
     candidates = Table(
-        ["candidate", *names, "expected", "P10", "P50", "P90", f"CVaR {doc.risk.cvar:.0%}", "score"],
-        [False] + [True] * (len(names) + 6),
+        ["candidate", *names, "expected", "P10", "P50", "P90", f"CVaR {doc.risk.cvar:.0%}", "score", *extra],
+        [False] + [True] * (len(names) + 6 + len(extra) - 1) + ([False] if extra else [True]),
     )
     for c in sorted(doc.candidates, key=lambda c: c.score_usd):
         mark = " (chosen)" if c.name == doc.chosen else ""
         same = f" (= {', '.join(c.also)})" if c.also else ""
+        more = [fmt_usd(c.cap_quantile_usd)] if cap is not None else []
+        more += [fmt_pct(c.committed_share_weight, 0)] if share is not None else []
+        more += ["; ".join(c.why_not) or "yes"] if extra else []
         candidates.rows.append(
             [c.name + mark + same, *(fmt_usd(c.cost_usd[n]) for n in names),
-             *map(fmt_usd, (c.expected_usd, c.p10_usd, c.p50_usd, c.p90_usd, c.cvar_usd, c.score_usd))]
+             *map(fmt_usd, (c.expected_usd, c.p10_usd, c.p50_usd, c.p90_usd, c.cvar_usd, c.score_usd)),
+             *more]
         )  # fmt: skip
+    shares = None
+    if any(c.committed_share for c in doc.candidates):
+        shares = Table(["candidate", *names], [False] + [True] * len(names))
+        for c in sorted(doc.candidates, key=lambda c: c.score_usd):
+            shares.rows.append([c.name, *(fmt_pct(c.committed_share.get(n), 0) for n in names)])
     use = None
     if doc.commitment_use:
         use = Table(["purchase", "break-even use", "futures above it (weight)", "idle in the P10 future"],
@@ -137,6 +184,7 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
         "futures": futures,
         "candidates": candidates,
         "use": use,
+        "shares": shares,
         "excluded": [f"{name}: {why}" for name, why in sorted(doc.excluded.items())],
     }
 
@@ -156,6 +204,8 @@ def render_futures_markdown(doc: FuturesDocument) -> str:
         lines += ["Not priced (no plan in a future):", "", *(f"- {line}" for line in ctx["excluded"]), ""]
     if ctx["use"] is not None:
         lines += ["## How each commitment is used", "", md_table(ctx["use"]), ""]
+    if ctx["shares"] is not None:
+        lines += [f"## {_SHARES}", "", md_table(ctx["shares"]), ""]
     return "\n".join(lines)
 
 
@@ -201,5 +251,8 @@ def render_futures_html(doc: FuturesDocument) -> str:
         legend={"orientation": "h", "y": -0.25},
     )
     return _HTML.render(
-        **_context(doc), chart=chart_div(fig, "chart-futures"), plotlyjs=Markup(get_plotlyjs())
+        **_context(doc),
+        shares_title=_SHARES,
+        chart=chart_div(fig, "chart-futures"),
+        plotlyjs=Markup(get_plotlyjs()),
     )
