@@ -26,5 +26,7 @@ def cents_adding_up(values: Iterable[float]) -> np.ndarray:
     every run of consecutive amounts sums to its rounded total (the cumulative sums are rounded, then
     differenced). Rounding each row alone lets a column of rows drift cents from the total it reconciles
     to; raw floats (``31374.60974999999``) are not money a reader can check."""
-    running = np.round(np.cumsum(np.asarray(list(values), dtype=float)), 2)
+    # Python's round is correctly rounded (0.025, stored a hair above, is 0.03); numpy's scales by 100 first
+    # and rounds the tie it makes to even (0.02), a cent off the total a reader re-adds
+    running = np.array([round(float(total), 2) for total in np.cumsum(np.asarray(list(values), dtype=float))])
     return np.round(np.diff(running, prepend=0.0), 2)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -26,6 +26,7 @@ CENTS = re.compile(r"^-?\d+(\.\d{1,2})?$")
 
 
 @given(st.lists(st.floats(min_value=-1e7, max_value=1e7, allow_nan=False), max_size=200))
+@example([0.025])  # stored a hair above the tie: 0.03, where numpy's round gave 0.02 (found by the fuzzer)
 def test_cents_stay_within_a_cent_and_add_up(values: list[float]) -> None:
     rounded = cents_adding_up(values)
     assert len(rounded) == len(values)
