@@ -234,10 +234,11 @@ def desired_state(
                 skipped[placement.offering] += placement.nodes
             continue
         name = run_name(placement.job, placement.run)
+        asked = _asked_at(placement)
         if placement.end <= at:
             ended.append(name)
-        elif placement.start <= lead_end:
-            gang = _gang(placement, name, running=placement.start <= at, reserve=reserve_gangs, blocks=blocks)
+        elif asked <= lead_end:
+            gang = _gang(placement, name, running=asked <= at, reserve=reserve_gangs, blocks=blocks)
             gangs.append(gang)
             if placement.tier == Tier.CAPACITY_BLOCK and not gang.block:
                 held_in = (
@@ -305,6 +306,15 @@ def _savings_plan_notes(document: PlanDocument, handles: Callable[[str], bool]) 
             "covers launch on demand in the pools above"
         )
     return notes
+
+
+def _asked_at(placement: TrainingPlacement) -> datetime:
+    """When the gang's nodes are asked for: its planned start, but a flex-start gang's the start delay
+    before it (the plan put its start that long after the earliest it may be asked: the expected wait for
+    Dynamic Workload Scheduler's capacity, ``flex_start_delay_hours``)."""
+    if placement.tier == Tier.FLEX_START and placement.flex_start_delay_hours:
+        return placement.start - timedelta(hours=placement.flex_start_delay_hours)
+    return placement.start
 
 
 def _gang(

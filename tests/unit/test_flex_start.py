@@ -214,8 +214,12 @@ def test_provisioning_launches_the_planned_gang_on_flex_start(tmp_path: Path, ki
     plan = _plan(_inputs(tmp_path, kit, 4.0, hours=96), kit)
     (placement,) = plan.document.training
     assert placement.tier == Tier.FLEX_START
-    desired = desired_state(plan, placement.start + timedelta(minutes=30), handles=lambda _o: True)
+    # its VMs are asked for the planned delay before its start (the wait the plan allowed for), not at it
+    delay = timedelta(hours=placement.flex_start_delay_hours or 0)
+    assert delay > timedelta(0)
+    desired = desired_state(plan, placement.start - delay + timedelta(minutes=30), handles=lambda _o: True)
     (gang,) = desired.gangs
+    assert gang.running
     assert gang.max_run_hours == 96 and not gang.reserve
     actions = reconcile(desired, Inventory())
     assert not any(a.kind is ActionKind.CREATE_RESERVATION for a in actions)
