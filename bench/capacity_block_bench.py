@@ -11,14 +11,11 @@ the ratio of the two costs. Seconds are measured wall time, for the record only.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+from variant_plans import plan_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,17 +25,8 @@ def plan(scenario: Path, out: Path, time_limit: float, *, blocks: bool) -> dict[
     data = yaml.safe_load(scenario.read_text())
     data["purchase"]["capacity_blocks"] = blocks
     variant = "blocks" if blocks else "no-blocks"
-    copy = out / f"{scenario.stem}-{variant}.yaml"
-    copy.write_text(yaml.safe_dump(data, sort_keys=False))
-    directory = out / variant
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "planner.cli", "plan", str(copy), "-o", str(directory),
-         "--time-limit", str(time_limit), "--no-report"],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
-    seconds = time.perf_counter() - started
-    document = json.loads((directory / "plan.json").read_text())
+    planned = plan_variant(data, out, variant, stem=scenario.stem, time_limit=time_limit)
+    document, seconds = planned.document, planned.seconds
     return {
         "variant": variant,
         "cost": document["costs"]["total_usd"],

@@ -17,15 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
+from variant_plans import plan_variant
 
 SCENARIO: dict[str, object] = {
     "name": "gcp-flex-start-2027q1",
@@ -61,17 +56,8 @@ def plan(out: Path, variant: str, time_limit: float) -> dict[str, object]:
     flex, calendar = VARIANTS[variant]
     data = json.loads(json.dumps(SCENARIO))
     data["purchase"].update(flex_start=flex, calendar_mode=calendar)
-    path = out / f"{variant}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    directory = out / variant
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "planner.cli", "plan", str(path), "-o", str(directory),
-         "--time-limit", str(time_limit), "--no-report"],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
-    seconds = time.perf_counter() - started
-    document = json.loads((directory / "plan.json").read_text())
+    planned = plan_variant(data, out, variant, stem="flex-start", time_limit=time_limit)
+    document, seconds = planned.document, planned.seconds
     return {
         "variant": variant,
         "cost": document["costs"]["total_usd"],

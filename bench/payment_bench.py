@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+from variant_plans import plan_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,17 +39,8 @@ def plan(scenario: Path, out: Path, time_limit: float, *, variant: str) -> dict[
             csv.writer(sink).writerows([rows[0], *(r for r in rows[1:] if r[4] == "no-upfront")])
         catalog = copy_catalog
     data["catalog"] = str(catalog)
-    copy = out / f"{scenario.stem}-{variant}.yaml"
-    copy.write_text(yaml.safe_dump(data, sort_keys=False))
-    directory = out / variant
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "planner.cli", "plan", str(copy), "-o", str(directory),
-         "--time-limit", str(time_limit)],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
-    seconds = time.perf_counter() - started
-    document = json.loads((directory / "plan.json").read_text())
+    planned = plan_variant(data, out, variant, stem=scenario.stem, time_limit=time_limit, flags=())
+    document, seconds = planned.document, planned.seconds
     months = document["costs"]["cash_by_month"]
     peak = max(months, key=lambda m: m["cash_usd"])
     bought: dict[str, int] = {}

@@ -18,12 +18,12 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from variant_plans import plan_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,21 +36,15 @@ def plan(scenario: Path, out: Path, time_limit: float, variant: str, change: Cal
     for service in data.get("inference", []):
         if "csv" in service["replicas"]:
             service["replicas"]["csv"] = str(scenario.parent / service["replicas"]["csv"])
-    copy = out / f"{scenario.stem}-{variant}.yaml"
-    copy.write_text(yaml.safe_dump(data, sort_keys=False))
-    directory = out / variant
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "planner.cli", "plan", str(copy), "-o", str(directory),
-         "--time-limit", str(time_limit), "--no-report", "-q"],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
-    seconds = time.perf_counter() - started
+    planned = plan_variant(
+        data, out, variant, stem=scenario.stem, time_limit=time_limit, flags=("--no-report", "-q")
+    )
+    copy, directory, seconds = out / f"{scenario.stem}-{variant}.yaml", planned.directory, planned.seconds
     checked = subprocess.run(
         [sys.executable, "-m", "planner.cli", "verify", str(copy), str(directory), "--json"],
         capture_output=True, cwd=ROOT, text=True,
     )  # fmt: skip
-    document = json.loads((directory / "plan.json").read_text())
+    document = planned.document
     owed = [*document["commitments"], *document["savings_plans"]]
     return {
         "variant": variant,
