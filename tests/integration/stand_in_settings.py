@@ -20,15 +20,18 @@ AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
 
 @contextmanager
 def aws_site(
-    monkeypatch: pytest.MonkeyPatch, regions: tuple[str, ...] = ("us-east-1", "us-east-2")
+    monkeypatch: pytest.MonkeyPatch,
+    regions: tuple[str, ...] = ("us-east-1", "us-east-2"),
+    stand_in: Any = None,
 ) -> Iterator[dict[str, Any]]:
-    """moto for EC2 with the stand-in installed on every session the code under test makes; yields the
-    ``aws:`` provider settings (the image and a /20 subnet per region, in its zone ``a``)."""
+    """moto for EC2 with the stand-in installed on every session the code under test makes (``stand_in``,
+    an ``aws_stand_in.Ec2StandIn`` the caller keeps to read its calls or set its offers, or a new one);
+    yields the ``aws:`` provider settings (the image and a /20 subnet per region, in its zone ``a``)."""
     import boto3
     from aws_stand_in import Ec2StandIn
     from moto import mock_aws
 
-    stand_in = Ec2StandIn()
+    stand_in = stand_in if stand_in is not None else Ec2StandIn()
     real_session = boto3.Session
 
     class HookedSession(real_session):  # type: ignore[misc, valid-type]

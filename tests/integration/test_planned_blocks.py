@@ -81,25 +81,12 @@ def ec2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_env: None) -> Itera
     """moto and the stand-in on every boto3 session the CLI opens, selling four blocks for the fine-tune:
     one that starts after the run's planned start (cheapest, never bought), one that starts early and ends
     before the run does (never bought), and two that hold it."""
-    import boto3
     from aws_stand_in import Ec2StandIn
-    from moto import mock_aws
+    from stand_in_settings import aws_site
 
     stand_in = Ec2StandIn()
-    real_session = boto3.Session
-
-    class HookedSession(real_session):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            stand_in.install(self)
-
-    with mock_aws():
-        client = real_session(region_name="us-east-1").client("ec2")
-        vpc = client.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
-        subnet = client.create_subnet(VpcId=vpc, CidrBlock="10.40.1.0/24", AvailabilityZone="us-east-1a")
-        monkeypatch.setattr(boto3, "Session", HookedSession)
+    with aws_site(monkeypatch, ("us-east-1",), stand_in) as body:
         settings = tmp_path / "providers.yaml"
-        body = {"image_id": "ami-0a1b2c3d4e5f60718", "subnets": {"us-east-1": [subnet["Subnet"]["SubnetId"]]}}
         settings.write_text(yaml.safe_dump({"aws": body}), encoding="utf-8")
         stand_in.block_offerings = [
             _offer("cb-late", "20000.00", START + timedelta(hours=11, minutes=30)),
@@ -109,7 +96,7 @@ def ec2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_env: None) -> Itera
             _offer("cb-dear", "45000.00", START),
         ]
         flags = ["--cloud", "aws", "--provider-config", str(settings), "-q"]
-        yield Ec2(stand_in, flags, subnet["Subnet"]["SubnetId"])
+        yield Ec2(stand_in, flags, body["subnets"]["us-east-1"][0])
 
 
 def _provision(plan: Path, ec2: Ec2, at: str, *extra: str) -> tuple[int, str]:
