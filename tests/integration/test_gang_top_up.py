@@ -12,13 +12,10 @@ once through the CLI for the summary's words.
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from models.actions import ActionKind
@@ -30,14 +27,6 @@ from planner.operations.reconcile import reconcile
 from planner.outputs.desired import DesiredGang, DesiredState, plan_id_of
 from providers.base import CapacityType, Inventory, Node, PlacementGroup
 from providers.sim import SimProvider
-
-
-@pytest.fixture
-def week(week_plan: Callable[[str], Path], tmp_path: Path) -> tuple[Path, Plan, datetime]:
-    shutil.copytree(week_plan("aws"), tmp_path / "plan")
-    plan = Plan.read(tmp_path / "plan")
-    gang = next(t for t in plan.document.training if t.nodes > 1 and t.tier != "spot")
-    return tmp_path / "plan", plan, gang.start + timedelta(hours=1)
 
 
 def _sim(path: Path) -> SimProvider:
@@ -63,9 +52,9 @@ def _launched_then_lost(plan: Plan, sim: SimProvider, at: datetime, lost: int) -
 
 
 def test_a_failed_top_up_terminates_the_survivors_and_nothing_of_the_gang_bills(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
-    _, plan, at = week
+    _, plan, at = gang_week
     sim = _sim(tmp_path / "sim.json")
     run, survivors = _launched_then_lost(plan, sim, at, 5)
     assert len(survivors) == 11
@@ -92,9 +81,9 @@ def test_a_failed_top_up_terminates_the_survivors_and_nothing_of_the_gang_bills(
 
 
 def test_a_top_up_that_succeeds_keeps_the_survivors(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
-    _, plan, at = week
+    _, plan, at = gang_week
     sim = _sim(tmp_path / "sim.json")
     run, survivors = _launched_then_lost(plan, sim, at, 5)
     again = prepare(plan, sim, at + timedelta(minutes=10))
@@ -123,8 +112,8 @@ def test_a_top_up_never_carries_terraforms_nodes() -> None:
     assert "its 2 running nodes are terminated too" in launch.reason
 
 
-def test_the_summary_says_the_gang_was_let_go(week: tuple[Path, Plan, datetime], tmp_path: Path) -> None:
-    plan_dir, plan, at = week
+def test_the_summary_says_the_gang_was_let_go(gang_week: tuple[Path, Plan, datetime], tmp_path: Path) -> None:
+    plan_dir, plan, at = gang_week
     state = tmp_path / "sim.json"
     sim = _sim(state)
     run, _ = _launched_then_lost(plan, sim, at, 5)

@@ -10,13 +10,10 @@ through provision's operations layer, and once through the CLI for the summary's
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
 from typer.testing import CliRunner
 
 from models.actions import ActionKind
@@ -25,14 +22,6 @@ from planner.cli import app
 from planner.operations.provision import Provisioning, apply, prepare
 from providers.base import Capability, CapacityBlockOffer
 from providers.sim import SimProvider
-
-
-@pytest.fixture
-def week(week_plan: Callable[[str], Path], tmp_path: Path) -> tuple[Path, Plan, datetime]:
-    shutil.copytree(week_plan("aws"), tmp_path / "plan")
-    plan = Plan.read(tmp_path / "plan")
-    gang = next(t for t in plan.document.training if t.nodes > 1 and t.tier != "spot")
-    return tmp_path / "plan", plan, gang.start + timedelta(hours=1)
 
 
 def _sim(path: Path) -> SimProvider:
@@ -48,9 +37,9 @@ def _gang(run: Provisioning) -> tuple[Any, Any]:
 
 
 def test_a_refused_reservation_falls_back_to_a_launch_without_it(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
-    _, plan, at = week
+    _, plan, at = gang_week
     sim = _sim(tmp_path / "sim.json")
     sim.inject_fault("ensure_reservation", "insufficient-capacity")
     run = prepare(plan, sim, at)
@@ -72,10 +61,10 @@ def test_a_refused_reservation_falls_back_to_a_launch_without_it(
 
 
 def test_a_failed_placement_group_still_skips_its_gang(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
     """The fallback is for a refused reservation only: a gang without its placement group does not launch."""
-    _, plan, at = week
+    _, plan, at = gang_week
     sim = _sim(tmp_path / "sim.json")
     sim.inject_fault("ensure_placement_group", "operation-failed")
     run = prepare(plan, sim, at)
@@ -120,9 +109,9 @@ class BlockSeller(SimProvider):
 
 
 def test_no_capacity_on_demand_either_names_the_capacity_blocks_offered(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
-    _, plan, at = week
+    _, plan, at = gang_week
     BlockSeller.asked.clear()  # a class attribute: another test in this worker may have asked before
     seller = BlockSeller(tmp_path / "sim.json")
     seller.configure(api_latency_seconds=0.0, boot_seconds=0.0)
@@ -143,9 +132,9 @@ def test_no_capacity_on_demand_either_names_the_capacity_blocks_offered(
 
 
 def test_a_gang_launch_that_fails_part_way_leaves_nothing_running(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
-    _, plan, at = week
+    _, plan, at = gang_week
     sim = _sim(tmp_path / "sim.json")
     run = prepare(plan, sim, at)
     _, launch = _gang(run)
@@ -166,8 +155,8 @@ def test_a_gang_launch_that_fails_part_way_leaves_nothing_running(
     assert kept.status == "failed" and len(kept.made) == 1
 
 
-def test_the_summary_says_the_gang_fell_back(week: tuple[Path, Plan, datetime], tmp_path: Path) -> None:
-    plan_dir, _, at = week
+def test_the_summary_says_the_gang_fell_back(gang_week: tuple[Path, Plan, datetime], tmp_path: Path) -> None:
+    plan_dir, _, at = gang_week
     state = tmp_path / "sim.json"
     _sim(state).inject_fault("ensure_reservation", "insufficient-capacity")
     args = [

@@ -9,9 +9,7 @@ a refused gang's reservation is not made either, and that the CLI names the quot
 from __future__ import annotations
 
 import itertools
-import shutil
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -119,18 +117,10 @@ def test_a_refused_gang_takes_its_reservation_with_it() -> None:
     assert "its gang's launch #2 exceeds a quota" in checked.refused[1]
 
 
-@pytest.fixture
-def week(week_plan: Callable[[str], Path], tmp_path: Path) -> tuple[Path, Plan, datetime]:
-    shutil.copytree(week_plan("aws"), tmp_path / "plan")
-    plan = Plan.read(tmp_path / "plan")
-    gang = next(t for t in plan.document.training if t.nodes > 1 and t.tier != "spot")
-    return tmp_path / "plan", plan, gang.start + timedelta(hours=1)
-
-
 def test_a_gang_beyond_the_gpu_quota_is_refused_before_anything_is_created(
-    week: tuple[Path, Plan, datetime], tmp_path: Path
+    gang_week: tuple[Path, Plan, datetime], tmp_path: Path
 ) -> None:
-    plan_dir, plan, at = week
+    plan_dir, plan, at = gang_week
     sim = SimProvider(tmp_path / "sim.json")
     sim.configure(api_latency_seconds=0.0, boot_seconds=0.0)
     gang = next(t for t in plan.document.training if t.nodes > 1 and t.tier != "spot")
