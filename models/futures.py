@@ -49,8 +49,10 @@ __all__ = [
     "FuturesDocument",
     "FuturesFile",
     "FuturesSummary",
+    "MasterSummary",
     "Purchase",
     "Risk",
+    "SecondStage",
     "cvar",
     "load_futures",
     "quantile_name",
@@ -116,12 +118,18 @@ class Risk(StrictModel):
 #: end of the longest term any candidate buys, served by the commitments still running and on demand beyond
 #: them) or ``none`` (the horizon alone; obligations reported, not counted).
 TailRule = Literal["carried", "none"]
+#: How each candidate is priced in each future: ``fleet`` (the future's own plan's fleet billed with the
+#: candidate's commitments: seconds for every candidate, a feasible second stage; the default) or
+#: ``replanned`` (the future planned again with the candidate held: the second stage re-optimized, one
+#: full plan per candidate and future). Savings plans need ``replanned`` (a fleet bill counts nodes).
+SecondStage = Literal["fleet", "replanned"]
 
 
 class FuturesFile(StrictModel):
     futures: list[FutureSpec] = Field(min_length=2, max_length=MAX_FUTURES)
     risk: Risk = Field(default_factory=Risk)
     tail: TailRule = Field("carried", description="how the time after the horizon counts (module docstring)")
+    second_stage: SecondStage = Field("fleet", description="how candidates are priced in each future")
 
     @model_validator(mode="after")
     def _unique(self) -> FuturesFile:
@@ -251,6 +259,16 @@ class FuturesSummary(DocumentPart):
     unconstrained_expected_usd: float | None = Field(None, description="its expected cost")
 
 
+class MasterSummary(DocumentPart):
+    """The futures master (``planner/planning/futures_master.py``): one MILP over every future's fleet."""
+
+    candidate: str = Field(description="the name of the candidate it proposed")
+    score_usd: float = Field(description="its objective: the expected (or risk-weighted) cost it predicts")
+    columns: int
+    rows: int
+    seconds: float = Field(description="wall seconds to build and solve it")
+
+
 class FuturesDocument(DocumentPart):
     """futures.json: the futures, every candidate first stage priced on each, the chosen one and why."""
 
@@ -261,6 +279,10 @@ class FuturesDocument(DocumentPart):
     weights: dict[str, float]
     risk: Risk
     tail: TailRule
+    second_stage: SecondStage = Field(
+        "replanned", description="how candidates were priced (files written before fleet pricing: replanned)"
+    )
+    master: MasterSummary | None = Field(None, description="the futures master's own candidate, if it ran")
     chosen: str = Field(description="the candidate whose purchases the plan makes")
     candidates: list[Candidate]
     excluded: dict[str, str] = Field(

@@ -79,9 +79,12 @@ def futures(
 ) -> None:
     """Choose what to buy now (commitments, savings plans) for the least expected cost over demand futures.
 
-    Each future is planned on its own (what a perfect forecast would buy); then candidate purchases (the
-    point forecast's, each future's, their weighted quantiles, nothing, the peers') are priced on every
-    future, the purchases held and the rest re-planned. Writes DIR/futures.json, DIR/futures.md,
+    Each future is planned on its own (what a perfect forecast would buy); one MILP over every future's
+    fleet (the futures master) proposes the purchase of least expected cost; then it and the other
+    candidates (the point forecast's, each future's, their weighted quantiles, nothing, the peers') are
+    priced on every future: each future's fleet billed with them (second_stage: fleet, the default, in
+    seconds), or the future re-planned holding them (second_stage: replanned in the futures file, one
+    plan per candidate and future). Writes DIR/futures.json, DIR/futures.md,
     DIR/futures.html, DIR/chosen/<future>/ (the chosen purchases' plan in each future, checked by gpuplan
     verify) and DIR/point/ (the point forecast's own plan). docs/futures.md has the method.
     """

@@ -1,39 +1,41 @@
 """A plan over demand futures (issue 41): what to buy now so that the fleet costs least on average (or with
 its risk weighed) over several futures, instead of on one forecast taken as certain.
 
-The method is two-stage sample average approximation with the first stage chosen among candidates:
+The method is two-stage sample average approximation, solved by decomposition (docs/futures.md):
 
-1. **Wait and see.** Each future is planned on its own (the planner's full model, purchases free): its plan
-   is what a perfect forecast of that future would buy, its cost a lower reference, and its certified bound
-   a valid lower bound of the future's cost under any first stage. The weighted sum of those bounds is
-   therefore a certified lower bound on the best expected cost any first stage can reach (wait-and-see <=
-   here-and-now), which is the bound this module reports.
-2. **Candidates.** First stages (what is bought, at which purchase step): the point forecast's own (the
-   scenario as written), each future's own, buying nothing more, and the weighted quantiles of the
-   futures' purchases taken key by key (offering, term, start) at each cumulative weight of the futures
-   ordered by what their own plans buy. With one purchase key (one offering, one term) the cost in each
-   future is convex and piecewise linear in the level with its kinks at the futures' own levels, so the
-   sample-average optimum is one of these quantiles (the newsvendor's critical fractile); the tests check
-   that against enumeration.
-3. **Second stage.** Each candidate is priced on each future by planning that future with the candidate's
-   purchases held and nothing more for sale (``models/held.py``): on-demand, spot and the training
-   placement re-optimized per future, as the fleet would run.
-4. **Choice.** Among the candidates that meet the risk constraints (``risk.cap``: a quantile of the cost at
+1. **Wait and see.** Each future is planned on its own (the planner's full model, purchases free, in
+   parallel processes or on Dask): its plan is what a perfect forecast of that future would buy, its
+   fleet (``fleet_bill.py``) the future's second stage, and its certified bound a valid lower bound of the
+   future's cost under any first stage. The weighted sum of those bounds is therefore a certified lower
+   bound on the best expected cost any first stage can reach (wait-and-see <= here-and-now).
+2. **The master** (``futures_master.py``): one MILP over every future's fleet gives the purchase of least
+   expected (or risk-weighted) cost, the tail after the horizon counted.
+3. **Candidates.** First stages (what is bought, at which purchase step): the point forecast's own, the
+   master's, buying nothing more, the weighted quantiles of the futures' purchases taken key by key
+   (offering, term, start) at each cumulative weight of the futures ordered by what their own plans buy,
+   each future's own, and the point forecast's committing peers. With one purchase key (one offering, one
+   term) the sample-average optimum is one of the quantiles (the newsvendor's critical fractile); the tests
+   check that against enumeration.
+4. **Second stage.** Each candidate is priced on each future: ``second_stage: fleet`` bills the future's
+   fleet with the candidate's commitments (a feasible second stage, in microseconds); ``replanned`` plans
+   the future with the candidate's purchases held and nothing more for sale (``models/held.py``), on-demand,
+   spot and training re-optimized, one full plan each.
+5. **Choice.** Among the candidates that meet the risk constraints (``risk.cap``: a quantile of the cost at
    most a sum; ``risk.committed_share``: in futures weighing at least a probability, at least a share of the
-   latency-critical inference node-hours on committed tiers, read from each future's allocations), the one
-   with the least ``(1 - w) * expected + w * CVaR``; when none meets them, an InputError naming the least
-   quantile (or the most weight) any candidate reaches. Then a second round: the
-   best one's levels times 0.85 and 1.15 (the own plans weigh the horizon alone, while the choice counts
-   the time after it), priced the same way, and the least of all; reported with the expected
-   cost, P10/P50/P90 and the worst future, the value of the stochastic solution (the point forecast's
-   purchases on the same futures, less this), the expected value of perfect information (this, less
-   wait and see), and per purchase how often it is used above its break-even.
+   latency-critical inference node-hours on committed tiers), the one with the least
+   ``(1 - w) * expected + w * CVaR``; when none meets them, an InputError naming the least quantile (or the
+   most weight) any candidate reaches. Then a second round: the best one's levels times 0.85 and 1.15,
+   priced the same way, and the least of all; reported with the expected cost, P10/P50/P90 and the worst
+   future, the value of the stochastic solution (the point forecast's purchases on the same futures, less
+   this), the expected value of perfect information (this, less wait and see), and per purchase how often
+   it is used above its break-even. With ``fleet`` pricing the chosen purchases are then dispatched in each
+   future (its own plan's training kept; ``optimize/seed.py``), the plans ``gpuplan verify`` checks.
 
 **The plan to act on** (``gpuplan plan --futures``, :func:`pinned_plan`): the point forecast's scenario
 planned with the chosen commitments as its own purchases (bought, so provisioning buys them), not held:
-the point forecast planned holding them gives the training placements, and the finishing path every plan
-takes (``optimize/seed.py``'s mapping onto the sets, ``optimize/finish.py``'s dispatch in whole nodes and
-``write_plan``) writes the plan, whose certified bound is the point forecast's own plan's.
+the training placements of the point forecast's own plan (``fleet``) or of it re-planned holding them
+(``replanned``), and the finishing path every plan takes (``optimize/seed.py``), whose certified bound is
+the point forecast's own plan's.
 
 The plans are solved by the what-if engines (``planner/planning/sweeps.py``): local processes or a Dask
 cluster; every job is independent.
@@ -44,6 +46,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -58,6 +61,7 @@ from models.futures import (
     FuturesDocument,
     FuturesFile,
     FuturesSummary,
+    MasterSummary,
     Purchase,
     Risk,
     cvar,
@@ -67,20 +71,15 @@ from models.futures import (
 from models.held import bought_commitments, bought_savings_plans, held_savings_plan, holding_only
 from models.inputs import Inputs, load_inputs
 from models.plan import Commitment, Plan
-from models.pricesources import price_sources, price_warnings
 from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
 from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, PREPAID_TIERS, Term, Tier
 from models.variation import parse_all
+from planner.planning.fleet_bill import Bill, Fleet, bill, fleet_of, held_nodes
+from planner.planning.futures_master import master_first_stage, unbacked_guarantees
 from planner.planning.optimize import SolveSettings
-from planner.planning.optimize.budget import TimeBudget
-from planner.planning.optimize.dispatch import Occupancy
-from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, settle_status, write_plan
-from planner.planning.optimize.schedule import Schedule
-from planner.planning.optimize.seed import seed_decisions
-from planner.planning.problem.checks import check_inputs
+from planner.planning.optimize.seed import dispatched_plan
 from planner.planning.problem.sets import ModelOptions, build_sets
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
-from planner.solvers.solve import SolveResult, Termination
 
 __all__ = [
     "FirstStage",
@@ -215,17 +214,68 @@ class FuturesResult:
     act_on: Plan | None = None  # with act_on=True: the point forecast planned buying the chosen purchases
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """One candidate in one future, as the document reads it: from the future re-planned with the
+    candidate held (``second_stage: replanned``) or from the future's fleet billed with it (``fleet``)."""
+
+    horizon_usd: float
+    tail_usd: float
+    owed_after_usd: float
+    unserved: int
+    committed_share: float  # latency-critical node-hours on committed tiers (1 where there are none)
+    used: dict[CommitmentKey, float]  # the candidate's commitment -> used node-hours / its node-hours
+
+
 @dataclass
 class _Priced:
-    """One candidate's plan in each future (None where it failed, with why)."""
+    """One candidate in each future (its plan there when re-planned), and where it failed, with why."""
 
     stage: FirstStage
-    plans: dict[str, Plan]
+    outcomes: dict[str, _Outcome]
     failures: dict[str, str]
+    plans: dict[str, Plan] = field(default_factory=dict)
 
 
 def _objective(plan: Plan) -> float:
     return float(plan.document.solver.objective_usd)
+
+
+def _planned_outcome(
+    plan: Plan, stage: FirstStage, until: datetime | None, critical: Collection[str]
+) -> _Outcome:
+    """A candidate's outcome read from its plan in a future (``stage``'s commitments held there)."""
+    used: dict[CommitmentKey, float] = {}
+    for held in stage.commitments:
+        match = [
+            c
+            for c in plan.document.commitments
+            if c.existing and c.offering == held.offering and c.term == held.term and c.start == held.start
+        ]
+        nodes = sum(c.nodes for c in match)
+        used[_commitment_key(held)] = (
+            sum((c.used_fraction or 0.0) * c.nodes for c in match) / nodes if nodes else 0.0
+        )
+    return _Outcome(
+        horizon_usd=_objective(plan),
+        tail_usd=carried_tail(plan, until) if until is not None else 0.0,
+        owed_after_usd=_owed_after(plan),
+        unserved=len(plan.document.unserved),
+        committed_share=committed_share(plan, critical) if critical else 1.0,
+        used=used,
+    )
+
+
+def _billed_outcome(billed: Bill, fleet: Fleet) -> _Outcome:
+    """A candidate's outcome read from its bill on a future's fleet (``fleet_bill.py``)."""
+    return _Outcome(
+        horizon_usd=billed.horizon_usd,
+        tail_usd=billed.tail_usd,
+        owed_after_usd=billed.owed_after_usd,
+        unserved=fleet.unserved,
+        committed_share=billed.committed_share,
+        used=dict(billed.used),
+    )
 
 
 def _owed_after(plan: Plan) -> float:
@@ -352,6 +402,15 @@ def plan_futures(
 
     own_jobs = [job("point forecast", point_inputs)] + [job(f"future {n}", inputs[n]) for n in names]
     count = len(own_jobs)
+    second = spec.second_stage
+    if second == "fleet" and (
+        point_inputs.scenario.savings_plans or point_inputs.scenario.purchase.savings_plans
+    ):
+        tell("savings plans are held or for sale: each candidate is re-planned in each future (second_stage: "
+             "replanned); a fleet bill counts committed nodes, not dollars per hour")  # fmt: skip
+        second = "replanned"
+    spec = spec.model_copy(update={"second_stage": second})
+    on_demand = {o.id: float(o.on_demand_usd_h or 0.0) for o in point_inputs.catalog}
     with open_engine(cluster, workers, count) as engine:
         tell(f"planning the point forecast and {len(names)} futures on their own ({engine.name})")
         outcomes = engine.run(own_jobs, lambda i, _o: tell(f"  planned {own_jobs[i].label}"))
@@ -361,10 +420,15 @@ def plan_futures(
                 raise GpuplanError(f"{label_job.label}: {outcome.message}")
             own.append(outcome)
         point_plan, future_plans = own[0], dict(zip(names, own[1:], strict=True))
+        fleets = {n: fleet_of(future_plans[n], critical) for n in names}
 
-        stages = _candidates(point_plan, point_inputs.catalog, future_plans, names, weights)
+        master, master_stage = _master(point_inputs, spec, settings, fleets, names, weights, tell)
+        stages = _candidates(point_plan, point_inputs.catalog, future_plans, names, weights, master_stage)
+        until = _tail_until(stages, [point_plan]) if spec.tail == "carried" else None
 
         def price(stages: Sequence[FirstStage]) -> dict[str, _Priced]:
+            if second == "fleet":
+                return _billed(stages, point_inputs, settings, fleets, names, until, tell)
             count = len(stages) * len(names)
             tell(f"pricing {len(stages)} candidate purchases on {len(names)} futures ({count} plans)")
             pairs = [(s, n) for s in stages for n in names]
@@ -383,20 +447,43 @@ def plan_futures(
                     priced[s.name].failures[n] = outcome.message
                 else:
                     priced[s.name].plans[n] = outcome
+                    priced[s.name].outcomes[n] = _planned_outcome(outcome, s, until, critical)
             return priced
 
         priced = price(stages)
-        settled = (names, weights, point_plan, future_plans, critical)
+        settled = (names, weights, point_plan, future_plans, critical, until, on_demand)
         _first, chosen = _document(scenario, spec, *settled, priced, strict=False)
         seen = {p.stage.content() for p in priced.values()}
         nearby = [s for s in scaled_stages(priced[chosen].stage) if s.content() not in seen]
         if nearby:  # the own plans buy for the horizon alone: try a little less and more than the best
             priced.update(price(nearby))
         document, chosen = _document(scenario, spec, *settled, priced, source=source)
+        if master is not None:
+            document.master = master
         stage = priced[chosen].stage
+        held = {
+            n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
+            for n in names
+        }
+        chosen_plans = priced[chosen].plans
+        if second == "fleet":
+            tell(f"writing each future's fleet billed with the chosen purchases ({chosen}) as its plan")
+            dispatch = [
+                make_job(f"{chosen} in {n}", held[n].scenario, held[n].catalog, held[n].base_dir, settings,
+                         fleet=future_plans[n])
+                for n in names
+            ]  # fmt: skip
+            chosen_plans = {}
+            for n, outcome in zip(names, engine.run(dispatch), strict=True):
+                if isinstance(outcome, Failure):
+                    raise GpuplanError(f"the chosen purchases ({chosen}) in {n}: {outcome.message}")
+                chosen_plans[n] = outcome
         acted = None
         if act_on and chosen == "point forecast":
             acted = point_plan  # the point forecast's own plan buys exactly these
+        elif act_on and second == "fleet":  # as in the futures: the point forecast's own training kept
+            tell(f"dispatching the point forecast buying the chosen purchases ({chosen})")
+            acted = pinned_plan(point_inputs, stage, point_plan, point_plan, settings, tell)
         elif act_on:
             tell(f"planning the point forecast holding the chosen purchases ({chosen})")
             (outcome,) = engine.run([job(f"point forecast with {chosen}", point_inputs, stage)])
@@ -408,12 +495,94 @@ def plan_futures(
             f"its purchases are the chosen first stage ({chosen}) of a plan over {len(names)} demand futures "
             "(futures/futures.json): made, not re-optimized for the point forecast alone"
         )
-    held = {
-        n: replace(inputs[n], scenario=holding_only(inputs[n].scenario, stage.commitments, stage.plans))
-        for n in names
-    }
     by_name = {name: p.stage for name, p in priced.items()}
-    return FuturesResult(document, priced[chosen].plans, held, point_plan, by_name, acted)
+    return FuturesResult(document, chosen_plans, held, point_plan, by_name, acted)
+
+
+#: The name of the futures master's candidate (``futures_master.py``).
+MASTER = "futures master"
+
+
+def _master(
+    inputs: Inputs,
+    spec: FuturesFile,
+    settings: SolveSettings,
+    fleets: dict[str, Fleet],
+    names: Sequence[str],
+    weights: Sequence[float],
+    say: Callable[[str], None],
+) -> tuple[MasterSummary | None, FirstStage | None]:
+    """The futures master's first stage over the futures' fleets (``futures_master.py``), bought on the
+    point forecast's purchase columns; None when the scenario sells no commitment term."""
+    scenario = inputs.scenario
+    if not scenario.purchase.terms:
+        return None, None
+    began = time.perf_counter()
+    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
+    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, options)
+    if not sets.new_columns:
+        return None, None
+    ends = [sets.columns[c].ends_hour for c in sets.new_columns]
+    start = scenario.horizon.start
+    until = start + timedelta(hours=max(ends)) if spec.tail == "carried" and ends else None
+    risk = spec.risk
+    result = master_first_stage(
+        sets, [fleets[n] for n in names], weights, until, risk.cvar, risk.weight, settings.time_limit
+    )
+    seconds = time.perf_counter() - began
+    say(
+        f"futures master: one MILP over {len(names)} futures' fleets ({result.columns:,} columns, "
+        f"{result.rows:,} rows) in {seconds:.1f} s"
+    )
+    stage = FirstStage(MASTER, "the futures master: the least expected cost over every future's fleet",
+                       result.commitments)  # fmt: skip
+    summary = MasterSummary(
+        candidate=MASTER,
+        score_usd=result.score_usd,
+        columns=result.columns,
+        rows=result.rows,
+        seconds=seconds,
+    )
+    return summary, stage
+
+
+def _billed(
+    stages: Sequence[FirstStage],
+    inputs: Inputs,
+    settings: SolveSettings,
+    fleets: dict[str, Fleet],
+    names: Sequence[str],
+    until: datetime | None,
+    say: Callable[[str], None],
+) -> dict[str, _Priced]:
+    """Each candidate billed on each future's fleet (``second_stage: fleet``). Left out, saying why: a
+    candidate with savings plans (a fleet bill counts committed nodes), and one whose commitments cannot
+    back the teams' guarantees (checked on ``inputs``, the point forecast: guarantees do not vary with
+    demand), as a re-planned future would have no plan with it."""
+    say(f"billing {len(stages)} candidate purchases on {len(names)} futures' fleets")
+    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
+    priced: dict[str, _Priced] = {}
+    for stage in stages:
+        entry = _Priced(stage, {}, {})
+        priced[stage.name] = entry
+        if stage.plans:
+            entry.failures[names[0]] = (
+                "holds savings plans, which a fleet bill cannot price (second_stage: replanned)"
+            )
+            continue
+        held = holding_only(inputs.scenario, stage.commitments, stage.plans)
+        short = unbacked_guarantees(build_sets(held, inputs.catalog, inputs.base_dir, options))
+        if short:
+            entry.failures[names[0]] = "; ".join(
+                f"team {team}'s guarantee is {gpus:g} GPUs beyond what these commitments can back"
+                for team, gpus in sorted(short.items())
+            )
+            continue
+        for n in names:
+            fleet = fleets[n]
+            billed = bill(fleet, held_nodes(stage.commitments, fleet.horizon_start), until)
+            entry.outcomes[n] = _billed_outcome(billed, fleet)
+    return priced
 
 
 def pinned_plan(
@@ -424,18 +593,16 @@ def pinned_plan(
     settings: SolveSettings,
     say: Callable[[str], None],
 ) -> Plan:
-    """``inputs``' scenario planned buying exactly ``stage``'s commitments (module docstring): ``held`` is
-    that scenario planned holding them (its training placements are kept), ``reference`` its own plan (its
-    baselines and certified bound hold for any purchase). With no savings plan in ``stage`` none is for
-    sale; with some, the finishing path buys the amounts that fit the fleet as written (not pinned)."""
+    """``inputs``' scenario planned buying exactly ``stage``'s commitments (module docstring): ``held`` is a
+    plan of that scenario whose training placements are kept (planned holding them, or its own plan),
+    ``reference`` its own plan (its baselines and certified bound hold for any purchase). With no savings
+    plan in ``stage`` none is for sale; with some, the finishing path buys the amounts that fit the fleet
+    as written (not pinned)."""
     scenario = inputs.scenario
     if not stage.plans:
         scenario = scenario.model_copy(
             update={"purchase": scenario.purchase.model_copy(update={"savings_plans": []})}
         )
-    warnings = check_inputs(scenario, inputs.catalog)
-    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
-    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, options)
     bought = [
         Commitment(
             offering=c.offering, term=c.term, nodes=c.nodes, usd_per_node_hour=c.usd_per_node_hour or 0.0,
@@ -444,35 +611,10 @@ def pinned_plan(
         for c in stage.commitments
     ]  # fmt: skip
     seed = Plan(held.document.model_copy(update={"commitments": bought}), held.allocations)
-    decisions = seed_decisions(sets, seed)
-    if decisions.reason:
-        raise SolverError(
-            f"the chosen purchases ({stage.name}) cannot be planned as bought: {decisions.reason}"
-        )
-    schedule = Schedule(
-        decisions.placements, decisions.unserved_runs, Occupancy.of(sets, decisions.placements)
-    )
-    scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
-    dispatched = dispatch_scheduled(sets, scheduled, say)
-    solver = reference.document.solver
-    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
-    plan = write_plan(
-        dispatched.solution,
-        result,
-        reference.document.baselines,
-        TimeBudget(settings.time_limit, settings.realize_seconds),
-        method=solver.method,
-        build_seconds=0.0,
-        model_slots=solver.model_periods,
-        stages=[],
-        requested_gap=settings.gap,
-        say=say,
-    )
-    settle_status(plan)
-    sources = price_sources(inputs.catalog, plan.document, plan.allocations)
-    plan.document.prices = sources
-    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
-    return plan
+    try:
+        return dispatched_plan(scenario, inputs.catalog, inputs.base_dir, seed, reference, settings, say)
+    except SolverError as error:
+        raise SolverError(f"the chosen purchases ({stage.name}): {error}") from None
 
 
 #: The second round's multipliers of the best first stage's levels (module docstring, step 4).
@@ -501,7 +643,12 @@ def scaled_stages(stage: FirstStage, factors: Sequence[float] = REFINE_FACTORS) 
 
 
 def _candidates(
-    point: Plan, catalog: Catalog, futures: dict[str, Plan], names: Sequence[str], weights: Sequence[float]
+    point: Plan,
+    catalog: Catalog,
+    futures: dict[str, Plan],
+    names: Sequence[str],
+    weights: Sequence[float],
+    master: FirstStage | None = None,
 ) -> list[FirstStage]:
     """The first stages to price (module docstring, step 2), the same purchase once (under its first name,
     the others kept as ``also``): at most :data:`MAX_CANDIDATES` of the planner's own (the point forecast's,
@@ -510,6 +657,7 @@ def _candidates(
     own = [first_stage(futures[n], f"own plan of {n}", f"what {n}'s own plan buys") for n in names]
     ordered = [
         first_stage(point, "point forecast", "what the point forecast's plan buys"),
+        *([master] if master is not None else []),
         FirstStage("nothing more", "no purchase beyond what the scenario holds"),
         *quantile_stages(own, weights),
         *(own[i] for i in sorted(range(len(names)), key=lambda i: -weights[i])),
@@ -631,17 +779,19 @@ def _document(
     point: Plan,
     own: dict[str, Plan],
     critical: Collection[str],
+    until: datetime | None,
+    on_demand: dict[str, float],
     priced: dict[str, _Priced],
     *,
     strict: bool = True,
     source: Path | None = None,
 ) -> tuple[FuturesDocument, str]:
-    """futures.json's document and the chosen candidate. ``strict``: no candidate meeting the risk
-    constraints is an InputError (``source`` the futures file); else (the first round, whose choice only
-    centres the second) the best unconstrained one is taken."""
+    """futures.json's document and the chosen candidate. ``until``: the tail's end (None: no tail);
+    ``on_demand``: offering -> its on-demand rate (the commitments' break-even). ``strict``: no candidate
+    meeting the risk constraints is an InputError (``source`` the futures file); else (the first round,
+    whose choice only centres the second) the best unconstrained one is taken."""
     level, risk_weight = spec.risk.cvar, spec.risk.weight
     cap, share = spec.risk.cap, spec.risk.committed_share
-    until = _tail_until([p.stage for p in priced.values()], [point]) if spec.tail == "carried" else None
 
     def tail(plan: Plan) -> float:
         return carried_tail(plan, until) if until is not None else 0.0
@@ -653,12 +803,13 @@ def _document(
             future, message = next(iter(p.failures.items()))
             excluded[p.stage.name] = f"in {future}: {message}"
             continue
-        horizon = {n: _objective(p.plans[n]) for n in names}
-        tails = {n: tail(p.plans[n]) for n in names}
+        outcome = p.outcomes
+        horizon = {n: outcome[n].horizon_usd for n in names}
+        tails = {n: outcome[n].tail_usd for n in names}
         costs = [horizon[n] + tails[n] for n in names]
         expected = sum(w * c for w, c in zip(weights, costs, strict=True))
         worst_tail = cvar(costs, weights, level)
-        shares = {n: committed_share(p.plans[n], critical) for n in names} if critical else {}
+        shares = {n: outcome[n].committed_share for n in names} if critical else {}
         cap_usd = weighted_quantile(costs, weights, cap.quantile) if cap is not None else None
         share_weight = (
             sum(w for w, n in zip(weights, names, strict=True) if shares[n] >= share.min - 1e-9)
@@ -677,8 +828,8 @@ def _document(
                 cost_usd=dict(zip(names, costs, strict=True)),
                 horizon_usd=horizon,
                 tail_usd=tails,
-                owed_after_usd={n: _owed_after(p.plans[n]) for n in names},
-                unserved={n: len(p.plans[n].document.unserved) for n in names},
+                owed_after_usd={n: outcome[n].owed_after_usd for n in names},
+                unserved={n: outcome[n].unserved for n in names},
                 expected_usd=expected,
                 cvar_usd=worst_tail,
                 score_usd=(1 - risk_weight) * expected + risk_weight * worst_tail,
@@ -702,7 +853,11 @@ def _document(
     def weighted(values: dict[str, float]) -> float:
         return sum(w * values[n] for w, n in zip(weights, names, strict=True))
 
-    wait_and_see = {n: _objective(own[n]) + tail(own[n]) for n in names}
+    # knowing the future, its own plan's purchases or any candidate's, whichever costs least there (the
+    # own plans weigh the horizon alone, a candidate may weigh the tail better)
+    wait_and_see = {
+        n: min(_objective(own[n]) + tail(own[n]), *(c.cost_usd[n] for c in candidates)) for n in names
+    }
     bounds = {n: float(own[n].document.solver.bound_usd) for n in names}
     ws, bound = weighted(wait_and_see), weighted(bounds)
     horizon_expected = weighted(best.horizon_usd)
@@ -740,42 +895,30 @@ def _document(
         weights=dict(zip(names, weights, strict=True)),
         risk=spec.risk,
         tail=spec.tail,
+        second_stage=spec.second_stage,
         chosen=best.name,
         candidates=candidates,
         excluded=excluded,
         summary=summary,
-        commitment_use=_use(chosen, names, weights, costs),
+        commitment_use=_use(chosen, names, weights, costs, on_demand),
         wait_and_see=wait_and_see,
         bounds=bounds,
     )
     return document, best.name
 
 
-def _use(chosen: _Priced, names: list[str], weights: list[float], costs: list[float]) -> list[CommitmentUse]:
+def _use(
+    chosen: _Priced, names: list[str], weights: list[float], costs: list[float], on_demand: dict[str, float]
+) -> list[CommitmentUse]:
     """Per commitment of the chosen first stage: the weight of the futures where its use is above its
     break-even (its rate over the offering's on-demand rate), and its idle share in the P10 future."""
     p10 = weighted_quantile(costs, weights, 0.1)
     low = next(n for n, c in zip(names, costs, strict=True) if c == p10)
     result = []
     for held in chosen.stage.commitments:
-        used: dict[str, float] = {}
-        break_even = None
-        for n in names:
-            doc = chosen.plans[n].document
-            match = [
-                c
-                for c in doc.commitments
-                if c.existing
-                and c.offering == held.offering
-                and c.term == held.term
-                and c.start == held.start
-            ]
-            node_hours = sum((c.used_fraction or 0.0) * c.nodes for c in match)
-            nodes = sum(c.nodes for c in match)
-            used[n] = node_hours / nodes if nodes else 0.0
-            record = doc.offerings.get(held.offering)
-            if record is not None and record.on_demand_usd_h and held.usd_per_node_hour is not None:
-                break_even = held.usd_per_node_hour / record.on_demand_usd_h
+        used = {n: chosen.outcomes[n].used.get(_commitment_key(held), 0.0) for n in names}
+        rate = on_demand.get(held.offering)
+        break_even = held.usd_per_node_hour / rate if rate and held.usd_per_node_hour is not None else None
         above = sum(
             w for w, n in zip(weights, names, strict=True) if break_even is not None and used[n] >= break_even
         )

@@ -85,6 +85,7 @@ class PlanJob:
     base_dir: str
     series: dict[str, bytes] = field(default_factory=dict)
     up: int = 0
+    fleet: Plan | None = None  # given: no search, this plan's fleet billed here (optimize/seed.py)
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,16 @@ class Failure:
 
 
 def make_job(
-    label: str, scenario: Scenario, catalog: Catalog, base_dir: Path, settings: SolveSettings
+    label: str,
+    scenario: Scenario,
+    catalog: Catalog,
+    base_dir: Path,
+    settings: SolveSettings,
+    fleet: Plan | None = None,
 ) -> PlanJob:
     """A job with the demand series the scenario reads relative to ``base_dir``, as bytes. A missing or
     unreadable file is left out: the worker reports it as the planner does (``demand series not
-    found``), naming the scenario's own path."""
+    found``), naming the scenario's own path. ``fleet``: bill that plan's fleet instead of searching."""
     series: dict[str, bytes] = {}
     up = 0
     for service in scenario.inference:
@@ -130,7 +136,7 @@ def make_job(
         except OSError:
             continue
         up = max(up, _climb(key))
-    return PlanJob(label, scenario, catalog, settings, str(base_dir), series, up)
+    return PlanJob(label, scenario, catalog, settings, str(base_dir), series, up, fleet)
 
 
 def _climb(relative: str) -> int:
@@ -144,11 +150,9 @@ def solve_job(job: PlanJob, ship_series: bool = False) -> Plan | Failure:
     a :class:`Failure` saying why, not a crash. With ``ship_series`` the demand series are read from the
     job's bytes, laid out under a temporary directory as they are under the scenario's, so a worker on
     another machine needs none of the user's files; messages name the scenario's directory, not it."""
-    from planner.planning.optimize import optimize
-
     if not ship_series:
         try:
-            return optimize(job.scenario, job.catalog, Path(job.base_dir), job.settings)
+            return _plan(job, Path(job.base_dir))
         except GpuplanError as error:
             return Failure.of(error)
     with tempfile.TemporaryDirectory(prefix="gpuplan-job-") as tmp:
@@ -159,7 +163,7 @@ def solve_job(job: PlanJob, ship_series: bool = False) -> Plan | Failure:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
         try:
-            return optimize(job.scenario, job.catalog, base, job.settings)
+            return _plan(job, base)
         except GpuplanError as error:
             failure = Failure.of(error)
             here = str(base)
@@ -170,6 +174,16 @@ def solve_job(job: PlanJob, ship_series: bool = False) -> Plan | Failure:
                 failure.where,
                 failure.problem.replace(here, job.base_dir) if failure.problem else None,
             )
+
+
+def _plan(job: PlanJob, base_dir: Path) -> Plan:
+    """The job's plan: the planner's search, or with a fleet that fleet billed (``seed.rebilled_plan``)."""
+    from planner.planning.optimize import optimize
+    from planner.planning.optimize.seed import rebilled_plan
+
+    if job.fleet is not None:
+        return rebilled_plan(job.scenario, job.catalog, base_dir, job.fleet, job.settings)
+    return optimize(job.scenario, job.catalog, base_dir, job.settings)
 
 
 class Engine(Protocol):

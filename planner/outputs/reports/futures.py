@@ -100,6 +100,24 @@ def risk_lines(doc: FuturesDocument) -> list[str]:
     return lines
 
 
+def _method_line(doc: FuturesDocument) -> str:
+    """How the candidates were priced, and what the futures master proposed."""
+    if doc.second_stage == "fleet":
+        line = (
+            "each candidate priced on each future's fleet (its own plan's nodes, billed with the candidate's "
+            "commitments: a feasible second stage, not re-optimized)"
+        )
+    else:
+        line = "each candidate priced by planning each future again with its purchases held"
+    if doc.master is not None:
+        m = doc.master
+        line += (
+            f"; the futures master (one MILP over every future's fleet, {m.columns:,} columns, "
+            f'{m.seconds:.1f} s) proposed "{m.candidate}" at {fmt_usd(m.score_usd)}'
+        )
+    return line
+
+
 def _chosen(doc: FuturesDocument) -> Candidate:
     return next(c for c in doc.candidates if c.name == doc.chosen)
 
@@ -124,6 +142,7 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
         f"{fmt_usd(s.expected_horizon_usd)} there is within {fmt_pct(s.gap, 2)} of it (the gap holds the "
         "value of perfect information, which no purchase made now can capture)",
         *risk_lines(doc),
+        _method_line(doc),
     ]
     futures = Table(
         ["future", "weight", "changes", "cost", "in the horizon", "after it", "owed after", "unserved",

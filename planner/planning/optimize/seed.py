@@ -19,19 +19,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from models.errors import InputError
+import numpy as np
+import pandas as pd
+
+from models.catalog import Catalog
+from models.errors import InputError, SolverError
 from models.plan import Plan
+from models.pricesources import price_sources, price_warnings
+from models.scenario import Scenario
 from models.tiers import Capacity, Term, Tier
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.dispatch import Occupancy
-from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, write_plan
+from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, settle_status, write_plan
 from planner.planning.optimize.local_search import violations
 from planner.planning.optimize.schedule import Schedule, at, combos
-from planner.planning.problem.sets import PlanningSets, TrainingOption
+from planner.planning.optimize.settings import SolveSettings
+from planner.planning.optimize.solution import Solution
+from planner.planning.problem.checks import check_inputs
+from planner.planning.problem.sets import ModelOptions, PlanningSets, TrainingOption, build_sets
 from planner.solvers.solve import SolveResult, Termination
 
-__all__ = ["SeedDecisions", "check_seed_horizon", "seed_decisions", "seeded_plan"]
+__all__ = [
+    "SeedDecisions",
+    "check_seed_horizon",
+    "dispatched_plan",
+    "plan_of_decisions",
+    "rebilled_plan",
+    "seed_decisions",
+    "seeded_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,144 @@ def seed_decisions(sets: PlanningSets, seed: Plan) -> SeedDecisions:
     return SeedDecisions(commitments, placements, unserved)
 
 
+def plan_of_decisions(
+    sets: PlanningSets,
+    decisions: SeedDecisions,
+    reference: Plan,
+    budget: TimeBudget,
+    say: Callable[[str], None],
+) -> tuple[Plan, float]:
+    """The plan of ``decisions`` on ``sets`` by the finishing path alone (whole-node dispatch,
+    ``write_plan``), with ``reference``'s baselines, bound and solver record; and its dispatch's objective."""
+    occupancy = Occupancy.of(sets, decisions.placements)
+    schedule = Schedule(decisions.placements, decisions.unserved_runs, occupancy)
+    scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
+    dispatched = dispatch_scheduled(sets, scheduled, say)
+    solver = reference.document.solver
+    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
+    plan = write_plan(
+        dispatched.solution,
+        result,
+        reference.document.baselines,
+        budget,
+        method=solver.method,
+        build_seconds=solver.build_seconds,
+        model_slots=solver.model_periods,
+        stages=solver.stages,
+        requested_gap=solver.requested_gap or 0.0,
+        say=say,
+    )
+    return plan, dispatched.objective
+
+
+def dispatched_plan(
+    scenario: Scenario,
+    catalog: Catalog,
+    base_dir: Path | None,
+    seed: Plan,
+    reference: Plan,
+    settings: SolveSettings,
+    say: Callable[[str], None] | None = None,
+) -> Plan:
+    """``scenario`` planned with ``seed``'s purchases and training placements, no search: the finishing
+    path every plan ends with. ``reference`` (a plan of the same fleet) gives the baselines and the
+    certified bound (valid for any purchase). A SolverError says why the decisions do not fit."""
+    tell = say or (lambda _m: None)
+    warnings = check_inputs(scenario, catalog)
+    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
+    sets = build_sets(scenario, catalog, base_dir, options)
+    decisions = seed_decisions(sets, seed)
+    if decisions.reason:
+        raise SolverError(f"the purchases cannot be planned as bought: {decisions.reason}")
+    plan, _objective = plan_of_decisions(
+        sets, decisions, reference, TimeBudget(settings.time_limit, settings.realize_seconds), tell
+    )
+    settle_status(plan)
+    sources = price_sources(catalog, plan.document, plan.allocations)
+    plan.document.prices = sources
+    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
+    return plan
+
+
+def rebilled_plan(
+    scenario: Scenario,
+    catalog: Catalog,
+    base_dir: Path | None,
+    own: Plan,
+    settings: SolveSettings,
+    say: Callable[[str], None] | None = None,
+) -> Plan:
+    """``own``'s fleet as it runs (its inference rows and training placements, unchanged) written as a plan
+    of ``scenario``: the same future holding other commitments, nothing for sale. Only the bill changes:
+    per offering and period the billing rule splits the nodes between the held commitments and on demand
+    again (``solution.build_plan``), so the plan costs what ``fleet_bill.bill`` says, and ``gpuplan
+    verify`` checks it as any plan. ``own``'s baselines and certified bound (valid for any purchase) are
+    kept. A SolverError says why the fleet does not fit ``scenario`` (its runs or offerings differ)."""
+    tell = say or (lambda _m: None)
+    warnings = check_inputs(scenario, catalog)
+    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
+    sets = build_sets(scenario, catalog, base_dir, options)
+    decisions = seed_decisions(
+        sets, Plan(own.document.model_copy(update={"commitments": []}), own.allocations)
+    )
+    if decisions.reason:
+        raise SolverError(f"the fleet cannot be billed here: {decisions.reason}")
+    offering_index = {offering.id: o for o, offering in enumerate(sets.offerings)}
+    service_index = {service.name: i for i, service in enumerate(sets.services)}
+    rows = own.allocations
+    rows = rows[rows["kind"] == "inference"]
+    frame = pd.DataFrame(
+        {
+            "period": rows["period"].to_numpy(dtype=np.int64),
+            "o": rows["offering"].map(offering_index),
+            "tier": np.where(rows["tier"].astype(str) == str(Tier.SPOT), Capacity.SPOT, Capacity.NON_SPOT),
+            "i": rows["workload"].map(service_index),
+            "nodes": rows["nodes"].to_numpy(dtype=float),
+            "replicas": rows["replicas"].to_numpy(dtype=float),
+        }
+    )
+    if frame["o"].isna().any() or frame["i"].isna().any():
+        raise SolverError(
+            "the fleet cannot be billed here: it serves a service or offering this scenario lacks"
+        )
+    frame = frame.astype({"o": np.int64, "i": np.int64})
+    inference = frame.groupby(["period", "o", "tier", "i"], as_index=False)[["nodes", "replicas"]].sum()
+    served = np.zeros_like(sets.demand, dtype=float)
+    np.add.at(
+        served, (inference["i"].to_numpy(), inference["period"].to_numpy()), inference["replicas"].to_numpy()
+    )
+    solution = Solution(
+        sets=sets,
+        commits={},
+        inference=inference,
+        placements=decisions.placements,
+        unserved_replicas=np.maximum(sets.demand - served, 0.0),
+        unserved_runs=decisions.unserved_runs,
+        guarantee_short={},
+        penalty_usd=own.document.solver.penalty_usd,
+        notes=["the fleet of the future's own plan, billed with these commitments held (fleet_bill.py)"],
+    )
+    solver = own.document.solver
+    result = SolveResult(solver.name, Termination.FEASIBLE, solver.objective_usd, solver.bound_usd, 0.0)
+    plan = write_plan(
+        solution,
+        result,
+        own.document.baselines,
+        TimeBudget(settings.time_limit, settings.realize_seconds),
+        method=solver.method,
+        build_seconds=0.0,
+        model_slots=solver.model_periods,
+        stages=[],
+        requested_gap=solver.requested_gap or 0.0,
+        say=tell,
+    )
+    settle_status(plan)
+    sources = price_sources(catalog, plan.document, plan.allocations)
+    plan.document.prices = sources
+    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
+    return plan
+
+
 def seeded_plan(
     sets: PlanningSets, seed: Plan, made: Plan, budget: TimeBudget, say: Callable[[str], None]
 ) -> Plan:
@@ -113,23 +269,7 @@ def seeded_plan(
         say(note)
         solver.notes.append(note)
         return made
-    occupancy = Occupancy.of(sets, decisions.placements)
-    schedule = Schedule(decisions.placements, decisions.unserved_runs, occupancy)
-    scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
-    dispatched = dispatch_scheduled(sets, scheduled, say)
-    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
-    plan = write_plan(
-        dispatched.solution,
-        result,
-        made.document.baselines,
-        budget,
-        method=solver.method,
-        build_seconds=solver.build_seconds,
-        model_slots=solver.model_periods,
-        stages=solver.stages,
-        requested_gap=solver.requested_gap or 0.0,
-        say=say,
-    )
+    plan, objective = plan_of_decisions(sets, decisions, made, budget, say)
     ours = made.document.costs.total_usd + solver.penalty_usd
     theirs = plan.document.costs.total_usd + plan.document.solver.penalty_usd
     if theirs >= ours - 0.005:
@@ -139,7 +279,7 @@ def seeded_plan(
         return made
     report = solver.model_copy(deep=True)
     report.objective_usd = theirs
-    report.model_objective_usd = dispatched.objective
+    report.model_objective_usd = objective
     report.penalty_usd = plan.document.solver.penalty_usd
     report.gap = max(0.0, theirs - report.bound_usd) / theirs if theirs > 0 else 0.0
     if report.certified_bound_usd is not None:
