@@ -75,6 +75,12 @@ def futures(
     cluster: Annotated[
         str | None, typer.Option(help="solve on Dask: 'local' or a scheduler address (as gpuplan whatif)")
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help="a pricing overlay YAML (docs/prices.md), applied to the forecast and every future"
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
 ) -> None:
     """Choose what to buy now (commitments, savings plans) for the least expected cost over demand futures.
@@ -102,7 +108,9 @@ def futures(
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
         spec = load_futures(futures_file)
         settings = SolveSettings(time_limit=time_limit)
-        result = plan_futures(scenario, spec, settings, workers, cluster, say, source=futures_file)
+        result = plan_futures(
+            scenario, spec, settings, workers, cluster, say, source=futures_file, prices=prices
+        )
         document = result.document
         broken = check_chosen(result, say)
         with atomic_directory(output) as staging:

@@ -204,12 +204,10 @@ def _plan_futures(
 
     if start_from is not None:
         raise InputError(None, "--start-from", "not with --futures: the futures choose the purchases")
-    if prices is not None:
-        raise InputError(
-            None, "--prices", "not yet with --futures (the futures are planned without overlays)"
-        )
     spec = load_futures(futures)
-    result = plan_futures(scenario, spec, settings, workers, None, say, source=futures, act_on=True)
+    result = plan_futures(
+        scenario, spec, settings, workers, None, say, source=futures, act_on=True, prices=prices
+    )
     if result.act_on is None:  # pragma: no cover - act_on=True always makes it
         raise GpuplanError("the futures gave no plan to act on (a gpuplan bug)")
     return result, result.act_on

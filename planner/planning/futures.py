@@ -43,8 +43,6 @@ cluster; every job is independent.
 
 from __future__ import annotations
 
-import itertools
-import math
 import os
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -72,7 +70,7 @@ from models.held import bought_commitments, bought_savings_plans, held_savings_p
 from models.inputs import Inputs, load_inputs
 from models.plan import Commitment, Plan
 from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
-from models.tiers import HOURS_PER_MONTH, HOURS_PER_YEAR, PREPAID_TIERS, Term, Tier
+from models.tiers import HOURS_PER_YEAR, PREPAID_TIERS, Term
 from models.variation import parse_all
 from planner.planning.fleet_bill import Bill, Fleet, bill, fleet_of, held_nodes
 from planner.planning.futures_master import master_first_stage, unbacked_guarantees
@@ -315,32 +313,16 @@ def _horizon_end(plan: Plan) -> datetime:
 
 def carried_tail(plan: Plan, until: datetime) -> float:
     """What the fleet of ``plan`` costs from the horizon's end to ``until`` with its last month of demand
-    carried forward (models/futures.py, ``tail: carried``): per offering, the mean non-spot nodes of the
-    horizon's last month; in each stretch between commitment ends, the commitments still running at their
-    rate and the demand beyond them on demand; savings plans still running at their hourly commitment."""
-    doc = plan.document
-    end = _horizon_end(plan)
-    if until <= end:
+    carried forward (models/futures.py, ``tail: carried``): its fleet billed on (``fleet_bill.bill``: per
+    offering, the mean pool nodes of the horizon's last month; in each stretch between commitment ends,
+    the commitments still running at their rate and the demand beyond them on demand), and the savings
+    plans still running at their hourly commitment (counted as covering nothing: cautious)."""
+    if until <= _horizon_end(plan):
         return 0.0
-    p = doc.horizon.period_hours
-    last = max(1, min(doc.horizon.periods, math.ceil(HOURS_PER_MONTH / p)))
-    rows = plan.allocations
-    recent = rows[(rows["period"] >= doc.horizon.periods - last) & (rows["tier"] != Tier.SPOT)]
-    demand = {str(k): float(v) for k, v in (recent.groupby("offering")["nodes"].sum() / last).items()}
-    running = [c for c in doc.commitments if c.term != Term.OWNED and c.end is not None and c.end > end]
-    total = 0.0
-    for offering in sorted(set(demand) | {c.offering for c in running}):
-        mine = [c for c in running if c.offering == offering]
-        record = doc.offerings.get(offering)
-        on_demand = record.on_demand_usd_h if record is not None and record.on_demand_usd_h else 0.0
-        cuts = sorted({end, until, *(min(c.end, until) for c in mine if c.end is not None)})
-        for a, b in itertools.pairwise(cuts):
-            active = [c for c in mine if c.end is not None and c.end > a]
-            nodes = sum(c.nodes for c in active)
-            hourly = sum(c.nodes * c.usd_per_node_hour for c in active)
-            hourly += max(float(demand.get(offering, 0.0)) - nodes, 0.0) * on_demand
-            total += hourly * (b - a).total_seconds() / 3600
-    for plan_ in doc.savings_plans:
+    fleet = fleet_of(plan)
+    total = bill(fleet, held_nodes(bought_commitments(plan), fleet.horizon_start), until).tail_usd
+    end = _horizon_end(plan)
+    for plan_ in plan.document.savings_plans:
         stop = min(plan_.end, until)
         if stop > end:
             total += plan_.usd_per_hour * (stop - end).total_seconds() / 3600
@@ -366,13 +348,15 @@ def plan_futures(
     say: Callable[[str], None] | None = None,
     source: Path | None = None,
     act_on: bool = False,
+    prices: Path | None = None,
 ) -> FuturesResult:
     """Plan ``scenario`` over the futures of ``spec`` (module docstring); ``source``: the futures file, named
-    in errors about its settings. ``act_on``: also the plan to act on (:func:`pinned_plan`)."""
+    in errors about its settings. ``act_on``: also the plan to act on (:func:`pinned_plan`). ``prices``: a
+    pricing overlay (``--prices``, docs/prices.md) applied to the point forecast and to every future."""
     tell = say or (lambda _m: None)
     names = [f.name for f in spec.futures]
     weights = spec.weights()
-    point_inputs = load_inputs(scenario)
+    point_inputs = load_inputs(scenario, prices=prices)
     if point_inputs.scenario.colocation is not None:
         raise InputError(
             scenario, "colocation", "plans over futures do not yet decide owned nodes; plan it without them"
@@ -387,7 +371,7 @@ def plan_futures(
     inputs: dict[str, Inputs] = {}
     for index, future in enumerate(spec.futures):
         try:
-            given = load_inputs(scenario, parse_all(future.vary, f"futures[{index}].vary"))
+            given = load_inputs(scenario, parse_all(future.vary, f"futures[{index}].vary"), prices=prices)
         except InputError as error:
             raise InputError(
                 error.file, f"futures[{index}] ({future.name}): {error.where}", error.problem

@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from models.futures import FuturesDocument
+from models.plan import Plan
 from planner.cli import app
 from tests.integration.test_futures import BASE, HOURS, P5, SKEWED, _cost, _futures, _rates, _scenario
 
@@ -60,6 +61,11 @@ def test_twelve_futures_the_master_buys_the_enumerated_optimum(tmp_path: Path) -
             closed = _cost(n, math.ceil(BASE * x), r, o, HOURS)
             assert candidate.cost_usd[future] == pytest.approx(closed, rel=1e-6)
     assert sorted(p.name for p in (tmp_path / "out" / "chosen").iterdir()) == [f for f, _w, _x in MANY]
+    # each future's plan with the chosen purchases (what gpuplan verify checked) costs what was billed
+    chosen = next(c for c in doc.candidates if c.name == doc.chosen)
+    for future, _w, _x in MANY:
+        plan = Plan.read(tmp_path / "out" / "chosen" / future)
+        assert plan.document.solver.objective_usd == pytest.approx(chosen.horizon_usd[future], abs=0.01)
 
 
 def test_fleet_bills_and_replanned_futures_agree_where_holding_cannot_move_the_fleet(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from models.futures import FuturesDocument
 from planner.cli import app
-from tests.integration.test_futures import BASE, HOURS, SKEWED, _cost, _futures, _rates, _scenario
+from tests.integration.test_futures import BASE, HOURS, P5, SKEWED, _cost, _futures, _rates, _scenario
 
 TRAINING = [
     {"name": "finetune", "team": "serving", "nodes": 1, "gpus_per_node": 8, "gpu_models": ["H100"],
@@ -83,3 +83,31 @@ def test_plan_with_futures_refuses_what_it_cannot_combine(tmp_path: Path) -> Non
     result = _plan(tmp_path, scenario, bad)
     assert result.exit_code == 2 and "bad.yaml: futures[0]" in result.output, result.output
     assert not (tmp_path / "plan").exists()
+
+
+def test_plan_with_futures_and_a_pricing_overlay_buys_at_the_overlay_rate(tmp_path: Path) -> None:
+    """``--prices`` applies to the forecast and every future: a 1-year rate of 0.4 x on demand moves the
+    critical fractile from 6 nodes to 10 (P(demand > 6) = 0.5 >= 0.4 > P(demand > 10) = 0.3); the plan
+    buys that level at the overlay's rate and verifies with the same overlay."""
+    scenario = _scenario(tmp_path)
+    _r, o = _rates(scenario)
+    rate = round(0.4 * o, 4)
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(
+        f"rates:\n  - offering: {P5}\n    tier: reserved_1y\n    usd_h: {rate}\n    note: test addendum\n",
+        encoding="utf-8",
+    )
+    result = _plan(tmp_path, scenario, _futures(tmp_path, SKEWED), "--prices", str(overlay))
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "plan"
+    doc = FuturesDocument.read(out / "futures" / "futures.json")
+    expected = {n: sum(w * _cost(n, BASE * x, rate, o) for _f, w, x in SKEWED) for n in range(0, 2 * BASE)}
+    best = min(expected, key=lambda n: expected[n])
+    assert best == 10
+    assert _bought(out) == _chosen(doc) and sum(n for *_k, n in _bought(out)) == best
+    assert doc.summary.expected_usd == pytest.approx(expected[best], rel=1e-6)
+    commitments = json.loads((out / "plan.json").read_text())["commitments"]
+    bought = [c["usd_per_node_hour"] for c in commitments if not c["existing"]]
+    assert bought and all(usd == pytest.approx(rate) for usd in bought)
+    verified = CliRunner().invoke(app, ["verify", str(scenario), str(out), "--prices", str(overlay)])
+    assert verified.exit_code == 0, verified.output

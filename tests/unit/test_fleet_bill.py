@@ -2,7 +2,7 @@
 (``planner/planning/futures_master.py``), each against an independent calculation.
 
 - A planned fleet billed under its own plan's commitments gives back the plan's cost to the cent, and its
-  tail equals ``futures.carried_tail`` (written separately, on the plan's rows).
+  tail equals an hour-by-hour bill of the last month's nodes carried on (written here, on the plan's rows).
 - The same fleet billed under other commitments equals an hour-by-hour bill written here from the rows.
 - The master's purchase equals a brute force over every commitment level of a small case (two purchase
   steps, three futures): the least expected cost, the least risk-weighted score, and the least among the
@@ -96,6 +96,28 @@ def _hourly_bill(plan: Plan, commitments: list[ExistingCommitment]) -> float:
     return total
 
 
+def _hourly_tail(plan: Plan, until: datetime) -> float:
+    """After the horizon, hour by hour to ``until``: the commitments still running at their rate, and the
+    mean pool nodes of the horizon's last 730 hours beyond them on demand."""
+    doc, rows = plan.document, plan.allocations
+    periods, p = doc.horizon.periods, doc.horizon.period_hours
+    last = min(periods, math.ceil(730 / p))
+    pool = rows[~rows["tier"].astype(str).isin([Tier.SPOT, Tier.CAPACITY_BLOCK, Tier.FLEX_START])]
+    recent = pool[pool["period"] >= periods - last]
+    demand = recent.groupby("offering")["nodes"].sum() / last
+    end = doc.horizon.start + timedelta(hours=doc.horizon.hours)
+    total = 0.0
+    for hour in range(int((until - end).total_seconds() // 3600)):
+        when = end + timedelta(hours=hour)
+        for offering in set(demand.index) | {c.offering for c in doc.commitments}:
+            running = [c for c in doc.commitments if c.offering == offering and c.end and c.end > when]
+            nodes = sum(c.nodes for c in running)
+            total += sum(c.nodes * c.usd_per_node_hour for c in running)
+            rate = doc.offerings[offering].on_demand_usd_h or 0.0
+            total += max(float(demand.get(offering, 0.0)) - nodes, 0.0) * rate
+    return total
+
+
 def test_a_fleet_billed_under_its_own_purchases_costs_what_its_plan_costs(
     planned: tuple[Inputs, Plan],
 ) -> None:
@@ -106,7 +128,8 @@ def test_a_fleet_billed_under_its_own_purchases_costs_what_its_plan_costs(
     until = START + timedelta(days=800)
     billed = bill(fleet, held_nodes(own, fleet.horizon_start), until)
     assert billed.horizon_usd == pytest.approx(plan.document.solver.objective_usd, abs=0.01)
-    assert billed.tail_usd == pytest.approx(carried_tail(plan, until), rel=1e-9)
+    assert billed.tail_usd == pytest.approx(_hourly_tail(plan, until), rel=1e-9)
+    assert carried_tail(plan, until) == pytest.approx(billed.tail_usd, rel=1e-12)
     assert billed.owed_after_usd == pytest.approx(
         sum(c.obligation_beyond_horizon_usd for c in plan.document.commitments), rel=1e-9
     )

@@ -189,9 +189,10 @@ def rebilled_plan(
     """``own``'s fleet as it runs (its inference rows and training placements, unchanged) written as a plan
     of ``scenario``: the same future holding other commitments, nothing for sale. Only the bill changes:
     per offering and period the billing rule splits the nodes between the held commitments and on demand
-    again (``solution.build_plan``), so the plan costs what ``fleet_bill.bill`` says, and ``gpuplan
-    verify`` checks it as any plan. ``own``'s baselines and certified bound (valid for any purchase) are
-    kept. A SolverError says why the fleet does not fit ``scenario`` (its runs or offerings differ)."""
+    again (``solution.build_plan``; no whole-replica refinement, which would move the fleet), so the plan
+    costs what ``fleet_bill.bill`` says, to the cent, and ``gpuplan verify`` checks it as any plan.
+    ``own``'s baselines and certified bound (valid for any purchase) are kept. A SolverError says why the
+    fleet does not fit ``scenario`` (its runs or offerings differ)."""
     tell = say or (lambda _m: None)
     warnings = check_inputs(scenario, catalog)
     options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
@@ -242,7 +243,7 @@ def rebilled_plan(
         solution,
         result,
         own.document.baselines,
-        TimeBudget(settings.time_limit, settings.realize_seconds),
+        TimeBudget(settings.time_limit, 0.0),  # whole already: no refinement, so the cost is the bill
         method=solver.method,
         build_seconds=0.0,
         model_slots=solver.model_periods,
