@@ -384,7 +384,10 @@ def plan_futures(
             planned = holding_only(planned, stage.commitments, stage.plans)
         return make_job(label, planned, given.catalog, given.base_dir, settings)
 
-    own_jobs = [job("point forecast", point_inputs)] + [job(f"future {n}", inputs[n]) for n in names]
+    # a future with no change is the point forecast: planned once
+    as_written = {f.name for f in spec.futures if not f.vary and not f.series}
+    planned = [n for n in names if n not in as_written]
+    own_jobs = [job("point forecast", point_inputs)] + [job(f"future {n}", inputs[n]) for n in planned]
     count = len(own_jobs)
     second = spec.second_stage
     if second == "fleet" and (
@@ -396,14 +399,16 @@ def plan_futures(
     spec = spec.model_copy(update={"second_stage": second})
     on_demand = {o.id: float(o.on_demand_usd_h or 0.0) for o in point_inputs.catalog}
     with open_engine(cluster, workers, count) as engine:
-        tell(f"planning the point forecast and {len(names)} futures on their own ({engine.name})")
+        same = f" ({', '.join(sorted(as_written))}: the point forecast)" if as_written else ""
+        tell(f"planning the point forecast and {len(planned)} futures on their own{same} ({engine.name})")
         outcomes = engine.run(own_jobs, lambda i, _o: tell(f"  planned {own_jobs[i].label}"))
         own: list[Plan] = []
         for label_job, outcome in zip(own_jobs, outcomes, strict=True):
             if isinstance(outcome, Failure):
                 raise GpuplanError(f"{label_job.label}: {outcome.message}")
             own.append(outcome)
-        point_plan, future_plans = own[0], dict(zip(names, own[1:], strict=True))
+        point_plan = own[0]
+        future_plans = {n: point_plan for n in as_written} | dict(zip(planned, own[1:], strict=True))
         fleets = {n: fleet_of(future_plans[n], critical) for n in names}
 
         master, master_stage = _master(point_inputs, spec, settings, fleets, names, weights, tell)
