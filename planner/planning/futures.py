@@ -76,7 +76,7 @@ from planner.planning.fleet_bill import Bill, Fleet, bill, fleet_of, held_nodes
 from planner.planning.futures_master import master_first_stage, unbacked_guarantees
 from planner.planning.optimize import SolveSettings
 from planner.planning.optimize.seed import dispatched_plan
-from planner.planning.problem.sets import ModelOptions, build_sets
+from planner.planning.problem.sets import build_sets
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
 
 __all__ = [
@@ -507,8 +507,7 @@ def _master(
     if not scenario.purchase.terms:
         return None, None
     began = time.perf_counter()
-    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
-    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, options)
+    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, settings.model_options())
     if not sets.new_columns:
         return None, None
     ends = [sets.columns[c].ends_hour for c in sets.new_columns]
@@ -549,7 +548,6 @@ def _billed(
     back the teams' guarantees (checked on ``inputs``, the point forecast: guarantees do not vary with
     demand), as a re-planned future would have no plan with it."""
     say(f"billing {len(stages)} candidate purchases on {len(names)} futures' fleets")
-    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
     priced: dict[str, _Priced] = {}
     for stage in stages:
         entry = _Priced(stage, {}, {})
@@ -560,7 +558,9 @@ def _billed(
             )
             continue
         held = holding_only(inputs.scenario, stage.commitments, stage.plans)
-        short = unbacked_guarantees(build_sets(held, inputs.catalog, inputs.base_dir, options))
+        short = unbacked_guarantees(
+            build_sets(held, inputs.catalog, inputs.base_dir, settings.model_options())
+        )
         if short:
             entry.failures[names[0]] = "; ".join(
                 f"team {team}'s guarantee is {gpus:g} GPUs beyond what these commitments can back"

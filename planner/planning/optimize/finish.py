@@ -20,8 +20,10 @@ import numpy as np
 import pandas as pd
 import pulp
 
+from models.catalog import Catalog
 from models.errors import SolverError
 from models.plan import Baselines, Plan, SolveMethod, SolverReport, SolverStage, UnservedTraining
+from models.pricesources import price_sources, price_warnings
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.build import (
     guarantee_penalty_per_gpu,
@@ -44,6 +46,7 @@ __all__ = [
     "Dispatched",
     "Scheduled",
     "dispatch_scheduled",
+    "finished",
     "guarantee_shortfall",
     "improve_plan",
     "record_raw_bound",
@@ -319,6 +322,16 @@ def repair_unserved(
         "(repair: cheapest feasible start beside the plan's commitments and training)"
     )
     return candidate
+
+
+def finished(plan: Plan, catalog: Catalog, warnings: Sequence[str]) -> Plan:
+    """``plan`` as every path hands it out: its status settled (:func:`settle_status`), the sources of the
+    prices it uses recorded, and the inputs' ``warnings`` with the prices' own."""
+    settle_status(plan)
+    sources = price_sources(catalog, plan.document, plan.allocations)
+    plan.document.prices = sources
+    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
+    return plan
 
 
 def settle_status(plan: Plan) -> None:

@@ -15,17 +15,16 @@ from pathlib import Path
 from models.catalog import Catalog
 from models.errors import SolverError
 from models.plan import Plan
-from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
 from models.wording import plural
 from planner.planning.optimize.budget import TimeBudget, safety_net_for
-from planner.planning.optimize.finish import settle_status
+from planner.planning.optimize.finish import finished
 from planner.planning.optimize.hourly import plan_hourly
 from planner.planning.optimize.seed import check_seed_horizon, seeded_plan
 from planner.planning.optimize.settings import METHODS, SolveSettings
 from planner.planning.optimize.staged import plan_staged
 from planner.planning.problem.checks import check_inputs
-from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
+from planner.planning.problem.sets import PlanningSets, build_sets
 from planner.solvers.solve import Termination
 from planner.solvers.work import guarded
 
@@ -97,12 +96,7 @@ def _optimize(
     seed: Plan | None = None,
 ) -> Plan:
     warnings = check_inputs(scenario, catalog)  # what validate checks; InputError before any solve
-    sets = build_sets(
-        scenario,
-        catalog,
-        base_dir,
-        ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours),
-    )
+    sets = build_sets(scenario, catalog, base_dir, settings.model_options())
     say(sets_summary(sets))
     if seed is not None:  # before any solve: a seed of another horizon is bad input, not a late surprise
         check_seed_horizon(sets, seed, "--start-from")
@@ -115,8 +109,4 @@ def _optimize(
     plan = plan_by(sets, settings, budget, say)
     if seed is not None:
         plan = seeded_plan(sets, seed, plan, budget, say)
-    settle_status(plan)  # never optimal with a run the search left unplaced (issue 39.4)
-    sources = price_sources(catalog, plan.document, plan.allocations)
-    plan.document.prices = sources
-    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
-    return plan
+    return finished(plan, catalog, warnings)  # never optimal with a run left unplaced (issue 39.4)

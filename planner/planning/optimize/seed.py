@@ -27,24 +27,25 @@ import pandas as pd
 from models.catalog import Catalog
 from models.errors import InputError, SolverError
 from models.plan import Plan
-from models.pricesources import price_sources, price_warnings
 from models.scenario import Scenario
 from models.tiers import Capacity, Term, Tier
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.dispatch import Occupancy
-from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, settle_status, write_plan
+from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, finished, write_plan
 from planner.planning.optimize.local_search import violations
 from planner.planning.optimize.schedule import Schedule, at, combos
 from planner.planning.optimize.settings import SolveSettings
 from planner.planning.optimize.solution import Solution
 from planner.planning.problem.checks import check_inputs
-from planner.planning.problem.sets import ModelOptions, PlanningSets, TrainingOption, build_sets
+from planner.planning.problem.sets import PlanningSets, TrainingOption, build_sets
 from planner.solvers.solve import SolveResult, Termination
 
 __all__ = [
     "SeedDecisions",
     "check_seed_horizon",
     "dispatched_plan",
+    "fleet_solution",
+    "plan_as_run",
     "plan_of_decisions",
     "rebilled_plan",
     "seed_decisions",
@@ -93,6 +94,11 @@ def seed_decisions(sets: PlanningSets, seed: Plan) -> SeedDecisions:
         o = offering_index.get(bought.offering)
         step = 0 if bought.start is None else round((bought.start - start).total_seconds() / 3600 / p)
         found = None if o is None else columns.get((o, bought.term, step))
+        if found is None and o is not None and bought.term in sets.scenario.purchase.terms:
+            # a term sold here but dropped for this offering as dominated (sets.build_sets: another of
+            # its terms costs less per node inside the horizon): the purchase goes to the cheapest kept
+            kept = [c for (oo, _term, start), c in columns.items() if oo == o and start == step]
+            found = min(kept, key=lambda c: (sets.columns[c].cost_per_node, c)) if kept else None
         if found is None:
             what = bought.name or bought.offering
             return SeedDecisions({}, [], [], f"its purchase {what} is not for sale here")
@@ -163,19 +169,76 @@ def dispatched_plan(
     certified bound (valid for any purchase). A SolverError says why the decisions do not fit."""
     tell = say or (lambda _m: None)
     warnings = check_inputs(scenario, catalog)
-    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
-    sets = build_sets(scenario, catalog, base_dir, options)
+    sets = build_sets(scenario, catalog, base_dir, settings.model_options())
     decisions = seed_decisions(sets, seed)
     if decisions.reason:
         raise SolverError(f"the purchases cannot be planned as bought: {decisions.reason}")
     plan, _objective = plan_of_decisions(
         sets, decisions, reference, TimeBudget(settings.time_limit, settings.realize_seconds), tell
     )
-    settle_status(plan)
-    sources = price_sources(catalog, plan.document, plan.allocations)
-    plan.document.prices = sources
-    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
-    return plan
+    return finished(plan, catalog, warnings)
+
+
+def fleet_solution(sets: PlanningSets, decisions: SeedDecisions, fleet: Plan, note: str) -> Solution | None:
+    """``fleet``'s inference rows as they run (whole replicas on whole nodes per period), with
+    ``decisions`` (its placements and purchases on ``sets``), as a solution of ``sets``: written out, only
+    the bill of each offering's pool changes. None when it serves a service or offering ``sets`` lacks."""
+    offering_index = {offering.id: o for o, offering in enumerate(sets.offerings)}
+    service_index = {service.name: i for i, service in enumerate(sets.services)}
+    rows = fleet.allocations
+    rows = rows[rows["kind"] == "inference"]
+    frame = pd.DataFrame(
+        {
+            "period": rows["period"].to_numpy(dtype=np.int64),
+            "o": rows["offering"].map(offering_index),
+            "tier": np.where(rows["tier"].astype(str) == str(Tier.SPOT), Capacity.SPOT, Capacity.NON_SPOT),
+            "i": rows["workload"].map(service_index),
+            "nodes": rows["nodes"].to_numpy(dtype=float),
+            "replicas": rows["replicas"].to_numpy(dtype=float),
+        }
+    )
+    if (
+        frame["o"].isna().any()
+        or frame["i"].isna().any()
+        or len(sets.slot_of_period) != fleet.document.horizon.periods
+    ):
+        return None
+    frame = frame.astype({"o": np.int64, "i": np.int64})
+    inference = frame.groupby(["period", "o", "tier", "i"], as_index=False)[["nodes", "replicas"]].sum()
+    served = np.zeros_like(sets.demand, dtype=float)
+    np.add.at(
+        served, (inference["i"].to_numpy(), inference["period"].to_numpy()), inference["replicas"].to_numpy()
+    )
+    return Solution(
+        sets=sets,
+        commits=dict(decisions.commitments),
+        inference=inference,
+        placements=decisions.placements,
+        unserved_replicas=np.maximum(sets.demand - served, 0.0),
+        unserved_runs=decisions.unserved_runs,
+        guarantee_short={},
+        penalty_usd=fleet.document.solver.penalty_usd,
+        notes=[note],
+    )
+
+
+def plan_as_run(solution: Solution, reference: Plan, limit: float | None, say: Callable[[str], None]) -> Plan:
+    """``solution`` written as it is (whole already: no refinement, which would move it), with
+    ``reference``'s baselines, bound and solver record."""
+    solver = reference.document.solver
+    result = SolveResult(solver.name, Termination.FEASIBLE, solver.objective_usd, solver.bound_usd, 0.0)
+    return write_plan(
+        solution,
+        result,
+        reference.document.baselines,
+        TimeBudget(limit, 0.0),
+        method=solver.method,
+        build_seconds=solver.build_seconds,
+        model_slots=solver.model_periods,
+        stages=solver.stages,
+        requested_gap=solver.requested_gap or 0.0,
+        say=say,
+    )
 
 
 def rebilled_plan(
@@ -189,73 +252,24 @@ def rebilled_plan(
     """``own``'s fleet as it runs (its inference rows and training placements, unchanged) written as a plan
     of ``scenario``: the same future holding other commitments, nothing for sale. Only the bill changes:
     per offering and period the billing rule splits the nodes between the held commitments and on demand
-    again (``solution.build_plan``; no whole-replica refinement, which would move the fleet), so the plan
-    costs what ``fleet_bill.bill`` says, to the cent, and ``gpuplan verify`` checks it as any plan.
-    ``own``'s baselines and certified bound (valid for any purchase) are kept. A SolverError says why the
-    fleet does not fit ``scenario`` (its runs or offerings differ)."""
-    tell = say or (lambda _m: None)
+    again (``solution.build_plan``), so the plan costs what ``fleet_bill.bill`` says, to the cent, and
+    ``gpuplan verify`` checks it as any plan. ``own``'s baselines and certified bound (valid for any
+    purchase) are kept. A SolverError says why the fleet does not fit ``scenario``."""
     warnings = check_inputs(scenario, catalog)
-    options = ModelOptions(block_hours=settings.block_hours, start_grid_hours=settings.start_grid_hours)
-    sets = build_sets(scenario, catalog, base_dir, options)
+    sets = build_sets(scenario, catalog, base_dir, settings.model_options())
     decisions = seed_decisions(
         sets, Plan(own.document.model_copy(update={"commitments": []}), own.allocations)
     )
     if decisions.reason:
         raise SolverError(f"the fleet cannot be billed here: {decisions.reason}")
-    offering_index = {offering.id: o for o, offering in enumerate(sets.offerings)}
-    service_index = {service.name: i for i, service in enumerate(sets.services)}
-    rows = own.allocations
-    rows = rows[rows["kind"] == "inference"]
-    frame = pd.DataFrame(
-        {
-            "period": rows["period"].to_numpy(dtype=np.int64),
-            "o": rows["offering"].map(offering_index),
-            "tier": np.where(rows["tier"].astype(str) == str(Tier.SPOT), Capacity.SPOT, Capacity.NON_SPOT),
-            "i": rows["workload"].map(service_index),
-            "nodes": rows["nodes"].to_numpy(dtype=float),
-            "replicas": rows["replicas"].to_numpy(dtype=float),
-        }
-    )
-    if frame["o"].isna().any() or frame["i"].isna().any():
+    note = "the fleet of the future's own plan, billed with these commitments held (fleet_bill.py)"
+    solution = fleet_solution(sets, decisions, own, note)
+    if solution is None:
         raise SolverError(
             "the fleet cannot be billed here: it serves a service or offering this scenario lacks"
         )
-    frame = frame.astype({"o": np.int64, "i": np.int64})
-    inference = frame.groupby(["period", "o", "tier", "i"], as_index=False)[["nodes", "replicas"]].sum()
-    served = np.zeros_like(sets.demand, dtype=float)
-    np.add.at(
-        served, (inference["i"].to_numpy(), inference["period"].to_numpy()), inference["replicas"].to_numpy()
-    )
-    solution = Solution(
-        sets=sets,
-        commits={},
-        inference=inference,
-        placements=decisions.placements,
-        unserved_replicas=np.maximum(sets.demand - served, 0.0),
-        unserved_runs=decisions.unserved_runs,
-        guarantee_short={},
-        penalty_usd=own.document.solver.penalty_usd,
-        notes=["the fleet of the future's own plan, billed with these commitments held (fleet_bill.py)"],
-    )
-    solver = own.document.solver
-    result = SolveResult(solver.name, Termination.FEASIBLE, solver.objective_usd, solver.bound_usd, 0.0)
-    plan = write_plan(
-        solution,
-        result,
-        own.document.baselines,
-        TimeBudget(settings.time_limit, 0.0),  # whole already: no refinement, so the cost is the bill
-        method=solver.method,
-        build_seconds=0.0,
-        model_slots=solver.model_periods,
-        stages=[],
-        requested_gap=solver.requested_gap or 0.0,
-        say=tell,
-    )
-    settle_status(plan)
-    sources = price_sources(catalog, plan.document, plan.allocations)
-    plan.document.prices = sources
-    plan.document.warnings = [*warnings, *price_warnings(sources, plan.document, plan.document.created)]
-    return plan
+    plan = plan_as_run(solution, own, settings.time_limit, say or (lambda _m: None))
+    return finished(plan, catalog, warnings)
 
 
 def seeded_plan(
@@ -271,8 +285,16 @@ def seeded_plan(
         solver.notes.append(note)
         return made
     plan, objective = plan_of_decisions(sets, decisions, made, budget, say)
-    ours = made.document.costs.total_usd + solver.penalty_usd
     theirs = plan.document.costs.total_usd + plan.document.solver.penalty_usd
+    # the seed's fleet as it ran, too: dispatched again under this run's (maybe smaller) budget, its
+    # replicas may come out less well packed than the seed had them
+    as_run = fleet_solution(sets, decisions, seed, "the plan started from, its fleet as it ran")
+    if as_run is not None:
+        kept = plan_as_run(as_run, made, budget.limit, say)
+        paid = kept.document.costs.total_usd + kept.document.solver.penalty_usd
+        if paid < theirs - 0.005:
+            plan, objective, theirs = kept, paid, paid
+    ours = made.document.costs.total_usd + solver.penalty_usd
     if theirs >= ours - 0.005:
         note = f"the plan to start from costs ${theirs:,.2f} here, not less than this plan's ${ours:,.2f}"
         say(note)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.planning.problem.sets import ModelOptions
+
 __all__ = ["METHODS", "SolveSettings"]
 
 METHODS = ("auto", "staged", "hourly")
@@ -26,3 +28,7 @@ class SolveSettings:
     method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (hourly.py); see METHODS
     cluster_relax: bool | None = None  # hourly method: True stops at the cluster model's LP (no MILP)
     realize_seconds: float | None = None  # whole replicas: the period MILPs' time (None: their share)
+
+    def model_options(self) -> ModelOptions:
+        """The sets' options these settings ask for (training blocks and start grid)."""
+        return ModelOptions(block_hours=self.block_hours, start_grid_hours=self.start_grid_hours)
