@@ -28,8 +28,11 @@ from typer.testing import CliRunner
 from models.errors import InputError
 from models.inputs import Inputs, load_inputs
 from models.plan import Plan
+from models.tiers import Term
 from planner.cli import app
 from planner.planning.optimize import SolveSettings, optimize
+from planner.planning.optimize.seed import seed_decisions
+from planner.planning.problem.sets import ModelOptions, build_sets
 from planner.verify import verify
 
 FAST = SolveSettings(time_limit=2, gap=1e-4)
@@ -261,3 +264,30 @@ def test_plan_start_from_on_the_command_line(kit, tmp_path: Path) -> None:
                               "--start-from", str(tmp_path / "nowhere")])  # fmt: skip
     assert bad.exit_code == 2 and "nowhere" in bad.output
     assert not (tmp_path / "p3").exists()
+
+
+def test_a_seed_term_this_scenario_drops_as_dominated_goes_to_its_cheaper_term(kit, tmp_path: Path) -> None:
+    """The seed buys 1y; the richer scenario also sells 3y, cheaper per node-hour, so its sets keep only
+    3y on that offering: the seed's purchase is mapped there (not refused) and the plan is no dearer."""
+    plans = {}
+    for terms in (["1y"], ["1y", "3y"]):
+        directory = tmp_path / "-".join(terms)
+        directory.mkdir()
+        kit.write_catalog_csv(
+            directory / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0,
+                                                         reserved_3y_usd_h=4.0)],
+        )  # fmt: skip
+        chat = {"name": "chat", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+                "latency_critical": True, "replicas": {"profile": "flat", "base": 3}}  # fmt: skip
+        data = kit.scenario_dict(hours=48, start="2027-01-31T00:00:00Z", inference=[chat], terms=terms)
+        plans[len(terms)] = load_inputs(kit.write_scenario_yaml(directory / "s.yaml", data))
+    small, rich = plans[1], plans[2]
+    seed = optimize(small.scenario, small.catalog, small.base_dir, FAST)
+    assert [c.term for c in seed.document.commitments if not c.existing] == [Term.ONE_YEAR]
+    sets = build_sets(rich.scenario, rich.catalog, rich.base_dir, ModelOptions())
+    assert {sets.columns[c].term for c in sets.new_columns} == {Term.THREE_YEARS}  # 1y dropped as dominated
+    decisions = seed_decisions(sets, seed)
+    assert decisions.reason == "" and sum(decisions.commitments.values()) == 3
+    plan = optimize(rich.scenario, rich.catalog, rich.base_dir, SHORT, seed=seed)
+    assert _paid(plan) <= _paid(seed) + 1e-6
+    assert not any("was not used" in note for note in plan.document.solver.notes)
