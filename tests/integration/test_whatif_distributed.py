@@ -220,3 +220,24 @@ def test_breakeven_on_a_local_cluster_writes_what_the_in_process_run_writes(
     owning = pd.read_csv(tmp_path / "there" / "plans" / "owning" / "allocations.csv")
     # the sunk node (priced ~0) runs in every hour that has any demand: all 24 of them
     assert owning.loc[owning["tier"] == "owned", "period"].nunique() == 24
+
+
+def test_futures_on_the_cluster_choose_and_price_as_in_process(cluster: Any, tmp_path: Path) -> None:
+    """``gpuplan futures --cluster``: the futures' own plans and the chosen purchases' plan in each future
+    (its fleet billed, a job of its own) solved on the workers; futures.json as the in-process run's."""
+    from tests.integration.test_futures import SKEWED, _futures
+    from tests.integration.test_futures import _scenario as newsvendor
+
+    scenario = newsvendor(tmp_path)
+    futures = _futures(tmp_path, SKEWED)
+    runner = CliRunner()
+    args = ["futures", str(scenario), str(futures), "-q", "--time-limit", "10"]
+    here = runner.invoke(app, [*args, "-o", str(tmp_path / "here"), "--workers", "1"])
+    there = runner.invoke(app, [*args, "-o", str(tmp_path / "there"), "--cluster", cluster.scheduler_address])
+    assert here.exit_code == there.exit_code == 0, (here.output, there.output)
+    left, right = (json.loads((tmp_path / side / "futures.json").read_text()) for side in ("here", "there"))
+    assert _untimed(left) == _untimed(right)
+    assert left["chosen"] == "futures master" and left["master"] is not None
+    for name, _weight, _x in SKEWED:
+        plans = [Plan.read(tmp_path / side / "chosen" / name) for side in ("here", "there")]
+        assert plans[0].document.costs.total_usd == pytest.approx(plans[1].document.costs.total_usd, abs=0.01)
