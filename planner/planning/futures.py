@@ -73,8 +73,9 @@ from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
 from models.tiers import HOURS_PER_YEAR, PREPAID_TIERS, Term
 from models.variation import parse_all
 from planner.planning.fleet_bill import Bill, Fleet, bill, fleet_of, held_nodes
-from planner.planning.futures_master import master_first_stage, unbacked_guarantees
+from planner.planning.futures_master import master_first_stage
 from planner.planning.optimize import SolveSettings
+from planner.planning.optimize.finish import guarantee_shortfall
 from planner.planning.optimize.seed import dispatched_plan
 from planner.planning.problem.sets import build_sets
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
@@ -558,9 +559,8 @@ def _billed(
             )
             continue
         held = holding_only(inputs.scenario, stage.commitments, stage.plans)
-        short = unbacked_guarantees(
-            build_sets(held, inputs.catalog, inputs.base_dir, settings.model_options())
-        )
+        sets = build_sets(held, inputs.catalog, inputs.base_dir, settings.model_options())
+        short = {team: gpus for team, gpus in guarantee_shortfall(sets, {})[0].items() if gpus > 1e-6}
         if short:
             entry.failures[names[0]] = "; ".join(
                 f"team {team}'s guarantee is {gpus:g} GPUs beyond what these commitments can back"

@@ -39,13 +39,13 @@ from pulp.v4_migration import set_v4_migration_warnings
 from models.errors import SolverError
 from models.scenario import ExistingCommitment
 from planner.planning.fleet_bill import WHOLE, Fleet
-from planner.planning.optimize.build import guarantee_penalty_per_gpu, guarantee_rows, worst_shortfall
+from planner.planning.optimize.build import guarantee_penalty_per_gpu, guarantee_rows
 from planner.planning.problem.sets import PlanningSets
 from planner.solvers.solve import solve
 
 set_v4_migration_warnings(False)
 
-__all__ = ["MasterResult", "master_first_stage", "unbacked_guarantees"]
+__all__ = ["MasterResult", "master_first_stage"]
 
 #: The master's relative optimality gap (it is small: HiGHS closes it in well under a second).
 MASTER_GAP = 1e-5
@@ -225,24 +225,3 @@ def _limit_nodes(
         for g, (active, used) in enumerate(sorted(groups.items())):
             room = max(0.0, float(offering.max_nodes) - used)
             problem += pulp.lpSum(buy[c] for c in active) <= room, f"max_nodes_{o}_{g}"
-
-
-def unbacked_guarantees(sets: PlanningSets, time_limit: float | None = 60.0) -> dict[str, float]:
-    """Per team, the most guaranteed GPUs no held commitment of ``sets`` can back in some segment (teams
-    share offerings, so this is the least shortfall of the guarantee rows as one LP); empty: all backed.
-    A first stage priced on a fleet must back the guarantees by itself, as a re-planned future must."""
-    problem = pulp.LpProblem("guarantees", pulp.LpMinimize)
-    family = guarantee_rows(sets, {}, lambda name, up: problem.add_variable(name, 0, up))
-    if not family.rows:
-        return {}
-    for name, (terms, sense, rhs) in family.rows.items():
-        problem.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
-    problem.setObjective(pulp.LpAffineExpression([(short, 1.0) for short in family.shortfall.values()]))
-    result = solve(problem, "highs", time_limit, 0.0, threads=1, what="the guarantees of a first stage")
-    if not result.ok:
-        raise SolverError(f"the teams' guarantees could not be checked ({result.termination})")
-    return {
-        team: gpus
-        for team, gpus in worst_shortfall(family.shortfall, lambda v: v.varValue or 0.0).items()
-        if gpus > 1e-6
-    }

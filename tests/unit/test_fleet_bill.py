@@ -29,8 +29,9 @@ from models.scenario import ExistingCommitment
 from models.tiers import Term, Tier
 from planner.planning.fleet_bill import Fleet, bill, fleet_of, held_nodes
 from planner.planning.futures import carried_tail
-from planner.planning.futures_master import master_first_stage, unbacked_guarantees
+from planner.planning.futures_master import master_first_stage
 from planner.planning.optimize import SolveSettings, optimize
+from planner.planning.optimize.finish import guarantee_shortfall
 from planner.planning.problem.sets import ModelOptions, PlanningSets, build_sets
 
 P5 = "aws:us-east-1:p5.48xlarge"
@@ -266,8 +267,8 @@ def test_the_master_backs_a_guarantee_the_cheapest_levels_would_not(tmp_path: Pa
     fleets = _fleets(sets)
 
     def backs(stage: list[ExistingCommitment]) -> bool:
-        held = holding_only(inputs.scenario, stage, [])
-        return not unbacked_guarantees(build_sets(held, inputs.catalog, inputs.base_dir, ModelOptions()))
+        held = build_sets(holding_only(inputs.scenario, stage, []), inputs.catalog, None, ModelOptions())
+        return all(gpus <= 1e-6 for gpus in guarantee_shortfall(held, {})[0].values())
 
     score, levels = _brute_force(sets, fleets, None, 0.0, 0.9, allowed=backs)
     assert levels[0] >= 5 and score > free

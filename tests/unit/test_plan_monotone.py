@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from models.plan import Plan
 from models.tiers import Term
 from planner.cli import app
 from planner.planning.optimize import SolveSettings, optimize
-from planner.planning.optimize.seed import seed_decisions
+from planner.planning.optimize.seed import fleet_solution, plan_as_run, seed_decisions
 from planner.planning.problem.sets import ModelOptions, build_sets
 from planner.verify import verify
 
@@ -291,3 +292,29 @@ def test_a_seed_term_this_scenario_drops_as_dominated_goes_to_its_cheaper_term(k
     plan = optimize(rich.scenario, rich.catalog, rich.base_dir, SHORT, seed=seed)
     assert _paid(plan) <= _paid(seed) + 1e-6
     assert not any("was not used" in note for note in plan.document.solver.notes)
+
+
+def test_a_seeds_fleet_as_it_ran_keeps_its_unbacked_guarantee_listed(kit, tmp_path: Path) -> None:
+    """The seed's fleet written as it ran (``seed.plan_as_run``) without the commitments that back a
+    16-GPU guarantee lists the shortfall, as a dispatched plan does, so `gpuplan verify` passes it (found
+    by a random draw: the shortfall was dropped and verify failed the plan)."""
+    directory = tmp_path / "s"
+    directory.mkdir()
+    kit.write_catalog_csv(
+        directory / "catalog.csv", [kit.offering_row(on_demand_usd_h=10.0, reserved_1y_usd_h=6.0)]
+    )
+    chat = {"name": "chat", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+            "latency_critical": True, "replicas": {"profile": "flat", "base": 3}}  # fmt: skip
+    data = kit.scenario_dict(hours=24, start="2027-01-31T00:00:00Z", inference=[chat], terms=["1y"])
+    data["teams"][0]["guaranteed_gpus"] = 16
+    inputs = load_inputs(kit.write_scenario_yaml(directory / "s.yaml", data))
+    seed = optimize(inputs.scenario, inputs.catalog, inputs.base_dir, FAST)
+    sets = build_sets(inputs.scenario, inputs.catalog, inputs.base_dir, ModelOptions())
+    decisions = seed_decisions(sets, seed)
+    assert sum(decisions.commitments.values()) >= 2  # the seed backs the guarantee
+    unbacked = replace(decisions, commitments={})
+    solution = fleet_solution(sets, unbacked, seed, "as it ran, nothing bought")
+    assert solution is not None and solution.guarantee_short == {"t": 16.0}
+    plan = plan_as_run(solution, seed, 10.0, lambda _m: None)
+    assert verify(inputs, plan).total == 0
+    assert [u.workload for u in plan.document.unserved] == ["guarantee:t"]

@@ -31,7 +31,13 @@ from models.scenario import Scenario
 from models.tiers import Capacity, Term, Tier
 from planner.planning.optimize.budget import TimeBudget
 from planner.planning.optimize.dispatch import Occupancy
-from planner.planning.optimize.finish import Scheduled, dispatch_scheduled, finished, write_plan
+from planner.planning.optimize.finish import (
+    Scheduled,
+    dispatch_scheduled,
+    finished,
+    guarantee_shortfall,
+    write_plan,
+)
 from planner.planning.optimize.local_search import violations
 from planner.planning.optimize.schedule import Schedule, at, combos
 from planner.planning.optimize.settings import SolveSettings
@@ -216,7 +222,7 @@ def fleet_solution(sets: PlanningSets, decisions: SeedDecisions, fleet: Plan, no
         placements=decisions.placements,
         unserved_replicas=np.maximum(sets.demand - served, 0.0),
         unserved_runs=decisions.unserved_runs,
-        guarantee_short={},
+        guarantee_short=guarantee_shortfall(sets, decisions.commitments)[0],
         penalty_usd=fleet.document.solver.penalty_usd,
         notes=[note],
     )
