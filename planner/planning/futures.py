@@ -28,8 +28,8 @@ The method is two-stage sample average approximation, solved by decomposition (d
    priced the same way, and the least of all; reported with the expected cost, P10/P50/P90 and the worst
    future, the value of the stochastic solution (the point forecast's purchases on the same futures, less
    this), the expected value of perfect information (this, less wait and see), and per purchase how often
-   it is used above its break-even. With ``fleet`` pricing the chosen purchases are then dispatched in each
-   future (its own plan's training kept; ``optimize/seed.py``), the plans ``gpuplan verify`` checks.
+   it is used above its break-even. With ``fleet`` pricing each future's fleet billed with the chosen
+   purchases is then written as its plan (``optimize/seed.py``, ``rebilled_plan``): what verify checks.
 
 **The plan to act on** (``gpuplan plan --futures``, :func:`pinned_plan`): the point forecast's scenario
 planned with the chosen commitments as its own purchases (bought, so provisioning buys them), not held:

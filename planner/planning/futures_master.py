@@ -26,7 +26,6 @@ Its objective is not a lower bound (the fleets are fixed, not optimized under th
 from __future__ import annotations
 
 import itertools
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -156,7 +155,6 @@ def _future_cost(
     constant = fleet.other_usd + sum(
         h.nodes * h.usd_per_node_hour * max(0.0, min(h.ends_hour, until) - max(h.starts_hour, 0.0))
         for h in fleet.scenario_held
-        if math.isfinite(h.ends_hour)
     )
     held_by = fleet.committed(())
     for offering, running in sorted(fleet.pool.items()):

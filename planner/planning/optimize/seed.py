@@ -144,10 +144,17 @@ def plan_of_decisions(
     schedule = Schedule(decisions.placements, decisions.unserved_runs, occupancy)
     scheduled = Scheduled(decisions.commitments, sets.committed(decisions.commitments), schedule)
     dispatched = dispatch_scheduled(sets, scheduled, say)
+    return _written(dispatched.solution, dispatched.objective, reference, budget, say), dispatched.objective
+
+
+def _written(
+    solution: Solution, objective: float, reference: Plan, budget: TimeBudget, say: Callable[[str], None]
+) -> Plan:
+    """``solution`` through ``write_plan`` with ``reference``'s baselines, bound and solver record."""
     solver = reference.document.solver
-    result = SolveResult(solver.name, Termination.FEASIBLE, dispatched.objective, solver.bound_usd, 0.0)
-    plan = write_plan(
-        dispatched.solution,
+    result = SolveResult(solver.name, Termination.FEASIBLE, objective, solver.bound_usd, 0.0)
+    return write_plan(
+        solution,
         result,
         reference.document.baselines,
         budget,
@@ -158,7 +165,6 @@ def plan_of_decisions(
         requested_gap=solver.requested_gap or 0.0,
         say=say,
     )
-    return plan, dispatched.objective
 
 
 def dispatched_plan(
@@ -231,20 +237,7 @@ def fleet_solution(sets: PlanningSets, decisions: SeedDecisions, fleet: Plan, no
 def plan_as_run(solution: Solution, reference: Plan, limit: float | None, say: Callable[[str], None]) -> Plan:
     """``solution`` written as it is (whole already: no refinement, which would move it), with
     ``reference``'s baselines, bound and solver record."""
-    solver = reference.document.solver
-    result = SolveResult(solver.name, Termination.FEASIBLE, solver.objective_usd, solver.bound_usd, 0.0)
-    return write_plan(
-        solution,
-        result,
-        reference.document.baselines,
-        TimeBudget(limit, 0.0),
-        method=solver.method,
-        build_seconds=solver.build_seconds,
-        model_slots=solver.model_periods,
-        stages=solver.stages,
-        requested_gap=solver.requested_gap or 0.0,
-        say=say,
-    )
+    return _written(solution, reference.document.solver.objective_usd, reference, TimeBudget(limit, 0.0), say)
 
 
 def rebilled_plan(
