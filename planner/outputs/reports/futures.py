@@ -140,7 +140,8 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
         f"{fmt_usd(s.wait_and_see_usd)} expected)",
         f"certified bound on the best expected cost in the horizon: {fmt_usd(s.bound_usd)}; this plan's "
         f"{fmt_usd(s.expected_horizon_usd)} there is within {fmt_pct(s.gap, 2)} of it (the gap holds the "
-        "value of perfect information, which no purchase made now can capture)",
+        "value of perfect information, which no purchase made now can capture, and what the purchases spend "
+        "in the horizon to save after it)",
         *risk_lines(doc),
         _method_line(doc),
     ]
