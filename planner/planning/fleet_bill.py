@@ -86,15 +86,17 @@ class Fleet:
     def hours(self) -> float:
         return self.period_hours * self.periods
 
-    def committed(self, held: Sequence[HeldNodes]) -> dict[str, np.ndarray]:
-        """Per offering, the committed nodes serving in each period (a term serves the periods that start
-        inside it)."""
+    def serving(self, h: HeldNodes) -> np.ndarray:
+        """The periods ``h``'s nodes serve in: those that start inside its term."""
         starts = np.arange(self.periods) * self.period_hours
+        return (starts >= h.starts_hour - WHOLE) & (starts < h.ends_hour - WHOLE)
+
+    def committed(self, held: Sequence[HeldNodes]) -> dict[str, np.ndarray]:
+        """Per offering, the committed nodes serving in each period (:meth:`serving`)."""
         result: dict[str, np.ndarray] = {}
         for h in (*self.scenario_held, *held):
-            active = (starts >= h.starts_hour - WHOLE) & (starts < h.ends_hour - WHOLE)
             result.setdefault(h.offering, np.zeros(self.periods))
-            result[h.offering] += h.nodes * active
+            result[h.offering] += h.nodes * self.serving(h)
         return result
 
 
@@ -176,7 +178,6 @@ def bill(fleet: Fleet, held: Sequence[HeldNodes], tail_until: datetime | None = 
     horizon = fleet.other_usd + sum(h.nodes * h.usd_per_node_hour * _inside(h, 0.0, end) for h in everything)
     covered_critical = 0.0
     used: dict[tuple[str, str, str, float], float] = {}
-    starts = np.arange(fleet.periods) * p
     for offering, running in fleet.pool.items():
         c = committed.get(offering, np.zeros(fleet.periods))
         horizon += float(np.sum(on_demand_nodes(running, c))) * fleet.on_demand_usd_h.get(offering, 0.0) * p
@@ -187,7 +188,7 @@ def bill(fleet: Fleet, held: Sequence[HeldNodes], tail_until: datetime | None = 
         ratio = np.divide(in_use, c, out=np.zeros_like(c), where=c > 0)
         for h in held:
             if h.offering == offering and h.key is not None:
-                active = (starts >= h.starts_hour - WHOLE) & (starts < h.ends_hour - WHOLE)
+                active = fleet.serving(h)
                 count = int(active.sum())
                 used[h.key] = float(ratio[active].sum()) / count if count else 0.0
     for h in held:
