@@ -11,7 +11,8 @@ which the machine's load does not change) with the load average it ran at.
 ``--futures N`` replaces the shipped futures by N equally weighted ones whose demand is the scenario's times
 the midpoint quantiles of a lognormal (median 1, sigma ``--sigma``, default 0.2): the size of issue 41's
 "10-50 futures", with the split of the time (the futures' own plans; the master, the billing and the chosen
-purchases' dispatch) printed. ``--second-stage replanned`` prices every candidate by re-planning each
+purchases' dispatch) printed. ``--own-plans full|quick`` overrides the futures file's ``own_plans`` (auto:
+full up to 10 futures, quick beyond). ``--second-stage replanned`` prices every candidate by re-planning each
 future (the slow, exact second stage). ``--replan-check`` re-plans each future holding the chosen and the
 point forecast's purchases and prints those costs beside their fleet bills (a fleet bill is a feasible
 second stage, so it should be at or above the re-planned cost, up to the planner's own gap).
@@ -64,6 +65,7 @@ def main() -> None:
     parser.add_argument("--futures", type=int, default=None)
     parser.add_argument("--sigma", type=float, default=0.2)
     parser.add_argument("--second-stage", choices=["fleet", "replanned"], default=None)
+    parser.add_argument("--own-plans", choices=["auto", "full", "quick"], default=None)
     parser.add_argument("--replan-check", action="store_true")
     args = parser.parse_args()
     scenario = ROOT / "scenarios" / f"{args.scenario}.yaml"
@@ -72,6 +74,8 @@ def main() -> None:
         spec = spec.model_copy(update={"futures": lognormal_futures(args.futures, args.sigma)})
     if args.second_stage is not None:
         spec = spec.model_copy(update={"second_stage": args.second_stage})
+    if args.own_plans is not None:
+        spec = spec.model_copy(update={"own_plans": args.own_plans})
     risk = spec.risk
     if args.cap_usd is not None:
         risk = risk.model_copy(update={"cap": CostCap(quantile=args.cap_quantile, usd=args.cap_usd)})
@@ -90,7 +94,8 @@ def main() -> None:
     doc, s = result.document, result.document.summary
     print(
         f"{args.scenario}: {len(spec.futures)} futures, {len(doc.candidates)} candidates priced "
-        f"({len(doc.excluded)} not), --time-limit {args.time_limit:g} per plan, {args.workers} workers"
+        f"({len(doc.excluded)} not), --time-limit {args.time_limit:g} per plan, {args.workers} workers, "
+        f"own plans {doc.own_plans}"
     )
     print(
         f"chosen: {doc.chosen}; expected ${s.expected_usd:,.0f} (horizon ${s.expected_horizon_usd:,.0f}, "

@@ -570,11 +570,11 @@ def charge_plan(plan: Any, rule: IdleRule, month: str | None = None) -> Chargeba
         {
             "month": months,
             "team": rows["team"].astype(str).to_numpy(),
-            "project": [book.projects.get(str(w), str(w)) for w in rows["workload"]],
+            "project": [book.projects.get(str(w), str(w)) for w in rows["workload"].tolist()],
             "tier": rows["tier"].astype(str).to_numpy(),
             "offering": rows["offering"].astype(str).to_numpy(),
             # an all-empty column reads as floats: NaN is "no commitment", any value its name
-            "commitment": [("" if pd.isna(c) else str(c)) for c in rows["commitment"]]
+            "commitment": [("" if pd.isna(c) else str(c)) for c in rows["commitment"].tolist()]
             if "commitment" in rows
             else "",
             "gpu_hours": gpu_hours,

@@ -39,6 +39,7 @@ from models.variation import parse_all
 from models.yamlfile import read_yaml
 
 __all__ = [
+    "FULL_OWN_PLANS",
     "READ_SCHEMAS",
     "SCHEMA",
     "Candidate",
@@ -50,6 +51,7 @@ __all__ = [
     "FuturesFile",
     "FuturesSummary",
     "MasterSummary",
+    "OwnPlans",
     "Purchase",
     "Risk",
     "SecondStage",
@@ -123,6 +125,13 @@ TailRule = Literal["carried", "none"]
 #: ``replanned`` (the future planned again with the candidate held: the second stage re-optimized, one
 #: full plan per candidate and future). Savings plans need ``replanned`` (a fleet bill counts nodes).
 SecondStage = Literal["fleet", "replanned"]
+#: How the futures' own (wait-and-see) plans are made: ``full`` (the planner at the given settings),
+#: ``quick`` (whole replicas by the rounding alone, without the local search and the period MILPs: about a
+#: quarter of the CPU time, fleets about 1 % dearer on growth-year) or ``auto`` (``full`` up to
+#: :data:`FULL_OWN_PLANS` futures planned, ``quick`` beyond). The point forecast's own plan is always full.
+OwnPlans = Literal["auto", "full", "quick"]
+#: ``own_plans: auto`` plans up to this many futures in full.
+FULL_OWN_PLANS: Final = 10
 
 
 class FuturesFile(StrictModel):
@@ -130,6 +139,13 @@ class FuturesFile(StrictModel):
     risk: Risk = Field(default_factory=Risk)
     tail: TailRule = Field("carried", description="how the time after the horizon counts (module docstring)")
     second_stage: SecondStage = Field("fleet", description="how candidates are priced in each future")
+    own_plans: OwnPlans = Field("auto", description="how the futures' own plans are made (OwnPlans)")
+
+    def own_plans_method(self, planned: int) -> Literal["full", "quick"]:
+        """``own_plans`` for ``planned`` futures planned on their own (``auto`` decided)."""
+        if self.own_plans == "auto":
+            return "full" if planned <= FULL_OWN_PLANS else "quick"
+        return self.own_plans
 
     @model_validator(mode="after")
     def _unique(self) -> FuturesFile:
@@ -253,6 +269,13 @@ class FuturesSummary(DocumentPart):
         "w * each future's own bound (wait and see <= here and now)"
     )
     gap: float = Field(description="(expected horizon cost - bound) / expected horizon cost")
+    bound_with_tail_usd: float | None = Field(
+        None,
+        description="certified lower bound on the best expected cost with the tail (second_stage: fleet): "
+        "bound_usd plus, per future, every carried node-hour after the horizon at the least rate its "
+        "offering is sold at (fleet_bill.tail_floor); None when not computed",
+    )
+    gap_with_tail: float | None = Field(None, description="(expected cost - bound_with_tail) / expected cost")
     unconstrained: str | None = Field(
         None, description="the candidate ranked first without risk.cap and risk.committed_share, if another"
     )
@@ -283,6 +306,9 @@ class FuturesDocument(DocumentPart):
         "replanned", description="how candidates were priced (files written before fleet pricing: replanned)"
     )
     master: MasterSummary | None = Field(None, description="the futures master's own candidate, if it ran")
+    own_plans: Literal["full", "quick"] = Field(
+        "full", description="how the futures' own plans were made (FuturesFile.own_plans, decided)"
+    )
     chosen: str = Field(description="the candidate whose purchases the plan makes")
     candidates: list[Candidate]
     excluded: dict[str, str] = Field(

@@ -85,7 +85,9 @@ def futures(
 ) -> None:
     """Choose what to buy now (commitments, savings plans) for the least expected cost over demand futures.
 
-    Each future is planned on its own (what a perfect forecast would buy); one MILP over every future's
+    Each future is planned on its own (what a perfect forecast would buy; own_plans: quick in the futures
+    file, or auto past 10 futures, makes those plans with whole replicas by rounding alone, about a quarter
+    of the time); one MILP over every future's
     fleet (the futures master) proposes the purchase of least expected cost; then it and the other
     candidates (the point forecast's, each future's, their weighted quantiles, nothing, the peers') are
     priced on every future: each future's fleet billed with them (second_stage: fleet, the default, in
@@ -152,3 +154,9 @@ def futures(
         f"{s.gap:.2%}); wrote {output}/futures.md",
         highlight=False,
     )
+    if s.bound_with_tail_usd is not None and s.gap_with_tail is not None and s.tail_until is not None:
+        out.print(
+            f"with the tail: ${s.expected_usd:,.0f}, certified bound ${s.bound_with_tail_usd:,.0f} (within "
+            f"{s.gap_with_tail:.2%})",
+            highlight=False,
+        )

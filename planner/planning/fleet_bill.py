@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,7 +33,7 @@ from models.plan import Plan
 from models.scenario import ExistingCommitment
 from models.tiers import HOURS_PER_MONTH, OWN_NODE_TIERS, Tier
 
-__all__ = ["Bill", "Fleet", "HeldNodes", "bill", "fleet_of", "held_nodes"]
+__all__ = ["Bill", "Fleet", "HeldNodes", "bill", "fleet_of", "held_nodes", "tail_floor"]
 
 #: Tiers whose nodes are not in an offering's pool: spot, Capacity Blocks, flex-start.
 OFF_POOL: tuple[str, ...] = (str(Tier.SPOT), *(str(t) for t in OWN_NODE_TIERS))
@@ -215,3 +215,16 @@ def bill(fleet: Fleet, held: Sequence[HeldNodes], tail_until: datetime | None = 
     )
     share = covered_critical / fleet.critical_total if fleet.critical_total > 0 else 1.0
     return Bill(horizon, tail, owed, share, used)
+
+
+def tail_floor(fleet: Fleet, tail_until: datetime | None, least_usd_h: Mapping[str, float]) -> float:
+    """A lower bound on the tail :func:`bill` counts under *any* first stage on ``fleet``: every node-hour
+    carried after the horizon is paid at least the least rate its offering is sold at (``least_usd_h``:
+    on demand, any commitment or savings plan rate, held or for sale), and commitments beyond the carried
+    nodes only add. Zero without a tail."""
+    if tail_until is None:
+        return 0.0
+    hours = (tail_until - fleet.horizon_start).total_seconds() / 3600 - fleet.hours
+    if hours <= 0:
+        return 0.0
+    return hours * sum(nodes * least_usd_h.get(offering, 0.0) for offering, nodes in fleet.carried.items())

@@ -7,7 +7,9 @@ The method is two-stage sample average approximation, solved by decomposition (d
    parallel processes or on Dask): its plan is what a perfect forecast of that future would buy, its
    fleet (``fleet_bill.py``) the future's second stage, and its certified bound a valid lower bound of the
    future's cost under any first stage. The weighted sum of those bounds is therefore a certified lower
-   bound on the best expected cost any first stage can reach (wait-and-see <= here-and-now).
+   bound on the best expected cost any first stage can reach (wait-and-see <= here-and-now). Past
+   ``FULL_OWN_PLANS`` futures (``own_plans: auto``) the futures' own plans are quick: whole replicas by the
+   rounding alone, a quarter of the time, the bounds as valid.
 2. **The master** (``futures_master.py``): one MILP over every future's fleet gives the purchase of least
    expected (or risk-weighted) cost, the tail after the horizon counted.
 3. **Candidates.** First stages (what is bought, at which purchase step): the point forecast's own, the
@@ -43,9 +45,10 @@ cluster; every job is independent.
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -72,12 +75,12 @@ from models.plan import Commitment, Plan
 from models.scenario import CsvSeries, ExistingCommitment, HeldSavingsPlan
 from models.tiers import HOURS_PER_YEAR, PREPAID_TIERS, Term
 from models.variation import parse_all
-from planner.planning.fleet_bill import Bill, Fleet, bill, fleet_of, held_nodes
+from planner.planning.fleet_bill import Bill, Fleet, bill, fleet_of, held_nodes, tail_floor
 from planner.planning.futures_master import master_first_stage
 from planner.planning.optimize import SolveSettings
 from planner.planning.optimize.finish import guarantee_shortfall
 from planner.planning.optimize.seed import dispatched_plan
-from planner.planning.problem.sets import build_sets
+from planner.planning.problem.sets import PlanningSets, build_sets
 from planner.planning.sweeps import Failure, PlanJob, make_job, open_engine
 
 __all__ = [
@@ -379,16 +382,23 @@ def plan_futures(
             ) from None
         inputs[future.name] = _with_series(given, future.series, index)
 
-    def job(label: str, given: Inputs, stage: FirstStage | None = None) -> PlanJob:
+    def job(
+        label: str, given: Inputs, stage: FirstStage | None = None, solve: SolveSettings = settings
+    ) -> PlanJob:
         planned = given.scenario
         if stage is not None:
             planned = holding_only(planned, stage.commitments, stage.plans)
-        return make_job(label, planned, given.catalog, given.base_dir, settings)
+        return make_job(label, planned, given.catalog, given.base_dir, solve)
 
     # a future with no change is the point forecast: planned once
     as_written = {f.name for f in spec.futures if not f.vary and not f.series}
     planned = [n for n in names if n not in as_written]
-    own_jobs = [job("point forecast", point_inputs)] + [job(f"future {n}", inputs[n]) for n in planned]
+    own_plans = spec.own_plans_method(len(planned))
+    # quick: whole replicas by the rounding alone (FuturesFile.own_plans); the point forecast's in full
+    own_settings = replace(settings, realize_seconds=0.0) if own_plans == "quick" else settings
+    own_jobs = [job("point forecast", point_inputs)] + [
+        job(f"future {n}", inputs[n], solve=own_settings) for n in planned
+    ]
     count = len(own_jobs)
     second = spec.second_stage
     if second == "fleet" and (
@@ -397,11 +407,13 @@ def plan_futures(
         tell("savings plans are held or for sale: each candidate is re-planned in each future (second_stage: "
              "replanned); a fleet bill counts committed nodes, not dollars per hour")  # fmt: skip
         second = "replanned"
-    spec = spec.model_copy(update={"second_stage": second})
+    spec = spec.model_copy(update={"second_stage": second, "own_plans": own_plans})
     on_demand = {o.id: float(o.on_demand_usd_h or 0.0) for o in point_inputs.catalog}
     with open_engine(cluster, workers, count) as engine:
         same = f" ({', '.join(sorted(as_written))}: the point forecast)" if as_written else ""
-        tell(f"planning the point forecast and {len(planned)} futures on their own{same} ({engine.name})")
+        how = " (whole replicas by rounding: own_plans quick)" if own_plans == "quick" else ""
+        tell(f"planning the point forecast and {len(planned)} futures on their own{how}{same} "
+             f"({engine.name})")  # fmt: skip
         outcomes = engine.run(own_jobs, lambda i, _o: tell(f"  planned {own_jobs[i].label}"))
         own: list[Plan] = []
         for label_job, outcome in zip(own_jobs, outcomes, strict=True):
@@ -412,7 +424,10 @@ def plan_futures(
         future_plans = {n: point_plan for n in as_written} | dict(zip(planned, own[1:], strict=True))
         fleets = {n: fleet_of(future_plans[n], critical) for n in names}
 
-        master, master_stage = _master(point_inputs, spec, settings, fleets, names, weights, tell)
+        point_sets = build_sets(
+            point_inputs.scenario, point_inputs.catalog, point_inputs.base_dir, settings.model_options()
+        )
+        master, master_stage = _master(point_inputs, point_sets, spec, settings, fleets, names, weights, tell)
         stages = _candidates(point_plan, point_inputs.catalog, future_plans, names, weights, master_stage)
         until = _tail_until(stages, [point_plan]) if spec.tail == "carried" else None
 
@@ -447,7 +462,11 @@ def plan_futures(
         nearby = [s for s in scaled_stages(priced[chosen].stage) if s.content() not in seen]
         if nearby:  # the own plans buy for the horizon alone: try a little less and more than the best
             priced.update(price(nearby))
-        document, chosen = _document(scenario, spec, *settled, priced, source=source)
+        floors = None
+        if second == "fleet":  # holds for fleet bills (a re-planned future's tail carries other nodes)
+            least = least_rates(point_sets, [p.stage for p in priced.values()], fleets.values())
+            floors = {n: tail_floor(fleets[n], until, least) for n in names}
+        document, chosen = _document(scenario, spec, *settled, priced, source=source, tail_floors=floors)
         if master is not None:
             document.master = master
         stage = priced[chosen].stage
@@ -495,6 +514,7 @@ MASTER = "futures master"
 
 def _master(
     inputs: Inputs,
+    sets: PlanningSets,
     spec: FuturesFile,
     settings: SolveSettings,
     fleets: dict[str, Fleet],
@@ -503,12 +523,11 @@ def _master(
     say: Callable[[str], None],
 ) -> tuple[MasterSummary | None, FirstStage | None]:
     """The futures master's first stage over the futures' fleets (``futures_master.py``), bought on the
-    point forecast's purchase columns; None when the scenario sells no commitment term."""
+    point forecast's purchase columns (``sets``); None when the scenario sells no commitment term."""
     scenario = inputs.scenario
     if not scenario.purchase.terms:
         return None, None
     began = time.perf_counter()
-    sets = build_sets(scenario, inputs.catalog, inputs.base_dir, settings.model_options())
     if not sets.new_columns:
         return None, None
     ends = [sets.columns[c].ends_hour for c in sets.new_columns]
@@ -533,6 +552,37 @@ def _master(
         seconds=seconds,
     )
     return summary, stage
+
+
+def least_rates(
+    sets: PlanningSets, stages: Sequence[FirstStage], fleets: Iterable[Fleet]
+) -> dict[str, float]:
+    """Per offering id, the least rate a node-hour of it can be paid at under any first stage gpuplan
+    prices: on demand (the point forecast's and each future's), every commitment column of the point
+    forecast's ``sets`` (held or for sale, every payment option), every savings plan rate, every candidate's
+    commitments and the scenario's own. What ``fleet_bill.tail_floor`` charges each carried node-hour."""
+    least: dict[str, float] = {}
+
+    def lower(offering: str, rate: float | None) -> None:
+        if rate is not None:
+            least[offering] = min(least.get(offering, math.inf), float(rate))
+
+    for offering in sets.offerings:
+        lower(offering.id, offering.on_demand_usd_h)
+    for column in sets.columns:
+        lower(sets.offerings[column.offering].id, column.usd_per_node_hour)
+    for rates in sets.group_rates:
+        for o, rate in rates.items():
+            lower(sets.offerings[o].id, rate)
+    for stage in stages:
+        for c in stage.commitments:
+            lower(c.offering, c.usd_per_node_hour or 0.0)
+    for fleet in fleets:
+        for offering_id, rate in fleet.on_demand_usd_h.items():
+            lower(offering_id, rate)
+        for h in fleet.scenario_held:
+            lower(h.offering, h.usd_per_node_hour)
+    return least
 
 
 def _billed(
@@ -774,11 +824,14 @@ def _document(
     *,
     strict: bool = True,
     source: Path | None = None,
+    tail_floors: dict[str, float] | None = None,
 ) -> tuple[FuturesDocument, str]:
     """futures.json's document and the chosen candidate. ``until``: the tail's end (None: no tail);
     ``on_demand``: offering -> its on-demand rate (the commitments' break-even). ``strict``: no candidate
     meeting the risk constraints is an InputError (``source`` the futures file); else (the first round,
-    whose choice only centres the second) the best unconstrained one is taken."""
+    whose choice only centres the second) the best unconstrained one is taken. ``tail_floors``: future ->
+    a lower bound on its tail under any first stage (``fleet_bill.tail_floor``; None: no bound with the
+    tail)."""
     level, risk_weight = spec.risk.cvar, spec.risk.weight
     cap, share = spec.risk.cap, spec.risk.committed_share
 
@@ -849,6 +902,7 @@ def _document(
     }
     bounds = {n: float(own[n].document.solver.bound_usd) for n in names}
     ws, bound = weighted(wait_and_see), weighted(bounds)
+    with_tail = bound + weighted(tail_floors) if tail_floors is not None else None
     horizon_expected = weighted(best.horizon_usd)
     point_expected = (
         by_name["point forecast"].expected_usd if "point forecast" in by_name else best.expected_usd
@@ -874,6 +928,10 @@ def _document(
         evpi_usd=best.expected_usd - ws,
         bound_usd=bound,
         gap=(horizon_expected - bound) / horizon_expected if horizon_expected else 0.0,
+        bound_with_tail_usd=with_tail,
+        gap_with_tail=(best.expected_usd - with_tail) / best.expected_usd
+        if with_tail is not None and best.expected_usd
+        else None,
         unconstrained=free.name if free.name != best.name else None,
         unconstrained_expected_usd=free.expected_usd if free.name != best.name else None,
     )
@@ -885,6 +943,7 @@ def _document(
         risk=spec.risk,
         tail=spec.tail,
         second_stage=spec.second_stage,
+        own_plans=spec.own_plans_method(0),  # decided by plan_futures (never auto here)
         chosen=best.name,
         candidates=candidates,
         excluded=excluded,

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from models.futures import FuturesDocument
 from models.plan import Plan
 from planner.cli import app
-from tests.integration.test_futures import BASE, HOURS, P5, SKEWED, _cost, _futures, _rates, _scenario
+from tests.integration.test_futures import BASE, HOURS, P5, SKEWED, YEAR, _cost, _futures, _rates, _scenario
 
 #: Twelve futures: demand 0.45 to 1.55 times the forecast, heavier weight near it (4.5 to 15.5 replicas: whole
 #: replicas are served, so 5 to 16 nodes of one replica each).
@@ -39,6 +39,8 @@ def test_twelve_futures_the_master_buys_the_enumerated_optimum(tmp_path: Path) -
     scenario = _scenario(tmp_path)
     doc, output = _run(tmp_path, scenario, _futures(tmp_path, MANY, tail="none"))
     assert doc.second_stage == "fleet" and doc.master is not None
+    assert doc.own_plans == "quick"  # more than FULL_OWN_PLANS futures: auto plans them quick
+    assert "own_plans quick" in output
     assert "futures master: one MILP over 12 futures' fleets" in output
     assert "each future's plan with these purchases passes gpuplan verify (12)" in output
     r, o = _rates(scenario)
@@ -70,7 +72,8 @@ def test_twelve_futures_the_master_buys_the_enumerated_optimum(tmp_path: Path) -
 
 def test_fleet_bills_and_replanned_futures_agree_where_holding_cannot_move_the_fleet(tmp_path: Path) -> None:
     """``second_stage: replanned`` plans every future again per candidate; on this case it must give what the
-    fleet bills give, purchase for purchase and dollar for dollar."""
+    fleet bills give, purchase for purchase and dollar for dollar. The fleet run's own plans are quick
+    (whole replicas by rounding), which one replica per node cannot change."""
     scenario = _scenario(tmp_path)
     docs: dict[str, FuturesDocument] = {}
     for second in ("fleet", "replanned"):
@@ -78,10 +81,22 @@ def test_fleet_bills_and_replanned_futures_agree_where_holding_cannot_move_the_f
         folder.mkdir()
         path = _futures(folder, SKEWED)
         data: dict[str, Any] = yaml.safe_load(path.read_text())
-        path.write_text(yaml.safe_dump({**data, "second_stage": second}), encoding="utf-8")
+        own = "quick" if second == "fleet" else "full"
+        path.write_text(yaml.safe_dump({**data, "second_stage": second, "own_plans": own}), encoding="utf-8")
         docs[second], _output = _run(folder, scenario, path)
     fleet, replanned = docs["fleet"], docs["replanned"]
     assert (fleet.second_stage, replanned.second_stage) == ("fleet", "replanned")
+    assert (fleet.own_plans, replanned.own_plans) == ("quick", "full")
+    # the bound with the tail (fleet bills only): the horizon's plus each future's carried nodes (whole
+    # replicas of one node each) at the 1-year rate for the 1-year term's hours after the week
+    r, _o = _rates(scenario)
+    s = fleet.summary
+    assert s.tail_until is not None and replanned.summary.bound_with_tail_usd is None
+    total = sum(w for _n, w, _x in SKEWED)
+    floor = sum(w / total * math.ceil(BASE * x) * r * (YEAR - HOURS) for _n, w, x in SKEWED)
+    assert s.bound_with_tail_usd == pytest.approx(s.bound_usd + floor, rel=1e-9)
+    assert s.bound_with_tail_usd <= min(c.expected_usd for c in fleet.candidates)
+    assert s.gap_with_tail == pytest.approx((s.expected_usd - s.bound_with_tail_usd) / s.expected_usd)
     assert fleet.chosen == replanned.chosen == "futures master"
     assert fleet.summary.expected_usd == pytest.approx(replanned.summary.expected_usd, rel=1e-6)
     assert fleet.summary.vss_usd == pytest.approx(replanned.summary.vss_usd, rel=1e-6)

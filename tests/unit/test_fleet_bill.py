@@ -27,8 +27,8 @@ from models.inputs import Inputs, load_inputs
 from models.plan import Plan
 from models.scenario import ExistingCommitment
 from models.tiers import Term, Tier
-from planner.planning.fleet_bill import Fleet, bill, fleet_of, held_nodes
-from planner.planning.futures import carried_tail
+from planner.planning.fleet_bill import Fleet, bill, fleet_of, held_nodes, tail_floor
+from planner.planning.futures import carried_tail, least_rates
 from planner.planning.futures_master import master_first_stage
 from planner.planning.optimize import SolveSettings, optimize
 from planner.planning.optimize.finish import guarantee_shortfall
@@ -275,3 +275,27 @@ def test_the_master_backs_a_guarantee_the_cheapest_levels_would_not(tmp_path: Pa
     result = master_first_stage(sets, fleets, WEIGHTS, None)
     assert result.score_usd == pytest.approx(score, rel=1e-7)
     assert _master_levels(sets, result.commitments)[0] >= 5
+
+
+def test_the_tail_floor_is_below_every_levels_tail_and_charges_the_least_rate(tmp_path: Path) -> None:
+    """``tail_floor`` (the bound with the tail, docs/futures.md): every carried node-hour after the horizon at
+    the least rate its offering is sold at, here the 1-year rate (below on demand); no purchase level of the
+    two steps pays less tail on any fleet."""
+    inputs, sets = _small(tmp_path)
+    fleets = _fleets(sets)
+    until = START + timedelta(days=400)
+    least = least_rates(sets, [], fleets)
+    offering = next(o for o in inputs.catalog if o.id == P5)
+    assert offering.reserved_1y_usd_h is not None and offering.on_demand_usd_h is not None
+    assert least[P5] == pytest.approx(min(offering.reserved_1y_usd_h, offering.on_demand_usd_h), rel=1e-12)
+    tail_hours = 400 * 24 - 59 * 24
+    for fleet in fleets:
+        floor = tail_floor(fleet, until, least)
+        assert floor == pytest.approx(tail_hours * fleet.carried[P5] * offering.reserved_1y_usd_h, rel=1e-12)
+        tails = [
+            bill(fleet, held_nodes(_levels(sets, n), START), until).tail_usd
+            for n in itertools.product(range(12), repeat=len(_p5(sets)))
+        ]
+        assert min(tails) >= floor - 1e-6
+        assert min(tails) <= 1.05 * floor  # not vacuous: the best level comes within 0.7-3 % here
+        assert tail_floor(fleet, None, least) == 0.0

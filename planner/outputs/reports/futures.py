@@ -109,6 +109,8 @@ def _method_line(doc: FuturesDocument) -> str:
         )
     else:
         line = "each candidate priced by planning each future again with its purchases held"
+    if doc.own_plans == "quick":
+        line += "; the futures' own plans quick (whole replicas by rounding alone, without their refinement)"
     if doc.master is not None:
         m = doc.master
         line += (
@@ -116,6 +118,19 @@ def _method_line(doc: FuturesDocument) -> str:
             f'{m.seconds:.1f} s) proposed "{m.candidate}" at {fmt_usd(m.score_usd)}'
         )
     return line
+
+
+def _bound_with_tail(doc: FuturesDocument) -> list[str]:
+    """The certified bound of the whole expected cost, the tail counted, where it was computed."""
+    s = doc.summary
+    if s.bound_with_tail_usd is None or s.gap_with_tail is None or s.tail_until is None:
+        return []
+    return [
+        f"with the tail to {s.tail_until.date().isoformat()}: certified bound "
+        f"{fmt_usd(s.bound_with_tail_usd)} (the horizon's, plus every carried node-hour at the least rate "
+        f"its offering is sold at); this plan's {fmt_usd(s.expected_usd)} is within "
+        f"{fmt_pct(s.gap_with_tail, 2)} of it"
+    ]
 
 
 def _chosen(doc: FuturesDocument) -> Candidate:
@@ -142,6 +157,7 @@ def _context(doc: FuturesDocument) -> dict[str, Any]:
         f"{fmt_usd(s.expected_horizon_usd)} there is within {fmt_pct(s.gap, 2)} of it (the gap holds the "
         "value of perfect information, which no purchase made now can capture, and what the purchases spend "
         "in the horizon to save after it)",
+        *_bound_with_tail(doc),
         *risk_lines(doc),
         _method_line(doc),
     ]

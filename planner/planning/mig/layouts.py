@@ -76,7 +76,8 @@ def _replicas(
     by_id = {o.id: (k, o) for k, o in enumerate(sets.offerings)}
     index = {s.name: i for i, s in enumerate(sets.services)}
     what: dict[tuple[str, str], str | None] = {}  # a MIG profile, or WHOLE + GPUs per replica
-    for w, o in set(zip(rows["workload"], rows["offering"], strict=True)):
+    pairs = list(zip(rows["workload"].tolist(), rows["offering"].tolist(), strict=True))  # not row by row
+    for w, o in set(pairs):
         if (w, o) in profiles:
             what[(w, o)] = profiles[(w, o)]
             continue
@@ -88,7 +89,7 @@ def _replicas(
             "offering": rows["offering"].to_numpy(),
             "group": np.where(rows["tier"].to_numpy() == Tier.SPOT, SPOT, HELD),
             "period": rows["period"].to_numpy(dtype=np.int64),
-            "what": [what[key] for key in zip(rows["workload"], rows["offering"], strict=True)],
+            "what": [what[key] for key in pairs],
             "replicas": rows["replicas"].to_numpy(dtype=float),
         }
     )
@@ -233,7 +234,10 @@ def mig_section(
         return None
     replicas = _replicas(sets, allocations, profiles)
     mig_rows = allocations[
-        [(w, o) in profiles for w, o in zip(allocations["workload"], allocations["offering"], strict=True)]
+        [
+            (w, o) in profiles
+            for w, o in zip(allocations["workload"].tolist(), allocations["offering"].tolist(), strict=True)
+        ]
     ]
     planned = mig_rows.groupby(["offering", "period"])["gpus"].sum()
     offerings = {o.id: o for o in sets.offerings}

@@ -162,9 +162,13 @@ class PeriodState:
     def delta(self, i: int, o: int, kind: int, sign: int) -> float:
         """What adding (+1) or removing (-1) one replica of ``i`` on (o, kind) changes in cost."""
         shape = self.p.shapes[(i, o)]
-        team = self.p.team_of[i]
-        if sign > 0 and shape.share > self.team_room[team] + EPS:
+        if sign > 0 and shape.share > self.team_room[self.p.team_of[i]] + EPS:
             return math.inf
+        return self._added(i, o, kind, sign)
+
+    def _added(self, i: int, o: int, kind: int, sign: int = 1) -> float:
+        """:meth:`delta` without the team's room: what depends on offering ``o`` (and the savings plans)."""
+        shape = self.p.shapes[(i, o)]
         before = self.gpus_of(o)
         changed = self.group(o, kind).gpus(shape, sign)
         after = (changed, before[1]) if kind == 0 else (before[0], changed)
@@ -224,16 +228,28 @@ class PeriodState:
         """Place ``need`` replicas of ``i`` one by one where each costs least (ties: where the model put
         the larger fraction); the number placed (fewer when no group can take one within the limits).
         ``preferred``: look first among the groups the model gave ``i`` a share of (the rounding: fast
-        where a service has dozens of eligible groups), then everywhere."""
+        where a service has dozens of eligible groups), then everywhere. A replica placed changes the cost
+        of another only on its own offering (or, under savings plans, on the offerings they cover), so
+        the others' costs are kept from one replica to the next: the same choices, without re-pricing
+        every group for each replica (the local search re-places groups of a hundred MIG replicas)."""
         everywhere = [g for g in self.p.candidates[i] if g != exclude]
         chosen = [(o, kind) for (o, kind, j) in self.remainder if j == i] if preferred else []
+        known: dict[tuple[int, int], float] = {}  # the cost of one more replica, team room apart
+        shares = {o: self.p.shapes[(i, o)].share for o, _kind in (*everywhere, *chosen)}
+        team = self.p.team_of[i]
         for placed in range(need):
+            room = self.team_room[team] + EPS
             for candidates in (chosen, everywhere) if chosen else (everywhere,):
-                options = [
-                    (round(self.delta(i, o, kind, +1), 6), -self.remainder.get((o, kind, i), 0.0), k)
-                    for k, (o, kind) in enumerate(candidates)
-                ]
-                cost, _, k = min(options, default=(math.inf, 0.0, -1))
+                best: tuple[float, float, int] = (math.inf, 0.0, -1)
+                for k, (o, kind) in enumerate(candidates):
+                    if shares[o] > room:
+                        continue  # beyond the team's burst limit
+                    if (o, kind) not in known:
+                        known[(o, kind)] = round(self._added(i, o, kind), 6)
+                    option = (known[(o, kind)], -self.remainder.get((o, kind, i), 0.0), k)
+                    if option < best:
+                        best = option
+                cost, _, k = best
                 if math.isfinite(cost):
                     break
             if not math.isfinite(cost):
@@ -241,6 +257,11 @@ class PeriodState:
             o, kind = candidates[k]
             self.move(i, o, kind, +1)
             self.remainder[(o, kind, i)] = 0.0
+            if self.plans and o in self.p.plan_covered:
+                known.clear()
+            else:
+                known.pop((o, 0), None)
+                known.pop((o, 1), None)
         return need
 
     def move(self, i: int, o: int, kind: int, sign: int) -> None:

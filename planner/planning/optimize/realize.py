@@ -32,6 +32,7 @@ once.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -254,7 +255,8 @@ def _improve(period: PeriodState) -> None:
                             break
                         period.move(i, o, kind, -1)
                         removed.append(i)
-                if all(period.fill(i, 1, exclude=(o, kind)) == 1 for i in removed) and (
+                batches = [(i, len(list(same))) for i, same in itertools.groupby(removed)]
+                if all(period.fill(i, n, exclude=(o, kind)) == n for i, n in batches) and (
                     period.cost() < before - EPS
                 ):
                     improved = True

@@ -622,6 +622,8 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
     # what savings plans cover of a (period, offering)'s non-spot nodes: its rows split in proportion too
     plan_covered = covered_share(allocations, (Tier.SAVINGS_PLAN,)) if sets.held_plans else pd.Series()
     records = []
+    # each run's own rows, found once (a filter over every row per run cost seconds on a year of hours)
+    rows_of = dict(tuple(allocations.groupby(["workload", "offering"], sort=False, observed=True)))
     for option in solution.placements:
         run = sets.runs[option.run]
         offering = sets.offerings[option.offering]
@@ -636,14 +638,11 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
             periods = range(option.start, option.start + option.periods)
             shares = np.array([covered.get((t, offering.id), 0.0) for t in periods])
             fraction = float(shares.mean()) if len(shares) else 0.0
-            mine = allocations[
-                (allocations["workload"] == run.job.name)
-                & (allocations["offering"] == offering.id)
-                & allocations["tier"].isin(COMMITTED_TIERS)
-            ]
+            own = rows_of.get((run.job.name, offering.id), allocations.iloc[:0])
+            mine = own[own["tier"].isin(COMMITTED_TIERS)]
             by_tier = mine.groupby("tier")["nodes"].sum()
             tier = Tier(str(by_tier.idxmax())) if len(by_tier) and fraction >= 0.5 else Tier.ON_DEMAND
-            split = _tier_split(allocations, run.job.name, offering.id, periods)
+            split = _tier_split(own, periods)
             if len(plan_covered):
                 shares = shares + np.array([plan_covered.get((t, offering.id), 0.0) for t in periods])
             cost = run.job.nodes * (offering.on_demand_usd_h or 0.0) * p * float((1 - shares).sum())
@@ -686,16 +685,12 @@ def _training_records(solution: Solution, allocations: pd.DataFrame) -> list[Tra
     return records
 
 
-def _tier_split(allocations: pd.DataFrame, job: str, offering: str, periods: range) -> dict[Tier, float]:
-    """The share of a non-spot run's node-hours on each tier, from its own rows (its job, offering and
-    periods): commitments, savings plans and on-demand, as billed (issue 42: ``tier`` alone named one
-    tier for runs whose rows are split)."""
-    rows = allocations[
-        (allocations["workload"] == job)
-        & (allocations["offering"] == offering)
-        & ~allocations["tier"].isin([Tier.SPOT, *OWN_NODE_TIERS])
-        & allocations["period"].between(periods.start, periods.stop - 1)
-    ]
+def _tier_split(own: pd.DataFrame, periods: range) -> dict[Tier, float]:
+    """The share of a non-spot run's node-hours on each tier, from its own rows (``own``: its job's on its
+    offering; here those of its periods): commitments, savings plans and on-demand, as billed (issue 42:
+    ``tier`` alone named one tier for runs whose rows are split)."""
+    billed = ~own["tier"].isin([Tier.SPOT, *OWN_NODE_TIERS])
+    rows = own[billed & own["period"].between(periods.start, periods.stop - 1)]
     nodes = rows.groupby("tier")["nodes"].sum()
     total = float(nodes.sum())
     if total <= 0:
