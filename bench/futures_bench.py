@@ -112,6 +112,8 @@ def main() -> None:
             f"({(s.best_peer_expected_usd - s.expected_usd) / s.best_peer_expected_usd:.2%} above)"
         )
     print(f"EVPI ${s.evpi_usd:,.0f}; horizon bound ${s.bound_usd:,.0f}, gap {s.gap:.2%}")
+    if s.bound_with_tail_usd is not None and s.gap_with_tail is not None:
+        print(f"bound with the tail ${s.bound_with_tail_usd:,.0f}, gap {s.gap_with_tail:.2%}")
     for c in sorted(doc.candidates, key=lambda c: c.expected_usd):
         least = min(c.committed_share.values()) if c.committed_share else None
         print(

@@ -394,8 +394,10 @@ def plan_futures(
     as_written = {f.name for f in spec.futures if not f.vary and not f.series}
     planned = [n for n in names if n not in as_written]
     own_plans = spec.own_plans_method(len(planned))
-    # quick: whole replicas by the rounding alone (FuturesFile.own_plans); the point forecast's in full
-    own_settings = replace(settings, realize_seconds=0.0) if own_plans == "quick" else settings
+    # read for their fleets, costs and bounds only (lean); quick: whole replicas by the rounding alone
+    # (FuturesFile.own_plans). The point forecast's in full: it is written, and a candidate.
+    realize = 0.0 if own_plans == "quick" else settings.realize_seconds
+    own_settings = replace(settings, lean=True, realize_seconds=realize)
     own_jobs = [job("point forecast", point_inputs)] + [
         job(f"future {n}", inputs[n], solve=own_settings) for n in planned
     ]

@@ -51,6 +51,20 @@ def plan(tmp_path_factory: pytest.TempPathFactory, kit):
     return result, out
 
 
+def test_a_lean_plan_is_the_same_fleet_and_cost_without_the_schedule_and_charges(plan, kit) -> None:
+    """``SolveSettings.lean`` (the futures' own plans): the same allocations, commitments and cost as the
+    full plan, with no MIG config schedule and the teams not charged (their costs left at zero)."""
+    full, out = plan
+    scenario = parse(yaml.safe_load((out.parent / "scenario.yaml").read_text()))
+    catalog = Catalog.load(out.parent / "catalog.csv")
+    lean = optimize(scenario, catalog, out.parent, kit.exact_settings(lean=True))
+    pd.testing.assert_frame_equal(lean.allocations, full.allocations)
+    assert lean.document.solver.objective_usd == pytest.approx(full.document.solver.objective_usd, abs=1e-6)
+    assert lean.document.commitments == full.document.commitments
+    assert full.document.mig is not None and lean.document.mig is None
+    assert full.document.teams["t"].cost_usd > 0 and lean.document.teams["t"].cost_usd == 0.0
+
+
 def test_services_share_gpus_and_the_count_is_bounded(plan) -> None:
     result, _ = plan
     (pool,) = result.document.mig.pools

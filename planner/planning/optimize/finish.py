@@ -269,11 +269,13 @@ def write_plan(
     stages: Sequence[SolverStage],
     requested_gap: float,
     say: Callable[[str], None],
+    lean: bool = False,
 ) -> Plan:
     """The plan of ``solution``, as both methods write it: the runs it leaves unserved placed where they
     fit (:func:`repair_unserved`), whole replicas within the budget's share (``realize.py``), then the
     contract's document (``solution.build_plan``) with the solver stages that made it. The method adds
-    what only it knows (bounds, stage 2's slots) to ``plan.document.solver``."""
+    what only it knows (bounds, stage 2's slots) to ``plan.document.solver``. ``lean``:
+    ``SolveSettings.lean``."""
     repaired = repair_unserved(solution.sets, solution, result.objective, say)
     if repaired is not None:
         solution = repaired.solution
@@ -290,6 +292,7 @@ def write_plan(
         model_slots=model_slots,
         realize_seconds=budget.realize,
         progress=say,
+        lean=lean,
     )
     solver = plan.document.solver
     solver.stages = list(stages)

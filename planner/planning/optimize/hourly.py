@@ -95,6 +95,7 @@ def plan_hourly(
         stages=done.stages,
         requested_gap=settings.gap,
         say=say,
+        lean=settings.lean,
     )
     solver = plan.document.solver
     solver.bound_method = done.bound_method

@@ -28,6 +28,9 @@ class SolveSettings:
     method: str = "auto"  # staged (one MILP, then whole nodes) or hourly (hourly.py); see METHODS
     cluster_relax: bool | None = None  # hourly method: True stops at the cluster model's LP (no MILP)
     realize_seconds: float | None = None  # whole replicas: the period MILPs' time (None: their share)
+    # a plan read only for its fleet, cost and bound (the futures' own plans, never written): no MIG
+    # config schedule, no per-team charges (``solution.build_plan``)
+    lean: bool = False
 
     def model_options(self) -> ModelOptions:
         """The sets' options these settings ask for (training blocks and start grid)."""

@@ -441,10 +441,12 @@ def build_plan(
     model_slots: int | None = None,
     realize_seconds: float = 60.0,
     progress: Callable[[str], None] | None = None,
+    lean: bool = False,
 ) -> Plan:
     """The plan from a solution. ``model_slots``: slots of the model that decided it (the first
     stage), when that differs from the solution's sets. ``realize_seconds``: the period MILPs' budget
-    (``realize.py``)."""
+    (``realize.py``). ``lean``: without the MIG config schedule and the per-team charges, for a plan read
+    only for its fleet, cost and bound (``SolveSettings.lean``: a quarter of the writing time)."""
     solution = realized(solution, realize_seconds, progress)
     split = split_payments(solution.sets, solution.commits, solution.placements)
     if split:  # a cash limit on upfront fees: some purchases paid otherwise (payments.py)
@@ -511,10 +513,11 @@ def build_plan(
         inputs=ScenarioEcho.model_validate(
             {**scenario.model_dump(mode="json"), "max_spot_share": scenario.purchase.max_spot_share}
         ),
-        mig=mig_section(sets, allocations),
+        mig=None if lean else mig_section(sets, allocations),
     )
     document.costs.cash_by_month = cash_by_month(Plan(document, allocations))
-    return _charged_by_team(Plan(document, allocations))
+    plan = Plan(document, allocations)
+    return plan if lean else _charged_by_team(plan)
 
 
 def _charged_by_team(plan: Plan) -> Plan:

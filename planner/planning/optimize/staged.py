@@ -190,6 +190,7 @@ def plan_staged(
             stages=stages,
             requested_gap=settings.gap,
             say=say,
+            lean=settings.lean,
         )
         plan.document.solver.stage2_model_periods = len(fixed_sets.slots)
         return plan
