@@ -126,9 +126,10 @@ TailRule = Literal["carried", "none"]
 #: full plan per candidate and future). Savings plans need ``replanned`` (a fleet bill counts nodes).
 SecondStage = Literal["fleet", "replanned"]
 #: How the futures' own (wait-and-see) plans are made: ``full`` (the planner at the given settings),
-#: ``quick`` (whole replicas by the rounding alone, without the local search and the period MILPs: about a
-#: quarter of the CPU time, fleets about 1 % dearer on growth-year) or ``auto`` (``full`` up to
-#: :data:`FULL_OWN_PLANS` futures planned, ``quick`` beyond). The point forecast's own plan is always full.
+#: ``quick`` (whole replicas by the rounding alone, without the local search and the period MILPs, and at
+#: most 10 s of search each: about a quarter of the CPU time, fleets about 1 % dearer on growth-year) or
+#: ``auto`` (``full`` up to :data:`FULL_OWN_PLANS` futures planned, ``quick`` beyond). The point forecast's
+#: own plan is always full.
 OwnPlans = Literal["auto", "full", "quick"]
 #: ``own_plans: auto`` plans up to this many futures in full.
 FULL_OWN_PLANS: Final = 10

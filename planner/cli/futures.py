@@ -86,9 +86,9 @@ def futures(
     """Choose what to buy now (commitments, savings plans) for the least expected cost over demand futures.
 
     Each future is planned on its own (what a perfect forecast would buy; own_plans: quick in the futures
-    file, or auto past 10 futures, makes those plans with whole replicas by rounding alone, about a quarter
-    of the time); one MILP over every future's
-    fleet (the futures master) proposes the purchase of least expected cost; then it and the other
+    file, or auto past 10 futures, makes those plans with whole replicas by rounding alone and at most 10 s
+    of search, about a quarter of the time); one MILP over every future's fleet (the futures master)
+    proposes the purchase of least expected cost; then it and the other
     candidates (the point forecast's, each future's, their weighted quantiles, nothing, the peers') are
     priced on every future: each future's fleet billed with them (second_stage: fleet, the default, in
     seconds), or the future re-planned holding them (second_stage: replanned in the futures file, one

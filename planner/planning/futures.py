@@ -9,7 +9,7 @@ The method is two-stage sample average approximation, solved by decomposition (d
    future's cost under any first stage. The weighted sum of those bounds is therefore a certified lower
    bound on the best expected cost any first stage can reach (wait-and-see <= here-and-now). Past
    ``FULL_OWN_PLANS`` futures (``own_plans: auto``) the futures' own plans are quick: whole replicas by the
-   rounding alone, a quarter of the time, the bounds as valid.
+   rounding alone and at most ``QUICK_TIME_LIMIT`` of search, a quarter of the time, the bounds as valid.
 2. **The master** (``futures_master.py``): one MILP over every future's fleet gives the purchase of least
    expected (or risk-weighted) cost, the tail after the horizon counted.
 3. **Candidates.** First stages (what is bought, at which purchase step): the point forecast's own, the
@@ -52,7 +52,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from models.catalog import Catalog
 from models.errors import GpuplanError, InputError, SolverError
@@ -89,6 +89,8 @@ __all__ = [
     "carried_tail",
     "committed_share",
     "first_stage",
+    "least_rates",
+    "own_plan_settings",
     "peer_stages",
     "pinned_plan",
     "plan_futures",
@@ -98,6 +100,10 @@ __all__ = [
 
 #: Most candidate first stages priced on every future (each costs one plan per future).
 MAX_CANDIDATES = 12
+#: ``own_plans: quick``: each future's own plan gets at most this many nominal seconds (``--time-limit`` per
+#: plan, if lower, stands). What is left of a quick plan is mostly fixed work (dispatch, bound, writing):
+#: on growth-year a limit of 8 and one of 20 gave the same plan before whole replicas, in 9.4 and 10.4 CPU s.
+QUICK_TIME_LIMIT = 10.0
 
 #: A commitment's key across plans: offering, term, start (its nodes are the level).
 CommitmentKey = tuple[str, str, str, float]
@@ -396,8 +402,7 @@ def plan_futures(
     own_plans = spec.own_plans_method(len(planned))
     # read for their fleets, costs and bounds only (lean); quick: whole replicas by the rounding alone
     # (FuturesFile.own_plans). The point forecast's in full: it is written, and a candidate.
-    realize = 0.0 if own_plans == "quick" else settings.realize_seconds
-    own_settings = replace(settings, lean=True, realize_seconds=realize)
+    own_settings = own_plan_settings(settings, own_plans)
     own_jobs = [job("point forecast", point_inputs)] + [
         job(f"future {n}", inputs[n], solve=own_settings) for n in planned
     ]
@@ -508,6 +513,16 @@ def plan_futures(
         )
     by_name = {name: p.stage for name, p in priced.items()}
     return FuturesResult(document, chosen_plans, held, point_plan, by_name, acted)
+
+
+def own_plan_settings(settings: SolveSettings, own_plans: Literal["full", "quick"]) -> SolveSettings:
+    """The settings of the futures' own plans: lean (read for fleet, cost and bound, never written); quick,
+    also whole replicas by the rounding alone and at most :data:`QUICK_TIME_LIMIT` of search."""
+    lean = replace(settings, lean=True)
+    if own_plans == "full":
+        return lean
+    limit = min(settings.time_limit or QUICK_TIME_LIMIT, QUICK_TIME_LIMIT)
+    return replace(lean, realize_seconds=0.0, time_limit=limit)
 
 
 #: The name of the futures master's candidate (``futures_master.py``).

@@ -1,7 +1,9 @@
-"""The futures file's ``own_plans`` setting (issue 41): how the futures' own plans are made, decided once."""
+"""The futures file's ``own_plans`` setting (issue 41): how the futures' own plans are made, decided once,
+and the settings it gives them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,8 @@ import yaml
 
 from models.errors import InputError
 from models.futures import FULL_OWN_PLANS, load_futures
+from planner.planning.futures import QUICK_TIME_LIMIT, own_plan_settings
+from planner.planning.optimize import SolveSettings
 
 
 def _file(tmp: Path, count: int, **extra: object) -> Path:
@@ -36,3 +40,15 @@ def test_an_unknown_method_names_the_file_and_the_field(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         load_futures(path)
     assert "own_plans" in str(caught.value) and "futures.yaml" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("limit", "quick_limit"), [(30.0, QUICK_TIME_LIMIT), (4.0, 4.0), (None, QUICK_TIME_LIMIT)]
+)
+def test_own_plans_are_lean_and_quick_caps_the_search(limit: float | None, quick_limit: float) -> None:
+    """Lean always; quick also rounds whole replicas only and caps the search (a lower limit stands)."""
+    given = SolveSettings(time_limit=limit, gap=0.01)
+    full = own_plan_settings(given, "full")
+    assert full == replace(given, lean=True)
+    quick = own_plan_settings(given, "quick")
+    assert quick == replace(given, lean=True, realize_seconds=0.0, time_limit=quick_limit)
