@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, model_validator
 from models.documents import DocumentPart, read_json_document, validation_error
 from models.errors import InputError
 from models.numbers import StrictModel
-from models.plan import UtcTime
+from models.plan import FuturesOutcome, UtcTime
 from models.tiers import Term
 from models.variation import parse_all
 from models.yamlfile import read_yaml
@@ -322,6 +322,20 @@ class FuturesDocument(DocumentPart):
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.model_dump(mode="json", by_alias=True), indent=2) + "\n", "utf-8")
+
+    def outcome(self, file: str) -> FuturesOutcome:
+        """The buyer's figures for plan.json (``gpuplan plan --futures``); ``file``: where this document is,
+        relative to the plan."""
+        s = self.summary
+        return FuturesOutcome(
+            file=file, futures=len(self.futures), chosen=self.chosen, expected_usd=s.expected_usd,
+            expected_horizon_usd=s.expected_horizon_usd, expected_tail_usd=s.expected_tail_usd,
+            p10_usd=s.p10_usd, p50_usd=s.p50_usd, p90_usd=s.p90_usd, worst_future=s.worst_future,
+            worst_usd=s.worst_usd, point_forecast_expected_usd=s.point_forecast_expected_usd,
+            vss_usd=s.vss_usd, evpi_usd=s.evpi_usd, best_peer=s.best_peer,
+            best_peer_expected_usd=s.best_peer_expected_usd, bound_usd=s.bound_usd,
+            bound_with_tail_usd=s.bound_with_tail_usd,
+        )  # fmt: skip
 
     @classmethod
     def read(cls, path: Path) -> FuturesDocument:

@@ -73,6 +73,7 @@ __all__ = [
     "CashMonth",
     "Commitment",
     "Costs",
+    "FuturesOutcome",
     "MigConfigUse",
     "MigNodeLayout",
     "MigPartedConfig",
@@ -807,6 +808,34 @@ class PriceSources(_PlanPart):
     summary: str = Field(description="one line, as the CLI and the report's first screen say it")
 
 
+class FuturesOutcome(_PlanPart):
+    """What the plan's purchases cost over the demand futures they were chosen on (``gpuplan plan
+    --futures``, issue 41): the buyer's figures; ``file`` has every candidate in every future."""
+
+    file: str = Field(description="futures.json beside this plan, relative to its directory")
+    futures: int = Field(description="how many demand futures")
+    chosen: str = Field(description="the candidate whose purchases this plan makes")
+    expected_usd: float = Field(
+        description="expected cost over the futures (the tail after the horizon included)"
+    )
+    expected_horizon_usd: float
+    expected_tail_usd: float
+    p10_usd: float
+    p50_usd: float
+    p90_usd: float
+    worst_future: str
+    worst_usd: float
+    point_forecast_expected_usd: float = Field(
+        description="the point forecast's purchases on the same futures"
+    )
+    vss_usd: float = Field(description="value of the stochastic solution: point forecast's expected - this")
+    evpi_usd: float = Field(description="expected value of perfect information")
+    best_peer: str | None = Field(None, description="the committing peer cheapest on the futures")
+    best_peer_expected_usd: float | None = None
+    bound_usd: float = Field(description="certified bound on the best expected horizon cost")
+    bound_with_tail_usd: float | None = Field(None, description="certified bound with the tail, if computed")
+
+
 class PlanDocument(_PlanPart):
     """``plan.json``."""
 
@@ -841,11 +870,15 @@ class PlanDocument(_PlanPart):
         description="allocations.csv as written with this plan.json: a copy cut short, or a file of another "
         "plan, is refused by every command that acts on the plan (plans written before it have none)",
     )
+    futures: FuturesOutcome | None = Field(
+        None, description="with gpuplan plan --futures: what the purchases cost over those demand futures"
+    )
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 
     def to_json(self) -> str:
-        data = self.model_dump(mode="json", by_alias=True, exclude={"mig"} if self.mig is None else None)
+        empty = {name for name in ("mig", "futures") if getattr(self, name) is None}
+        data = self.model_dump(mode="json", by_alias=True, exclude=empty or None)
         return json.dumps(data, indent=2) + "\n"
 
 

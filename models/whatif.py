@@ -20,7 +20,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from models.documents import DocumentPart, read_json_document
-from models.plan import Unserved, UtcTime
+from models.plan import FuturesOutcome, Unserved, UtcTime
 from models.tiers import Term, Tier
 
 __all__ = [
@@ -142,6 +142,9 @@ class WhatifDocument(DocumentPart):
     base: str = Field(description="the name of the variant the others are compared with")
     horizon: WhatifHorizon
     variants: list[WhatifVariant] = Field(min_length=1)
+    futures: FuturesOutcome | None = Field(
+        None, description="with --futures: the base planned over those demand futures (futures/futures.json)"
+    )
 
     @model_validator(mode="after")
     def _names(self) -> WhatifDocument:

@@ -153,6 +153,8 @@ def plan(
             result = optimize(
                 inputs.scenario, inputs.catalog, inputs.base_dir, settings, progress=say, seed=seed
             )
+        if futured is not None:  # the buyer's figures in plan.json too (futures/futures.json has the rest)
+            result.document.futures = futured.document.outcome("futures/futures.json")
         with atomic_directory(output) as staging:
             result.write(staging)
             if futured is not None:

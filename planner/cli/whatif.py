@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from models.errors import GpuplanError, InputError
 from models.files import atomic_directory
+from models.plan import FuturesOutcome
 from planner.cli.common import EXIT_SOLVER, err, fail, out
+from planner.cli.futures import report_broken
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from planner.planning.optimize import SolveSettings
+    from planner.verify.findings import Findings
 
 __all__ = ["whatif"]
 
@@ -42,12 +50,21 @@ def whatif(
         ),
     ] = None,
     method: Annotated[str, typer.Option(help="auto, staged or hourly (as gpuplan plan)")] = "auto",
+    futures: Annotated[
+        Path | None,
+        typer.Option(
+            help="a futures file (docs/futures.md): also plan the base over those demand futures, into "
+            "DIR/futures/, and add the futures view (the cost distribution of the chosen purchases, the "
+            "point forecast's and the best peer's) to the what-if page",
+        ),
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip whatif.md / whatif.html")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """Compare variants of a scenario side by side: cost, savings, tier mix, commitments, unserved demand.
 
-    Writes DIR/whatif.json, DIR/whatif.md, DIR/whatif.html and each variant's plan in DIR/variants/.
+    Writes DIR/whatif.json, DIR/whatif.md, DIR/whatif.html and each variant's plan in DIR/variants/; with
+    --futures also DIR/futures/ (as gpuplan futures writes it) and a futures section on the page.
     Grammar of a change: KEY[:TARGET]=VALUE with VALUE x1.3 (times), +50% (relative) or 16 (set); keys:
     demand, growth, training_hours, price, on_demand_price, spot_price, reserved_price, spot_interruptions,
     capacity, max_spot_share, colocation.FIELD (see models/variation.py).
@@ -64,6 +81,7 @@ def whatif(
         variants_from_flags,
     )
 
+    broken: dict[str, Findings] = {}
     try:
         if time_limit <= 0:
             raise InputError(None, "--time-limit", f"must be positive, got {time_limit}")
@@ -88,6 +106,10 @@ def whatif(
                 progress.update(task, advance=1, description=f"{row.name}: {outcome}")
 
             data = run_whatif(scenario, variants, staging, settings, workers, finished, cluster)
+            if futures is not None:
+                data.futures, broken = _plan_futures(
+                    scenario, futures, settings, workers, cluster, staging, progress
+                )
             (staging / "whatif.json").write_text(data.to_json())
             if not no_report:
                 from planner.outputs.reports.whatif import write_whatif_reports
@@ -95,6 +117,8 @@ def whatif(
                 write_whatif_reports(staging, data)
     except GpuplanError as error:
         raise fail(error) from None
+    if broken:  # as gpuplan futures: a chosen plan that breaks a rule is a planner bug, exit 5
+        report_broken(broken, output / "futures")
     table = Table(title=f"{data.scenario}: {len(variants)} variants")
     for column in ("variant", "total", "gap", "vs base", "vs all on-demand", "commitments", "unserved"):
         table.add_column(
@@ -137,3 +161,30 @@ def whatif(
     if failed:
         err.print(f"[yellow]warning:[/] {failed} variant(s) failed; see whatif.json", highlight=False)
         raise typer.Exit(EXIT_SOLVER)
+
+
+def _plan_futures(
+    scenario: Path,
+    futures: Path,
+    settings: SolveSettings,
+    workers: int | None,
+    cluster: str | None,
+    staging: Path,
+    progress: Progress,
+) -> tuple[FuturesOutcome, dict[str, Findings]]:
+    """``gpuplan futures`` over ``futures`` into ``staging/futures``: the buyer's figures for whatif.json,
+    and the futures whose chosen plan breaks a rule (checked by verify, as that command does)."""
+    from models.futures import load_futures
+    from planner.cli.futures import check_chosen, write_futures
+    from planner.planning.futures import plan_futures
+
+    task = progress.add_task("futures", total=None)
+    spec = load_futures(futures)
+    result = plan_futures(
+        scenario, spec, settings, workers, cluster, lambda m: progress.update(task, description=m.strip()),
+        source=futures,
+    )  # fmt: skip
+    write_futures(staging / "futures", result)
+    broken = check_chosen(result, lambda m: progress.update(task, description=m))
+    progress.update(task, total=1, completed=1, description=f"futures: buys {result.document.chosen}")
+    return result.document.outcome("futures/futures.json"), broken

@@ -66,6 +66,17 @@ def test_plan_with_futures_buys_the_futures_choice(tmp_path: Path, training: boo
     assert said + f"${s.vss_usd:,.0f}" in result.output
     plan = json.loads((out / "plan.json").read_text())
     assert any("chosen first stage" in note for note in plan["solver"]["notes"])
+    # the buyer's figures in plan.json and on the report's first screen (issue 41 point 4)
+    figures = plan["futures"]
+    assert figures["file"] == "futures/futures.json" and figures["futures"] == len(SKEWED)
+    assert figures["chosen"] == doc.chosen
+    for key in ("expected_usd", "p10_usd", "p50_usd", "p90_usd", "worst_usd", "vss_usd", "evpi_usd"):
+        assert figures[key] == pytest.approx(getattr(s, key), rel=1e-12)
+    first_screen = (out / "report.md").read_text().split("## Purchase schedule")[0]
+    assert f"chosen over 3 demand futures (futures/futures.json): expected cost ${s.expected_usd:,.0f}" in (
+        first_screen
+    )
+    assert f"Value of the stochastic solution: ${s.vss_usd:,.0f}" in first_screen
     if training:
         assert [t["job"] for t in plan["training"]] == ["finetune"]
     else:  # 6 committed nodes, the point forecast's other 4 on demand, over the horizon

@@ -19,10 +19,21 @@ from typing import Any
 from markupsafe import Markup
 
 from models.futures import Candidate, FuturesDocument, Purchase, quantile_name
-from planner.outputs.reports.kit import Table, chart_div, fmt_pct, fmt_usd, jinja_environment, md_table
+from models.plan import FuturesOutcome
+from planner.outputs.reports.kit import (
+    Table,
+    chart_div,
+    fmt_num,
+    fmt_pct,
+    fmt_usd,
+    jinja_environment,
+    md_table,
+)
 
 __all__ = [
+    "distribution_chart",
     "distribution_curves",
+    "outcome_lines",
     "peer_line",
     "purchase_text",
     "render_futures_html",
@@ -270,10 +281,28 @@ def distribution_curves(doc: FuturesDocument) -> dict[str, tuple[list[float], li
     return curves
 
 
-def render_futures_html(doc: FuturesDocument) -> str:
-    """The page: the first screen, the cost-distribution chart, the tables; plotly.js inline once."""
+def outcome_lines(f: FuturesOutcome, lead: str = "These purchases were chosen") -> list[str]:
+    """The buyer's figures over the futures (issue 41 point 4) as sentences, from plan.json's or
+    whatif.json's ``futures``: for the plan report's first screen and the what-if page's futures view."""
+    lines = [
+        f"{lead} over {fmt_num(f.futures)} demand futures ({f.file}): expected cost "
+        f"{fmt_usd(f.expected_usd)} ({fmt_usd(f.expected_horizon_usd)} in the horizon, "
+        f"{fmt_usd(f.expected_tail_usd)} after it); P10 {fmt_usd(f.p10_usd)}, P50 {fmt_usd(f.p50_usd)}, "
+        f"P90 {fmt_usd(f.p90_usd)}; worst future {f.worst_future} at {fmt_usd(f.worst_usd)}",
+        f"Value of the stochastic solution: {fmt_usd(f.vss_usd)} (the point forecast's purchases cost "
+        f"{fmt_usd(f.point_forecast_expected_usd)} expected on the same futures); expected value of perfect "
+        f"information: {fmt_usd(f.evpi_usd)}",
+    ]
+    if f.best_peer is not None and f.best_peer_expected_usd is not None:
+        peer = fmt_usd(f.best_peer_expected_usd)
+        lines.append(f"The best peer on the futures, {f.best_peer}: {peer} expected")
+    return lines
+
+
+def distribution_chart(doc: FuturesDocument, div_id: str = "chart-futures") -> Markup:
+    """The cost-distribution chart (:func:`distribution_curves`) as a plotly div (plotly.js apart): on
+    futures.html and on the what-if page's futures view."""
     import plotly.graph_objects as go
-    from plotly.offline import get_plotlyjs
 
     fig = go.Figure()
     for label, (xs, ys) in distribution_curves(doc).items():
@@ -286,9 +315,16 @@ def render_futures_html(doc: FuturesDocument) -> str:
         showlegend=True,
         legend={"orientation": "h", "y": -0.25},
     )
+    return chart_div(fig, div_id)
+
+
+def render_futures_html(doc: FuturesDocument) -> str:
+    """The page: the first screen, the cost-distribution chart, the tables; plotly.js inline once."""
+    from plotly.offline import get_plotlyjs
+
     return _HTML.render(
         **_context(doc),
         shares_title=_SHARES,
-        chart=chart_div(fig, "chart-futures"),
+        chart=distribution_chart(doc),
         plotlyjs=Markup(get_plotlyjs()),
     )

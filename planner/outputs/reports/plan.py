@@ -219,7 +219,16 @@ def _header(plan: PlanDocument) -> dict[str, Any]:
         "gap_sentence": gap_sentence,
         "model_sentence": model_sentence,
         "solver_notes": solver.notes,
+        "futures": _futures_lines(plan),
     }
+
+
+def _futures_lines(plan: PlanDocument) -> list[str]:
+    """The first screen's figures over the demand futures the purchases were chosen on (issue 41 point 4),
+    when the plan was made with ``--futures``."""
+    from planner.outputs.reports.futures import outcome_lines
+
+    return [] if plan.futures is None else outcome_lines(plan.futures)
 
 
 def _idle_commitment_cost(plan: PlanDocument) -> float | None:

@@ -26,8 +26,10 @@ from typing import Any
 
 from markupsafe import Markup
 
+from models.futures import FuturesDocument
 from models.tiers import Term, Tier
 from models.whatif import FailedVariant, SolvedVariant, WhatifDocument
+from planner.outputs.reports.futures import distribution_chart, outcome_lines
 from planner.outputs.reports.kit import (
     DASH,
     TIER_COLORS,
@@ -622,6 +624,10 @@ def _context(doc: WhatifDocument) -> dict[str, Any]:
         "tiers": _by_tier_table(variants),
         "ranking": _ranking(variants, base),
         "cum": _cumulative(variants, base),
+        "fut": {
+            "lines": [] if doc.futures is None else outcome_lines(doc.futures, "The base scenario, planned"),
+            "chart": None,
+        },
     }
 
 
@@ -631,20 +637,27 @@ def render_whatif_markdown(doc: WhatifDocument) -> str:
     return text.strip("\n") + "\n"
 
 
-def render_whatif_html(doc: WhatifDocument) -> str:
-    """The what-if comparison as ONE self-contained html page (plotly.js inline once, works offline)."""
+def render_whatif_html(doc: WhatifDocument, futures: FuturesDocument | None = None) -> str:
+    """The what-if comparison as ONE self-contained html page (plotly.js inline once, works offline);
+    ``futures``: the futures.json that ``doc.futures`` names, for the futures view's chart."""
     from plotly.offline import get_plotlyjs
 
     ctx = _context(doc)
     charts = _charts(doc.variants, doc.base_variant, ctx["cum"])
+    if futures is not None:
+        ctx["fut"]["chart"] = distribution_chart(futures)
     return _HTML.render(**ctx, charts=charts, plotlyjs=Markup(get_plotlyjs()))
 
 
 def write_whatif_reports(directory: Path, doc: WhatifDocument) -> tuple[Path, Path]:
-    """Write DIR/whatif.md and DIR/whatif.html from the whatif.json document; returns ``(md, html)``."""
+    """Write DIR/whatif.md and DIR/whatif.html from the whatif.json document (and the futures.json it
+    names, if any); returns ``(md, html)``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    futures = None
+    if doc.futures is not None and (directory / doc.futures.file).is_file():
+        futures = FuturesDocument.read(directory / doc.futures.file)
     md_path, html_path = directory / "whatif.md", directory / "whatif.html"
     md_path.write_text(render_whatif_markdown(doc), encoding="utf-8")
-    html_path.write_text(render_whatif_html(doc), encoding="utf-8")
+    html_path.write_text(render_whatif_html(doc, futures), encoding="utf-8")
     return md_path, html_path
