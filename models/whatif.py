@@ -161,7 +161,8 @@ class WhatifDocument(DocumentPart):
         return next(v for v in self.variants if v.name == self.base)
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+        exclude = {"futures"} if self.futures is None else None  # the file's keys as before, without
+        return json.dumps(self.model_dump(mode="json", by_alias=True, exclude=exclude), indent=2) + "\n"
 
     @classmethod
     def read(cls, path: str | Path) -> WhatifDocument:
