@@ -17,6 +17,7 @@ from planner.cli.futures import report_broken
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from models.futures import FuturesFile
     from planner.planning.optimize import SolveSettings
     from planner.verify.findings import Findings
 
@@ -71,6 +72,7 @@ def whatif(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from models.futures import load_futures
     from models.whatif import FailedVariant, SolvedVariant
     from planner.planning.optimize import METHODS, SolveSettings
     from planner.planning.whatif import (
@@ -93,6 +95,7 @@ def whatif(
             raise InputError(None, "--vary/--sweep", "give at least one --vary change or a --sweep file")
         variants = plan_variants(load_sweep(sweep) if sweep else [], variants_from_flags(vary or []))
         check_variants(scenario, variants)
+        spec = None if futures is None else load_futures(futures)  # a bad file stops before any plan
         settings = SolveSettings(time_limit=time_limit, method=method.lower())
         progress = Progress(
             TextColumn("[bold]what-if[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -106,9 +109,9 @@ def whatif(
                 progress.update(task, advance=1, description=f"{row.name}: {outcome}")
 
             data = run_whatif(scenario, variants, staging, settings, workers, finished, cluster)
-            if futures is not None:
+            if spec is not None and futures is not None:
                 data.futures, broken = _plan_futures(
-                    scenario, futures, settings, workers, cluster, staging, progress
+                    scenario, futures, spec, settings, workers, cluster, staging, progress
                 )
             (staging / "whatif.json").write_text(data.to_json())
             if not no_report:
@@ -157,7 +160,10 @@ def whatif(
             "is not a finding; plan with a longer --time-limit to narrow the gaps",
             highlight=False,
         )
-    out.print(f"written to {output}/ (whatif.html, whatif.md, whatif.json, variants/)", highlight=False)
+    extra = ", futures/" if futures is not None else ""
+    out.print(
+        f"written to {output}/ (whatif.html, whatif.md, whatif.json, variants/{extra})", highlight=False
+    )
     if failed:
         err.print(f"[yellow]warning:[/] {failed} variant(s) failed; see whatif.json", highlight=False)
         raise typer.Exit(EXIT_SOLVER)
@@ -166,20 +172,20 @@ def whatif(
 def _plan_futures(
     scenario: Path,
     futures: Path,
+    spec: FuturesFile,
     settings: SolveSettings,
     workers: int | None,
     cluster: str | None,
     staging: Path,
     progress: Progress,
 ) -> tuple[FuturesOutcome, dict[str, Findings]]:
-    """``gpuplan futures`` over ``futures`` into ``staging/futures``: the buyer's figures for whatif.json,
-    and the futures whose chosen plan breaks a rule (checked by verify, as that command does)."""
-    from models.futures import load_futures
+    """``gpuplan futures`` over ``spec`` (read from ``futures``) into ``staging/futures``: the buyer's figures
+    for whatif.json, and the futures whose chosen plan breaks a rule (checked by verify, as that command
+    does)."""
     from planner.cli.futures import check_chosen, write_futures
     from planner.planning.futures import plan_futures
 
     task = progress.add_task("futures", total=None)
-    spec = load_futures(futures)
     result = plan_futures(
         scenario, spec, settings, workers, cluster, lambda m: progress.update(task, description=m.strip()),
         source=futures,

@@ -42,3 +42,16 @@ def test_whatif_with_futures_adds_the_futures_view(tmp_path: Path) -> None:
     assert "## Futures" in markdown
     assert f"expected cost ${s.expected_usd:,.0f}" in markdown
     assert f"Value of the stochastic solution: ${s.vss_usd:,.0f}" in markdown
+
+
+def test_a_bad_futures_file_stops_the_whatif_before_any_plan(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    bad = tmp_path / "futures.yaml"
+    bad.write_text("futures:\n  - {name: only-one, vary: [demand=x0.9]}\n", encoding="utf-8")
+    out = tmp_path / "whatif"
+    result = CliRunner().invoke(
+        app, ["whatif", str(scenario), "--vary", "demand=x1.2", "--futures", str(bad), "-o", str(out), "-q"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "futures.yaml" in result.output and "futures" in result.output
+    assert not out.exists()  # nothing written
