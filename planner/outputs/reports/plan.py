@@ -51,6 +51,7 @@ from models.plan import (
 )
 from models.tiers import COMMITTED_TIERS, Tier
 from models.wording import plural
+from planner.outputs.reports.futures import outcome_lines
 from planner.outputs.reports.kit import (
     DASH,
     IDLE_SERIES,
@@ -226,8 +227,6 @@ def _header(plan: PlanDocument) -> dict[str, Any]:
 def _futures_lines(plan: PlanDocument) -> list[str]:
     """The first screen's figures over the demand futures the purchases were chosen on (issue 41 point 4),
     when the plan was made with ``--futures``."""
-    from planner.outputs.reports.futures import outcome_lines
-
     return [] if plan.futures is None else outcome_lines(plan.futures)
 
 
