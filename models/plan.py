@@ -812,7 +812,10 @@ class FuturesOutcome(_PlanPart):
     """What the plan's purchases cost over the demand futures they were chosen on (``gpuplan plan
     --futures``, issue 41): the buyer's figures; ``file`` has every candidate in every future."""
 
-    file: str = Field(description="futures.json beside this plan, relative to its directory")
+    file: str = Field(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$",
+        description="futures.json beside this plan, relative to its directory (never outside it)",
+    )
     futures: int = Field(description="how many demand futures")
     chosen: str = Field(description="the candidate whose purchases this plan makes")
     expected_usd: float = Field(
@@ -834,6 +837,13 @@ class FuturesOutcome(_PlanPart):
     best_peer_expected_usd: float | None = None
     bound_usd: float = Field(description="certified bound on the best expected horizon cost")
     bound_with_tail_usd: float | None = Field(None, description="certified bound with the tail, if computed")
+
+    @field_validator("file")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        if ".." in value.split("/"):
+            raise ValueError("must stay inside the plan's directory (no '..')")
+        return value
 
 
 class PlanDocument(_PlanPart):

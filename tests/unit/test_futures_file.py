@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from models.errors import InputError
 from models.futures import FULL_OWN_PLANS, load_futures
+from models.plan import FuturesOutcome
 from planner.planning.futures import QUICK_TIME_LIMIT, own_plan_settings
 from planner.planning.optimize import SolveSettings
 
@@ -52,3 +54,17 @@ def test_own_plans_are_lean_and_quick_caps_the_search(limit: float | None, quick
     assert full == replace(given, lean=True)
     quick = own_plan_settings(given, "quick")
     assert quick == replace(given, lean=True, realize_seconds=0.0, time_limit=quick_limit)
+
+
+@pytest.mark.parametrize("file", ["../futures.json", "/etc/passwd", "futures/../../x.json", ""])
+def test_plan_json_names_its_futures_file_inside_the_plan_directory(file: str) -> None:
+    """plan.json's and whatif.json's ``futures.file`` is read by the reports: never a path outside."""
+    figures = {
+        "futures": 3, "chosen": "x", "expected_usd": 1.0, "expected_horizon_usd": 1.0,
+        "expected_tail_usd": 0.0, "p10_usd": 1.0, "p50_usd": 1.0, "p90_usd": 1.0, "worst_future": "a",
+        "worst_usd": 1.0,
+        "point_forecast_expected_usd": 1.0, "vss_usd": 0.0, "evpi_usd": 0.0, "bound_usd": 0.0,
+    }  # fmt: skip
+    assert FuturesOutcome(file="futures/futures.json", **figures).file == "futures/futures.json"
+    with pytest.raises(ValidationError):
+        FuturesOutcome(file=file, **figures)
