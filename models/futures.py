@@ -326,16 +326,10 @@ class FuturesDocument(DocumentPart):
     def outcome(self, file: str) -> FuturesOutcome:
         """The buyer's figures for plan.json (``gpuplan plan --futures``); ``file``: where this document is,
         relative to the plan."""
-        s = self.summary
-        return FuturesOutcome(
-            file=file, futures=len(self.futures), chosen=self.chosen, expected_usd=s.expected_usd,
-            expected_horizon_usd=s.expected_horizon_usd, expected_tail_usd=s.expected_tail_usd,
-            p10_usd=s.p10_usd, p50_usd=s.p50_usd, p90_usd=s.p90_usd, worst_future=s.worst_future,
-            worst_usd=s.worst_usd, point_forecast_expected_usd=s.point_forecast_expected_usd,
-            vss_usd=s.vss_usd, evpi_usd=s.evpi_usd, best_peer=s.best_peer,
-            best_peer_expected_usd=s.best_peer_expected_usd, bound_usd=s.bound_usd,
-            bound_with_tail_usd=s.bound_with_tail_usd,
-        )  # fmt: skip
+        # every figure but the file, the count and the choice has the same name in the summary
+        shared = FuturesOutcome.model_fields.keys() & FuturesSummary.model_fields.keys()
+        figures = {name: getattr(self.summary, name) for name in shared}
+        return FuturesOutcome(file=file, futures=len(self.futures), chosen=self.chosen, **figures)
 
     @classmethod
     def read(cls, path: Path) -> FuturesDocument:
