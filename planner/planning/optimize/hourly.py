@@ -163,7 +163,11 @@ def _decide_and_dispatch(
     objective = best.objective
     # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit
     exact_seconds = budget.exact_bound(bound, objective, gap)
-    exact = None if exact_seconds is None else try_exact_bound(sets, per_block, exact_seconds, objective, say)
+    exact = (
+        None
+        if exact_seconds is None
+        else try_exact_bound(sets, per_block, exact_seconds, objective, say, held_usd=bound)
+    )
     if exact is not None and exact.bound_usd > bound:
         chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
         bound, method = chosen.bound_usd, chosen.method

@@ -204,7 +204,11 @@ def plan_staged(
     paid = plan.total_usd + solver.penalty_usd  # what the plan as written costs
     exact_seconds = budget.exact_bound(certified.bound_usd, paid, settings.gap)
     # valid too: the plan keeps the larger of the two bounds
-    exact = None if exact_seconds is None else try_exact_bound(sets, per_block, exact_seconds, paid, say)
+    exact = (
+        None
+        if exact_seconds is None
+        else try_exact_bound(sets, per_block, exact_seconds, paid, say, held_usd=certified.bound_usd)
+    )
     candidate, weighed = weigh_exact_plan(sets, exact, paid, len(stages) + 1, say)
     if candidate is not None and exact is not None and weighed is not None:
         # the exact-start model's plan, written as any plan; its model bound is that model's own
