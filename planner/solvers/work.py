@@ -61,10 +61,23 @@ NOMINAL_SECONDS: Final[dict[str, float]] = {
     "ipm iteration per nonzero": 2e-7,
     # one branch-and-bound node beyond its LP iterations (a small knapsack: 4,530 nodes in 1.8 s)
     "mip node": 4e-4,
-    # one HiGHS run of any kind: setting up, presolve, reading back (the dispatch loop runs thousands)
+    # one HiGHS run of any kind: setting up, presolve, reading back (the dispatch loop runs thousands).
+    # More than a small run costs: growth-year's 19,533 runs of 48 nonzeros took 0.27 ms each inside the
+    # run and 0.48 ms from one to the next (2026-12-07). Charged at 0.5 ms, the local search and the
+    # training moves took their whole shares for little: spot-price-shock -0.08 %, fleet-mid-contract
+    # -0.02 %, colocation-decision the same plan, each 20-30 s longer at --time-limit 60; so 4 ms stays
     "run": 0.004,
     # one local-search evaluation or one move tried by the planner's own loops, beyond its LPs
     "move": 0.001,
+    # one price evaluation of the whole-replica local search (``PeriodState._added``, with the moves and
+    # undos around it), measured 2026-12-07 beside another plan: growth-year at --time-limit 60, 292,548
+    # evaluations in 14.4 s; inference-heavy-saas 46,220 in 3.0 s (one "move" per period, as charged
+    # before, made that 1.5 and 0.7 nominal s)
+    "price evaluation": 5e-5,
+    # one period's whole-replica MILP beyond its HiGHS run's count: the model is built and read back in
+    # Python and its small runs cost more than their calls (growth-year: 1,525 MILPs, 28.7 s in HiGHS,
+    # charged 8.4; inference-heavy-saas: 655 MILPs, 26.9 s, charged 10.9)
+    "period model": 0.015,
 }
 
 #: Nominal seconds per callback call and nonzero, for the stages whose calls cost another figure,
@@ -126,8 +139,9 @@ class WorkMeter:
         self.charge(cost)
         return cost
 
-    def charge_moves(self, moves: int = 1) -> None:
-        self.charge(moves * NOMINAL_SECONDS["move"])
+    def charge_moves(self, moves: int = 1, kind: str = "move") -> None:
+        """Charge ``moves`` of the planner's own steps of ``kind`` (a key of :data:`NOMINAL_SECONDS`)."""
+        self.charge(moves * NOMINAL_SECONDS[kind])
 
 
 def callback_cost(what: str) -> float:

@@ -72,6 +72,20 @@ def test_the_model_objective_is_named_and_the_total_is_the_plans(planned: tuple[
     assert f"total ${total:,.0f} over the" in output
 
 
+def test_a_first_plan_is_shown_before_the_search_and_the_plan_is_no_dearer(planned: tuple[Path, str]) -> None:
+    """Issue 39 point 6: a new user sees a plan and its cost before any solve: the best peer a user could
+    run, priced without the solver; the search's plan then costs no more."""
+    plan_dir, output = planned
+    lines = [line.removeprefix("· ") for line in output.splitlines() if line.startswith("· ")]
+    plan = json.loads((plan_dir / "plan.json").read_text())
+    baselines = plan["baselines"]
+    best = next(p for p in baselines["peers"] if p["name"] == baselines["best_peer"])
+    assert lines[1].startswith(f"first plan: ${best['total_usd']:,.0f}, the best peer a user could run ")
+    assert f"({best['name']}: each service on one offering, " in lines[1]
+    assert lines[1].endswith("searching for a cheaper one within 10 s of counted work")
+    assert plan["costs"]["total_usd"] <= best["total_usd"] + 1e-6
+
+
 def test_one_team_split_in_plan_report_and_chargeback(planned: tuple[Path, str], tmp_path: Path) -> None:
     """plan.json costs.by_team and teams[], report.md's "Cost by team" and `gpuplan chargeback` (its
     default rule) give each team the same dollars and the same GPU-hours (MIG slices as 1/7)."""

@@ -52,8 +52,9 @@ def test_the_clock_and_the_shares_of_the_limit() -> None:
     assert free.of_left(Share.STAGE_2_FREE, None) is None
 
 
-def test_whole_replicas_get_their_share_unless_given_seconds() -> None:
-    assert budget_at(120.0, 0.0).realize == pytest.approx(30.0)  # 25 % of 120 s
+def test_whole_replicas_get_what_is_left_at_least_their_share_unless_given_seconds() -> None:
+    assert budget_at(120.0, 100.0).realize == pytest.approx(30.0)  # at least 25 % of 120 s
+    assert budget_at(120.0, 50.0).realize == pytest.approx(70.0)  # what is left, when more
     assert budget_at(120.0, 0.0, realize=7.0).realize == pytest.approx(7.0)
     assert budget_at(None, 0.0).realize == SECONDS["realize without a limit"]
 

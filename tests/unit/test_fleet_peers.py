@@ -193,3 +193,23 @@ def test_a_service_joins_the_offering_where_it_packs_with_the_fleet(tmp_path: Pa
     assert fleet.nonspot.tolist() == [[1.0] * HOURS, [0.0] * HOURS]
     peer = compute_baselines(sets).peer(FLEET_PEER)
     assert peer is not None and peer.total_usd == pytest.approx(10.0 * HOURS)
+
+
+def test_the_first_plan_line_names_the_best_runnable_peer_or_all_on_demand() -> None:
+    """What ``gpuplan plan`` says before the search (run.first_plan): the best fleet peer, its price and
+    what it buys; all on demand when no peer can be run."""
+    from models.plan import Baselines, Peer, PeerCommitment
+    from planner.planning.optimize.run import first_plan
+
+    bought = [PeerCommitment(offering="aws:us-east-1:p5.48xlarge", term="1y", nodes=3)]
+    peer = Peer(
+        name="lookback 30 d, 1y", policy="lookback", usage="fleet", total_usd=1234.5, commitments=bought
+    )
+    chosen = Baselines(all_on_demand_usd=2000.0, greedy_usd=1900.0, peers=[peer], best_peer=peer.name)
+    assert first_plan(chosen, 60.0) == (
+        "first plan: $1,234, the best peer a user could run (lookback 30 d, 1y: each service on one "
+        "offering, 3 nodes committed, the rest on demand); searching for a cheaper one within 60 s of "
+        "counted work"
+    )
+    alone = Baselines(all_on_demand_usd=2000.0, greedy_usd=1900.0)
+    assert first_plan(alone, None) == "first plan: all on demand, $2,000; searching for a cheaper one"

@@ -22,6 +22,7 @@ from models.scenario import parse
 from models.tiers import Capacity
 from planner.planning.optimize.realize import realize, replica_shapes
 from planner.planning.problem.sets import build_sets, whole_gpu_size
+from planner.solvers.work import NOMINAL_SECONDS, meter
 from planner.verify.packing import fits, mig_gpus
 
 KINDS = (Capacity.NON_SPOT, Capacity.SPOT)
@@ -259,3 +260,36 @@ def test_realized_hours_are_whole_fit_their_nodes_and_cost_no_less_than_the_opti
     print(
         "REACHED", _period_cost(sets, placed, case["commits"]), optimum, case, placed, rows, sets.serve_tiers
     )
+
+
+def test_a_short_budget_refines_the_periods_that_stand_for_most_hours_first(tmp_path: Path, kit) -> None:
+    """Three hours, each split 4 replicas of 4 GPUs between two offerings as the pair above (rounded:
+    2 + 2 on two nodes, $22; refined: all 4 on the cheaper, $20). Hour 0 is one split, hours 1 and 2 the
+    same other one. A budget that ends after one refined period spends it on the period standing for two
+    hours, though hour 0 comes first: both come out at $20, hour 0 keeps its rounding; with a budget
+    every hour is $20."""
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [
+        kit.offering_row(instance_type="a", on_demand_usd_h=10.0, reserved_1y_usd_h=6.0),
+        kit.offering_row(instance_type="b", on_demand_usd_h=12.0, reserved_1y_usd_h=5.0),
+    ])  # fmt: skip
+    data = kit.scenario_dict(hours=3, terms=["1y"], inference=[_service("s", ("gpus_per_replica", 4), 4)])
+    sets = build_sets(
+        parse(data, tmp_path / "scenario.yaml"), Catalog.load(tmp_path / "catalog.csv"), tmp_path
+    )
+    split = {0: (1.5, 2.5), 1: (2.5, 1.5), 2: (2.5, 1.5)}
+    frame = pd.DataFrame(
+        [(t, o, Capacity.NON_SPOT, 0, 0.0, shares[o]) for t, shares in split.items() for o in (0, 1)],
+        columns=["period", "o", "tier", "i", "nodes", "replicas"],
+    )
+    training = (np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((1, 3)))
+
+    def hourly_cost(seconds: float) -> list[float]:
+        result = realize(sets, frame, np.zeros((1, 3)), np.zeros((2, 3)), training, exact_seconds=seconds)
+        placed = result.inference.groupby(["period", "o"])["replicas"].sum()
+        return [_period_cost(sets, {(o, 0, 0): int(n) for o, n in placed[t].items()}, {}) for t in range(3)]
+
+    assert hourly_cost(1e-9) == pytest.approx([22.0, 20.0, 20.0])
+    before = meter().units
+    assert hourly_cost(60.0) == pytest.approx([20.0, 20.0, 20.0])
+    # counted work: two distinct periods searched and solved, each MILP's model charged beyond its run
+    assert meter().units - before >= 2 * NOMINAL_SECONDS["period model"]

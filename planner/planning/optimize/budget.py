@@ -60,7 +60,7 @@ OF_LIMIT: Final[dict[Share, float]] = {
     # measured on mixed-fleet, 120 s of it stayed below the cluster bound (its integer stage does not
     # finish), while a plan that was done early would otherwise always take its whole limit
     Share.EXACT_BOUND: 0.15,
-    # refining whole replicas (the rounding itself always runs)
+    # refining whole replicas (the rounding itself always runs), at least: they take what is left
     Share.REALIZE: 0.25,
     # the certified bound gets at least this, whatever the stages overran: on the README example 30
     # nominal seconds prove its cluster MILP optimal ($1,813,689, 13 CPU s), while the 5 s floor left
@@ -160,12 +160,17 @@ class TimeBudget:
 
     @property
     def realize(self) -> float:
-        """Seconds the whole replicas' local search and period MILPs may take in all: as given, else their
-        share of the limit (a fixed figure without one); periods beyond it keep the rounded answer."""
+        """Seconds the whole replicas' local search and period MILPs may take in all: as given, else what
+        is left of the limit, at least their share (a fixed figure without one); periods beyond it keep
+        the rounded answer. What is left, because their gains are real money: growth-year at
+        ``--time-limit 60`` saved $87,336 refining 1,525 periods in 47 s, and with its share alone (15 s)
+        the plan cost 1.5 % more."""
         if self.realize_seconds is not None:
             return self.realize_seconds
-        share = self.of_limit(Share.REALIZE)
-        return SECONDS["realize without a limit"] if share is None else share
+        share, left = self.of_limit(Share.REALIZE), self.left()
+        if share is None or left is None:
+            return SECONDS["realize without a limit"]
+        return max(share, left)
 
     # -- the rules of the stages that weigh several figures -----------------------------------------------
 

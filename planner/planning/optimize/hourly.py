@@ -26,9 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.errors import SolverError
-from models.plan import Plan, SolverStage
+from models.plan import Baselines, Plan, SolverStage
 from models.tiers import Capacity
-from planner.planning.baselines import compute_baselines
 from planner.planning.optimize.bound import (
     BoundResult,
     ClusterDecisions,
@@ -68,10 +67,15 @@ class HourlyResult:
 
 
 def plan_hourly(
-    sets: PlanningSets, settings: SolveSettings, budget: TimeBudget, say: Callable[[str], None]
+    sets: PlanningSets,
+    settings: SolveSettings,
+    budget: TimeBudget,
+    say: Callable[[str], None],
+    baselines: Baselines,
 ) -> Plan:
     """Plan ``sets`` by the hourly method (module docstring): cluster model -> training placed ->
-    inference per period, then the plan written by the path both methods share."""
+    inference per period, then the plan written by the path both methods share, with ``baselines``
+    (``compute_baselines(sets)``) as its peers."""
     if settings.solver != "highs":
         say("the hourly method dispatches periods with HiGHS; --solver applies to the staged method only")
     build_seconds = budget.wall_seconds()  # measured, for the report
@@ -87,7 +91,7 @@ def plan_hourly(
     plan = write_plan(
         done.solution,
         done.result,
-        compute_baselines(sets),
+        baselines,
         budget,
         method="hourly-decomposition",
         build_seconds=build_seconds,
@@ -244,7 +248,7 @@ def _finish(
     sets: PlanningSets, scheduled: Scheduled, budget: TimeBudget, say: Callable[[str], None], reserve: float
 ) -> Dispatched:
     """Refined, dispatched, then improved by local search where that makes a cheaper written plan."""
-    refined = _refine(sets, scheduled, budget, say)
+    refined = _refine(sets, scheduled, budget, say, reserve)
     best = dispatch_scheduled(sets, refined, say)
     better = improve_plan(
         sets, refined, best.objective, best.dispatch.work, budget.left(), budget, say, reserve
@@ -257,14 +261,21 @@ def _finish(
 
 
 def _refine(
-    sets: PlanningSets, scheduled: Scheduled, budget: TimeBudget, say: Callable[[str], None]
+    sets: PlanningSets,
+    scheduled: Scheduled,
+    budget: TimeBudget,
+    say: Callable[[str], None],
+    reserve: float,
 ) -> Scheduled:
     """Training moved where the pool's dual prices say it costs least, then commitments re-tuned for
     it, then training moved again for the new commitments (moves first: on the large benchmark they
-    saved 40x more per second than tuning)."""
-    moved = _move_training(sets, scheduled, budget, say)
-    tuned = _tune(sets, moved, budget, say)
-    return _move_training(sets, tuned, budget, say) if tuned.commitments != moved.commitments else tuned
+    saved 40x more per second than tuning); each from what is left of the limit less ``reserve``, the
+    whole replicas' share after them."""
+    moved = _move_training(sets, scheduled, budget, say, reserve)
+    tuned = _tune(sets, moved, budget, say, reserve)
+    if tuned.commitments == moved.commitments:
+        return tuned
+    return _move_training(sets, tuned, budget, say, reserve)
 
 
 def _move_training(
@@ -272,6 +283,7 @@ def _move_training(
     scheduled: Scheduled,
     budget: TimeBudget,
     say: Callable[[str], None],
+    reserve: float,
     rounds: int = 3,
 ) -> Scheduled:
     """Rounds of ``schedule.improve_schedule`` (each move checked on the exact per-period LPs), with the
@@ -279,7 +291,7 @@ def _move_training(
     best = scheduled
     prices = pool_prices(sets, best.committed, best.schedule.occupancy)
     for _ in range(rounds):
-        remaining = budget.left()
+        remaining = _left(budget, reserve)
         if remaining is not None and remaining < SECONDS["training moves when left"]:
             break
         seconds = budget.of_left(Share.MOVE_TRAINING, remaining)
@@ -298,10 +310,11 @@ def _tune(
     scheduled: Scheduled,
     budget: TimeBudget,
     say: Callable[[str], None],
+    reserve: float,
 ) -> Scheduled:
     """Commitments re-tuned on every period's exact cost (commitments.py), within their share of the
     time left."""
-    seconds = budget.of_left(Share.TUNE_COMMITMENTS, budget.left())
+    seconds = budget.of_left(Share.TUNE_COMMITMENTS, _left(budget, reserve))
     if seconds is not None and seconds < SECONDS["tuning at least"]:
         return scheduled
     tuned = tune_commitments(sets, scheduled.commitments, scheduled.schedule.occupancy, seconds, say)
@@ -355,3 +368,9 @@ def _within_spot_share(
         runs[r] = (other[1], other[2], runs[r][2])
         spot_hours -= gpu_hours[r]
     return runs
+
+
+def _left(budget: TimeBudget, reserve: float) -> float | None:
+    """What is left of the limit less ``reserve`` (None: no limit)."""
+    left = budget.left()
+    return None if left is None else left - reserve

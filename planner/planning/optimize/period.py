@@ -126,6 +126,7 @@ class PeriodState:
         self.groups: dict[tuple[int, int], Group] = {}
         self.replicas: dict[tuple[int, int, int], int] = {}  # (o, kind, i) -> replicas
         self.remainder: dict[tuple[int, int, int], float] = {}  # the model's fraction not yet placed
+        self.evaluations = 0  # prices computed (:meth:`_added`): the local search's counted work
 
     def group(self, o: int, kind: int) -> Group:
         key = (o, kind)
@@ -168,6 +169,7 @@ class PeriodState:
 
     def _added(self, i: int, o: int, kind: int, sign: int = 1) -> float:
         """:meth:`delta` without the team's room: what depends on offering ``o`` (and the savings plans)."""
+        self.evaluations += 1
         shape = self.p.shapes[(i, o)]
         before = self.gpus_of(o)
         changed = self.group(o, kind).gpus(shape, sign)
@@ -305,7 +307,9 @@ class RealizeContext:
         self.penalty = np.array([replica_penalty(sets, i) * p for i in range(len(sets.services))])
         self.exact_seconds_left = exact_seconds
         self.exact_periods = 0  # periods where the MILP beat the greedy answer
-        self.refined_periods = 0  # periods that had the local search and the MILP
+        self.refined_periods = 0  # periods done: no inference cost to save, or searched
+        self.searched_periods = 0  # periods that had the local search
+        self.milp_periods = 0  # ... and their own MILP
         # largest replicas first: they are the hardest to fit into room left over
         self.order = sorted(
             range(len(sets.services)),

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from models.catalog import Catalog
 from models.errors import SolverError
-from models.plan import Plan
+from models.plan import Baselines, Plan
 from models.scenario import Scenario
 from models.wording import plural
+from planner.planning.baselines import compute_baselines
 from planner.planning.optimize.budget import TimeBudget, safety_net_for
 from planner.planning.optimize.finish import finished
 from planner.planning.optimize.hourly import plan_hourly
@@ -106,7 +107,29 @@ def _optimize(
     if method == "auto":
         method = "hourly" if len(sets.slots) * max(1, len(sets.services)) > HOURLY_ABOVE else "staged"
     plan_by = plan_hourly if method == "hourly" else plan_staged
-    plan = plan_by(sets, settings, budget, say)
+    baselines = compute_baselines(sets)  # counted work: none (no HiGHS run), so the plan is the same
+    say(first_plan(baselines, settings.time_limit))
+    plan = plan_by(sets, settings, budget, say, baselines)
     if seed is not None:
         plan = seeded_plan(sets, seed, plan, budget, say)
     return finished(plan, catalog, warnings)  # never optimal with a run left unplaced (issue 39.4)
+
+
+def first_plan(baselines: Baselines, time_limit: float | None) -> str:
+    """The line said before the search: the cheapest peer a user could run, priced in under a second, as
+    the plan to beat (the search's plan is never dearer than it: tests/e2e), so a new user sees a first
+    plan and its cost at once (issue 39 point 6) while the search goes on."""
+    best = baselines.peer(baselines.best_peer)
+    search = "searching for a cheaper one"
+    if time_limit is not None:
+        search += f" within {time_limit:g} s of counted work"
+    if best is None:
+        return f"first plan: all on demand, ${baselines.all_on_demand_usd:,.0f}; {search}"
+    nodes = sum(c.nodes for c in best.commitments)
+    bought = [f"{plural(nodes, 'node')} committed"] if nodes else []
+    bought += [plural(len(best.savings_plans), "savings plan")] if best.savings_plans else []
+    bought = bought or ["no commitments"]
+    return (
+        f"first plan: ${best.total_usd:,.0f}, the best peer a user could run ({best.name}: each service "
+        f"on one offering, {' and '.join(bought)}, the rest on demand); {search}"
+    )

@@ -167,7 +167,7 @@ def realized(
     )
     note = (
         f"whole replicas on whole nodes: {result.distinct_periods:,} distinct periods rounded, {refined} "
-        f"refined by local search and their own MILP (cheaper than the rounding in "
+        f"refined by local search, {result.milp_periods:,} by their own MILP too (cheaper in "
         f"{result.exact_periods:,}), {time.perf_counter() - began:.1f} s"
     )
     return replace(

@@ -26,8 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from models.errors import SolverError
-from models.plan import Plan, SolverReport, SolverStage
-from planner.planning.baselines import compute_baselines
+from models.plan import Baselines, Plan, SolverReport, SolverStage
 from planner.planning.optimize.bound import BoundResult, certified_bound, clusters_per_block
 from planner.planning.optimize.bound_exact import best_bound, try_exact_bound
 from planner.planning.optimize.budget import Share, TimeBudget
@@ -53,12 +52,17 @@ __all__ = ["plan_staged", "warm_start"]
 
 
 def plan_staged(
-    sets: PlanningSets, settings: SolveSettings, budget: TimeBudget, say: Callable[[str], None]
+    sets: PlanningSets,
+    settings: SolveSettings,
+    budget: TimeBudget,
+    say: Callable[[str], None],
+    baselines: Baselines,
 ) -> Plan:
     """Plan ``sets`` by the staged method (module docstring); raise SolverError without a feasible plan.
 
     ``budget`` counts from when planning started (before the sets were built): the build time and the
-    time left for the certified bound count from there.
+    time left for the certified bound count from there. ``baselines``: the peers the plan is compared
+    with (``compute_baselines(sets)``).
     """
     # savings plans for sale join at stage 3 (the whole-node model, warm-started) and, for every plan, in
     # the purchase LP on the finished fleet (savings_purchase.py), so that a plan with plans for sale never
@@ -157,7 +161,6 @@ def plan_staged(
             f"certified bound on the full hourly problem: ${certified.bound_usd:,.0f} "
             f"({certified.clusters} clusters, {certified.seconds:.1f} s)"
         )
-    baselines = compute_baselines(sets)
     stages = [
         SolverStage(stage=1, what="node counts relaxed; commitments and training decided; lower bound"
                     + (" (savings plans for sale left to stage 3 and the purchase LP: a bound of the "
