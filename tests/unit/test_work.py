@@ -9,6 +9,7 @@ planning module that read the clock for a decision shows up in the source scan.
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from planner.planning.optimize.budget import TimeBudget, safety_net_for
 from planner.solvers.highs import HighsModel, RowwiseModel
 from planner.solvers.work import (
+    CALLBACK_BY_STAGE,
     NOMINAL_SECONDS,
     SAFETY_AT_LEAST,
     SAFETY_FACTOR,
@@ -145,6 +147,21 @@ def test_quotas_and_deadlines_count_work_not_seconds() -> None:
     meter().charge(1.0)
     assert past(deadline, "x")
     assert deadline_after(None) is None and not past(None, "x")
+
+
+def test_stage_one_calls_cost_more_per_nonzero_above_the_calibrated_size() -> None:
+    """The README example (85,579 nonzeros) keeps its 312 calls for 48 s; below it the flat figure
+    holds (training-heavy-lab: 498 for 24 s); h100-shortage's 164,423 get 33 for 24 s, not 81: its
+    calls measured 2.5x dearer per nonzero."""
+    per_nonzero = CALLBACK_BY_STAGE["stage 1"]
+    assert callbacks_for(48.0, 85_579, "stage 1") == 312 == math.ceil(48.0 / (85_579 * per_nonzero))
+    assert callbacks_for(24.0, 26_777, "stage 1") == 498 == math.ceil(24.0 / (26_777 * per_nonzero))
+    grown = per_nonzero * (164_423 / 85_579) ** 1.38
+    assert callbacks_for(24.0, 164_423, "stage 1") == 33 == math.ceil(24.0 / (164_423 * grown))
+    # other stages stay flat at any size
+    assert callbacks_for(24.0, 164_423, "stage 2") == math.ceil(
+        24.0 / (164_423 * CALLBACK_BY_STAGE["stage 2"])
+    )
 
 
 def test_the_budget_reads_the_meter() -> None:
