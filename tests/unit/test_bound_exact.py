@@ -341,3 +341,32 @@ def test_the_integer_stage_is_skipped_only_far_below_the_bound_held(kit, tmp_pat
     near = exact_bound(sets, None, incumbent_usd=400.0, held_usd=alone.lp_usd * 1.005)
     assert near.integer_status == "Optimal" and near.decisions is not None
     assert near.bound_usd == pytest.approx(alone.bound_usd, rel=1e-9)
+
+
+def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_path: Path) -> None:
+    """bound.finer_bound: the cluster LP with more clusters per block averages less. Two days (one block:
+    no training) of a service needing 0, 1, 2 and 3 nodes for 6 h each a day, $10/h on demand, $5/h committed:
+    the optimum commits 2 nodes ($480) and pays 12 node-hours on demand: $600. One cluster sees 1.5 nodes
+    all the time (LP $360: 1.5 committed); four see the four levels apart and prove $600."""
+    from planner.planning.optimize.bound import finer_bound, finer_per_block
+
+    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=5.0)]
+    kit.write_demand_csv(tmp_path / "demand.csv", ([0] * 6 + [1] * 6 + [2] * 6 + [3] * 6) * 2)
+    data = kit.scenario_dict(
+        hours=48,
+        terms=["3y"],
+        inference=[{"name": "svc", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
+                    "latency_critical": True, "replicas": {"csv": "demand.csv"}}],
+    )  # fmt: skip
+    scenario, catalog = _load(kit, tmp_path, data, rows)
+    optimum = _full_optimum(scenario, catalog, tmp_path)
+    assert optimum == pytest.approx(600.0, rel=1e-9)
+    sets = build_sets(scenario, catalog, tmp_path)
+    assert finer_per_block(sets, 1) == 4 and finer_per_block(sets, None) is None
+    coarse = certified_bound(sets, 1, relax=True)
+    assert coarse.bound_usd == pytest.approx(360.0, rel=1e-6)
+    said: list[str] = []
+    fine = finer_bound(sets, 1, None, said.append)
+    assert coarse.clusters == 1 and fine is not None and fine.clusters == 4
+    assert fine.bound_usd == pytest.approx(optimum, rel=1e-6)
+    assert said == [f"finer cluster bound: LP with 4 clusters $600 ({fine.seconds:.1f} s)"]

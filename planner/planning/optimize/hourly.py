@@ -33,6 +33,7 @@ from planner.planning.optimize.bound import (
     ClusterDecisions,
     certified_bound,
     clusters_per_block,
+    finer_bound,
     start_from,
 )
 from planner.planning.optimize.bound_exact import best_bound, try_exact_bound
@@ -64,6 +65,7 @@ class HourlyResult:
     stages: list[SolverStage]
     bound_method: str
     raw_bound: float  # the certified bound before it was capped at the plan's cost
+    bound_clusters: int  # the clusters of the model whose bound it is
 
 
 def plan_hourly(
@@ -106,7 +108,7 @@ def plan_hourly(
     solver.certified_bound_usd, solver.certified_gap = solver.bound_usd, solver.gap
     record_raw_bound(solver, done.raw_bound, plan.total_usd + solver.penalty_usd, say)
     solver.certified_bound_method = done.bound_method
-    solver.certified_bound_clusters = done.clusters
+    solver.certified_bound_clusters = done.bound_clusters
     return plan
 
 
@@ -165,6 +167,12 @@ def _decide_and_dispatch(
     if milp_stage is not None:
         stages.append(milp_stage)
     objective = best.objective
+    bound_clusters = lp.clusters
+    # the same LP with finer clusters: less averaging, a tighter bound (bound.finer_bound), in its share
+    if relax is not True and objective - bound > gap * max(objective, 1e-9):
+        fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say)
+        if fine is not None and fine.bound_usd > bound:
+            bound, method, bound_clusters = fine.bound_usd, fine.method, fine.clusters
     # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit
     exact_seconds = budget.exact_bound(bound, objective, gap)
     exact = (
@@ -173,8 +181,8 @@ def _decide_and_dispatch(
         else try_exact_bound(sets, per_block, exact_seconds, objective, say, held_usd=bound)
     )
     if exact is not None and exact.bound_usd > bound:
-        chosen = best_bound(BoundResult(bound, lp.clusters, 0.0, lp.solve, method), exact)
-        bound, method = chosen.bound_usd, chosen.method
+        chosen = best_bound(BoundResult(bound, bound_clusters, 0.0, lp.solve, method), exact)
+        bound, method, bound_clusters = chosen.bound_usd, chosen.method, chosen.clusters
     candidate, weighed = weigh_exact_plan(sets, exact, objective, len(stages) + 1, say)
     if candidate is not None:
         best, objective = candidate, candidate.objective
@@ -185,7 +193,7 @@ def _decide_and_dispatch(
     distance = max(0.0, objective - bound) / max(objective, 1e-9)
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
     result = SolveResult("HiGHS", termination, objective, bound, budget.wall_seconds())
-    return HourlyResult(best.solution, result, lp.clusters, stages, method, raw_bound)
+    return HourlyResult(best.solution, result, lp.clusters, stages, method, raw_bound, bound_clusters)
 
 
 def _stage(number: int, what: str, cluster: BoundResult, realized: Dispatched | None) -> SolverStage:
