@@ -370,3 +370,9 @@ def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_p
     assert coarse.clusters == 1 and fine is not None and fine.clusters == 4
     assert fine.bound_usd == pytest.approx(optimum, rel=1e-6)
     assert said == [f"finer cluster bound: LP with 4 clusters $600 ({fine.seconds:.1f} s)"]
+    # a coarse LP whose work says the finer one cannot finish in its time: not started
+    assert finer_bound(sets, 1, 10.0, said.append, coarse_work=1.0) is None
+    assert said[-1] == (
+        "finer cluster bound (4 per block): not started, its LP would take about 14 s of counted work, "
+        "more than its 10 s"
+    )

@@ -170,7 +170,7 @@ def _decide_and_dispatch(
     bound_clusters = lp.clusters
     # the same LP with finer clusters: less averaging, a tighter bound (bound.finer_bound), in its share
     if relax is not True and objective - bound > gap * max(objective, 1e-9):
-        fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say)
+        fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say, lp.work)
         if fine is not None and fine.bound_usd > bound:
             bound, method, bound_clusters = fine.bound_usd, fine.method, fine.clusters
     # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit
