@@ -55,7 +55,7 @@ from planner.planning.optimize.period import (
 )
 from planner.planning.optimize.realize_exact import solve_period
 from planner.planning.problem.sets import PlanningSets
-from planner.solvers.work import NOMINAL_SECONDS, meter, past
+from planner.solvers.work import meter, past
 
 __all__ = ["Realized", "ReplicaShape", "realize", "replica_shapes"]
 
@@ -133,13 +133,16 @@ def realize(
     weight = Counter(keys)
     rounded: dict[bytes, tuple[PeriodState, np.ndarray, np.ndarray]] = {}  # state, served, target
     refine: list[bytes] = []  # periods that pay for inference, heaviest first
+    free = 0  # periods where inference costs nothing beyond training: nothing to refine
     for key, t in sorted(first.items(), key=lambda item: (-weight[item[0]], item[1])):
         room = problem.burst - team_train[:, t]
         period = PeriodState(problem, t, committed[:, t], train_non_spot[:, t], train_spot[:, t], room)
         rows, shares = data[bounds[t] : bounds[t + 1], 1:], np.round(fractions[bounds[t] : bounds[t + 1]], 6)
         served = _round_period(period, rows, shares, target[:, t])
         rounded[key] = (period, served, target[:, t])
-        if served.any() and not _free(period, served, target[:, t]):
+        if _free(period, served, target[:, t]):
+            free += 1
+        elif served.any():
             refine.append(key)
     # (2) the local search on every period that pays, then (3) their MILPs, each while the budget
     # (counted work) lasts and the safety net has not fired: the local search finds most of the saving
@@ -152,7 +155,7 @@ def realize(
             if progress is not None and done and done % 1000 == 0:
                 progress(f"whole replicas: {what} on {done:,} of {len(refine):,} periods")
             step(*rounded[key])
-    problem.refined_periods = len(rounded) - len(refine) + problem.searched_periods
+    problem.refined_periods = free + problem.searched_periods
     cache = {key: (_rows(period), served) for key, (period, served, _target) in rounded.items()}
     out: list[tuple[int, int, int, int, float, int]] = []
     new_unserved = np.zeros((n_s, periods))
@@ -228,11 +231,10 @@ def _free(period: PeriodState, served: np.ndarray, target: np.ndarray) -> bool:
 def _improve_step(period: PeriodState, served: np.ndarray, target: np.ndarray) -> None:
     """(2) on one period, its price evaluations charged to the budget and the work meter."""
     problem = period.p
-    evaluated = period.evaluations
+    counted, evaluated = meter().units, period.evaluations
     _improve(period)
-    work = (period.evaluations - evaluated) * NOMINAL_SECONDS["price evaluation"]
-    meter().charge(work)
-    problem.exact_seconds_left -= work
+    meter().charge_moves(period.evaluations - evaluated, "price evaluation")
+    problem.exact_seconds_left -= meter().units - counted
     problem.searched_periods += 1
 
 
