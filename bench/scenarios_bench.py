@@ -44,14 +44,17 @@ def plan_one(path: Path, out: Path, time_limit: float | None) -> Measured:
     command = [sys.executable, "-m", "planner.cli", "plan", str(path), "-o", str(out), "-q", "--no-report"]
     if time_limit is not None:
         command += ["--time-limit", f"{time_limit:g}"]
+    out.mkdir(parents=True, exist_ok=True)
+    log = out.parent / f"{path.stem}.stderr"
     began = time.perf_counter()
-    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _pid, status, usage = os.wait4(child.pid, 0)
+    with log.open("wb") as stderr:  # a file, not a pipe: a full pipe would stall the child before wait4
+        child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+        _pid, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - began
     child.returncode = os.waitstatus_to_exitcode(status)
-    errors = child.stderr.read().decode() if child.stderr else ""
     if child.returncode not in (0, 4):  # 4: something unserved, still a plan
-        raise SystemExit(f"{path.name}: gpuplan plan exited {child.returncode}: {errors.strip()[-400:]}")
+        errors = log.read_text(encoding="utf-8", errors="replace").strip()[-400:]
+        raise SystemExit(f"{path.name}: gpuplan plan exited {child.returncode}: {errors}")
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
     solver, baselines = plan["solver"], plan["baselines"]
     total = plan["costs"]["total_usd"]
