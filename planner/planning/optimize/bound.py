@@ -161,9 +161,14 @@ MAX_CLUSTERS_PER_BLOCK = 4
 def clusters_per_block(sets: PlanningSets) -> int:
     """Demand clusters per block for the cluster model: up to 4, fewer when blocks x serving options
     would make its LP slow (a year of weekly blocks with ~1,000 options per cluster: 1)."""
+    return max(1, min(MAX_CLUSTERS_PER_BLOCK, CLUSTER_COLUMNS // _columns_per_cluster(sets)))
+
+
+def _columns_per_cluster(sets: PlanningSets) -> int:
+    """Inference columns one more cluster in every block adds: blocks x serving options."""
     blocks = len({slot.block for slot in sets.slots}) or 1
     options = sum(len(tiers) for tiers in sets.serve_tiers.values()) or 1
-    return max(1, min(MAX_CLUSTERS_PER_BLOCK, CLUSTER_COLUMNS // (blocks * options)))
+    return blocks * options
 
 
 #: The finer bound (:func:`finer_bound`) solves the cluster LP again with this many times the clusters per
@@ -185,9 +190,7 @@ def finer_per_block(sets: PlanningSets, per_block: int | None) -> int | None:
     """Clusters per block for :func:`finer_bound` (None: no finer one than ``per_block`` fits)."""
     if per_block is None:
         return None
-    blocks = len({slot.block for slot in sets.slots}) or 1
-    options = sum(len(tiers) for tiers in sets.serve_tiers.values()) or 1
-    fits = FINE_FACTOR * CLUSTER_COLUMNS // (blocks * options)
+    fits = FINE_FACTOR * CLUSTER_COLUMNS // _columns_per_cluster(sets)
     finer = min(FINE_FACTOR * per_block, MAX_FINE_CLUSTERS_PER_BLOCK, fits)
     return finer if finer > per_block else None
 

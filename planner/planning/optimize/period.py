@@ -307,7 +307,6 @@ class RealizeContext:
         self.penalty = np.array([replica_penalty(sets, i) * p for i in range(len(sets.services))])
         self.exact_seconds_left = exact_seconds
         self.exact_periods = 0  # periods where the MILP beat the greedy answer
-        self.refined_periods = 0  # periods done: no inference cost to save, or searched
         self.searched_periods = 0  # periods that had the local search
         self.milp_periods = 0  # ... and their own MILP
         # largest replicas first: they are the hardest to fit into room left over

@@ -155,7 +155,6 @@ def realize(
             if progress is not None and done and done % 1000 == 0:
                 progress(f"whole replicas: {what} on {done:,} of {len(refine):,} periods")
             step(*rounded[key])
-    problem.refined_periods = free + problem.searched_periods
     cache = {key: (_rows(period), served) for key, (period, served, _target) in rounded.items()}
     out: list[tuple[int, int, int, int, float, int]] = []
     new_unserved = np.zeros((n_s, periods))
@@ -171,7 +170,7 @@ def realize(
     )
     return Realized(
         table.astype({"replicas": np.int64}), new_unserved, delta, len(cache), problem.exact_periods,
-        problem.refined_periods, problem.milp_periods,
+        free + problem.searched_periods, problem.milp_periods,
     )  # fmt: skip
 
 
