@@ -31,6 +31,27 @@ Why it is valid (a proof sketch; the tests check it against full solves on small
    training keeps the inequality. The cluster model's optimum, and so the solver's proven bound on
    it, is a lower bound on the full hourly MILP.
 
+3b. *Whole nodes where nothing is averaged.* A cluster that is a single slot (periods of one block with
+   equal demand and one segment) which no training run's window reaches holds the same per-hour problem
+   in every period, so its cost is ``|C|`` times that problem's *integer* optimum: no Jensen step is
+   needed there, and its on-demand and spot node counts stay whole (``uniform_clusters``). Whole nodes
+   are what every plan runs, so this removes no plan; it adds the rounding of each such period's
+   replicas up to whole nodes to the bound (on a service of two replicas a node, half a node whenever
+   the replicas are odd).
+
+3c. *Whole nodes where periods are averaged: rounding cuts.* In every period, the non-spot nodes of an
+   offering serving (commitments and on demand, whole) less its non-spot training (whole gangs) hold
+   its inference's node-equivalents, and its spot nodes serving inference are whole too. For a group of
+   services that share offerings with no service outside it, the node-equivalents its replicas take are
+   at least ``sum_i D_i m_i`` (m_i: the fewest a replica of i takes on any offering it may use, by
+   memory; the same by compute), so the group's offerings hold at least the *whole* number above that
+   beside their training: ``ceil(sum_i D_i m_i)``, less what unserved replicas free (at most
+   ``ceil(m_i)`` a replica, since ``ceil`` is subadditive). The cut's right-hand side is data per
+   period, so the per-period LP with it is still convex in its right-hand side (demand, occupancy and
+   this whole count together), and step 3 averages it over a cluster as it does the demand: the cut is
+   valid with the cluster's mean of the whole counts, and adds to the bound the rounding up of replicas
+   to whole nodes wherever commitments do not absorb it.
+
 4. *Gangs beyond the commitments.* Averaging lets a cluster's idle commitments absorb a gang that in
    truth runs at the hours inference uses them. One family of cuts keeps the bound honest there: a
    gang of n nodes held for h hours on offering o has at least n - R_t of them on demand every hour
@@ -64,6 +85,7 @@ their delivery; their pool may take training earlier, which only relaxes the bou
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -84,7 +106,13 @@ from planner.planning.optimize.build import (
     run_penalty,
     savings_plan_rows,
 )
-from planner.planning.optimize.payments import CAP_EPS_USD, window_of_period
+from planner.planning.optimize.payments import (
+    CAP_EPS_USD,
+    PaymentSplit,
+    cash_rows,
+    payment_split,
+    window_of_period,
+)
 from planner.planning.problem.sets import (
     PlanningSets,
     TrainingOption,
@@ -269,6 +297,9 @@ class ClusterModel:
     cluster_period: np.ndarray  # per cluster: one of its periods (the same columns serve in all)
     period_cluster: np.ndarray  # per period: its cluster
     problem: pulp.LpProblem
+    #: per cluster: one slot (equal periods) no training run can touch, so its node counts are whole
+    #: (step 3b of the module docstring)
+    uniform: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     objective: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
     constraints: dict[str, pulp.LpConstraint] = field(default_factory=dict)
     commit: dict[int, pulp.LpVariable] = field(default_factory=dict)
@@ -283,6 +314,12 @@ class ClusterModel:
     cap_rows: set[tuple[int, int]] = field(default_factory=set)  # (o, c) capacity rows wanted anyway
     burst_rows: set[tuple[str, int]] = field(default_factory=set)  # (team, c) burst rows wanted anyway
     plan_buy: dict[int, pulp.LpVariable] = field(default_factory=dict)  # new savings-plan column -> S[k]
+    payments: PaymentSplit = field(default_factory=PaymentSplit)  # under a cash limit: R split by option
+    #: the rounding cuts (step 3c): per group of services, their offerings and whole nodes needed per cluster
+    rounding: list[RoundingGroup] = field(default_factory=list)
+    serving: set[str] = field(default_factory=set)  # names of the inference columns in the pool rows
+    spot_nodes: dict[tuple[int, int], list] = field(default_factory=lambda: defaultdict(list))  # inference's
+    short: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (service, cluster) -> UI
 
     def var(self, name: str, up: float | None = None, cat: str = pulp.LpContinuous) -> pulp.LpVariable:
         return self.problem.add_variable(name, 0, up, cat)
@@ -340,12 +377,21 @@ def cluster_model(sets: PlanningSets, per_block: int | None) -> ClusterModel:
         cluster_period=cluster_period,
         period_cluster=cluster[sets.slot_of_period],
         problem=pulp.LpProblem("bound", pulp.LpMinimize),
+        uniform=uniform_clusters(sets, cluster, clusters),
     )
     var, objective, constraints = model.var, model.objective, model.constraints
     for c in sets.new_columns:
         column = sets.columns[c]
         model.commit[c] = var(f"R_{c}", sets.offerings[column.offering].max_nodes, pulp.LpInteger)
-        objective.append((model.commit[c], column.cost_per_node))
+    # under a cash limit each column's nodes split among its payment options (a relaxation of how any
+    # plan pays them: payments.py), their fees in the cash rows of block_cash
+    model.payments = payment_split(sets, model.commit, lambda name, up: var(name, up, pulp.LpInteger))
+    for c, commit in model.commit.items():
+        if c not in model.payments.columns:
+            objective.append((commit, sets.columns[c].cost_per_node))
+    objective += model.payments.objective
+    for name, terms in model.payments.rows.items():
+        constraints[name] = LpCon(LpExpr(terms), pulp.LpConstraintEQ, None, 0.0)
 
     pool_use, held_use, burst_use = model.pool_use, model.held_use, model.burst_use
     # owned nodes still on order serve nothing: clusters never straddle a segment, so any period
@@ -376,17 +422,22 @@ def cluster_model(sets: PlanningSets, per_block: int | None) -> ClusterModel:
                         model.compute_ratio[x.name] = ratio
                     if tier == Capacity.NON_SPOT:
                         pool_use[(o, c)].append((x, 1.0))
+                        model.serving.add(x.name)
                     else:
                         key = (tier, o, c)
                         if key not in held:
-                            held[key] = var(f"N{VAR_CODE[tier]}_{o}_{c}")
+                            whole = pulp.LpInteger if model.uniform[c] else pulp.LpContinuous
+                            held[key] = var(f"N{VAR_CODE[tier]}_{o}_{c}", None, whole)
                             objective.append((held[key], (sets.offerings[o].spot_usd_h or 0.0) * hours[c]))
                             held_use[(o, c)].append((held[key], 1.0))
+                            model.spot_nodes[(o, c)].append(held[key])
                         held_links[key].append((x, 1.0))
             short = var(f"UI_{i}_{c}", need)
+            model.short[(i, c)] = short
             objective.append((short, penalty * hours[c]))
             terms_.append((short, 1.0))
             constraints[f"demand_{i}_{c}"] = LpCon(LpExpr(terms_), pulp.LpConstraintGE, None, need)
+    model.rounding = rounding_groups(sets, cluster, hours)
     for (tier, o, c), users in held_links.items():
         for name, scaled in (("held", users), ("held_compute", _compute(users, model.compute_ratio))):
             if scaled is not None:
@@ -394,6 +445,103 @@ def cluster_model(sets: PlanningSets, per_block: int | None) -> ClusterModel:
                     LpExpr([*scaled, (held[(tier, o, c)], -1.0)]), pulp.LpConstraintLE, None, 0.0
                 )
     return model
+
+
+@dataclass(frozen=True, slots=True)
+class RoundingGroup:
+    """Services that share offerings (a connected part of the service-offering graph), the offerings,
+    and per cluster the mean of the whole nodes their replicas need each period (step 3c)."""
+
+    services: tuple[int, ...]
+    offerings: frozenset[int]
+    need: np.ndarray  # per cluster: hour-weighted mean of each period's whole nodes needed
+    unserved: dict[int, float]  # service -> the most whole nodes one unserved replica of it frees
+
+
+def rounding_groups(sets: PlanningSets, cluster: np.ndarray, hours: np.ndarray) -> list[RoundingGroup]:
+    """The groups of step 3c: per period, the group's offerings hold at least ``ceil(sum_i D_i m_i)`` and
+    ``ceil(sum_i D_i k_i)`` nodes beside their non-spot training, with m_i (k_i) the fewest node-equivalents
+    of memory (compute) a replica of service i takes on any offering it may use (``relaxed_serving``)."""
+    offerings_of: dict[int, set[int]] = defaultdict(set)
+    for i, o in sets.replicas_per_node:
+        offerings_of[i].add(o)
+    parent = {i: i for i in offerings_of}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    owner: dict[int, int] = {}
+    for i in sorted(offerings_of):
+        for o in offerings_of[i]:
+            if o in owner:
+                parent[root(i)] = root(owner[o])
+            else:
+                owner[o] = i
+    members: dict[int, list[int]] = defaultdict(list)
+    for i in sorted(offerings_of):
+        members[root(i)].append(i)
+    groups = []
+    for services in members.values():
+        memory, compute = np.zeros(len(sets.services)), np.zeros(len(sets.services))
+        unserved: dict[int, float] = {}
+        for i in services:
+            served = [relaxed_serving(sets, i, o) for o in offerings_of[i]]
+            memory[i] = min(1.0 / q for q, _ in served)
+            compute[i] = min(ratio / q for q, ratio in served)
+            unserved[i] = float(math.ceil(max(memory[i], compute[i]) - 1e-9))
+        need = np.zeros(len(hours))
+        for s, slot in enumerate(sets.slots):
+            demand = np.asarray(slot.demand, dtype=float)
+            nodes = max(math.ceil(float(demand @ memory) - 1e-9), math.ceil(float(demand @ compute) - 1e-9))
+            need[cluster[s]] += nodes * slot.hours
+        need /= np.maximum(hours, 1e-12)
+        offerings = frozenset(o for i in services for o in offerings_of[i])
+        groups.append(RoundingGroup(tuple(services), offerings, need, unserved))
+    return groups
+
+
+def rounding_row(group: int, c: int) -> str:
+    """The name of group ``group``'s rounding cut in cluster ``c`` (step 3c)."""
+    return f"round_{group}_{c}"
+
+
+def _rounding_cuts(model: ClusterModel, on_demand: dict[tuple[int, int], pulp.LpVariable]) -> None:
+    """Step 3c's cut per group and cluster: the group's offerings' non-spot nodes (commitments serving and
+    on demand) less their non-spot training, plus their spot nodes serving, plus what unserved replicas
+    free, at least the cluster's mean of whole nodes needed."""
+    sets = model.sets
+    for g, group in enumerate(model.rounding):
+        for c in np.flatnonzero(group.need > 0).tolist():
+            terms: list[tuple[pulp.LpVariable, float]] = []
+            held_nodes = 0.0
+            for o in sorted(group.offerings):
+                committed, held = committed_terms(sets, model.commit, o, int(model.cluster_period[c]))
+                terms += committed
+                held_nodes += held
+                if (o, c) in on_demand:
+                    terms.append((on_demand[(o, c)], 1.0))
+                users = model.pool_use.get((o, c), [])
+                terms += [(x, -coef) for x, coef in users if x.name not in model.serving]  # training
+                terms += [(nodes, 1.0) for nodes in model.spot_nodes.get((o, c), [])]
+            for i in group.services:
+                if (i, c) in model.short:
+                    terms.append((model.short[(i, c)], group.unserved[i]))
+            model.constraints[rounding_row(g, c)] = LpCon(
+                LpExpr(terms), pulp.LpConstraintGE, None, float(group.need[c]) - held_nodes
+            )
+
+
+def uniform_clusters(sets: PlanningSets, cluster: np.ndarray, clusters: int) -> np.ndarray:
+    """Per cluster, whether it is one slot (periods of equal demand and equal commitments serving) that no
+    training run's window reaches: its periods are then the same problem, whole nodes and all (step 3b)."""
+    slots = np.bincount(cluster, minlength=clusters)
+    reached = np.zeros(clusters, dtype=bool)
+    period_cluster = cluster[sets.slot_of_period]
+    for run in sets.runs:
+        reached[period_cluster[run.first_period : run.end_period]] = True
+    return (slots == 1) & ~reached
 
 
 def add_combo(
@@ -475,7 +623,8 @@ def finish_model(model: ClusterModel) -> None:
         price = sets.offerings[o].on_demand_usd_h
         beyond = None
         if price is not None:
-            beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}")
+            whole = pulp.LpInteger if model.uniform[c] else pulp.LpContinuous
+            beyond = var(f"N{VAR_CODE[Capacity.NON_SPOT]}_{o}_{c}", None, whole)
             objective.append((beyond, price * hours[c]))
             model.held_use[(o, c)].append((beyond, 1.0))
         constraints[f"pool_{o}_{c}"] = LpCon(
@@ -491,6 +640,7 @@ def finish_model(model: ClusterModel) -> None:
             on_demand_of[o].append(((beyond, hours[c]), c))
             on_demand_nodes[(o, c)] = beyond
     _savings_plans(model, on_demand_nodes)
+    _rounding_cuts(model, on_demand_nodes)
     for (o, b), gangs in model.block_beyond.items():  # the same, block by block
         in_block = [(beyond, h) for (beyond, h), c in on_demand_of.get(o, []) if model.cluster_block[c] == b]
         if in_block:
@@ -637,8 +787,7 @@ def certified_bound(
             )
     block = sets.block_periods
     block_cash(
-        sets,
-        constraints,
+        model,
         {
             key: (y, [(v, b0 * block + lo, b0 * block + hi) for v, _z, (b0, _last, lo, hi) in variants])
             for key, (y, variants) in chosen_by.items()
@@ -665,19 +814,21 @@ def certified_bound(
 BlockStarts = dict[tuple[int, int, Capacity], tuple[pulp.LpVariable, list[tuple[pulp.LpVariable, int, int]]]]
 
 
-def block_cash(sets: PlanningSets, constraints: dict[str, pulp.LpConstraint], starts: BlockStarts) -> None:
-    """``purchase.max_upfront_usd`` on Capacity Blocks (``payments.py``), kept as a relaxation so a bound
-    stays valid. ``starts``: per (run, offering, tier) combo, its ``Y`` and the variables that pick its
-    start, each with the first and last start it stands for. A block dearer than the limit alone is never
-    chosen, and per window the fees of the start variables whose every start lies in it stay within the
-    limit; one whose starts straddle two windows is left out (every plan keeps these rows, so they cut
-    off no plan)."""
+def block_cash(model: ClusterModel, starts: BlockStarts) -> None:
+    """``purchase.max_upfront_usd`` (``payments.py``), kept as a relaxation so a bound stays valid: per
+    window, the fees of the Capacity Blocks and of the commitments' payment options (``model.payments``)
+    paid in it within the limit. ``starts``: per (run, offering, tier) combo, its ``Y`` and the variables
+    that pick its start, each with the first and last start it stands for. A block dearer than the limit
+    alone is never chosen, and a start variable counts in a window only if its every start lies in it;
+    one whose starts straddle two windows is left out (every plan keeps these rows, so they cut off no
+    plan)."""
+    sets = model.sets
     cap = sets.scenario.purchase.max_upfront_usd
     if cap is None:
         return
     labels, window = window_of_period(sets)
     fee_of = training_combos(sets)
-    rows: dict[str, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
+    blocks: dict[str, list[tuple[pulp.LpVariable, float]]] = defaultdict(list)
     for key, (y, variants) in starts.items():
         if key[2] != Capacity.BLOCK:
             continue
@@ -687,11 +838,9 @@ def block_cash(sets: PlanningSets, constraints: dict[str, pulp.LpConstraint], st
             continue
         for v, first, last in variants:
             if window[first] == window[last]:
-                rows[labels[int(window[first])]].append((v, fee))
-    for w, terms in sorted(rows.items()):
-        constraints[f"block_cash_{w.replace('-', '_')}"] = LpCon(
-            LpExpr(terms), pulp.LpConstraintLE, None, float(cap.usd)
-        )
+                blocks[labels[int(window[first])]].append((v, fee))
+    for name, terms in cash_rows(sets, blocks, model.payments).items():
+        model.constraints[name] = LpCon(LpExpr(terms), pulp.LpConstraintLE, None, float(cap.usd))
 
 
 def start_from(

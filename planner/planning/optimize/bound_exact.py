@@ -72,6 +72,7 @@ from planner.planning.optimize.bound import (
     block_cash,
     cluster_model,
     finish_model,
+    rounding_row,
     training_combos,
 )
 from planner.planning.optimize.build import VAR_CODE
@@ -323,6 +324,7 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
         gpus = float(sets.offerings[o].gpus_per_node)
         team = next((t for t in sets.scenario.teams if t.name == run.job.team), None)
         limited = sets.offerings[o].max_nodes is not None
+        rounding = [g for g, group in enumerate(model.rounding) if o in group.offerings]
         rows: list[str] = []
         coefs: list[float] = []
         clusters: list[int] = []
@@ -334,6 +336,9 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
                 touched.append((f"pool_{o}_{c}", share))
                 if any(model.compute_ratio.get(x.name, 1.0) > 1.0 for x, _ in model.pool_use[(o, c)]):
                     touched.append((f"pool_compute_{o}_{c}", share))
+                for g in rounding:  # the rounding cuts count the nodes beside non-spot training
+                    if model.rounding[g].need[c] > 0:
+                        touched.append((rounding_row(g, c), -share))
             elif limited and tier == Capacity.SPOT:  # a Capacity Block's nodes are its own: no cap row
                 model.cap_rows.add((o, c))
                 touched.append((f"cap_{o}_{c}", share))
@@ -360,7 +365,7 @@ def _add_training(model: ClusterModel) -> list[_Combo]:
             )
         )
     # the cash limit on blocks, on Y where a block's every start is in one window (bound.block_cash)
-    block_cash(sets, model.constraints, blocks)
+    block_cash(model, blocks)
     return combos
 
 

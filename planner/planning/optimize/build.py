@@ -45,9 +45,11 @@ Constraints (numbered as in the code)
   6. spot_share:     sum_{a spot} G_a Y[a] <= share * sum_a G_a Y[a]   (G_a: the run's GPU-hours)
   7. burst[m,s]:     sum_{i of m} g_o (XN + XS) + sum_{a of m active in s} n_a g_a Y[a] <= burst_m
   8. guarantee[m,q]: sum_o H[m,o,q] + UG[m,q] >= guaranteed_m;  sum_m H[m,o,q] <= g_o R(o,q)
-  5b. block_cash[w]: sum_{a a Capacity Block starting in window w} fee_a Y[a] <= purchase.max_upfront_usd
-                     (define_block_cash; the commitments' and savings plans' fees come after, in the room
-                     left: payments.py)
+  5b. cash[w]:     sum_{a a Capacity Block starting in window w} fee_a Y[a]
+                     + sum_{c starting in w, k} upfront[c,k] P[c,k] <= purchase.max_upfront_usd, with
+                     sum_k P[c,k] = R[c] (define_cash, define_commitments: each new column's nodes split
+                     among its payment options, each priced at its own rate; the savings plans' fees come
+                     after, in the room left: payments.py)
   8b. savings plans:  sum_g Z[g,o,s] <= NO[o,s];  sum_o rate[g,o] Z[g,o,s] - sum_(k of g active) S[k]
                      <= held budget[g,s]  (S[k] USD/h bought, Z covered nodes; define_savings_plans)
 
@@ -121,7 +123,13 @@ from pulp.v4_migration import set_v4_migration_warnings
 from models.billing import pool_row
 from models.savingsplans import budget_row, cover_row
 from models.tiers import Capacity, Tier
-from planner.planning.optimize.payments import CAP_EPS_USD, block_cash_rows
+from planner.planning.optimize.payments import (
+    CAP_EPS_USD,
+    PaymentSplit,
+    block_cash_rows,
+    cash_rows,
+    payment_split,
+)
 from planner.planning.problem.sets import PlanningSets, on_demand_or_dearest, shares_commitments, usable
 
 set_v4_migration_warnings(False)
@@ -160,6 +168,7 @@ class PlanningModel:
     guarantee_short: dict[tuple[str, int], pulp.LpVariable] = field(default_factory=dict)  # UG[m,q]
     plan_buy: dict[int, pulp.LpVariable] = field(default_factory=dict)  # new savings-plan column -> S[k]
     plan_cover: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)  # Z[g,o,s]
+    payments: PaymentSplit = field(default_factory=PaymentSplit)  # under a cash limit: R split by option
     objective_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
     penalty_terms: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)  # slack only
     constraints: dict[str, pulp.LpConstraint] = field(default_factory=dict)
@@ -188,7 +197,7 @@ def create_model(sets: PlanningSets, savings_plans: bool = True) -> PlanningMode
         define_commitments(model)
         define_inference(model)
         define_training(model)
-        define_block_cash(model)
+        define_cash(model)
         define_non_spot_and_capacity(model)
         if savings_plans:
             define_savings_plans(model)
@@ -204,13 +213,20 @@ def create_model(sets: PlanningSets, savings_plans: bool = True) -> PlanningMode
 
 
 def define_commitments(model: PlanningModel) -> None:
-    """R[c]: whole nodes bought on each new column, priced at its rate for its hours in the horizon."""
+    """R[c]: whole nodes bought on each new column, priced at its rate for its hours in the horizon; under
+    a cash limit, split among its payment options instead, each priced at its own rate
+    (``payments.payment_split``; the limit's rows are ``define_cash``'s)."""
     sets = model.sets
     for c in sets.new_columns:
         column = sets.columns[c]
-        var = model.var(f"R_{c}", pulp.LpInteger, sets.offerings[column.offering].max_nodes)
-        model.commit[c] = var
-        model.objective_terms.append((var, column.cost_per_node))
+        model.commit[c] = model.var(f"R_{c}", pulp.LpInteger, sets.offerings[column.offering].max_nodes)
+    model.payments = payment_split(sets, model.commit, lambda name, up: model.var(name, pulp.LpInteger, up))
+    for c, var in model.commit.items():
+        if c not in model.payments.columns:
+            model.objective_terms.append((var, sets.columns[c].cost_per_node))
+    model.objective_terms += model.payments.objective
+    for name, terms in model.payments.rows.items():
+        model.add(name, terms, EQ, 0.0)
 
 
 def committed_terms(
@@ -341,21 +357,24 @@ def define_training(model: PlanningModel) -> None:
         model.add(f"place_{r}", [*by_run.get(r, []), (short, 1.0)], EQ, 1.0)
 
 
-def define_block_cash(model: PlanningModel) -> None:
-    """``purchase.max_upfront_usd`` on Capacity Blocks (issue 38): per cash window, the fees of the block
-    options starting in it, ``sum_a fee[a] Y[a] <= cap`` (``payments.block_cash_rows``); a block dearer
-    than the limit alone is never chosen (its Y fixed at 0: exact, where a row would leave it to the
-    solver's integrality tolerance)."""
+def define_cash(model: PlanningModel) -> None:
+    """``purchase.max_upfront_usd`` (issue 38), one row per cash window: the fees of the Capacity Block
+    options starting in it (``payments.block_cash_rows``) and of the payment options of the new columns
+    whose terms start in it (``define_commitments``'s split), ``<= cap``. A block dearer than the limit
+    alone is never chosen (its Y fixed at 0: exact, where a row would leave it to the solver's
+    integrality tolerance); decided placements (``training_fixed``) were chosen within the limit, so their
+    fees stay in the rows as constants."""
     cap = model.sets.scenario.purchase.max_upfront_usd
-    if cap is None or model.sets.training_fixed:  # decided placements kept the rows when they were decided
+    if cap is None:
         return
+    blocks: dict[str, list[tuple[pulp.LpVariable, float]]] = {}
     for window, fees in block_cash_rows(model.sets).items():
         for a, fee in fees:
-            if fee > cap.usd + CAP_EPS_USD:
+            if fee > cap.usd + CAP_EPS_USD and not model.sets.training_fixed:
                 model.place[a].upBound = 0
-        model.add(
-            f"block_cash_{window.replace('-', '_')}", [(model.place[a], fee) for a, fee in fees], LE, cap.usd
-        )
+        blocks[window] = [(model.place[a], fee) for a, fee in fees]
+    for name, terms in cash_rows(model.sets, blocks, model.payments).items():
+        model.add(name, terms, LE, cap.usd)
 
 
 def _active_by_block(

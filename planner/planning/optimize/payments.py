@@ -13,8 +13,15 @@ too) such that the fees paid in each calendar window stay within the limit:
          sum_{c in w, k} x[c,k] * upfront[c,k] <= cap  for each window w (month or quarter of its start)
          x[c,k] >= 0, integer
 
-No-upfront needs no cash, so it is always feasible. The models priced every column at its cheapest option,
-which the split can only raise: their bounds stay valid (a relaxation of the cash limit).
+No-upfront needs no cash, so it is always feasible.
+
+The models make the same choice, so the limit weighs in where the nodes are decided (a plan that buys the
+nodes its cash allows) and the certified bounds count it: under a limit, :func:`payment_split` gives each
+new column one variable per payment option, ``sum_k P[c,k] = R[c]``, priced at that option's cost inside the
+horizon, and each window's row holds the options' fees beside the blocks' (:func:`cash_rows`). Whole
+or relaxed, this is a relaxation of every plan's payments (each plan pays its nodes some whole way within
+the limit; the split below only picks which), so a bound over it stays valid; without a limit every column
+is priced at its cheapest option, as the split would keep it.
 
 An AWS Capacity Block's fee (a training gang's tier ``capacity_block``) is upfront cash too, paid whole in
 the window its block starts (``planning/monthly.py``) and with no cheaper way to pay it, so the blocks come
@@ -28,7 +35,8 @@ fees of each window (``cap - blocks[w]``, at least 0 since the blocks fit).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -42,12 +50,16 @@ from planner.solvers.solve import solve
 
 __all__ = [
     "CAP_EPS_USD",
+    "PaymentSplit",
     "block_cash_rows",
     "block_fees_by_window",
     "block_room",
     "blocks_over_cap",
+    "cash_rows",
     "cash_window",
+    "commitment_window",
     "fees_by_window",
+    "payment_split",
     "split_payments",
     "window_of_period",
 ]
@@ -84,6 +96,68 @@ def _windows(start: datetime, p: int, periods: int, per: CashWindow) -> tuple[tu
     window = np.array([index[k] for k in keys], dtype=np.int64)
     window.setflags(write=False)
     return labels, window
+
+
+def commitment_window(sets: PlanningSets, c: int) -> str:
+    """The cash window (of ``purchase.max_upfront_usd``, which must be set) in which column ``c``'s fee is
+    paid: the one its term starts in."""
+    cap = sets.scenario.purchase.max_upfront_usd
+    assert cap is not None
+    return cash_window(sets.scenario.horizon.start + timedelta(hours=sets.columns[c].starts_hour), cap.per)
+
+
+@dataclass
+class PaymentSplit:
+    """A model's payment split (:func:`payment_split`): the columns it prices (their ``R`` costs nothing
+    itself), the split's objective terms and rows ``sum_k P[c,k] - R[c] = 0``, and per cash window the
+    options' fee terms for :func:`cash_rows`."""
+
+    columns: set[int] = field(default_factory=set)
+    objective: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
+    rows: dict[str, list[tuple[pulp.LpVariable, float]]] = field(default_factory=dict)
+    fees: dict[str, list[tuple[pulp.LpVariable, float]]] = field(default_factory=dict)
+
+
+def payment_split(
+    sets: PlanningSets,
+    commit: Mapping[int, pulp.LpVariable],
+    new_var: Callable[[str, float | None], pulp.LpVariable],
+) -> PaymentSplit:
+    """Under ``purchase.max_upfront_usd``, every new column of ``commit`` with an option that pays upfront
+    split among its options inside the model (module docstring); ``new_var(name, upper)`` makes a whole
+    (integer) variable. Nothing without a limit (each column then costs its cheapest option)."""
+    split = PaymentSplit()
+    if sets.scenario.purchase.max_upfront_usd is None:
+        return split
+    for c, nodes in commit.items():
+        column = sets.columns[c]
+        if column.existing or not any(option.upfront_usd > 0 for option in column.options):
+            continue
+        split.columns.add(c)
+        window = commitment_window(sets, c)
+        row: list[tuple[pulp.LpVariable, float]] = [(nodes, -1.0)]
+        for k, option in enumerate(column.options):
+            paid = new_var(f"P_{c}_{k}", sets.offerings[column.offering].max_nodes)
+            row.append((paid, 1.0))
+            split.objective.append((paid, option.effective_usd_h * column.paid_hours))
+            if option.upfront_usd > 0:
+                split.fees.setdefault(window, []).append((paid, option.upfront_usd))
+        split.rows[f"paid_{c}"] = row
+    return split
+
+
+def cash_rows(
+    sets: PlanningSets,
+    blocks: Mapping[str, list[tuple[pulp.LpVariable, float]]],
+    split: PaymentSplit,
+) -> dict[str, list[tuple[pulp.LpVariable, float]]]:
+    """Row name -> terms of ``terms <= purchase.max_upfront_usd``, one per cash window: the fees of the
+    Capacity Blocks starting in it (``blocks``: window -> (variable, fee)) and of the payment options of
+    the columns whose terms start in it (``split.fees``). Empty without a limit."""
+    if sets.scenario.purchase.max_upfront_usd is None:
+        return {}
+    windows = sorted(set(blocks) | set(split.fees))
+    return {f"cash_{w.replace('-', '_')}": [*blocks.get(w, []), *split.fees.get(w, [])] for w in windows}
 
 
 def _block_fee(option: TrainingOption) -> float:
