@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from models.errors import SolverError
 from models.plan import Baselines, Plan, SolverReport, SolverStage
-from planner.planning.optimize.bound import BoundResult, certified_bound, clusters_per_block
+from planner.planning.optimize.bound import BoundResult, certified_bound, clusters_per_block, start_from
 from planner.planning.optimize.bound_exact import best_bound, try_exact_bound
 from planner.planning.optimize.budget import Share, TimeBudget
 from planner.planning.optimize.build import PlanningModel, create_model
@@ -153,7 +153,9 @@ def plan_staged(
         # what is left of the budget, at least its share (a bound stopped early is still valid)
         left = budget.certified()
         per_block = settings.bound_clusters_per_block or clusters_per_block(sets)
-        certified = certified_bound(sets, per_block, time_limit=left)
+        # the plan's decisions as HiGHS's first incumbent: it prunes from the start (valid whatever it is)
+        start = start_from(sets, solution.commits, solution.placements, solution.unserved_runs)
+        certified = certified_bound(sets, per_block, time_limit=left, start=start)
         if not math.isfinite(certified.bound_usd):  # stopped before any solution: its LP bounds it too
             say("certified bound: the cluster MILP found no solution in its time; its LP relaxation instead")
             certified = certified_bound(sets, per_block, time_limit=left, relax=True)
