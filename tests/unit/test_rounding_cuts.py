@@ -78,7 +78,8 @@ def test_the_bound_pays_each_hours_whole_nodes_however_the_hours_are_averaged(
 
 def test_the_groups_join_services_that_share_an_offering(kit, tmp_path: Path) -> None:
     """Services join one group when some offering may serve both, and a group's need per period is the
-    whole number of nodes above the fewest node-equivalents its replicas take (by memory or compute)."""
+    whole number of nodes above the fewest node-equivalents its replicas take (by memory or compute), or
+    no cut (0) where that number is whole already."""
     rows = [kit.offering_row(on_demand_usd_h=OD),
             kit.offering_row(instance_type="p4d.24xlarge", gpu_model="A100-80GB", on_demand_usd_h=OD / 2),
             kit.offering_row(instance_type="g6.xlarge", gpu_model="L4", gpus_per_node=1, gpu_memory_gb=24,
@@ -99,7 +100,8 @@ def test_the_groups_join_services_that_share_an_offering(kit, tmp_path: Path) ->
     assert set(by_services) == {("a", "b"), ("c",)}
     # a: 3 x 4 / 8 = 1.5 node-equivalents, b: 1 x 8 / 8 = 1 on either offering: ceil(2.5) = 3 nodes
     assert by_services[("a", "b")].need.tolist() == [3.0] * len(sets.slots)
-    assert by_services[("c",)].need.tolist() == [5.0] * len(sets.slots)
+    # c: 5 one-GPU replicas on one-GPU nodes round up to nothing, so the LP's rows imply the cut: none
+    assert by_services[("c",)].need.tolist() == [0.0] * len(sets.slots)
     assert uniform_clusters(sets, cluster, len(sets.slots)).all()  # no training: every slot is uniform
 
 
@@ -171,3 +173,20 @@ def test_a_cash_limit_on_upfront_fees_is_in_the_bound(kit, tmp_path: Path) -> No
     solver = plan.document.solver
     assert solver.certified_bound_raw_usd == pytest.approx(3 * 6.0 * HOURS, rel=1e-7)
     assert math.isclose(solver.gap, 0.0, abs_tol=1e-7)
+
+
+def test_no_rounding_cuts_where_the_model_was_coarsened_for_time(kit, tmp_path: Path, monkeypatch) -> None:
+    """Where the cluster model gets fewer clusters per block for its LP's time (bench/gen.py large), the cuts'
+    dense rows are left out (they raised that LP's counted work by 30 % for no bound): the bound is then the
+    fractional count again, still valid, and the same model with room keeps them."""
+    import planner.planning.optimize.bound as bound
+
+    scenario, catalog, big, small = _shared_node_case(kit, tmp_path, 0)
+    sets = build_sets(scenario, catalog, tmp_path)
+    whole = float(np.ceil((4 * big + 2 * small) / 8).sum()) * OD
+    fractional = float(((4 * big + 2 * small) / 8).sum()) * OD
+    assert certified_bound(sets, 1, relax=True).bound_usd == pytest.approx(whole, rel=1e-7)
+    monkeypatch.setattr(bound, "CLUSTER_COLUMNS", bound._columns_per_cluster(sets) * 2)
+    assert bound.clusters_per_block(sets) == 2 < bound.MAX_CLUSTERS_PER_BLOCK
+    coarse = certified_bound(sets, 1, relax=True).bound_usd
+    assert coarse == pytest.approx(fractional, rel=1e-7)
