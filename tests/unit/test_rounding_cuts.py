@@ -78,8 +78,7 @@ def test_the_bound_pays_each_hours_whole_nodes_however_the_hours_are_averaged(
 
 def test_the_groups_join_services_that_share_an_offering(kit, tmp_path: Path) -> None:
     """Services join one group when some offering may serve both, and a group's need per period is the
-    whole number of nodes above the fewest node-equivalents its replicas take (by memory or compute), or
-    no cut (0) where that number is whole already."""
+    whole number of nodes above the fewest node-equivalents its replicas take (by memory or compute)."""
     rows = [kit.offering_row(on_demand_usd_h=OD),
             kit.offering_row(instance_type="p4d.24xlarge", gpu_model="A100-80GB", on_demand_usd_h=OD / 2),
             kit.offering_row(instance_type="g6.xlarge", gpu_model="L4", gpus_per_node=1, gpu_memory_gb=24,
@@ -100,8 +99,7 @@ def test_the_groups_join_services_that_share_an_offering(kit, tmp_path: Path) ->
     assert set(by_services) == {("a", "b"), ("c",)}
     # a: 3 x 4 / 8 = 1.5 node-equivalents, b: 1 x 8 / 8 = 1 on either offering: ceil(2.5) = 3 nodes
     assert by_services[("a", "b")].need.tolist() == [3.0] * len(sets.slots)
-    # c: 5 one-GPU replicas on one-GPU nodes round up to nothing, so the LP's rows imply the cut: none
-    assert by_services[("c",)].need.tolist() == [0.0] * len(sets.slots)
+    assert by_services[("c",)].need.tolist() == [5.0] * len(sets.slots)
     assert uniform_clusters(sets, cluster, len(sets.slots)).all()  # no training: every slot is uniform
 
 

@@ -457,7 +457,7 @@ class RoundingGroup:
 
     services: tuple[int, ...]
     offerings: frozenset[int]
-    need: np.ndarray  # per cluster: hour-weighted mean of each period's whole nodes needed (0: no cut)
+    need: np.ndarray  # per cluster: hour-weighted mean of each period's whole nodes needed
     unserved: dict[int, float]  # service -> the most whole nodes one unserved replica of it frees
 
 
@@ -494,15 +494,12 @@ def rounding_groups(sets: PlanningSets, cluster: np.ndarray, hours: np.ndarray) 
             memory[i] = min(1.0 / q for q, _ in served)
             compute[i] = min(ratio / q for q, ratio in served)
             unserved[i] = float(math.ceil(max(memory[i], compute[i]) - 1e-9))
-        need, fractional = np.zeros(len(hours)), np.zeros((2, len(hours)))
+        need = np.zeros(len(hours))
         for s, slot in enumerate(sets.slots):
             demand = np.asarray(slot.demand, dtype=float)
-            taken = np.array([demand @ memory, demand @ compute])
-            need[cluster[s]] += float(np.ceil(taken - 1e-9).max()) * slot.hours
-            fractional[:, cluster[s]] += taken * slot.hours
+            nodes = max(math.ceil(float(demand @ memory) - 1e-9), math.ceil(float(demand @ compute) - 1e-9))
+            need[cluster[s]] += nodes * slot.hours
         need /= np.maximum(hours, 1e-12)
-        # where no period's count rounds up, the cluster's rows already imply the cut: none is written
-        need[need <= (fractional / np.maximum(hours, 1e-12)).max(axis=0) + 1e-9] = 0.0
         offerings = frozenset(o for i in services for o in offerings_of[i])
         groups.append(RoundingGroup(tuple(services), offerings, need, unserved))
     return groups
