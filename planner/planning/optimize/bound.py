@@ -95,6 +95,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pulp
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from models.billing import pool_row
 from models.mig import COMPUTE_SLICES, MEMORY_SLICES, replica_slice, replicas_per_gpu
@@ -388,9 +390,6 @@ def cluster_model(sets: PlanningSets, per_block: int | None) -> ClusterModel:
     # under a cash limit each column's nodes split among its payment options (a relaxation of how any
     # plan pays them: payments.py), their fees in the cash rows of block_cash
     model.payments = payment_split(sets, model.commit, lambda name, up: var(name, up, pulp.LpInteger))
-    for c, commit in model.commit.items():
-        if c not in model.payments.columns:
-            objective.append((commit, sets.columns[c].cost_per_node))
     objective += model.payments.objective
     for name, terms in model.payments.rows.items():
         constraints[name] = LpCon(LpExpr(terms), pulp.LpConstraintEQ, None, 0.0)
@@ -468,23 +467,20 @@ def rounding_groups(sets: PlanningSets, cluster: np.ndarray, hours: np.ndarray) 
     offerings_of: dict[int, set[int]] = defaultdict(set)
     for i, o in sets.replicas_per_node:
         offerings_of[i].add(o)
-    parent = {i: i for i in offerings_of}
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    owner: dict[int, int] = {}
-    for i in sorted(offerings_of):
-        for o in offerings_of[i]:
-            if o in owner:
-                parent[root(i)] = root(owner[o])
-            else:
-                owner[o] = i
+    # services joined through the offerings they may use: the connected parts of the bipartite graph
+    n = len(sets.services)
+    edges = [(i, n + o) for i in offerings_of for o in offerings_of[i]]
+    graph = coo_matrix(
+        (np.ones(len(edges)), ([a for a, _ in edges], [b for _, b in edges])),
+        shape=(n + len(sets.offerings),) * 2,
+    )
+    _, part = connected_components(graph, directed=False)
     members: dict[int, list[int]] = defaultdict(list)
     for i in sorted(offerings_of):
-        members[root(i)].append(i)
+        members[int(part[i])].append(i)
+    demand = np.array([slot.demand for slot in sets.slots], dtype=float).reshape(len(sets.slots), n)
+    slot_hours = np.array([slot.hours for slot in sets.slots], dtype=float)
+    per_cluster = np.maximum(hours, 1e-12)
     groups = []
     for services in members.values():
         memory, compute = np.zeros(len(sets.services)), np.zeros(len(sets.services))
@@ -494,12 +490,8 @@ def rounding_groups(sets: PlanningSets, cluster: np.ndarray, hours: np.ndarray) 
             memory[i] = min(1.0 / q for q, _ in served)
             compute[i] = min(ratio / q for q, ratio in served)
             unserved[i] = float(math.ceil(max(memory[i], compute[i]) - 1e-9))
-        need = np.zeros(len(hours))
-        for s, slot in enumerate(sets.slots):
-            demand = np.asarray(slot.demand, dtype=float)
-            nodes = max(math.ceil(float(demand @ memory) - 1e-9), math.ceil(float(demand @ compute) - 1e-9))
-            need[cluster[s]] += nodes * slot.hours
-        need /= np.maximum(hours, 1e-12)
+        nodes = np.maximum(np.ceil(demand @ memory - 1e-9), np.ceil(demand @ compute - 1e-9))
+        need = np.bincount(cluster, weights=nodes * slot_hours, minlength=len(hours)) / per_cluster
         offerings = frozenset(o for i in services for o in offerings_of[i])
         groups.append(RoundingGroup(tuple(services), offerings, need, unserved))
     return groups

@@ -221,9 +221,6 @@ def define_commitments(model: PlanningModel) -> None:
         column = sets.columns[c]
         model.commit[c] = model.var(f"R_{c}", pulp.LpInteger, sets.offerings[column.offering].max_nodes)
     model.payments = payment_split(sets, model.commit, lambda name, up: model.var(name, pulp.LpInteger, up))
-    for c, var in model.commit.items():
-        if c not in model.payments.columns:
-            model.objective_terms.append((var, sets.columns[c].cost_per_node))
     model.objective_terms += model.payments.objective
     for name, terms in model.payments.rows.items():
         model.add(name, terms, EQ, 0.0)

@@ -108,11 +108,10 @@ def commitment_window(sets: PlanningSets, c: int) -> str:
 
 @dataclass
 class PaymentSplit:
-    """A model's payment split (:func:`payment_split`): the columns it prices (their ``R`` costs nothing
-    itself), the split's objective terms and rows ``sum_k P[c,k] - R[c] = 0``, and per cash window the
-    options' fee terms for :func:`cash_rows`."""
+    """A model's commitments priced (:func:`payment_split`): the objective terms of every new column (its
+    ``R`` at its cheapest option, or its split's ``P`` at each option's rate), the split's rows
+    ``sum_k P[c,k] - R[c] = 0``, and per cash window the options' fee terms for :func:`cash_rows`."""
 
-    columns: set[int] = field(default_factory=set)
     objective: list[tuple[pulp.LpVariable, float]] = field(default_factory=list)
     rows: dict[str, list[tuple[pulp.LpVariable, float]]] = field(default_factory=dict)
     fees: dict[str, list[tuple[pulp.LpVariable, float]]] = field(default_factory=dict)
@@ -123,17 +122,16 @@ def payment_split(
     commit: Mapping[int, pulp.LpVariable],
     new_var: Callable[[str, float | None], pulp.LpVariable],
 ) -> PaymentSplit:
-    """Under ``purchase.max_upfront_usd``, every new column of ``commit`` with an option that pays upfront
-    split among its options inside the model (module docstring); ``new_var(name, upper)`` makes a whole
-    (integer) variable. Nothing without a limit (each column then costs its cheapest option)."""
-    split = PaymentSplit()
-    if sets.scenario.purchase.max_upfront_usd is None:
-        return split
+    """The new columns of ``commit`` priced for a model: under ``purchase.max_upfront_usd`` every one with
+    an option that pays upfront split among its options inside the model (module docstring; ``new_var(name,
+    upper)`` makes a whole (integer) variable), every other one at its cheapest option."""
+    split, whole = PaymentSplit(), []
+    capped = sets.scenario.purchase.max_upfront_usd is not None
     for c, nodes in commit.items():
         column = sets.columns[c]
-        if column.existing or not any(option.upfront_usd > 0 for option in column.options):
+        if not capped or column.existing or not any(option.upfront_usd > 0 for option in column.options):
+            whole.append((nodes, column.cost_per_node))
             continue
-        split.columns.add(c)
         window = commitment_window(sets, c)
         row: list[tuple[pulp.LpVariable, float]] = [(nodes, -1.0)]
         for k, option in enumerate(column.options):
@@ -143,6 +141,7 @@ def payment_split(
             if option.upfront_usd > 0:
                 split.fees.setdefault(window, []).append((paid, option.upfront_usd))
         split.rows[f"paid_{c}"] = row
+    split.objective = whole + split.objective
     return split
 
 
