@@ -20,17 +20,11 @@ from models.tiers import HOURS_PER_YEAR
 from planner.planning.optimize import SolveSettings, optimize
 from planner.planning.optimize.bound import certified_bound, rounding_groups, uniform_clusters
 from planner.planning.optimize.bound_exact import exact_bound
-from planner.planning.optimize.build import create_model
-from planner.planning.problem.sets import ModelOptions, build_sets, full_sets
-from planner.solvers.solve import Termination, solve
+from planner.planning.problem.sets import ModelOptions, build_sets
+from tests.unit.test_bound_exact import _full_optimum, _load
 
 HOURS = 48
 OD = 10.0  # USD per node-hour
-
-
-def _load(kit: Any, directory: Path, data: dict[str, Any], rows: list[dict[str, Any]]):
-    kit.write_catalog_csv(directory / "catalog.csv", rows)
-    return parse(data, directory / "scenario.yaml"), Catalog.load(directory / "catalog.csv")
 
 
 def _shared_node_case(kit: Any, directory: Path, seed: int) -> tuple[Any, Catalog, np.ndarray, np.ndarray]:
@@ -131,10 +125,7 @@ def test_with_a_gang_on_the_same_nodes_the_bounds_stay_below_the_optimum(
     it (seed 0: $781.04, where the merged slots average the gang's hours with idle ones: $761.04)."""
     data, rows = _gang_beside_inference(kit, tmp_path, seed)
     scenario, catalog = _load(kit, tmp_path, data, rows)
-    full = full_sets(scenario, catalog, tmp_path)
-    result = solve(create_model(full).problem, gap=1e-9, time_limit=60)
-    assert result.termination == Termination.OPTIMAL
-    optimum = result.objective + full.fixed_usd
+    optimum = _full_optimum(scenario, catalog, tmp_path)
     sets = build_sets(scenario, catalog, tmp_path)
     for per_block in (None, 1, 2):
         cluster = certified_bound(sets, per_block, gap=1e-9)
