@@ -169,9 +169,10 @@ def cluster_slots(sets: PlanningSets, per_block: int | None = None, seed: int = 
     scale = np.maximum(sets.demand.max(axis=1), 1).astype(float) if len(sets.services) else np.ones(0)
     # never mix segments (different commitments serve, e.g. owned nodes before and after delivery):
     # averaging across would let commitments serve outside their window
-    by_block: dict[tuple[int, int], list[int]] = defaultdict(list)
+    # nor periods a run holds at any start with those it may not (``sets.split_by_certain_training``)
+    by_block: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for s, slot in enumerate(sets.slots):
-        by_block[(slot.block, int(sets.segment[slot.periods[0]]))].append(s)
+        by_block[(slot.block, int(sets.segment[slot.periods[0]]), slot.certain)].append(s)
     next_id = 0
     for _block, members in sorted(by_block.items()):
         points = np.array([sets.slots[s].demand for s in members], dtype=float).reshape(len(members), -1)

@@ -25,7 +25,9 @@ Why the bound is valid (the full problem: whole nodes, any start period, hourly 
    linear expression of the columns above: unlike ``bound.py`` no spread of energy and no
    at-most-n-at-a-time rule is needed, the occupancy is the true one. The cluster model with these
    columns costs no more than the relaxed full problem for every R and every placement, so its optimum
-   (and any proven bound on it) is a lower bound on the full problem.
+   (and any proven bound on it) is a lower bound on the full problem. Any grouping of a segment's periods
+   keeps this true; the clusters here never mix the periods a run holds at every start with those it may
+   not (``sets.split_by_certain_training``), so a gang's certain hours are not averaged with idle ones.
 3. *Gang cuts.* The window cut of ``bound.py`` step 4 (a gang of n nodes for h hours has at least
    ``h n - sum_{t held} R_t`` on-demand node-hours, summed over gangs, and ``sum_{t held} R_t <= sum_c
    R_c min(h, |window_c ∩ W|)`` for the run's window W) reads only the run's (offering, tier) choice
@@ -76,7 +78,7 @@ from planner.planning.optimize.bound import (
     training_combos,
 )
 from planner.planning.optimize.build import VAR_CODE
-from planner.planning.problem.sets import PlanningSets
+from planner.planning.problem.sets import PlanningSets, split_by_certain_training
 from planner.solvers.highs import HighsModel, RowwiseModel
 from planner.solvers.solve import rowwise
 from planner.solvers.work import deadline_after, meter, past
@@ -169,7 +171,7 @@ def exact_bound(
     """
     began = time.perf_counter()  # measured for the report only
     deadline = deadline_after(time_limit)
-    model = cluster_model(sets, per_block)
+    model = cluster_model(split_by_certain_training(sets), per_block)
     combos = _add_training(model)
     finish_model(model)
     variables, base = rowwise(model.problem)
