@@ -13,7 +13,7 @@ import pytest
 
 import planner.planning.optimize.bound_exact as bound_exact
 from planner.planning.optimize.bound_exact import exact_bound
-from planner.planning.problem.sets import build_sets, split_by_certain_training
+from planner.planning.problem.sets import ModelOptions, build_sets, split_by_certain_training
 from tests.unit.test_bound_exact import START, _full_optimum, _load, _stamp
 
 OD, COMMITTED = 10.0, 7.0  # USD per node-hour: on demand, 3y
@@ -55,6 +55,9 @@ def test_slots_split_where_a_run_is_certain(kit, tmp_path: Path) -> None:
         assert slot.demand == sets.slots[0].demand and slot.hours == len(slot.periods)
     assert len({slot.certain for slot in split.slots}) == 2
     assert split_by_certain_training(sets).slot_of_period.tolist() == split.slot_of_period.tolist()
+    # every period its own slot already: nothing splits, and the sets come back as they were
+    unmerged = build_sets(scenario, catalog, tmp_path, ModelOptions(merge=False))
+    assert split_by_certain_training(unmerged) is unmerged
 
 
 def test_the_exact_start_bound_keeps_the_certain_hours_apart(kit, tmp_path: Path, monkeypatch) -> None:
