@@ -376,3 +376,32 @@ def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_p
         "finer cluster bound (4 per block): not started, its LP would take about 14 s of counted work, "
         "more than its 10 s"
     )
+
+
+def test_a_finer_bound_with_whole_commitments_where_they_matter(kit, tmp_path: Path) -> None:
+    """``finer_bound(integral=True)`` (the hourly method's choice where its coarse MILP beat its LP): the
+    cluster MILP at three times the clusters. A service of two replicas a node needing 0, 1, 2.5 and 3.5
+    nodes (12 h each), $10/h on demand, $4/h committed: three clusters ({0}, {1}, {2.5, 3.5}) see a mean
+    of 3.5 whole nodes at the top, so the LP commits 3.5 nodes ($672); whole commitments cost 3 nodes
+    plus 12 on-demand hours ($696), which is the optimum."""
+    from planner.planning.optimize.bound import finer_bound, finer_per_block
+
+    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=4.0)]
+    kit.write_demand_csv(tmp_path / "demand.csv", ([0] * 6 + [2] * 6 + [5] * 6 + [7] * 6) * 2)
+    data = kit.scenario_dict(
+        hours=48,
+        terms=["3y"],
+        inference=[{"name": "svc", "team": "t", "gpus_per_replica": 4, "gpu_models": ["H100"],
+                    "latency_critical": True, "replicas": {"csv": "demand.csv"}}],
+    )  # fmt: skip
+    scenario, catalog = _load(kit, tmp_path, data, rows)
+    optimum = _full_optimum(scenario, catalog, tmp_path)
+    assert optimum == pytest.approx(4.0 * 48 * 3 + 10.0 * 12, rel=1e-9)
+    sets = build_sets(scenario, catalog, tmp_path)
+    assert finer_per_block(sets, 1, 3) == 3
+    said: list[str] = []
+    whole = finer_bound(sets, 1, None, said.append, integral=True)
+    assert whole is not None and whole.clusters == 3
+    assert whole.bound_usd == pytest.approx(optimum, rel=1e-7)
+    assert certified_bound(sets, 3, relax=True).bound_usd == pytest.approx(4.0 * 48 * 3.5, rel=1e-7)
+    assert said == [f"finer cluster bound: MILP with 3 clusters $696 (optimal, {whole.seconds:.1f} s)"]

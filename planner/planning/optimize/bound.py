@@ -212,6 +212,10 @@ def _columns_per_cluster(sets: PlanningSets) -> int:
 #: staged method's MILP bound is far above any LP of it (mixed-fleet: MILP $1,813,689 at 4, LP $1,414,970
 #: at 16), and its MILP at 16 did not finish in 60 s: there the finer bound is not tried.
 FINE_FACTOR = 4
+#: The same for the finer MILP (``finer_bound`` with a start): its work grows faster with the clusters.
+#: spot-price-shock's cluster MILP at 8, 12, 16 per block: $1,665,142 in 7.9 s, $1,667,397 in 16.0 s,
+#: $1,668,801 in 31.3 s of the clock (the plan $1,683,942).
+MILP_FINE_FACTOR = 3
 MAX_FINE_CLUSTERS_PER_BLOCK = 16
 #: The finer LP's counted work against the coarse one's, at most (4 -> 16 per block: inference-heavy-saas
 #: 1.26 -> 17.34 nominal s, 13.7x; growth-year, fleet-mid-contract, spot-price-shock 13.2-13.3x): where
@@ -219,12 +223,13 @@ MAX_FINE_CLUSTERS_PER_BLOCK = 16
 FINE_WORK_GROWTH = 14.0
 
 
-def finer_per_block(sets: PlanningSets, per_block: int | None) -> int | None:
-    """Clusters per block for :func:`finer_bound` (None: no finer one than ``per_block`` fits)."""
+def finer_per_block(sets: PlanningSets, per_block: int | None, factor: int = FINE_FACTOR) -> int | None:
+    """Clusters per block for :func:`finer_bound`, ``factor`` times ``per_block`` at most (None: no finer
+    one than ``per_block`` fits)."""
     if per_block is None:
         return None
     fits = FINE_FACTOR * CLUSTER_COLUMNS // _columns_per_cluster(sets)
-    finer = min(FINE_FACTOR * per_block, MAX_FINE_CLUSTERS_PER_BLOCK, fits)
+    finer = min(factor * per_block, MAX_FINE_CLUSTERS_PER_BLOCK, fits)
     return finer if finer > per_block else None
 
 
@@ -234,13 +239,14 @@ def finer_bound(
     time_limit: float | None,
     say: Callable[[str], None],
     coarse_work: float = 0.0,
+    integral: bool = False,
 ) -> BoundResult | None:
     """The cluster model's LP with finer clusters (:func:`finer_per_block`): a valid bound whatever its
     clusters (module docstring, step 2: Jensen on each cluster), tighter the less it averages. None where
     no finer clustering fits, where the coarse LP's counted work ``coarse_work`` says the finer one would
     not finish within ``time_limit`` (:data:`FINE_WORK_GROWTH`), or where it does not (a stopped LP proves
     nothing here)."""
-    finer = finer_per_block(sets, per_block)
+    finer = finer_per_block(sets, per_block, MILP_FINE_FACTOR if integral else FINE_FACTOR)
     if finer is None:
         return None
     if time_limit is not None and coarse_work * FINE_WORK_GROWTH > time_limit:
@@ -249,7 +255,14 @@ def finer_bound(
             f"{coarse_work * FINE_WORK_GROWTH:.0f} s of counted work, more than its {time_limit:.0f} s"
         )
         return None
-    result = certified_bound(sets, finer, time_limit=time_limit, relax=True)
+    result = certified_bound(sets, finer, time_limit=time_limit, relax=not integral)
+    if integral:
+        if not (result.solve.ok and math.isfinite(result.bound_usd)):
+            say(f"finer cluster bound ({finer} per block): its MILP proved nothing; not used")
+            return None
+        say(f"finer cluster bound: MILP with {result.clusters} clusters ${result.bound_usd:,.0f} "
+            f"({result.solve.termination.value}, {result.seconds:.1f} s)")  # fmt: skip
+        return result
     if result.solve.termination != Termination.OPTIMAL:
         say(f"finer cluster bound ({finer} per block): stopped before its LP finished; not used")
         return None
