@@ -343,6 +343,20 @@ def test_the_integer_stage_is_skipped_only_far_below_the_bound_held(kit, tmp_pat
     assert near.bound_usd == pytest.approx(alone.bound_usd, rel=1e-9)
 
 
+def _four_levels(kit, directory: Path, levels: list[int], gpus: int, committed: float):
+    """Two days (one block, no training) of one service whose replicas (``gpus`` GPUs each) step through
+    ``levels``, 6 h each a day, on an 8-GPU offering at $10/h on demand and ``committed`` $/h on 3y."""
+    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=committed)]
+    kit.write_demand_csv(directory / "demand.csv", [level for level in levels for _ in range(6)] * 2)
+    data = kit.scenario_dict(
+        hours=48,
+        terms=["3y"],
+        inference=[{"name": "svc", "team": "t", "gpus_per_replica": gpus, "gpu_models": ["H100"],
+                    "latency_critical": True, "replicas": {"csv": "demand.csv"}}],
+    )  # fmt: skip
+    return _load(kit, directory, data, rows)
+
+
 def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_path: Path) -> None:
     """bound.finer_bound: the cluster LP with more clusters per block averages less. Two days (one block:
     no training) of a service needing 0, 1, 2 and 3 nodes for 6 h each a day, $10/h on demand, $5/h committed:
@@ -350,15 +364,7 @@ def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_p
     all the time (LP $360: 1.5 committed); four see the four levels apart and prove $600."""
     from planner.planning.optimize.bound import finer_bound, finer_per_block
 
-    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=5.0)]
-    kit.write_demand_csv(tmp_path / "demand.csv", ([0] * 6 + [1] * 6 + [2] * 6 + [3] * 6) * 2)
-    data = kit.scenario_dict(
-        hours=48,
-        terms=["3y"],
-        inference=[{"name": "svc", "team": "t", "gpus_per_replica": 8, "gpu_models": ["H100"],
-                    "latency_critical": True, "replicas": {"csv": "demand.csv"}}],
-    )  # fmt: skip
-    scenario, catalog = _load(kit, tmp_path, data, rows)
+    scenario, catalog = _four_levels(kit, tmp_path, [0, 1, 2, 3], gpus=8, committed=5.0)
     optimum = _full_optimum(scenario, catalog, tmp_path)
     assert optimum == pytest.approx(600.0, rel=1e-9)
     sets = build_sets(scenario, catalog, tmp_path)
@@ -386,15 +392,7 @@ def test_a_finer_bound_with_whole_commitments_where_they_matter(kit, tmp_path: P
     plus 12 on-demand hours ($696), which is the optimum."""
     from planner.planning.optimize.bound import finer_bound, finer_per_block
 
-    rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=4.0)]
-    kit.write_demand_csv(tmp_path / "demand.csv", ([0] * 6 + [2] * 6 + [5] * 6 + [7] * 6) * 2)
-    data = kit.scenario_dict(
-        hours=48,
-        terms=["3y"],
-        inference=[{"name": "svc", "team": "t", "gpus_per_replica": 4, "gpu_models": ["H100"],
-                    "latency_critical": True, "replicas": {"csv": "demand.csv"}}],
-    )  # fmt: skip
-    scenario, catalog = _load(kit, tmp_path, data, rows)
+    scenario, catalog = _four_levels(kit, tmp_path, [0, 2, 5, 7], gpus=4, committed=4.0)
     optimum = _full_optimum(scenario, catalog, tmp_path)
     assert optimum == pytest.approx(4.0 * 48 * 3 + 10.0 * 12, rel=1e-9)
     sets = build_sets(scenario, catalog, tmp_path)
