@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pulp
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from models.errors import SolverError
 from planner.solvers import highs, work
@@ -308,14 +310,6 @@ def solve_separable(
     lower, upper, cost = model.col_lower, model.col_upper, model.cost
     fixed = np.isfinite(lower) & (lower == upper)
     values = np.where(fixed, lower, 0.0)
-    parent = np.arange(len(variables))
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        return int(k)
-
     starts, index, coef = model.start, model.index, model.value
     row_lower, row_upper = model.row_lower.copy(), model.row_upper.copy()
     free_rows: list[tuple[int, np.ndarray, np.ndarray]] = []
@@ -331,16 +325,16 @@ def solve_separable(
                     "HiGHS", Termination.INFEASIBLE, math.nan, math.nan, time.perf_counter() - began
                 )
             continue
-        cols, vals = cols[free], vals[free]
-        first = root(int(cols[0]))
-        for k in cols[1:]:
-            other = root(int(k))
-            if other != first:
-                parent[other] = first
-        free_rows.append((r, cols, vals))
+        free_rows.append((r, cols[free], vals[free]))
+    # the blocks: connected parts of the graph that links each free row's columns to its first one
+    none = [np.zeros(0, dtype=np.int64)]
+    heads = np.concatenate([np.full(len(cols) - 1, cols[0]) for _, cols, _ in free_rows] or none)
+    tails = np.concatenate([cols[1:] for _, cols, _ in free_rows] or none)
+    links = coo_matrix((np.ones(len(heads)), (heads, tails)), shape=(len(variables), len(variables)))
+    _, part = connected_components(links, directed=False)
     blocks: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
-    for row in free_rows:
-        blocks.setdefault(root(int(row[1][0])), []).append(row)
+    for row in free_rows:  # in row order, as the solves then go
+        blocks.setdefault(int(part[row[1][0]]), []).append(row)
     in_rows = np.zeros(len(variables), dtype=bool)
     for _, cols, _ in free_rows:
         in_rows[cols] = True
