@@ -212,7 +212,7 @@ def _columns_per_cluster(sets: PlanningSets) -> int:
 #: staged method's MILP bound is far above any LP of it (mixed-fleet: MILP $1,813,689 at 4, LP $1,414,970
 #: at 16), and its MILP at 16 did not finish in 60 s: there the finer bound is not tried.
 FINE_FACTOR = 4
-#: The same for the finer MILP (``finer_bound`` with a start): its work grows faster with the clusters.
+#: The same for the finer MILP (``finer_bound(integral=True)``): its work grows faster with the clusters.
 #: spot-price-shock's cluster MILP at 8, 12, 16 per block: $1,665,142 in 7.9 s, $1,667,397 in 16.0 s,
 #: $1,668,801 in 31.3 s of the clock (the plan $1,683,942).
 MILP_FINE_FACTOR = 3
@@ -245,7 +245,8 @@ def finer_bound(
     clusters (module docstring, step 2: Jensen on each cluster), tighter the less it averages. None where
     no finer clustering fits, where the coarse LP's counted work ``coarse_work`` says the finer one would
     not finish within ``time_limit`` (:data:`FINE_WORK_GROWTH`), or where it does not (a stopped LP proves
-    nothing here)."""
+    nothing here). ``integral``: the cluster MILP instead, at :data:`MILP_FINE_FACTOR` times the clusters
+    (its proven dual bound counts even when stopped)."""
     finer = finer_per_block(sets, per_block, MILP_FINE_FACTOR if integral else FINE_FACTOR)
     if finer is None:
         return None
