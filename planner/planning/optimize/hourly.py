@@ -177,7 +177,8 @@ def _decide_and_dispatch(
         stages.append(milp_stage)
     objective = best.objective
     bound_clusters = lp.clusters
-    # the same LP with finer clusters: less averaging, a tighter bound (bound.finer_bound), in its share
+    # the cluster model again with finer clusters: less averaging, a tighter bound (bound.finer_bound), in
+    # its share; its MILP where whole commitments made the coarse bound (INTEGRAL_GAIN), else its LP
     integral = milp_stage is not None and bound > lp.bound_usd * (1 + INTEGRAL_GAIN)
     if relax is not True and objective - bound > gap * max(objective, 1e-9):
         fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say, lp.work, integral)
