@@ -412,15 +412,16 @@ def test_the_hourly_method_takes_the_finer_milp_where_whole_commitments_made_its
     committed, $10 on demand, planned by the hourly method with one cluster per block: its LP sees a mean
     of 1.75 nodes (1.75 committed, $336), its MILP two whole ones ($384, +14 %), so the finer bound is the
     MILP at three clusters, which proves the optimum: 3 committed, $576 (2 committed and 24 on-demand node
-    hours: $624). No exact-start bound is tried after it. (The plan itself is the $624 one: the commitments
-    are tuned on each period's fractional nodes, 2.5 at the top, where 2 committed cost least.)"""
+    hours: $624). No exact-start bound is tried after it. The plan is the optimum: its commitments are tuned
+    with each period's whole-node rounding row (2.5 nodes at the top are 3 whole ones, so the third
+    commitment pays; on the fractional 2.5 alone two cost least)."""
     scenario, catalog = _four_levels(kit, tmp_path, [0, 2, 5, 5], gpus=4, committed=4.0)
     optimum = _full_optimum(scenario, catalog, tmp_path)
     assert optimum == pytest.approx(4.0 * 48 * 3, rel=1e-9)
     said: list[str] = []
     settings = SolveSettings(method="hourly", bound_clusters_per_block=1, time_limit=60)
     plan = optimize(scenario, catalog, tmp_path, settings, progress=said.append)
-    assert plan.document.costs.total_usd >= optimum - 1e-6
+    assert plan.document.costs.total_usd == pytest.approx(optimum, rel=1e-9)
     assert plan.document.solver.certified_bound_raw_usd == pytest.approx(optimum, rel=1e-7)
     assert any(line.startswith("LP relaxation: bound $336 ") for line in said), said
     assert any(line.startswith("finer cluster bound: MILP with 3 clusters $576 ") for line in said), said

@@ -11,7 +11,7 @@ Why it is valid (a proof sketch; the tests check it against full solves on small
    satisfies this, so the relaxed optimum is no higher than the true optimum.
    Dominated (offering, tier) choices are left out; they never make the optimum cheaper
    (``sets.py`` prunes only where a dominating choice exists). Replicas are counted by the GPU
-   memory and compute they take (``relaxed_serving``), not by the planning model's homogeneous
+   memory and compute they take (``node_need.relaxed_serving``), not by the planning model's homogeneous
    layouts, so mixed MIG layouts and whole-GPU sizes that do not divide a node are not cut off.
 2. *Separate.* Fix the commitments R, each run's (offering, tier) and its energy spread. What is
    left splits into
@@ -95,11 +95,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pulp
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from models.billing import pool_row
-from models.mig import COMPUTE_SLICES, MEMORY_SLICES, replica_slice, replicas_per_gpu
 from models.tiers import Capacity
 from planner.planning.optimize.build import (
     VAR_CODE,
@@ -110,6 +107,7 @@ from planner.planning.optimize.build import (
     run_penalty,
     savings_plan_rows,
 )
+from planner.planning.optimize.node_need import node_needs, relaxed_serving
 from planner.planning.optimize.payments import (
     CAP_EPS_USD,
     PaymentSplit,
@@ -476,39 +474,18 @@ class RoundingGroup:
 
 
 def rounding_groups(sets: PlanningSets, cluster: np.ndarray, hours: np.ndarray) -> list[RoundingGroup]:
-    """The groups of step 3c: per period, the group's offerings hold at least ``ceil(sum_i D_i m_i)`` and
-    ``ceil(sum_i D_i k_i)`` nodes beside their non-spot training, with m_i (k_i) the fewest node-equivalents
-    of memory (compute) a replica of service i takes on any offering it may use (``relaxed_serving``)."""
-    offerings_of: dict[int, set[int]] = defaultdict(set)
-    for i, o in sets.replicas_per_node:
-        offerings_of[i].add(o)
-    # services joined through the offerings they may use: the connected parts of the bipartite graph
-    n = len(sets.services)
-    edges = [(i, n + o) for i in offerings_of for o in offerings_of[i]]
-    graph = coo_matrix(
-        (np.ones(len(edges)), ([a for a, _ in edges], [b for _, b in edges])),
-        shape=(n + len(sets.offerings),) * 2,
+    """The groups of step 3c (``node_need.py``): per cluster, the hour-weighted mean of each period's
+    whole nodes the group needs beside its non-spot training."""
+    demand = np.array([slot.demand for slot in sets.slots], dtype=float).reshape(
+        len(sets.slots), len(sets.services)
     )
-    _, part = connected_components(graph, directed=False)
-    members: dict[int, list[int]] = defaultdict(list)
-    for i in sorted(offerings_of):
-        members[int(part[i])].append(i)
-    demand = np.array([slot.demand for slot in sets.slots], dtype=float).reshape(len(sets.slots), n)
     slot_hours = np.array([slot.hours for slot in sets.slots], dtype=float)
     per_cluster = np.maximum(hours, 1e-12)
     groups = []
-    for services in members.values():
-        memory, compute = np.zeros(len(sets.services)), np.zeros(len(sets.services))
-        unserved: dict[int, float] = {}
-        for i in services:
-            served = [relaxed_serving(sets, i, o) for o in offerings_of[i]]
-            memory[i] = min(1.0 / q for q, _ in served)
-            compute[i] = min(ratio / q for q, ratio in served)
-            unserved[i] = float(math.ceil(max(memory[i], compute[i]) - 1e-9))
-        nodes = np.maximum(np.ceil(demand @ memory - 1e-9), np.ceil(demand @ compute - 1e-9))
+    for part in node_needs(sets):
+        nodes = part.nodes(demand.T)
         need = np.bincount(cluster, weights=nodes * slot_hours, minlength=len(hours)) / per_cluster
-        offerings = frozenset(o for i in services for o in offerings_of[i])
-        groups.append(RoundingGroup(tuple(services), offerings, need, unserved))
+        groups.append(RoundingGroup(part.services, part.offerings, need, part.unserved))
     return groups
 
 
@@ -927,35 +904,6 @@ def _guarantees(
         objective.append((short, guarantee_penalty_per_gpu(sets) * family.weight[key]))
     for name, (terms, sense, rhs) in family.rows.items():
         constraints[name] = LpCon(LpExpr(terms), sense, None, rhs)
-
-
-def relaxed_serving(sets: PlanningSets, i: int, o: int) -> tuple[float, float]:
-    """How the bound counts service ``i`` on a node of ``o``: (replicas per node-equivalent, compute per
-    node-equivalent), relaxed so that no packing a plan may use (``gpuplan verify``'s rules) is cut off.
-
-    A MIG replica takes its profile's share of a GPU's 8 memory and 7 compute slices: a node-equivalent
-    is a node's memory (``G * 8 / m`` replicas) and it takes ``(c / 7) / (m / 8)`` of a node's compute
-    (above 1: compute fills the GPUs first, a second row counts it). Every legal MIG layout keeps both
-    sums within the GPU, whatever profiles it mixes, so both rows hold for every plan; the planning
-    model's own count (one profile's homogeneous layout, e.g. 3 x 2g.20gb where the slices would hold
-    3.5) is no relaxation of mixed layouts. A whole-GPU replica takes its GPUs: ``G / gpus`` replicas per
-    node, a fraction where they do not divide the node (a node of 8 holds a 3-GPU replica and five
-    1-GPU ones; the model's divisor rounding gives the 3-GPU replica 4).
-    """
-    service = sets.services[i]
-    offering = sets.offerings[o]
-    g = float(offering.gpus_per_node)
-    profile = replica_slice(offering.gpu_model, service.gpu_memory_gb, service.gpu_compute_share)
-    if profile is not None:
-        memory = profile.memory_slices / MEMORY_SLICES
-        return g / memory, (profile.compute_slices / COMPUTE_SLICES) / memory
-    if service.gpus_per_replica is not None:
-        return g / service.gpus_per_replica, 1.0
-    assert service.gpu_memory_gb is not None  # the scenario validator gives exactly one size
-    per_gpu = replicas_per_gpu(
-        offering.gpu_model, offering.gpu_memory_gb, service.gpu_memory_gb, service.gpu_compute_share
-    )
-    return g * per_gpu, 1.0
 
 
 def _compute(

@@ -16,7 +16,7 @@ Why the bound is valid (the full problem: whole nodes, any start period, hourly 
    choices are left out as in ``bound.py`` (``sets.py`` prunes only where a dominating choice exists);
    every start in the window is a column, a superset of any start grid the plan uses. Owned nodes get
    columns before delivery too: their pool rows then hold nothing, so those columns are infeasible
-   above zero (a relaxation either way). Replicas are counted by ``bound.relaxed_serving``.
+   above zero (a relaxation either way). Replicas are counted by ``node_need.relaxed_serving``.
 2. *Separate and average (Jensen).* Fix R and every run's (offering, tier, start). The occupancy u_t of
    every pool in every period is then a known number, and what is left splits into one LP per period,
    whose optimal cost f_q(D_t, u_t) is convex in its right-hand side and the same function for every

@@ -8,7 +8,12 @@ duals of the pool and capacity rows give a subgradient. R is a count per commitm
 the periods it serves in. Kelley's cutting planes (Benders with one
 aggregated cut per iterate) minimise ``c.R + F(R)`` over whole-node R in a box around the incumbent;
 every iterate is evaluated exactly over all periods, so the best one found is never worse than the
-start. Node counts are fractional in F; the plan rounds them afterwards (``dispatch.dispatch``).
+start. Node counts are fractional in F, but each period's LP carries the rounding rows of
+``node_need.py`` (``PeriodModel(rounding=True)``): a group of services sharing offerings needs the whole
+nodes above its replicas' node-equivalents, so 2.5 nodes of demand beside 2 committed cost a whole
+on-demand node, not half of one, and a third commitment is seen to pay. The rows' right-hand sides move
+with R, so F stays convex and their duals join the subgradient. The plan's whole nodes come afterwards
+(``dispatch.dispatch``).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ MIN_STEP = 4
 @dataclass
 class Tuned:
     commitments: dict[int, int]  # new column -> nodes
-    cost_before: float  # commitments + fractional-node inference cost at the start
+    cost_before: float  # commitments + the periods' inference LP (with rounding rows) at the start
     cost_after: float
     iterations: int
     seconds: float
@@ -56,7 +61,7 @@ def tune_commitments(
     n_o = len(sets.offerings)
     offering_of = np.array([sets.columns[c].offering for c in keys], dtype=np.int64)
 
-    model = PeriodModel(sets, sets.committed(commitments), every_pool=True)
+    model = PeriodModel(sets, sets.committed(commitments), every_pool=True, rounding=True)
     groups = Distinct.of(sets, occupancy)
     # which columns serve in each distinct period (the same throughout the periods it stands for)
     begins = np.array([sets.columns[c].start for c in keys], dtype=np.int64)
@@ -72,11 +77,8 @@ def tune_commitments(
         model.set_commitments(sets.committed(values))
         total, gradient = 0.0, np.zeros(len(keys))
         for u, (t, weight) in enumerate(zip(groups.first, groups.counts, strict=True)):
-            value, pool_dual, cap_dual = model.lp_at(int(t), occupancy)
-            total += weight * value
-            per_offering = np.zeros(n_o)
-            per_offering[model.pool_offerings] += pool_dual  # more committed: pool room grows ...
-            per_offering[model.cap_offerings] -= cap_dual  # ... and capacity room shrinks
+            total += weight * model.lp_at(int(t), occupancy)
+            per_offering = model.commitment_gradient()
             gradient += weight * per_offering[offering_of] * serving[u]  # columns serving at t only
         return total, gradient
 

@@ -29,6 +29,7 @@ from models.billing import pool_row
 from models.errors import SolverError
 from models.tiers import Capacity, Tier
 from planner.planning.optimize.build import replica_penalty
+from planner.planning.optimize.node_need import node_needs
 from planner.planning.problem.sets import PlanningSets, TrainingOption
 from planner.solvers.highs import HighsModel, RowwiseModel
 from planner.solvers.work import meter
@@ -161,7 +162,12 @@ class PeriodModel:
     """
 
     def __init__(
-        self, sets: PlanningSets, committed: np.ndarray, whole: bool = False, every_pool: bool = False
+        self,
+        sets: PlanningSets,
+        committed: np.ndarray,
+        whole: bool = False,
+        every_pool: bool = False,
+        rounding: bool = False,
     ) -> None:
         self.sets = sets
         p = sets.period_hours
@@ -239,6 +245,20 @@ class PeriodModel:
         ]
         self.burst_teams = sorted(burst_rows)
         rows += [burst_rows[m] for m in self.burst_teams]
+        # rounding: per group of services sharing offerings, their whole nodes (node_need.py): on-demand and
+        # spot nodes, and what unserved replicas free, at least the period's whole count beyond the nodes
+        # committed less non-spot training (the row's lower bound, set per period)
+        needs = node_needs(sets) if rounding else []
+        self.round_member = np.zeros((len(needs), len(offerings)))
+        for g, need in enumerate(needs):
+            self.round_member[g, sorted(need.offerings)] = 1.0
+            rows.append(
+                [(self.held_col[key], 1.0) for key in held_keys if key[1] in need.offerings]
+                + [(self.unserved_col + i, need.unserved[i]) for i in need.services]
+            )
+        self.round_need = np.array([need.nodes(sets.demand) for need in needs]).reshape(
+            len(needs), sets.demand.shape[1]
+        )
         self.n_rows = len(rows)
         lower = np.full(self.n_rows, -math.inf)
         upper_row = np.zeros(self.n_rows)
@@ -267,6 +287,8 @@ class PeriodModel:
         self.cap_rows = np.arange(first_cap, first_cap + len(self.cap_offerings), dtype=np.int32)
         first_burst = first_cap + len(self.cap_offerings)
         self.burst_rows = np.arange(first_burst, first_burst + len(self.burst_teams), dtype=np.int32)
+        first_round = first_burst + len(self.burst_teams)
+        self.round_rows = np.arange(first_round, first_round + len(needs), dtype=np.int32)
         self.demand_rows = np.arange(n_services, dtype=np.int32)
         self.held_cols = np.arange(n_x, n_x + n_held, dtype=np.int32)
         self.cap_cols = [
@@ -307,6 +329,10 @@ class PeriodModel:
         if len(self.burst_rows):
             room = self.burst_base - team_gpus[self.burst_teams]
             highs.set_row_bounds(self.burst_rows, np.full(len(room), -math.inf), room)
+        if len(self.round_rows):
+            short = self.round_need[:, t] - self.round_member @ (self.committed[:, t] - pool_train)
+            short[short <= 0] = -math.inf  # met by the commitments alone
+            highs.set_row_bounds(self.round_rows, short, np.full(len(short), math.inf))
         values, lp_cost = self._run()
         if lp_only:
             return values, values[self.held_cols], lp_cost, False
@@ -343,16 +369,27 @@ class PeriodModel:
         """New commitments ((offerings, periods) nodes serving): they only move right-hand sides."""
         self.pool_base = committed[self.pool_offerings].astype(float)
         self.cap_committed = committed[self.cap_offerings].astype(float)
+        self.committed = committed.astype(float)
 
-    def lp_at(self, t: int, occupancy: Occupancy) -> tuple[float, np.ndarray, np.ndarray]:
-        """Period ``t``'s LP value (fractional nodes) and the duals of its pool and capacity rows."""
-        self.solve_at(t, occupancy, lp_only=True)
+    def lp_at(self, t: int, occupancy: Occupancy) -> float:
+        """Period ``t``'s LP value (fractional nodes); ``duals`` and ``commitment_gradient`` read its rows."""
+        return self.solve_at(t, occupancy, lp_only=True)[2]
+
+    def duals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The last solve's duals of the pool, capacity and rounding rows (in their orders)."""
         if not self.cost.size:
-            return 0.0, np.zeros(len(self.pool_rows)), np.zeros(len(self.cap_rows))
-        solution = self.highs.solution()
-        duals = np.asarray(solution.row_dual)
-        values = np.asarray(solution.col_value)
-        return float(self.cost @ values), duals[self.pool_rows], duals[self.cap_rows]
+            return np.zeros(len(self.pool_rows)), np.zeros(len(self.cap_rows)), np.zeros(len(self.round_rows))
+        duals = np.asarray(self.highs.solution().row_dual)
+        return duals[self.pool_rows], duals[self.cap_rows], duals[self.round_rows]
+
+    def commitment_gradient(self) -> np.ndarray:
+        """A subgradient of the last solve's LP value in the nodes committed per offering: the pool rows'
+        duals (more room), less the capacity rows' (less room) and the rounding rows' (less shortfall)."""
+        pool, cap, rounding = self.duals()
+        gradient = np.zeros(len(self.sets.offerings))
+        gradient[self.pool_offerings] += pool
+        gradient[self.cap_offerings] -= cap
+        return gradient - rounding @ self.round_member
 
     def _run(self) -> tuple[np.ndarray, float]:
         if not self.cost.size:  # nothing to serve (a scenario of training only): HiGHS says "Empty"
@@ -516,8 +553,9 @@ def pool_prices(sets: PlanningSets, committed: np.ndarray, occupancy: Occupancy)
     slack = committed[:, groups.first] - occupancy.non_spot[:, groups.first]  # pools no service uses
     values = np.zeros(len(groups.first))
     for u, t in enumerate(groups.first):
-        values[u], pool_dual, _cap = model.lp_at(int(t), occupancy)
+        values[u] = model.lp_at(int(t), occupancy)
         if len(model.pool_rows):
+            pool_dual = model.duals()[0]
             used = np.asarray(model.highs.solution().row_value)[model.pool_rows]
             room = model.pool_base[:, t] - occupancy.non_spot[model.pool_offerings, t]
             price[model.pool_offerings, u] = -pool_dual

@@ -342,7 +342,7 @@ def _tune(
     tuned = tune_commitments(sets, scheduled.commitments, scheduled.schedule.occupancy, seconds, say)
     say(
         f"commitments re-tuned on every period: ${tuned.cost_before:,.0f} -> ${tuned.cost_after:,.0f} "
-        f"(commitments + fractional inference, {tuned.iterations} iterations, {tuned.seconds:.1f} s)"
+        f"(commitments + inference LP, whole-node rows, {tuned.iterations} iterations, {tuned.seconds:.1f} s)"
     )
     return Scheduled(tuned.commitments, sets.committed(tuned.commitments), scheduled.schedule)
 

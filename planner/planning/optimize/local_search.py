@@ -277,7 +277,8 @@ class _State:
         cap_slack = np.full((n_o, len(first)), np.inf)
         for u in np.argsort(first):
             t = int(periods[first[u]])
-            value[u], pool_dual, cap_dual = model.lp_at(t, occupancy)
+            value[u] = model.lp_at(t, occupancy)
+            pool_dual, cap_dual, _rounding = model.duals()
             pool[model.pool_offerings, u] = pool_dual
             cap[model.cap_offerings, u] = cap_dual
             if len(model.pool_rows):

@@ -197,7 +197,7 @@ def improve_schedule(
         chosen = best[1]
         occupancy.add(sets, chosen, team)
         touched = np.union1d(_periods(current), _periods(chosen))
-        after = np.array([model.lp_at(int(t), occupancy)[0] for t in touched])
+        after = np.array([model.lp_at(int(t), occupancy) for t in touched])
         delta = float(after.sum() - period_cost[touched].sum()) + chosen.cost_usd - current.cost_usd
         if delta < -1e-6:
             period_cost[touched] = after
