@@ -403,6 +403,12 @@ def test_a_finer_bound_with_whole_commitments_where_they_matter(kit, tmp_path: P
     assert whole.bound_usd == pytest.approx(optimum, rel=1e-7)
     assert certified_bound(sets, 3, relax=True).bound_usd == pytest.approx(4.0 * 48 * 3.5, rel=1e-7)
     assert said == [f"finer cluster bound: MILP with 3 clusters $696 (optimal, {whole.seconds:.1f} s)"]
+    # a coarse MILP whose work says the finer one cannot finish in its time: not started
+    assert finer_bound(sets, 1, 10.0, said.append, coarse_work=4.0, integral=True) is None
+    assert said[-1] == (
+        "finer cluster bound (3 per block): not started, its MILP would take about 14 s of counted work, "
+        "more than its 10 s"
+    )
 
 
 def test_the_hourly_method_takes_the_finer_milp_where_whole_commitments_made_its_bound(

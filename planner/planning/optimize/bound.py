@@ -219,6 +219,11 @@ MAX_FINE_CLUSTERS_PER_BLOCK = 16
 #: 1.26 -> 17.34 nominal s, 13.7x; growth-year, fleet-mid-contract, spot-price-shock 13.2-13.3x): where
 #: that is more than its time, it is not started (the large benchmark's coarse LP alone is 136 s).
 FINE_WORK_GROWTH = 14.0
+#: The same for the finer MILP against the coarse MILP: spot-price-shock's cluster MILP at 4 and 12 per
+#: block took 7.6 and 23.7 nominal s (3.1x); mixed-fleet's 15.5 s at 4, and at 12 it had not finished
+#: after 60.7 s (its bound then $1,707,113, under the coarse $1,810,057: 33-62 s of the hourly method's
+#: time for nothing, the same on h100-shortage).
+FINE_MILP_WORK_GROWTH = 3.5
 
 
 def finer_per_block(sets: PlanningSets, per_block: int | None, factor: int = FINE_FACTOR) -> int | None:
@@ -244,14 +249,16 @@ def finer_bound(
     no finer clustering fits, where the coarse LP's counted work ``coarse_work`` says the finer one would
     not finish within ``time_limit`` (:data:`FINE_WORK_GROWTH`), or where it does not (a stopped LP proves
     nothing here). ``integral``: the cluster MILP instead, at :data:`MILP_FINE_FACTOR` times the clusters
-    (its proven dual bound counts even when stopped)."""
+    (its proven dual bound counts even when stopped), ``coarse_work`` then the coarse MILP's
+    (:data:`FINE_MILP_WORK_GROWTH`)."""
     finer = finer_per_block(sets, per_block, MILP_FINE_FACTOR if integral else FINE_FACTOR)
     if finer is None:
         return None
-    if time_limit is not None and coarse_work * FINE_WORK_GROWTH > time_limit:
+    expected = coarse_work * (FINE_MILP_WORK_GROWTH if integral else FINE_WORK_GROWTH)
+    if time_limit is not None and expected > time_limit:
         say(
-            f"finer cluster bound ({finer} per block): not started, its LP would take about "
-            f"{coarse_work * FINE_WORK_GROWTH:.0f} s of counted work, more than its {time_limit:.0f} s"
+            f"finer cluster bound ({finer} per block): not started, its {'MILP' if integral else 'LP'} would "
+            f"take about {expected:.0f} s of counted work, more than its {time_limit:.0f} s"
         )
         return None
     result = certified_bound(sets, finer, time_limit=time_limit, relax=not integral)

@@ -155,12 +155,14 @@ def _decide_and_dispatch(
     first = _schedule(sets, lp.decisions, say)
     best: Dispatched | None = None
     milp_stage: SolverStage | None = None
+    milp_work = 0.0
     if relax is not True and budget.runs_cluster_milp():
         # the MILP, warm-started from the LP's rounded decisions, its time capped relative to the LP's
         start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
         limit = budget.cluster_milp(lp.work)
         say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
         milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
+        milp_work = milp.work
         if milp.solve.ok and milp.bound_usd > bound:
             bound, method = milp.bound_usd, milp.method
         if milp.decisions is not None:
@@ -181,7 +183,8 @@ def _decide_and_dispatch(
     # its share; its MILP where whole commitments made the coarse bound (INTEGRAL_GAIN), else its LP
     integral = milp_stage is not None and bound > lp.bound_usd * (1 + INTEGRAL_GAIN)
     if relax is not True and objective - bound > gap * max(objective, 1e-9):
-        fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say, lp.work, integral)
+        coarse_work = milp_work if integral else lp.work
+        fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say, coarse_work, integral)
         if fine is not None and fine.bound_usd > bound:
             bound, method, bound_clusters = fine.bound_usd, fine.method, fine.clusters
     # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit; not
