@@ -24,7 +24,7 @@ from measured import blanked
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "mixed-fleet.yaml"
-# nominal seconds: stage 1 gets 40 % of it, far below what it needs to finish, so its quota cuts it
+# nominal seconds: the cluster MILP's share of it is far below what it needs to finish, so its quota cuts it
 TIME_LIMIT = "12"
 
 pytestmark = pytest.mark.slow
@@ -64,9 +64,9 @@ def test_the_same_plan_idle_and_beside_two_cpu_burners(tmp_path: Path) -> None:
         for burner in burners:
             burner.kill()
             burner.wait()
-    # the quotas did cut: stage 1 stopped by its counted work, not by the clock or by finishing
+    # the quotas did cut: a stage stopped by its counted work, not by the clock or by finishing
     stages = idle["solver"]["stages"]
-    assert stages[0]["stopped_by"] == "work"
+    assert [stage["stopped_by"] for stage in stages] == [None, "work"]
     # the safety net did not fire on either run (it would say so, and the plans could differ)
     for document in (idle, loaded):
         assert not any("wall-clock limit" in note for note in document["solver"]["notes"])
