@@ -15,27 +15,15 @@ from planner.planning.optimize.commitments import tune_commitments
 from planner.planning.optimize.dispatch import Occupancy, PeriodModel
 from planner.planning.optimize.node_need import node_needs
 from planner.planning.problem.sets import build_sets
-from tests.unit.test_bound_exact import _load
+from tests.unit.test_rounding_cuts import HOURS, OD, _shared_node_case
 
-HOURS = 48
-OD = 10.0  # USD per node-hour on demand
 COMMITTED = 6.0  # USD per node-hour on 3y
 
 
 def _two_services(kit, directory: Path, seed: int):
-    """Two services on one 8-GPU offering (on demand and 3y): 4 GPUs a replica (2 a node) and 2 GPUs a
-    replica (4 a node), random hourly demand. The sizes divide each other and the node, so an hour's
-    replicas take exactly ``ceil((4 a + 2 b) / 8)`` whole nodes."""
-    rng = np.random.default_rng(seed)
-    big, small = rng.integers(0, 6, HOURS), rng.integers(0, 7, HOURS)
-    inference = []
-    for name, gpus, demand in (("big", 4, big), ("small", 2, small)):
-        kit.write_demand_csv(directory / f"{name}.csv", demand.tolist())
-        inference.append({"name": name, "team": "t", "gpus_per_replica": gpus, "gpu_models": ["H100"],
-                          "latency_critical": True, "replicas": {"csv": f"{name}.csv"}})  # fmt: skip
-    data = kit.scenario_dict(hours=HOURS, terms=["3y"], inference=inference)
-    rows = [kit.offering_row(on_demand_usd_h=OD, reserved_3y_usd_h=COMMITTED)]
-    scenario, catalog = _load(kit, directory, data, rows)
+    """test_rounding_cuts' two services on one 8-GPU offering (4 and 2 GPUs a replica, random hourly
+    demand), on demand and on 3y: an hour's replicas take exactly ``ceil((4 a + 2 b) / 8)`` whole nodes."""
+    scenario, catalog, big, small = _shared_node_case(kit, directory, seed, committed=COMMITTED)
     return build_sets(scenario, catalog, directory), (4 * big + 2 * small) / 8
 
 

@@ -27,10 +27,13 @@ HOURS = 48
 OD = 10.0  # USD per node-hour
 
 
-def _shared_node_case(kit: Any, directory: Path, seed: int) -> tuple[Any, Catalog, np.ndarray, np.ndarray]:
-    """Two services on one 8-GPU offering, on demand only: 4 GPUs a replica (2 a node) and 2 GPUs a
-    replica (4 a node), random hourly demand. The sizes divide each other and the node, so each hour's
-    replicas pack onto exactly ``ceil((4 a + 2 b) / 8)`` nodes: the optimum is that, hour by hour."""
+def _shared_node_case(
+    kit: Any, directory: Path, seed: int, committed: float | None = None
+) -> tuple[Any, Catalog, np.ndarray, np.ndarray]:
+    """Two services on one 8-GPU offering, on demand only (``committed``: also on 3y at that $/h): 4 GPUs a
+    replica (2 a node) and 2 GPUs a replica (4 a node), random hourly demand. The sizes divide each other
+    and the node, so each hour's replicas pack onto exactly ``ceil((4 a + 2 b) / 8)`` nodes: the optimum is
+    that, hour by hour."""
     rng = np.random.default_rng(seed)
     big, small = rng.integers(0, 6, HOURS), rng.integers(0, 7, HOURS)
     inference = []
@@ -38,8 +41,13 @@ def _shared_node_case(kit: Any, directory: Path, seed: int) -> tuple[Any, Catalo
         kit.write_demand_csv(directory / f"{name}.csv", demand.tolist())
         inference.append({"name": name, "team": "t", "gpus_per_replica": gpus, "gpu_models": ["H100"],
                           "latency_critical": True, "replicas": {"csv": f"{name}.csv"}})  # fmt: skip
-    data = kit.scenario_dict(hours=HOURS, inference=inference)
-    scenario, catalog = _load(kit, directory, data, [kit.offering_row(on_demand_usd_h=OD)])
+    if committed is None:
+        data = kit.scenario_dict(hours=HOURS, inference=inference)
+        row = kit.offering_row(on_demand_usd_h=OD)
+    else:
+        data = kit.scenario_dict(hours=HOURS, terms=["3y"], inference=inference)
+        row = kit.offering_row(on_demand_usd_h=OD, reserved_3y_usd_h=committed)
+    scenario, catalog = _load(kit, directory, data, [row])
     return scenario, catalog, big, small
 
 
