@@ -159,6 +159,9 @@ class PeriodModel:
     column for a latency-critical service, no kind an offering does not sell); owned nodes before
     their delivery (rule 15) keep their column but get no room in the billing row (R_t is 0 there).
     The billing rows are called the offering's *pool* below: its commitments plus on-demand nodes.
+    ``rounding`` adds one row per group of services sharing offerings (``node_need.py``): their on-demand
+    and spot nodes at least the period's whole-node count beyond the nodes committed less non-spot
+    training, so the LP pays rounding up to whole nodes (commitment tuning: ``commitments.py``).
     """
 
     def __init__(
