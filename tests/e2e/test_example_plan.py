@@ -36,7 +36,7 @@ def test_example_meets_the_bar(planned):
     # billed as the clouds bill (issue 11): idle commitments cover gangs beside them, so the plan costs
     # less than the old plan re-billed that way ($1,883,171; it reported $1,936,664). The example has 253
     # placement options, so ``auto`` plans it by the hourly method (run.HOURLY_OPTIONS_ABOVE): the cluster
-    # MILP decides and its proven bound certifies (measured 3.03 %; the staged method's 2.82 % took 3.5x
+    # MILP decides and its proven bound certifies (measured 2.78 %; the staged method's 2.82 % took 4.6x
     # the time); tightening it is open work (issue 39 point 6)
     assert plan["costs"]["total_usd"] < 1_883_171
     assert solver["method"] == "hourly-decomposition" and solver["model_gap"] is None

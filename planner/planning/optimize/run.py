@@ -37,7 +37,7 @@ HOURLY_ABOVE = 5_000
 # ... and above this many training placement options: the staged MILP carries every option's starts and
 # spends most of its time there, where the hourly method's cluster MILP decides as well in a fraction of
 # it. Measured at the defaults (2026-12-07; staged -> hourly): mixed-fleet (253 options) $1,866,256 ->
-# $1,866,121 in 124 -> 29 CPU s (certified gap 2.82 -> 3.03 %); h100-shortage (449) $2,052,524 ->
+# $1,861,282 in 124 -> 27 CPU s (certified gap 2.82 -> 2.78 %); h100-shortage (449) $2,052,524 ->
 # $2,023,878, 133 -> 38 s, 3.52 -> 2.15 %; training-heavy-lab (314) $3,553,215 -> $3,525,549 (proven
 # optimal), 43-69 -> 27 s. colocation-decision (142, owned servers) stays staged: hourly $2,305,821,
 # 7.1 %, against the staged $2,293,306, 0.79 %.
