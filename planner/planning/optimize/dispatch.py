@@ -333,7 +333,7 @@ class PeriodModel:
             room = self.burst_base - team_gpus[self.burst_teams]
             highs.set_row_bounds(self.burst_rows, np.full(len(room), -math.inf), room)
         if len(self.round_rows):
-            short = self.round_need[:, t] - self.round_member @ (self.committed[:, t] - pool_train)
+            short = self.round_need[:, t] - self.round_committed[:, t] + self.round_member @ pool_train
             short[short <= 0] = -math.inf  # met by the commitments alone
             highs.set_row_bounds(self.round_rows, short, np.full(len(short), math.inf))
         values, lp_cost = self._run()
@@ -372,7 +372,7 @@ class PeriodModel:
         """New commitments ((offerings, periods) nodes serving): they only move right-hand sides."""
         self.pool_base = committed[self.pool_offerings].astype(float)
         self.cap_committed = committed[self.cap_offerings].astype(float)
-        self.committed = committed.astype(float)
+        self.round_committed = self.round_member @ committed  # per rounding group: its nodes committed
 
     def lp_at(self, t: int, occupancy: Occupancy) -> float:
         """Period ``t``'s LP value (fractional nodes); ``duals`` and ``commitment_gradient`` read its rows."""
