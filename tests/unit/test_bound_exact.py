@@ -343,11 +343,12 @@ def test_the_integer_stage_is_skipped_only_far_below_the_bound_held(kit, tmp_pat
     assert near.bound_usd == pytest.approx(alone.bound_usd, rel=1e-9)
 
 
-def _four_levels(kit, directory: Path, levels: list[int], gpus: int, committed: float):
+def _four_levels(kit, directory: Path, levels: list[int], gpus: int, committed: float, hours_each: int = 6):
     """Two days (one block, no training) of one service whose replicas (``gpus`` GPUs each) step through
-    ``levels``, 6 h each a day, on an 8-GPU offering at $10/h on demand and ``committed`` $/h on 3y."""
+    ``levels``, ``hours_each`` h each a day, on an 8-GPU offering at $10/h on demand and ``committed`` $/h
+    on 3y."""
     rows = [kit.offering_row(on_demand_usd_h=10.0, reserved_3y_usd_h=committed)]
-    kit.write_demand_csv(directory / "demand.csv", [level for level in levels for _ in range(6)] * 2)
+    kit.write_demand_csv(directory / "demand.csv", [level for level in levels for _ in range(hours_each)] * 2)
     data = kit.scenario_dict(
         hours=48,
         terms=["3y"],
@@ -382,6 +383,35 @@ def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_p
         "finer cluster bound (4 per block): not started, its LP would take about 14 s of counted work, "
         "more than its 10 s"
     )
+
+
+def test_the_finer_lp_again_at_twice_the_clusters_where_its_time_allows(kit, tmp_path: Path) -> None:
+    """bound.finer_bound's second LP (``LADDER_WORK_GROWTH``): eight levels of 0-7 nodes, 3 h each a day,
+    $10/h on demand, $5/h committed. The optimum commits 4 nodes ($960: the 4th is busy half the hours)
+    and pays levels 5-7 beyond them on demand, 6 node-hours a day each for 1, 2 and 3 nodes: $1,320.
+    Four clusters average pairs of levels and prove less; the LP again with eight sees every level and
+    proves the optimum. Where the first LP's work times the growth does not fit in what is left of the
+    limit, the first LP's bound stands and the second is not started."""
+    from planner.planning.optimize.bound import LADDER_WORK_GROWTH, finer_bound
+
+    scenario, catalog = _four_levels(kit, tmp_path, list(range(8)), gpus=8, committed=5.0, hours_each=3)
+    optimum = _full_optimum(scenario, catalog, tmp_path)
+    assert optimum == pytest.approx(1320.0, rel=1e-9)
+    sets = build_sets(scenario, catalog, tmp_path)
+    four = certified_bound(sets, 4, relax=True)
+    assert four.clusters == 4 and four.bound_usd < optimum - 1.0
+    said: list[str] = []
+    fine = finer_bound(sets, 1, None, said.append)
+    assert fine is not None and fine.clusters == 8
+    assert fine.bound_usd == pytest.approx(optimum, rel=1e-6)
+    assert said == [
+        f"finer cluster bound: LP with 4 clusters ${four.bound_usd:,.0f} ({said[0].split('(')[1]}",
+        f"finer cluster bound: LP with 8 clusters $1,320 ({fine.seconds:.1f} s)",
+    ]
+    said.clear()
+    short = finer_bound(sets, 1, four.work * (1 + LADDER_WORK_GROWTH / 2), said.append)
+    assert short is not None and short.clusters == 4 and short.bound_usd == pytest.approx(four.bound_usd)
+    assert len(said) == 1
 
 
 def test_a_finer_bound_with_whole_commitments_where_they_matter(kit, tmp_path: Path) -> None:
