@@ -388,7 +388,8 @@ def test_a_finer_cluster_bound_is_tighter_and_still_below_the_optimum(kit, tmp_p
 def test_the_finer_lp_again_at_twice_the_clusters_where_its_time_allows(kit, tmp_path: Path) -> None:
     """bound.finer_bound's second LP (``LADDER_WORK_GROWTH``): eight levels of 0-7 nodes, 3 h each a day,
     $10/h on demand, $5/h committed. The optimum commits 4 nodes ($960: the 4th is busy half the hours)
-    and pays levels 5-7 beyond them on demand, 6 node-hours a day each for 1, 2 and 3 nodes: $1,320.
+    and pays on demand what levels 5-7 need beyond them, 1, 2 and 3 nodes for 6 h each over the two days
+    ($360): $1,320.
     Four clusters average pairs of levels and prove less; the LP again with eight sees every level and
     proves the optimum. Where the first LP's work times the growth does not fit in what is left of the
     limit, the first LP's bound stands and the second is not started."""
