@@ -233,13 +233,18 @@ LADDER_WORK_GROWTH = 4.5
 MAX_LADDER_CLUSTERS_PER_BLOCK = 32
 
 
-def finer_per_block(sets: PlanningSets, per_block: int | None, factor: int = FINE_FACTOR) -> int | None:
-    """Clusters per block for :func:`finer_bound`, ``factor`` times ``per_block`` at most (None: no finer
-    one than ``per_block`` fits)."""
+def finer_per_block(
+    sets: PlanningSets,
+    per_block: int | None,
+    factor: int = FINE_FACTOR,
+    most: int = MAX_FINE_CLUSTERS_PER_BLOCK,
+) -> int | None:
+    """Clusters per block for :func:`finer_bound`: ``factor`` times ``per_block``, at most ``most`` and what
+    the column cap fits (None: no finer one than ``per_block`` fits)."""
     if per_block is None:
         return None
     fits = FINE_FACTOR * CLUSTER_COLUMNS // _columns_per_cluster(sets)
-    finer = min(factor * per_block, MAX_FINE_CLUSTERS_PER_BLOCK, fits)
+    finer = min(factor * per_block, most, fits)
     return finer if finer > per_block else None
 
 
@@ -285,10 +290,8 @@ def finer_bound(
         f"({result.seconds:.1f} s)"
     )
     left = None if time_limit is None else time_limit - result.work
-    finer_still = min(
-        2 * finer, MAX_LADDER_CLUSTERS_PER_BLOCK, FINE_FACTOR * CLUSTER_COLUMNS // _columns_per_cluster(sets)
-    )
-    if finer_still <= finer or (left is not None and result.work * LADDER_WORK_GROWTH > left):
+    finer_still = finer_per_block(sets, finer, 2, MAX_LADDER_CLUSTERS_PER_BLOCK)
+    if finer_still is None or (left is not None and result.work * LADDER_WORK_GROWTH > left):
         return result
     if int(cluster_slots(sets, finer_still).max(initial=-1)) + 1 <= result.clusters:
         return result  # every slot is its own cluster already
