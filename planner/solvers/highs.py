@@ -11,11 +11,11 @@ since the hourly method re-solves one model thousands of times and mostly needs 
 HiGHS prints a banner on the process's stdout (file descriptor 1, which Python's ``sys.stdout``
 redirection cannot catch) when the first ``Highs`` object is created: :func:`quiet_stdout` silences it.
 
-HiGHS keeps one thread scheduler per process, sized by the first run; a later run asking another
-``threads`` count fails at once (model status "not set", which the planner reported as status 'error'),
-as when ``gpuplan whatif`` in-process or a library user plans with ``--threads 1`` after a default run.
-:meth:`HighsModel.run` resets the scheduler when the count asked for changes
-(``Highs.resetGlobalScheduler``), so any sequence of thread settings works in one process.
+HiGHS keeps one thread scheduler per calling thread, sized by that thread's first run; a later run
+asking another ``threads`` count fails at once (model status "not set", which the planner reported as
+status 'error'), as when ``gpuplan whatif`` in-process or a library user plans with ``--threads 1`` after
+a default run. :meth:`HighsModel.run` resets the thread's scheduler when the count asked for changes
+(``Highs.resetGlobalScheduler``), so any sequence of thread settings works, in any thread.
 
 Runs are budgeted in counted work, never the clock (``planner/solvers/work.py``): :meth:`HighsModel.run`
 takes a ``work`` quota in nominal seconds (a MIP: a count of ``cbMipInterrupt`` calls, then interrupted;
@@ -56,19 +56,27 @@ def available() -> bool:
 
 @contextmanager
 def quiet_stdout(active: bool = True) -> Iterator[None]:
-    """Point file descriptor 1 at /dev/null while the block runs (no-op when ``active`` is False)."""
+    """Point file descriptor 1 at /dev/null while the block runs (no-op when ``active`` is False).
+
+    One block at a time in the process: descriptor 1 is the process's, and two threads redirecting it at
+    once (``solvers/ahead.py``'s workers each creating a model) would each save the other's /dev/null,
+    and one would restore that: stdout lost for the rest of the run (the plan's summary with it)."""
     if not active:
         yield
         return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+    with _stdout_lock:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as devnull:
+                os.dup2(devnull.fileno(), 1)
+                yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+_stdout_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,20 +325,19 @@ class HighsModel:
 
 _NO_LIMIT = 2_147_483_647  # HiGHS's simplex_iteration_limit default (kHighsIInf)
 _module: Any = None
-_scheduler_lock = threading.Lock()
-_scheduler_threads: int | None = None  # the ``threads`` option of the last run in this process
+_scheduler = threading.local()  # .threads: the ``threads`` option of this thread's last run
 
 
 def _scheduler_for(threads: int) -> None:
-    """Reset HiGHS's process-wide scheduler if a run asks a thread count it was not built for (module
-    docstring). 0 (HiGHS's default: its own choice) fits any scheduler. The first run with a count resets
-    it too: HiGHS may have run in this process outside this module (PuLP's own ``HiGHS`` solver, a
-    library user's code) and built a scheduler of another size."""
-    global _scheduler_threads
-    with _scheduler_lock:
-        if threads and threads != _scheduler_threads:
-            _highspy().Highs.resetGlobalScheduler(True)
-        _scheduler_threads = threads
+    """Reset this thread's HiGHS scheduler if a run asks a thread count it was not built for (module
+    docstring). 0 (HiGHS's default: its own choice) fits any scheduler. A thread's first run with a count
+    resets it too: HiGHS may have run in it outside this module (PuLP's own ``HiGHS`` solver, a library
+    user's code) and built a scheduler of another size. HiGHS keeps one scheduler per calling thread (its
+    executor handle is thread-local), so the record is per thread too: a reset here never touches another
+    thread's runs (``solvers/ahead.py``'s workers)."""
+    if threads and threads != getattr(_scheduler, "threads", None):
+        _highspy().Highs.resetGlobalScheduler(True)
+    _scheduler.threads = threads
 
 
 def _highspy() -> Any:

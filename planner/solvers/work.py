@@ -40,6 +40,7 @@ __all__ = [
     "SAFETY_FACTOR",
     "SafetyNet",
     "WorkMeter",
+    "apart",
     "deadline_after",
     "guarded",
     "meter",
@@ -218,6 +219,19 @@ def meter() -> WorkMeter:
     if found is None:
         found = _local.meter = WorkMeter()
     return found
+
+
+@contextmanager
+def apart() -> Iterator[WorkMeter]:
+    """A fresh meter for this thread while the block runs (the thread's own back after it): what the block
+    counted, summed from zero in the order charged, so the same figure in any thread (``solvers/ahead.py``
+    moves it onto the caller's meter)."""
+    saved = meter()
+    _local.meter = fresh = WorkMeter()
+    try:
+        yield fresh
+    finally:
+        _local.meter = saved
 
 
 def safety_net() -> SafetyNet | None:

@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from planner.solvers.highs import HighsModel, RowwiseModel
+from planner.solvers.highs import HighsModel, RowwiseModel, quiet_stdout
 
 
 def _knapsack() -> RowwiseModel:
@@ -66,3 +68,55 @@ def test_a_run_after_highs_ran_outside_this_module_solves() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["True", "-8.0"]
+
+
+def test_two_threads_silencing_stdout_at_once_leave_it_where_it_was() -> None:
+    """Two threads creating models at once (``solvers/ahead.py``'s workers): without one redirect at a
+    time, the second saves the first's /dev/null and restores it last, and the plan's summary that
+    followed was lost (found on inference-heavy-saas: exit 0, empty stdout)."""
+    before = os.fstat(1)
+    first_inside, second_trying, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with quiet_stdout():
+            first_inside.set()
+            second_trying.wait(5)
+            time.sleep(0.2)  # the second thread now tries to redirect while this one is inside
+        first_out.set()
+
+    def second() -> None:
+        first_inside.wait(5)
+        second_trying.set()
+        with quiet_stdout():
+            first_out.wait(5)  # leaves after the first: the last to restore descriptor 1
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    after = os.fstat(1)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+
+
+def test_runs_with_changing_thread_counts_solve_in_threads_beside_each_other() -> None:
+    """HiGHS's scheduler is per calling thread, so is the record of its size: a worker builds one for 2
+    threads, the main thread then runs at 1, and the worker's next run at 1 must still reset its own
+    (a record shared by the threads said 1 already, and that run failed)."""
+    worker_built, main_ran = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def worker() -> None:
+        seen.append(HighsModel(_knapsack(), threads=2).run().optimal)
+        worker_built.set()
+        main_ran.wait(30)
+        seen.append(HighsModel(_knapsack(), threads=1).run().optimal)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    worker_built.wait(30)
+    outcome = HighsModel(_knapsack(), threads=1).run()
+    main_ran.set()
+    thread.join(30)
+    assert outcome.optimal and outcome.objective == pytest.approx(-8.0)
+    assert seen == [True, True]

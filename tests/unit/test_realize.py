@@ -293,3 +293,51 @@ def test_a_short_budget_refines_the_periods_that_stand_for_most_hours_first(tmp_
     assert hourly_cost(60.0) == pytest.approx([20.0, 20.0, 20.0])
     # counted work: two distinct periods searched and solved, each MILP's model charged beyond its run
     assert meter().units - before >= 2 * NOMINAL_SECONDS["period model"]
+
+
+def test_the_period_milps_in_worker_threads_give_the_answer_of_one_thread(tmp_path: Path, kit) -> None:
+    """Twelve distinct hours of three services (MIG 3g.40gb and 2g.20gb, whole 2-GPU) split between an
+    8-GPU offering with one node committed and a 4-GPU one, where the period MILPs beat the local search in
+    most hours. With a budget that ends in the middle of the MILPs, one, two and three worker threads solve
+    the same periods, give the same whole replicas and charge the meter the same work (``solvers.ahead``:
+    results taken in order)."""
+    kit.write_catalog_csv(tmp_path / "catalog.csv", [
+        kit.offering_row(instance_type="a", gpus_per_node=8, on_demand_usd_h=10.0, reserved_1y_usd_h=6.0),
+        kit.offering_row(instance_type="b", gpus_per_node=4, on_demand_usd_h=6.0, reserved_1y_usd_h=3.0),
+    ])  # fmt: skip
+    hours, totals = 12, (3, 10, 11)
+    services = [_service("a", ("gpu_memory_gb", 35), 3), _service("b", ("gpu_memory_gb", 18), 10),
+                _service("c", ("gpus_per_replica", 2), 11)]  # fmt: skip
+    data = kit.scenario_dict(hours=hours, terms=["1y"], inference=services)
+    sets = build_sets(
+        parse(data, tmp_path / "scenario.yaml"), Catalog.load(tmp_path / "catalog.csv"), tmp_path
+    )
+    rng = np.random.default_rng(1)
+    rows = []
+    for t in range(hours):
+        for i, total in enumerate(totals):
+            share = float(rng.uniform(0, 1))
+            rows += [(t, 0, Capacity.NON_SPOT, i, 0.0, total * share),
+                     (t, 1, Capacity.NON_SPOT, i, 0.0, total * (1 - share))]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["period", "o", "tier", "i", "nodes", "replicas"])
+    committed = np.array([[1.0] * hours, [0.0] * hours])
+    training = (np.zeros((2, hours)), np.zeros((2, hours)), np.zeros((1, hours)))
+
+    def run(seconds: float, workers: int):
+        before = meter().units
+        result = realize(sets, frame, np.zeros((3, hours)), committed, training, exact_seconds=seconds,
+                         workers=workers)  # fmt: skip
+        return result, meter().units - before
+
+    full, _ = run(60.0, 1)
+    assert full.milp_periods == full.distinct_periods == hours
+    assert full.exact_periods >= hours // 2  # the MILPs' answers matter here
+    budgets = [hours * NOMINAL_SECONDS["period model"] * k / 8 for k in range(1, 80)]
+    cut = next(b for b in budgets if 1 < run(b, 1)[0].milp_periods < hours - 1)
+    one, work_one = run(cut, 1)
+    assert 0 < one.exact_periods < full.exact_periods
+    for workers in (2, 3):
+        many, work_many = run(cut, workers)
+        assert (many.milp_periods, many.exact_periods) == (one.milp_periods, one.exact_periods)
+        pd.testing.assert_frame_equal(many.inference, one.inference)
+        assert work_many == work_one

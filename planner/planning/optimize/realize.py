@@ -21,7 +21,8 @@ node of any, if moving its replicas elsewhere costs less. (3) The period's own M
 that answer, kept where it is cheaper. (2) runs on every period before (3) on any (it finds most of
 the saving for a fraction of the work), each on the periods standing for the most hours first, within
 a budget of counted work (``TimeBudget.realize``), after which periods keep what they have; the plan's
-notes say how many had (2) and (3). Limits hold
+notes say how many had (2) and (3). The MILPs of (3) are solved ahead in worker threads, one per core
+(``solvers.ahead``), and taken in order: the periods done and their answers are those of one thread. Limits hold
 throughout: an offering's ``max_nodes`` and team burst limits (GPUs counted as the model counts them);
 a replica no group can take without breaking one is left unserved and reported, and the plan's
 penalty counts it.
@@ -55,6 +56,7 @@ from planner.planning.optimize.period import (
 )
 from planner.planning.optimize.realize_exact import solve_period
 from planner.planning.problem.sets import PlanningSets
+from planner.solvers.ahead import in_order
 from planner.solvers.work import meter, past
 
 __all__ = ["Realized", "ReplicaShape", "realize", "replica_shapes"]
@@ -89,6 +91,7 @@ def realize(
     training: tuple[np.ndarray, np.ndarray, np.ndarray],
     progress: Callable[[str], None] | None = None,
     exact_seconds: float = EXACT_BUDGET_SECONDS,
+    workers: int | None = None,
 ) -> Realized:
     """Whole replicas per (offering, kind) every period, on nodes sized by packing.
 
@@ -96,7 +99,8 @@ def realize(
     its unserved replicas (services, periods); ``committed``: (offerings, periods) nodes committed;
     ``training``: per period the non-spot and spot nodes training holds per offering and the GPUs it
     holds per team, arrays (offerings, periods), (offerings, periods), (teams, periods);
-    ``exact_seconds``: time for the local search and the period MILPs in all (0: the rounding only).
+    ``exact_seconds``: time for the local search and the period MILPs in all (0: the rounding only);
+    ``workers``: threads for the period MILPs (None: ``solvers.ahead.workers``; the answer is the same).
     """
     problem = RealizeContext(sets, exact_seconds)
     periods = sets.demand.shape[1]
@@ -148,13 +152,13 @@ def realize(
     # (counted work) lasts and the safety net has not fired: the local search finds most of the saving
     # (growth-year: $86,369 of $87,336, in 14 s of 47), the MILPs the rest (inference-heavy-saas's MIG
     # layouts: $14,696 of $50,231)
-    for step, what in ((_improve_step, "local search"), (_exact_step, "MILP")):
-        for done, key in enumerate(refine):
-            if problem.exact_seconds_left <= 0 or past(None, "whole replicas"):
-                break
-            if progress is not None and done and done % 1000 == 0:
-                progress(f"whole replicas: {what} on {done:,} of {len(refine):,} periods")
-            step(*rounded[key])
+    for done, key in enumerate(refine):
+        if problem.exact_seconds_left <= 0 or past(None, "whole replicas"):
+            break
+        if progress is not None and done and done % 1000 == 0:
+            progress(f"whole replicas: local search on {done:,} of {len(refine):,} periods")
+        _improve_step(*rounded[key])
+    _exact_steps(problem, [rounded[key] for key in refine], progress, workers)
     cache = {key: (_rows(period), served) for key, (period, served, _target) in rounded.items()}
     out: list[tuple[int, int, int, int, float, int]] = []
     new_unserved = np.zeros((n_s, periods))
@@ -237,24 +241,50 @@ def _improve_step(period: PeriodState, served: np.ndarray, target: np.ndarray) -
     problem.searched_periods += 1
 
 
-def _exact_step(period: PeriodState, served: np.ndarray, target: np.ndarray) -> None:
-    """(3) on one period, its HiGHS run and its model charged to the budget and the work meter."""
-    problem = period.p
-    counted = meter().units
-    _exact(period, target, served)
-    meter().charge_moves(1, "period model")  # building and reading back its MILP, beyond the run's count
-    problem.exact_seconds_left -= meter().units - counted
-    problem.milp_periods += 1
+def _exact_steps(
+    problem: RealizeContext,
+    periods: list[tuple[PeriodState, np.ndarray, np.ndarray]],
+    progress: Callable[[str], None] | None,
+    workers: int | None,
+) -> None:
+    """(3) the periods' MILPs in order while the budget lasts, each run and its model charged to the budget
+    and the work meter. The runs are solved ahead in worker threads (``solvers.ahead``: results and work
+    handed over in order), so the periods done and their answers are those of one thread, on any load."""
+    results = in_order(periods, _solve, workers)
+    try:
+        for done in itertools.count():
+            if problem.exact_seconds_left <= 0 or past(None, "whole replicas"):
+                break
+            item = next(results, None)
+            if item is None:
+                break
+            if progress is not None and done and done % 1000 == 0:
+                progress(f"whole replicas: MILP on {done:,} of {len(periods):,} periods")
+            (period, served, target), best, work = item  # the run's work is on the meter now
+            counted = meter().units
+            _apply(period, target, served, best)
+            meter().charge_moves(1, "period model")  # building and reading back its MILP, beyond the run
+            problem.exact_seconds_left -= work + meter().units - counted
+            problem.milp_periods += 1
+    finally:
+        results.close()
 
 
-def _exact(period: PeriodState, target: np.ndarray, served: np.ndarray) -> None:
-    """Replace the greedy answer by the period's MILP optimum when that costs less (``realize_exact``)."""
-    problem = period.p
-    greedy = dict(period.replicas)
-    before = period.cost() + float(problem.penalty @ (target - served))
-    best = solve_period(period, target, problem.penalty, greedy)
+def _solve(item: tuple[PeriodState, np.ndarray, np.ndarray]) -> dict[tuple[int, int, int], int] | None:
+    """The period's MILP optimum from its answer so far (``realize_exact``; reads the period, changes
+    nothing: safe in a worker thread while other periods are changed)."""
+    period, _served, target = item
+    return solve_period(period, target, period.p.penalty, dict(period.replicas))
+
+
+def _apply(
+    period: PeriodState, target: np.ndarray, served: np.ndarray, best: dict[tuple[int, int, int], int] | None
+) -> None:
+    """Replace the period's answer by the MILP's ``best`` when that costs less."""
     if best is None:
         return
+    problem = period.p
+    before = period.cost() + float(problem.penalty @ (target - served))
     state = period.snapshot()
     period.groups, period.replicas, period.team_room = {}, {}, period.base_room.copy()
     for (o, kind, i), n in best.items():

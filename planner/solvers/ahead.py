@@ -1,0 +1,89 @@
+"""Independent solves worked ahead in threads, consumed in order: the cores in use, the plan unchanged.
+
+Why: the whole-replica step solves hundreds of small period MILPs one after another (inference-heavy-saas:
+640, growth-year: 1,525), each a HiGHS run that releases the GIL, while the plan was written on one core of
+two. Run in worker threads, the same runs take about half the wall time. The plan must not change with the
+cores or the load (issue 39, ``work.py``), so :func:`in_order` hands back each task's result *in task
+order*, and charges the caller's work meter with what its run counted in its worker thread (HiGHS's counts:
+the same on any thread and any load) as it hands the result over. A caller that stops where its budget
+ends then stops exactly where a loop in one thread would, its meter reading the same; what the workers
+solved beyond that is dropped. Each worker thread gets its own HiGHS scheduler
+(HiGHS creates one per calling thread), and none is reset while the workers run (``highs._scheduler_for``
+resets only when a run asks another thread count than the last: every run here asks the same).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
+from typing import TypeVar
+
+from planner.solvers.work import SafetyNet, apart, guarded, meter, safety_net
+
+__all__ = ["MAX_WORKERS", "in_order", "workers"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: At most this many worker threads (small MILPs: past a few workers the caller's own work between them,
+#: applying each answer in order, is what limits).
+MAX_WORKERS = 4
+
+
+def workers() -> int:
+    """Worker threads for :func:`in_order`: the cores this process may run on, at most MAX_WORKERS."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
+
+
+def in_order(
+    tasks: Iterable[T], solve: Callable[[T], R], threads: int | None = None
+) -> Generator[tuple[T, R, float], None, None]:
+    """``(task, solve(task), work)`` for each task in order, ``work`` the nominal seconds its run counted,
+    charged to the calling thread's meter as the result is handed over (as if solved there, then).
+
+    Up to twice ``threads`` (default :func:`workers`) tasks are solved ahead of the one consumed. Stopping
+    the iteration (``break``, or closing the generator) cancels what has not started and waits for what
+    has (at most ``threads`` runs, each within its own quota). With one thread the tasks are solved in the
+    caller's thread, one at a time, when consumed. The caller's safety net (``work.py``) guards the
+    workers' runs too.
+    """
+    count = workers() if threads is None else max(1, threads)
+    if count == 1:
+        for task in tasks:
+            result, work = _counted(None, solve, task, guard=False)
+            meter().charge(work)
+            yield task, result, work
+        return
+    net = safety_net()
+    pending: deque[tuple[T, Future[tuple[R, float]]]] = deque()
+    source = iter(tasks)
+    with ThreadPoolExecutor(count, thread_name_prefix="gpuplan-ahead") as pool:
+        try:
+            while True:
+                for task in itertools.islice(source, 2 * count - len(pending)):
+                    pending.append((task, pool.submit(_counted, net, solve, task)))
+                if not pending:
+                    return
+                task, future = pending.popleft()
+                result, work = future.result()
+                meter().charge(work)
+                yield task, result, work
+        finally:
+            for _task, future in pending:
+                future.cancel()
+
+
+def _counted(net: SafetyNet | None, solve: Callable[[T], R], task: T, guard: bool = True) -> tuple[R, float]:
+    """``solve(task)`` under the caller's safety net (``guard``: in a worker thread, whose own net is none),
+    with the work it counted on a meter of its own (``work.apart``: the same figure in any thread)."""
+    with guarded(net) if guard else nullcontext(), apart() as counted:
+        result = solve(task)
+    return result, counted.units
