@@ -4,9 +4,11 @@ Run ``python bench/scenarios_bench.py [--time-limit S] [--only a,b] [--jobs N]``
 scenario of ``scenarios/*.yaml`` is planned by ``gpuplan plan -q --no-report`` in its own process (at the
 CLI's default ``--time-limit`` unless one is given), and the bench prints per scenario: the plan's cost,
 its certified gap, the best runnable peer's margin, the wall and CPU seconds and the peak memory of that
-process, and whether it meets the targets (certified gap <= 1 %, plan in <= 60 s). CPU seconds are the
-reliable figure on a shared machine: the plan is the same on any load (issue 39 point 1), the wall
-time is not. ``--jobs 2`` plans two at a time (the wall figures then include the neighbour).
+process, and whether it meets the targets (certified gap <= 1 %, plan in <= 60 s). The plan is the same
+on any load (issue 39 point 1), the time is not. One at a time (the default) the 60 s target is judged on
+the wall seconds, what a user waits on an idle machine: the plan uses every core for the work that can
+run apart (``planner/solvers/ahead.py``), so its CPU seconds exceed its wall seconds. ``--jobs 2`` plans
+two at a time; the wall figures then include the neighbour, and the target is judged on CPU seconds.
 """
 
 from __future__ import annotations
@@ -85,16 +87,22 @@ def main() -> None:
     header += f"| {'CPU s':>6} | {'peak GiB':>8} | {'gap <= 1 %':10} | {'<= 60 s':7} |"
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    timed = "wall" if args.jobs == 1 else "CPU"
+
+    def seconds(m: Measured) -> float:
+        return m.wall if args.jobs == 1 else m.cpu
+
     for m in results:
         margin = "" if m.peer_margin is None else f"{m.peer_margin:.1%}"
         print(
             f"| {m.name:24} | {m.total_usd:>12,.0f} | {m.gap:>9.2%} | {margin:>12} | {m.wall:>6.0f} "
             f"| {m.cpu:>6.0f} | {m.peak_gib:>8.2f} | {'yes' if m.gap <= GAP_TARGET else 'no':10} "
-            f"| {'yes' if m.cpu <= SECONDS_TARGET else 'no':7} |"
+            f"| {'yes' if seconds(m) <= SECONDS_TARGET else 'no':7} |"
         )
     gaps = sum(m.gap <= GAP_TARGET for m in results)
-    fast = sum(m.cpu <= SECONDS_TARGET for m in results)
-    print(f"certified gap <= 1 %: {gaps} of {len(results)}; planned in <= 60 CPU s: {fast} of {len(results)}")
+    fast = sum(seconds(m) <= SECONDS_TARGET for m in results)
+    count = len(results)
+    print(f"certified gap <= 1 %: {gaps} of {count}; planned in <= 60 {timed} s: {fast} of {count}")
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from planner.solvers.work import SafetyNet, apart, guarded, meter, safety_net
 
-__all__ = ["MAX_WORKERS", "in_order", "workers"]
+__all__ = ["MAX_WORKERS", "Beside", "in_order", "workers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -87,3 +87,42 @@ def _counted(net: SafetyNet | None, solve: Callable[[T], R], task: T, guard: boo
     with guarded(net) if guard else nullcontext(), apart() as counted:
         result = solve(task)
     return result, counted.units
+
+
+class Beside(Generic[R]):
+    """One solve run in a thread beside the caller's own work, from the inputs it has now, its result taken
+    (or dropped) at the point where a single thread would have run it.
+
+    :meth:`take` waits for it and charges the caller's meter with the work it counted (``work.apart``), so
+    the meter reads then what it would have read had the solve run there and then; :meth:`drop` charges
+    nothing (as if it had never run). So the stages after either point decide what they would in one
+    thread. The solve must read only what the caller does not change meanwhile. With one core
+    (:func:`workers`) the solve runs in the caller's thread when taken: no work is wasted on a drop.
+    """
+
+    def __init__(self, solve: Callable[[], R], threads: int | None = None) -> None:
+        self._solve = solve
+        self._future: Future[tuple[R, float]] | None = None
+        if (workers() if threads is None else threads) > 1:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="gpuplan-beside")
+            self._future = pool.submit(_counted, safety_net(), _call, solve)
+            pool.shutdown(wait=False)  # the thread ends with the solve
+
+    def take(self) -> R:
+        """The solve's result (its exception, if it raised), its work now on the caller's meter."""
+        if self._future is None:
+            result, work = _counted(None, _call, self._solve, guard=False)
+        else:
+            result, work = self._future.result()
+        meter().charge(work)
+        return result
+
+    def drop(self) -> None:
+        """Not wanted: nothing charged; a solve not yet started never starts (one running ends on its own
+        quota)."""
+        if self._future is not None:
+            self._future.cancel()
+
+
+def _call(solve: Callable[[], R]) -> R:
+    return solve()

@@ -30,7 +30,8 @@ TIME_LIMIT = "12"
 pytestmark = pytest.mark.slow
 
 
-def plan(out: Path, hash_seed: str) -> tuple[dict[str, Any], pd.DataFrame]:
+def plan(out: Path, hash_seed: str, cores: set[int] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """``cores``: the CPUs the plan may run on (None: all), so its worker threads (``solvers/ahead.py``)."""
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
     command = [
         sys.executable,
@@ -50,6 +51,7 @@ def plan(out: Path, hash_seed: str) -> tuple[dict[str, Any], pd.DataFrame]:
         text=True,
         timeout=600,
         check=False,
+        preexec_fn=None if cores is None else (lambda: os.sched_setaffinity(0, cores)),
     )
     assert done.returncode == 0, done.stderr
     return json.loads((out / "plan.json").read_text()), pd.read_csv(out / "allocations.csv")
@@ -72,3 +74,16 @@ def test_the_same_plan_idle_and_beside_two_cpu_burners(tmp_path: Path) -> None:
         assert not any("wall-clock limit" in note for note in document["solver"]["notes"])
     assert blanked(loaded) == blanked(idle)
     pd.testing.assert_frame_equal(loaded_rows, idle_rows)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two cores"
+)
+def test_the_same_plan_on_one_core_and_on_two(tmp_path: Path) -> None:
+    """The period MILPs solved ahead in worker threads and the finer bound solved beside the plan's stages
+    (``solvers/ahead.py``: one thread per core the process may use) leave the plan as one thread makes it."""
+    one_core = {min(os.sched_getaffinity(0))}
+    single, single_rows = plan(tmp_path / "one", "1", one_core)
+    both, both_rows = plan(tmp_path / "two", "1")
+    assert blanked(both) == blanked(single)
+    pd.testing.assert_frame_equal(both_rows, single_rows)

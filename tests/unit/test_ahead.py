@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from planner.solvers.ahead import in_order, workers
+from planner.solvers.ahead import Beside, in_order, workers
 from planner.solvers.highs import HighsModel, RowwiseModel
 from planner.solvers.work import NOMINAL_SECONDS, SafetyNet, guarded, meter, safety_net
 
@@ -96,3 +96,34 @@ def test_highs_runs_in_worker_threads_give_the_answers_and_counts_of_one_thread(
 
 def test_workers_are_the_cores_at_most_four() -> None:
     assert 1 <= workers() <= 4
+
+
+def _charged_solve(moves: int) -> tuple[str, int]:
+    meter().charge_moves(moves)
+    return threading.current_thread().name, moves
+
+
+def test_a_solve_beside_is_charged_where_it_is_taken_and_not_at_all_when_dropped() -> None:
+    for threads in (1, 2):
+        before = meter().units
+        beside = Beside(lambda: _charged_solve(7), threads)
+        name, moves = beside.take()
+        assert moves == 7
+        assert meter().units - before == pytest.approx(7 * NOMINAL_SECONDS["move"])
+        here = threading.current_thread().name
+        assert (name == here) if threads == 1 else name.startswith("gpuplan-beside")
+
+        before = meter().units
+        dropped = Beside(lambda: _charged_solve(5), threads)
+        dropped.drop()
+        assert meter().units == before  # as if it had never run
+
+
+def test_a_solve_beside_that_fails_fails_where_it_is_taken() -> None:
+    def fails() -> None:
+        raise ValueError("no bound")
+
+    for threads in (1, 2):
+        beside = Beside(fails, threads)
+        with pytest.raises(ValueError, match="no bound"):
+            beside.take()

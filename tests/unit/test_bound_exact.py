@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from planner.planning.optimize.exact_plan import exact_candidate, scheduled_from
 from planner.planning.optimize.local_search import violations
 from planner.planning.problem.sets import build_sets, full_sets
 from planner.solvers.solve import Termination, solve
+from planner.solvers.work import meter
 
 START = "2027-01-04T00:00:00Z"
 
@@ -463,3 +466,38 @@ def test_the_hourly_method_takes_the_finer_milp_where_whole_commitments_made_its
     assert any(line.startswith("LP relaxation: bound $336 ") for line in said), said
     assert any(line.startswith("finer cluster bound: MILP with 3 clusters $576 ") for line in said), said
     assert not any(line.startswith("exact-start bound") for line in said), said
+
+
+def test_the_hourly_plan_is_the_same_with_its_finer_bound_beside_it_or_after_it(
+    kit, tmp_path: Path, monkeypatch
+) -> None:
+    """The case above on one core (the finer bound solved in the plan's thread, after the plan's stages)
+    and on two (solved beside them in a thread of its own, ``solvers.ahead.Beside``): the same plan, bound,
+    progress lines in the same order, and the same counted work on the meter."""
+    from planner.planning.optimize import hourly
+    from planner.solvers import ahead
+
+    scenario, catalog = _four_levels(kit, tmp_path, [0, 2, 5, 5], gpus=4, committed=4.0)
+    settings = SolveSettings(method="hourly", bound_clusters_per_block=1, time_limit=60)
+    ran_in: list[str] = []
+    real = hourly.finer_bound
+
+    def recording(*args, **kwargs):
+        ran_in.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hourly, "finer_bound", recording)
+    seen = []
+    for cores in (1, 2):
+        monkeypatch.setattr(ahead, "workers", lambda cores=cores: cores)
+        said: list[str] = []
+        before = meter().units
+        plan = optimize(scenario, catalog, tmp_path, settings, progress=said.append)
+        lines = [re.sub(r"\d+\.\d s\b", "_ s", line) for line in said]
+        solver = plan.document.solver
+        seen.append(
+            (plan.document.costs.total_usd, solver.certified_bound_raw_usd, lines, meter().units - before)
+        )
+    assert seen[0] == seen[1]
+    assert any(line.startswith("finer cluster bound: MILP with 3 clusters $576 ") for line in seen[0][2])
+    assert ran_in[0] == threading.current_thread().name and ran_in[1].startswith("gpuplan-beside")

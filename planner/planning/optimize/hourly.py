@@ -54,6 +54,7 @@ from planner.planning.optimize.schedule import Schedule, improve_schedule, sched
 from planner.planning.optimize.settings import SolveSettings
 from planner.planning.optimize.solution import Solution
 from planner.planning.problem.sets import PlanningSets
+from planner.solvers.ahead import Beside
 from planner.solvers.solve import SolveResult, Termination
 
 
@@ -155,16 +156,23 @@ def _decide_and_dispatch(
     first = _schedule(sets, lp.decisions, say)
     best: Dispatched | None = None
     milp_stage: SolverStage | None = None
-    milp_work = 0.0
+    milp: BoundResult | None = None
     if relax is not True and budget.runs_cluster_milp():
         # the MILP, warm-started from the LP's rounded decisions, its time capped relative to the LP's
         start = start_from(sets, first.commitments, first.schedule.placements, first.schedule.unserved_runs)
         limit = budget.cluster_milp(lp.work)
         say(f"cluster model, MILP warm-started from the LP's rounded decisions ({limit or 0:.0f} s)")
         milp = certified_bound(sets, per_block, time_limit=limit, gap=gap / 2, start=start)
-        milp_work = milp.work
         if milp.solve.ok and milp.bound_usd > bound:
             bound, method = milp.bound_usd, milp.method
+    # the cluster model again with finer clusters: less averaging, a tighter bound (bound.finer_bound), in
+    # its share; its MILP where whole commitments made the coarse bound (INTEGRAL_GAIN), else its LP. It
+    # needs nothing the plan's stages below decide, so it runs beside them on another core, taken where it
+    # is wanted (after them, as before) or dropped (``solvers.ahead.Beside``: the same plan either way)
+    integral = milp is not None and bound > lp.bound_usd * (1 + INTEGRAL_GAIN)
+    coarse_work = milp.work if integral and milp is not None else lp.work
+    finer = None if relax is True else _finer_beside(sets, per_block, budget, coarse_work, integral)
+    if milp is not None:
         if milp.decisions is not None:
             best = _finish(sets, _schedule(sets, milp.decisions, say), budget, say, reserve)
             say(f"plan from the MILP's decisions: ${best.objective:,.0f}; bound ${milp.bound_usd:,.0f}")
@@ -179,14 +187,14 @@ def _decide_and_dispatch(
         stages.append(milp_stage)
     objective = best.objective
     bound_clusters = lp.clusters
-    # the cluster model again with finer clusters: less averaging, a tighter bound (bound.finer_bound), in
-    # its share; its MILP where whole commitments made the coarse bound (INTEGRAL_GAIN), else its LP
-    integral = milp_stage is not None and bound > lp.bound_usd * (1 + INTEGRAL_GAIN)
-    if relax is not True and objective - bound > gap * max(objective, 1e-9):
-        coarse_work = milp_work if integral else lp.work
-        fine = finer_bound(sets, per_block, budget.of_limit(Share.FINER_BOUND), say, coarse_work, integral)
+    if finer is not None and objective - bound > gap * max(objective, 1e-9):
+        fine, said = finer.take()
+        for line in said:
+            say(line)
         if fine is not None and fine.bound_usd > bound:
             bound, method, bound_clusters = fine.bound_usd, fine.method, fine.clusters
+    elif finer is not None:
+        finer.drop()
     # the exact-start bound (bound_exact.py) against this plan, in what is left of the time limit; not
     # where whole commitments made the bound (``integral``): its LP has them fractional, and its integer
     # stage does not finish in its share (spot-price-shock: LP $1,651,486 under the finer MILP's
@@ -211,6 +219,20 @@ def _decide_and_dispatch(
     termination = Termination.OPTIMAL if distance <= gap + 1e-9 else Termination.FEASIBLE
     result = SolveResult("HiGHS", termination, objective, bound, budget.wall_seconds())
     return HourlyResult(best.solution, result, lp.clusters, stages, method, raw_bound, bound_clusters)
+
+
+def _finer_beside(
+    sets: PlanningSets, per_block: int | None, budget: TimeBudget, coarse_work: float, integral: bool
+) -> Beside[tuple[BoundResult | None, list[str]]]:
+    """``bound.finer_bound`` started beside the plan's stages, its progress lines kept to be said when taken
+    (in the order one thread would say them)."""
+    limit = budget.of_limit(Share.FINER_BOUND)
+
+    def solve() -> tuple[BoundResult | None, list[str]]:
+        said: list[str] = []
+        return finer_bound(sets, per_block, limit, said.append, coarse_work, integral), said
+
+    return Beside(solve)
 
 
 def _stage(number: int, what: str, cluster: BoundResult, realized: Dispatched | None) -> SolverStage:
