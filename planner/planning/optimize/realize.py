@@ -22,10 +22,10 @@ that answer, kept where it is cheaper. (2) runs on every period before (3) on an
 the saving for a fraction of the work), each on the periods standing for the most hours first, within
 a budget of counted work (``TimeBudget.realize``), after which periods keep what they have; the plan's
 notes say how many had (2) and (3). The MILPs of (3) are solved ahead in worker threads, one per core
-(``solvers.ahead``), and taken in order: the periods done and their answers are those of one thread. Limits hold
-throughout: an offering's ``max_nodes`` and team burst limits (GPUs counted as the model counts them);
-a replica no group can take without breaking one is left unserved and reported, and the plan's
-penalty counts it.
+(``solvers.ahead``), and taken in order: the periods done and their answers are those of one thread.
+Limits hold throughout: an offering's ``max_nodes`` and team burst limits (GPUs counted as the model
+counts them); a replica no group can take without breaking one is left unserved and reported, and the
+plan's penalty counts it.
 
 Cost follows from the sizes: the non-spot nodes beyond the commitments are whole on-demand nodes, spot
 nodes are whole spot nodes (billed by ``solution.extract_allocations``). Periods with the same
