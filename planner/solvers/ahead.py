@@ -7,9 +7,10 @@ cores or the load (issue 39, ``work.py``), so :func:`in_order` hands back each t
 order*, and charges the caller's work meter with what its run counted in its worker thread (HiGHS's counts:
 the same on any thread and any load) as it hands the result over. A caller that stops where its budget
 ends then stops exactly where a loop in one thread would, its meter reading the same; what the workers
-solved beyond that is dropped. Each worker thread gets its own HiGHS scheduler
-(HiGHS creates one per calling thread), and none is reset while the workers run (``highs._scheduler_for``
-resets only when a run asks another thread count than the last: every run here asks the same).
+solved beyond that is dropped. :class:`Beside` does the same for one solve (the finer cluster bound) run
+beside the caller's own stages and taken where one thread would have run it. Each thread gets its own
+HiGHS scheduler (HiGHS keeps one per calling thread, and ``highs._scheduler_for`` keeps its record per
+thread), so no thread's reset touches another's runs.
 """
 
 from __future__ import annotations
