@@ -21,8 +21,10 @@ Runs are budgeted in counted work, never the clock (``planner/solvers/work.py``)
 takes a ``work`` quota in nominal seconds (a MIP: a count of ``cbMipInterrupt`` calls, then interrupted;
 an LP: a simplex iteration limit), charges what the run did to the thread's
 :class:`~planner.solvers.work.WorkMeter`, and passes HiGHS only the safety net's wall-clock
-``time_limit``. Every run has ``random_seed`` 0 and the thread count it is given (the planner pins 1
-by default), so a run stopped by its quota gives the same answer on an idle and a loaded machine.
+``time_limit``. Every run has ``random_seed`` 0 and one thread unless it is given another count (HiGHS's
+own default follows the cores: 2 workers on the 2-core development machine, so the hourly method's runs,
+which passed none, could take another path on a machine with more cores), so a run stopped by its quota
+gives the same answer on an idle and a loaded machine, and on any number of cores.
 
 highspy is imported on first use, so importing this module does not load the solver.
 """
@@ -220,6 +222,8 @@ class HighsModel:
         self._mip = model.is_mip  # integer columns: budgeted by callback calls, else by iterations
         self.callbacks = 0  # cbMipInterrupt calls of the last run
         self.highs.setOptionValue("random_seed", 0)  # pinned, whatever HiGHS's default becomes
+        if options.get("threads") is None:  # one unless asked (module docstring)
+            options["threads"] = 1
         self.set_options(**options)
         self.highs.passModel(lp)
 

@@ -120,3 +120,12 @@ def test_runs_with_changing_thread_counts_solve_in_threads_beside_each_other() -
     thread.join(30)
     assert outcome.optimal and outcome.objective == pytest.approx(-8.0)
     assert seen == [True, True]
+
+
+def test_a_run_has_one_thread_unless_it_asks_another_count() -> None:
+    """HiGHS's own default follows the cores (2 workers on 2 cores), so a model that names no count is
+    pinned to 1: the hourly method's runs named none, and a machine with more cores could plan otherwise."""
+    assert HighsModel(_knapsack()).highs.getOptionValue("threads")[1] == 1
+    assert HighsModel(_knapsack(), threads=None).highs.getOptionValue("threads")[1] == 1
+    assert HighsModel(_knapsack(), threads=0).highs.getOptionValue("threads")[1] == 0
+    assert HighsModel(_knapsack(), threads=2).highs.getOptionValue("threads")[1] == 2
