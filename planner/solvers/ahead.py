@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
+from functools import partial
 from typing import Generic, TypeVar
 
 from planner.solvers.work import SafetyNet, apart, guarded, meter, safety_net
@@ -59,7 +60,7 @@ def in_order(
     count = workers() if threads is None else max(1, threads)
     if count == 1:
         for task in tasks:
-            result, work = _counted(None, solve, task, guard=False)
+            result, work = _counted(None, partial(solve, task), guard=False)
             meter().charge(work)
             yield task, result, work
         return
@@ -70,7 +71,7 @@ def in_order(
         try:
             while True:
                 for task in itertools.islice(source, 2 * count - len(pending)):
-                    pending.append((task, pool.submit(_counted, net, solve, task)))
+                    pending.append((task, pool.submit(_counted, net, partial(solve, task))))
                 if not pending:
                     return
                 task, future = pending.popleft()
@@ -82,11 +83,11 @@ def in_order(
                 future.cancel()
 
 
-def _counted(net: SafetyNet | None, solve: Callable[[T], R], task: T, guard: bool = True) -> tuple[R, float]:
-    """``solve(task)`` under the caller's safety net (``guard``: in a worker thread, whose own net is none),
-    with the work it counted on a meter of its own (``work.apart``: the same figure in any thread)."""
+def _counted(net: SafetyNet | None, job: Callable[[], R], guard: bool = True) -> tuple[R, float]:
+    """``job()`` under the caller's safety net (``guard``: in a worker thread, whose own net is none), with
+    the work it counted on a meter of its own (``work.apart``: the same figure in any thread)."""
     with guarded(net) if guard else nullcontext(), apart() as counted:
-        result = solve(task)
+        result = job()
     return result, counted.units
 
 
@@ -106,13 +107,13 @@ class Beside(Generic[R]):
         self._future: Future[tuple[R, float]] | None = None
         if (workers() if threads is None else threads) > 1:
             pool = ThreadPoolExecutor(1, thread_name_prefix="gpuplan-beside")
-            self._future = pool.submit(_counted, safety_net(), _call, solve)
+            self._future = pool.submit(_counted, safety_net(), solve)
             pool.shutdown(wait=False)  # the thread ends with the solve
 
     def take(self) -> R:
         """The solve's result (its exception, if it raised), its work now on the caller's meter."""
         if self._future is None:
-            result, work = _counted(None, _call, self._solve, guard=False)
+            result, work = _counted(None, self._solve, guard=False)
         else:
             result, work = self._future.result()
         meter().charge(work)
@@ -123,7 +124,3 @@ class Beside(Generic[R]):
         quota)."""
         if self._future is not None:
             self._future.cancel()
-
-
-def _call(solve: Callable[[], R]) -> R:
-    return solve()

@@ -152,7 +152,7 @@ def solve_period(
         }
         if entries:
             m.row(entries, -math.inf, float(room))
-    highs = HighsModel(m.model(), output_flag=False, mip_rel_gap=MIP_GAP, mip_abs_gap=1e-3, threads=1)
+    highs = HighsModel(m.model(), output_flag=False, mip_rel_gap=MIP_GAP, mip_abs_gap=1e-3)
     values = np.zeros(len(m.cost))
     for key, col in y.items():
         values[col] = start.get(key, 0)
